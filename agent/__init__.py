@@ -1,0 +1,1 @@
+"""Node agent and broker daemon (installed as ``fluxnode.agent``)."""

@@ -1,0 +1,1 @@
+"""Broker configuration model: hostlists, idsets, topology, broker.toml, CURVE certificates, R."""

@@ -1,0 +1,1 @@
+"""Graph scheduler in the manner of Fluxion, and the Kubernetes binder (installed as ``fluxnode.scheduler``)."""

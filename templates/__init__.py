@@ -1,0 +1,1 @@
+"""Jinja templates for broker.toml and the node connect script (package data)."""

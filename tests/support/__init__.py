@@ -1,0 +1,1 @@
+"""Test support: helpers that start real things (brokers, sshd, the Kubernetes API emulator)."""
