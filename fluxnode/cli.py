@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "overlay": "fluxnode.agent.overlay_cli:overlay",
     "resource": "fluxnode.agent.resource_cli:resource",
     "proxy": "fluxnode.agent.proxy:proxy",
+    "relay": "fluxnode.agent.proxy:relay",
     "agent": "fluxnode.agent.node_agent:agent",
     # configuration (broker_conf/)
     "keygen": "fluxnode.broker_conf.certificate:keygen",
