@@ -1,0 +1,173 @@
+"""RFC 29 hostlists: a compact, *ordered* list of hostnames such as ``node[1-4,7],login0``.
+
+Order is significant (a broker's rank is its position in the bootstrap hosts list),
+so encoding never sorts: only runs of adjacent hosts that share a prefix are folded
+into one bracketed idlist, and consecutive ascending ids become ``lo-hi`` ranges.
+Zero padding is taken from the first id of an idlist (``node[01-10]``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["HostlistError", "decode", "encode", "MAX_HOSTS"]
+
+#: Refuse to expand more hosts than this from one string (guards against ``n[0-999999999]``).
+MAX_HOSTS = 1_000_000
+
+_SPECIAL = set("[],")
+_TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
+
+
+class HostlistError(ValueError):
+    """A hostlist string or hostname that does not follow RFC 29."""
+
+
+def _bad_char(text: str) -> str | None:
+    for ch in text:
+        if ch in _SPECIAL or not ch.isascii() or not ch.isprintable() or ch.isspace():
+            return ch
+    return None
+
+
+def _check_affix(text: str, whole: str, what: str) -> None:
+    ch = _bad_char(text)
+    if ch is not None:
+        raise HostlistError(f"invalid hostlist {whole!r}: bad character {ch!r} in {what} {text!r}")
+
+
+def _split_top_level(s: str) -> list[str]:
+    """Split on commas that are not inside brackets, checking bracket balance."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    for i, ch in enumerate(s):
+        if ch == "[":
+            depth += 1
+            if depth > 1:
+                raise HostlistError(f"invalid hostlist {s!r}: nested '[' at position {i}")
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise HostlistError(f"invalid hostlist {s!r}: unmatched ']' at position {i}")
+        elif ch == "," and depth == 0:
+            parts.append(s[start:i])
+            start = i + 1
+    if depth != 0:
+        raise HostlistError(f"invalid hostlist {s!r}: unmatched '['")
+    parts.append(s[start:])
+    return parts
+
+
+def _parse_id(token: str, whole: str) -> int:
+    if not token or not token.isascii() or not token.isdigit():
+        raise HostlistError(f"invalid hostlist {whole!r}: {token!r} is not a non-negative integer")
+    return int(token)
+
+
+def _expand_idlist(idlist: str, whole: str) -> list[str]:
+    if idlist == "":
+        raise HostlistError(f"invalid hostlist {whole!r}: empty brackets")
+    items = idlist.split(",")
+    first = items[0].split("-", 1)[0]
+    width = len(first) if first.startswith("0") else 0
+    out: list[str] = []
+    for item in items:
+        lo_s, sep, hi_s = item.partition("-")
+        lo = _parse_id(lo_s, whole)
+        hi = _parse_id(hi_s, whole) if sep else lo
+        if hi < lo:
+            raise HostlistError(f"invalid hostlist {whole!r}: range {item!r} is descending")
+        if len(out) + (hi - lo + 1) > MAX_HOSTS:
+            raise HostlistError(f"invalid hostlist {whole!r}: expands to more than {MAX_HOSTS} hosts")
+        out.extend(str(n).zfill(width) for n in range(lo, hi + 1))
+    return out
+
+
+def decode(s: str) -> list[str]:
+    """Expand a hostlist string into the ordered list of hostnames (duplicates kept)."""
+    if not isinstance(s, str):
+        raise HostlistError(f"hostlist must be a string, not {type(s).__name__}")
+    if s == "":
+        return []
+    hosts: list[str] = []
+    for expr in _split_top_level(s):
+        if expr == "":
+            raise HostlistError(f"invalid hostlist {s!r}: empty hostname (stray ',')")
+        if "[" not in expr:
+            _check_affix(expr, s, "hostname")
+            hosts.append(expr)
+        else:
+            prefix, _, rest = expr.partition("[")
+            idlist, _, suffix = rest.partition("]")
+            if "[" in suffix or "]" in suffix:
+                raise HostlistError(f"invalid hostlist {s!r}: more than one [idlist] in {expr!r}")
+            _check_affix(prefix, s, "prefix")
+            _check_affix(suffix, s, "suffix")
+            hosts.extend(f"{prefix}{n}{suffix}" for n in _expand_idlist(idlist, s))
+        if len(hosts) > MAX_HOSTS:
+            raise HostlistError(f"invalid hostlist {s!r}: expands to more than {MAX_HOSTS} hosts")
+    return hosts
+
+
+class _Run:
+    """Adjacent hosts sharing a prefix, folded into ``prefix[ranges]``."""
+
+    def __init__(self, prefix: str, digits: str) -> None:
+        self.prefix = prefix
+        self.width = len(digits) if digits.startswith("0") else 0
+        n = int(digits)
+        self.ranges: list[list[int]] = [[n, n]]
+        self.count = 1
+        self.first_digits = digits
+
+    def accepts(self, prefix: str, digits: str) -> bool:
+        return prefix == self.prefix and str(int(digits)).zfill(self.width) == digits
+
+    def add(self, digits: str) -> None:
+        n = int(digits)
+        last = self.ranges[-1]
+        if n == last[1] + 1:
+            last[1] = n
+        else:
+            self.ranges.append([n, n])
+        self.count += 1
+
+    def render(self) -> str:
+        if self.count == 1:
+            return self.prefix + self.first_digits
+        fmt = [
+            str(lo).zfill(self.width) if lo == hi else f"{str(lo).zfill(self.width)}-{str(hi).zfill(self.width)}"
+            for lo, hi in self.ranges
+        ]
+        return f"{self.prefix}[{','.join(fmt)}]"
+
+
+def encode(hosts: Iterable[str]) -> str:
+    """Compress an ordered list of hostnames into the shortest RFC 29 form that keeps order."""
+    parts: list[str] = []
+    run: _Run | None = None
+    for host in hosts:
+        if not isinstance(host, str) or host == "":
+            raise HostlistError(f"invalid hostname {host!r}: must be a non-empty string")
+        ch = _bad_char(host)
+        if ch is not None:
+            raise HostlistError(f"invalid hostname {host!r}: bad character {ch!r}")
+        m = _TRAILING_NUMBER.match(host)
+        if m is None:
+            if run is not None:
+                parts.append(run.render())
+                run = None
+            parts.append(host)
+            continue
+        prefix, digits = m.group(1), m.group(2)
+        if run is not None and run.accepts(prefix, digits):
+            run.add(digits)
+            continue
+        if run is not None:
+            parts.append(run.render())
+        run = _Run(prefix, digits)
+    if run is not None:
+        parts.append(run.render())
+    return ",".join(parts)
