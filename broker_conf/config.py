@@ -1,0 +1,604 @@
+"""The broker configuration (broker.toml), with Flux's keys and meanings.
+
+Tables and keys follow flux-config-bootstrap(5), flux-config-tbon(5),
+flux-config-resource(5) and flux-config-access(5). A config path may be one file or a
+directory of ``*.toml`` files merged like Flux's config directory (tables merge, a
+value set in two files is an error). Every problem is a `ConfigError` whose message
+names the file, the dotted key (``bootstrap.hosts[2].parent``) and what is wrong, so
+a node agent can put it straight into a Kubernetes Event.
+
+Durations are RFC 23 FSD strings (``"30s"``) in TOML and float seconds in Python.
+``hosts`` entries may be RFC 29 hostlists; a host may appear in several entries (later
+entries add ``bind``/``connect``/``parent``), and a broker's rank is the position of its
+host's first appearance.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from fluxnode.broker_conf import fsd, hostlist, idset
+from fluxnode.broker_conf.topology import Topology, TopologyError, validate_spec
+
+__all__ = [
+    "ConfigError",
+    "HostEntry",
+    "BootstrapConfig",
+    "TbonConfig",
+    "ResourceConfig",
+    "AccessConfig",
+    "BrokerConfig",
+    "ResolvedHost",
+    "load",
+    "loads",
+    "from_dict",
+    "dumps",
+]
+
+URI_SCHEMES = ("tcp://", "ipc://")
+
+
+class ConfigError(ValueError):
+    """A broker configuration problem: `file`, dotted `key` and `problem` are kept separately."""
+
+    def __init__(self, file: str | Path | None, key: str, problem: str) -> None:
+        self.file = str(file) if file is not None else "<config>"
+        self.key = key
+        self.problem = problem
+        where = f"{self.file}: {key}: " if key else f"{self.file}: "
+        super().__init__(where + problem)
+
+
+@dataclass
+class HostEntry:
+    """One ``[[bootstrap.hosts]]`` entry; `host` may be a hostlist (``node[1-4]``)."""
+
+    host: str
+    bind: str | None = None
+    connect: str | None = None
+    parent: str | None = None
+
+
+@dataclass
+class BootstrapConfig:
+    curve_cert: str | None = None
+    default_port: int | None = None
+    default_bind: str | None = None
+    default_connect: str | None = None
+    hosts: list[HostEntry] = field(default_factory=list)
+    enable_ipv6: bool = False
+
+
+@dataclass
+class TbonConfig:
+    """``[tbon]``; durations in seconds, defaults as documented in flux-config-tbon(5)."""
+
+    topo: str = "custom"
+    tcp_user_timeout: float = 20.0
+    connect_timeout: float = 30.0
+    torpid_min: float = 5.0
+    torpid_max: float = 30.0
+    zmqdebug: int = 0
+    child_rcvhwm: int = 0
+    prefertcp: bool = False
+    interface_hint: str | None = None
+
+
+@dataclass
+class ResourceConfig:
+    """``[resource]``: where R comes from and what to leave out.
+
+    `override` is fluxnode's own key: a JSON/TOML file describing this node's resources
+    (cores, sockets, gpus, memory_mib, hostname) used instead of discovery, for tests.
+    """
+
+    path: str | None = None
+    scheduling: str | None = None
+    exclude: str | None = None
+    noverify: bool = False
+    norestrict: bool = False
+    override: str | None = None
+
+
+@dataclass
+class AccessConfig:
+    """``[access]`` (flux-config-access(5))."""
+
+    allow_guest_user: bool = False
+    allow_root_owner: bool = False
+
+
+@dataclass(frozen=True)
+class ResolvedHost:
+    """A single host after hostlist expansion and merging of repeated entries."""
+
+    rank: int
+    host: str
+    bind: str | None
+    connect: str | None
+    parent: str | None
+    entry: int  # index of the hosts entry that introduced this host
+
+
+@dataclass
+class BrokerConfig:
+    bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
+    tbon: TbonConfig = field(default_factory=TbonConfig)
+    resource: ResourceConfig = field(default_factory=ResourceConfig)
+    access: AccessConfig = field(default_factory=AccessConfig)
+    path: Path | None = field(default=None, compare=False)
+
+    # -- hosts -----------------------------------------------------------------
+    def _error(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(self.path, key, problem)
+
+    @property
+    def hosts(self) -> list[ResolvedHost]:
+        """Hosts in rank order (hostlists expanded, repeated hosts merged)."""
+        return _resolve_hosts(self.bootstrap.hosts, self.path)
+
+    @property
+    def hostnames(self) -> list[str]:
+        return [h.host for h in self.hosts]
+
+    @property
+    def size(self) -> int:
+        """Number of brokers; 1 when no hosts are configured (a single broker)."""
+        return max(1, len(self.hosts))
+
+    def rank_of(self, hostname: str) -> int:
+        """The broker rank of `hostname`: index of its first entry in bootstrap.hosts."""
+        hosts = self.hosts
+        if not hosts:
+            return 0
+        for h in hosts:
+            if h.host == hostname:
+                return h.rank
+        raise self._error(
+            "bootstrap.hosts",
+            f"hostname {hostname!r} is not listed (hosts: {hostlist.encode(h.host for h in hosts)})",
+        )
+
+    def _host(self, rank: int) -> ResolvedHost:
+        hosts = self.hosts
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < len(hosts):
+            raise self._error("bootstrap.hosts", f"rank {rank!r} is out of range (size {len(hosts)})")
+        return hosts[rank]
+
+    def _substitute(self, pattern: str, host: str, key: str) -> str:
+        port = self.bootstrap.default_port
+        if "%p" in pattern and port is None:
+            raise self._error(key, f"{pattern!r} uses %p but bootstrap.default_port is not set")
+        return pattern.replace("%h", host).replace("%p", str(port))
+
+    def bind_uri(self, rank: int) -> str:
+        """The ZeroMQ endpoint broker `rank` binds for its children (%h, %p substituted)."""
+        h = self._host(rank)
+        if h.bind is not None:
+            return self._substitute(h.bind, h.host, f"bootstrap.hosts[{h.entry}].bind")
+        if self.bootstrap.default_bind is None:
+            raise self._error(f"bootstrap.hosts[{h.entry}].bind", f"no bind URI for {h.host!r} and no bootstrap.default_bind")
+        return self._substitute(self.bootstrap.default_bind, h.host, "bootstrap.default_bind")
+
+    def connect_uri(self, rank: int) -> str:
+        """The ZeroMQ endpoint children of broker `rank` connect to (%h, %p substituted)."""
+        h = self._host(rank)
+        if h.connect is not None:
+            return self._substitute(h.connect, h.host, f"bootstrap.hosts[{h.entry}].connect")
+        if self.bootstrap.default_connect is None:
+            raise self._error(
+                f"bootstrap.hosts[{h.entry}].connect", f"no connect URI for {h.host!r} and no bootstrap.default_connect"
+            )
+        return self._substitute(self.bootstrap.default_connect, h.host, "bootstrap.default_connect")
+
+    def topology(self) -> Topology:
+        """The TBON tree for `tbon.topo`; ``parent`` keys apply with ``custom``."""
+        parents: dict[int, int] = {}
+        hosts = self.hosts
+        by_name = {h.host: h.rank for h in hosts}
+        for h in hosts:
+            if h.parent is None:
+                continue
+            key = f"bootstrap.hosts[{h.entry}].parent"
+            if not self.tbon.topo.startswith("custom"):
+                raise self._error(key, f"parent is only allowed with tbon.topo = \"custom\" (topo is {self.tbon.topo!r})")
+            if h.parent not in by_name:
+                raise self._error(key, f"parent {h.parent!r} of {h.host!r} is not a host in bootstrap.hosts")
+            if h.rank == 0:
+                raise self._error(key, f"rank 0 ({h.host}) may not have a parent in a tree topology")
+            parents[h.rank] = by_name[h.parent]
+        try:
+            return Topology.from_spec(self.tbon.topo, max(1, len(hosts)), parents or None)
+        except TopologyError as exc:
+            problem = str(exc)
+            names = [h.host for h in hosts]
+            if names and "cycle" in problem:
+                problem += " (" + ", ".join(f"{r}={names[r]}" for r in sorted(parents)) + ")"
+            raise self._error("bootstrap.hosts" if parents else "tbon.topo", problem) from None
+
+    def excluded_ranks(self) -> list[int]:
+        """Ranks named by resource.exclude (an idset of ranks or a hostlist)."""
+        spec = self.resource.exclude
+        if not spec:
+            return []
+        try:
+            ranks = idset.decode(spec)
+        except idset.IdsetError:
+            names = hostlist.decode(spec)
+            return sorted({self.rank_of(n) for n in names})
+        for r in ranks:
+            if r >= self.size:
+                raise self._error("resource.exclude", f"rank {r} is out of range (size {self.size})")
+        return ranks
+
+    # -- serialization -----------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The TOML-shaped mapping (Flux key names, FSD strings), omitting unset keys."""
+        b = self.bootstrap
+        boot: dict[str, Any] = {}
+        for key in ("curve_cert", "default_port", "default_bind", "default_connect"):
+            if getattr(b, key) is not None:
+                boot[key] = getattr(b, key)
+        if b.enable_ipv6:
+            boot["enable_ipv6"] = True
+        if b.hosts:
+            boot["hosts"] = [
+                {k: v for k, v in (("host", e.host), ("bind", e.bind), ("connect", e.connect), ("parent", e.parent)) if v is not None}
+                for e in b.hosts
+            ]
+        t = self.tbon
+        tbon: dict[str, Any] = {"topo": t.topo}
+        for key in _TBON_DURATIONS:
+            tbon[key] = fsd.format(getattr(t, key))
+        tbon["zmqdebug"] = t.zmqdebug
+        tbon["child_rcvhwm"] = t.child_rcvhwm
+        tbon["prefertcp"] = t.prefertcp
+        if t.interface_hint is not None:
+            tbon["interface-hint"] = t.interface_hint
+        r = self.resource
+        res: dict[str, Any] = {k: getattr(r, k) for k in ("path", "scheduling", "exclude", "override") if getattr(r, k) is not None}
+        res.update({k: getattr(r, k) for k in ("noverify", "norestrict") if getattr(r, k)})
+        out: dict[str, Any] = {"bootstrap": boot, "tbon": tbon}
+        if res:
+            out["resource"] = res
+        out["access"] = {"allow-guest-user": self.access.allow_guest_user, "allow-root-owner": self.access.allow_root_owner}
+        return out
+
+    def dumps(self) -> str:
+        return dumps(self)
+
+
+_TBON_DURATIONS = ("tcp_user_timeout", "connect_timeout", "torpid_min", "torpid_max")
+
+
+def dumps(cfg: BrokerConfig) -> str:
+    """Serialize to TOML (tomli-w); ``load`` of the result gives an equal BrokerConfig."""
+    return tomli_w.dumps(cfg.to_dict())
+
+
+# -- parsing ------------------------------------------------------------------
+
+
+class _Origins:
+    """Which file each dotted key came from, so merged-directory errors name the right file."""
+
+    def __init__(self, default: Path | None) -> None:
+        self.default = default
+        self.by_key: dict[str, Path] = {}
+
+    def file_for(self, key: str) -> Path | None:
+        parts = key.replace("[", ".[").split(".")
+        while parts:
+            hit = self.by_key.get(".".join(parts).replace(".[", "["))
+            if hit is not None:
+                return hit
+            parts.pop()
+        return self.default
+
+
+class _Reader:
+    """Typed accessors over one TOML table that record errors with dotted keys."""
+
+    def __init__(self, table: Any, prefix: str, origins: _Origins) -> None:
+        self.prefix = prefix
+        self.origins = origins
+        if not isinstance(table, dict):
+            raise self.error(prefix, f"must be a table, not {_tname(table)}")
+        self.table = table
+        self.seen: set[str] = set()
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def error(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(self.origins.file_for(key), key, problem)
+
+    def get(self, name: str, kinds: tuple[type, ...], what: str, default: Any = None) -> Any:
+        self.seen.add(name)
+        if name not in self.table:
+            return default
+        value = self.table[name]
+        if isinstance(value, bool) and bool not in kinds:
+            raise self.error(self.key(name), f"must be {what}, not a boolean")
+        if not isinstance(value, kinds):
+            raise self.error(self.key(name), f"must be {what}, not {_tname(value)} {_short(value)}")
+        return value
+
+    def string(self, name: str, default: str | None = None) -> str | None:
+        value = self.get(name, (str,), "a string", default)
+        if value is not None and value == "":
+            raise self.error(self.key(name), "must not be empty")
+        return value
+
+    def boolean(self, name: str, default: bool = False) -> bool:
+        return self.get(name, (bool,), "a boolean (true/false)", default)
+
+    def integer(self, name: str, default: int | None = None, minimum: int | None = None, maximum: int | None = None) -> int | None:
+        value = self.get(name, (int,), "an integer", default)
+        if value is not None and name in self.table:
+            if minimum is not None and value < minimum:
+                raise self.error(self.key(name), f"must be >= {minimum}, not {value}")
+            if maximum is not None and value > maximum:
+                raise self.error(self.key(name), f"must be <= {maximum}, not {value}")
+        return value
+
+    def duration(self, name: str, default: float) -> float:
+        value = self.get(name, (str, int, float), "a duration like \"30s\" (RFC 23 FSD)", None)
+        if value is None:
+            return default
+        try:
+            return fsd.parse(value)
+        except fsd.FSDError as exc:
+            raise self.error(self.key(name), str(exc)) from None
+
+    def uri(self, name: str) -> str | None:
+        value = self.string(name)
+        if value is not None and not value.startswith(URI_SCHEMES):
+            raise self.error(self.key(name), f"{value!r} is not a ZeroMQ endpoint (expected tcp://HOST:PORT, %h/%p allowed)")
+        return value
+
+    def finish(self, known: list[str] | tuple[str, ...]) -> None:
+        unknown = sorted(set(self.table) - self.seen)
+        if unknown:
+            raise self.error(
+                self.key(unknown[0]),
+                f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} (known: {', '.join(known)})",
+            )
+
+
+def _tname(value: Any) -> str:
+    return {dict: "a table", list: "an array", str: "a string", int: "an integer", float: "a float", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return f"({text[:40]}...)" if len(text) > 43 else f"({text})"
+
+
+def _parse_bootstrap(table: Any, origins: _Origins) -> BootstrapConfig:
+    r = _Reader(table, "bootstrap", origins)
+    cfg = BootstrapConfig(
+        curve_cert=r.string("curve_cert"),
+        default_port=r.integer("default_port", minimum=1, maximum=65535),
+        default_bind=r.uri("default_bind"),
+        default_connect=r.uri("default_connect"),
+        enable_ipv6=r.boolean("enable_ipv6"),
+    )
+    hosts = r.get("hosts", (list,), "an array of tables like { host = \"node[1-4]\" }", [])
+    for i, item in enumerate(hosts):
+        h = _Reader(item, f"bootstrap.hosts[{i}]", origins)
+        host = h.string("host")
+        if host is None:
+            raise h.error(h.key("host"), "is required (the hostname or hostlist of this entry)")
+        try:
+            if not hostlist.decode(host):
+                raise h.error(h.key("host"), "is an empty hostlist")
+        except hostlist.HostlistError as exc:
+            raise h.error(h.key("host"), str(exc)) from None
+        parent = h.string("parent")
+        cfg.hosts.append(HostEntry(host=host, bind=h.uri("bind"), connect=h.uri("connect"), parent=parent))
+        h.finish(("host", "bind", "connect", "parent"))
+    r.finish(("curve_cert", "default_port", "default_bind", "default_connect", "enable_ipv6", "hosts"))
+    return cfg
+
+
+def _parse_tbon(table: Any, origins: _Origins) -> TbonConfig:
+    r = _Reader(table, "tbon", origins)
+    d = TbonConfig()
+    topo = r.string("topo", d.topo)
+    try:
+        validate_spec(topo)
+    except TopologyError as exc:
+        raise r.error("tbon.topo", str(exc)) from None
+    cfg = TbonConfig(
+        topo=topo,
+        tcp_user_timeout=r.duration("tcp_user_timeout", d.tcp_user_timeout),
+        connect_timeout=r.duration("connect_timeout", d.connect_timeout),
+        torpid_min=r.duration("torpid_min", d.torpid_min),
+        torpid_max=r.duration("torpid_max", d.torpid_max),
+        zmqdebug=r.integer("zmqdebug", d.zmqdebug, minimum=0, maximum=1),
+        child_rcvhwm=r.integer("child_rcvhwm", d.child_rcvhwm, minimum=0),
+        prefertcp=r.boolean("prefertcp", d.prefertcp),
+        interface_hint=r.string("interface-hint"),
+    )
+    r.finish(("topo", "tcp_user_timeout", "connect_timeout", "torpid_min", "torpid_max", "zmqdebug", "child_rcvhwm",
+              "prefertcp", "interface-hint"))
+    return cfg
+
+
+def _parse_resource(table: Any, origins: _Origins) -> ResourceConfig:
+    r = _Reader(table, "resource", origins)
+    cfg = ResourceConfig(
+        path=r.string("path"),
+        scheduling=r.string("scheduling"),
+        exclude=r.string("exclude"),
+        noverify=r.boolean("noverify"),
+        norestrict=r.boolean("norestrict"),
+        override=r.string("override"),
+    )
+    if cfg.exclude is not None:
+        try:
+            idset.decode(cfg.exclude)
+        except idset.IdsetError:
+            try:
+                hostlist.decode(cfg.exclude)
+            except hostlist.HostlistError as exc:
+                raise r.error("resource.exclude", f"must be an idset of ranks or a hostlist: {exc}") from None
+    r.finish(("path", "scheduling", "exclude", "noverify", "norestrict", "override"))
+    return cfg
+
+
+def _parse_access(table: Any, origins: _Origins) -> AccessConfig:
+    r = _Reader(table, "access", origins)
+    cfg = AccessConfig(allow_guest_user=r.boolean("allow-guest-user"), allow_root_owner=r.boolean("allow-root-owner"))
+    r.finish(("allow-guest-user", "allow-root-owner"))
+    return cfg
+
+
+def _resolve_hosts(entries: list[HostEntry], path: Path | None) -> list[ResolvedHost]:
+    resolved: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
+    for i, e in enumerate(entries):
+        try:
+            names = hostlist.decode(e.host)
+        except hostlist.HostlistError as exc:
+            raise ConfigError(path, f"bootstrap.hosts[{i}].host", str(exc)) from None
+        for name in names:
+            attrs = {"bind": e.bind, "connect": e.connect, "parent": e.parent}
+            if name not in index:
+                index[name] = len(resolved)
+                resolved.append({"host": name, "entry": i, "set_by": {}, **attrs})
+                for k, v in attrs.items():
+                    if v is not None:
+                        resolved[-1]["set_by"][k] = i
+                continue
+            rec = resolved[index[name]]
+            for k, v in attrs.items():
+                if v is None:
+                    continue
+                if rec[k] is not None and rec[k] != v:
+                    raise ConfigError(
+                        path,
+                        f"bootstrap.hosts[{i}].{k}",
+                        f"{name!r} already has {k} = {rec[k]!r} from bootstrap.hosts[{rec['set_by'][k]}]; conflicting {v!r}",
+                    )
+                rec[k] = v
+                rec["set_by"].setdefault(k, i)
+    return [
+        ResolvedHost(rank=r, host=d["host"], bind=d["bind"], connect=d["connect"], parent=d["parent"], entry=d["entry"])
+        for r, d in enumerate(resolved)
+    ]
+
+
+_TABLES = {"bootstrap": _parse_bootstrap, "tbon": _parse_tbon, "resource": _parse_resource, "access": _parse_access}
+
+
+def from_dict(data: Mapping[str, Any], path: str | Path | None = None, *, origins: _Origins | None = None) -> BrokerConfig:
+    """Validate a parsed TOML mapping into a BrokerConfig (every check `load` does)."""
+    origins = origins or _Origins(Path(path) if path is not None else None)
+    unknown = sorted(set(data) - set(_TABLES))
+    if unknown:
+        raise ConfigError(
+            origins.file_for(unknown[0]), unknown[0], f"unknown table {unknown[0]!r} (known: {', '.join(_TABLES)})"
+        )
+    parts = {name: parse(data.get(name, {}), origins) for name, parse in _TABLES.items()}
+    cfg = BrokerConfig(**parts, path=Path(path) if path is not None else origins.default)
+    _validate(cfg, origins)
+    return cfg
+
+
+def _validate(cfg: BrokerConfig, origins: _Origins) -> None:
+    def err(key: str, problem: str) -> ConfigError:
+        return ConfigError(origins.file_for(key), key, problem)
+
+    try:
+        hosts = cfg.hosts
+    except ConfigError as exc:
+        raise err(exc.key, exc.problem) from None
+    if len(hosts) > 1 and cfg.bootstrap.curve_cert is None:
+        raise err("bootstrap.curve_cert", f"is required when bootstrap.hosts has more than one host ({len(hosts)})")
+    for h in hosts:
+        for kind, default in (("bind", cfg.bootstrap.default_bind), ("connect", cfg.bootstrap.default_connect)):
+            pattern = getattr(h, kind) or default
+            key = f"bootstrap.hosts[{h.entry}].{kind}" if getattr(h, kind) else f"bootstrap.default_{kind}"
+            if len(hosts) > 1 and pattern is None:
+                raise err(f"bootstrap.hosts[{h.entry}].{kind}", f"no {kind} URI for {h.host!r} and no bootstrap.default_{kind}")
+            if pattern is not None and "%p" in pattern and cfg.bootstrap.default_port is None:
+                raise err(key, f"{pattern!r} uses %p but bootstrap.default_port is not set")
+    try:
+        cfg.topology()
+        cfg.excluded_ranks()
+    except ConfigError as exc:
+        raise err(exc.key, exc.problem) from None
+
+
+def loads(text: str, path: str | Path | None = None) -> BrokerConfig:
+    """Parse broker.toml text; `path` is only used to name the source in errors."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(path or "<string>", "", f"TOML syntax error: {exc}") from None
+    return from_dict(data, path)
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise ConfigError(file, "", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(file, "", f"not UTF-8 text (byte {exc.start})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(file, "", f"TOML syntax error: {exc}") from None
+
+
+def _merge(dst: dict[str, Any], src: dict[str, Any], file: Path, origins: _Origins, prefix: str = "") -> None:
+    for key, value in src.items():
+        dotted = f"{prefix}.{key}" if prefix else key
+        if key in dst:
+            if isinstance(dst[key], dict) and isinstance(value, dict):
+                _merge(dst[key], value, file, origins, dotted)
+                continue
+            first = origins.by_key.get(dotted, origins.default)
+            raise ConfigError(file, dotted, f"already set in {first}")
+        dst[key] = value
+        origins.by_key[dotted] = file
+        if isinstance(value, dict):
+            _record(value, file, origins, dotted)
+
+
+def _record(table: dict[str, Any], file: Path, origins: _Origins, prefix: str) -> None:
+    for key, value in table.items():
+        dotted = f"{prefix}.{key}"
+        origins.by_key[dotted] = file
+        if isinstance(value, dict):
+            _record(value, file, origins, dotted)
+
+
+def load(path: str | Path) -> BrokerConfig:
+    """Load broker.toml, or a directory whose ``*.toml`` files are merged in name order."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.glob("*.toml") if f.is_file())
+        if not files:
+            raise ConfigError(p, "", "directory contains no *.toml files")
+        origins = _Origins(p)
+        merged: dict[str, Any] = {}
+        for f in files:
+            _merge(merged, _read_toml(f), f, origins)
+        return from_dict(merged, p, origins=origins)
+    if not p.exists():
+        raise ConfigError(p, "", "no such file or directory")
+    origins = _Origins(p)
+    return from_dict(_read_toml(p), p, origins=origins)
