@@ -1,0 +1,947 @@
+"""Jobspecs (RFC 14 canonical, RFC 25 version 1) as Fluxion's libjobspec reads them.
+
+The scheduler must accept and reject exactly the jobspecs Fluxion accepts and rejects, and
+report the same reason, so this parser follows libjobspec's checks in libjobspec's order
+rather than a schema: e.g. version 1-9999 is accepted, ``attributes`` may be empty, a count
+mapping may give ``min`` alone (meaning "at least min"), tasks need 3-5 keys.
+
+Fluxion parses with yaml-cpp, where every scalar is a string converted on use
+(``count: 010`` is octal 8, ``exclusive: True`` is not ``true``). To behave the same,
+text is composed (not constructed) with PyYAML and converted here with yaml-cpp's rules;
+an already-parsed ``dict`` is treated as the JSON it came from (``str`` values are quoted
+scalars, ``True`` is ``true``).
+
+Errors are :class:`JobspecError` naming the path (``resources[0].with[1].count.min``);
+``.reason`` keeps Fluxion's wording and ``.what`` is the exact text Fluxion's
+``parse_error::what()`` would hold (yaml-cpp conversion errors carry
+``yaml-cpp: error at line L, column C: bad conversion``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "FLUXION_STATIC_TYPES",
+    "UINT_MAX",
+    "Constraint",
+    "Count",
+    "Jobspec",
+    "JobspecError",
+    "Resource",
+    "Task",
+]
+
+UINT_MAX = 0xFFFFFFFF
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+
+#: Resource types Fluxion interns at start-up (data_std.cpp); a graph adds its own.
+FLUXION_STATIC_TYPES = frozenset({"cluster", "rack", "node", "socket", "core", "gpu", "slot", "ssd"})
+
+_UNKNOWN_TYPE = 'Value of "type" must be a resource type known to fluxion'
+_BAD_CONVERSION = "bad conversion"
+_INVALID_NODE = (
+    "invalid node; this may result from using a map iterator as a sequence iterator, "
+    "or vice-versa"
+)
+
+
+class JobspecError(ValueError):
+    """A jobspec Fluxion would reject: ``path: reason``.
+
+    ``path`` is where the problem is (``""`` for the document itself), ``reason`` is
+    Fluxion's wording, ``line``/``column`` (1-based/0-based like libjobspec's
+    ``parse_error``) locate it in YAML text when known, ``what`` is Fluxion's full message.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        reason: str,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        yaml_cpp: bool = False,
+    ) -> None:
+        self.path = path
+        self.reason = reason
+        self.line = line
+        self.column = column
+        self.yaml_cpp = yaml_cpp
+        super().__init__(f"{path or 'jobspec'}: {reason}")
+
+    @property
+    def what(self) -> str:
+        """The message Fluxion's ``parse_error`` carries (``Jobspec error for N: <what>``)."""
+        if self.yaml_cpp and self.line is not None and self.column is not None:
+            return f"yaml-cpp: error at line {self.line}, column {self.column + 1}: {self.reason}"
+        return self.reason
+
+
+# --------------------------------------------------------------------------------------
+# A yaml-cpp-like view of the document: every scalar is text, null is its own kind.
+
+
+@dataclass(slots=True)
+class _Node:
+    kind: str  # "map" | "seq" | "scalar" | "null"
+    value: Any  # list[tuple[_Node, _Node]] | list[_Node] | str | None
+    quoted: bool = False  # yaml-cpp Tag() == "!" (a non-plain scalar)
+    line: int | None = None  # 0-based, like yaml-cpp's Mark
+    column: int | None = None
+
+    def get(self, key: str) -> _Node | None:
+        """First value whose key is the scalar ``key`` (yaml-cpp ``node[key]``)."""
+        if self.kind != "map":
+            return None
+        for k, v in self.value:
+            if k.kind == "scalar" and k.value == key:
+                return v
+        return None
+
+    def __len__(self) -> int:
+        return len(self.value) if self.kind in ("map", "seq") else 0
+
+
+def _from_yaml(node: yaml.Node) -> _Node:
+    line, col = node.start_mark.line, node.start_mark.column
+    if isinstance(node, yaml.MappingNode):
+        pairs = [(_from_yaml(k), _from_yaml(v)) for k, v in node.value]
+        return _Node("map", pairs, line=line, column=col)
+    if isinstance(node, yaml.SequenceNode):
+        return _Node("seq", [_from_yaml(v) for v in node.value], line=line, column=col)
+    plain = node.style is None
+    if plain and node.tag == "tag:yaml.org,2002:null":
+        return _Node("null", None, line=line, column=col)
+    return _Node("scalar", node.value, quoted=not plain, line=line, column=col)
+
+
+def _from_python(obj: Any, path: str) -> _Node:
+    if obj is None:
+        return _Node("null", None)
+    if isinstance(obj, bool):
+        return _Node("scalar", "true" if obj else "false")
+    if isinstance(obj, int):
+        return _Node("scalar", str(obj))
+    if isinstance(obj, float):
+        return _Node("scalar", repr(obj) if math.isfinite(obj) else _float_text(obj))
+    if isinstance(obj, str):
+        return _Node("scalar", obj, quoted=True)
+    if isinstance(obj, Mapping):
+        return _Node(
+            "map",
+            [(_Node("scalar", str(k), quoted=True), _from_python(v, _join(path, str(k))))
+             for k, v in obj.items()],
+        )
+    if isinstance(obj, list | tuple):
+        return _Node("seq", [_from_python(v, f"{path}[{i}]") for i, v in enumerate(obj)])
+    raise JobspecError(path, f"unsupported value of type {type(obj).__name__}")
+
+
+def _float_text(x: float) -> str:
+    if math.isnan(x):
+        return ".nan"
+    return ".inf" if x > 0 else "-.inf"
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _load(obj: Mapping | str | bytes) -> _Node:
+    if not isinstance(obj, str | bytes):
+        return _from_python(obj, "")
+    if isinstance(obj, bytes):
+        try:
+            obj = obj.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise JobspecError("", f"jobspec is not UTF-8 text: {e}") from None
+    try:
+        for doc in yaml.compose_all(obj, Loader=yaml.SafeLoader):
+            return _from_yaml(doc)  # yaml-cpp's Load keeps the first document
+    except yaml.YAMLError as e:
+        # PyYAML (YAML 1.1) refuses a little JSON that yaml-cpp takes; JSON decides then.
+        try:
+            return _from_python(json.loads(obj), "")
+        except ValueError:
+            pass
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or str(e)
+        raise JobspecError(
+            "",
+            problem,
+            line=mark.line + 1 if mark else None,
+            column=mark.column if mark else None,
+            yaml_cpp=mark is not None,
+        ) from None
+    return _Node("null", None)
+
+
+# --------------------------------------------------------------------------------------
+# yaml-cpp conversions (YAML_DEFINE_CONVERT_STREAMABLE: iostream parsing, base from prefix)
+
+_INT_RE = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)\s*\Z")
+_FLOAT_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*\Z")
+_INF = {".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"}
+_NINF = {"-.inf", "-.Inf", "-.INF"}
+_NAN = {".nan", ".NaN", ".NAN"}
+
+
+def _bad(node: _Node, path: str) -> JobspecError:
+    line = node.line + 1 if node.line is not None else None
+    return JobspecError(path, _BAD_CONVERSION, line=line, column=node.column, yaml_cpp=True)
+
+
+def _as_int(node: _Node, path: str, lo: int, hi: int, *, unsigned: bool) -> int:
+    if node.kind != "scalar":
+        raise _bad(node, path)
+    m = _INT_RE.match(node.value)
+    if m is None or (unsigned and m.group(1) == "-"):
+        raise _bad(node, path)
+    digits = m.group(2)
+    if digits[:2] in ("0x", "0X"):
+        value = int(digits, 16)
+    elif len(digits) > 1 and digits[0] == "0":
+        value = int(digits, 8)
+    else:
+        value = int(digits)
+    if m.group(1) == "-":
+        value = -value
+    if not lo <= value <= hi:
+        raise _bad(node, path)
+    return value
+
+
+def _as_unsigned(node: _Node, path: str) -> int:
+    return _as_int(node, path, 0, UINT_MAX, unsigned=True)
+
+
+def _as_double(node: _Node, path: str) -> float:
+    if node.kind == "scalar":
+        text = node.value
+        if _FLOAT_RE.match(text):
+            return float(text)
+        if text in _INF:
+            return math.inf
+        if text in _NINF:
+            return -math.inf
+        if text in _NAN:
+            return math.nan
+    raise _bad(node, path)
+
+
+def _as_str(node: _Node, path: str) -> str:
+    if node.kind == "null":
+        return "null"
+    if node.kind != "scalar":
+        raise _bad(node, path)
+    return node.value
+
+
+def _as_char(node: _Node, path: str) -> str:
+    if node.kind != "scalar" or len(node.value.rstrip()) != 1 or node.value[0].isspace():
+        raise _bad(node, path)
+    return node.value[0]
+
+
+def _err(node: _Node, path: str, reason: str) -> JobspecError:
+    line = node.line + 1 if node.line is not None else None
+    return JobspecError(path, reason, line=line, column=node.column)
+
+
+def _pairs(node: _Node, path: str) -> Iterator[tuple[str, _Node, str]]:
+    """Iterate a mapping like yaml-cpp: nothing for scalars/null, an error for sequences."""
+    if node.kind == "seq" and len(node):
+        raise JobspecError(path, _INVALID_NODE, yaml_cpp=True)
+    if node.kind != "map":
+        return
+    for k, v in node.value:
+        key = _as_str(k, path)
+        yield key, v, _join(path, key)
+
+
+# --------------------------------------------------------------------------------------
+# Data model
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    """A resource count: ``min``, or a range ``min..max`` stepping by ``operator operand``.
+
+    A scalar count ``n`` is ``Count(n, n)``; a mapping with ``min`` only leaves ``max`` at
+    ``UINT_MAX`` (libjobspec's default: "at least min").
+    """
+
+    min: int
+    max: int = UINT_MAX
+    operator: str = "+"
+    operand: int = 1
+
+    @property
+    def is_fixed(self) -> bool:
+        return self.min == self.max
+
+    def calc(self, available: int) -> int:
+        """How many to take when ``available`` qualify; 0 when ``min`` cannot be met.
+
+        Fluxion's ``matcher_util_api_t::calc_count``: the largest legal value not above
+        ``available`` or ``max``, with its unsigned 32-bit arithmetic.
+        """
+        lo, hi, qc = self.min, self.max, available
+        if lo > hi or lo > qc:
+            return 0
+        count, cur = 0, lo
+        if self.operator == "+":
+            count = min(qc, hi)
+            count -= (count - cur) % self.operand
+        elif self.operator == "*":
+            if self.operand == 1:
+                count = cur
+            else:
+                while cur <= qc and cur <= hi:
+                    count = cur
+                    cur = (cur * self.operand) & UINT_MAX
+                    if cur == 0:  # wrapped: Fluxion would spin; stop at the last value
+                        break
+        elif self.operator == "^":
+            if self.operand < 2 or cur == 1:
+                count = cur
+            else:
+                while cur <= qc and cur <= hi:
+                    base, count = cur, cur
+                    for _ in range(1, self.operand):
+                        cur = (cur * base) & UINT_MAX
+                    if cur <= count:  # wrapped
+                        break
+        return count
+
+    @property
+    def effective_max(self) -> int:
+        """Fluxion's ``calc_effective_max``: ``calc(UINT_MAX)``."""
+        return self.calc(UINT_MAX)
+
+    def values(self) -> Iterator[int]:
+        """The legal counts, ascending: min, then min op operand, ... up to max."""
+        cur = self.min
+        while cur <= self.max:
+            yield cur
+            if self.operator == "+":
+                nxt = cur + self.operand
+            elif self.operator == "*":
+                nxt = cur * self.operand
+            else:
+                nxt = cur**self.operand
+            if nxt <= cur:
+                return
+            cur = nxt
+
+    def to_obj(self) -> int | dict[str, Any]:
+        if self.is_fixed and self.operator == "+" and self.operand == 1:
+            return self.min
+        if self.max == UINT_MAX and self.operator == "+" and self.operand == 1:
+            return {"min": self.min}
+        return {"min": self.min, "max": self.max, "operator": self.operator,
+                "operand": self.operand}
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One resource vertex request; ``exclusive`` is None when unspecified."""
+
+    type: str
+    count: Count
+    unit: str = ""
+    label: str = ""
+    id: str = ""
+    exclusive: bool | None = None
+    with_: tuple[Resource, ...] = ()
+
+    @property
+    def is_slot(self) -> bool:
+        return self.type == "slot"
+
+    def walk(self) -> Iterator[Resource]:
+        """This resource and all below it, pre-order."""
+        yield self
+        for child in self.with_:
+            yield from child.walk()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type, "count": self.count.to_obj()}
+        if self.unit:
+            out["unit"] = self.unit
+        if self.label:
+            out["label"] = self.label
+        if self.id:
+            out["id"] = self.id
+        if self.exclusive is not None:
+            out["exclusive"] = self.exclusive
+        if self.with_:
+            out["with"] = [r.to_dict() for r in self.with_]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A task entry. ``count`` holds the one ``per_slot``/``total`` entry as text, as Fluxion."""
+
+    command: tuple[str, ...]
+    slot: str
+    count: Mapping[str, str] = field(default_factory=dict)
+    distribution: str = ""
+    attributes: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def per_slot(self) -> int | None:
+        return _maybe_int(self.count.get("per_slot"))
+
+    @property
+    def total(self) -> int | None:
+        return _maybe_int(self.count.get("total"))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"command": list(self.command), "slot": self.slot}
+        if self.count:
+            out["count"] = {k: _maybe_int(v) if _maybe_int(v) is not None else v
+                            for k, v in self.count.items()}
+        if self.distribution:
+            out["distribution"] = self.distribution
+        if self.attributes:
+            out["attributes"] = dict(self.attributes)
+        return out
+
+
+def _maybe_int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------------------
+# RFC 31 constraints, checked as libjobspec's constraint parser checks them
+
+_BAD_PROPERTY_CHARS = set("!&'\"^`|()")
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """An RFC 31 constraint: ``op`` is ``""`` (matches all), ``properties``, ``hostlist``,
+    ``ranks``, ``and``, ``or`` or ``not``; ``values`` are strings or sub-constraints.
+
+    Fluxion applies it only to ``node`` and ``storage_node`` vertices.
+    """
+
+    op: str = ""
+    values: tuple[Any, ...] = ()
+
+    def match(self, name: str, rank: int, properties: Collection[str] = ()) -> bool:
+        if self.op == "":
+            return True
+        if self.op == "properties":
+            for value in self.values:
+                negate = value.startswith("^")
+                found = (value[1:] if negate else value) in properties
+                if found == negate:
+                    return False
+            return True
+        if self.op == "hostlist":
+            return any(_hostlist_contains(h, name) for h in self.values)
+        if self.op == "ranks":
+            return any(rank in r for s in self.values for r in _idset_ranges(s))
+        results = (c.match(name, rank, properties) for c in self.values)
+        if self.op == "or":
+            return any(results)
+        matched_all = all(results)
+        return not matched_all if self.op == "not" else matched_all
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.op == "":
+            return {}
+        if self.op in ("and", "or", "not"):
+            return {self.op: [c.to_dict() for c in self.values]}
+        return {self.op: list(self.values)}
+
+
+def _parse_constraint(node: _Node, path: str) -> Constraint:
+    if node.kind != "map":
+        raise _err(node, path, "constraint is not a mapping")
+    if len(node) > 1:
+        raise _err(node, path, "constraint map may not contain > 1 operation")
+    if len(node) == 0:
+        return Constraint()
+    key_node, operands = node.value[0]
+    op = _as_str(key_node, path)
+    opath = _join(path, op)
+    if operands.kind != "seq":
+        raise _err(operands, opath, f"{op} operator value must be an array")
+    items = operands.value
+    if op == "properties":
+        values = []
+        for i, item in enumerate(items):
+            if item.kind != "scalar" or not item.quoted:
+                raise _err(operands, f"{opath}[{i}]", "non-string property specified")
+            prop = item.value[1:] if item.value.startswith("^") else item.value
+            if _BAD_PROPERTY_CHARS & set(prop):
+                raise _err(operands, f"{opath}[{i}]", f"{item.value} is invalid")
+            values.append(item.value)
+        return Constraint(op, tuple(values))
+    if op in ("hostlist", "ranks"):
+        check = _hostlist_valid if op == "hostlist" else _idset_valid
+        what = "hostlist" if op == "hostlist" else "idset"
+        values = []
+        for i, item in enumerate(items):
+            text = _as_str(item, f"{opath}[{i}]")
+            if not check(text):
+                raise _err(item, f"{opath}[{i}]", f"Invalid {what} `{text}'")
+            values.append(text)
+        return Constraint(op, tuple(values))
+    if op in ("and", "or", "not"):
+        return Constraint(
+            op, tuple(_parse_constraint(c, f"{opath}[{i}]") for i, c in enumerate(items))
+        )
+    raise _err(node, path, f"unknown constraint operator: {op}")
+
+
+_RANGE = r"\d+(?:-\d+)?"
+_IDSET_RE = re.compile(rf"\[?({_RANGE}(?:,{_RANGE})*)?\]?\Z")
+
+
+def _idset_ranges(text: str) -> list[range]:
+    """RFC 22 idset text to ranges; raises ValueError when malformed."""
+    m = _IDSET_RE.match(text)
+    if m is None or (text.startswith("[") != text.endswith("]")):
+        raise ValueError(text)
+    out = []
+    for part in filter(None, (m.group(1) or "").split(",")):
+        lo, _, hi = part.partition("-")
+        a, b = int(lo), int(hi or lo)
+        if b < a:
+            raise ValueError(text)
+        out.append(range(a, b + 1))
+    return out
+
+
+def _idset_valid(text: str) -> bool:
+    try:
+        _idset_ranges(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _hostlist_terms(text: str) -> list[tuple[str, list[tuple[int, int, int]], str]]:
+    """RFC 29 hostlist text to (prefix, [(lo, hi, width)], suffix) terms; ValueError if bad."""
+    terms, depth, start = [], 0, 0
+    pieces = []
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+            if depth > 1:
+                raise ValueError(text)
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(text)
+        elif ch == "," and depth == 0:
+            pieces.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise ValueError(text)
+    pieces.append(text[start:])
+    for piece in filter(None, (p.strip() for p in pieces)):
+        m = re.fullmatch(r"([^\[\]]*)(?:\[([^\[\]]*)\]([^\[\]]*))?", piece)
+        if m is None:
+            raise ValueError(text)
+        prefix, body, suffix = m.group(1), m.group(2), m.group(3) or ""
+        if body is None:
+            terms.append((prefix, [], ""))
+            continue
+        ranges = []
+        for part in body.split(","):
+            rm = re.fullmatch(r"(\d+)(?:-(\d+))?", part.strip())
+            if rm is None or (rm.group(2) and int(rm.group(2)) < int(rm.group(1))):
+                raise ValueError(text)
+            ranges.append((int(rm.group(1)), int(rm.group(2) or rm.group(1)), len(rm.group(1))))
+        terms.append((prefix, ranges, suffix))
+    return terms
+
+
+def _hostlist_valid(text: str) -> bool:
+    try:
+        _hostlist_terms(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _hostlist_contains(text: str, host: str) -> bool:
+    for prefix, ranges, suffix in _hostlist_terms(text):
+        if not ranges:
+            if host == prefix:
+                return True
+            continue
+        if not (host.startswith(prefix) and host.endswith(suffix)):
+            continue
+        digits = host[len(prefix):len(host) - len(suffix) if suffix else None]
+        if not digits.isdigit():
+            continue
+        n = int(digits)
+        for lo, hi, width in ranges:
+            if lo <= n <= hi and len(digits) == max(width, len(str(n))):
+                return True
+    return False
+
+
+# --------------------------------------------------------------------------------------
+# Parsing in libjobspec's order
+
+
+def _parse_count(cnode: _Node, path: str) -> Count:
+    if cnode.kind == "scalar":
+        n = _as_unsigned(cnode, path)
+        return Count(n, n)
+    if cnode.kind != "map":
+        raise _err(cnode, path, "count is not a mapping")
+    mn = cnode.get("min")
+    if mn is None:
+        raise _err(cnode, path, 'Key "min" missing from count')
+    if mn.kind != "scalar":
+        raise _err(mn, f"{path}.min", 'Value of "min" must be a scalar')
+    mx, op, opd = cnode.get("max"), cnode.get("operator"), cnode.get("operand")
+    maximum, oper, operand = UINT_MAX, "+", 1
+    if mx is not None or op is not None or opd is not None:
+        if mx is None or op is None or opd is None:
+            raise _err(cnode, path,
+                       'All or none of "max", "operator", and "operand" must be specified')
+        for name, node in (("max", mx), ("operator", op), ("operand", opd)):
+            if node.kind != "scalar":
+                raise _err(node, f"{path}.{name}", f'Value of "{name}" must be a scalar')
+        maximum = _as_unsigned(mx, f"{path}.max")
+        oper = _as_char(op, f"{path}.operator")
+        operand = _as_int(opd, f"{path}.operand", INT_MIN, INT_MAX, unsigned=False)
+    minimum = _as_unsigned(mn, f"{path}.min")
+    if minimum < 1:
+        raise _err(mn, f"{path}.min", '"min" must be greater than zero')
+    if mx is not None and maximum < minimum:
+        raise _err(mx, f"{path}.max", '"max" must be greater than or equal to "min"')
+    if oper == "+":
+        if operand < 1:
+            raise _err(opd, f"{path}.operand",
+                       "\"operand\" must be greater than zero for addition '+'")
+    elif oper == "*":
+        if operand < 2:
+            raise _err(opd, f"{path}.operand",
+                       "\"operand\" must be greater than one for multiplication '*'")
+    elif oper == "^":
+        if operand < 2:
+            raise _err(opd, f"{path}.operand",
+                       "\"operand\" must be greater than one for exponentiation '^'")
+        if minimum < 2:
+            raise _err(mn, f"{path}.min",
+                       "\"min\" must be greater than one for exponentiation '^'")
+    else:
+        raise _err(op, f"{path}.operator", "Invalid count operator")
+    return Count(minimum, maximum, oper, operand)
+
+
+_RESOURCE_KEYS = ("type", "count", "unit", "exclusive", "with", "label", "id")
+
+
+def _parse_resources(node: _Node, path: str, known: Collection[str] | None) -> tuple[Resource, ...]:
+    if node.kind != "seq":
+        raise _err(node, path, '"resources" is not a sequence')
+    return tuple(_parse_resource(r, f"{path}[{i}]", known) for i, r in enumerate(node.value))
+
+
+def _parse_resource(node: _Node, path: str, known: Collection[str] | None) -> Resource:
+    if node.kind != "map":
+        raise _err(node, path, "resource is not a mapping")
+    tnode = node.get("type")
+    if tnode is None:
+        raise _err(node, path, 'Key "type" missing from resource')
+    if tnode.kind != "scalar":
+        raise _err(tnode, f"{path}.type", 'Value of "type" must be a scalar')
+    rtype = tnode.value
+    if known is not None and rtype not in known:
+        raise _err(tnode, f"{path}.type", _UNKNOWN_TYPE)
+    cnode = node.get("count")
+    if cnode is None:
+        raise _err(node, path, 'Key "count" missing from resource')
+    count = _parse_count(cnode, f"{path}.count")
+    fields = 2
+    unit = label = rid = ""
+    exclusive: bool | None = None
+    children: tuple[Resource, ...] = ()
+    if (n := node.get("unit")) is not None:
+        if n.kind != "scalar":
+            raise _err(n, f"{path}.unit", 'Value of "unit" must be a scalar')
+        fields += 1
+        unit = n.value
+    if (n := node.get("exclusive")) is not None:
+        if n.kind != "scalar":
+            raise _err(n, f"{path}.exclusive", 'Value of "exclusive" must be a scalar')
+        fields += 1
+        if n.value not in ("true", "false"):
+            raise _err(n, f"{path}.exclusive",
+                       'Value of "exclusive" must be either "true" or "false"')
+        exclusive = n.value == "true"
+    if (n := node.get("with")) is not None:
+        fields += 1
+        children = _parse_resources(n, f"{path}.with", known)
+    if (n := node.get("label")) is not None:
+        if n.kind != "scalar":
+            raise _err(n, f"{path}.label", 'Value of "label" must be a scalar')
+        fields += 1
+        label = n.value
+    elif rtype == "slot":
+        raise _err(node, f"{path}.label", "All slots must be labeled")
+    if (n := node.get("id")) is not None:
+        if n.kind != "scalar":
+            raise _err(n, f"{path}.id", 'Value of "id" must be a scalar')
+        fields += 1
+        rid = n.value
+    if fields != len(node):
+        extra = [k.value for k, _ in node.value
+                 if not (k.kind == "scalar" and k.value in _RESOURCE_KEYS)]
+        where = _join(path, str(extra[0])) if extra else path
+        raise _err(node, where, "Unrecognized key in resource mapping")
+    return Resource(rtype, count, unit, label, rid, exclusive, children)
+
+
+def _parse_task(node: _Node, path: str) -> Task:
+    if node.kind != "map":
+        raise _err(node, path, "task is not a mapping")
+    cmd = node.get("command")
+    if cmd is None:
+        raise _err(node, path, 'Key "command" missing from task')
+    if cmd.kind != "seq":
+        raise _err(cmd, f"{path}.command", '"command" value must be a sequence')
+    command = tuple(_as_str(a, f"{path}.command[{i}]") for i, a in enumerate(cmd.value))
+    snode = node.get("slot")
+    if snode is None:
+        raise _err(node, path, 'Key "slot" missing from task')
+    if snode.kind != "scalar":
+        raise _err(snode, f"{path}.slot", 'Value of task "slot" must be a YAML scalar')
+    count: dict[str, str] = {}
+    if (c := node.get("count")) is not None:
+        if c.kind != "map":
+            raise _err(c, f"{path}.count", '"count" in task is not a mapping')
+        if len(c) != 1:
+            raise _err(c, f"{path}.count", '"count" in task must have exactly one entry')
+        for key, value, vpath in _pairs(c, f"{path}.count"):
+            count[key] = _as_str(value, vpath)
+    distribution = ""
+    if (d := node.get("distribution")) is not None:
+        if d.kind != "scalar":
+            raise _err(d, f"{path}.distribution",
+                       'Value of task "distribution" must be a YAML scalar')
+        distribution = d.value
+    attributes: dict[str, str] = {}
+    if (a := node.get("attributes")) is not None:
+        if a.kind != "map":
+            raise _err(a, f"{path}.attributes", '"attributes" in task is not a mapping')
+        for key, value, vpath in _pairs(a, f"{path}.attributes"):
+            attributes[key] = _as_str(value, vpath)
+    if not 3 <= len(node) <= 5:
+        raise _err(node, path, "impossible number of entries in task mapping")
+    return Task(command, snode.value, count, distribution, attributes)
+
+
+def _to_python(node: _Node) -> Any:
+    """Plain Python for pass-through data (user attributes, unknown system keys)."""
+    if node.kind == "null":
+        return None
+    if node.kind == "map":
+        return {_to_python(k): _to_python(v) for k, v in node.value}
+    if node.kind == "seq":
+        return [_to_python(v) for v in node.value]
+    if node.quoted or not node.value:
+        return node.value
+    try:
+        return yaml.safe_load(node.value)
+    except yaml.YAMLError:
+        return node.value
+
+
+@dataclass(frozen=True, slots=True)
+class _Attributes:
+    duration: float = 0.0
+    queue: str = ""
+    cwd: str = ""
+    environment: Mapping[str, str] = field(default_factory=dict)
+    constraints: Constraint | None = None
+    system: Mapping[str, Any] = field(default_factory=dict)
+    user: Any = None
+
+
+def _parse_attributes(node: _Node, path: str) -> _Attributes:
+    if node.kind != "map":
+        raise _err(node, path, '"attributes" is not a map')
+    duration, queue, cwd = 0.0, "", ""
+    env: dict[str, str] = {}
+    constraints: Constraint | None = None
+    system: dict[str, Any] = {}
+    user: Any = None
+    for key, value, kpath in _pairs(node, path):
+        if key == "user":
+            user = _to_python(value)
+        elif key == "system":
+            for skey, svalue, spath in _pairs(value, kpath):
+                if skey == "duration":
+                    duration = _as_double(svalue, spath)
+                elif skey == "queue":
+                    queue = _as_str(svalue, spath)
+                elif skey == "cwd":
+                    cwd = _as_str(svalue, spath)
+                elif skey == "environment":
+                    for ekey, evalue, epath in _pairs(svalue, spath):
+                        env[ekey] = _as_str(evalue, epath)
+                elif skey == "constraints":
+                    constraints = _parse_constraint(svalue, spath)
+                else:
+                    system[skey] = _to_python(svalue)
+        else:
+            raise _err(value, kpath, 'Unknown key in "attributes"')
+    return _Attributes(duration, queue, cwd, env, constraints, system, user)
+
+
+@dataclass(frozen=True, slots=True)
+class Jobspec:
+    """A parsed jobspec. ``attributes`` is the plain ``attributes`` mapping; the fields
+    Fluxion reads from it are lifted out (``duration`` 0 when absent)."""
+
+    version: int
+    resources: tuple[Resource, ...]
+    tasks: tuple[Task, ...]
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    duration: float = 0.0
+    constraints: Constraint | None = None
+    queue: str = ""
+
+    @classmethod
+    def parse(cls, obj: Mapping | str | bytes, *,
+              known_types: Collection[str] | None = None) -> Jobspec:
+        """Parse YAML/JSON text or a parsed mapping the way libjobspec does.
+
+        ``known_types``: when given, a resource type outside it is refused as Fluxion
+        refuses types its finalized interner never saw (e.g. FLUXION_STATIC_TYPES plus the
+        graph's types).
+        """
+        top = _load(obj)
+        if top.kind != "map":
+            raise _err(top, "", "Top level of jobspec is not a mapping")
+        for key, shown in (("version", "version"), ("resources", "resource"),
+                           ("tasks", "tasks"), ("attributes", "attributes")):
+            if top.get(key) is None:
+                raise _err(top, key, f'Missing key "{shown}" in top level mapping')
+        if len(top) != 4:
+            extra = [k.value for k, _ in top.value if not (
+                k.kind == "scalar" and k.value in ("version", "resources", "tasks", "attributes"))]
+            raise _err(top, str(extra[0]) if extra else "",
+                       "Top mapping in jobspec must have exactly four entries")
+        vnode = top.get("version")
+        if vnode.kind != "scalar":
+            raise _err(vnode, "version", '"version" must be an unsigned integer')
+        version = _as_unsigned(vnode, "version")
+        if not 1 <= version <= 9999:
+            raise _err(vnode, "version", 'Only jobspec "version" 1-9999 is supported')
+        anode = top.get("attributes")
+        attrs = _Attributes() if anode.kind == "null" else _parse_attributes(anode, "attributes")
+        resources = _parse_resources(top.get("resources"), "resources", known_types)
+        tasks_node = top.get("tasks")
+        if tasks_node.kind != "seq":
+            raise _err(tasks_node, "tasks", '"tasks" is not a sequence')
+        tasks = tuple(_parse_task(t, f"tasks[{i}]") for i, t in enumerate(tasks_node.value))
+        return cls(
+            version=version,
+            resources=resources,
+            tasks=tasks,
+            attributes=_to_python(anode) or {},
+            duration=attrs.duration,
+            constraints=attrs.constraints,
+            queue=attrs.queue,
+        )
+
+    @classmethod
+    def build(
+        cls,
+        nslots: int,
+        slot: Mapping[str, int],
+        *,
+        nnodes: int | None = None,
+        exclusive_nodes: bool = False,
+        duration: float = 0,
+        constraints: Mapping[str, Any] | None = None,
+        label: str = "default",
+        command: tuple[str, ...] = ("true",),
+    ) -> Jobspec:
+        """A common jobspec: ``nslots`` slots of ``slot`` (type -> count per slot), spread
+        evenly over ``nnodes`` nodes when given (like ``flux submit -N nnodes -n nslots``)."""
+        if nslots < 1:
+            raise ValueError(f"nslots: must be >= 1, not {nslots}")
+        if not slot:
+            raise ValueError("slot: must request at least one resource type")
+        for rtype, n in slot.items():
+            if n < 1:
+                raise ValueError(f"slot.{rtype}: must be >= 1, not {n}")
+        children = [{"type": t, "count": n} for t, n in slot.items()]
+        slot_count = nslots
+        if nnodes is not None:
+            if nnodes < 1:
+                raise ValueError(f"nnodes: must be >= 1, not {nnodes}")
+            if nslots % nnodes:
+                raise ValueError(f"nslots: {nslots} slots do not spread evenly over {nnodes} nodes")
+            slot_count = nslots // nnodes
+        slot_obj = {"type": "slot", "count": slot_count, "label": label, "with": children}
+        if nnodes is not None:
+            node: dict[str, Any] = {"type": "node", "count": nnodes, "with": [slot_obj]}
+            if exclusive_nodes:
+                node["exclusive"] = True
+            resources = [node]
+        else:
+            resources = [slot_obj]
+        system: dict[str, Any] = {"duration": duration}
+        if constraints is not None:
+            system["constraints"] = dict(constraints)
+        return cls.parse({
+            "version": 1,
+            "resources": resources,
+            "tasks": [{"command": list(command), "slot": label, "count": {"per_slot": 1}}],
+            "attributes": {"system": system},
+        })
+
+    def to_dict(self) -> dict[str, Any]:
+        """The jobspec as a plain mapping; ``Jobspec.parse(js.to_dict()) == js``."""
+        return {
+            "version": self.version,
+            "resources": [r.to_dict() for r in self.resources],
+            "tasks": [t.to_dict() for t in self.tasks],
+            "attributes": _plain(self.attributes),
+        }
+
+    def walk(self) -> Iterator[Resource]:
+        """Every resource request, pre-order."""
+        for r in self.resources:
+            yield from r.walk()
+
+    def types(self) -> set[str]:
+        return {r.type for r in self.walk()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
