@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from fluxnode.broker_conf import hostlist, idset
 
 __all__ = [
     "FLUXION_STATIC_TYPES",
@@ -443,6 +444,8 @@ class Constraint:
 
     op: str = ""
     values: tuple[Any, ...] = ()
+    #: hostnames (``hostlist``) or ranks (``ranks``) the values expand to
+    members: frozenset = field(default=frozenset(), compare=False, repr=False)
 
     def match(self, name: str, rank: int, properties: Collection[str] = ()) -> bool:
         if self.op == "":
@@ -455,9 +458,9 @@ class Constraint:
                     return False
             return True
         if self.op == "hostlist":
-            return any(_hostlist_contains(h, name) for h in self.values)
+            return name in self.members
         if self.op == "ranks":
-            return any(rank in r for s in self.values for r in _idset_ranges(s))
+            return rank in self.members
         results = (c.match(name, rank, properties) for c in self.values)
         if self.op == "or":
             return any(results)
@@ -496,110 +499,22 @@ def _parse_constraint(node: _Node, path: str) -> Constraint:
             values.append(item.value)
         return Constraint(op, tuple(values))
     if op in ("hostlist", "ranks"):
-        check = _hostlist_valid if op == "hostlist" else _idset_valid
+        decode = hostlist.decode if op == "hostlist" else idset.decode
         what = "hostlist" if op == "hostlist" else "idset"
-        values = []
+        values, members = [], set()
         for i, item in enumerate(items):
             text = _as_str(item, f"{opath}[{i}]")
-            if not check(text):
-                raise _err(item, f"{opath}[{i}]", f"Invalid {what} `{text}'")
+            try:
+                members.update(decode(text))
+            except ValueError:
+                raise _err(item, f"{opath}[{i}]", f"Invalid {what} `{text}'") from None
             values.append(text)
-        return Constraint(op, tuple(values))
+        return Constraint(op, tuple(values), frozenset(members))
     if op in ("and", "or", "not"):
         return Constraint(
             op, tuple(_parse_constraint(c, f"{opath}[{i}]") for i, c in enumerate(items))
         )
     raise _err(node, path, f"unknown constraint operator: {op}")
-
-
-_RANGE = r"\d+(?:-\d+)?"
-_IDSET_RE = re.compile(rf"\[?({_RANGE}(?:,{_RANGE})*)?\]?\Z")
-
-
-def _idset_ranges(text: str) -> list[range]:
-    """RFC 22 idset text to ranges; raises ValueError when malformed."""
-    m = _IDSET_RE.match(text)
-    if m is None or (text.startswith("[") != text.endswith("]")):
-        raise ValueError(text)
-    out = []
-    for part in filter(None, (m.group(1) or "").split(",")):
-        lo, _, hi = part.partition("-")
-        a, b = int(lo), int(hi or lo)
-        if b < a:
-            raise ValueError(text)
-        out.append(range(a, b + 1))
-    return out
-
-
-def _idset_valid(text: str) -> bool:
-    try:
-        _idset_ranges(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _hostlist_terms(text: str) -> list[tuple[str, list[tuple[int, int, int]], str]]:
-    """RFC 29 hostlist text to (prefix, [(lo, hi, width)], suffix) terms; ValueError if bad."""
-    terms, depth, start = [], 0, 0
-    pieces = []
-    for i, ch in enumerate(text):
-        if ch == "[":
-            depth += 1
-            if depth > 1:
-                raise ValueError(text)
-        elif ch == "]":
-            depth -= 1
-            if depth < 0:
-                raise ValueError(text)
-        elif ch == "," and depth == 0:
-            pieces.append(text[start:i])
-            start = i + 1
-    if depth:
-        raise ValueError(text)
-    pieces.append(text[start:])
-    for piece in filter(None, (p.strip() for p in pieces)):
-        m = re.fullmatch(r"([^\[\]]*)(?:\[([^\[\]]*)\]([^\[\]]*))?", piece)
-        if m is None:
-            raise ValueError(text)
-        prefix, body, suffix = m.group(1), m.group(2), m.group(3) or ""
-        if body is None:
-            terms.append((prefix, [], ""))
-            continue
-        ranges = []
-        for part in body.split(","):
-            rm = re.fullmatch(r"(\d+)(?:-(\d+))?", part.strip())
-            if rm is None or (rm.group(2) and int(rm.group(2)) < int(rm.group(1))):
-                raise ValueError(text)
-            ranges.append((int(rm.group(1)), int(rm.group(2) or rm.group(1)), len(rm.group(1))))
-        terms.append((prefix, ranges, suffix))
-    return terms
-
-
-def _hostlist_valid(text: str) -> bool:
-    try:
-        _hostlist_terms(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _hostlist_contains(text: str, host: str) -> bool:
-    for prefix, ranges, suffix in _hostlist_terms(text):
-        if not ranges:
-            if host == prefix:
-                return True
-            continue
-        if not (host.startswith(prefix) and host.endswith(suffix)):
-            continue
-        digits = host[len(prefix):len(host) - len(suffix) if suffix else None]
-        if not digits.isdigit():
-            continue
-        n = int(digits)
-        for lo, hi, width in ranges:
-            if lo <= n <= hi and len(digits) == max(width, len(str(n))):
-                return True
-    return False
 
 
 # --------------------------------------------------------------------------------------
