@@ -1,0 +1,587 @@
+"""A Kubernetes API server emulator on 127.0.0.1 for tests that use the real client.
+
+Why not kmock's ``KubernetesEmulator``: it keeps no resourceVersion (lists say
+``'...'``), replays every object on each watch regardless of the requested
+resourceVersion, has no label/field selectors, no subresources (binding, status),
+no history to return 410 Gone from, and merges patches naively. Informers and the
+binder depend on all of those, so this module serves the API directly on aiohttp
+(kmock's own transport) with a store (support.kube_store) that behaves like etcd plus
+the registry strategies.
+
+Usage::
+
+    with KubeEmulator() as kube:                # or start()/stop()
+        kube.add_node("worker-1")
+        api = kubernetes.client.CoreV1Api(kube.api_client())
+        # subprocesses: KUBECONFIG=kube.kubeconfig_path
+
+Hooks for tests: ``forbid(verb, resource, ...)`` (403), ``expire_watches()`` (ERROR
+410 on open watches), ``compact()`` (resuming older resourceVersions gets 410),
+``send_bookmarks()``, ``wait_for_watches(resource, n)``, ``authorizer`` (e.g. RBAC
+rules from manifests, see support.kube_rbac), ``requests`` (what was asked), and direct
+state access: ``get/list/create/update/patch/delete``, ``add_node``,
+``set_node_ready``, ``set_pod_phase``. Direct writes skip authorization and the
+client-side strategies (so they can set ``status``), and notify watches like any write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from support.kube_selectors import FieldSelector, SelectorError, selector_predicate
+from support.kube_store import (
+    BY_REF,
+    DEFAULT_NAMESPACES,
+    RESOURCES,
+    RETURNS_DELETED_OBJECT,
+    ApiError,
+    KubeStore,
+    ResourceType,
+    bad_request,
+    now_rfc3339,
+)
+
+SERVER_VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0-fluxnode-emulator",
+                  "platform": "linux/amd64", "goVersion": "go1.24"}
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    """What a request asks for, in RBAC terms (verb, resource[/subresource], namespace, name)."""
+
+    verb: str  # get list watch create update patch delete deletecollection
+    resource: str  # ref, e.g. "pods", "leases.coordination.k8s.io"
+    subresource: str | None
+    namespace: str | None
+    name: str | None
+    group: str
+    query: dict[str, str]
+
+    @property
+    def resource_path(self) -> str:
+        """``pods/binding`` style name (without group) as RBAC rules spell it."""
+        plural = BY_REF[self.resource].plural
+        return f"{plural}/{self.subresource}" if self.subresource else plural
+
+
+@dataclass
+class ForbidRule:
+    verb: str
+    resource: str
+    namespace: str | None
+    name: str | None
+
+    def matches(self, info: RequestInfo) -> bool:
+        res = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
+        return ((self.verb in ("*", info.verb)) and self.resource in ("*", res)
+                and self.namespace in (None, info.namespace) and self.name in (None, info.name))
+
+
+class KubeEmulator:
+    """The HTTP server (own thread and event loop) around a KubeStore."""
+
+    def __init__(self, *, namespaces: tuple[str, ...] = DEFAULT_NAMESPACES, token: str = "emulator-token",
+                 user: str = "system:serviceaccount:default:emulator-user", directory: str | Path | None = None,
+                 bookmark_interval: float | None = None):
+        self.store = KubeStore(namespaces)
+        self.token, self.user = token, user
+        self.bookmark_interval = bookmark_interval
+        self._tmp = None if directory else tempfile.TemporaryDirectory(prefix="kube-emulator-")
+        self.directory = Path(directory or self._tmp.name)
+        self.kubeconfig_path = self.directory / "kubeconfig"
+        self.requests: list[RequestInfo] = []
+        self.forbidden: list[ForbidRule] = []
+        # authorizer(info) -> None to allow, or a reason string to answer 403.
+        self.authorizer: Callable[[RequestInfo], str | None] | None = None
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._stopping: asyncio.Event | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> KubeEmulator:
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._serve(ready))
+            except BaseException as exc:  # surfaced to start()
+                errors.append(exc)
+                ready.set()
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="kube-emulator", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        if errors or not self.port:
+            raise RuntimeError(f"kube emulator failed to start: {errors[0] if errors else 'timeout'}")
+        self._write_kubeconfig()
+        return self
+
+    async def _serve(self, ready: threading.Event) -> None:
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._stopping = asyncio.Event()
+        ready.set()
+        await self._stopping.wait()
+        self.store.close_all_watches()
+        await self._runner.cleanup()
+
+    def stop(self) -> None:
+        if self._loop and self._stopping and self._thread and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stopping.set)
+            self._thread.join(10)
+        if self._tmp:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> KubeEmulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _write_kubeconfig(self) -> None:
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
+            "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
+            "users": [{"name": "emulator", "user": {"token": self.token}}],
+            "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "emulator"}}],
+        }
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.kubeconfig_path.write_text(yaml.safe_dump(config))
+        self.kubeconfig_path.chmod(0o600)
+
+    def api_client(self):  # -> kubernetes.client.ApiClient
+        """A real ``kubernetes`` ApiClient loaded from the kubeconfig this emulator wrote."""
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig_path))
+
+    # -- direct state access (thread-safe; notifies watches; no auth) ------------------------
+    def get(self, resource: str, name: str, namespace: str | None = None) -> dict:
+        return self.store.get(resource, namespace, name)
+
+    def list(self, resource: str, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> list[dict]:
+        return self.store.list(resource, namespace, selector_predicate(label_selector, field_selector, resource))[0]
+
+    def create(self, resource: str, obj: dict, namespace: str | None = None) -> dict:
+        return self.store.create(resource, namespace, obj)
+
+    def update(self, resource: str, obj: dict, namespace: str | None = None) -> dict:
+        meta = obj.get("metadata") or {}
+        return self.store.update(resource, namespace or meta.get("namespace"), meta["name"], obj)
+
+    def patch(self, resource: str, name: str, patch: Any, namespace: str | None = None, patch_type: str = "strategic") -> dict:
+        return self.store.patch(resource, namespace, name, patch, patch_type)
+
+    def delete(self, resource: str, name: str, namespace: str | None = None) -> dict:
+        return self.store.delete(resource, namespace, name)[0]
+
+    @property
+    def resource_version(self) -> int:
+        return self.store.rv
+
+    def add_node(self, name: str, *, labels: dict[str, str] | None = None, ready: bool = True,
+                 unschedulable: bool = False, control_plane: bool = False, taints: list[dict] | None = None,
+                 cpu: str = "4", memory: str = "8Gi", address: str = "127.0.0.1") -> dict:
+        """A node as the kubelet registers it (Ready condition, capacity, hostname label)."""
+        labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **(labels or {})}
+        taints = list(taints or [])
+        if control_plane:
+            labels["node-role.kubernetes.io/control-plane"] = ""
+            taints.append({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"})
+        spec: dict[str, Any] = {}
+        if unschedulable:
+            spec["unschedulable"] = True
+            taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+        if taints:
+            spec["taints"] = taints
+        node = {
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": spec,
+            "status": {
+                "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+                "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+                "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": name}],
+                "conditions": [self._ready_condition(ready)],
+                "nodeInfo": {"kubeletVersion": "v1.33.0", "kubeProxyVersion": "", "architecture": "amd64",
+                             "operatingSystem": "linux", "osImage": "Debian GNU/Linux 12 (bookworm)",
+                             "kernelVersion": "6.1.0", "containerRuntimeVersion": "containerd://1.7.24",
+                             "bootID": f"boot-{name}", "machineID": f"machine-{name}", "systemUUID": f"uuid-{name}"},
+            },
+        }
+        return self.store.create("nodes", None, node)
+
+    @staticmethod
+    def _ready_condition(ready: bool) -> dict:
+        return {"type": "Ready", "status": "True" if ready else "Unknown",
+                "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+                "message": "kubelet is posting ready status" if ready else "Kubelet stopped posting node status.",
+                "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()}
+
+    def set_node_ready(self, name: str, ready: bool) -> dict:
+        """What the node lifecycle controller does when a kubelet stops (or resumes) reporting."""
+        return self.store.patch("nodes", None, name, {"status": {"conditions": [self._ready_condition(ready)]}}, "strategic")
+
+    def set_pod_phase(self, name: str, phase: str, namespace: str = "default") -> dict:
+        return self.store.patch("pods", namespace, name, {"status": {"phase": phase}}, "merge")
+
+    # -- hooks -------------------------------------------------------------------------------
+    def forbid(self, verb: str, resource: str, namespace: str | None = None, name: str | None = None) -> ForbidRule:
+        """Answer 403 for (verb, resource[/subresource]) e.g. ("get", "secrets"), ("create", "pods/binding")."""
+        rule = ForbidRule(verb, resource, namespace, name)
+        self.forbidden.append(rule)
+        return rule
+
+    def allow(self, rule: ForbidRule | None = None) -> None:
+        """Remove one forbid rule, or all of them."""
+        if rule is None:
+            self.forbidden.clear()
+        else:
+            self.forbidden.remove(rule)
+
+    def expire_watches(self, resource: str | None = None) -> int:
+        return self.store.expire_watches(resource)
+
+    def compact(self) -> int:
+        return self.store.compact()
+
+    def send_bookmarks(self, resource: str | None = None) -> int:
+        return self.store.send_bookmarks(resource)
+
+    def watch_count(self, resource: str | None = None) -> int:
+        return len(self.store.watchers(resource))
+
+    def wait_for_watches(self, resource: str, count: int = 1, timeout: float = 10.0) -> None:
+        """Block until ``count`` watches on ``resource`` are open (replaces sleeps in tests)."""
+        deadline = time.monotonic() + timeout
+        while self.watch_count(resource) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out after {timeout}s waiting for {count} watch(es) on {resource} "
+                                   f"(open: {self.watch_count(resource)})")
+            time.sleep(0.01)
+
+    def count_requests(self, verb: str, resource: str) -> int:
+        return sum(1 for r in list(self.requests) if r.verb == verb and r.resource == resource)
+
+    # -- HTTP --------------------------------------------------------------------------------
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return self._status(ApiError(401, "Unauthorized", "Unauthorized"))
+        try:
+            discovery = self._discovery(request.path)
+            if discovery is not None:
+                if request.method != "GET":
+                    raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+                return web.json_response(discovery)
+            info = self._parse(request)
+            self.requests.append(info)
+            self._authorize(info)
+            return await self._dispatch(request, info)
+        except ApiError as exc:
+            return self._status(exc)
+        except SelectorError as exc:
+            return self._status(bad_request(str(exc)))
+
+    @staticmethod
+    def _status(exc: ApiError) -> web.Response:
+        return web.json_response(exc.status(), status=exc.code)
+
+    def _discovery(self, path: str) -> dict | None:
+        path = path.rstrip("/") or "/"
+        if path == "/version":
+            return SERVER_VERSION
+        if path == "/api":
+            return {"kind": "APIVersions", "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self.port}"}]}
+        groups = sorted({(r.group, r.version) for r in RESOURCES if r.group})
+        if path == "/apis":
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
+                 "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v}} for g, v in groups]}
+        for g, v in [("", "v1"), *groups]:
+            prefix = "/api/v1" if not g else f"/apis/{g}/{v}"
+            if path == prefix:
+                return self._resource_list(g, v)
+            if g and path == f"/apis/{g}":
+                return {"kind": "APIGroup", "apiVersion": "v1", "name": g,
+                        "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
+                        "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v}}
+        if path == "/":
+            return {"paths": ["/api", "/api/v1", "/apis", "/version"] + [f"/apis/{g}/{v}" for g, v in groups]}
+        return None
+
+    @staticmethod
+    def _resource_list(group: str, version: str) -> dict:
+        resources = []
+        for r in RESOURCES:
+            if r.group != group or r.version != version:
+                continue
+            verbs = ["create"] if r.plural == "bindings" else \
+                ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+            resources.append({"name": r.plural, "singularName": r.kind.lower(), "namespaced": r.namespaced,
+                              "kind": r.kind, "verbs": verbs, "shortNames": list(r.short_names)})
+            for sub in r.subresources:
+                resources.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
+                                  "kind": "Binding" if sub == "binding" else r.kind,
+                                  "verbs": ["create"] if sub == "binding" else ["get", "patch", "update"]})
+        return {"kind": "APIResourceList", "apiVersion": "v1",
+                "groupVersion": version if not group else f"{group}/{version}", "resources": resources}
+
+    @staticmethod
+    def _parse(request: web.Request) -> RequestInfo:
+        parts = [p for p in request.path.split("/") if p]
+        if parts[:2] == ["api", "v1"]:
+            group, rest = "", parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group, rest = parts[1], parts[3:]
+            if not any(r.group == group and r.version == parts[2] for r in RESOURCES):
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        else:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if not rest:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        ref = rest[0] if not group else f"{rest[0]}.{group}"
+        rt = BY_REF.get(ref)
+        if rt is None or (namespace is not None and not rt.namespaced):
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({ref})")
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if len(rest) > 3 or (sub is not None and sub not in rt.subresources):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        query = dict(request.query)
+        method = request.method
+        watching = query.get("watch") in ("true", "1")
+        if method == "GET":
+            verb = "get" if name else ("watch" if watching else "list")
+        elif method == "POST":
+            verb = "create"
+            if name and not sub:
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        elif method == "PUT":
+            verb = "update"
+        elif method == "PATCH":
+            verb = "patch"
+        elif method == "DELETE":
+            verb = "delete" if name else "deletecollection"
+        else:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        if verb in ("update", "patch") and not name:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        return RequestInfo(verb, ref, sub, namespace, name, rt.group, query)
+
+    def _authorize(self, info: RequestInfo) -> None:
+        reason = None
+        if any(rule.matches(info) for rule in list(self.forbidden)):
+            reason = "forbidden by the test"
+        elif self.authorizer is not None:
+            reason = self.authorizer(info)
+        if reason is None:
+            return
+        rt = BY_REF[info.resource]
+        what = f'{info.resource_path} "{info.name}"' if info.name else info.resource_path
+        scope = f' in the namespace "{info.namespace}"' if info.namespace else " at the cluster scope"
+        message = (f'{what} is forbidden: User "{self.user}" cannot {info.verb} resource "{info.resource_path}" '
+                   f'in API group "{rt.group}"{scope}')
+        if reason != "forbidden by the test":
+            message += f": {reason}"
+        raise ApiError(403, "Forbidden", message, {"name": info.name or "", "group": rt.group, "kind": rt.plural})
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        if not raw:
+            return None
+        try:
+            ctype = request.headers.get("Content-Type", "")
+            if "yaml" in ctype:
+                return yaml.safe_load(raw)
+            return json.loads(raw)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise bad_request(f"the request body is not valid JSON: {exc}") from exc
+
+    async def _dispatch(self, request: web.Request, info: RequestInfo) -> web.StreamResponse:
+        store, rt, q = self.store, BY_REF[info.resource], info.query
+        if info.verb == "get":
+            obj = store.get(info.resource, info.namespace, info.name)  # type: ignore[arg-type]
+            if info.subresource == "binding":
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+            return web.json_response(obj)
+        if info.verb == "list":
+            return web.json_response(self._list(rt, info))
+        if info.verb == "watch":
+            return await self._watch(request, rt, info)
+        body = await self._body(request)
+        dry_run = "dryRun" in q
+        if info.verb == "create":
+            if body is None:
+                raise bad_request("the request body is required")
+            if info.subresource == "binding":
+                result = store.bind(info.namespace, info.name, body)  # type: ignore[arg-type]
+                return web.json_response(result, status=201)
+            if rt.plural == "bindings":
+                result = store.bind(info.namespace, (body.get("metadata") or {}).get("name", ""), body)
+                return web.json_response(result, status=201)
+            obj = store.create(info.resource, info.namespace, body, as_client=True, dry_run=dry_run)
+            return web.json_response(obj, status=201)
+        if info.verb == "update":
+            if body is None:
+                raise bad_request("the request body is required")
+            obj = store.update(info.resource, info.namespace, info.name, body,  # type: ignore[arg-type]
+                               subresource=info.subresource, as_client=True)
+            return web.json_response(obj)
+        if info.verb == "patch":
+            ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
+            kinds = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
+                     "application/strategic-merge-patch+json": "strategic"}
+            if ctype not in kinds:
+                raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: {', '.join(kinds)}")
+            obj = store.patch(info.resource, info.namespace, info.name, body, kinds[ctype],  # type: ignore[arg-type]
+                              subresource=info.subresource, as_client=True)
+            return web.json_response(obj)
+        if info.verb == "delete":
+            obj, gone = store.delete(info.resource, info.namespace, info.name, body)  # type: ignore[arg-type]
+            if not gone or rt.ref in RETURNS_DELETED_OBJECT:
+                return web.json_response(obj)
+            return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                      "details": {"name": info.name, "group": rt.group, "kind": rt.plural,
+                                                  "uid": obj["metadata"]["uid"]}})
+        if info.verb == "deletecollection":
+            items = self._list(rt, info)["items"]
+            for item in items:
+                try:
+                    store.delete(info.resource, item["metadata"].get("namespace"), item["metadata"]["name"])
+                except ApiError:
+                    pass
+            return web.json_response({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
+                                      "metadata": {"resourceVersion": str(store.rv)}, "items": items})
+        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+
+    def _list(self, rt: ResourceType, info: RequestInfo) -> dict:
+        q = info.query
+        matches = selector_predicate(q.get("labelSelector"), q.get("fieldSelector"), rt.ref)
+        rv_asked, rv_match = q.get("resourceVersion"), q.get("resourceVersionMatch")
+        if rv_match == "Exact" and rv_asked and int(rv_asked) < self.store.compacted_rv:
+            raise ApiError(410, "Expired", f"too old resource version: {rv_asked} ({self.store.compacted_rv + 1})")
+        items, rv = self.store.list(rt.ref, info.namespace, matches)
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        start: tuple[str, str] | None = None
+        if q.get("continue"):
+            try:
+                token = json.loads(base64.urlsafe_b64decode(q["continue"]))
+                start, token_rv = tuple(token["start"]), int(token["rv"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise bad_request(f"invalid continue token: {exc}") from exc
+            if token_rv < self.store.compacted_rv:
+                raise ApiError(410, "Expired", "The provided continue parameter is too old to display a consistent "
+                               "list result. You can start a new list without the continue parameter.")
+            items = [i for i in items if (i["metadata"].get("namespace", ""), i["metadata"]["name"]) > start]
+            meta["resourceVersion"] = str(token_rv)
+        limit = int(q.get("limit") or 0)
+        if limit and len(items) > limit:
+            last = items[limit - 1]["metadata"]
+            meta["continue"] = base64.urlsafe_b64encode(json.dumps(
+                {"rv": int(meta["resourceVersion"]), "start": [last.get("namespace", ""), last["name"]]}).encode()).decode()
+            meta["remainingItemCount"] = len(items) - limit
+            items = items[:limit]
+        return {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta, "items": items}
+
+    async def _watch(self, request: web.Request, rt: ResourceType, info: RequestInfo) -> web.StreamResponse:
+        q = info.query
+        matches = selector_predicate(q.get("labelSelector"), q.get("fieldSelector"), rt.ref)
+        FieldSelector.parse(q.get("fieldSelector"), rt.ref)
+        bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
+        timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else 1800.0
+        start = self.store.open_watch(rt.ref, info.namespace, matches, q.get("resourceVersion"),
+                                      asyncio.get_running_loop())
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+
+        async def send(event: dict) -> None:
+            await response.write(json.dumps(event).encode() + b"\n")
+
+        def bookmark(rv: int) -> dict:
+            return {"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version,
+                                                   "metadata": {"resourceVersion": str(rv)}}}
+
+        try:
+            if start.gone is not None:
+                await send({"type": "ERROR", "object": ApiError(410, "Expired", start.gone).status()})
+                return response
+            watcher = start.watcher
+            assert watcher is not None
+            for event in start.events:
+                await send(event)
+            deadline = time.monotonic() + timeout
+            next_bookmark = time.monotonic() + (self.bookmark_interval or 0)
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    if bookmarks:
+                        await send(bookmark(self.store.rv))
+                    break
+                # Wake up now and then to notice clients that went away (aiohttp does not cancel
+                # handlers on disconnect), so watch_count() only counts live watches.
+                wait = min(remaining, self.bookmark_interval or 0.25, 0.25)
+                try:
+                    item = await asyncio.wait_for(watcher.queue.get(), wait)
+                except TimeoutError:
+                    if request.transport is None or request.transport.is_closing():
+                        return response
+                    if bookmarks and self.bookmark_interval and time.monotonic() >= next_bookmark:
+                        next_bookmark = time.monotonic() + self.bookmark_interval
+                        await send(bookmark(self.store.rv))
+                    continue
+                if item[0] == "change":
+                    event = watcher.event_for(item[1])
+                    if event is not None:
+                        await send(event)
+                elif item[0] == "bookmark":
+                    if bookmarks:
+                        await send(bookmark(item[1]))
+                elif item[0] == "gone":
+                    await send({"type": "ERROR", "object": ApiError(410, "Expired", item[1]).status()})
+                    break
+                else:  # close
+                    break
+        except ConnectionResetError:
+            return response
+        finally:
+            if start.watcher is not None:
+                self.store.close_watch(start.watcher)
+        try:
+            await response.write_eof()
+        except (ConnectionResetError, RuntimeError):
+            pass
+        return response

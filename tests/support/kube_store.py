@@ -1,0 +1,539 @@
+"""The emulator's object store: what etcd plus the API server's registry strategies do.
+
+Thread-safe (one lock) because the HTTP server runs on its own event loop thread while
+tests read and set state directly. Every write takes the next value of one global
+resourceVersion counter and is appended to a change history that watches replay from,
+so list-then-watch informers see exactly what they would see against a real server,
+including 410 Gone once the history they need was compacted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import copy
+import datetime
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from support.kube_patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """One served resource (what discovery lists)."""
+
+    plural: str
+    kind: str
+    group: str = ""
+    version: str = "v1"
+    namespaced: bool = True
+    subresources: tuple[str, ...] = ()
+    short_names: tuple[str, ...] = ()
+
+    @property
+    def ref(self) -> str:
+        """The name hooks use: ``pods``, ``leases.coordination.k8s.io``."""
+        return self.plural if not self.group else f"{self.plural}.{self.group}"
+
+    @property
+    def api_version(self) -> str:
+        return self.version if not self.group else f"{self.group}/{self.version}"
+
+    @property
+    def has_status(self) -> bool:
+        return "status" in self.subresources
+
+
+RESOURCES: tuple[ResourceType, ...] = (
+    ResourceType("namespaces", "Namespace", namespaced=False, subresources=("status",), short_names=("ns",)),
+    ResourceType("nodes", "Node", namespaced=False, subresources=("status",), short_names=("no",)),
+    ResourceType("pods", "Pod", subresources=("status", "binding"), short_names=("po",)),
+    ResourceType("bindings", "Binding"),
+    ResourceType("secrets", "Secret"),
+    ResourceType("configmaps", "ConfigMap", short_names=("cm",)),
+    ResourceType("serviceaccounts", "ServiceAccount", short_names=("sa",)),
+    ResourceType("services", "Service", subresources=("status",), short_names=("svc",)),
+    ResourceType("events", "Event", short_names=("ev",)),
+    ResourceType("events", "Event", group="events.k8s.io", short_names=("ev",)),
+    ResourceType("leases", "Lease", group="coordination.k8s.io"),
+    ResourceType("jobs", "Job", group="batch", subresources=("status",)),
+    ResourceType("daemonsets", "DaemonSet", group="apps", subresources=("status",), short_names=("ds",)),
+    ResourceType("deployments", "Deployment", group="apps", subresources=("status",), short_names=("deploy",)),
+)
+BY_REF: dict[str, ResourceType] = {r.ref: r for r in RESOURCES}
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# Resources whose DELETE returns the object (the registry's ReturnDeletedObject); others a Status.
+RETURNS_DELETED_OBJECT = {"pods"}
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?)$")
+
+
+class ApiError(Exception):
+    """A failure the API server reports as a ``Status`` object with an HTTP code."""
+
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.code, self.reason, self.message, self.details = code, reason, message, details or {}
+
+    def status(self) -> dict:
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": self.message, "reason": self.reason, "code": self.code}
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+def not_found(rt: ResourceType, name: str) -> ApiError:
+    return ApiError(404, "NotFound", f'{rt.ref} "{name}" not found', {"name": name, "group": rt.group, "kind": rt.plural})
+
+
+def conflict(rt: ResourceType, name: str, why: str) -> ApiError:
+    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {rt.ref} "{name}": {why}',
+                    {"name": name, "group": rt.group, "kind": rt.plural})
+
+
+def invalid(rt: ResourceType, name: str, causes: list[tuple[str, str]]) -> ApiError:
+    text = "; ".join(f"{f}: {m}" for f, m in causes)
+    return ApiError(422, "Invalid", f'{rt.kind} "{name}" is invalid: {text}',
+                    {"name": name, "group": rt.group, "kind": rt.kind,
+                     "causes": [{"reason": "FieldValueInvalid", "field": f, "message": m} for f, m in causes]})
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+def now_rfc3339() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One committed write, as a watch sees it."""
+
+    rv: int
+    ref: str
+    type: str  # ADDED, MODIFIED, DELETED
+    obj: dict
+    prev: dict | None
+
+
+@dataclass(eq=False)
+class Watcher:
+    """An open watch: the store pushes items onto its queue from any thread."""
+
+    ref: str
+    namespace: str | None
+    matches: Callable[[dict], bool]
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+
+    def push(self, item: tuple) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        except RuntimeError:  # the loop is closed: the watch is gone anyway
+            pass
+
+    def _visible(self, obj: dict | None) -> bool:
+        if obj is None:
+            return False
+        if self.namespace is not None and obj.get("metadata", {}).get("namespace") != self.namespace:
+            return False
+        return self.matches(obj)
+
+    def event_for(self, change: Change) -> dict | None:
+        """The watch event this watcher sees for a change (selector transitions as ADDED/DELETED)."""
+        now, before = self._visible(change.obj), self._visible(change.prev)
+        if change.type == "ADDED":
+            return {"type": "ADDED", "object": change.obj} if now else None
+        if change.type == "DELETED":
+            return {"type": "DELETED", "object": change.obj} if now else None
+        if now and before:
+            return {"type": "MODIFIED", "object": change.obj}
+        if now:
+            return {"type": "ADDED", "object": change.obj}
+        if before:
+            gone = copy.deepcopy(change.prev)
+            gone["metadata"]["resourceVersion"] = str(change.rv)
+            return {"type": "DELETED", "object": gone}
+        return None
+
+
+@dataclass(frozen=True)
+class WatchStart:
+    """What a new watch sends first, or the 410 it must report instead."""
+
+    events: list[dict]
+    watcher: Watcher | None
+    gone: str | None = None
+
+
+class KubeStore:
+    """Objects by resource, namespace and name, with history and watchers."""
+
+    def __init__(self, namespaces: Iterable[str] = DEFAULT_NAMESPACES, history_limit: int = 100_000):
+        self.lock = threading.RLock()
+        self.rv = 0
+        self.compacted_rv = 0
+        self.history_limit = history_limit
+        self._objects: dict[str, dict[tuple[str, str], dict]] = {r.ref: {} for r in RESOURCES}
+        self._history: list[Change] = []
+        self._watchers: set[Watcher] = set()
+        for ns in namespaces:
+            self.create("namespaces", None, {"metadata": {"name": ns}})
+
+    # -- reading -----------------------------------------------------------------------------
+    @staticmethod
+    def resource(ref: str) -> ResourceType:
+        rt = BY_REF.get(ref)
+        if rt is None:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({ref})")
+        return rt
+
+    def _key(self, rt: ResourceType, namespace: str | None, name: str) -> tuple[str, str]:
+        return (namespace or "" if rt.namespaced else "", name)
+
+    def get(self, ref: str, namespace: str | None, name: str) -> dict:
+        rt = self.resource(ref)
+        with self.lock:
+            obj = self._objects[ref].get(self._key(rt, namespace, name))
+            if obj is None:
+                raise not_found(rt, name)
+            return copy.deepcopy(obj)
+
+    def list(self, ref: str, namespace: str | None = None,
+             matches: Callable[[dict], bool] = lambda o: True) -> tuple[list[dict], int]:
+        rt = self.resource(ref)
+        with self.lock:
+            items = [copy.deepcopy(o) for (ns, _), o in sorted(self._objects[ref].items())
+                     if (namespace is None or not rt.namespaced or ns == namespace) and matches(o)]
+            return items, self.rv
+
+    # -- writing -----------------------------------------------------------------------------
+    def _commit(self, rt: ResourceType, type_: str, obj: dict, prev: dict | None) -> dict:
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        key = self._key(rt, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        if type_ == "DELETED":
+            self._objects[rt.ref].pop(key, None)
+        else:
+            self._objects[rt.ref][key] = obj
+        change = Change(self.rv, rt.ref, type_, copy.deepcopy(obj), copy.deepcopy(prev) if prev else None)
+        self._history.append(change)
+        if len(self._history) > self.history_limit:
+            dropped = self._history[: len(self._history) - self.history_limit]
+            self._history = self._history[len(dropped):]
+            self.compacted_rv = dropped[-1].rv
+        for w in list(self._watchers):
+            if w.ref == rt.ref:
+                w.push(("change", change))
+        return copy.deepcopy(obj)
+
+    def _check_namespace(self, rt: ResourceType, namespace: str | None, obj: dict) -> str | None:
+        meta = obj.setdefault("metadata", {})
+        if not rt.namespaced:
+            meta.pop("namespace", None)
+            return None
+        body_ns = meta.get("namespace")
+        if namespace and body_ns and body_ns != namespace:
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        ns = namespace or body_ns or "default"
+        if ("", ns) not in self._objects["namespaces"]:
+            raise ApiError(404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"})
+        meta["namespace"] = ns
+        return ns
+
+    def _check_type(self, rt: ResourceType, obj: dict) -> None:
+        api, kind = obj.get("apiVersion"), obj.get("kind")
+        if api and api != rt.api_version:
+            raise bad_request(f"the API version in the data ({api}) does not match the expected API version ({rt.api_version})")
+        if kind and kind != rt.kind:
+            raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+
+    def _validate(self, rt: ResourceType, obj: dict) -> None:
+        meta = obj["metadata"]
+        name = meta.get("name", "")
+        causes: list[tuple[str, str]] = []
+        pattern = _DNS_LABEL if rt.plural == "namespaces" else _SUBDOMAIN
+        if not name:
+            causes.append(("metadata.name", "Required value: name or generateName is required"))
+        elif len(name) > 253 or not pattern.match(name):
+            causes.append(("metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 name must consist of lower case alphanumeric characters, \'-\' or \'.\''))
+        for key, value in (meta.get("labels") or {}).items():
+            label_name = key.rsplit("/", 1)[-1]
+            if not _LABEL_NAME.match(label_name) or len(label_name) > 63 or ("/" in key and not _SUBDOMAIN.match(key.rsplit("/", 1)[0])):
+                causes.append(("metadata.labels", f'Invalid value: "{key}": name part must consist of alphanumeric characters, \'-\', \'_\' or \'.\''))
+            if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+                causes.append(("metadata.labels", f'Invalid value: "{value}": a valid label must be an empty string or consist of alphanumeric characters, \'-\', \'_\' or \'.\''))
+        if rt.ref == "pods":
+            containers = (obj.get("spec") or {}).get("containers")
+            if not containers:
+                causes.append(("spec.containers", "Required value"))
+            for i, c in enumerate(containers or []):
+                if not isinstance(c, dict) or not c.get("name"):
+                    causes.append((f"spec.containers[{i}].name", "Required value"))
+                if not isinstance(c, dict) or not c.get("image"):
+                    causes.append((f"spec.containers[{i}].image", "Required value"))
+        if rt.ref == "secrets":
+            for key, value in (obj.get("data") or {}).items():
+                try:
+                    base64.b64decode(value, validate=True)
+                except (binascii.Error, TypeError, ValueError):
+                    causes.append((f"data[{key}]", "Invalid value: not valid base64"))
+        if rt.ref == "configmaps":
+            for key, value in (obj.get("data") or {}).items():
+                if not isinstance(value, str):
+                    causes.append((f"data[{key}]", "Invalid value: must be a string"))
+        if causes:
+            raise invalid(rt, name, causes)
+
+    @staticmethod
+    def _normalize(rt: ResourceType, obj: dict) -> None:
+        if rt.ref == "secrets":
+            string_data = obj.pop("stringData", None) or {}
+            data = obj.setdefault("data", {}) if string_data else obj.get("data")
+            for key, value in string_data.items():
+                data[key] = base64.b64encode(str(value).encode()).decode()
+            obj.setdefault("type", "Opaque")
+
+    def create(self, ref: str, namespace: str | None, body: dict, *, as_client: bool = False,
+               dry_run: bool = False) -> dict:
+        """POST semantics; ``as_client`` applies the registry's create strategy (e.g. pod status reset)."""
+        rt = self.resource(ref)
+        if rt.ref == "bindings":
+            return self.bind(namespace, (body.get("metadata") or {}).get("name", ""), body)
+        obj = copy.deepcopy(body)
+        if not isinstance(obj, dict):
+            raise bad_request("the request body must be a JSON object")
+        with self.lock:
+            self._check_type(rt, obj)
+            ns = self._check_namespace(rt, namespace, obj)
+            meta = obj["metadata"]
+            if not meta.get("name") and meta.get("generateName"):
+                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            self._normalize(rt, obj)
+            self._validate(rt, obj)
+            name = meta["name"]
+            if self._key(rt, ns, name) in self._objects[ref]:
+                raise ApiError(409, "AlreadyExists", f'{rt.ref} "{name}" already exists',
+                               {"name": name, "group": rt.group, "kind": rt.plural})
+            for drop in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+                meta.pop(drop, None)
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = now_rfc3339()
+            if "spec" in obj or rt.ref in ("pods", "jobs.batch", "daemonsets.apps", "deployments.apps"):
+                meta["generation"] = 1
+            if as_client:
+                self._create_strategy(rt, obj)
+            if dry_run:
+                return obj
+            return self._commit(rt, "ADDED", obj, None)
+
+    @staticmethod
+    def _create_strategy(rt: ResourceType, obj: dict) -> None:
+        if rt.ref == "pods":
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("schedulerName", "default-scheduler")
+            spec.setdefault("restartPolicy", "Always")
+            spec.setdefault("dnsPolicy", "ClusterFirst")
+            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+        elif rt.ref == "namespaces":
+            obj["status"] = {"phase": "Active"}
+        elif rt.has_status and rt.ref != "nodes":
+            obj.pop("status", None)
+
+    def _write(self, rt: ResourceType, namespace: str | None, name: str, new: dict,
+               subresource: str | None, as_client: bool, precondition_rv: str | None) -> dict:
+        """Replace an existing object with ``new`` (shared by PUT and PATCH)."""
+        key = self._key(rt, namespace, name)
+        old = self._objects[rt.ref].get(key)
+        if old is None:
+            raise not_found(rt, name)
+        if precondition_rv and precondition_rv != old["metadata"]["resourceVersion"]:
+            raise conflict(rt, name, "the object has been modified; please apply your changes to the latest version and try again")
+        self._check_type(rt, new)
+        meta = new.setdefault("metadata", {})
+        if meta.get("name", name) != name:
+            raise bad_request(f'the name of the object ({meta.get("name")}) does not match the name on the URL ({name})')
+        if rt.namespaced and meta.get("namespace", old["metadata"]["namespace"]) != old["metadata"]["namespace"]:
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        for keep in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "generation"):
+            if keep in old["metadata"]:
+                meta[keep] = old["metadata"][keep]
+        if as_client and rt.has_status:
+            if subresource == "status":
+                status = new.get("status")
+                new = copy.deepcopy(old)
+                if status is None:
+                    new.pop("status", None)
+                else:
+                    new["status"] = status
+            elif "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        self._normalize(rt, new)
+        self._validate(rt, new)
+        if new.get("spec") != old.get("spec") and "generation" in new["metadata"]:
+            new["metadata"]["generation"] += 1
+        if old["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            return self._commit(rt, "DELETED", new, old)
+        return self._commit(rt, "MODIFIED", new, old)
+
+    def update(self, ref: str, namespace: str | None, name: str, body: dict, *,
+               subresource: str | None = None, as_client: bool = False) -> dict:
+        """PUT semantics: optimistic concurrency on metadata.resourceVersion when given."""
+        rt = self.resource(ref)
+        if not isinstance(body, dict):
+            raise bad_request("the request body must be a JSON object")
+        new = copy.deepcopy(body)
+        with self.lock:
+            rv = (new.get("metadata") or {}).get("resourceVersion")
+            return self._write(rt, namespace, name, new, subresource, as_client, rv)
+
+    def patch(self, ref: str, namespace: str | None, name: str, patch: Any, patch_type: str = "merge", *,
+              subresource: str | None = None, as_client: bool = False) -> dict:
+        """PATCH semantics for ``merge``, ``strategic`` and ``json`` patches."""
+        rt = self.resource(ref)
+        with self.lock:
+            old = self._objects[ref].get(self._key(rt, namespace, name))
+            if old is None:
+                raise not_found(rt, name)
+            try:
+                if patch_type == "json":
+                    new = json_patch(old, patch)
+                elif not isinstance(patch, dict):
+                    raise PatchError("a merge patch body must be a JSON object")
+                elif patch_type == "strategic":
+                    new = strategic_merge_patch(old, patch)
+                else:
+                    new = merge_patch(old, patch)
+            except PatchError as exc:
+                raise ApiError(422 if patch_type == "json" else 400, "Invalid" if patch_type == "json" else "BadRequest", str(exc)) from exc
+            precondition = (patch.get("metadata") or {}).get("resourceVersion") if isinstance(patch, dict) else None
+            return self._write(rt, namespace, name, new, subresource, as_client, precondition)
+
+    def delete(self, ref: str, namespace: str | None, name: str, options: dict | None = None) -> tuple[dict, bool]:
+        """DELETE semantics; returns (last state, deleted now?). Finalizers defer the removal."""
+        rt = self.resource(ref)
+        pre = (options or {}).get("preconditions") or {}
+        with self.lock:
+            key = self._key(rt, namespace, name)
+            old = self._objects[ref].get(key)
+            if old is None:
+                raise not_found(rt, name)
+            if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
+                raise conflict(rt, name, f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {old['metadata']['uid']}")
+            if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"]["resourceVersion"]:
+                raise conflict(rt, name, "Precondition failed: the object has been modified")
+            if old["metadata"].get("finalizers"):
+                if old["metadata"].get("deletionTimestamp"):
+                    return copy.deepcopy(old), False
+                new = copy.deepcopy(old)
+                new["metadata"]["deletionTimestamp"] = now_rfc3339()
+                new["metadata"]["deletionGracePeriodSeconds"] = 0
+                return self._commit(rt, "MODIFIED", new, old), False
+            if rt.ref == "namespaces":
+                for other in RESOURCES:
+                    if other.namespaced:
+                        for (ns, _name), o in list(self._objects[other.ref].items()):
+                            if ns == name:
+                                self._commit(other, "DELETED", copy.deepcopy(o), o)
+            return self._commit(rt, "DELETED", copy.deepcopy(old), old), True
+
+    def bind(self, namespace: str | None, pod_name: str, binding: dict) -> dict:
+        """pods/binding: assign a node once; 409 if the pod is already bound or being deleted."""
+        rt = BY_REF["pods"]
+        if not isinstance(binding, dict):
+            raise bad_request("the request body must be a JSON object")
+        body_name = (binding.get("metadata") or {}).get("name")
+        if body_name and body_name != pod_name:
+            raise bad_request(f"the name of the object ({body_name}) does not match the name on the URL ({pod_name})")
+        target = (binding.get("target") or {}).get("name")
+        if not target:
+            raise invalid(BY_REF["bindings"], pod_name, [("target.name", "Required value")])
+        with self.lock:
+            key = self._key(rt, namespace or "default", pod_name)
+            old = self._objects["pods"].get(key)
+            if old is None:
+                raise not_found(rt, pod_name)
+            if old["metadata"].get("deletionTimestamp"):
+                raise conflict(BY_REF["bindings"], pod_name, f"pod {pod_name} is being deleted, cannot be assigned to a host")
+            bound = (old.get("spec") or {}).get("nodeName")
+            if bound:
+                raise conflict(BY_REF["bindings"], pod_name, f'pod {pod_name} is already assigned to node "{bound}"')
+            new = copy.deepcopy(old)
+            new["spec"]["nodeName"] = target
+            conditions = [c for c in new.setdefault("status", {}).get("conditions", []) if c.get("type") != "PodScheduled"]
+            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                               "lastTransitionTime": now_rfc3339()})
+            new["status"]["conditions"] = conditions
+            self._commit(rt, "MODIFIED", new, old)
+            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    # -- watching ----------------------------------------------------------------------------
+    def open_watch(self, ref: str, namespace: str | None, matches: Callable[[dict], bool],
+                   resource_version: str | None, loop: asyncio.AbstractEventLoop) -> WatchStart:
+        """Register a watch; replay history after ``resource_version`` or send current state."""
+        rt = self.resource(ref)
+        with self.lock:
+            watcher = Watcher(ref, namespace if rt.namespaced else None, matches, loop)
+            if resource_version in (None, "", "0"):
+                items, _ = self.list(ref, namespace, matches)
+                events = [{"type": "ADDED", "object": o} for o in items]
+            else:
+                try:
+                    since = int(resource_version)
+                except ValueError as exc:
+                    raise bad_request(f'invalid resource version "{resource_version}"') from exc
+                if since < self.compacted_rv:
+                    return WatchStart([], None, gone=f"too old resource version: {since} ({self.compacted_rv + 1})")
+                events = [e for c in self._history if c.rv > since and c.ref == ref
+                          for e in [watcher.event_for(c)] if e is not None]
+            self._watchers.add(watcher)
+            return WatchStart(events, watcher)
+
+    def close_watch(self, watcher: Watcher) -> None:
+        with self.lock:
+            self._watchers.discard(watcher)
+
+    def watchers(self, ref: str | None = None) -> list[Watcher]:
+        with self.lock:
+            return [w for w in self._watchers if ref is None or w.ref == ref]
+
+    def compact(self) -> int:
+        """Drop all history: any watch resuming from an older resourceVersion gets 410 Gone."""
+        with self.lock:
+            self._history.clear()
+            self.compacted_rv = self.rv
+            return self.rv
+
+    def expire_watches(self, ref: str | None = None) -> int:
+        """End open watches with an ERROR event carrying a 410 Status (like an etcd compaction)."""
+        with self.lock:
+            targets = self.watchers(ref)
+            for w in targets:
+                w.push(("gone", f"too old resource version: {self.rv} ({self.rv + 1})"))
+            return len(targets)
+
+    def send_bookmarks(self, ref: str | None = None) -> int:
+        with self.lock:
+            targets = self.watchers(ref)
+            for w in targets:
+                w.push(("bookmark", self.rv))
+            return len(targets)
+
+    def close_all_watches(self) -> None:
+        with self.lock:
+            for w in self._watchers:
+                w.push(("close",))
