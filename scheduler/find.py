@@ -1,0 +1,121 @@
+"""``find`` expressions (Fluxion's expr_eval): which vertices match predicates.
+
+Grammar: predicates ``key=value`` joined by ``and`` / ``or`` (and binds
+tighter; juxtaposition means and) with parentheses. Keys: ``status``,
+``sched-now``, ``sched-future``, ``jobid-alloc``, ``jobid-span``, ``jobid-tag``,
+``jobid-reserved``, ``agfilter``, ``property``, ``names``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .traverser import Emit
+
+KEYS = ("status", "sched-now", "sched-future", "jobid-alloc", "jobid-span", "jobid-tag",
+        "jobid-reserved", "agfilter", "property", "names")
+
+
+class FindError(ValueError):
+    pass
+
+
+def _tokens(expr: str) -> list[str]:
+    return re.findall(r"\(|\)|[^\s()]+", expr)
+
+
+def _parse(tokens: list[str]):
+    pos = 0
+
+    def primary():
+        nonlocal pos
+        if pos >= len(tokens):
+            raise FindError("find: invalid criteria")
+        tok = tokens[pos]
+        if tok == "(":
+            pos += 1
+            node = orexpr()
+            if pos >= len(tokens) or tokens[pos] != ")":
+                raise FindError("find: unbalanced parentheses")
+            pos += 1
+            return node
+        key, sep, value = tok.partition("=")
+        if not sep or key not in KEYS or not value:
+            raise FindError(f"find: invalid criteria: {tok}")
+        pos += 1
+        return ("pred", key, value)
+
+    def andexpr():
+        nonlocal pos
+        node = primary()
+        while pos < len(tokens) and tokens[pos] not in (")", "or"):
+            if tokens[pos] == "and":
+                pos += 1
+            node = ("and", node, primary())
+        return node
+
+    def orexpr():
+        nonlocal pos
+        node = andexpr()
+        while pos < len(tokens) and tokens[pos] == "or":
+            pos += 1
+            node = ("or", node, andexpr())
+        return node
+
+    tree = orexpr()
+    if pos != len(tokens):
+        raise FindError("find: invalid criteria")
+    return tree
+
+
+def _eval(node, v, t) -> bool:
+    if node[0] == "and":
+        return _eval(node[1], v, t) and _eval(node[2], v, t)
+    if node[0] == "or":
+        return _eval(node[1], v, t) or _eval(node[2], v, t)
+    _, key, value = node
+    lv = value.lower()
+    if key == "status":
+        return v.status == lv
+    if key == "sched-now":
+        return bool(v.allocations) == (lv == "allocated")
+    if key == "sched-future":
+        return bool(v.reservations) == (lv == "reserved")
+    if key == "agfilter":
+        return True
+    try:
+        jid = int(value)
+    except ValueError:
+        jid = None
+    if key == "jobid-alloc":
+        return jid in v.allocations
+    if key == "jobid-reserved":
+        return jid in v.reservations
+    if key == "jobid-span":
+        return jid in v.spans
+    if key == "jobid-tag":
+        return jid in v.tags
+    if key == "property":
+        k, sep, val = value.partition("=")
+        return k in v.properties and (not sep or v.properties[k] == val)
+    if key == "names":
+        from fluxnode.broker_conf import hostlist
+        return v.name in hostlist.decode(value)
+    return False
+
+
+def find(traverser, criteria: str) -> list[Emit]:
+    tree = _parse(_tokens(criteria))
+    out: list[Emit] = []
+
+    def rec(v, level) -> int:
+        n = 0
+        for c in v.children:
+            n += rec(c, level + 1)
+        if _eval(tree, v, traverser) or n:
+            out.append(Emit(v, v.size, True, level))
+            return n + 1
+        return 0
+
+    rec(traverser.g.root, 1)
+    return out

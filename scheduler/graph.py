@@ -1,0 +1,148 @@
+"""The resource graph: vertices of a containment hierarchy plus lookup indexes.
+
+Fluxion keeps its model in a boost adjacency list with side indexes; we keep
+vertices as slotted objects in a list indexed by ``uniq_id`` (creation order,
+which Fluxion's tie-breaking and output order depend on) and children lists
+per subsystem. A networkx ``DiGraph`` view is built on demand by
+:meth:`ResourceGraph.to_networkx` for analysis and tests; the matcher never
+uses it because per-vertex networkx dicts cost ~10x the memory and time on a
+16k-node graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+CONTAINMENT = "containment"
+
+
+class Vertex:
+    """One resource pool (a node, a core, 2 GB of memory...)."""
+
+    __slots__ = (
+        "uniq_id", "type", "basename", "name", "id", "rank", "size", "unit",
+        "properties", "status", "paths", "children", "parent",
+        # scheduling state (owned by the traverser)
+        "spans", "xspans", "tags", "agspans", "allocations", "reservations",
+        "aux_children",
+    )
+
+    def __init__(self, uniq_id: int, type_: str, basename: str, name: str, id_: int,
+                 rank: int = -1, size: int = 1, unit: str = "") -> None:
+        self.uniq_id = uniq_id
+        self.type = type_
+        self.basename = basename
+        self.name = name
+        self.id = id_
+        self.rank = rank
+        self.size = size
+        self.unit = unit
+        self.properties: dict[str, str] = {}
+        self.status = "up"
+        self.paths: dict[str, str] = {}
+        self.children: list[Vertex] = []
+        self.parent: Vertex | None = None
+        self.aux_children: dict[str, list[Vertex]] | None = None
+        self.spans: dict[int, tuple[int, int, int]] = {}
+        self.xspans: dict[int, tuple[int, int]] = {}
+        self.tags: set[int] = set()
+        self.agspans: dict[int, tuple[int, int, dict[str, int]]] = {}
+        self.allocations: set[int] = set()
+        self.reservations: set[int] = set()
+
+    @property
+    def path(self) -> str:
+        return self.paths.get(CONTAINMENT, "")
+
+    def __repr__(self) -> str:
+        return f"Vertex({self.path or self.name})"
+
+
+@dataclass
+class ResourceGraph:
+    """Vertices, roots per subsystem and the indexes the matcher needs."""
+
+    vertices: list[Vertex] = field(default_factory=list)
+    roots: dict[str, Vertex] = field(default_factory=dict)
+    by_path: dict[str, list[Vertex]] = field(default_factory=dict)
+    by_type: dict[str, list[Vertex]] = field(default_factory=dict)
+    by_name: dict[str, list[Vertex]] = field(default_factory=dict)
+    by_rank: dict[int, list[Vertex]] = field(default_factory=dict)
+    subsystems: list[str] = field(default_factory=lambda: [CONTAINMENT])
+
+    def add_vertex(self, type_: str, basename: str, name: str, id_: int, *, rank: int = -1,
+                   size: int = 1, unit: str = "", uniq_id: int | None = None) -> Vertex:
+        uid = len(self.vertices) if uniq_id is None else uniq_id
+        v = Vertex(uid, type_, basename, name, id_, rank, size, unit)
+        self.vertices.append(v)
+        self.by_type.setdefault(type_, []).append(v)
+        self.by_name.setdefault(name, []).append(v)
+        self.by_rank.setdefault(rank, []).append(v)
+        return v
+
+    def set_path(self, v: Vertex, subsystem: str, path: str) -> None:
+        v.paths[subsystem] = path
+        self.by_path.setdefault(path, []).append(v)
+
+    def add_edge(self, parent: Vertex, child: Vertex, subsystem: str = CONTAINMENT) -> None:
+        if subsystem == CONTAINMENT:
+            if child in parent.children:
+                return
+            parent.children.append(child)
+            child.parent = parent
+        else:
+            if parent.aux_children is None:
+                parent.aux_children = {}
+            parent.aux_children.setdefault(subsystem, []).append(child)
+            if subsystem not in self.subsystems:
+                self.subsystems.append(subsystem)
+
+    @property
+    def root(self) -> Vertex:
+        return self.roots[CONTAINMENT]
+
+    def lookup(self, path: str) -> list[Vertex]:
+        return self.by_path.get(path, [])
+
+    def walk(self, v: Vertex | None = None) -> Iterator[Vertex]:
+        """Pre-order walk of the containment tree."""
+        stack = [v or self.root]
+        while stack:
+            u = stack.pop()
+            yield u
+            stack.extend(reversed(u.children))
+
+    def nodes_up(self) -> int:
+        return sum(1 for v in self.by_type.get("node", []) if v.status == "up" and v.uniq_id >= 0)
+
+    def remove_vertex(self, v: Vertex) -> None:
+        """Drop ``v`` and its subtree from every index (the slot in ``vertices`` stays)."""
+        for u in list(self.walk(v)):
+            for index, key in ((self.by_type, u.type), (self.by_name, u.name),
+                               (self.by_rank, u.rank)):
+                lst = index.get(key)
+                if lst and u in lst:
+                    lst.remove(u)
+            for p in u.paths.values():
+                lst = self.by_path.get(p)
+                if lst and u in lst:
+                    lst.remove(u)
+                    if not lst:
+                        del self.by_path[p]
+        if v.parent is not None:
+            v.parent.children.remove(v)
+            v.parent = None
+
+    def to_networkx(self) -> nx.DiGraph:
+        """The containment tree as a networkx DiGraph keyed by uniq_id."""
+        g = nx.DiGraph()
+        for v in self.walk():
+            g.add_node(v.uniq_id, type=v.type, basename=v.basename, name=v.name, id=v.id,
+                       rank=v.rank, size=v.size, unit=v.unit, status=v.status,
+                       properties=dict(v.properties), paths=dict(v.paths))
+            for c in v.children:
+                g.add_edge(v.uniq_id, c.uniq_id, subsystem=CONTAINMENT)
+        return g

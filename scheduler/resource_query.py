@@ -1,0 +1,475 @@
+"""``fluxnode resource-query``: Fluxion's resource-query, command for command.
+
+Loads a graph (``-L FILE``, ``-f grug|jgf|rv1exec|hwloc``), then reads commands
+(``match allocate JOBSPEC``, ``cancel``, ``find``, ``set-status`` ...) from stdin
+and writes exactly what Fluxion's resource-query writes to the ``-t`` file;
+errors go to stderr as ``ERROR: ...`` lines, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+import click
+
+from . import writers
+from .find import FindError, find
+from .graph import ResourceGraph
+from .grug_reader import GrugError, read_grug
+from .jgf_reader import JgfError, read_jgf
+from .jobspec import Jobspec, JobspecError
+from .policy import PolicyError
+from .rv1_reader import RError, ranks_in_R, read_rv1
+from .traverser import NoMatch, Traverser, TraverserError, Unsatisfiable
+
+SEP = "INFO: =============================\n"
+HELP = """Usage: resource-query [OPTIONS...]
+  -L, --load-file=FILE  -f, --load-format=grug|jgf|rv1exec|hwloc
+  -S, --match-subsystems=CA  -P, --match-policy=POLICY  -F, --match-format=FORMAT
+  -t, --test-output=FILE  -e, --elapse-time  -d, --disable-prompt
+  -p, --prune-filters=SPEC  -W, --load-allowlist=TYPES  -r, --reserve-vtx-vec=N
+  -T, --traverser=simple|flexible  -o, --graph-format=FORMAT  -h, --help
+"""
+
+
+def load_graph(path: str, fmt: str) -> ResourceGraph:
+    if fmt == "grug":
+        return read_grug(path)
+    if fmt in ("jgf",):
+        return read_jgf(path)
+    if fmt == "rv1exec":
+        try:
+            R = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise RError(f"cannot read {path}: {exc}") from exc
+        return read_rv1(R)
+    if fmt == "hwloc":
+        from .hwloc_reader import read_hwloc
+        return read_hwloc(path)
+    raise ValueError(f"unknown load format {fmt}")
+
+
+class Session:
+    def __init__(self, traverser: Traverser, fmt: str, out: TextIO, err: TextIO,
+                 elapse: bool = False) -> None:
+        self.t = traverser
+        self.fmt = fmt
+        self.out = out
+        self.err = err
+        self.elapse = elapse
+        self.jobid = 1
+        self.allocations: dict[int, int] = {}
+        self.reservations: dict[int, int] = {}
+        self.jobinfo: dict[int, tuple[str, int, str]] = {}
+
+    # -- output -----------------------------------------------------------
+    def emit(self, result) -> None:
+        if self.fmt == "simple":
+            self.out.write(writers.simple(result))
+        elif self.fmt == "pretty_simple":
+            self.out.write(writers.pretty_simple(result))
+        elif self.fmt == "jgf":
+            self.out.write(writers.dumps(writers.jgf(result)) + "\n")
+        elif self.fmt == "rlite":
+            self.out.write(writers.dumps({"R_lite": writers.rlite(result)}) + "\n")
+        elif self.fmt == "rv1":
+            self.out.write(writers.dumps(writers.rv1(result)) + "\n")
+        elif self.fmt == "rv1_nosched":
+            self.out.write(writers.dumps(writers.rv1_nosched(result)) + "\n")
+
+    def error(self, msg: str) -> None:
+        self.err.write(msg + "\n")
+
+    # -- commands ---------------------------------------------------------
+    def run_match(self, op: str, fn: str) -> bool:
+        jobid = self.jobid
+        self.jobid += 1
+        try:
+            text = Path(fn).read_text()
+        except OSError:
+            self.error(f"ERROR: can't open {fn}")
+            self.jobid -= 1
+            return True
+        matched, sat, result = True, True, None
+        try:
+            js = Jobspec.parse(text)
+            result = self.t.match(js, op=op, jobid=jobid)
+        except Unsatisfiable:
+            matched, sat = False, False
+        except NoMatch:
+            matched = False
+        except JobspecError as exc:
+            self.error(f"ERROR: Jobspec error for {jobid}: {exc.what if hasattr(exc, 'what') else exc}")
+            matched = False
+        except TraverserError as exc:
+            self.error(f"ERROR: {exc}")
+            matched = False
+        if op == "satisfiability":
+            self.out.write(SEP)
+            self.out.write(f"INFO: {'Satisfiable' if matched else 'Unsatisfiable'} request\n")
+            self.out.write(SEP)
+            return matched
+        if matched:
+            self.emit(result)
+            self.out.write(SEP)
+            self.out.write(f"INFO: JOBID={jobid}\n")
+            at = result.at
+            self.out.write(f"INFO: RESOURCES={'ALLOCATED' if at == 0 else 'RESERVED'}\n")
+            self.out.write(f"INFO: SCHEDULED AT={'Now' if at == 0 else at}\n")
+            self.out.write(SEP)
+            (self.allocations if at == 0 else self.reservations)[jobid] = jobid
+            self.jobinfo[jobid] = ("ALLOCATED" if at == 0 else "RESERVED", at, fn)
+        else:
+            self.out.write(SEP)
+            self.out.write("INFO: No matching resources found\n")
+            if not sat:
+                self.out.write("INFO: Unsatisfiable request\n")
+            self.out.write(f"INFO: JOBID={jobid}\n")
+            self.out.write(SEP)
+        return matched
+
+    OPS = ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability",
+           "satisfiability")
+
+    def cmd_match(self, args: list[str]) -> None:
+        if len(args) != 3:
+            return self.error("ERROR: malformed command")
+        if args[1] not in self.OPS:
+            return self.error(f"ERROR: unknown subcmd {args[1]}")
+        self.run_match(args[1], args[2])
+
+    def cmd_multi_match(self, args: list[str]) -> None:
+        if len(args) <= 3:
+            return self.error("ERROR: malformed command")
+        if args[1] not in self.OPS:
+            return self.error(f"ERROR: unknown subcmd {args[1]}")
+        for fn in args[2:]:
+            if not self.run_match(args[1], fn):
+                break
+
+    def _jobid(self, s: str) -> int:
+        try:
+            return int(s)
+        except ValueError:
+            return 0
+
+    def cmd_cancel(self, args: list[str]) -> None:
+        if len(args) < 2 or len(args) > 3:
+            return self.error("ERROR: malformed command")
+        jobid = self._jobid(args[1])
+        if jobid in self.allocations or jobid in self.reservations:
+            try:
+                self.t.cancel(jobid)
+            except TraverserError:
+                self.error(f"ERROR: error encountered while removing job {jobid}")
+            self.allocations.pop(jobid, None)
+            self.reservations.pop(jobid, None)
+            if jobid in self.jobinfo:
+                self.jobinfo[jobid] = ("CANCELED",) + self.jobinfo[jobid][1:]
+        else:
+            return self.error(f"ERROR: nonexistent job {jobid}")
+        if len(args) == 3 and args[2] == "stats":
+            self.out.write(SEP)
+            self.out.write(f'INFO: CANCEL PREORDER COUNT="{self.t.total_preorder}"\n')
+            self.out.write(f'INFO: CANCEL POSTORDER COUNT="{self.t.total_postorder}"\n')
+            self.out.write(SEP)
+
+    def cmd_partial_cancel(self, args: list[str]) -> None:
+        if len(args) < 4 or len(args) > 5:
+            return self.error("ERROR: malformed command")
+        jobid = self._jobid(args[1])
+        reader = args[2]
+        if reader not in ("jgf", "rv1exec"):
+            return self.error(f"ERROR: unsupported reader {reader}")
+        try:
+            text = Path(args[3]).read_text()
+        except OSError:
+            return self.error(f"ERROR: can't open {args[3]}")
+        if jobid in self.allocations:
+            try:
+                doc = json.loads(text)
+                if reader == "rv1exec":
+                    ranks = ranks_in_R(doc)
+                else:
+                    ranks = sorted({int(n["metadata"].get("rank", -1))
+                                    for n in doc["graph"]["nodes"]})
+                full = self.t.partial_cancel(jobid, ranks)
+                if full:
+                    self.allocations.pop(jobid, None)
+            except (ValueError, KeyError, TypeError, RError, TraverserError):
+                self.error(f"ERROR: error encountered while removing job {jobid}")
+        elif jobid in self.reservations:
+            return self.error("ERROR: reservations not currently supported by partial cancel")
+        else:
+            return self.error(f"ERROR: nonexistent job {jobid}")
+        if len(args) == 5 and args[4] == "stats":
+            self.out.write(SEP)
+            self.out.write(f'INFO: PARTIAL CANCEL PREORDER COUNT="{self.t.total_preorder}"\n')
+            self.out.write(f'INFO: PARTIAL CANCEL POSTORDER COUNT="{self.t.total_postorder}"\n')
+            self.out.write(SEP)
+
+    def cmd_find(self, args: list[str]) -> None:
+        if len(args) < 2:
+            return self.error("ERROR: malformed command: ")
+        criteria = " ".join(args[1:])
+        try:
+            sel = find(self.t, criteria)
+        except FindError as exc:
+            return self.error(f"ERROR: {exc}")
+        if self.fmt in ("simple", "pretty_simple"):
+            self.emit(sel)
+        else:
+            self.emit(sel)
+        self.out.write(SEP)
+        self.out.write(f'INFO: EXPRESSION="{criteria}"\n')
+        self.out.write(SEP)
+
+    def cmd_set_property(self, args: list[str]) -> None:
+        if len(args) != 3:
+            return self.error("ERROR: malformed command")
+        pos = args[2].find("=")
+        if pos in (0, -1, len(args[2]) - 1):
+            self.out.write("Incorrect input format. \n"
+                           "Please use `set-property <resource> PROPERTY=VALUE`.\n")
+            return
+        vs = self.t.g.lookup(args[1])
+        if not vs:
+            self.out.write(f"Couldn't find path {args[1]} in resource graph.\n")
+            return
+        for v in vs:
+            v.properties[args[2][:pos]] = args[2][pos + 1:]
+
+    def cmd_get_property(self, args: list[str]) -> None:
+        if len(args) != 2:
+            return self.error("ERROR: malformed command")
+        vs = self.t.g.lookup(args[1])
+        if not vs:
+            self.out.write(f"Could not find path {args[1]} in resource graph.\n")
+            return
+        for v in vs:
+            if not v.properties:
+                self.out.write(f"No properties were found for {args[1]} "
+                               f"(vtx's uniq_id={v.uniq_id}).\n")
+            for k in sorted(v.properties):
+                self.out.write(f"{k}={v.properties[k]}\n")
+
+    def cmd_set_status(self, args: list[str]) -> None:
+        if len(args) != 3:
+            return self.error("ERROR: malformed command")
+        if not self.t.g.lookup(args[1]):
+            self.out.write(f"Could not find path {args[1]} in resource graph.\n")
+            return
+        if args[2] not in ("up", "down"):
+            return self.error("ERROR: unrecognized status")
+        self.t.set_status(args[1], args[2])
+
+    def cmd_get_status(self, args: list[str]) -> None:
+        if len(args) != 2:
+            return self.error("ERROR: malformed command")
+        vs = self.t.g.lookup(args[1])
+        if not vs:
+            self.out.write(f"Could not find path {args[1]} in resource graph.\n")
+            return
+        for v in vs:
+            self.out.write(f"{args[1]} is {v.status}\n")
+
+    def cmd_info(self, args: list[str]) -> None:
+        if len(args) != 2:
+            return self.error("ERROR: malformed command")
+        jobid = self._jobid(args[1])
+        info = self.jobinfo.get(jobid)
+        if info is None:
+            return self.error(f"ERROR: jobid doesn't exist: {args[1]}")
+        print(f"INFO: {jobid}, {info[0]}, {info[1]}, {info[2]}, 0.000000")
+
+    def cmd_list(self, args: list[str]) -> None:
+        for jobid, info in self.jobinfo.items():
+            print(f"INFO: {jobid}, {info[0]}, {info[1]}, {info[2]}, 0.000000")
+
+    def cmd_stat(self, args: list[str]) -> None:
+        g = self.t.g
+        print(f"INFO: Num. of Vertices: {sum(1 for _ in g.walk())}")
+        print(f"INFO: Num. of Jobs Matched: {len(self.jobinfo)}")
+
+    def cmd_cat(self, args: list[str]) -> None:
+        if len(args) != 2:
+            return self.error("ERROR: malformed command")
+        try:
+            sys.stdout.write(Path(args[1]).read_text())
+        except OSError:
+            self.error(f"ERROR: can't open {args[1]}")
+
+    def cmd_help(self, args: list[str]) -> None:
+        sys.stdout.write(HELP)
+
+    def cmd_update(self, args: list[str]) -> None:
+        if len(args) != 7:
+            return self.error("ERROR: malformed command")
+        self.error("ERROR: update is not supported by this resource-query")
+
+    def cmd_attach(self, args: list[str]) -> None:
+        if len(args) != 2:
+            return self.error("ERROR: malformed command")
+        try:
+            from .jgf_reader import _load, add_jgf
+            add_jgf(self.t.g, _load(args[1]))
+            self.t.reinit()
+        except (JgfError, OSError) as exc:
+            self.error("ERROR: can't attach JGF subgraph ")
+            self.error(f"ERROR: {exc}")
+
+    def cmd_remove(self, args: list[str]) -> None:
+        if len(args) != 3:
+            return self.error("ERROR: malformed command")
+        target, is_path = args[1], args[2]
+        g = self.t.g
+        if is_path == "true":
+            vs = g.lookup(target)
+            if not vs:
+                self.error("ERROR: can't remove subgraph ")
+                return
+            for v in vs:
+                g.remove_vertex(v)
+        elif is_path == "false":
+            from fluxnode.broker_conf import idset
+            try:
+                ranks = idset.decode(target)
+            except ValueError:
+                return self.error("ERROR: failed to decode ranks.")
+            for jobid in list(self.t.jobs):
+                try:
+                    if self.t.partial_cancel(jobid, ranks):
+                        self.allocations.pop(jobid, None)
+                        self.reservations.pop(jobid, None)
+                except TraverserError:
+                    pass
+            for r in ranks:
+                vs = g.by_rank.get(r, [])
+                if vs:
+                    top = min(vs, key=lambda v: len(v.path))
+                    g.remove_vertex(top)
+        else:
+            return self.error("ERROR: invalid path boolean input ")
+        self.t.reinit()
+
+    ALIASES = {"m": "match", "M": "multi-match", "u": "update", "j": "attach", "f": "find",
+               "c": "cancel", "pc": "partial-cancel", "p": "set-property", "g": "get-property",
+               "t": "set-status", "e": "get-status", "l": "list", "i": "info", "s": "stat",
+               "a": "cat", "h": "help", "q": "quit"}
+
+    def dispatch(self, line: str) -> bool:
+        args = line.split()
+        if not args:
+            return True
+        name = self.ALIASES.get(args[0], args[0])
+        if name == "quit":
+            return False
+        fn = getattr(self, "cmd_" + name.replace("-", "_"), None)
+        if fn is None:
+            return True
+        fn(args)
+        return True
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="resource-query", add_help=False)
+    p.add_argument("-L", "--load-file")
+    p.add_argument("-f", "--load-format", default="grug")
+    p.add_argument("-W", "--load-allowlist")
+    p.add_argument("-S", "--match-subsystems", default="CA")
+    p.add_argument("-P", "--match-policy", default="first")
+    p.add_argument("-F", "--match-format", default="simple")
+    p.add_argument("-o", "--graph-format")
+    p.add_argument("-p", "--prune-filters", default="ALL:core")
+    p.add_argument("-t", "--test-output")
+    p.add_argument("-r", "--reserve-vtx-vec")
+    p.add_argument("-T", "--traverser", default="simple")
+    p.add_argument("-e", "--elapse-time", action="store_true")
+    p.add_argument("-d", "--disable-prompt", action="store_true")
+    p.add_argument("-h", "--help", action="store_true")
+    return p
+
+
+def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    try:
+        ns, extra = _parser().parse_known_args(argv)
+    except SystemExit:
+        return 1
+    if ns.help:
+        stdout.write(HELP)
+        return 0
+    if extra:
+        stderr.write(f"ERROR: unknown option {extra[0]}\n")
+        return 1
+    if ns.match_format not in writers.FORMATS:
+        stderr.write(f"ERROR: unknown match format {ns.match_format}\n")
+        return 1
+    if ns.load_format not in ("grug", "jgf", "rv1exec", "hwloc"):
+        stderr.write(f"ERROR: unknown load format {ns.load_format}\n")
+        return 1
+    if not ns.load_file:
+        stderr.write("ERROR: -L/--load-file is required\n")
+        return 1
+    try:
+        graph = load_graph(ns.load_file, ns.load_format)
+    except (GrugError, JgfError, RError, OSError, ValueError) as exc:
+        stderr.write(f"ERROR: can't load {ns.load_file}: {exc}\n")
+        return 1
+    if ns.load_allowlist:
+        from .allowlist import apply_allowlist
+        apply_allowlist(graph, ns.load_allowlist.split(","))
+    try:
+        trav = Traverser(graph, ns.match_policy, prune_filters=ns.prune_filters)
+    except PolicyError as exc:
+        stderr.write(f"ERROR: unknown match policy {ns.match_policy}: {exc}\n")
+        return 1
+    except TraverserError as exc:
+        stderr.write(f"ERROR: {exc}\n")
+        return 1
+    out = stdout
+    outfile = None
+    if ns.test_output:
+        try:
+            outfile = open(ns.test_output, "w")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            stderr.write(f"ERROR: can't open {ns.test_output}: {exc.strerror}\n")
+            return 1
+        out = outfile
+    session = Session(trav, ns.match_format, out, stderr, ns.elapse_time)
+    try:
+        while True:
+            if not ns.disable_prompt:
+                stdout.write("resource-query> ")
+                stdout.flush()
+            line = stdin.readline()
+            if not line:
+                break
+            if not session.dispatch(line):
+                break
+    finally:
+        if outfile is not None:
+            outfile.close()
+    return 0
+
+
+@click.command(
+    "resource-query",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                      "help_option_names": []},
+    add_help_option=False,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def main(args: tuple[str, ...]) -> None:
+    """Fluxion's resource-query: load a graph and run match/cancel/find... commands from stdin."""
+    try:
+        rc = run(list(args), sys.stdin, sys.stdout, sys.stderr)
+    except KeyboardInterrupt:
+        rc = 130
+    except RecursionError:
+        sys.stderr.write("ERROR: resource graph too deep\n")
+        rc = 1
+    sys.exit(rc)

@@ -1,0 +1,117 @@
+"""An exact replay of libstdc++'s ``std::sort`` (introsort) on a key.
+
+Fluxion ranks candidates with ``std::sort``, which is not stable: among equal
+scores the order it leaves is a property of the algorithm. Matching Fluxion's
+choices byte for byte on ties therefore needs the same algorithm, so this
+module reimplements it (median-of-three pivot, unguarded partition, final
+insertion sort with threshold 16).
+"""
+
+from __future__ import annotations
+
+_THRESHOLD = 16
+
+
+def std_sort(items: list, key, descending: bool) -> None:
+    """Sort ``items`` in place like ``std::sort(items, comp)``.
+
+    ``comp(a, b)`` is ``key(a) > key(b)`` when ``descending`` else ``key(a) < key(b)``.
+    """
+    n = len(items)
+    if n < 2:
+        return
+    ks = [key(x) for x in items]
+    if descending:
+        ks = [-k for k in ks]
+    pairs = list(zip(ks, range(n), strict=True))
+    a = [p[0] for p in pairs]
+    idx = [p[1] for p in pairs]
+    _introsort_loop(a, idx, 0, n, 2 * (n.bit_length() - 1))
+    _final_insertion_sort(a, idx, 0, n)
+    orig = list(items)
+    items[:] = [orig[i] for i in idx]
+
+
+def _swap(a, idx, i, j):
+    a[i], a[j] = a[j], a[i]
+    idx[i], idx[j] = idx[j], idx[i]
+
+
+def _introsort_loop(a, idx, first, last, depth):
+    while last - first > _THRESHOLD:
+        if depth == 0:
+            _heap_fallback(a, idx, first, last)
+            return
+        depth -= 1
+        mid = first + (last - first) // 2
+        _move_median_to_first(a, idx, first, first + 1, mid, last - 1)
+        cut = _unguarded_partition(a, idx, first + 1, last, first)
+        _introsort_loop(a, idx, cut, last, depth)
+        last = cut
+
+
+def _move_median_to_first(a, idx, result, x, y, z):
+    if a[x] < a[y]:
+        if a[y] < a[z]:
+            _swap(a, idx, result, y)
+        elif a[x] < a[z]:
+            _swap(a, idx, result, z)
+        else:
+            _swap(a, idx, result, x)
+    elif a[x] < a[z]:
+        _swap(a, idx, result, x)
+    elif a[y] < a[z]:
+        _swap(a, idx, result, z)
+    else:
+        _swap(a, idx, result, y)
+
+
+def _unguarded_partition(a, idx, first, last, pivot):
+    pv = a[pivot]
+    while True:
+        while a[first] < pv:
+            first += 1
+        last -= 1
+        while pv < a[last]:
+            last -= 1
+        if not first < last:
+            return first
+        _swap(a, idx, first, last)
+        first += 1
+
+
+def _insertion_sort(a, idx, first, last):
+    for i in range(first + 1, last):
+        v, vi = a[i], idx[i]
+        if v < a[first]:
+            a[first + 1:i + 1] = a[first:i]
+            idx[first + 1:i + 1] = idx[first:i]
+            a[first], idx[first] = v, vi
+        else:
+            j = i
+            while v < a[j - 1]:
+                a[j], idx[j] = a[j - 1], idx[j - 1]
+                j -= 1
+            a[j], idx[j] = v, vi
+
+
+def _final_insertion_sort(a, idx, first, last):
+    if last - first > _THRESHOLD:
+        _insertion_sort(a, idx, first, first + _THRESHOLD)
+        for i in range(first + _THRESHOLD, last):
+            v, vi = a[i], idx[i]
+            j = i
+            while v < a[j - 1]:
+                a[j], idx[j] = a[j - 1], idx[j - 1]
+                j -= 1
+            a[j], idx[j] = v, vi
+    else:
+        _insertion_sort(a, idx, first, last)
+
+
+def _heap_fallback(a, idx, first, last):
+    # libstdc++ switches to heapsort here; this depth is never reached by
+    # Fluxion-sized candidate lists, so a plain sort keeps the contract.
+    seg = sorted(zip(a[first:last], idx[first:last], strict=True), key=lambda p: p[0])
+    a[first:last] = [p[0] for p in seg]
+    idx[first:last] = [p[1] for p in seg]

@@ -1,0 +1,695 @@
+"""Depth-first-and-up (DFU) matching of jobspecs against a resource graph.
+
+This is the scheduler library's public entry point (the binder uses it)::
+
+    from fluxnode.scheduler.rv1_reader import read_rv1
+    from fluxnode.scheduler.traverser import Traverser, NoMatch, Unsatisfiable
+    from fluxnode.scheduler import writers
+
+    t = Traverser(read_rv1(R), policy="first")        # or low/high/lonode/hinodex/...
+    res = t.match(jobspec_dict, op="allocate")         # -> MatchResult
+    R_alloc = writers.rv1_nosched(res)                 # RFC 20 R of the allocation
+    t.cancel(res.jobid); t.partial_cancel(jobid, [3, 4])
+    t.set_status(7, "down")  # or a path "/cluster0/node7"; allocations are kept
+    t.add_resources(R_new)   # graph growth from a new R (existing vertices reused)
+
+``match`` raises :class:`NoMatch` (``busy`` True when resources exist but are in
+use) or :class:`Unsatisfiable` (can never fit this graph). Constraints (RFC 31
+``attributes.system.constraints``: properties, hostlist, ranks, and/or/not)
+restrict which nodes match.
+
+The walk follows Fluxion's dfu_impl: each vertex is tested against the
+current jobspec level (pristine skip of unnamed levels, slot matching),
+pruned by status / constraints / availability / exclusivity / subtree
+aggregates, its children explored, candidates scored by the policy and the
+best ``k`` chosen; a second walk applies the chosen edges, records spans in the
+time-based schedule and emits the selection in post order.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from .graph import CONTAINMENT, ResourceGraph, Vertex
+from .policy import Policy
+from .request import MatchRequest, Request, RequestError, calc_count, effective_max, from_jobspec
+from .scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
+
+INF = 2**63 - 1
+X_CHECKER_NJOBS = 0x40000000
+
+
+class NoMatch(Exception):
+    """No resources now (``busy``) or never for this request on this graph."""
+
+    def __init__(self, busy: bool, reason: str = "") -> None:
+        super().__init__(reason or ("resources busy" if busy else "no match"))
+        self.busy = busy
+        self.reason = reason
+
+
+class Unsatisfiable(NoMatch):
+    def __init__(self, reason: str = "unsatisfiable request") -> None:
+        super().__init__(False, reason)
+
+
+class TraverserError(ValueError):
+    """Bad input to the traverser (unknown job, path, status...)."""
+
+
+@dataclass
+class Emit:
+    """One vertex of a selection: ``needs`` units, exclusively or shared, at ``level``."""
+
+    vertex: Vertex
+    needs: int
+    exclusive: bool
+    level: int
+
+
+@dataclass
+class MatchResult:
+    jobid: int
+    status: str  # "ALLOCATED" | "RESERVED"
+    at: int
+    duration: int
+    overhead: float
+    selection: list[Emit] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> list[Vertex]:
+        return [e.vertex for e in self.selection if e.vertex.type == "node"]
+
+
+@dataclass
+class Job:
+    jobid: int
+    at: int
+    duration: int
+    status: str
+    vertices: set[int] = field(default_factory=set)
+
+
+class _Meta:
+    __slots__ = ("at", "duration", "alloc", "jobid", "constraint", "sat")
+
+    def __init__(self, at: int, duration: int, jobid: int, constraint) -> None:
+        self.at = at
+        self.duration = duration
+        self.alloc = "alloc"  # alloc | reserve | sat
+        self.jobid = jobid
+        self.constraint = constraint
+        self.sat = False
+
+
+def _peak(spans, at: int, end: int) -> int:
+    rel = [(s, e, n) for (s, e, n) in spans if s < end and e > at]
+    if not rel:
+        return 0
+    if len(rel) == 1:
+        return rel[0][2]
+    best = 0
+    for t in {at, *(s for s, _e, _n in rel if s > at)}:
+        tot = 0
+        for s, e, n in rel:
+            if s <= t < e:
+                tot += n
+        if tot > best:
+            best = tot
+    return best
+
+
+class Traverser:
+    def __init__(self, graph: ResourceGraph, policy: str | Policy = "first",
+                 prune_filters: str = "ALL:core", subsystems: list[str] | None = None) -> None:
+        self.g = graph
+        self.policy = policy if isinstance(policy, Policy) else Policy.parse(policy)
+        self.subsystems = subsystems or [CONTAINMENT]
+        self.prune_types = self._parse_prune(prune_filters)
+        self.jobs: dict[int, Job] = {}
+        self.next_jobid = 1
+        self.preorder = 0
+        self.postorder = 0
+        self.total_preorder = 0
+        self.total_postorder = 0
+        self._marks: dict[int, tuple[int, bool]] = {}
+        self._visited: set[int] = set()
+        self.reinit()
+
+    @staticmethod
+    def _parse_prune(spec: str) -> set[str]:
+        out = set()
+        for pair in (spec or "").split(","):
+            if not pair.strip():
+                continue
+            anchor, sep, t = pair.partition(":")
+            if not sep or not anchor.strip() or not t.strip():
+                raise TraverserError(f"invalid prune filter {pair!r}: want ANCHOR:TYPE")
+            out.add(t.strip())
+        return out
+
+    def reinit(self) -> None:
+        """(Re)compute subtree totals after the graph changed shape."""
+        self._totals: dict[int, dict[str, int]] = {}
+        self._free: dict[int, int] = {}
+        root = self.g.roots.get(CONTAINMENT)
+        if root is None:
+            raise TraverserError("graph has no containment root")
+        leaf_types = {v.type for v in self.g.walk(root) if not v.children}
+        self.prune_types |= leaf_types
+
+        def rec(v: Vertex) -> dict[str, int]:
+            tot: dict[str, int] = {}
+            for c in v.children:
+                if c.type in self.prune_types:
+                    tot[c.type] = tot.get(c.type, 0) + c.size
+                for t, n in rec(c).items():
+                    tot[t] = tot.get(t, 0) + n
+            self._totals[v.uniq_id] = tot
+            return tot
+
+        import sys
+        sys.setrecursionlimit(max(10000, sys.getrecursionlimit()))
+        rec(root)
+        for v in self.g.walk(root):
+            self._free[v.uniq_id] = self._weight(v)
+
+    def _weight(self, v: Vertex) -> int:
+        tot = self._totals.get(v.uniq_id) or {}
+        free = sum(tot.values()) if tot else v.size
+        return free
+
+    # ------------------------------------------------------------------ time
+    def _avail(self, u: Vertex, m: _Meta) -> int:
+        if not u.spans:
+            return u.size
+        return max(0, u.size - _peak(u.spans.values(), m.at, m.at + m.duration))
+
+    def _x_busy(self, u: Vertex, m: _Meta) -> bool:
+        end = m.at + m.duration
+        for s, e in u.xspans.values():
+            if s < end and e > m.at:
+                return True
+        return False
+
+    def _ag_avail(self, u: Vertex, t: str, m: _Meta) -> int:
+        total = self._totals[u.uniq_id].get(t, 0)
+        if not u.agspans:
+            return total
+        spans = [(s, e, c.get(t, 0)) for (s, e, c) in u.agspans.values() if c.get(t)]
+        return total - _peak(spans, m.at, m.at + m.duration)
+
+    # ----------------------------------------------------------------- prune
+    def _prune(self, m: _Meta, x_in: bool, u: Vertex, resources: list[Request]) -> bool:
+        if not m.sat and u.status != "up":
+            return True
+        if m.constraint is not None and u.type in ("node", "storage_node") \
+                and not m.constraint.match(u.name, u.rank, u.properties):
+            return True
+        if self._avail(u, m) == 0:
+            return True
+        for r in resources:
+            if r.type != u.type and r.type != "slot":
+                continue
+            if r.type != "slot":
+                if x_in and r.exclusive is False:
+                    return True
+                if x_in or r.exclusive is True:
+                    if m.alloc == "alloc" and u.allocations:
+                        return True
+                    if self._x_busy(u, m):
+                        return True
+            if r.user_data and u.children:
+                for t, n in r.user_data.items():
+                    if t in self.prune_types and self._ag_avail(u, t, m) < n:
+                        return True
+        return False
+
+    # ------------------------------------------------------------------ test
+    def _test(self, u: Vertex, resources: list[Request], pristine: bool):
+        slot_r = match_r = None
+        nslots = 0
+        matched = False
+        for r in resources:
+            if u.type == r.type:
+                if matched:
+                    return resources, "none", 0, "", pristine
+                match_r = r
+                for c in r.with_:
+                    if c.type == "slot":
+                        slot_r = c
+                        nslots = effective_max(c)
+                matched = True
+            elif r.type == "slot":
+                if matched:
+                    return resources, "none", 0, "", pristine
+                slot_r = r
+                nslots = effective_max(r)
+                matched = True
+        if slot_r is not None:
+            child_types = {c.type for c in u.children}
+            if all(c.type in child_types for c in slot_r.with_):
+                return slot_r.with_, "slot", nslots, slot_r.label, False
+        if match_r is not None:
+            return match_r.with_, "resource", nslots, "", False
+        return resources, ("pristine" if pristine else "none"), nslots, "", pristine
+
+    # ------------------------------------------------------------------ walk
+    def _children(self, u: Vertex) -> list[Vertex]:
+        if self.policy.stop_on_1:
+            free = self._free
+            return sorted(u.children, key=lambda c: (free.get(c.uniq_id, 0), c.uniq_id),
+                          reverse=True)
+        return u.children
+
+    def _explore(self, m: _Meta, u: Vertex, resources: list[Request], pristine: bool,
+                 excl: bool, dfu: Scoring, multiplier: int = 1) -> int:
+        rc2 = -1
+        dynamic = self.policy.stop_on_1
+        if dynamic:
+            per_share = {r.type: effective_max(r) for r in resources}
+            prev = {t: 0 for t in per_share}
+            shares = {t: 0 for t in per_share}
+            acc = {t: 0 for t in per_share}
+            sat_types: set[str] = set()
+        for c in self._children(u):
+            if c.uniq_id in self._visited:
+                continue
+            if dynamic and c.type in sat_types:
+                continue
+            ok, x_out = self._dom_dfv(m, c, resources, pristine, excl, dfu)
+            if ok:
+                count = dfu.avail
+                dfu.add(c.type, EGroup(dfu.overall, count, x_out,
+                                       edges=[Edge(c, count, count, x_out)]))
+                rc2 = 0
+                if dynamic:
+                    for t in per_share:
+                        total = dfu.total_count(t)
+                        if total <= prev[t]:
+                            continue
+                        delta = total - prev[t]
+                        prev[t] = total
+                        acc[t] += delta
+                        while per_share[t] and acc[t] >= per_share[t]:
+                            shares[t] += 1
+                            acc[t] -= per_share[t]
+                            acc[t] = 0
+                    for r in resources:
+                        if shares[r.type] >= multiplier:
+                            sat_types.add(r.type)
+                    if all(shares[r.type] >= multiplier for r in resources):
+                        break
+        return rc2
+
+    def _dom_slot(self, m: _Meta, u: Vertex, shape: list[Request], nslots: int, pristine: bool,
+                  label: str, dfu: Scoring) -> int:
+        dfu_slot = Scoring()
+        if self._explore(m, u, shape, pristine, True, dfu_slot, nslots) != 0:
+            return -1
+        self.policy.finish_slot(dfu_slot)
+        qual = None
+        for elem in shape:
+            ev = dfu_slot.evals(elem.type)
+            count = calc_count(elem, ev.qual)
+            shares = 0
+            if count:
+                acc = 0
+                for eg in ev.egroups:
+                    acc += eg.edges[0].count
+                    if acc >= count:
+                        shares += 1
+                        acc = 0
+            fit = shares if count else 0
+            qual = fit if qual is None else min(qual, fit)
+            ev.reset()
+        qual = qual or 0
+        groups = []
+        for _ in range(qual):
+            edges: list[Edge] = []
+            score = MATCH_MET
+            for elem in shape:
+                ev = dfu_slot.evals(elem.type)
+                count = calc_count(elem, ev.qual)
+                j = 0
+                while j < count:
+                    eg = ev.next()
+                    if eg is None:
+                        return -1
+                    e0 = eg.edges[0]
+                    edges.append(Edge(e0.vertex, e0.count, e0.count, True))
+                    score += eg.score
+                    j += e0.count
+            groups.append(EGroup(score, 1, True, label=label, edges=edges))
+        for g in groups:
+            dfu.add("slot", g)
+        return 0 if qual else -1
+
+    def _dom_dfv(self, m: _Meta, u: Vertex, resources: list[Request], pristine: bool,
+                 excl: bool, to_parent: Scoring) -> tuple[bool, bool]:
+        x_in = excl or any(r.type == u.type and r.exclusive is True for r in resources) \
+            or (u.type in self.policy.exclusive_types
+                and any(r.type == u.type for r in resources))
+        nxt, kind, nslots, label, pres = self._test(u, resources, pristine)
+        self.preorder += 1
+        if kind == "none":
+            return False, excl
+        if self._prune(m, x_in, u, resources):
+            return False, excl
+        self.policy.discover(u)
+        self._visited.add(u.uniq_id)
+        dfu = Scoring()
+        if kind == "slot":
+            self._dom_slot(m, u, nxt, nslots, pres, label, dfu)
+        else:
+            self._explore(m, u, nxt, pres, x_in, dfu)
+        avail = self._avail(u, m)
+        if avail == 0:
+            return False, x_in
+        if not self.policy.finish_vtx(u, resources, dfu):
+            return False, x_in
+        if self._resolve(dfu, to_parent) != 0:
+            return False, x_in
+        to_parent.avail = avail
+        to_parent.overall = dfu.overall
+        self.postorder += 1
+        return True, x_in
+
+    def _resolve(self, dfu: Scoring, to_parent: Scoring) -> int:
+        if dfu.overall > MATCH_UNMET:
+            if dfu.hier:
+                self._enforce(dfu, False)
+            else:
+                to_parent.merge(dfu)
+        return 0
+
+    def _enforce(self, dfu: Scoring, unconstrained: bool) -> None:
+        marks = self._marks
+        for t in dfu.sorted_types():
+            ev = dfu.types[t]
+            if not ev.best_k:
+                continue
+            for i in range(ev.best_i):
+                eg = ev.egroups[i]
+                if eg.root:
+                    continue
+                for e in eg.edges:
+                    marks[e.vertex.uniq_id] = (e.needs, bool(e.exclusive))
+                    if unconstrained:
+                        p = e.vertex.parent
+                        while p is not None and p.parent is not None:
+                            if p.uniq_id in marks:
+                                break
+                            tgt = p
+                            p = p.parent
+                            ev2 = dfu.types.get(tgt.type)
+                            if ev2 is not None and not ev2.best_k:
+                                marks[tgt.uniq_id] = (tgt.size, False)
+
+    def _select(self, req: MatchRequest, m: _Meta, excl: bool) -> tuple[int, int, bool]:
+        root = self.g.root
+        self._marks = {}
+        self._visited = set()
+        self.preorder = self.postorder = 0
+        self.policy.ml_scores = 0
+        dfu = Scoring()
+        ok, x_in = self._dom_dfv(m, root, req.resources, True, excl, dfu)
+        if not ok:
+            return -1, 0, False
+        dfu.add(root.type, EGroup(dfu.overall, dfu.avail, excl, root=True,
+                                  edges=[Edge(root, dfu.avail, dfu.avail, excl)]))
+        if not self.policy.finish_graph(req.resources, dfu):
+            return -2, 0, False
+        needs = 1
+        for r in req.resources:
+            if r.type == root.type:
+                count = calc_count(r, dfu.avail)
+                if count == 0:
+                    return -2, 0, False
+                needs = count
+        for ev in dfu.types.values():
+            if ev.qual == 0:
+                return -2, 0, False
+        self._enforce(dfu, True)
+        return 0, needs, x_in
+
+    # ---------------------------------------------------------------- update
+    def _update(self, m: _Meta, needs: int, excl: bool) -> list[Emit]:
+        out: list[Emit] = []
+        marks = self._marks
+        job = self.jobs[m.jobid]
+        end = m.at + m.duration
+        xtypes = self.policy.exclusive_types | self._req_xtypes
+
+        def upd(u: Vertex, needs: int, x: bool, level: int) -> tuple[int, dict[str, int]]:
+            n = 0
+            agg: dict[str, int] = {}
+            shadow = x and u.type in xtypes
+            for c in u.children:
+                mk = marks.get(c.uniq_id)
+                if mk is None:
+                    if not shadow or c.status != "up":
+                        continue
+                    mk = (self._avail(c, m) or c.size, True)
+                if shadow and not mk[1]:
+                    mk = (mk[0], True)
+                sub, cagg = upd(c, mk[0], mk[1], level + 1)
+                if sub > 0:
+                    n += sub
+                    for t, k in cagg.items():
+                        agg[t] = agg.get(t, 0) + k
+            if x:
+                n += 1
+                u.spans[m.jobid] = (m.at, end, needs)
+                if m.alloc == "alloc":
+                    u.allocations.add(m.jobid)
+                else:
+                    u.reservations.add(m.jobid)
+            if n > 0:
+                u.tags.add(m.jobid)
+                u.xspans[m.jobid] = (m.at, end)
+                if agg:
+                    u.agspans[m.jobid] = (m.at, end, dict(agg))
+                job.vertices.add(u.uniq_id)
+                out.append(Emit(u, needs, x, level))
+                up: dict[str, int] = dict(agg)
+                if u.type in self.prune_types:
+                    up[u.type] = up.get(u.type, 0) + (u.size if x else u.size - needs)
+                if m.alloc == "alloc":
+                    self._free[u.uniq_id] = self._free.get(u.uniq_id, 0) - sum(
+                        k for t, k in agg.items()) - (u.size if x and not u.children else 0)
+                return n, up
+            return 0, {}
+
+        upd(self.g.root, needs, excl, 1)
+        return out
+
+    # ------------------------------------------------------------------ API
+    def _request(self, jobspec) -> MatchRequest:
+        if isinstance(jobspec, MatchRequest):
+            return jobspec
+        return from_jobspec(jobspec)
+
+    def match(self, jobspec, op: str = "allocate", jobid: int | None = None,
+              at: int | None = None) -> MatchResult:
+        """Match ``jobspec`` (dict, YAML text via Jobspec, or MatchRequest)."""
+        t0 = time.perf_counter()
+        if jobid is None:
+            jobid = self.next_jobid
+        self.next_jobid = max(self.next_jobid, jobid + 1)
+        if jobid in self.jobs:
+            raise TraverserError(f"job {jobid} already exists")
+        try:
+            req = self._request(jobspec)
+        except RequestError:
+            raise
+        now = 0 if at is None else at
+        duration = req.duration if req.duration > 0 else INF - now
+        constraint = req.constraint if req.constraint is not None and req.constraint.op else None
+        m = _Meta(now, duration, jobid, constraint)
+        root = self.g.root
+        excl = any(r.type == root.type and r.exclusive is True for r in req.resources)
+        self._req_xtypes = set()
+        self._collect_xtypes(req.resources)
+        self.total_preorder = self.total_postorder = 0
+        if op == "satisfiability":
+            ok = self._satisfiable(req, m, excl)
+            self.total_preorder, self.total_postorder = self.preorder, self.postorder
+            if not ok:
+                raise Unsatisfiable()
+            return MatchResult(jobid, "SATISFIABLE", now, duration, time.perf_counter() - t0)
+        if op not in ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability"):
+            raise TraverserError(f"unknown match op {op!r}")
+        if not self._feasible(req, m, op):
+            if op == "allocate_with_satisfiability" and not self._satisfiable(req, m, excl):
+                raise Unsatisfiable()
+            raise NoMatch(True, "not enough nodes up")
+        rc, needs, x = self._select(req, m, excl)
+        self.total_preorder, self.total_postorder = self.preorder, self.postorder
+        if rc != 0:
+            if op == "allocate_with_satisfiability":
+                if not self._satisfiable(req, m, excl):
+                    raise Unsatisfiable()
+                raise NoMatch(True)
+            if op == "allocate":
+                raise NoMatch(True)
+            m.alloc = "reserve"
+            for t in self._candidate_times(req, m):
+                m.at = t
+                rc, needs, x = self._select(req, m, excl)
+                self.total_preorder += self.preorder
+                self.total_postorder += self.postorder
+                if rc == 0:
+                    break
+            if rc != 0:
+                m.alloc = "reserve"
+                if not self._satisfiable(req, m, excl):
+                    raise Unsatisfiable()
+                raise NoMatch(True)
+        status = "ALLOCATED" if m.alloc == "alloc" else "RESERVED"
+        if m.at + m.duration > INF or m.at + m.duration < 0:
+            m.duration = INF - m.at
+        self.jobs[jobid] = Job(jobid, m.at, m.duration, status)
+        sel = self._update(m, needs, x)
+        return MatchResult(jobid, status, m.at, m.duration, time.perf_counter() - t0, sel)
+
+    def _collect_xtypes(self, resources: list[Request]) -> None:
+        for r in resources:
+            if r.exclusive is True:
+                self._req_xtypes.add(r.type)
+            self._collect_xtypes(r.with_)
+
+    def _satisfiable(self, req: MatchRequest, m: _Meta, excl: bool) -> bool:
+        sm = _Meta(INF - m.duration - 1, m.duration, m.jobid, m.constraint)
+        sm.alloc = "sat"
+        sm.sat = True
+        rc, _n, _x = self._select(req, sm, excl)
+        return rc == 0
+
+    def _feasible(self, req: MatchRequest, m: _Meta, op: str) -> bool:
+        want = 0
+        for r in req.resources:
+            want += self._count_type(r, "node", 1)
+        if not want:
+            return True
+        nodes = [v for v in self.g.by_type.get("node", [])]
+        up = [v for v in nodes if v.status == "up"]
+        if m.constraint is None and want <= len(up):
+            return True
+        cand = 0
+        for v in up:
+            if m.constraint is None or m.constraint.match(v.name, v.rank, v.properties):
+                cand += 1
+        return cand >= want
+
+    def _count_type(self, r: Request, t: str, mult: int) -> int:
+        n = 0
+        if r.type == t:
+            return mult * r.count.min
+        for c in r.with_:
+            n += self._count_type(c, t, mult * r.count.min)
+        return n
+
+    def _candidate_times(self, req: MatchRequest, m: _Meta) -> list[int]:
+        ends = set()
+        for j in self.jobs.values():
+            e = j.at + j.duration
+            if e > m.at and e < INF:
+                ends.add(e)
+        return sorted(ends)
+
+    def cancel(self, jobid: int) -> tuple[int, int]:
+        """Release every resource of ``jobid``; returns (preorder, postorder) visit counts."""
+        job = self.jobs.pop(jobid, None)
+        if job is None:
+            raise TraverserError(f"nonexistent job {jobid}")
+        pre = post = 0
+        root = self.g.root
+        stack = [root]
+        while stack:
+            u = stack.pop()
+            pre += 1
+            if jobid not in u.tags:
+                continue
+            post += 1
+            self._release(u, jobid)
+            stack.extend(u.children)
+        self.total_preorder, self.total_postorder = pre, post
+        return pre, post
+
+    def _release(self, u: Vertex, jobid: int) -> None:
+        was_alloc = jobid in u.allocations
+        u.tags.discard(jobid)
+        u.xspans.pop(jobid, None)
+        ag = u.agspans.pop(jobid, None)
+        u.spans.pop(jobid, None)
+        u.allocations.discard(jobid)
+        u.reservations.discard(jobid)
+        if ag is not None and (was_alloc or True):
+            pass
+        self._free[u.uniq_id] = self._weight_now(u)
+
+    def _weight_now(self, u: Vertex) -> int:
+        tot = self._totals.get(u.uniq_id) or {}
+        if not tot:
+            return u.size - sum(n for (s, e, n) in u.spans.values() if s <= 0)
+        used = 0
+        for (s, _e, c) in u.agspans.values():
+            if s <= 0:
+                used += sum(c.values())
+        return sum(tot.values()) - used
+
+    def partial_cancel(self, jobid: int, ranks: list[int]) -> bool:
+        """Release the part of ``jobid`` on ``ranks``; True when nothing of the job is left."""
+        job = self.jobs.get(jobid)
+        if job is None:
+            raise TraverserError(f"nonexistent job {jobid}")
+        rankset = set(ranks)
+        targets = [v for r in rankset for v in self.g.by_rank.get(r, [])]
+        for v in targets:
+            if jobid in v.tags:
+                self._release(v, jobid)
+                job.vertices.discard(v.uniq_id)
+        # drop the job from ancestors whose subtree no longer holds it
+        changed = True
+        while changed:
+            changed = False
+            for v in self.g.walk():
+                if jobid in v.tags and v.children and jobid not in v.spans \
+                        and not any(jobid in c.tags for c in v.children):
+                    self._release(v, jobid)
+                    job.vertices.discard(v.uniq_id)
+                    changed = True
+        if jobid not in self.g.root.tags:
+            self.jobs.pop(jobid, None)
+            return True
+        return False
+
+    def info(self, jobid: int) -> Job:
+        job = self.jobs.get(jobid)
+        if job is None:
+            raise TraverserError(f"nonexistent job {jobid}")
+        return job
+
+    def set_status(self, target: int | str, status: str) -> None:
+        """Mark a vertex (by path) or a rank's subtree root up/down; allocations are kept."""
+        if status not in ("up", "down"):
+            raise TraverserError(f"unrecognized status {status!r}")
+        if isinstance(target, int):
+            vs = self.g.by_rank.get(target, [])
+            if not vs:
+                raise TraverserError(f"no vertex with rank {target}")
+            v = min(vs, key=lambda x: len(x.path))
+        else:
+            vs = self.g.lookup(target)
+            if not vs:
+                raise TraverserError(f"could not find path {target} in resource graph")
+            v = vs[0]
+        v.status = status
+
+    def add_resources(self, R: dict) -> None:
+        """Grow the graph from another R (vertices whose path exists are kept)."""
+        from .rv1_reader import extend_rv1
+        extend_rv1(self.g, R)
+        self.reinit()

@@ -1,0 +1,143 @@
+"""Match writers: render a selection the way Fluxion's match writers do.
+
+``simple`` (post-order lines ``---name[N:x]``), ``pretty_simple`` (pre-order,
+flags spelled out), ``jgf`` (the selected subgraph), ``rlite`` (R_lite array),
+``rv1`` (R with the JGF ``scheduling`` key) and ``rv1_nosched`` (R without it).
+Every function takes a :class:`~fluxnode.scheduler.traverser.MatchResult` (or
+its ``selection`` list) and returns text / a JSON-able dict.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+
+from fluxnode.broker_conf import hostlist, idset
+
+PREFIX = "      "
+
+
+def _sel(result):
+    return result.selection if hasattr(result, "selection") else result
+
+
+def simple(result) -> str:
+    return "".join(f"{PREFIX}{'---' * e.level}{e.vertex.name}[{e.needs}:{'x' if e.exclusive else 's'}]\n"
+                   for e in _sel(result))
+
+
+def pretty_simple(result) -> str:
+    lines = [f"{PREFIX}{'---' * e.level}{e.vertex.name}[{e.needs}:"
+             f"{'exclusive' if e.exclusive else 'shared'}]\n" for e in _sel(result)]
+    # emitted post-order; pretty_simple shows each parent before its children
+    out: list[str] = []
+    stack: list[list[str]] = []
+    sel = _sel(result)
+    # rebuild pre-order from post-order using levels
+    pending: dict[int, list[str]] = {}
+    for e, line in zip(sel, lines, strict=True):
+        kids = pending.pop(e.level + 1, [])
+        pending.setdefault(e.level, []).extend([line, *kids])
+    for lvl in sorted(pending):
+        out.extend(pending[lvl])
+    del stack
+    return "".join(out)
+
+
+def _vertex_json(e) -> dict:
+    v = e.vertex
+    md = OrderedDict()
+    md["type"] = v.type
+    md["basename"] = v.basename
+    md["name"] = v.name
+    md["id"] = v.id
+    md["uniq_id"] = v.uniq_id
+    md["rank"] = v.rank
+    md["exclusive"] = bool(e.exclusive)
+    md["unit"] = v.unit
+    md["size"] = e.needs
+    if v.properties:
+        md["properties"] = dict(v.properties)
+    md["paths"] = dict(v.paths)
+    return {"id": str(v.uniq_id), "metadata": md}
+
+
+def jgf(result) -> dict:
+    sel = list(reversed(_sel(result)))
+    chosen = {e.vertex.uniq_id for e in sel}
+    nodes = [_vertex_json(e) for e in sel]
+    edges = []
+    for e in sel:
+        p = e.vertex.parent
+        if p is not None and p.uniq_id in chosen:
+            edges.append({"source": str(p.uniq_id), "target": str(e.vertex.uniq_id),
+                          "metadata": {"name": {"containment": "contains"}}})
+    return {"graph": {"nodes": nodes, "edges": edges}}
+
+
+def _rank_of(v) -> int:
+    while v is not None:
+        if v.type == "node":
+            return v.rank
+        v = v.parent
+    return -1
+
+
+def rlite(result) -> list[dict]:
+    by_rank: dict[int, dict[str, list[int]]] = {}
+    order: list[int] = []
+    for e in _sel(result):
+        v = e.vertex
+        if v.type in ("core", "gpu"):
+            r = _rank_of(v)
+            if r not in by_rank:
+                by_rank[r] = {}
+                order.append(r)
+            by_rank[r].setdefault(v.type, []).append(v.id)
+    # merge ranks with identical children into one idset entry
+    groups: list[tuple[str, dict]] = []
+    for r in sorted(order):
+        kids = {t: idset.encode(sorted(ids)) for t, ids in sorted(by_rank[r].items())}
+        for g in groups:
+            if g[1] == kids:
+                g[0].append(r)
+                break
+        else:
+            groups.append(([r], kids))
+    return [{"rank": idset.encode(ranks), "children": kids} for ranks, kids in groups]
+
+
+def _nodelist(result) -> list[str]:
+    names = []
+    for e in _sel(result):
+        if e.vertex.type == "node" and e.vertex.name not in names:
+            names.append((e.vertex.rank, e.vertex.name))
+    return [n for _r, n in sorted(set(names))]
+
+
+def rv1_nosched(result) -> dict:
+    at = getattr(result, "at", 0)
+    duration = getattr(result, "duration", 0)
+    R = {
+        "version": 1,
+        "execution": {
+            "R_lite": rlite(result),
+            "nodelist": [hostlist.encode(_nodelist(result))] if _nodelist(result) else [],
+            "starttime": at,
+            "expiration": at + duration if duration < 2**62 else 0,
+        },
+    }
+    return R
+
+
+def rv1(result) -> dict:
+    R = rv1_nosched(result)
+    R["scheduling"] = jgf(result)
+    return R
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+FORMATS = ("simple", "pretty_simple", "jgf", "rlite", "rv1", "rv1_nosched")
