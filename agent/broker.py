@@ -1,0 +1,510 @@
+"""The broker daemon: one event loop joining the overlay, the local connector and services.
+
+Routing follows Flux RFC 3/6: a request for this rank (or for NODEID_ANY with a
+local service) is handled here; a request for a rank in a child's subtree goes
+down to that child; anything else goes up to the parent. Every hop pushes where
+the request came from onto the route, and responses pop it to retrace the path.
+Events are sequenced by the leader and flow down to every broker.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import zmq
+from fluxnode.agent import attrs as attrs_mod
+from fluxnode.agent.connector import LocalConnector
+from fluxnode.agent.message import NODEID_ANY, NODEID_UPSTREAM, Message, MessageError, ServiceError
+from fluxnode.agent.overlay import Overlay, TbonParams
+from fluxnode.agent.reactor import Reactor
+from fluxnode.agent.resource_service import ResourceService
+
+SELF_HOP = "b"  # route hop of requests the broker itself originates
+SHUTDOWN_GRACE = 5.0
+DEFAULT_MODULES = "fluxnode.scheduler.service"
+
+Handler = Callable[[Message], "dict | None"]
+
+
+class BrokerError(Exception):
+    """The broker cannot start (bad config, hostname not in hosts, socket problems)."""
+
+
+class BrokerHandle:
+    """What a broker module sees of the broker (see notes/INTERFACES.md)."""
+
+    def __init__(self, broker: Broker, name: str) -> None:
+        self._broker = broker
+        self.name = name
+        self.rank = broker.rank
+        self.size = broker.size
+        self.attrs = broker.attrs
+        self.statedir = broker.statedir
+        self.log = logging.getLogger(f"fluxnode.module.{name}")
+
+    def register(self, topic: str, handler: Handler) -> None:
+        self._broker.register(topic, handler)
+
+    def publish(self, topic: str, payload: dict | None = None) -> None:
+        self._broker.publish(topic, payload)
+
+    def resources(self) -> dict:
+        return self._broker.resource_service.R()
+
+    def down_ranks(self) -> list[int]:
+        return self._broker.down_ranks()
+
+    def on_resources_changed(self, callback: Callable[[dict, list[int]], None]) -> None:
+        self._broker.resource_service.watchers.append(callback)
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        """Run `callback` on the broker's event loop after `delay` seconds."""
+        self._broker.reactor.call_later(delay, callback)
+
+
+class Broker:
+    def __init__(self, config: Any, hostname: str, attrs: dict[str, str], log: logging.Logger) -> None:
+        from fluxnode.broker_conf.topology import Topology
+
+        self.config = config
+        self.log = log
+        self.hostname = hostname
+        hostnames = list(config.hostnames)
+        if hostname not in hostnames:
+            raise BrokerError(f"hostname {hostname!r} is not in the [bootstrap] hosts of {config.path} "
+                              f"({len(hostnames)} hosts); use --hostname to pick one")
+        self.rank = config.rank_of(hostname)
+        self.size = config.size
+        self.hostnames = hostnames
+        topo_spec = attrs.get("tbon.topo") or config.tbon.topo
+        if topo_spec == config.tbon.topo:
+            self.topology = config.topology()
+        else:
+            self.topology = Topology.from_spec(topo_spec, self.size)
+        rundir = attrs.get("rundir")
+        local_uri = attrs.get("local-uri") or (f"local://{rundir}/local" if rundir else attrs_mod.DEFAULT_LOCAL_URI)
+        self.statedir = Path(attrs.get("statedir") or rundir or "/var/lib/fluxnode")
+        self.quorum = self._parse_quorum(attrs.get("broker.quorum"))
+        self.attrs: dict[str, str] = {
+            **attrs,
+            "rank": str(self.rank),
+            "size": str(self.size),
+            "hostname": hostname,
+            "tbon.topo": topo_spec,
+            "tbon.endpoint": config.bind_uri(self.rank),
+            "local-uri": local_uri,
+            "broker.quorum": str(self.quorum),
+            "broker.pid": str(os.getpid()),
+            "statedir": str(self.statedir),
+        }
+        if rundir:
+            self.attrs["rundir"] = rundir
+        self.reactor = Reactor()
+        self.ctx: zmq.Context | None = None
+        self.services: dict[str, Handler] = {}
+        self.event_handlers: list[Callable[[Message], None]] = []
+        self.modules: list[tuple[str, Any]] = []
+        self.event_seq = 0
+        self.shutting_down = False
+        self.exit_code = 0
+        self.quorum_reached = False
+        self._last_online: list[int] = []
+        self._shutdown_timer = None
+        self.started = time.time()
+        self.resource_service = ResourceService(self)
+        self.connector = LocalConnector(self.reactor, local_uri, log, self._from_local,
+                                        allow_root=bool(getattr(config.access, "allow_root_owner", False)))
+        self.overlay: Overlay | None = None
+
+    def _parse_quorum(self, value: str | None) -> int:
+        if value is None or value == "":
+            return self.size
+        v = value.strip()
+        if v.isdigit():
+            n = int(v)
+        else:
+            from fluxnode.broker_conf import idset
+
+            try:
+                n = len(idset.decode(v))
+            except ValueError as exc:
+                raise BrokerError(f"broker.quorum: {exc}") from None
+        if not 1 <= n <= self.size:
+            raise BrokerError(f"broker.quorum: {value!r} must be between 1 and the instance size {self.size}")
+        return n
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        from fluxnode.broker_conf import certificate, fsd
+
+        try:
+            cert = certificate.load(Path(self.config.bootstrap.curve_cert))
+        except Exception as exc:
+            raise BrokerError(f"cannot load CURVE certificate: {exc}") from None
+        if not cert.secret_key:
+            raise BrokerError(f"{self.config.bootstrap.curve_cert}: certificate has no secret key")
+        tb = self.config.tbon
+
+        def seconds(name: str, default: float) -> float:
+            value = getattr(tb, name, None)
+            return default if value is None else fsd.parse(value)
+
+        params = TbonParams(
+            torpid_min=seconds("torpid_min", 5.0), torpid_max=seconds("torpid_max", 30.0),
+            tcp_user_timeout=seconds("tcp_user_timeout", 20.0), connect_timeout=seconds("connect_timeout", 30.0),
+        )
+        for name in ("keepalive_enable", "keepalive_count", "keepalive_idle", "keepalive_interval"):
+            if getattr(tb, name, None) is not None:
+                setattr(params, name, getattr(tb, name))
+        parent = self.topology.parent(self.rank)
+        children = self.topology.children(self.rank)
+        self.ctx = zmq.Context(io_threads=1)
+        self.ctx.setsockopt(zmq.BLOCKY, 0)
+        self.overlay = Overlay(
+            self.reactor, self.ctx, self.log, rank=self.rank, hostnames=self.hostnames, parent=parent,
+            children=children, bind_uri=self.config.bind_uri(self.rank) if children or self.rank == 0 else None,
+            parent_uri=self.config.connect_uri(parent) if parent is not None else None,
+            public_key=_bytes(cert.public_key), secret_key=_bytes(cert.secret_key), params=params,
+            deliver=self._from_overlay, on_change=self._overlay_changed, on_parent_join=self._joined_parent,
+        )
+        self._register_builtin()
+        try:
+            self.connector.start()
+        except OSError as exc:
+            raise BrokerError(f"local connector {self.attrs['local-uri']}: {exc}") from None
+        try:
+            self.overlay.start()
+        except zmq.ZMQError as exc:
+            raise BrokerError(f"overlay: cannot bind/connect {self.attrs['tbon.endpoint']}: {exc}") from None
+        self.resource_service.discover_local()
+        if self.rank == 0:
+            self._load_modules()
+            self._overlay_changed()
+        self._install_signals()
+
+    def run(self) -> int:
+        try:
+            self.reactor.run()
+        finally:
+            self._close()
+        return self.exit_code
+
+    def _close(self) -> None:
+        for name, obj in reversed(self.modules):
+            close = getattr(obj, "close", None)
+            if close:
+                try:
+                    close()
+                except Exception:
+                    self.log.exception("module %s: close failed", name)
+        self.connector.close()
+        if self.overlay:
+            self.overlay.close()
+        if self.ctx:
+            self.ctx.term()
+
+    def _install_signals(self) -> None:
+        rfd, wfd = socket.socketpair()
+        rfd.setblocking(False)
+        wfd.setblocking(False)
+        self._sigsocks = (rfd, wfd)
+        signal.set_wakeup_fd(wfd.fileno(), warn_on_full_buffer=False)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: None)
+
+        def on_signal(_revents: int) -> None:
+            try:
+                data = rfd.recv(64)
+            except BlockingIOError:
+                return
+            for b in data:
+                if b in (signal.SIGTERM, signal.SIGINT):
+                    self.log.info("broker: received signal %d, shutting down", b)
+                    self.begin_shutdown()
+
+        self.reactor.add(rfd, zmq.POLLIN, on_signal)
+
+    def begin_shutdown(self) -> None:
+        """Shut down the subtree below first, then say goodbye to the parent (as Flux does)."""
+        if self.shutting_down:
+            return
+        self.shutting_down = True
+        assert self.overlay is not None
+        self.overlay.broadcast_children(Message("control", "shutdown", payload={}))
+        self._shutdown_timer = self.reactor.call_later(SHUTDOWN_GRACE, self._finish_shutdown)
+        self._check_shutdown()
+
+    def _check_shutdown(self) -> None:
+        if self.shutting_down and self.overlay and not self.overlay.connected_children():
+            self._finish_shutdown()
+
+    def _finish_shutdown(self) -> None:
+        if self._shutdown_timer:
+            self._shutdown_timer.cancel()
+        assert self.overlay is not None
+        if self.overlay.dealer is not None:
+            self.overlay.goodbye()
+            self.overlay.dealer.linger = 1000
+        self.reactor.stop()
+
+    # -- services --------------------------------------------------------------------------
+    def register(self, topic: str, handler: Handler) -> None:
+        if not topic or topic in self.services:
+            raise ValueError(f"service topic {topic!r} is empty or already registered")
+        self.services[topic] = handler
+
+    def _register_builtin(self) -> None:
+        self.register("broker.ping", self._ping)
+        self.register("broker.status", self._status)
+        self.register("overlay.health", lambda m: self.overlay.health() if self.overlay else {})
+        self.register("attr.get", self._attr_get)
+        if self.rank == 0:
+            self.register("broker.shutdown", self._shutdown_request)
+            self.register("event.pub", self._event_pub)
+        self.resource_service.register()
+
+    def _ping(self, msg: Message) -> dict:
+        payload = dict(msg.payload or {})
+        payload["route"] = "!".join([*msg.route, str(self.rank)])
+        return payload
+
+    def _status(self, msg: Message) -> dict:
+        from fluxnode.broker_conf import idset
+
+        online = sorted(self.overlay.online) if self.overlay else [self.rank]
+        return {"rank": self.rank, "size": self.size, "online": idset.encode(online), "count": len(online),
+                "quorum": self.quorum, "state": "run" if self.quorum_reached else "quorum"}
+
+    def _attr_get(self, msg: Message) -> dict:
+        name = (msg.payload or {}).get("name")
+        if name is None:
+            return {"attrs": self.attrs}
+        if name not in self.attrs:
+            raise ServiceError(errno.ENOENT, f"unknown attribute {name!r}")
+        return {"name": name, "value": self.attrs[name]}
+
+    def _shutdown_request(self, msg: Message) -> dict:
+        self.reactor.call_later(0, self.begin_shutdown)
+        return {}
+
+    def _event_pub(self, msg: Message) -> dict:
+        p = msg.payload or {}
+        topic = p.get("topic")
+        if not isinstance(topic, str) or not topic:
+            raise ServiceError(errno.EINVAL, "event.pub needs a 'topic' string")
+        payload = p.get("payload")
+        if payload is not None and not isinstance(payload, dict):
+            raise ServiceError(errno.EINVAL, "event.pub 'payload' must be an object")
+        return {"seq": self.publish(topic, payload)}
+
+    def publish(self, topic: str, payload: dict | None = None) -> int:
+        if self.rank != 0:
+            self.request(Message.request("event.pub", {"topic": topic, "payload": payload}, nodeid=0))
+            return -1
+        self.event_seq += 1
+        self._deliver_event(Message("event", topic, NODEID_ANY, 0, payload, seq=self.event_seq))
+        return self.event_seq
+
+    def _deliver_event(self, msg: Message) -> None:
+        assert self.overlay is not None
+        self.overlay.broadcast_children(msg)
+        self.connector.deliver_event(msg)
+        for handler in self.event_handlers:
+            handler(msg)
+
+    def request(self, msg: Message) -> None:
+        """Send a request originated by this broker; its response is only logged on error."""
+        msg.route = [SELF_HOP]
+        self._route_request(msg)
+
+    # -- modules ---------------------------------------------------------------------------
+    def _load_modules(self) -> None:
+        spec = self.attrs.get("broker.modules")
+        explicit = spec is not None
+        names = [n.strip() for n in (spec if explicit else DEFAULT_MODULES).split(",") if n.strip()]
+        for name in names:
+            try:
+                module = importlib.import_module(name)
+            except ImportError as exc:
+                level = logging.ERROR if explicit else logging.INFO
+                self.log.log(level, "broker: module %s not loaded: %s", name, exc)
+                continue
+            loader = getattr(module, "load", None)
+            if loader is None:
+                self.log.error("broker: module %s has no load(broker) function", name)
+                continue
+            try:
+                obj = loader(BrokerHandle(self, name.rsplit(".", 1)[-1]))
+            except Exception:
+                self.log.exception("broker: module %s failed to load", name)
+                continue
+            self.modules.append((name, obj))
+            self.log.info("broker: loaded module %s", name)
+
+    # -- routing ---------------------------------------------------------------------------
+    def _from_local(self, msg: Message, client_id: str) -> None:
+        if msg.nodeid == NODEID_UPSTREAM:
+            msg.nodeid = NODEID_ANY
+            if self.overlay and self.overlay.parent_rank is not None:
+                self._forward_up(msg)
+                return
+        self._route_request(msg)
+
+    def _from_overlay(self, msg: Message, hop: str) -> None:
+        if msg.type == "request":
+            self._route_request(msg)
+        elif msg.type == "response":
+            self.respond(msg)
+        elif msg.type == "event":
+            self._deliver_event(msg)
+        elif msg.type == "control" and msg.topic == "shutdown":
+            self.begin_shutdown()
+
+    def _route_request(self, msg: Message) -> None:
+        nodeid = msg.nodeid
+        if nodeid == NODEID_UPSTREAM:
+            nodeid = msg.nodeid = NODEID_ANY
+        if nodeid == self.rank or (nodeid == NODEID_ANY and msg.topic in self.services):
+            self._handle(msg)
+            return
+        if nodeid == NODEID_ANY:
+            if self.overlay and self.overlay.parent_rank is not None:
+                self._forward_up(msg)
+            else:
+                self.respond(msg.error(errno.ENOSYS, f"unknown service method {msg.topic!r}"))
+            return
+        if not 0 <= nodeid < self.size:
+            self.respond(msg.error(errno.EHOSTUNREACH, f"no such rank {nodeid} (instance size {self.size})"))
+            return
+        assert self.overlay is not None
+        child = self.topology.child_route(self.rank, nodeid)
+        if child is not None:
+            if not self.overlay.send_child(child, msg):
+                state = self.overlay.children[child].status
+                self.respond(msg.error(errno.EHOSTUNREACH,
+                                       f"rank {nodeid} is unreachable: {self.hostnames[child]} (rank {child}) is {state}"))
+            return
+        if self.overlay.parent_rank is None:
+            self.respond(msg.error(errno.EHOSTUNREACH, f"rank {nodeid} is unreachable"))
+            return
+        self._forward_up(msg)
+
+    def _forward_up(self, msg: Message) -> None:
+        assert self.overlay is not None
+        if not self.overlay.send_parent(msg):
+            self.respond(msg.error(errno.EHOSTUNREACH, "parent is unreachable"))
+
+    def _handle(self, msg: Message) -> None:
+        handler = self.services.get(msg.topic)
+        if handler is None:
+            self.respond(msg.error(errno.ENOSYS, f"unknown service method {msg.topic!r}"))
+            return
+        try:
+            msg.decode_payload()
+            result = handler(msg)
+        except MessageError as exc:
+            self.log.error("broker: %s: %s", msg.topic, exc.errstr)
+            self.respond(msg.error(exc.errnum, exc.errstr))
+            return
+        except ServiceError as exc:
+            self.respond(msg.error(exc.errnum, exc.errstr))
+            return
+        except Exception as exc:
+            self.log.exception("broker: service %s failed", msg.topic)
+            self.respond(msg.error(errno.EIO, f"{msg.topic}: internal error: {exc}"))
+            return
+        if result is not None and not isinstance(result, dict):
+            self.log.error("broker: service %s returned %s, not a dict", msg.topic, type(result).__name__)
+            self.respond(msg.error(errno.EIO, f"{msg.topic}: service returned a non-object"))
+            return
+        self.respond(msg.response(result or {}))
+
+    def respond(self, msg: Message) -> None:
+        """Send a response back along its route (pop the last hop)."""
+        if not msg.route:
+            self.log.error("broker: dropping %s response with an empty route", msg.topic)
+            return
+        hop = msg.route.pop()
+        if hop == SELF_HOP:
+            if msg.errnum:
+                self.log.error("broker: %s failed: %s", msg.topic, msg.errstr)
+            return
+        if hop.startswith("c"):
+            self.connector.send(hop, msg)
+            return
+        if self.overlay is None or not self.overlay.send_hop(hop, msg):
+            self.log.debug("broker: cannot route %s response to %s", msg.topic, hop)
+
+    # -- overlay notifications -------------------------------------------------------------
+    def _joined_parent(self) -> None:
+        self.resource_service.report()
+
+    def _overlay_changed(self) -> None:
+        self._check_shutdown()
+        if self.rank != 0 or self.overlay is None:
+            return
+        from fluxnode.broker_conf import hostlist, idset
+
+        online = sorted(self.overlay.online)
+        if online != self._last_online:
+            self._last_online = online
+            self.log.info("online: %s (ranks %s)", hostlist.encode(self.hostnames[r] for r in online),
+                          idset.encode(online))
+            if not self.quorum_reached and len(online) >= self.quorum:
+                self.quorum_reached = True
+                self.log.info("quorum reached")
+            self.resource_service.changed()
+
+    def down_ranks(self) -> list[int]:
+        online = self.overlay.online if self.overlay else {self.rank}
+        return [r for r in range(self.size) if r not in online]
+
+
+def _bytes(key: bytes | str) -> bytes:
+    return key.encode() if isinstance(key, str) else key
+
+
+def setup_logging(rank: int, hostname: str, attrs: dict[str, str]) -> logging.Logger:
+    level = attrs_mod.stderr_level(attrs.get("log-stderr-level", "6"))
+    root = logging.getLogger("fluxnode")
+    root.handlers.clear()
+    root.setLevel(logging.DEBUG)
+    fmt = logging.Formatter(f"%(asctime)s {hostname} broker[{rank}]: %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(level)
+    handler.setFormatter(fmt)
+    root.addHandler(handler)
+    if attrs.get("log-filename"):
+        fh = logging.FileHandler(attrs["log-filename"])
+        fh.setLevel(logging.DEBUG)
+        fh.setFormatter(fmt)
+        root.addHandler(fh)
+    root.propagate = False
+    return logging.getLogger("fluxnode.broker")
+
+
+def main(config_path: str, attrs: dict[str, str], hostname: str | None = None) -> int:
+    """Run one broker until shutdown; returns the exit code. Errors are one line on stderr."""
+    from fluxnode.broker_conf import config as config_mod
+
+    hostname = hostname or socket.gethostname()
+    try:
+        config = config_mod.load(config_path)
+        rank = config.rank_of(hostname) if hostname in config.hostnames else -1
+        log = setup_logging(rank, hostname, attrs)
+        broker = Broker(config, hostname, attrs, log)
+        broker.start()
+    except (BrokerError, attrs_mod.AttrError, ValueError, OSError) as exc:
+        print(f"fluxnode-broker: {exc}", file=sys.stderr)
+        return 1
+    return broker.run()
