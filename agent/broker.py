@@ -268,6 +268,7 @@ class Broker:
         self.register("broker.status", self._status)
         self.register("overlay.health", lambda m: self.overlay.health() if self.overlay else {})
         self.register("attr.get", self._attr_get)
+        self.register("overlay.topology", self._topology)
         if self.rank == 0:
             self.register("broker.shutdown", self._shutdown_request)
             self.register("event.pub", self._event_pub)
@@ -284,6 +285,12 @@ class Broker:
         online = sorted(self.overlay.online) if self.overlay else [self.rank]
         return {"rank": self.rank, "size": self.size, "online": idset.encode(online), "count": len(online),
                 "quorum": self.quorum, "state": "run" if self.quorum_reached else "quorum"}
+
+    def _topology(self, msg: Message) -> dict:
+        rank = (msg.payload or {}).get("rank", self.rank)
+        if not isinstance(rank, int) or not 0 <= rank < self.size:
+            raise ServiceError(errno.EINVAL, f"overlay.topology: no such rank {rank!r}")
+        return {"size": self.size, "hostnames": self.hostnames, "tree": self.topology.json_subtree(rank)}
 
     def _attr_get(self, msg: Message) -> dict:
         name = (msg.payload or {}).get("name")

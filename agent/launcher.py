@@ -22,7 +22,7 @@ from pathlib import Path
 
 # Import the broker's dependencies now so forked children start warm.
 from fluxnode.agent import broker as broker_mod  # noqa: F401
-from fluxnode.agent import resource_service as _resources  # noqa: F401
+from fluxnode.agent import resources as _resources  # noqa: F401
 from fluxnode.agent.client import Client, ConnectError, RPCError
 
 LEAF_PORT = 1  # placeholder port for brokers without children (they never bind)

@@ -106,17 +106,18 @@ class Message:
     @classmethod
     def from_frames(cls, frames: list[bytes]) -> Message:
         """Decode and validate a frame list; the payload is left encoded."""
-        if len(frames) != 3:
-            raise MessageError(errno.EPROTO, f"expected 3 frames, got {len(frames)}")
-        if frames[0] != MAGIC:
+        if not frames or frames[0] != MAGIC:
             raise MessageError(errno.EPROTO, "bad magic frame (not a fluxnode message)")
         try:
-            h = json.loads(frames[1])
+            h = json.loads(frames[1]) if len(frames) > 1 else None
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise MessageError(errno.EPROTO, f"header is not valid JSON: {exc}") from None
+        partial = {k: h[k] for k in ("type", "topic", "matchtag", "route", "nodeid") if k in h} \
+            if isinstance(h, dict) else {}
+        if len(frames) != 3:
+            raise MessageError(errno.EPROTO, f"expected 3 frames, got {len(frames)}", partial)
         if not isinstance(h, dict):
             raise MessageError(errno.EPROTO, "header must be a JSON object")
-        partial = {k: h[k] for k in ("type", "topic", "matchtag", "route", "nodeid") if k in h}
         mtype, topic = h.get("type"), h.get("topic")
         if mtype not in TYPES:
             raise MessageError(errno.EPROTO, f"unknown message type {mtype!r}", partial)

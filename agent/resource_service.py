@@ -25,7 +25,7 @@ def _node_to_dict(node: Any) -> dict:
 
 
 def _node_from_dict(data: dict) -> Any:
-    from fluxnode.agent._conf_pending import NodeResources
+    from fluxnode.broker_conf.rv1 import NodeResources
 
     names = {f.name for f in dataclasses.fields(NodeResources)}
     unknown = set(data) - names
@@ -75,7 +75,7 @@ class ResourceService:
         self._last_notified: tuple | None = None
 
     def discover_local(self) -> None:
-        from fluxnode.agent import _conf_pending as resources
+        from fluxnode.agent import resources
 
         b = self.broker
         override = b.attrs.get("resource.override") or getattr(b.config.resource, "override", None)
@@ -110,7 +110,7 @@ class ResourceService:
             self.changed()
 
     def R(self) -> dict:
-        from fluxnode.agent._conf_pending import build_R
+        from fluxnode.broker_conf.rv1 import build_R
 
         if self._R is None:
             self._R = build_R([self.nodes[r] for r in sorted(self.nodes)])

@@ -1,0 +1,127 @@
+"""`fluxnode overlay status`: draw the TBON and each subtree's health, like flux-overlay(1).
+
+The tree comes from `overlay.topology`; each reachable broker is asked for
+`overlay.health` (all requests of one tree level are pipelined). Brokers
+behind a lost or offline parent cannot be asked: they are drawn with their
+ancestor's state ("ghosts"), as flux does unless --no-ghost.
+"""
+
+from __future__ import annotations
+
+import time
+
+import click
+from fluxnode.agent.cli_common import URI_OPTION, connect, rpc
+from fluxnode.agent.client import RPCError
+
+STATES = ("full", "partial", "degraded", "lost", "offline")
+
+
+def format_duration(seconds: float) -> str:
+    """Time in state the way flux prints it (6 significant digits, largest fitting unit)."""
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0)):
+        if seconds >= size:
+            return f"{seconds / size:.6g}{unit}"
+    return f"{seconds * 1000.0:.6g}ms"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def overlay() -> None:
+    """Inspect the tree-based overlay network."""
+
+
+def collect(client, root: int, tree: dict, timeout: float) -> dict[int, dict]:
+    """Ask every reachable broker of `tree` for its health; returns rank -> info (+ rtt, ghost)."""
+    info: dict[int, dict] = {}
+    level = [tree]
+    while level:
+        sent = []
+        for node in level:
+            rank = node["rank"]
+            if rank in info:  # already known as a ghost or as unreachable
+                continue
+            sent.append((node, client.send("overlay.health", None, rank), time.monotonic()))
+        next_level = []
+        for node, tag, t0 in sent:
+            rank = node["rank"]
+            try:
+                msg = client.recv(tag, timeout)
+            except RPCError as exc:
+                info[rank] = {"status": "lost", "error": exc.errstr}
+                _ghost(info, node, "lost")
+                continue
+            rtt = (time.monotonic() - t0) * 1000.0
+            if msg.errnum:
+                info[rank] = {"status": info.get(rank, {}).get("status", "lost"), "error": msg.errstr}
+                _ghost(info, node, info[rank]["status"])
+                continue
+            health = msg.decode_payload() or {}
+            info[rank] = {"status": health["status"], "duration": health["duration"], "rtt": rtt,
+                          "hostname": health["hostname"]}
+            by_rank = {c["rank"]: c for c in health["children"]}
+            for child in node["children"]:
+                c = by_rank.get(child["rank"])
+                if c is None:
+                    continue
+                if c["status"] in ("lost", "offline"):
+                    info[child["rank"]] = {"status": c["status"], "duration": c["duration"], "hostname": c["hostname"]}
+                    _ghost(info, child, c["status"])
+                else:
+                    next_level.append(child)
+        level = next_level
+    return info
+
+
+def _ghost(info: dict[int, dict], node: dict, status: str) -> None:
+    for child in node["children"]:
+        info.setdefault(child["rank"], {"status": status, "ghost": True})
+        _ghost(info, child, status)
+
+
+def render(tree: dict, info: dict[int, dict], hostnames: list[str], *, verbose: int = 0, down: bool = False,
+           summary: bool = False, ghost: bool = True) -> list[str]:
+    lines: list[str] = []
+
+    def label(rank: int) -> str:
+        i = info.get(rank, {"status": "unknown"})
+        text = f"{rank} {hostnames[rank]}: {i['status']}"
+        if verbose >= 1 and "duration" in i:
+            text += f" for {format_duration(i['duration'])}"
+        if verbose >= 2 and "rtt" in i:
+            text += f" ({i['rtt']:.3f} ms)"
+        return text
+
+    def walk(node: dict, prefix: str) -> None:
+        kids = [c for c in node["children"] if ghost or not info.get(c["rank"], {}).get("ghost")]
+        if down:
+            kids = [c for c in kids if info.get(c["rank"], {}).get("status") != "full"]
+        for i, child in enumerate(kids):
+            last = i == len(kids) - 1
+            lines.append(f"{prefix}{'└─ ' if last else '├─ '}{label(child['rank'])}")
+            walk(child, prefix + ("   " if last else "│  "))
+
+    lines.append(label(tree["rank"]))
+    if not summary:
+        walk(tree, "")
+    return lines
+
+
+@overlay.command("status")
+@click.option("--verbose", "-v", count=True, help="-v: time in state; -vv: also round-trip time")
+@click.option("--rank", "-r", type=click.IntRange(min=0), default=0, help="root of the subtree to show")
+@click.option("--timeout", "-t", type=float, default=0.5, show_default=True, help="per-broker RPC timeout (s)")
+@click.option("--summary", is_flag=True, help="show only the root subtree status")
+@click.option("--down", is_flag=True, help="show only partial/degraded subtrees (hide full ones)")
+@click.option("--no-ghost", is_flag=True, help="do not show brokers behind a lost/offline parent")
+@click.option("--no-pretty", is_flag=True, help="no indentation or line drawing")
+@URI_OPTION
+def status(verbose: int, rank: int, timeout: float, summary: bool, down: bool, no_ghost: bool, no_pretty: bool,
+           uri: str | None) -> None:
+    """Show the status of each subtree of the overlay network."""
+    with connect(uri) as client:
+        topo = rpc(client, "overlay.topology", {"rank": rank}, nodeid=0)
+        info = collect(client, rank, topo["tree"], timeout if timeout > 0 else 3600.0)
+    lines = render(topo["tree"], info, topo["hostnames"], verbose=verbose, down=down, summary=summary,
+                   ghost=not no_ghost)
+    for line in lines:
+        click.echo(line.lstrip("│├└─ ") if no_pretty else line)

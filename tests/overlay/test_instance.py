@@ -1,0 +1,107 @@
+"""Real multi-broker instances: quorum, routing through the tree, CLI output."""
+
+import os
+import subprocess
+import sys
+
+from support.instance import Instance
+
+FLUXNODE = [sys.executable, "-m", "fluxnode"]
+
+
+def run(inst, *args, check=True):
+    env = {**os.environ, "FLUXNODE_URI": inst.uri}
+    p = subprocess.run([*FLUXNODE, *args], env=env, capture_output=True, text=True, timeout=60)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def test_4_brokers_reach_quorum_and_leader_logs_progress(tmp_path):
+    with Instance(4, tmp_path) as inst:
+        status = inst.rpc("broker.status")
+        assert status == {"rank": 0, "size": 4, "online": "0-3", "count": 4, "quorum": 4, "state": "run"}
+        log = inst.log(0)
+        assert "online: node[0-3] (ranks 0-3)" in log
+        assert "quorum reached" in log
+
+
+def test_16_brokers_reach_quorum_and_every_rank_answers(tmp_path):
+    with Instance(16, tmp_path, topo="kary:3") as inst:
+        assert inst.online() == "0-15"
+        with inst.client() as c:
+            tags = {c.send("broker.ping", {"seq": r}, nodeid=r): r for r in range(16)}
+            for tag, r in tags.items():
+                msg = c.recv(tag)
+                assert msg.errnum == 0
+                assert msg.decode_payload()["route"].endswith(f"!{r}")
+
+
+def test_ping_through_three_levels(inst8):
+    p = run(inst8, "ping", "--count", "3", "--interval", "0", "7")
+    lines = p.stdout.splitlines()
+    assert len(lines) == 3
+    for seq, line in enumerate(lines):
+        assert line.startswith(f"7!broker.ping pad=0 seq={seq} time=")
+        assert line.endswith("!0!1!3!7)")
+    p = run(inst8, "ping", "--count", "1", "--pad", "65536", "7!broker")
+    assert "pad=65536 seq=0" in p.stdout
+
+
+def test_ping_from_a_leaf_goes_up_and_down(inst8):
+    with inst8.client(rank=7) as c:
+        assert c.rpc("broker.ping", {"x": 1}, nodeid=6)["route"].endswith("!7!3!1!0!2!6")
+        assert c.rpc("broker.ping", {}, nodeid=7)["route"].endswith("!7")
+
+
+def test_resource_list_aggregates_each_brokers_resources(inst8):
+    out = run(inst8, "resource", "list").stdout.splitlines()
+    # the test module reports cores 0-1 of node1 allocated
+    assert out == [
+        "     STATE NNODES   NCORES    NGPUS NODELIST",
+        "      free      8       34        4 node[0-7]",
+        " allocated      1        2        0 node1",
+        "      down      0        0        0",
+    ]
+    assert run(inst8, "resource", "info").stdout.strip() == "8 Nodes, 36 Cores, 4 GPUs"
+
+
+def test_overlay_status_draws_the_tree(inst8):
+    out = run(inst8, "overlay", "status").stdout.splitlines()
+    assert out == [
+        "0 node0: full",
+        "├─ 1 node1: full",
+        "│  ├─ 3 node3: full",
+        "│  │  └─ 7 node7: full",
+        "│  └─ 4 node4: full",
+        "└─ 2 node2: full",
+        "   ├─ 5 node5: full",
+        "   └─ 6 node6: full",
+    ]
+    verbose = run(inst8, "overlay", "status", "-vv").stdout.splitlines()
+    assert verbose[0].startswith("0 node0: full for ") and verbose[0].endswith(" ms)")
+    assert run(inst8, "overlay", "status", "--summary").stdout == "0 node0: full\n"
+
+
+def test_start_test_size_8_resource_list_shows_this_machines_cores():
+    ncores = len(os.sched_getaffinity(0))
+    p = subprocess.run([*FLUXNODE, "start", "--test-size", "8", "--hostname-prefix", "t", "-S", "broker.modules=",
+                        "--", *FLUXNODE, "resource", "list"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[1].split() == ["free", "8", str(8 * ncores), "0", "t[0-7]"]
+
+
+def test_start_exit_code_is_the_commands():
+    p = subprocess.run([*FLUXNODE, "start", "--test-size", "2", "-S", "broker.modules=", "--", "sh", "-c", "exit 7"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 7, p.stderr
+
+
+def test_cli_errors_are_one_line_without_traceback(tmp_path):
+    env = {**os.environ, "FLUXNODE_URI": f"local://{tmp_path}/nothing/local"}
+    for args in (["ping", "--count", "1", "0"], ["resource", "list"], ["overlay", "status"]):
+        p = subprocess.run([*FLUXNODE, *args], env=env, capture_output=True, text=True, timeout=30)
+        assert p.returncode != 0
+        assert "Traceback" not in p.stderr
+        assert f"cannot connect to local://{tmp_path}/nothing/local: No such file or directory" in p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1

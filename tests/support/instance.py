@@ -1,0 +1,202 @@
+"""A real N-broker fluxnode instance for tests, launched the way `fluxnode start` does.
+
+    with Instance(size=8, tmp_path=tmp_path) as inst:
+        with inst.client() as c:
+            c.rpc("broker.ping", {}, nodeid=7)
+        inst.kill(3)          # SIGKILL broker rank 3
+        inst.restart(3)       # start rank 3 alone again (standalone `fluxnode broker`)
+
+`fluxnode start --test-size N` runs in a subprocess whose COMMAND waits on its stdin;
+stopping closes stdin, so the instance shuts down cleanly (and also if the test process
+dies). Every broker pid, including restarted ones, is killed at teardown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fluxnode.agent.client import Client
+
+from support.waiting import wait_for
+
+WAIT_STDIN = "import sys; sys.stdin.read()"
+
+
+class Instance:
+    def __init__(self, size: int, tmp_path: Path, *, topo: str = "kary:2", attrs: dict[str, str] | None = None,
+                 tbon: dict[str, str] | None = None, resources: dict[str, dict] | None = None,
+                 hostname_prefix: str = "node", modules: str | None = "", timeout: float = 60.0,
+                 env: dict[str, str] | None = None) -> None:
+        """`resources` maps hostname -> override dict (cores, gpus, ...); `modules` sets broker.modules
+        ("" loads none, None keeps the default scheduler service)."""
+        self.size = size
+        self.tmp_path = Path(tmp_path)
+        self.rundir = self.tmp_path / f"instance-{os.getpid()}-{time.monotonic_ns()}"
+        self.topo = topo
+        self.attrs = dict(attrs or {})
+        if modules is not None:
+            self.attrs.setdefault("broker.modules", modules)
+        self.tbon = dict(tbon or {})
+        self.resources = resources
+        self.prefix = hostname_prefix
+        self.timeout = timeout
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self.info: dict = {}
+        self.restarted: dict[int, subprocess.Popen] = {}
+        self.stderr_path = self.tmp_path / f"{self.rundir.name}.stderr"
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> Instance:
+        argv = [sys.executable, "-m", "fluxnode", "start", "--test-size", str(self.size), "--topo", self.topo,
+                "--rundir", str(self.rundir), "--hostname-prefix", self.prefix, "--quiet",
+                "--quorum-timeout", str(self.timeout)]
+        for k, v in self.attrs.items():
+            argv += ["-S", f"{k}={v}"]
+        for k, v in self.tbon.items():
+            argv += ["--tbon", f"{k}={v}"]
+        if self.resources:
+            d = self.tmp_path / f"{self.rundir.name}-resources"
+            d.mkdir()
+            for host, spec in self.resources.items():
+                (d / f"{host}.json").write_text(json.dumps(spec))
+            argv += ["--resource-override-dir", str(d)]
+        argv += ["--", sys.executable, "-c", f"import pathlib; pathlib.Path({str(self.rundir / 'ready')!r}).touch(); "
+                 + WAIT_STDIN]
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr,
+                                     env=self.env)
+        try:
+            wait_for(self._ready, timeout=self.timeout, interval=0.01, what=f"{self.size}-broker instance quorum")
+        except BaseException:
+            self.stop()
+            raise
+        self.info = json.loads((self.rundir / "instance.json").read_text())
+        return self
+
+    def _ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"fluxnode start exited with {self.proc.returncode}: {self.stderr()}")
+        return (self.rundir / "ready").exists()
+
+    def stop(self) -> int | None:
+        """Shut down cleanly (close the command's stdin), then kill anything left."""
+        code = None
+        if self.proc is not None:
+            try:
+                if self.proc.stdin:
+                    self.proc.stdin.close()
+                code = self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for p in self.restarted.values():
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for pid in self.pids.values():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if hasattr(self, "_stderr"):
+            self._stderr.close()
+        return code
+
+    def __enter__(self) -> Instance:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- access -------------------------------------------------------------------------
+    @property
+    def uri(self) -> str:
+        return self.info["uri"]
+
+    @property
+    def config_path(self) -> str:
+        return self.info["config"]
+
+    @property
+    def cert_path(self) -> str:
+        return str(self.rundir / "curve.cert")
+
+    @property
+    def hostnames(self) -> list[str]:
+        return self.info["hostnames"]
+
+    @property
+    def pids(self) -> dict[int, int]:
+        pids = {b["rank"]: b["pid"] for b in self.info.get("brokers", [])}
+        pids.update({r: p.pid for r, p in self.restarted.items()})
+        return pids
+
+    def broker_uri(self, rank: int) -> str:
+        return self.info["brokers"][rank]["attrs"]["local-uri"]
+
+    def tcp_uri(self, rank: int = 0) -> str:
+        """The TBON endpoint of `rank` (rank 0 and interior ranks bind one)."""
+        from fluxnode.broker_conf import config
+
+        return config.load(self.config_path).connect_uri(rank)
+
+    def log(self, rank: int) -> str:
+        p = self.rundir / str(rank) / "broker.log"
+        return p.read_text() if p.exists() else ""
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
+
+    def client(self, rank: int = 0, timeout: float = 10.0) -> Client:
+        return Client.connect(self.broker_uri(rank), timeout=timeout)
+
+    def rpc(self, topic: str, payload: dict | None = None, nodeid: int = 0, timeout: float = 10.0) -> dict:
+        with self.client(timeout=timeout) as c:
+            return c.rpc(topic, payload, nodeid=nodeid)
+
+    def health(self, rank: int) -> dict:
+        return self.rpc("overlay.health", nodeid=rank)
+
+    def child_status(self, parent: int, child: int) -> str:
+        return next(c["status"] for c in self.health(parent)["children"] if c["rank"] == child)
+
+    def online(self) -> str:
+        return self.rpc("broker.status")["online"]
+
+    # -- fault injection ----------------------------------------------------------------
+    def kill(self, rank: int, sig: int = signal.SIGKILL) -> None:
+        pid = self.pids[rank]
+        os.kill(pid, sig)
+        if rank in self.restarted:
+            self.restarted[rank].wait(timeout=10)
+        else:
+            wait_for(lambda: _gone(pid), timeout=10, what=f"rank {rank} (pid {pid}) to exit")
+
+    def restart(self, rank: int) -> subprocess.Popen:
+        """Start broker `rank` alone again with the attributes `fluxnode start` gave it."""
+        b = self.info["brokers"][rank]
+        argv = [sys.executable, "-m", "fluxnode", "broker", "--config-path", self.config_path,
+                "--hostname", b["hostname"]]
+        for k, v in b["attrs"].items():
+            argv += ["-S", f"{k}={v}"]
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
+                             env=self.env)
+        self.restarted[rank] = p
+        return p
+
+
+def _gone(pid: int) -> bool:
+    """True once `pid` is dead or a zombie (the launcher reaps its children lazily)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
