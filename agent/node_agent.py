@@ -1,0 +1,330 @@
+"""`fluxnode agent`: the per-node agent the DaemonSet runs.
+
+It keeps this node's broker in step with the cluster: the CURVE Secret (created once
+per cluster), the shared rank map (ConfigMap), the rendered broker.toml / R / connect
+script on the host, and the broker process itself. One control loop reacts to node
+and rank-map changes from two informers; everything it needs to decide is recomputed
+from that state on each turn, so a missed turn is repaired by the next.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+log = logging.getLogger("fluxnode.agent")
+
+SYNC_TIMEOUT = 60.0
+IDLE_TICK = 2.0
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    node_name: str
+    namespace: str
+    kubeconfig: str | None
+    selector: str | None
+    include_control_plane: bool
+    host_dir: Path
+    run_dir: Path
+    bin_dir: Path
+    state_dir: Path
+    port: int
+    bind_address: str
+    topo: str
+    secret_name: str
+    rank_configmap: str
+    health_port: int | None
+    health_address: str
+    backoff_min: float
+    backoff_max: float
+
+
+class AgentExit(Exception):
+    """Stop the agent with this one-line message and a non-zero status."""
+
+
+class NodeAgent:
+    def __init__(self, opts: AgentOptions):
+        from fluxnode.agent.health import AgentMetrics
+        from fluxnode.agent.host_files import HostFiles
+        from fluxnode.agent.node_selection import NodeSelection
+        from fluxnode.agent.overlay_config import OverlaySettings
+        from fluxnode.agent.supervisor import Backoff, BrokerSupervisor
+
+        self.opts = opts
+        self.files = HostFiles(opts.host_dir, opts.run_dir, opts.bin_dir)
+        self.selection = NodeSelection(include_control_plane=opts.include_control_plane)
+        self.settings = OverlaySettings(port=opts.port, bind_address=opts.bind_address, topo=opts.topo,
+                                        cert_path=str(self.files.cert))
+        self.supervisor = BrokerSupervisor(self.files, opts.node_name, opts.state_dir,
+                                           Backoff(opts.backoff_min, opts.backoff_max))
+        self.metrics = AgentMetrics()
+        self.events: queue.Queue = queue.Queue()
+        self.rank: int | None = None
+        self.status = "starting"
+        self._last_status = ""
+        self._starts_seen = self._crashes_seen = 0
+
+    # -- setup -----------------------------------------------------------------------------
+    def _connect(self) -> None:
+        from fluxnode.agent.kube_access import load_api_client
+        from kubernetes import client
+
+        self.api = client.CoreV1Api(load_api_client(self.opts.kubeconfig))
+
+    def _install_certificate(self) -> None:
+        from fluxnode.agent.secret import SecretError, ensure_curve_secret
+        from fluxnode.broker_conf import certificate
+
+        try:
+            cert = ensure_curve_secret(self.api, self.opts.namespace, self.opts.secret_name)
+        except SecretError as exc:
+            raise AgentExit(str(exc)) from None
+        self.files.write_cert(certificate.dumps(cert))
+
+    def _render_connect_script(self) -> None:
+        import jinja2
+        from fluxnode.agent import host_files
+
+        env = jinja2.Environment(loader=jinja2.PackageLoader("fluxnode.templates", ""), autoescape=False,
+                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+        text = env.get_template("connect.sh.j2").render(
+            node=self.opts.node_name, run_dir=str(self.files.run_dir), pid_name=host_files.PID_NAME,
+            uri_name=host_files.URI_NAME, cli_path=str(Path(sys.executable).parent))
+        self.files.write_connect_script(text)
+
+    def _start_informers(self) -> None:
+        from fluxnode.agent.kube_informer import Informer
+        from fluxnode.agent.ranks import RankStore
+
+        def changed(what: str) -> None:
+            if what == "nodes":
+                self.metrics.node_events.inc()
+            self.events.put(("change", what))
+
+        def fatal(exc: Exception) -> None:
+            self.events.put(("fatal", exc))
+
+        node_kwargs = {"label_selector": self.opts.selector} if self.opts.selector else {}
+        self.nodes = Informer("nodes", self.api.list_node, on_change=changed, on_fatal=fatal, **node_kwargs).start()
+        self.rank_configmaps = Informer(
+            "configmaps", self.api.list_namespaced_config_map, on_change=changed, on_fatal=fatal,
+            namespace=self.opts.namespace, field_selector=f"metadata.name={self.opts.rank_configmap}").start()
+        self.rank_store = RankStore(self.api, self.opts.namespace, self.opts.rank_configmap)
+
+    def _ready(self) -> tuple[bool, str]:
+        from fluxnode.agent.client import Client, ConnectError, RPCError
+        from fluxnode.agent.message import NODEID_ANY
+
+        if not self.supervisor.running:
+            return False, self.status
+        try:
+            with Client.connect(self.files.local_uri, timeout=2.0) as c:
+                c.rpc("broker.ping", {}, nodeid=NODEID_ANY, timeout=2.0)
+        except (ConnectError, RPCError, OSError) as exc:
+            return False, f"broker pid {self.supervisor.pid} does not answer broker.ping: {exc}"
+        return True, f"rank {self.rank}, broker pid {self.supervisor.pid}"
+
+    # -- control loop ----------------------------------------------------------------------
+    def run(self) -> int:
+        from fluxnode.agent.health import HealthServer
+        from fluxnode.agent.kube_access import KubeAccessError
+        from fluxnode.agent.kube_informer import wait_synced
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        health = None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, _frame: self.events.put(("stop", signum)))
+        try:
+            self.files.prepare()
+            self._connect()
+            self._install_certificate()
+            self._render_connect_script()
+            if self.opts.health_port is not None:
+                health = HealthServer(self.opts.health_port, self.opts.health_address, self._ready, self.metrics).start()
+                self._write_health_port(health.port)
+            self._start_informers()
+            stopping = False
+            if not wait_synced([self.nodes, self.rank_configmaps], SYNC_TIMEOUT, lambda: not self.events.empty()):
+                stopping = self._drain(block=False)
+                if not stopping and not (self.nodes.synced.is_set() and self.rank_configmaps.synced.is_set()):
+                    raise AgentExit(f"could not list nodes/configmaps within {SYNC_TIMEOUT:.0f}s")
+            while not stopping:
+                try:
+                    self._reconcile()
+                except KubeAccessError:
+                    raise
+                except (ApiException, HTTPError, OSError, RuntimeError) as exc:
+                    # Transient (API restarting, conflict storm, disk hiccup): the next turn retries.
+                    self._set_status(f"reconcile failed, will retry: {exc}", logging.WARNING)
+                wait = self.supervisor.tick()
+                self._publish_metrics()
+                if health:
+                    health.beat()
+                stopping = self._drain(block=True, timeout=min(wait, IDLE_TICK) if wait else IDLE_TICK)
+            log.info("agent stopping")
+            return 0
+        except KubeAccessError as exc:
+            raise AgentExit(str(exc)) from None
+        finally:
+            self.supervisor.stop("agent shutting down")
+            if health:
+                health.stop()
+
+    def _write_health_port(self, port: int) -> None:
+        from fluxnode.agent.host_files import write_atomic
+
+        write_atomic(self.files.run_dir / "agent.health", f"{port}\n")
+
+    def _drain(self, block: bool, timeout: float = 0.0) -> bool:
+        """Take every pending event; True when the agent must stop. Fatal errors raise."""
+        stop = False
+        try:
+            item = self.events.get(timeout=timeout) if block else self.events.get_nowait()
+            while True:
+                if item[0] == "fatal":
+                    raise item[1]
+                if item[0] == "stop":
+                    stop = True
+                item = self.events.get_nowait()
+        except queue.Empty:
+            pass
+        return stop
+
+    def _set_status(self, text: str, level: int = logging.INFO) -> None:
+        self.status = text
+        if text != self._last_status:
+            log.log(level, text)
+            self._last_status = text
+
+    def _reconcile(self) -> None:
+        from fluxnode.agent import node_resources, overlay_config
+        from fluxnode.agent.node_selection import is_ready
+
+        nodes = self.nodes.snapshot()
+        members = self.selection.members(nodes)
+        view_rv = self.nodes.resource_version
+        rank_map = self.rank_store.reconcile(set(members), self.selection.joinable(nodes), view_rv)
+        unknown = [h for h in rank_map.live() if h not in nodes]
+        if unknown and view_rv < rank_map.nodes_resource_version:
+            self._set_status(f"waiting for the node list to catch up with the rank map ({', '.join(unknown)})")
+            return
+        if rank_map.size:
+            if self.files.write_config(overlay_config.render(rank_map, nodes, self.settings)):
+                self.metrics.renders.inc()
+                log.info("rendered %s: %d rank(s)", self.files.config, rank_map.size)
+            self.files.write_resources(node_resources.cluster_R(rank_map, nodes))
+        self.rank = rank_map.rank_of(self.opts.node_name)
+        me = nodes.get(self.opts.node_name)
+        placement = overlay_config.placement(rank_map, nodes, self.settings, self.opts.node_name)
+        if me is None or self.opts.node_name not in members:
+            self._set_status(f"node {self.opts.node_name} is not selected (missing, control-plane, cordoned "
+                             "or outside --selector): no broker here")
+            placement = None
+        elif not is_ready(me):
+            self._set_status(f"node {self.opts.node_name} is NotReady: broker stopped so the overlay marks "
+                             f"rank {self.rank} down", logging.WARNING)
+            placement = None
+        elif placement is None:
+            self._set_status(f"node {self.opts.node_name} waits for a rank")
+        else:
+            self._set_status(f"node {self.opts.node_name} is rank {self.rank} of {rank_map.size}")
+        self.metrics.size.set(rank_map.size)
+        self.supervisor.ensure(placement)
+
+    def _publish_metrics(self) -> None:
+        m, s = self.metrics, self.supervisor
+        m.rank.set(self.rank if self.rank is not None else -1)
+        m.broker_up.set(1 if s.running else 0)
+        if s.starts > self._starts_seen:
+            m.broker_starts.inc(s.starts - self._starts_seen)
+            self._starts_seen = s.starts
+        if s.crashes > self._crashes_seen:
+            m.broker_crashes.inc(s.crashes - self._crashes_seen)
+            self._crashes_seen = s.crashes
+
+
+class _LogfmtFormatter(logging.Formatter):
+    """One line per record, key=value (Kubernetes-style structured logs)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+        return f"time={ts} level={record.levelname.lower()} logger={record.name} msg={json.dumps(record.getMessage())}"
+
+
+def _setup_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LogfmtFormatter())
+    root = logging.getLogger("fluxnode")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.propagate = False
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.option("--node-name", envvar="NODE_NAME", required=True, help="this node's name (downward API spec.nodeName)")
+@click.option("--namespace", envvar="POD_NAMESPACE", default="fluxnode", help="namespace of the Secret and rank ConfigMap")
+@click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help="kubeconfig file (default: in-cluster config)")
+@click.option("--selector", "-l", default=None, help="label selector choosing the nodes that run brokers")
+@click.option("--include-control-plane", is_flag=True, help="also run brokers on control-plane nodes")
+@click.option("--host-dir", type=click.Path(path_type=Path), default=Path("/etc/fluxnode"),
+              help="host directory for broker.toml, R.json and curve.cert")
+@click.option("--run-dir", type=click.Path(path_type=Path), default=Path("/run/fluxnode"),
+              help="host directory for the broker pid, URI and local socket")
+@click.option("--bin-dir", type=click.Path(path_type=Path), default=Path("/usr/local/bin"),
+              help="host directory for the fluxnode-connect script")
+@click.option("--state-dir", type=click.Path(path_type=Path), default=Path("/var/lib/fluxnode"),
+              help="broker statedir (scheduler journal on the leader)")
+@click.option("--port", type=click.IntRange(1, 65535), default=8050, help="broker TBON port (node annotation fluxnode.io/broker-port overrides)")
+@click.option("--bind-address", default="0.0.0.0", help="address brokers bind their TBON socket to")
+@click.option("--topo", default="kary:2", help="TBON topology (kary:K or binomial)")
+@click.option("--secret-name", default="fluxnode-curve", help="Secret holding the cluster's CURVE certificate")
+@click.option("--rank-configmap", default="fluxnode-ranks", help="ConfigMap holding the shared rank map")
+@click.option("--health-port", type=click.IntRange(0, 65535), default=9464,
+              help="port of /healthz, /readyz and /metrics (0: any free port)")
+@click.option("--no-health", is_flag=True, help="do not serve the health endpoint")
+@click.option("--health-address", default="0.0.0.0", help="address of the health endpoint")
+@click.option("--restart-backoff", "backoff", type=(float, float), default=(1.0, 30.0), metavar="MIN MAX",
+              help="broker restart backoff bounds in seconds")
+@click.option("--verbose", "-v", is_flag=True, help="debug logging")
+def agent(node_name: str, namespace: str, kubeconfig: str | None, selector: str | None, include_control_plane: bool,
+          host_dir: Path, run_dir: Path, bin_dir: Path, state_dir: Path, port: int, bind_address: str, topo: str,
+          secret_name: str, rank_configmap: str, health_port: int, no_health: bool, health_address: str,
+          backoff: tuple[float, float], verbose: bool) -> None:
+    """Run this node's broker for the Kubernetes overlay (the DaemonSet's container)."""
+    from fluxnode.broker_conf.topology import Topology, TopologyError
+
+    _setup_logging(verbose)
+    if not (topo.startswith("kary:") or topo == "binomial"):
+        raise click.BadParameter(f"{topo!r}: the agent supports kary:K and binomial", param_hint="--topo")
+    try:
+        Topology.from_spec(topo, 1)
+    except (TopologyError, ValueError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--topo") from None
+    if backoff[0] <= 0 or backoff[1] < backoff[0]:
+        raise click.BadParameter("need 0 < MIN <= MAX", param_hint="--restart-backoff")
+    opts = AgentOptions(
+        node_name=node_name, namespace=namespace, kubeconfig=kubeconfig, selector=selector,
+        include_control_plane=include_control_plane, host_dir=host_dir, run_dir=run_dir, bin_dir=bin_dir,
+        state_dir=state_dir, port=port, bind_address=bind_address, topo=topo, secret_name=secret_name,
+        rank_configmap=rank_configmap, health_port=None if no_health else health_port,
+        health_address=health_address, backoff_min=backoff[0], backoff_max=backoff[1])
+    try:
+        code = NodeAgent(opts).run()
+    except AgentExit as exc:
+        print(f"fluxnode agent: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as exc:
+        print(f"fluxnode agent: {exc}", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(code)

@@ -1,0 +1,69 @@
+"""broker.toml for the Kubernetes overlay: the rank map rendered through broker_conf.
+
+Every agent renders the same file from the shared rank map and the node list: hosts
+in rank order, each broker connected to at its node's InternalIP (node names need
+not resolve) and its port (``--port``, or the node's ``fluxnode.io/broker-port``
+annotation). ``placement`` is the part of the file that a given broker depends on
+at start-up; the agent restarts (or reloads) its broker only when that changes, so
+brokers elsewhere in the tree keep running when a node joins or leaves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fluxnode.agent.node_selection import broker_port, internal_address
+from fluxnode.agent.ranks import RankMap
+from fluxnode.broker_conf.render import render_broker_toml
+from fluxnode.broker_conf.topology import Topology
+
+
+@dataclass(frozen=True)
+class OverlaySettings:
+    port: int
+    bind_address: str
+    topo: str
+    cert_path: str
+
+
+def _endpoints(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings) -> list[tuple[str, int, str]]:
+    """(host, port, connect address) per rank."""
+    out = []
+    for host in rank_map.hosts:
+        node = nodes.get(host)
+        port = broker_port(node, s.port) if node else s.port
+        address = (internal_address(node) if node else None) or host
+        out.append((host, port, address))
+    return out
+
+
+def render(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings) -> str:
+    overrides: dict[str, dict[str, str]] = {}
+    for host, port, address in _endpoints(rank_map, nodes, s):
+        extra = {}
+        if address != host or port != s.port:
+            extra["connect"] = f"tcp://{address}:{port}"
+        if port != s.port:
+            extra["bind"] = f"tcp://{s.bind_address}:{port}"
+        if extra:
+            overrides[host] = extra
+    return render_broker_toml(list(rank_map.hosts), curve_cert=s.cert_path, port=s.port, topo=s.topo,
+                              bind=f"tcp://{s.bind_address}:%p", connect="tcp://%h:%p", host_overrides=overrides)
+
+
+def placement(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings, node: str) -> tuple | None:
+    """What ``node``'s broker was started with: rank, endpoints, parent, children (and size on rank 0)."""
+    rank = rank_map.rank_of(node)
+    if rank is None:
+        return None
+    ends = _endpoints(rank_map, nodes, s)
+    topo = Topology.from_spec(s.topo, rank_map.size)
+    parent = topo.parent(rank)
+    return (
+        rank,
+        rank_map.size if rank == 0 else None,
+        ends[rank][1],
+        (parent, ends[parent]) if parent is not None else None,
+        tuple((c, rank_map.hosts[c]) for c in topo.children(rank)),
+        s.topo,
+    )

@@ -1,0 +1,158 @@
+"""Runs this node's broker as a child process and keeps it running.
+
+A broker that dies is restarted after a backoff that doubles up to a maximum and
+resets once a broker stayed up for a while (like the kubelet's CrashLoopBackOff, one
+level down). The broker's pid and local URI are written to the run directory for
+the connect script, and removed when the broker is stopped on purpose.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fluxnode.agent.host_files import HostFiles
+
+log = logging.getLogger("fluxnode.agent.supervisor")
+
+STOP_GRACE = 10.0
+
+
+@dataclass
+class Backoff:
+    minimum: float = 1.0
+    maximum: float = 30.0
+    stable_after: float = 60.0
+    current: float = field(init=False, default=0.0)
+
+    def next(self, uptime: float) -> float:
+        """Delay before the next start, given how long the last broker ran."""
+        if uptime >= self.stable_after or self.current == 0.0:
+            self.current = self.minimum
+        else:
+            self.current = min(self.current * 2, self.maximum)
+        return self.current
+
+
+class BrokerSupervisor:
+    def __init__(self, files: HostFiles, node: str, state_dir: Path, backoff: Backoff,
+                 python: str = sys.executable):
+        self.files, self.node, self.state_dir, self.backoff = files, node, state_dir, backoff
+        self.python = python
+        self.proc: subprocess.Popen | None = None
+        self.wanted = False
+        self.placement: tuple | None = None
+        self.started_at = 0.0
+        self.next_start = 0.0
+        self.starts = 0
+        self.crashes = 0
+        self.last_exit: int | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.running and self.proc else None
+
+    def command(self) -> list[str]:
+        return [self.python, "-m", "fluxnode", "broker", "--config-path", str(self.files.config),
+                "--hostname", self.node,
+                "-S", f"rundir={self.files.run_dir}", "-S", f"local-uri={self.files.local_uri}",
+                "-S", f"statedir={self.state_dir}"]
+
+    def _start(self, placement: tuple) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL)
+        self.placement = placement
+        self.started_at = time.monotonic()
+        self.starts += 1
+        self.files.write_broker(self.proc.pid, self.files.local_uri)
+        log.info("broker started: pid %d, rank %d", self.proc.pid, placement[0])
+
+    def stop(self, why: str = "stopping") -> None:
+        """Stop the broker (SIGTERM, then SIGKILL after a grace period)."""
+        proc, self.proc = self.proc, None
+        self.placement = None
+        self.files.clear_broker()
+        if proc is None or proc.poll() is not None:
+            return
+        log.info("broker pid %d: %s", proc.pid, why)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            log.warning("broker pid %d did not stop in %.0fs, killing it", proc.pid, STOP_GRACE)
+            proc.kill()
+            proc.wait()
+
+    def ensure(self, placement: tuple | None, *, reload: bool = True) -> None:
+        """Make the broker run with ``placement`` (None: not running). Called on every reconcile."""
+        self.wanted = placement is not None
+        if placement is None:
+            if self.proc is not None:
+                self.stop("node left the overlay or is not ready")
+            return
+        if self.running and self.placement != placement:
+            if placement[0] == (self.placement or (None,))[0] and reload and self._reload():
+                self.placement = placement
+                return
+            self.stop(f"placement changed to rank {placement[0]} (parent/children/size), restarting")
+            self.next_start = 0.0
+        self.tick(placement)
+
+    def _reload(self) -> bool:
+        """Ask the running broker to re-read broker.toml (``config.reload``); False if it cannot."""
+        from fluxnode.agent.client import Client, ConnectError, RPCError
+        from fluxnode.agent.message import NODEID_ANY
+
+        try:
+            with Client.connect(self.files.local_uri, timeout=2.0) as c:
+                c.rpc("config.reload", {}, nodeid=NODEID_ANY, timeout=5.0)
+        except (ConnectError, RPCError, OSError) as exc:
+            log.debug("config.reload not possible (%s); restarting instead", exc)
+            return False
+        log.info("broker pid %d reloaded its configuration", self.pid or 0)
+        return True
+
+    def tick(self, placement: tuple | None = None) -> float | None:
+        """Restart a dead broker when its backoff expired; returns seconds until the next action."""
+        placement = placement or self.placement
+        if self.proc is not None and self.proc.poll() is not None:
+            code = self.proc.returncode
+            uptime = time.monotonic() - self.started_at
+            self.proc = None
+            self.files.clear_broker()
+            self.crashes += 1
+            self.last_exit = code
+            delay = self.backoff.next(uptime)
+            self.next_start = time.monotonic() + delay
+            log.warning("broker exited with status %s after %.1fs; restarting in %.1fs", code, uptime, delay)
+        if not self.wanted or self.running or placement is None:
+            return None
+        wait = self.next_start - time.monotonic()
+        if wait > 0:
+            self.placement = placement
+            return wait
+        self._start(placement)
+        return None
+
+    def describe(self) -> str:
+        return f"pid {self.pid}" if self.running else ("stopped" if not self.wanted else "restarting")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
