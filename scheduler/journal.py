@@ -31,6 +31,9 @@ CREATE TABLE IF NOT EXISTS counter (name TEXT PRIMARY KEY, value INTEGER NOT NUL
 """
 
 
+ID_BLOCK = 1000
+
+
 class JournalError(RuntimeError):
     """The journal file cannot be opened or is not a fluxnode journal."""
 
@@ -52,6 +55,8 @@ class Journal:
     def __init__(self, path: Path | str):
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._next_id = 0
+        self._id_limit = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
@@ -66,13 +71,25 @@ class Journal:
             self._db.close()
 
     def next_id(self) -> int:
-        """A fresh allocation id, never handed out before in this statedir."""
+        """A fresh allocation id, never handed out before in this statedir.
+
+        Ids are reserved in blocks (one commit per ID_BLOCK ids) so a failed or
+        reserved attempt that is never journaled still never reuses an id after
+        a restart (a binder may hold such an id and cancel it later).
+        """
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            row = self._db.execute("SELECT value FROM counter WHERE name='alloc'").fetchone()
-            value = (row[0] if row else 0) + 1
-            self._db.execute("INSERT OR REPLACE INTO counter(name, value) VALUES ('alloc', ?)", (value,))
-            self._db.execute("COMMIT")
+            if self._next_id >= self._id_limit:
+                self._db.execute("BEGIN IMMEDIATE")
+                row = self._db.execute("SELECT value FROM counter WHERE name='alloc'").fetchone()
+                start = (row[0] if row else 0) + 1
+                self._id_limit = start + ID_BLOCK
+                self._db.execute(
+                    "INSERT OR REPLACE INTO counter(name, value) VALUES ('alloc', ?)", (self._id_limit - 1,)
+                )
+                self._db.execute("COMMIT")
+                self._next_id = start
+            value = self._next_id
+            self._next_id += 1
             return value
 
     def record(self, entry: JournalEntry) -> None:

@@ -17,7 +17,7 @@ def test_entries_survive_reopen_and_ids_are_never_reused(tmp_path):
     j = Journal(tmp_path / "sched.db")
     [live] = j.entries()
     assert live.id == b and live.nodes == [{"rank": 1}] and live.R["left"] and live.labels == {"group": "g"}
-    assert j.next_id() == b + 1
+    assert j.next_id() > b
     j.close()
 
 

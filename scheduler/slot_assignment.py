@@ -1,0 +1,52 @@
+"""Which pod gets which part of a group's allocation.
+
+The service answers with per-node totals (``cores: "0-7"`` on rank 3); the
+group's pods must each get a node and their own cores/GPUs out of those.
+Pods are placed largest first into the first node with room (first-fit
+decreasing). For a homogeneous group this always succeeds because the
+allocation was made of exactly such slots; for a heterogeneous group it can in
+rare shapes fail although a split exists, which is reported rather than guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fluxnode.broker_conf import idset
+
+
+class AssignmentError(RuntimeError):
+    """The allocation cannot be split into the pods' requests."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodSlot:
+    """One pod's share: where it runs and which cores/GPUs it owns."""
+
+    rank: int
+    hostname: str
+    cores: str
+    gpus: str
+
+    def to_dict(self) -> dict:
+        return {"rank": self.rank, "hostname": self.hostname, "cores": self.cores, "gpus": self.gpus}
+
+
+def assign(pods: dict[str, tuple[int, int]], nodes: list[dict]) -> dict[str, PodSlot]:
+    """Split `nodes` (service answer) among `pods` (uid -> (cores, gpus))."""
+    free = [
+        (int(n["rank"]), n["hostname"], idset.decode(n.get("cores") or ""), idset.decode(n.get("gpus") or ""))
+        for n in nodes
+    ]
+    out: dict[str, PodSlot] = {}
+    for uid, (ncores, ngpus) in sorted(pods.items(), key=lambda kv: (-kv[1][1], -kv[1][0], kv[0])):
+        for rank, hostname, cores, gpus in free:
+            if len(cores) >= ncores and len(gpus) >= ngpus:
+                mine_c, mine_g = cores[:ncores], gpus[:ngpus]
+                del cores[:ncores]
+                del gpus[:ngpus]
+                out[uid] = PodSlot(rank, hostname, idset.encode(mine_c), idset.encode(mine_g))
+                break
+        else:
+            raise AssignmentError(f"allocation has no room left for a pod of {ncores} cores and {ngpus} GPUs")
+    return out
