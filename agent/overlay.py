@@ -320,6 +320,8 @@ class Overlay:
         elif msg.topic == "welcome":
             first = not self.parent_joined
             self.parent_joined = True
+            # Children may have joined between our hello and this welcome: report them now.
+            self._send_parent_control("status", self._report())
             if first and self.on_parent_join:
                 self.on_parent_join()
         elif msg.topic == "shutdown":

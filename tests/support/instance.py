@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,15 +31,16 @@ WAIT_STDIN = "import sys; sys.stdin.read()"
 
 
 class Instance:
-    def __init__(self, size: int, tmp_path: Path, *, topo: str = "kary:2", attrs: dict[str, str] | None = None,
+    def __init__(self, size: int, tmp_path: Path | None = None, *, topo: str = "kary:2", attrs: dict[str, str] | None = None,
                  tbon: dict[str, str] | None = None, resources: dict[str, dict] | None = None,
                  hostname_prefix: str = "node", modules: str | None = "", timeout: float = 60.0,
                  env: dict[str, str] | None = None) -> None:
         """`resources` maps hostname -> override dict (cores, gpus, ...); `modules` sets broker.modules
         ("" loads none, None keeps the default scheduler service)."""
         self.size = size
-        self.tmp_path = Path(tmp_path)
-        self.rundir = self.tmp_path / f"instance-{os.getpid()}-{time.monotonic_ns()}"
+        # Not under pytest's tmp_path: concurrent pytest sessions prune old basetemp dirs.
+        self.tmp_path = Path(tempfile.mkdtemp(prefix="fluxnode-test-"))
+        self.rundir = self.tmp_path / "instance"
         self.topo = topo
         self.attrs = dict(attrs or {})
         if modules is not None:
@@ -50,7 +53,7 @@ class Instance:
         self.proc: subprocess.Popen | None = None
         self.info: dict = {}
         self.restarted: dict[int, subprocess.Popen] = {}
-        self.stderr_path = self.tmp_path / f"{self.rundir.name}.stderr"
+        self.stderr_path = self.tmp_path / "start.stderr"
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> Instance:
@@ -62,7 +65,7 @@ class Instance:
         for k, v in self.tbon.items():
             argv += ["--tbon", f"{k}={v}"]
         if self.resources:
-            d = self.tmp_path / f"{self.rundir.name}-resources"
+            d = self.tmp_path / "resources"
             d.mkdir()
             for host, spec in self.resources.items():
                 (d / f"{host}.json").write_text(json.dumps(spec))
@@ -73,7 +76,11 @@ class Instance:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr,
                                      env=self.env)
         try:
-            wait_for(self._ready, timeout=self.timeout, interval=0.01, what=f"{self.size}-broker instance quorum")
+            deadline = time.monotonic() + self.timeout
+            while not self._ready():
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{self.size}-broker instance not ready within {self.timeout}s: {self.stderr()}")
+                time.sleep(0.01)
         except BaseException:
             self.stop()
             raise
@@ -108,6 +115,7 @@ class Instance:
                 pass
         if hasattr(self, "_stderr"):
             self._stderr.close()
+        shutil.rmtree(self.tmp_path, ignore_errors=True)
         return code
 
     def __enter__(self) -> Instance:
