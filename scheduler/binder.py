@@ -1,0 +1,676 @@
+"""The binder: places Kubernetes pods through the lead broker's graph scheduler.
+
+Informers feed pod and node events into one inbox; a single loop thread owns
+the ClusterState, asks the scheduler service for each complete group in queue
+order (one ``sched.alloc`` per group, all or nothing) and hands the bindings
+to a thread pool. Only the replica holding the Lease runs the loop; standbys
+keep their informers warm so a takeover is quick.
+
+Design choices (also in notes/readme-binder.md):
+- A group is one jobspec with one slot kind per distinct pod request; every
+  pod gets at least one whole core (cpu rounds up), memory in MiB, GPUs.
+- Other schedulers' pods and the gap between a node's capacity and its
+  allocatable are held in the graph by one pinned allocation per node
+  ("outside usage"), re-pinned whenever they change.
+- If a binding fails, Kubernetes cannot unbind the pods already bound: they
+  keep their share; the failed pods' ranks are freed and those pods are
+  queued again (as an all-or-nothing increment of the same group).
+- On start (and on takeover) allocations are rebuilt from ``sched.list``
+  (labels name group and pod UIDs) and the pods' nodeName/annotations.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import queue as queue_mod
+import socket
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import click
+from fluxnode.agent.client import RPCError
+from fluxnode.broker_conf import hostlist, idset
+from fluxnode.scheduler.cluster_state import (
+    ClusterState,
+    Group,
+    GroupAllocation,
+    NodeCapacity,
+    OutsideUsage,
+    PodInfo,
+)
+from fluxnode.scheduler.jobspec_builder import SlotKind, build_jobspec
+from fluxnode.scheduler.pod_requests import PodRequestError, pod_requests
+from fluxnode.scheduler.podgroup import GroupKey, job_size
+from fluxnode.scheduler.queue import Reservations
+from fluxnode.scheduler.sched_client import SchedClient, SchedUnavailable
+from fluxnode.scheduler.slot_assignment import AssignmentError, PodSlot, assign
+
+log = logging.getLogger("fluxnode.binder")
+
+
+@dataclass
+class BinderConfig:
+    scheduler_name: str = "fluxnode"
+    uri: str | None = None
+    curve_cert: str | None = None
+    policy: str = "first"
+    bind_workers: int = 16
+    reserve_depth: int = 1
+    queue_depth: int = 32  # busy attempts per cycle before waiting for a change
+    resync: float = 5.0
+    leader_elect: bool = True
+    lease_namespace: str = "kube-system"
+    lease_name: str = "fluxnode-binder"
+    identity: str = ""
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    http_host: str = "0.0.0.0"
+    http_port: int | None = 10259
+    watch_timeout: int = 300
+
+
+@dataclass
+class PodResult:
+    uid: str
+    alloc_id: int
+    ok: bool
+    status: int = 0
+    message: str = ""
+    created: float = 0.0
+
+
+class Binder:
+    def __init__(self, api_client, config: BinderConfig):
+        from fluxnode.scheduler.binding import PodWriter
+        from fluxnode.scheduler.metrics import BinderMetrics
+        from kubernetes.client import BatchV1Api, CoordinationV1Api, CoreV1Api
+
+        self.config = config
+        self.identity = config.identity or f"{socket.gethostname()}-{os.getpid()}"
+        self.owner = f"binder:{config.scheduler_name}"
+        self.core = CoreV1Api(api_client)
+        self.batch = BatchV1Api(api_client)
+        self.coordination = CoordinationV1Api(api_client)
+        self.writer = PodWriter(self.core, config.scheduler_name, self.identity)
+        self.metrics = BinderMetrics()
+        self.state = ClusterState(config.scheduler_name, self._job_size)
+        self.sched = SchedClient(config.uri, config.curve_cert)
+        self.reservations = Reservations(config.reserve_depth)
+        self.inbox: queue_mod.SimpleQueue = queue_mod.SimpleQueue()
+        self.pool = ThreadPoolExecutor(max_workers=config.bind_workers, thread_name_prefix="bind")
+        self.stop_event = threading.Event()
+        self.leading = threading.Event()
+        self.reconciled = False
+        self.sched_ok = False
+        self.last_loop = time.monotonic()
+        self.reported: dict[str, tuple[str, str]] = {}  # pod uid -> (reason, message) last written
+        self.inflight: dict[str, int] = {}  # pod uid -> alloc id, binding submitted
+        self.retry_outside: set[str] = set()
+        self._job_sizes: dict[tuple[str, str], int | None] = {}
+        self.informers: list = []
+        self.elector = None
+        self.health = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def start(self) -> Binder:
+        from fluxnode.scheduler.health import HealthServer
+        from fluxnode.scheduler.informer import Informer
+        from fluxnode.scheduler.leader_election import LeaderElector
+
+        self.informers = [
+            Informer("pods", self.core.list_pod_for_all_namespaces, self._enqueue("pod"), watch_timeout=self.config.watch_timeout).start(),
+            Informer("nodes", self.core.list_node, self._enqueue("node"), watch_timeout=self.config.watch_timeout).start(),
+        ]
+        if self.config.http_port is not None:
+            self.health = HealthServer(
+                self.config.http_host, self.config.http_port, self._live, self._ready, self.metrics.registry
+            ).start()
+        if self.config.leader_elect:
+            self.elector = LeaderElector(
+                self.coordination,
+                self.config.lease_namespace,
+                self.config.lease_name,
+                self.identity,
+                lease_duration=self.config.lease_duration,
+                renew_deadline=self.config.renew_deadline,
+                retry_period=self.config.retry_period,
+                on_started=self._leading_started,
+                on_stopped=self._leading_stopped,
+            ).start()
+        else:
+            self._leading_started()
+        self._thread = threading.Thread(target=self._loop, name="binder-loop", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.inbox.put(("wake",))
+        if self.elector is not None:
+            self.elector.stop()
+        for informer in self.informers:
+            informer.stop()
+        if self._thread is not None:
+            self._thread.join(10)
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.sched.close()
+        if self.health is not None:
+            self.health.stop()
+
+    def wait(self) -> None:
+        while self._thread is not None and self._thread.is_alive():
+            self._thread.join(1)
+
+    def _leading_started(self) -> None:
+        self.leading.set()
+        self.metrics.leader.set(1)
+        self.inbox.put(("wake",))
+
+    def _leading_stopped(self) -> None:
+        self.leading.clear()
+        self.metrics.leader.set(0)
+        self.inbox.put(("wake",))
+
+    def _live(self) -> str | None:
+        for informer in self.informers:
+            if not informer.alive:
+                return f"informer {informer.name} stopped"
+        if self._thread is None or not self._thread.is_alive():
+            return "scheduling loop stopped"
+        if time.monotonic() - self.last_loop > max(60.0, 4 * self.config.resync):
+            return "scheduling loop stuck"
+        return None
+
+    def _ready(self) -> str | None:
+        for informer in self.informers:
+            if not informer.synced.is_set():
+                return f"informer {informer.name} not synced"
+        if self.leading.is_set() and not self.sched_ok:
+            return "scheduler service not reachable"
+        return None
+
+    def _enqueue(self, what: str):
+        def handler(kind: str, obj) -> None:
+            self.inbox.put((what, kind, obj))
+
+        return handler
+
+    def _job_size(self, namespace: str, name: str) -> int | None:
+        key = (namespace, name)
+        if key not in self._job_sizes:
+            try:
+                resp = self.batch.read_namespaced_job(name, namespace, _preload_content=False)
+                self._job_sizes[key] = job_size(json.loads(resp.data))
+            except Exception as exc:
+                log.info("job %s/%s size unknown (%s); group size from annotations or 1", namespace, name, exc)
+                self._job_sizes[key] = None
+        return self._job_sizes[key]
+
+    # -- loop ---------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        next_resync = time.monotonic() + self.config.resync
+        while not self.stop_event.is_set():
+            timeout = max(0.0, next_resync - time.monotonic())
+            try:
+                item = self.inbox.get(timeout=timeout)
+                self._handle(item)
+                while True:
+                    self._handle(self.inbox.get_nowait())
+            except queue_mod.Empty:
+                pass
+            if self.stop_event.is_set():
+                break
+            self.last_loop = time.monotonic()
+            if time.monotonic() >= next_resync:
+                next_resync = time.monotonic() + self.config.resync
+                self.state.changed = True
+                if self.reconciled:
+                    self._refresh_capacity()
+            if not self.leading.is_set():
+                self.reconciled = False
+                continue
+            try:
+                if not self.reconciled:
+                    if not all(i.synced.is_set() for i in self.informers):
+                        continue
+                    self._reconcile()
+                    self.reconciled = True
+                self._cycle()
+            except SchedUnavailable as exc:
+                self.sched_ok = False
+                log.warning("scheduler service unavailable: %s", exc)
+                self.state.changed = True
+                self.stop_event.wait(0.5)
+            except Exception:
+                log.exception("scheduling cycle failed; retrying")
+                self.state.changed = True
+                self.stop_event.wait(0.5)
+        self._update_gauges()
+
+    def _handle(self, item: tuple) -> None:
+        what = item[0]
+        if what == "pod":
+            kind, obj = item[1], item[2]
+            if kind == "SYNC":
+                self.state.sync_pods(obj)
+            else:
+                self.state.apply_pod(kind, obj)
+                if kind == "DELETED":
+                    self.reported.pop((obj.get("metadata") or {}).get("uid"), None)
+        elif what == "node":
+            kind, obj = item[1], item[2]
+            if kind == "SYNC":
+                self.state.sync_nodes(obj)
+            else:
+                self.state.apply_node(kind, obj)
+        elif what == "bound":
+            self._bound(item[1])
+
+    # -- reconcile ----------------------------------------------------------------
+
+    def _refresh_capacity(self) -> None:
+        status = self.sched.rpc("sched.resource-status", {})
+        self.sched_ok = True
+        capacity = {
+            n["hostname"]: NodeCapacity(n["rank"], n["cores"], n["gpus"], n.get("memory_mib", 0))
+            for n in status.get("nodes", [])
+            if n.get("status", "up") == "up"
+        }
+        self.state.set_capacity(capacity)
+
+    def _reconcile(self) -> None:
+        """Rebuild our allocations from the service and the pods (start or takeover)."""
+        self._refresh_capacity()
+        answer = self.sched.rpc("sched.list", {"labels": {"owner": self.owner}})
+        self.state.outside.clear()
+        self.state.dirty_nodes.update(self.state.nodes)
+        pending_binds: list[tuple[int, str, dict, PodSlot]] = []
+        for a in answer.get("allocations", []):
+            labels = a.get("labels") or {}
+            if a["status"] != "ALLOCATED" or labels.get("kind") != "group":
+                self._cancel(a["id"], None)
+                continue
+            if a["id"] in self.state.allocations:
+                continue
+            self._rebuild(a, pending_binds)
+        self.state.changed = True
+        log.info("reconciled: %d allocations adopted, %d pods to bind", len(self.state.allocations), len(pending_binds))
+        for alloc_id, uid, group, slot in pending_binds:
+            pod = self.state.pods.get(uid)
+            if pod is not None:
+                self._submit_bind(pod, slot, alloc_id, group)
+
+    def _rebuild(self, a: dict, pending_binds: list) -> dict | None:
+        labels = a["labels"]
+        key = GroupKey.parse(labels["group"])
+        uids = list(labels.get("pods") or [])
+        by_host = {n["hostname"]: n for n in a["nodes"]}
+        pods: dict[str, int] = {}
+        unbound: dict[str, tuple[int, int]] = {}
+        free_nodes = {n["rank"]: dict(n) for n in a["nodes"]}
+        for uid in uids:
+            pod = self.state.pods.get(uid)
+            if pod is None:
+                continue
+            if pod.node:
+                node = by_host.get(pod.node)
+                if node is None:
+                    continue  # bound elsewhere by someone else: counted as outside usage
+                pods[uid] = node["rank"]
+                rank = node["rank"]
+                used_c = idset.decode(pod.raw.get("metadata", {}).get("annotations", {}).get("fluxnode.io/cores") or "")
+                left = [c for c in idset.decode(free_nodes[rank].get("cores") or "") if c not in used_c]
+                free_nodes[rank]["cores"] = idset.encode(left)
+            else:
+                unbound[uid] = self._pod_shape(pod)
+        if unbound:
+            try:
+                slots = assign(unbound, list(free_nodes.values()))
+            except AssignmentError:
+                slots = {}
+            for uid, slot in slots.items():
+                pods[uid] = slot.rank
+                pending_binds.append((a["id"], uid, str(key), slot))
+        live_ranks = set(pods.values())
+        dead_ranks = [n["rank"] for n in a["nodes"] if n["rank"] not in live_ranks]
+        if not pods:
+            self._cancel(a["id"], None)
+            return None
+        if dead_ranks:
+            self._cancel(a["id"], dead_ranks)
+        alloc = GroupAllocation(a["id"], key, pods)
+        self.state.adopt(alloc)
+        return pods
+
+    # -- cycle --------------------------------------------------------------------
+
+    def _cancel(self, alloc_id: int, ranks: list[int] | None) -> None:
+        payload: dict = {"id": alloc_id}
+        if ranks is not None:
+            payload["ranks"] = idset.encode(ranks)
+        try:
+            self.sched.rpc("sched.cancel", payload)
+        except RPCError as exc:
+            if exc.errnum != errno.ENOENT:
+                log.warning("cancel of allocation %d failed: %s", alloc_id, exc.errstr)
+
+    def _flush_cancels(self) -> None:
+        while self.state.to_cancel:
+            alloc_id, ranks = self.state.to_cancel[0]
+            self._cancel(alloc_id, ranks)
+            self.state.to_cancel.pop(0)
+
+    def _pin_outside(self) -> None:
+        dirty = self.state.dirty_nodes | self.retry_outside
+        self.state.dirty_nodes = set()
+        self.retry_outside = set()
+        for name in sorted(dirty):
+            usage = self.state.outside_usage(name)
+            old = self.state.outside.get(name)
+            if old is not None and old[1] == usage and (old[0] is not None or usage == OutsideUsage(0, 0, 0)):
+                continue
+            if old is not None and old[0] is not None:
+                self._cancel(old[0], None)
+            self.state.outside.pop(name, None)
+            if usage is None:
+                continue
+            if usage == OutsideUsage(0, 0, 0):
+                self.state.outside[name] = (None, usage)
+                continue
+            spec = build_jobspec(
+                [SlotKind(usage.cores, usage.gpus, usage.memory_mib, 1)],
+                constraints={"hostlist": [name]},
+                name=f"outside-usage-{name}",
+            )
+            try:
+                answer = self.sched.rpc(
+                    "sched.alloc",
+                    {"jobspec": spec, "policy": "first", "op": "allocate",
+                     "labels": {"owner": self.owner, "kind": "outside", "node": name}},
+                )
+                self.state.outside[name] = (answer["id"], usage)
+            except RPCError as exc:
+                # Our accounting cannot hold what is already there (e.g. rounding): keep the
+                # node out of our placements until it can.
+                log.warning("node %s: cannot hold outside usage %s: %s; node not used until it fits", name, usage, exc.errstr)
+                self.state.outside[name] = (None, usage)
+                self.retry_outside.add(name)
+            self.state.changed = True
+
+    def _cycle(self) -> None:
+        self._flush_cancels()
+        self._pin_outside()
+        self._update_gauges()
+        if not self.state.changed:
+            return
+        self.state.changed = False
+        for alloc_id in self.reservations.release_all():
+            self._cancel(alloc_id, None)
+        usable = set(self.state.usable_nodes())
+        excluded: set[str] = set()
+        busy = 0
+        for key in self.state.queue.ordered():
+            group = self.state.groups.get(key)
+            if group is None or not group.ready:
+                continue
+            if group.unsatisfiable and group.unsatisfiable_generation == self.state.node_generation:
+                continue
+            outcome = self._try_group(group, sorted(usable - excluded), excluded)
+            if outcome == "busy":
+                busy += 1
+                if busy >= self.config.queue_depth:
+                    break
+        self._report_waiting()
+
+    def _pod_shape(self, pod: PodInfo) -> tuple[int, int]:
+        req = pod_requests(pod.raw)
+        return max(1, req.cores), req.gpus
+
+    def _try_group(self, group: Group, usable: list[str], excluded: set[str]) -> str:
+        pods = sorted(group.pending.values(), key=lambda p: p.uid)
+        try:
+            reqs = {p.uid: pod_requests(p.raw) for p in pods}
+        except PodRequestError as exc:
+            self._report(pods, "Unschedulable", f"{exc}; fix the pod spec", group)
+            group.unsatisfiable, group.unsatisfiable_generation = str(exc), self.state.node_generation
+            self.metrics.attempts.labels("unschedulable").inc()
+            return "unschedulable"
+        shapes = {uid: (max(1, r.cores), r.gpus, r.memory_mib) for uid, r in reqs.items()}
+        if not usable:
+            self._report(pods, "WaitingForResources", "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full); will retry", group)
+            self.metrics.attempts.labels("busy").inc()
+            return "busy"
+        kinds = Counter(shapes.values())
+        spec = build_jobspec(
+            [SlotKind(c, g, m, n) for (c, g, m), n in sorted(kinds.items())],
+            constraints={"hostlist": [hostlist.encode(usable)]},
+            name=str(group.key),
+        )
+        op = self.reservations.op_for_blocked()
+        payload = {
+            "jobspec": spec,
+            "policy": self.config.policy,
+            "op": op,
+            "labels": {"owner": self.owner, "kind": "group", "group": str(group.key), "pods": [p.uid for p in pods]},
+        }
+        t0 = time.perf_counter()
+        try:
+            answer = self.sched.rpc("sched.alloc", payload)
+        except RPCError as exc:
+            self.metrics.attempt_duration.observe(time.perf_counter() - t0)
+            if exc.errnum == errno.EBUSY:
+                self._report(pods, "WaitingForResources", f"{exc.errstr}; will retry when resources free up", group)
+                self.metrics.attempts.labels("busy").inc()
+                return "busy"
+            reason = self._explain(shapes, usable) or exc.errstr
+            group.unsatisfiable, group.unsatisfiable_generation = reason, self.state.node_generation
+            self._report(pods, "Unschedulable", f"unsatisfiable: {reason}; will not fit until the cluster changes", group)
+            self.metrics.attempts.labels("unschedulable").inc()
+            return "unschedulable"
+        self.metrics.attempt_duration.observe(time.perf_counter() - t0)
+        self.sched_ok = True
+        if answer["status"] == "RESERVED":
+            self.reservations.hold(group.key, answer["id"])
+            excluded.update(n["hostname"] for n in answer["nodes"])
+            self._report(pods, "WaitingForResources", "busy: resources reserved for this group; will bind when they free up", group)
+            self.metrics.attempts.labels("reserved").inc()
+            return "busy"
+        try:
+            slots = assign({uid: (c, g) for uid, (c, g, _m) in shapes.items()}, answer["nodes"])
+        except AssignmentError as exc:
+            self._cancel(answer["id"], None)
+            self._report(pods, "WaitingForResources", f"busy: {exc}; will retry", group)
+            self.metrics.attempts.labels("error").inc()
+            return "busy"
+        self.state.placed(GroupAllocation(answer["id"], group.key, {uid: s.rank for uid, s in slots.items()}))
+        self.metrics.attempts.labels("scheduled").inc()
+        for pod in pods:
+            self._submit_bind(pod, slots[pod.uid], answer["id"], str(group.key))
+        return "scheduled"
+
+    def _explain(self, shapes: dict[str, tuple[int, int, int]], usable: list[str]) -> str | None:
+        """Why a group can never fit, in numbers a user can act on."""
+        caps = [self.state.capacity[n] for n in usable if n in self.state.capacity]
+        if not caps:
+            return None
+        big_c = max(c.cores for c in caps)
+        big_g = max(c.gpus for c in caps)
+        for c, g, _m in sorted(shapes.values(), reverse=True):
+            if c > big_c:
+                return f"a pod needs {c} cores but the largest usable node has {big_c}"
+            if g > big_g:
+                return f"a pod needs {g} GPUs but the largest usable node has {big_g}"
+        total_c = sum(c for c, _g, _m in shapes.values())
+        total_g = sum(g for _c, g, _m in shapes.values())
+        have_c = sum(c.cores for c in caps)
+        have_g = sum(c.gpus for c in caps)
+        if total_c > have_c:
+            return f"the group needs {total_c} cores in {len(shapes)} pods but the {len(caps)} usable nodes have {have_c} in total"
+        if total_g > have_g:
+            return f"the group needs {total_g} GPUs but the {len(caps)} usable nodes have {have_g} in total"
+        return None
+
+    # -- binding ------------------------------------------------------------------
+
+    def _submit_bind(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
+        self.inflight[pod.uid] = alloc_id
+        self.reported.pop(pod.uid, None)
+        self.pool.submit(self._bind_one, pod, slot, alloc_id, group)
+
+    def _bind_one(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
+        from fluxnode.scheduler.binding import BindError
+
+        try:
+            self.writer.bind(pod, slot, alloc_id, group)
+            result = PodResult(pod.uid, alloc_id, True, created=pod.created)
+        except BindError as exc:
+            result = PodResult(pod.uid, alloc_id, False, exc.status, str(exc), pod.created)
+        except Exception as exc:  # never lose a result
+            result = PodResult(pod.uid, alloc_id, False, 0, f"{type(exc).__name__}: {exc}", pod.created)
+        self.inbox.put(("bound", result))
+
+    def _bound(self, result: PodResult) -> None:
+        self.inflight.pop(result.uid, None)
+        if result.ok:
+            self.metrics.bindings.labels("bound").inc()
+            if result.created:
+                self.metrics.latency.observe(max(0.0, time.time() - result.created))
+            return
+        self.metrics.bindings.labels("failed").inc()
+        pod = self.state.pods.get(result.uid)
+        log.warning("binding %s failed (HTTP %s): %s", pod.ref if pod else result.uid, result.status, result.message)
+        if result.status == 409 and pod is not None and pod.node:
+            return  # already bound (e.g. by a replay); the watch shows where
+        self.state.unplace(result.uid)
+        if pod is not None and result.status != 404:
+            self.pool.submit(self.writer.not_scheduled, pod, "WaitingForResources", f"binding failed: {result.message}; will retry")
+
+    # -- reporting ----------------------------------------------------------------
+
+    def _report(self, pods: list[PodInfo], reason: str, message: str, group: Group) -> None:
+        for pod in pods:
+            if self.reported.get(pod.uid) == (reason, message):
+                continue
+            self.reported[pod.uid] = (reason, message)
+            self.pool.submit(self.writer.not_scheduled, pod, reason, message)
+
+    def _report_waiting(self) -> None:
+        """Pods of incomplete groups say what they wait for (once)."""
+        for group in self.state.groups.values():
+            if group.problem:
+                self._report(list(group.pending.values()), "Unschedulable", group.problem, group)
+                continue
+            if group.placed or len(group.pending) >= group.size:
+                continue
+            message = f"waiting for group {group.key.namespace}/{group.key.name}: {group.size} pods required"
+            self._report(list(group.pending.values()), "WaitingForGroup", message, group)
+
+    def _update_gauges(self) -> None:
+        self.metrics.pending_groups.set(len(self.state.queue))
+        self.metrics.pending_pods.set(sum(len(g.pending) for g in self.state.groups.values()))
+
+
+# -- command line ----------------------------------------------------------------
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: what log collectors index without parsing rules."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger("fluxnode")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
+def load_api_client(kubeconfig: str | None):
+    from kubernetes import client, config
+
+    if kubeconfig or os.environ.get("KUBECONFIG") or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_kube_config(config_file=kubeconfig)
+    else:
+        config.load_incluster_config()
+    return client.ApiClient()
+
+
+@click.command()
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig (default: $KUBECONFIG, else in-cluster).")
+@click.option("--uri", envvar="FLUXNODE_URI", help="Lead broker URI: tcp://HOST:PORT or local://PATH.")
+@click.option("--curve-cert", type=click.Path(dir_okay=False), help="CURVE certificate for a tcp:// URI.")
+@click.option("--scheduler-name", default="fluxnode", show_default=True, help="spec.schedulerName to serve.")
+@click.option("--policy", default="first", show_default=True, help="Match policy for groups.")
+@click.option("--bind-workers", default=16, show_default=True, type=click.IntRange(1, 256))
+@click.option("--reserve-depth", default=1, show_default=True, type=click.IntRange(0, 64), help="Blocked groups that get a reservation.")
+@click.option("--resync", default=5.0, show_default=True, type=click.FloatRange(0.1), help="Seconds between forced retries.")
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
+@click.option("--lease-namespace", default="kube-system", show_default=True)
+@click.option("--lease-name", default="fluxnode-binder", show_default=True)
+@click.option("--lease-duration", default=15.0, show_default=True, type=float)
+@click.option("--renew-deadline", default=10.0, show_default=True, type=float)
+@click.option("--retry-period", default=2.0, show_default=True, type=float)
+@click.option("--identity", default="", help="Leader election identity (default: hostname-pid).")
+@click.option("--http-host", default="0.0.0.0", show_default=True)
+@click.option("--http-port", default=10259, show_default=True, type=click.IntRange(0, 65535), help="Health and metrics port (0: any free port).")
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+def binder(kubeconfig, uri, curve_cert, scheduler_name, policy, bind_workers, reserve_depth, resync, leader_elect,
+           lease_namespace, lease_name, lease_duration, renew_deadline, retry_period, identity, http_host, http_port, log_level):
+    """Place pods with spec.schedulerName through the lead broker's graph scheduler."""
+    import signal
+
+    from fluxnode.scheduler.live_graph import POLICIES
+
+    setup_logging(log_level)
+    if policy not in POLICIES:
+        raise click.ClickException(f"--policy: unknown {policy!r} (one of {', '.join(POLICIES)})")
+    if not uri:
+        raise click.ClickException("--uri (or $FLUXNODE_URI) is required: the lead broker's tcp://HOST:PORT")
+    if not retry_period < renew_deadline < lease_duration:
+        raise click.ClickException("need --retry-period < --renew-deadline < --lease-duration")
+    try:
+        api_client = load_api_client(kubeconfig)
+    except Exception as exc:
+        raise click.ClickException(f"cannot load Kubernetes configuration: {exc}") from None
+    config = BinderConfig(
+        scheduler_name=scheduler_name, uri=uri, curve_cert=curve_cert, policy=policy, bind_workers=bind_workers,
+        reserve_depth=reserve_depth, resync=resync, leader_elect=leader_elect, lease_namespace=lease_namespace,
+        lease_name=lease_name, identity=identity, lease_duration=lease_duration, renew_deadline=renew_deadline,
+        retry_period=retry_period, http_host=http_host, http_port=http_port,
+    )
+    try:
+        b = Binder(api_client, config).start()
+    except OSError as exc:
+        raise click.ClickException(f"cannot start: {exc}") from None
+    if b.health is not None:
+        log.info("binder %s serving /healthz /readyz /metrics on %s:%d", b.identity, http_host, b.health.port)
+    signal.signal(signal.SIGTERM, lambda *_: b.stop_event.set())
+    try:
+        while not b.stop_event.wait(1):
+            pass
+    except KeyboardInterrupt:
+        pass
+    b.stop()
