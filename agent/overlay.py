@@ -27,6 +27,7 @@ import zmq
 from fluxnode.agent.message import MAX_MESSAGE_SIZE, Message, MessageError
 from fluxnode.agent.reactor import Reactor, Timer
 from zmq.utils import z85
+from zmq.utils.monitor import recv_monitor_message
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 STATES = ("full", "partial", "degraded", "lost", "offline")
@@ -106,6 +107,7 @@ class Overlay:
         self.router: zmq.Socket | None = None
         self.dealer: zmq.Socket | None = None
         self.zap: zmq.Socket | None = None
+        self.monitor: zmq.Socket | None = None
         self._report_timer: Timer | None = None
         self._keepalive: Timer | None = None
         self.shutting_down = False
@@ -149,6 +151,11 @@ class Overlay:
             self.router.curve_publickey = self.public_key
             self.router.bind(self.bind_uri)
             self.reactor.add(self.router, zmq.POLLIN, self._router_ready)
+            # A peer encrypting to the wrong server key never reaches ZAP: log failed handshakes too.
+            self.monitor = self.router.get_monitor_socket(
+                zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+                | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+            self.reactor.add(self.monitor, zmq.POLLIN, self._monitor_ready)
         if self.parent_uri is not None:
             self.dealer = self.ctx.socket(zmq.DEALER)
             self._tune(self.dealer)
@@ -164,11 +171,15 @@ class Overlay:
     def close(self) -> None:
         if self._keepalive:
             self._keepalive.cancel()
+        if self.monitor is not None and self.router is not None:
+            self.reactor.remove(self.monitor)
+            self.router.disable_monitor()
+            self.monitor.close(0)
         for sock in (self.router, self.dealer, self.zap):
             if sock is not None:
                 self.reactor.remove(sock)
                 sock.close()
-        self.router = self.dealer = self.zap = None
+        self.router = self.dealer = self.zap = self.monitor = None
 
     # -- ZAP (RFC 27): only the instance public key may connect --------------------------
     def _zap_ready(self, _revents: int) -> None:
@@ -187,6 +198,18 @@ class Overlay:
                 self.log.warning("overlay: refused %s connection from %s: public key is not the instance "
                                  "certificate", mechanism.decode(errors="replace"), address.decode(errors="replace"))
                 self.zap.send_multipart([version, request_id, b"400", b"unknown public key", b"", b""])
+
+    def _monitor_ready(self, _revents: int) -> None:
+        assert self.monitor is not None
+        while True:
+            try:
+                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if event["event"] != zmq.EVENT_HANDSHAKE_FAILED_AUTH:  # ZAP refusals are logged above
+                self.refused += 1
+                self.log.warning("overlay: refused connection on %s: CURVE handshake failed (peer does not "
+                                 "have the instance certificate)", event["endpoint"].decode(errors="replace"))
 
     # -- receiving -------------------------------------------------------------------------
     def _router_ready(self, _revents: int) -> None:
