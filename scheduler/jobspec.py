@@ -97,6 +97,7 @@ class _Node:
     quoted: bool = False  # yaml-cpp Tag() == "!" (a non-plain scalar)
     line: int | None = None  # 0-based, like yaml-cpp's Mark
     column: int | None = None
+    py: Any = None  # the original Python value when built from a parsed mapping
 
     def get(self, key: str) -> _Node | None:
         """First value whose key is the scalar ``key`` (yaml-cpp ``node[key]``)."""
@@ -118,7 +119,7 @@ def _from_yaml(node: yaml.Node) -> _Node:
         return _Node("map", pairs, line=line, column=col)
     if isinstance(node, yaml.SequenceNode):
         return _Node("seq", [_from_yaml(v) for v in node.value], line=line, column=col)
-    plain = node.style is None
+    plain = not node.style  # None (PyYAML) or "" (libyaml) for plain scalars
     if plain and node.tag == "tag:yaml.org,2002:null":
         return _Node("null", None, line=line, column=col)
     return _Node("scalar", node.value, quoted=not plain, line=line, column=col)
@@ -128,13 +129,14 @@ def _from_python(obj: Any, path: str) -> _Node:
     if obj is None:
         return _Node("null", None)
     if isinstance(obj, bool):
-        return _Node("scalar", "true" if obj else "false")
+        return _Node("scalar", "true" if obj else "false", py=obj)
     if isinstance(obj, int):
-        return _Node("scalar", str(obj))
+        return _Node("scalar", str(obj), py=obj)
     if isinstance(obj, float):
-        return _Node("scalar", repr(obj) if math.isfinite(obj) else _float_text(obj))
+        text = repr(obj) if math.isfinite(obj) else _float_text(obj)
+        return _Node("scalar", text, py=obj)
     if isinstance(obj, str):
-        return _Node("scalar", obj, quoted=True)
+        return _Node("scalar", obj, quoted=True, py=obj)
     if isinstance(obj, Mapping):
         return _Node(
             "map",
@@ -156,6 +158,10 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
+# libyaml's composer when PyYAML was built with it (10x faster), else the Python one
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _load(obj: Mapping | str | bytes) -> _Node:
     if not isinstance(obj, str | bytes):
         return _from_python(obj, "")
@@ -165,7 +171,7 @@ def _load(obj: Mapping | str | bytes) -> _Node:
         except UnicodeDecodeError as e:
             raise JobspecError("", f"jobspec is not UTF-8 text: {e}") from None
     try:
-        for doc in yaml.compose_all(obj, Loader=yaml.SafeLoader):
+        for doc in yaml.compose_all(obj, Loader=_LOADER):
             return _from_yaml(doc)  # yaml-cpp's Load keeps the first document
     except yaml.YAMLError as e:
         # PyYAML (YAML 1.1) refuses a little JSON that yaml-cpp takes; JSON decides then.
@@ -680,10 +686,12 @@ def _to_python(node: _Node) -> Any:
         return {_to_python(k): _to_python(v) for k, v in node.value}
     if node.kind == "seq":
         return [_to_python(v) for v in node.value]
+    if node.py is not None:
+        return node.py
     if node.quoted or not node.value:
         return node.value
     try:
-        return yaml.safe_load(node.value)
+        return yaml.load(node.value, Loader=_LOADER)  # _LOADER is a safe loader
     except yaml.YAMLError:
         return node.value
 
