@@ -21,6 +21,19 @@ __all__ = ["PlannerMulti"]
 
 Request = Mapping[str, int] | Sequence[int]
 
+# type -> index maps, shared by every multi-planner with the same types (never mutated)
+_INDEXES: dict[tuple[str, ...], dict[str, int]] = {}
+
+
+def _shared_index(types: list[str]) -> dict[str, int]:
+    key = tuple(types)
+    index = _INDEXES.get(key)
+    if index is None:
+        index = {t: i for i, t in enumerate(types)}
+        if len(_INDEXES) < 1024:
+            _INDEXES[key] = index
+    return index
+
 
 class PlannerMulti:
     """Planners for several resource types over one horizon."""
@@ -33,15 +46,14 @@ class PlannerMulti:
         if duration < 1:
             raise PlannerError(_errno.EINVAL, f"duration must be >= 1, not {duration}")
         self._base, self._duration = base_time, duration
-        self._planners: list[Planner] = []
-        self._index: dict[str, int] = {}
-        for rtype, total in items:
-            if rtype in self._index:
-                raise PlannerError(_errno.EINVAL, f"resource type {rtype!r} given twice")
-            self._index[rtype] = len(self._planners)
-            self._planners.append(Planner(base_time, duration, total, rtype))
-        # multi-span id -> sub-span id per planner (None once a partial cancel removed it)
-        self._spans: dict[int, list[int | None]] = {}
+        types = [rtype for rtype, _ in items]
+        if len(set(types)) != len(types):
+            raise PlannerError(_errno.EINVAL, f"resource types given twice in {types}")
+        self._planners = [Planner(base_time, duration, total, rtype) for rtype, total in items]
+        self._index = _shared_index(types)
+        # multi-span id -> sub-span id per planner (None once a partial cancel removed it);
+        # None until the first span, to keep idle multi-planners small
+        self._spans: dict[int, list[int | None]] | None = None
         self._counter = 0
         self._iter: tuple[int, list[int]] | None = None  # duration, counts
 
@@ -65,7 +77,7 @@ class PlannerMulti:
 
     @property
     def span_count(self) -> int:
-        return len(self._spans)
+        return len(self._spans) if self._spans else 0
 
     def __len__(self) -> int:
         return len(self._planners)
@@ -82,10 +94,10 @@ class PlannerMulti:
             raise PlannerError(_errno.EINVAL, f"no planner for {resource_type!r}") from None
 
     def spans(self) -> list[int]:
-        return sorted(self._spans)
+        return sorted(self._spans or ())
 
     def has_span(self, span_id: int) -> bool:
-        return span_id in self._spans
+        return bool(self._spans) and span_id in self._spans
 
     def span_planned(self, span_id: int) -> dict[str, int]:
         """Units each type still holds in a multi-span (0 where a partial cancel removed it)."""
@@ -139,6 +151,8 @@ class PlannerMulti:
             raise
         span_id = self._counter
         self._counter += 1
+        if self._spans is None:
+            self._spans = {}
         self._spans[span_id] = subs
         self._iter = None
         return span_id
@@ -191,12 +205,12 @@ class PlannerMulti:
                 p = Planner(self._base, self._duration, total, rtype)
             planners.append(p)
         old = {p.resource_type: i for i, p in enumerate(self._planners)}
-        for span_id, subs in self._spans.items():
+        for span_id, subs in (self._spans or {}).items():
             self._spans[span_id] = [subs[old[p.resource_type]]
                                     if p.resource_type in old and old[p.resource_type] < len(subs)
                                     else None for p in planners]
         self._planners = planners
-        self._index = {p.resource_type: i for i, p in enumerate(planners)}
+        self._index = _shared_index([p.resource_type for p in planners])
         self._iter = None
 
     def reset(self, base_time: int, duration: int) -> None:
@@ -206,7 +220,7 @@ class PlannerMulti:
         for p in self._planners:
             p.reset(base_time, duration)
         self._base, self._duration = base_time, duration
-        self._spans.clear()
+        self._spans = None
         self._counter = 0
         self._iter = None
 
@@ -214,16 +228,16 @@ class PlannerMulti:
         new = PlannerMulti.__new__(PlannerMulti)
         new._base, new._duration = self._base, self._duration
         new._planners = [p.copy() for p in self._planners]
-        new._index = dict(self._index)
-        new._spans = {k: list(v) for k, v in self._spans.items()}
+        new._index = self._index
+        new._spans = None if self._spans is None else {k: list(v) for k, v in self._spans.items()}
         new._counter, new._iter = self._counter, self._iter
         return new
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PlannerMulti):
             return NotImplemented
-        return (self._planners, self._spans, self._counter) == (
-            other._planners, other._spans, other._counter)
+        return (self._planners, self._spans or {}, self._counter) == (
+            other._planners, other._spans or {}, other._counter)
 
     __hash__ = None  # mutable
 
@@ -231,8 +245,8 @@ class PlannerMulti:
 
     def _get(self, span_id: int) -> list[int | None]:
         try:
-            return self._spans[span_id]
-        except KeyError:
+            return self._spans[span_id]  # type: ignore[index]
+        except (KeyError, TypeError):
             raise PlannerError(_errno.ENOENT, f"no span {span_id}") from None
 
     def _counts(self, request: Request) -> list[int]:
