@@ -43,8 +43,12 @@ __all__ = [
 UINT_MAX = 0xFFFFFFFF
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
-#: Resource types Fluxion interns at start-up (data_std.cpp); a graph adds its own.
-FLUXION_STATIC_TYPES = frozenset({"cluster", "rack", "node", "socket", "core", "gpu", "slot", "ssd"})
+#: Resource types Fluxion interns at start-up (resource/schema/data_std); resource-query
+#: also knows the loaded graph's types and its prune-filter types before it closes the set.
+FLUXION_STATIC_TYPES = frozenset({
+    "cluster", "rack", "node", "socket", "core", "gpu", "slot", "xor_slot", "ssd",
+    "storage_node",
+})
 
 _UNKNOWN_TYPE = 'Value of "type" must be a resource type known to fluxion'
 _BAD_CONVERSION = "bad conversion"
