@@ -114,9 +114,6 @@ class Planner:
     def span_count(self) -> int:
         return len(self._spans) if self._spans else 0
 
-    def __len__(self) -> int:
-        return self.span_count
-
     def __repr__(self) -> str:
         return (f"Planner(base_time={self._base}, duration={self.duration}, "
                 f"total={self._total}, resource_type={self._type!r}, spans={self.span_count})")

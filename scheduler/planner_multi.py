@@ -79,7 +79,9 @@ class PlannerMulti:
     def span_count(self) -> int:
         return len(self._spans) if self._spans else 0
 
-    def __len__(self) -> int:
+    @property
+    def resources_len(self) -> int:
+        """How many resource types (planner_multi_resources_len)."""
         return len(self._planners)
 
     def __repr__(self) -> str:

@@ -26,7 +26,7 @@ def iterate(p: PlannerMulti, on_or_after: int, duration: int, request) -> list[i
 def test_getters() -> None:
     p = PlannerMulti(0, 9999, {"1": 10, "2": 20})
     assert (p.base_time, p.duration, p.resource_types) == (0, 9999, ["1", "2"])
-    assert p.totals == {"1": 10, "2": 20} and len(p) == 2 and p.span_count == 0
+    assert p.totals == {"1": 10, "2": 20} and p.resources_len == 2 and p.span_count == 0
     assert p.planner("2").total == 20
 
 
