@@ -764,6 +764,13 @@ class Jobspec:
         refuses types its finalized interner never saw (e.g. FLUXION_STATIC_TYPES plus the
         graph's types).
         """
+        try:
+            return cls._parse(obj, known_types)
+        except RecursionError:
+            raise JobspecError("", "jobspec nests too deeply (or refers to itself)") from None
+
+    @classmethod
+    def _parse(cls, obj: Mapping | str | bytes, known_types: Collection[str] | None) -> Jobspec:
         top = _load(obj)
         if top.kind != "map":
             raise _err(top, "", "Top level of jobspec is not a mapping")

@@ -336,3 +336,19 @@ def test_build_nodes_exclusive_constraints() -> None:
 def test_build_errors(args, kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
         Jobspec.build(*args, **kwargs)
+
+
+@pytest.mark.parametrize("doc", [
+    "a: &x [*x]\n",
+    "version: 1\nresources: " + "[" * 5000 + "]" * 5000 + "\ntasks: []\nattributes:\n",
+], ids=["self-alias", "deep"])
+def test_self_reference_and_deep_nesting_are_errors(doc) -> None:
+    with pytest.raises(JobspecError, match="nests too deeply"):
+        Jobspec.parse(doc)
+
+
+def test_non_data_values_are_errors() -> None:
+    with pytest.raises(JobspecError) as info:
+        Jobspec.parse(edit("attributes.user", {"x": object()}))
+    assert info.value.path == "attributes.user.x"
+    assert info.value.reason == "unsupported value of type object"
