@@ -359,6 +359,8 @@ class Traverser:
             return False, excl
         self.policy.discover(u)
         self._visited.add(u.uniq_id)
+        if kind == "resource" and not nxt and u.children:
+            self._leafmatched.add(u.uniq_id)
         dfu = Scoring()
         if kind == "slot":
             self._dom_slot(m, u, nxt, nslots, pres, label, dfu)
@@ -411,6 +413,7 @@ class Traverser:
         root = self.g.root
         self._marks = {}
         self._visited = set()
+        self._leafmatched: set[int] = set()
         self.preorder = self.postorder = 0
         self.policy.ml_scores = 0
         dfu = Scoring()
@@ -441,11 +444,13 @@ class Traverser:
         job = self.jobs[m.jobid]
         end = m.at + m.duration
         xtypes = self.policy.exclusive_types | self._req_xtypes
+        leafm = self._leafmatched
 
-        def upd(u: Vertex, needs: int, x: bool, level: int) -> tuple[int, dict[str, int]]:
+        def upd(u: Vertex, needs: int, x: bool, level: int,
+                inherited: bool = False) -> tuple[int, dict[str, int]]:
             n = 0
             agg: dict[str, int] = {}
-            shadow = x and u.type in xtypes
+            shadow = x and (inherited or u.type in xtypes or u.uniq_id in leafm)
             for c in u.children:
                 mk = marks.get(c.uniq_id)
                 if mk is None:
@@ -454,7 +459,7 @@ class Traverser:
                     mk = (self._avail(c, m) or c.size, True)
                 if shadow and not mk[1]:
                     mk = (mk[0], True)
-                sub, cagg = upd(c, mk[0], mk[1], level + 1)
+                sub, cagg = upd(c, mk[0], mk[1], level + 1, shadow)
                 if sub > 0:
                     n += sub
                     for t, k in cagg.items():
@@ -646,25 +651,54 @@ class Traverser:
         if job is None:
             raise TraverserError(f"nonexistent job {jobid}")
         rankset = set(ranks)
-        targets = [v for r in rankset for v in self.g.by_rank.get(r, [])]
-        for v in targets:
-            if jobid in v.tags:
-                self._release(v, jobid)
-                job.vertices.discard(v.uniq_id)
-        # drop the job from ancestors whose subtree no longer holds it
-        changed = True
-        while changed:
-            changed = False
-            for v in self.g.walk():
-                if jobid in v.tags and v.children and jobid not in v.spans \
-                        and not any(jobid in c.tags for c in v.children):
+        pre = post = 0
+        for r in rankset:
+            for v in self.g.by_rank.get(r, []):
+                pre += 1
+                if jobid in v.tags:
+                    post += 1
                     self._release(v, jobid)
                     job.vertices.discard(v.uniq_id)
-                    changed = True
+        self._rebuild_job(jobid, job)
+        # Fluxion reports no traversal for a partial cancel (it releases by rank index)
+        self.total_preorder = self.total_postorder = 0
         if jobid not in self.g.root.tags:
             self.jobs.pop(jobid, None)
             return True
         return False
+
+    def _rebuild_job(self, jobid: int, job: Job) -> None:
+        """Recompute a job's subtree aggregates after part of it was released."""
+
+        def rec(u: Vertex) -> tuple[int, dict[str, int]]:
+            n = 0
+            agg: dict[str, int] = {}
+            for c in u.children:
+                if jobid not in c.tags:
+                    continue
+                sub, cagg = rec(c)
+                n += sub
+                for t, k in cagg.items():
+                    agg[t] = agg.get(t, 0) + k
+            own = u.spans.get(jobid)
+            if own is not None:
+                n += 1
+            if n == 0:
+                self._release(u, jobid)
+                job.vertices.discard(u.uniq_id)
+                return 0, {}
+            if agg:
+                u.agspans[jobid] = (job.at, job.at + job.duration, dict(agg))
+            else:
+                u.agspans.pop(jobid, None)
+            self._free[u.uniq_id] = self._weight_now(u)
+            up = dict(agg)
+            if u.type in self.prune_types and own is not None:
+                up[u.type] = up.get(u.type, 0) + u.size
+            return n, up
+
+        if jobid in self.g.root.tags:
+            rec(self.g.root)
 
     def info(self, jobid: int) -> Job:
         job = self.jobs.get(jobid)
