@@ -73,7 +73,8 @@ class BrokerHandle:
 
 
 class Broker:
-    def __init__(self, config: Any, hostname: str, attrs: dict[str, str], log: logging.Logger) -> None:
+    def __init__(self, config: Any, hostname: str, attrs: dict[str, str], log: logging.Logger,
+                 topology: Any = None) -> None:
         from fluxnode.broker_conf.topology import Topology
 
         self.config = config
@@ -87,7 +88,9 @@ class Broker:
         self.size = config.size
         self.hostnames = hostnames
         topo_spec = attrs.get("tbon.topo") or config.tbon.topo
-        if topo_spec == config.tbon.topo:
+        if topology is not None and topology.size == config.size:
+            self.topology = topology
+        elif topo_spec == config.tbon.topo:
             self.topology = config.topology()
         else:
             self.topology = Topology.from_spec(topo_spec, self.size)
@@ -500,16 +503,40 @@ def setup_logging(rank: int, hostname: str, attrs: dict[str, str]) -> logging.Lo
     return logging.getLogger("fluxnode.broker")
 
 
-def main(config_path: str, attrs: dict[str, str], hostname: str | None = None) -> int:
-    """Run one broker until shutdown; returns the exit code. Errors are one line on stderr."""
+def load_config(config_path: str) -> Any:
+    """Load broker.toml with its host list resolved once.
+
+    BrokerConfig.hosts re-expands every hostlist on each access (rank_of, bind_uri,
+    connect_uri...), which costs O(size) per call; a broker asks many times, and the
+    test launcher shares one loaded config with all forked brokers.
+    """
     from fluxnode.broker_conf import config as config_mod
 
+    config = config_mod.load(config_path)
+    hosts = config.hosts
+
+    class ResolvedConfig(type(config)):  # type: ignore[misc]
+        @property
+        def hosts(self) -> list:
+            return hosts
+
+    config.__class__ = ResolvedConfig
+    return config
+
+
+def main(config_path: str, attrs: dict[str, str], hostname: str | None = None, *, config: Any = None,
+         topology: Any = None) -> int:
+    """Run one broker until shutdown; returns the exit code. Errors are one line on stderr.
+
+    `config`/`topology` may be passed already loaded (the fork launcher shares them).
+    """
     hostname = hostname or socket.gethostname()
     try:
-        config = config_mod.load(config_path)
+        if config is None:
+            config = load_config(config_path)
         rank = config.rank_of(hostname) if hostname in config.hostnames else -1
         log = setup_logging(rank, hostname, attrs)
-        broker = Broker(config, hostname, attrs, log)
+        broker = Broker(config, hostname, attrs, log, topology=topology)
         broker.start()
     except (BrokerError, attrs_mod.AttrError, ValueError, OSError) as exc:
         print(f"fluxnode-broker: {exc}", file=sys.stderr)

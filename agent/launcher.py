@@ -9,8 +9,10 @@ shares the imported pages copy-on-write.
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -72,16 +74,29 @@ def hostname_prefix() -> str:
 
 
 def free_ports(count: int) -> list[int]:
-    socks, ports = [], []
+    """Ports below the kernel's ephemeral range, so outgoing connections cannot take them
+    between now and the moment a broker binds (binding port 0 here would invite that race)."""
     try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    first, last = (10000, low - 1) if low > 12000 else (low // 2, low - 1)
+    rng = random.Random()
+    ports: list[int] = []
+    tries = 0
+    while len(ports) < count:
+        tries += 1
+        if tries > count * 50:
+            raise LaunchError(f"cannot find {count} free TCP ports in {first}-{last}")
+        port = rng.randint(first, last)
+        if port in ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        ports.append(port)
     return ports
 
 
@@ -145,7 +160,12 @@ def _die_with_parent() -> None:
 
 
 def fork_brokers(inst: TestInstance) -> None:
-    config = str(inst.config_path)
+    config_path = str(inst.config_path)
+    config = broker_mod.load_config(config_path)
+    topology = config.topology()
+    # Keep the garbage collector away from the shared heap so pages stay shared after fork.
+    gc.collect()
+    gc.freeze()
     for b in inst.brokers:
         pid = os.fork()
         if pid == 0:
@@ -155,7 +175,7 @@ def fork_brokers(inst: TestInstance) -> None:
                 _die_with_parent()
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                code = broker_mod.main(config, dict(b.attrs), b.hostname)
+                code = broker_mod.main(config_path, dict(b.attrs), b.hostname, config=config, topology=topology)
             except BaseException as exc:  # never return into the launcher's stack
                 try:
                     print(f"fluxnode-broker[{b.rank}]: {exc}", file=sys.stderr)
@@ -186,9 +206,10 @@ def wait_quorum(inst: TestInstance, timeout: float, progress=None) -> None:
     try:
         while True:
             reap(inst)
-            if inst.brokers[0].exit_code is not None:
-                raise LaunchError(f"rank 0 exited with code {inst.brokers[0].exit_code} before quorum "
-                                  f"(see {inst.rundir / '0' / 'broker.log'})")
+            dead = next((b for b in inst.brokers if b.exit_code is not None), None)
+            if dead is not None:
+                raise LaunchError(f"broker {dead.hostname} (rank {dead.rank}) exited with code {dead.exit_code} "
+                                  "before quorum")
             try:
                 if client is None:
                     client = Client.connect(inst.uri, timeout=5.0)

@@ -1,0 +1,77 @@
+"""Benchmark: wall time of `fluxnode start --test-size N true` and memory per broker.
+
+    .venv/bin/python bench/bootstrap.py [--sizes 1,16,64,256] [--repeat 3]
+
+Targets (2-core machine): N=64 to quorum in < 3 s, N=256 < 10 s, broker RSS < 40 MiB.
+RSS counts pages shared copy-on-write with the launcher; PSS splits them fairly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FLUXNODE = [sys.executable, "-m", "fluxnode"]
+
+MEASURE = r"""
+import json, os, sys
+from pathlib import Path
+root = Path(os.environ["FLUXNODE_URI"].removeprefix("local://")).parent.parent
+info = json.loads((root / "instance.json").read_text())
+out = []
+for b in info["brokers"]:
+    rss = pss = 0
+    for line in open(f"/proc/{b['pid']}/status"):
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1])
+    try:
+        for line in open(f"/proc/{b['pid']}/smaps_rollup"):
+            if line.startswith("Pss:"):
+                pss = int(line.split()[1])
+    except OSError:
+        pass
+    out.append((rss, pss))
+print(json.dumps(out))
+"""
+
+
+def run(n: int, command: list[str]) -> tuple[float, str]:
+    t0 = time.monotonic()
+    p = subprocess.run([*FLUXNODE, "start", "--test-size", str(n), "-q", "-S", "broker.modules=", "--", *command],
+                       capture_output=True, text=True, timeout=300)
+    elapsed = time.monotonic() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"N={n}: fluxnode start failed ({p.returncode}): {p.stderr.strip()}")
+    return elapsed, p.stdout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1,16,64,256")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    print(f"{'N':>5} {'median s':>9} {'min s':>7} {'RSS MiB max':>12} {'RSS MiB avg':>12} {'PSS MiB avg':>12}")
+    results = []
+    for n in (int(x) for x in args.sizes.split(",")):
+        times = [run(n, ["true"])[0] for _ in range(args.repeat)]
+        _, out = run(n, [sys.executable, "-c", MEASURE])
+        mem = json.loads(out)
+        rss = [r / 1024 for r, _ in mem]
+        pss = [p / 1024 for _, p in mem]
+        row = {"n": n, "median_s": statistics.median(times), "min_s": min(times), "rss_max_mib": max(rss),
+               "rss_avg_mib": statistics.mean(rss), "pss_avg_mib": statistics.mean(pss)}
+        results.append(row)
+        print(f"{n:>5} {row['median_s']:>9.2f} {row['min_s']:>7.2f} {row['rss_max_mib']:>12.1f} "
+              f"{row['rss_avg_mib']:>12.1f} {row['pss_avg_mib']:>12.1f}", flush=True)
+    print(f"(load average at end: {os.getloadavg()[0]:.2f}; cpus: {os.cpu_count()})")
+    Path(os.environ.get("BENCH_JSON", "/dev/null")).write_text(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
