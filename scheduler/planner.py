@@ -15,7 +15,9 @@ Semantics follow flux-sched's ``planner.h`` (``resource/planner``):
   order, that have ``request`` units free for ``duration`` and end inside the horizon; an
   empty planner asked from a time after its base time has no candidate (returns None),
   exactly like Fluxion;
-* ``update_total`` shifts every point's ``remaining`` by the change, clamped at 0.
+* ``update_total`` shifts every point's ``remaining`` by the change, clamped at 0, but (as in
+  Fluxion, whose min-time tree keeps the old counts until a point is touched again) the
+  candidate search of ``avail_time_first`` keeps using the old counts of untouched points.
 
 Errors raise :class:`PlannerError` whose ``errno`` is Fluxion's: ``EINVAL`` (bad time,
 duration or amount to reduce), ``ERANGE`` (a request above the total or below zero, a query
@@ -67,7 +69,7 @@ class Planner:
     __slots__ = (
         "_base", "_end", "_total", "_type",
         "_at", "_rem", "_ref",
-        "_spans", "_counter", "_iter",
+        "_spans", "_counter", "_iter", "_key", "_tracked",
     )
 
     def __init__(self, base_time: int, duration: int, total: int, resource_type: str) -> None:
@@ -87,6 +89,12 @@ class Planner:
         self._spans: dict[int, tuple[int, int, int]] | None = None  # id -> (start, last, n)
         self._counter = 0
         self._iter: tuple[int, int, int, int] | None = None  # on_or_after, dur, request, next
+        # Fluxion's min-time tree: the free count each point had when last (re)inserted.
+        # None while equal to _rem, i.e. unless update_total changed counts behind its back.
+        self._key: list[int] | None = None
+        # times of points an avail_time iteration took out of that tree (Fluxion re-inserts
+        # them, refreshing their count, at the next avail_time_first or span change)
+        self._tracked: list[int] | None = None
 
     # ---------------------------------------------------------------- getters
 
@@ -181,8 +189,12 @@ class Planner:
                 f"on_or_after {on_or_after} must be within [{self._base}, {self._end}) and "
                 f"duration {duration} >= 1")
         self._check_request(request)
+        self._restore()
         start = 0 if self._at is None else bisect_left(self._at, on_or_after)
         self._iter = (on_or_after, duration, request, start)
+        if self._key is not None:  # points before on_or_after that the tree search visits
+            self._tracked = [t for t, k in zip(self._at[:start], self._key, strict=False)
+                             if k >= request]
         return self._next_fit()
 
     def avail_time_next(self) -> int | None:
@@ -226,12 +238,14 @@ class Planner:
         if not self._free_during(bisect_right(at_list, start) - 1, last, request):
             raise PlannerError(_errno.EBUSY, f"{request} {self._type} not free during "
                                              f"[{start}, {last})")
+        self._restore()
         i = self._point(start)
         ref[i] += 1
         j = self._point(last)
         ref[j] += 1
         for k in range(i, j):
             rem[k] -= request
+        self._refresh_keys(i, j)
         self._counter += 1
         self._spans[self._counter] = (start, last, request)
         self._iter = None
@@ -241,18 +255,23 @@ class Planner:
         """Remove a span, freeing its units."""
         start, last, planned = self._get_span(span_id)
         del self._spans[span_id]
+        self._restore()
         at_list, rem, ref = self._at, self._rem, self._ref
         i = bisect_left(at_list, start)
         j = bisect_left(at_list, last, i)
         for k in range(i, j):
             rem[k] += planned
+        self._refresh_keys(i, j)
         ref[i] -= 1
         ref[j] -= 1
         for k in (j, i):  # later index first so the earlier one stays valid
             if ref[k] == 0:
                 del at_list[k], rem[k], ref[k]
+                if self._key is not None:
+                    del self._key[k]
         self._iter = None
-        if not self._spans and len(at_list) == 1 and rem[0] == self._total:
+        if (not self._spans and len(at_list) == 1 and rem[0] == self._total
+                and self._key is None):
             self._at = self._rem = self._ref = None
 
     def reduce_span(self, span_id: int, amount: int) -> bool:
@@ -268,11 +287,13 @@ class Planner:
             raise PlannerError(_errno.EINVAL, f"cannot reduce span {span_id} of {planned} "
                                               f"{self._type} by {amount}")
         self._spans[span_id] = (start, last, planned - amount)
+        self._restore()
         at_list, rem = self._at, self._rem
         i = bisect_left(at_list, start)
         j = bisect_left(at_list, last, i)
         for k in range(i, j):
             rem[k] += amount
+        self._refresh_keys(i, j)
         self._iter = None
         return False
 
@@ -281,9 +302,24 @@ class Planner:
         if not 0 <= total <= INT64_MAX:
             raise PlannerError(_errno.ERANGE, f"total must be within 0..INT64_MAX, not {total}")
         delta = total - self._total
+        if not delta:
+            return
+        if self._at is None:  # the base point now holds a count the tree does not know
+            self._at, self._rem, self._ref = [self._base], [self._total], [1]
+            if self._spans is None:
+                self._spans = {}
         self._total = total
-        if delta and self._at is not None:
-            self._rem[:] = [r + delta if r + delta >= 0 else 0 for r in self._rem]
+        if self._key is None:
+            if self._iter is not None and self._tracked is None:
+                # the points the running iteration visited are out of the tree: they come
+                # back with fresh counts at the next restore
+                _, _, request, cursor = self._iter
+                self._tracked = [t for t, r in zip(self._at[:cursor], self._rem, strict=False)
+                                 if r >= request]
+            self._key = list(self._rem)
+        self._rem[:] = [r + delta if r + delta >= 0 else 0 for r in self._rem]
+        if self._key == self._rem:
+            self._key = None
 
     def reset(self, base_time: int, duration: int) -> None:
         """Forget every span and restart the horizon (span ids restart at 1)."""
@@ -294,6 +330,7 @@ class Planner:
         self._spans = None
         self._counter = 0
         self._iter = None
+        self._key = self._tracked = None
 
     def copy(self) -> Planner:
         new = Planner.__new__(Planner)
@@ -303,14 +340,16 @@ class Planner:
         new._ref = None if self._ref is None else list(self._ref)
         new._spans = None if self._spans is None else dict(self._spans)
         new._counter, new._iter = self._counter, self._iter
+        new._key = None if self._key is None else list(self._key)
+        new._tracked = None if self._tracked is None else list(self._tracked)
         return new
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Planner):
             return NotImplemented
-        return (self._base, self._end, self._total, self._type, self.points(),
+        return (self._base, self._end, self._total, self._type, self.points(), self._key,
                 self._spans or {}, self._counter) == (
-                other._base, other._end, other._total, other._type, other.points(),
+                other._base, other._end, other._total, other._type, other.points(), other._key,
                 other._spans or {}, other._counter)
 
     __hash__ = None  # mutable
@@ -355,7 +394,32 @@ class Planner:
         at_list.insert(i, t)
         self._rem.insert(i, self._rem[i - 1])
         self._ref.insert(i, 0)
+        if self._key is not None:
+            self._key.insert(i, self._rem[i])
         return i
+
+    def _refresh_keys(self, i: int, j: int) -> None:
+        """Points i..j-1 changed and were re-inserted into Fluxion's tree: fresh keys."""
+        key = self._key
+        if key is not None:
+            key[i:j] = self._rem[i:j]
+            if key == self._rem:
+                self._key = None
+
+    def _restore(self) -> None:
+        """Fluxion's restore_track_points: re-insert the points an iteration took out."""
+        tracked, self._tracked = self._tracked, None
+        key = self._key
+        if not tracked or key is None:
+            return
+        at_list, rem = self._at, self._rem
+        n = len(at_list)
+        for t in tracked:
+            i = bisect_left(at_list, t)
+            if i < n and at_list[i] == t:
+                key[i] = rem[i]
+        if key == rem:
+            self._key = None
 
     def _next_fit(self) -> int | None:
         on_or_after, duration, request, i = self._iter  # type: ignore[misc]
@@ -366,6 +430,8 @@ class Planner:
             return None
         at_list, rem = self._at, self._rem
         n = len(at_list)
+        if self._key is not None:
+            return self._next_fit_stale(on_or_after, duration, request, i)
         while i < n:
             if rem[i] < request:
                 i += 1
@@ -378,6 +444,33 @@ class Planner:
             if j < n and at_list[j] < end:
                 # point j is busy and lies in the window of every candidate i..j: skip them
                 i = j + 1
+                continue
+            self._iter = (on_or_after, duration, request, i + 1)
+            return t if end <= self._end else None
+        self._iter = (on_or_after, duration, request, n)
+        return None
+
+    def _next_fit_stale(self, on_or_after: int, duration: int, request: int,
+                        i: int) -> int | None:
+        """_next_fit while some tree keys are stale: candidates are chosen by key, checked
+        by the real counts, and every candidate visited leaves the tree (is tracked)."""
+        at_list, rem, key = self._at, self._rem, self._key
+        if self._tracked is None:
+            self._tracked = []
+        tracked = self._tracked
+        n = len(at_list)
+        while i < n:
+            if key[i] < request:
+                i += 1
+                continue
+            tracked.append(at_list[i])
+            t = at_list[i]
+            end = t + duration
+            j = i
+            while j < n and at_list[j] < end and rem[j] >= request:
+                j += 1
+            if j < n and at_list[j] < end:
+                i += 1
                 continue
             self._iter = (on_or_after, duration, request, i + 1)
             return t if end <= self._end else None

@@ -354,3 +354,64 @@ def test_random_against_brute_force() -> None:
             assert p.span_count == len(m.spans)
             assert [t for t, _ in p.points()] == m.points()
             assert all(r == m.free(t) for t, r in p.points())
+
+
+def test_update_total_leaves_fluxion_search_keys_stale() -> None:
+    # Fluxion's min-time tree keeps each point's old free count until the point is touched;
+    # update_total does not touch it, so the candidate search still sees 36 at time 0
+    p = Planner(0, INT64_MAX, 36, "core")
+    p.update_total(72)
+    assert p.avail_resources_at(0) == 72 and p.avail_during(0, 10, 40)
+    assert p.avail_time_first(0, 10, 40) is None
+    p.add_span(100, 10, 1)  # points 100 and 110 enter the tree with current counts
+    assert iterate(p, 0, 10, 40) == [100, 110, None]
+    # the iteration took 100 and 110 out; restored with fresh counts, base still stale
+    assert p.avail_time_first(0, 10, 36) == 0
+    # once the base point is visited it comes back fresh at the next restore
+    assert p.avail_time_first(0, 10, 40) == 0
+
+
+def test_update_total_during_an_iteration() -> None:
+    p = Planner(0, 1000, 10, "core")
+    p.add_span(100, 10, 5)
+    assert p.avail_time_first(0, 10, 5) == 0  # visits (takes out) the base point
+    p.update_total(20)  # the base point is out of the tree: it comes back fresh
+    assert p.avail_time_next() == 100
+    # the restore re-inserts 0 and 100 with fresh counts (20, 15); 110 keeps its old 10
+    assert iterate(p, 0, 10, 12) == [0, 100, None]
+    assert p.avail_resources_during(110, 10) == 20
+
+
+def test_random_update_total_keeps_counts_right() -> None:
+    rng = random.Random(99)
+    for _round in range(40):
+        total = rng.randint(1, 10)
+        p, m = Planner(0, 300, total, "core"), Model(0, 300, total)
+        for _op in range(80):
+            op = rng.random()
+            if op < 0.4:
+                start, duration = rng.randrange(0, 300), rng.randint(1, 60)
+                request = rng.randint(0, m.total)
+                if start + duration <= 301 and m.min_free(start, duration) >= request:
+                    m.spans[p.add_span(start, duration, request)] = [start, start + duration,
+                                                                     request]
+            elif op < 0.55 and m.spans:
+                sid = rng.choice(list(m.spans))
+                p.rem_span(sid)
+                del m.spans[sid]
+            elif op < 0.65:
+                # only grow (or shrink while nothing is planned): no clamping, so the
+                # brute-force model still holds
+                new = m.total + rng.randint(0, 5) if m.spans else rng.randint(1, 15)
+                p.update_total(new)
+                m.total = new
+            else:
+                at = rng.randrange(0, 300)
+                duration = rng.randint(1, 300 - at)
+                request = rng.randint(0, m.total)
+                assert p.avail_resources_during(at, duration) == m.min_free(at, duration)
+                got = iterate(p, at, duration, request)
+                true = m.candidates(at, duration, request)
+                assert got[-1] is None and set(got[:-1]) <= set(true)
+                assert got[:-1] == sorted(got[:-1])
+            assert all(r == m.free(t) for t, r in p.points())
