@@ -14,6 +14,7 @@ import logging
 import queue
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,7 @@ class NodeAgent:
                                            Backoff(opts.backoff_min, opts.backoff_max))
         self.metrics = AgentMetrics()
         self.events: queue.Queue = queue.Queue()
+        self._abort = threading.Event()  # set on a signal or a fatal informer error
         self.rank: int | None = None
         self.status = "starting"
         self._last_status = ""
@@ -113,6 +115,7 @@ class NodeAgent:
 
         def fatal(exc: Exception) -> None:
             self.events.put(("fatal", exc))
+            self._abort.set()
 
         node_kwargs = {"label_selector": self.opts.selector} if self.opts.selector else {}
         self.nodes = Informer("nodes", self.api.list_node, on_change=changed, on_fatal=fatal, **node_kwargs).start()
@@ -144,7 +147,7 @@ class NodeAgent:
 
         health = None
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda signum, _frame: self.events.put(("stop", signum)))
+            signal.signal(sig, self._on_signal)
         try:
             self.files.prepare()
             self._connect()
@@ -155,10 +158,10 @@ class NodeAgent:
                 self._write_health_port(health.port)
             self._start_informers()
             stopping = False
-            if not wait_synced([self.nodes, self.rank_configmaps], SYNC_TIMEOUT, lambda: not self.events.empty()):
+            if not wait_synced([self.nodes, self.rank_configmaps], SYNC_TIMEOUT, self._abort.is_set):
                 stopping = self._drain(block=False)
-                if not stopping and not (self.nodes.synced.is_set() and self.rank_configmaps.synced.is_set()):
-                    raise AgentExit(f"could not list nodes/configmaps within {SYNC_TIMEOUT:.0f}s")
+                if not stopping:
+                    raise AgentExit(f"could not list nodes and configmaps within {SYNC_TIMEOUT:.0f}s")
             while not stopping:
                 try:
                     self._reconcile()
@@ -180,6 +183,10 @@ class NodeAgent:
             self.supervisor.stop("agent shutting down")
             if health:
                 health.stop()
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self.events.put(("stop", signum))
+        self._abort.set()
 
     def _write_health_port(self, port: int) -> None:
         from fluxnode.agent.host_files import write_atomic

@@ -77,14 +77,24 @@ class BrokerSupervisor:
         self.files.write_broker(self.proc.pid, self.files.local_uri)
         log.info("broker started: pid %d, rank %d", self.proc.pid, placement[0])
 
-    def stop(self, why: str = "stopping") -> None:
-        """Stop the broker (SIGTERM, then SIGKILL after a grace period)."""
+    def stop(self, why: str = "stopping", *, in_place: bool = False) -> None:
+        """Stop the broker: SIGTERM (then SIGKILL after a grace period), or SIGKILL when ``in_place``.
+
+        A broker stopped with SIGTERM shuts its whole subtree down first (as Flux does), which
+        is right when the node leaves. To restart one broker with a new placement without
+        taking its children down, it is killed instead: its children see the parent lost and
+        rejoin the new one (the overlay supports that), and nothing below restarts.
+        """
         proc, self.proc = self.proc, None
         self.placement = None
         self.files.clear_broker()
         if proc is None or proc.poll() is not None:
             return
         log.info("broker pid %d: %s", proc.pid, why)
+        if in_place:
+            proc.kill()
+            proc.wait()
+            return
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(STOP_GRACE)
@@ -104,7 +114,8 @@ class BrokerSupervisor:
             if placement[0] == (self.placement or (None,))[0] and reload and self._reload():
                 self.placement = placement
                 return
-            self.stop(f"placement changed to rank {placement[0]} (parent/children/size), restarting")
+            self.stop(f"placement changed to rank {placement[0]} (parent/children/size), restarting in place",
+                      in_place=True)
             self.next_start = 0.0
         self.tick(placement)
 

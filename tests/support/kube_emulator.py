@@ -210,7 +210,8 @@ class KubeEmulator:
     def resource_version(self) -> int:
         return self.store.rv
 
-    def add_node(self, name: str, *, labels: dict[str, str] | None = None, ready: bool = True,
+    def add_node(self, name: str, *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+                 ready: bool = True,
                  unschedulable: bool = False, control_plane: bool = False, taints: list[dict] | None = None,
                  cpu: str = "4", memory: str = "8Gi", address: str = "127.0.0.1") -> dict:
         """A node as the kubelet registers it (Ready condition, capacity, hostname label)."""
@@ -226,7 +227,8 @@ class KubeEmulator:
         if taints:
             spec["taints"] = taints
         node = {
-            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": spec,
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels, "annotations": dict(annotations or {})},
+            "spec": spec,
             "status": {
                 "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
                 "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},

@@ -1,0 +1,200 @@
+"""`fluxnode agent` processes against the Kubernetes API emulator, with real brokers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+
+import pytest
+from fluxnode.broker_conf import config as broker_config
+from fluxnode.broker_conf import hostlist
+from support.kube_agents import AgentProcess, add_node, stop_all
+from support.waiting import wait_for
+
+
+@pytest.fixture
+def agents(kube, tmp_path):
+    started: list[AgentProcess] = []
+
+    def start(node: str, *extra: str) -> AgentProcess:
+        agent = AgentProcess(kube, node, tmp_path, *extra).start()
+        started.append(agent)
+        return agent
+
+    yield start
+    stop_all(started)
+
+
+def ranks(kube) -> dict:
+    return json.loads(kube.get("configmaps", "fluxnode-ranks", "fluxnode")["data"]["ranks.json"])
+
+
+def hosts_in(agent: AgentProcess) -> list[str]:
+    return broker_config.loads(agent.config()).hostnames
+
+
+def node_events(agent: AgentProcess) -> int:
+    for line in agent.http("/metrics")[1].splitlines():
+        if line.startswith("fluxnode_agent_node_events_total "):
+            return int(float(line.split()[1]))
+    return 0
+
+
+def resource_list(agent: AgentProcess) -> dict[str, list[str]]:
+    """`fluxnode resource list` through the connect script, as {state: [hosts]}."""
+    out = agent.connect("fluxnode", "resource", "list")
+    assert out.returncode == 0, out.stderr
+    rows = {}
+    for line in out.stdout.splitlines()[1:]:
+        cols = line.split()
+        rows[cols[0]] = hostlist.decode(cols[4]) if len(cols) > 4 else []
+    return rows
+
+
+def test_single_node_renders_files_and_serves_the_connect_script(kube, agents):
+    add_node(kube, "w1")
+    kube.add_node("cp", control_plane=True)
+    agent = agents("w1")
+    agent.wait_broker()
+    assert hosts_in(agent) == ["w1"]
+    cert = agent.host_dir / "curve.cert"
+    assert stat.S_IMODE(cert.stat().st_mode) == 0o600
+    assert "secret-key" in cert.read_text()
+    R = json.loads((agent.host_dir / "R.json").read_text())
+    assert R["version"] == 1 and R["execution"]["nodelist"] == ["w1"]
+    assert stat.S_IMODE((agent.bin_dir / "fluxnode-connect").stat().st_mode) == 0o755
+    assert wait_for(lambda: resource_list(agent).get("free") == ["w1"], 20, what="w1 free in resource list")
+    status, text = agent.http("/readyz")
+    assert status == 200 and "rank 0" in text
+    assert agent.http("/healthz")[0] == 200
+    status, metrics = agent.http("/metrics")
+    assert "fluxnode_agent_rank 0.0" in metrics and "fluxnode_agent_broker_up 1.0" in metrics
+
+
+def test_config_follows_node_events_and_ranks_stay_stable(kube, agents):
+    add_node(kube, "w1")
+    agent = agents("w1")
+    agent.wait_broker()
+    for name in ("w2", "w3"):
+        add_node(kube, name)
+    wait_for(lambda: hosts_in(agent) == ["w1", "w2", "w3"], 20, what="w2, w3 in broker.toml")
+    kube.delete("nodes", "w2")
+    wait_for(lambda: ranks(kube)["vacant"] == [1], 20, what="w2's rank vacated")
+    assert ranks(kube)["hosts"] == ["w1", "w2", "w3"]  # w3 keeps rank 2
+    add_node(kube, "w4")
+    wait_for(lambda: ranks(kube)["hosts"] == ["w1", "w4", "w3"] and not ranks(kube)["vacant"], 20,
+             what="w4 takes the vacant rank 1")
+    wait_for(lambda: hosts_in(agent) == ["w1", "w4", "w3"], 20, what="re-rendered broker.toml")
+    kube.delete("nodes", "w3")
+    wait_for(lambda: hosts_in(agent) == ["w1", "w4"], 20, what="overlay shrinks")
+    # control-plane and cordoned nodes never join; a NotReady newcomer waits
+    seen = node_events(agent)
+    kube.add_node("cp", control_plane=True)
+    kube.add_node("cordoned", unschedulable=True)
+    add_node(kube, "late", ready=False)
+    wait_for(lambda: node_events(agent) >= seen + 3, 20, what="agent saw the three nodes")
+    assert ranks(kube)["hosts"] == ["w1", "w4"]
+    kube.set_node_ready("late", True)
+    wait_for(lambda: hosts_in(agent) == ["w1", "w4", "late"], 20, what="late joins once Ready")
+
+
+def test_selector_and_include_control_plane(kube, agents):
+    add_node(kube, "cp", control_plane=True)
+    add_node(kube, "w1", labels={"fluxnode": "yes"})
+    add_node(kube, "w2")
+    agent = agents("cp", "--include-control-plane", "--selector", "fluxnode=yes")
+    wait_for(lambda: "is not selected" in agent.log, 20, what="cp not selected (outside the selector)")
+    assert ranks(kube)["hosts"] == ["w1"]
+    assert agent.broker_pid() is None
+    status, text = agent.http("/readyz")
+    assert status == 503 and "not selected" in text
+    kube.patch("nodes", "cp", {"metadata": {"labels": {"fluxnode": "yes"}}})
+    agent.wait_broker()
+    assert ranks(kube)["hosts"] == ["w1", "cp"]
+
+
+def test_broker_is_restarted_when_it_dies(kube, agents):
+    add_node(kube, "w1")
+    agent = agents("w1")
+    first = agent.wait_broker()
+    os.kill(first, signal.SIGKILL)
+    second = agent.wait_broker(other_than=first)
+    assert second != first
+    wait_for(lambda: "broker exited with status -9" in agent.log, 10, what="crash logged")
+    wait_for(lambda: "fluxnode_agent_broker_crashes_total 1.0" in agent.http("/metrics")[1], 10, what="crash metric")
+
+
+def test_watch_expiry_relists_and_keeps_following(kube, agents):
+    add_node(kube, "w1")
+    agent = agents("w1")
+    agent.wait_broker()
+    kube.wait_for_watches("nodes")
+    lists_before = kube.count_requests("list", "nodes")
+    kube.create("configmaps", {"metadata": {"name": "unrelated"}}, "default")
+    kube.compact()
+    kube.expire_watches("nodes")
+    wait_for(lambda: kube.count_requests("list", "nodes") > lists_before, 20, what="re-list after 410")
+    add_node(kube, "w2")
+    wait_for(lambda: hosts_in(agent) == ["w1", "w2"], 20, what="w2 seen after the re-list")
+
+
+@pytest.mark.parametrize("verb,resource,expected", [
+    ("get", "secrets", "cannot read Secret fluxnode/fluxnode-curve: permission denied (403)"),
+    ("create", "secrets", "cannot create Secret fluxnode/fluxnode-curve: permission denied (403)"),
+    ("list", "nodes", "cannot list/watch nodes: permission denied (403)"),
+    ("update", "configmaps", "cannot write ConfigMap fluxnode/fluxnode-ranks: permission denied (403)"),
+])
+def test_permission_errors_exit_non_zero_with_a_clear_message(kube, agents, verb, resource, expected):
+    add_node(kube, "w1")
+    if verb == "update":  # the map exists already, so the agent must update it
+        kube.create("configmaps", {"metadata": {"name": "fluxnode-ranks"}, "data": {"ranks.json": '{"hosts": []}'}}, "fluxnode")
+    kube.forbid(verb, resource)
+    agent = agents("w1")
+    assert agent.wait_exit(30) == 2
+    assert f"fluxnode agent: {expected}" in agent.log
+    assert "Traceback" not in agent.log
+    assert agent.broker_pid() is None
+
+
+def test_bad_secret_exits_non_zero(kube, agents):
+    add_node(kube, "w1")
+    kube.create("secrets", {"metadata": {"name": "fluxnode-curve"}, "stringData": {"curve.cert": "nonsense"}}, "fluxnode")
+    agent = agents("w1")
+    assert agent.wait_exit(30) == 2
+    assert "fluxnode agent: Secret fluxnode/fluxnode-curve[curve.cert]" in agent.log
+    assert "Traceback" not in agent.log
+
+
+def test_multi_node_overlay_grows_shrinks_and_marks_not_ready_down(kube, agents):
+    for name in ("w1", "w2", "w3"):
+        add_node(kube, name)
+    kube.add_node("cp", control_plane=True)
+    nodes = {name: agents(name) for name in ("w1", "w2", "w3")}
+    pids = {name: a.wait_broker() for name, a in nodes.items()}
+    leader = nodes["w1"]
+    wait_for(lambda: resource_list(leader).get("free") == ["w1", "w2", "w3"], 60, what="3 brokers up")
+    # every node's connect script reaches its own broker, which reaches the leader
+    assert resource_list(nodes["w3"]).get("free") == ["w1", "w2", "w3"]
+
+    # kary:2 -> w4 becomes rank 3 under rank 1 (w2); rank 2 (w3) is unaffected and keeps its broker
+    add_node(kube, "w4")
+    nodes["w4"] = agents("w4")
+    nodes["w4"].wait_broker()
+    wait_for(lambda: resource_list(leader).get("free") == ["w1", "w2", "w3", "w4"], 60, what="w4 joined")
+    assert nodes["w3"].broker_pid() == pids["w3"]
+
+    # a node that goes NotReady shows as down
+    kube.set_node_ready("w3", False)
+    wait_for(lambda: resource_list(leader).get("down") == ["w3"], 60, what="w3 down")
+    assert nodes["w3"].broker_pid() is None
+    kube.set_node_ready("w3", True)
+    wait_for(lambda: resource_list(leader).get("free") == ["w1", "w2", "w3", "w4"], 60, what="w3 back")
+
+    # w4 leaves: the overlay shrinks back to three ranks
+    kube.delete("nodes", "w4")
+    nodes["w4"].stop()
+    wait_for(lambda: hosts_in(leader) == ["w1", "w2", "w3"], 20, what="w4 removed from broker.toml")
+    wait_for(lambda: resource_list(leader).get("free") == ["w1", "w2", "w3"] and not resource_list(leader).get("down"),
+             60, what="overlay of three")
