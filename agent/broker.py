@@ -81,6 +81,9 @@ class Broker:
         self.log = log
         self.hostname = hostname
         hostnames = list(config.hostnames)
+        self.singleton = not hostnames  # no [bootstrap] hosts: a lone broker, like flux
+        if self.singleton:
+            hostnames = [hostname]
         if hostname not in hostnames:
             raise BrokerError(f"hostname {hostname!r} is not in the [bootstrap] hosts of {config.path} "
                               f"({len(hostnames)} hosts); use --hostname to pick one")
@@ -104,7 +107,7 @@ class Broker:
             "size": str(self.size),
             "hostname": hostname,
             "tbon.topo": topo_spec,
-            "tbon.endpoint": config.bind_uri(self.rank),
+            "tbon.endpoint": "" if self.singleton else config.bind_uri(self.rank),
             "local-uri": local_uri,
             "broker.quorum": str(self.quorum),
             "broker.pid": str(os.getpid()),
@@ -150,12 +153,18 @@ class Broker:
     def start(self) -> None:
         from fluxnode.broker_conf import certificate, fsd
 
-        try:
-            cert = certificate.load(Path(self.config.bootstrap.curve_cert))
-        except Exception as exc:
-            raise BrokerError(f"cannot load CURVE certificate: {exc}") from None
+        cert_path = self.config.bootstrap.curve_cert
+        if cert_path is None:
+            if not self.singleton:
+                raise BrokerError(f"{self.config.path}: bootstrap.curve_cert is required for a multi-broker instance")
+            cert = certificate.generate()  # a lone broker binds nothing; the key is never used
+        else:
+            try:
+                cert = certificate.load(Path(cert_path))
+            except Exception as exc:
+                raise BrokerError(f"cannot load CURVE certificate: {exc}") from None
         if not cert.secret_key:
-            raise BrokerError(f"{self.config.bootstrap.curve_cert}: certificate has no secret key")
+            raise BrokerError(f"{cert_path}: certificate has no secret key")
         tb = self.config.tbon
 
         def seconds(name: str, default: float) -> float:
@@ -166,6 +175,8 @@ class Broker:
             torpid_min=seconds("torpid_min", 5.0), torpid_max=seconds("torpid_max", 30.0),
             tcp_user_timeout=seconds("tcp_user_timeout", 20.0), connect_timeout=seconds("connect_timeout", 30.0),
         )
+        if getattr(tb, "child_rcvhwm", 0):
+            params.hwm = int(tb.child_rcvhwm)
         for name in ("keepalive_enable", "keepalive_count", "keepalive_idle", "keepalive_interval"):
             if getattr(tb, name, None) is not None:
                 setattr(params, name, getattr(tb, name))
@@ -175,7 +186,8 @@ class Broker:
         self.ctx.setsockopt(zmq.BLOCKY, 0)
         self.overlay = Overlay(
             self.reactor, self.ctx, self.log, rank=self.rank, hostnames=self.hostnames, parent=parent,
-            children=children, bind_uri=self.config.bind_uri(self.rank) if children or self.rank == 0 else None,
+            children=children,
+            bind_uri=self.attrs["tbon.endpoint"] if (children or self.rank == 0) and not self.singleton else None,
             parent_uri=self.config.connect_uri(parent) if parent is not None else None,
             public_key=_bytes(cert.public_key), secret_key=_bytes(cert.secret_key), params=params,
             deliver=self._from_overlay, on_change=self._overlay_changed, on_parent_join=self._joined_parent,
@@ -232,10 +244,15 @@ class Broker:
                 return
             for b in data:
                 if b in (signal.SIGTERM, signal.SIGINT):
-                    self.log.info("broker: received signal %d, shutting down", b)
-                    self.begin_shutdown()
+                    self.log.info("broker: received signal %d, leaving the overlay", b)
+                    self.leave()
 
         self.reactor.add(rfd, zmq.POLLIN, on_signal)
+
+    def leave(self) -> None:
+        """Stop this broker only (e.g. its pod is deleted): goodbye to the parent, children
+        keep reconnecting until it is back. `broker.shutdown` on rank 0 stops the instance."""
+        self._finish_shutdown()
 
     def begin_shutdown(self) -> None:
         """Shut down the subtree below first, then say goodbye to the parent (as Flux does)."""
@@ -534,7 +551,8 @@ def main(config_path: str, attrs: dict[str, str], hostname: str | None = None, *
     try:
         if config is None:
             config = load_config(config_path)
-        rank = config.rank_of(hostname) if hostname in config.hostnames else -1
+        hosts = config.hostnames
+        rank = config.rank_of(hostname) if hostname in hosts else (0 if not hosts else -1)
         log = setup_logging(rank, hostname, attrs)
         broker = Broker(config, hostname, attrs, log, topology=topology)
         broker.start()

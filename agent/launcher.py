@@ -253,6 +253,9 @@ def shutdown(inst: TestInstance, grace: float = 10.0) -> None:
             reap(inst)
             if all(b.exit_code is not None for b in inst.brokers):
                 return
+            if sig is None and inst.brokers[0].exit_code is not None:
+                # rank 0 finished the tree shutdown; whoever is left was cut off from it
+                deadline = min(deadline, time.monotonic() + 1.0)
             time.sleep(0.01)
 
 
