@@ -259,12 +259,6 @@ class Binder:
         self._update_gauges()
 
     def _handle(self, item: tuple) -> None:
-        try:
-            self._apply(item)
-        except Exception:  # one bad object must not stop the binder
-            log.exception("cannot apply %s event; skipped", item[0])
-
-    def _apply(self, item: tuple) -> None:
         what = item[0]
         if what == "pod":
             kind, obj = item[1], item[2]

@@ -242,10 +242,9 @@ class ClusterState:
 
     def _drop_pending(self, info: PodInfo) -> None:
         for key in self._groups_with(info.uid):
-            group = self.groups.get(key)
-            if group is not None:
-                group.pending.pop(info.uid, None)
-                self._requeue(group)
+            group = self.groups[key]
+            group.pending.pop(info.uid, None)
+            self._requeue(group)
 
     def _groups_with(self, uid: str) -> list[GroupKey]:
         pod = self.pods.get(uid)
@@ -255,7 +254,6 @@ class ClusterState:
             except PodGroupError:
                 keys = []
             keys.append(GroupKey(pod.namespace, "pod", uid))
-            keys = list(dict.fromkeys(keys))
             found = [k for k in keys if k in self.groups and uid in self.groups[k].pending]
             if found:
                 return found
