@@ -91,6 +91,7 @@ class _TcpTransport:
 
         if curve_cert is None:
             raise ConnectError(f"fluxnode: cannot connect to {uri}: a CURVE certificate is required (curve_cert=PATH)")
+        _probe(uri)
         try:
             cert = certificate.load(Path(curve_cert))
         except Exception as exc:
@@ -118,6 +119,17 @@ class _TcpTransport:
     def close(self) -> None:
         self.sock.close(0)
         self.ctx.term()
+
+
+def _probe(uri: str) -> None:
+    """ZeroMQ connects lazily and retries forever; check once that something listens."""
+    host, _, port = uri[len("tcp://"):].rpartition(":")
+    if not host or not port.isdigit():
+        raise ConnectError(f"fluxnode: cannot connect to {uri}: expected tcp://HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
+    except OSError as exc:
+        raise ConnectError(f"fluxnode: cannot connect to {uri}: {exc.strerror or exc}") from None
 
 
 def _key(k: bytes | str) -> bytes:

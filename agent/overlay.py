@@ -153,8 +153,7 @@ class Overlay:
             self.reactor.add(self.router, zmq.POLLIN, self._router_ready)
             # A peer encrypting to the wrong server key never reaches ZAP: log failed handshakes too.
             self.monitor = self.router.get_monitor_socket(
-                zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-                | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+                zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
             self.reactor.add(self.monitor, zmq.POLLIN, self._monitor_ready)
         if self.parent_uri is not None:
             self.dealer = self.ctx.socket(zmq.DEALER)
