@@ -211,6 +211,7 @@ class Planner:
             raise PlannerError(_errno.EINVAL, f"on_or_after {on_or_after} is outside "
                                               f"[{self._base}, {self._end})")
         self._check_request(request)
+        self._restore()
         if self._at is None:
             return self._base if request > self._total else None
         rem = self._rem
