@@ -73,6 +73,7 @@ class ResourceService:
         self._R: dict | None = None
         self._notify_timer = None
         self._last_notified: tuple | None = None
+        self._exclude: set[int] | None = None
 
     def discover_local(self) -> None:
         from fluxnode.agent import resources
@@ -101,9 +102,21 @@ class ResourceService:
         self._store(_node_from_dict(node))
         return {}
 
+    def _excluded(self) -> set[int]:
+        """[resource] exclude: ranks that run a broker but offer nothing to schedule (as Flux)."""
+        if self._exclude is None:
+            try:
+                self._exclude = set(self.broker.config.excluded_ranks())
+            except (AttributeError, ValueError) as exc:
+                self.broker.log.error("resource.exclude: %s", exc)
+                self._exclude = set()
+        return self._exclude
+
     def _store(self, node: Any) -> None:
         if not 0 <= node.rank < self.broker.size:
             raise ServiceError(errno.EINVAL, f"resource.register: rank {node.rank} is out of range")
+        if node.rank in self._excluded():
+            return
         if self.nodes.get(node.rank) != node:
             self.nodes[node.rank] = node
             self._R = None
@@ -160,6 +173,8 @@ class ResourceService:
                     "cores": idset.encode(sorted(cores)), "gpus": idset.encode(sorted(gpus))}
 
         for rank in range(b.size):
+            if rank in self._excluded():
+                continue
             node = self.nodes.get(rank)
             cores = set(node.cores) if node else set()
             gpus = set(node.gpus) if node else set()
