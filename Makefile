@@ -33,5 +33,36 @@ test: install system-deps lint
 demo: install
 	$(BIN)/fluxnode start --test-size 8 -- $(BIN)/fluxnode resource list
 
+# --- Kubernetes (installer): need docker, kind and kubectl; nothing here runs without them.
+DOCKER  ?= docker
+KIND    ?= kind
+KUBECTL ?= kubectl
+
+image:
+	$(DOCKER) build -t $(IMAGE) .
+
+kind-up:
+	@$(KIND) get clusters 2>/dev/null | grep -qx '$(CLUSTER)' || \
+	  $(KIND) create cluster --name $(CLUSTER) --config example/kind-config.yaml --wait 120s
+
+kind-load: image
+	$(KIND) load docker-image $(IMAGE) --name $(CLUSTER)
+
+deploy:
+	$(KUBECTL) apply -k daemonset/
+	$(KUBECTL) -n fluxnode rollout status daemonset/fluxnode-agent --timeout=300s
+
+undeploy:
+	$(KUBECTL) delete -k daemonset/ --ignore-not-found
+	@echo "note: host files stay on the nodes (/etc/fluxnode, /run/fluxnode, /var/lib/fluxnode, /usr/local/bin/fluxnode-connect)"
+
+# kind cluster up, image loaded, deployed, quorum awaited, `resource list` via the
+# connect script, then everything torn down (KEEP=1 keeps the cluster).
+e2e-kind: kind-up kind-load deploy
+	KUBECTL=$(KUBECTL) DOCKER=$(DOCKER) sh example/e2e-kind.sh; status=$$?; \
+	  $(KUBECTL) delete -k daemonset/ --ignore-not-found; \
+	  if [ -z "$(KEEP)" ]; then $(KIND) delete cluster --name $(CLUSTER); fi; \
+	  exit $$status
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
