@@ -14,14 +14,20 @@ def one(i: int) -> None:
     payload = os.urandom(size)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.connect(path)
-        s.sendall(payload)
-        s.shutdown(socket.SHUT_WR)
+
+        def send() -> None:  # concurrently with reading, so large payloads cannot deadlock
+            s.sendall(payload)
+            s.shutdown(socket.SHUT_WR)
+
+        sender = threading.Thread(target=send)
+        sender.start()
         got = bytearray()
         while True:
             chunk = s.recv(65536)
             if not chunk:
                 break
             got += chunk
+        sender.join()
     if bytes(got) != payload:
         errors.append(f"connection {i}: sent {len(payload)} bytes, got {len(got)} back (equal={bytes(got) == payload})")
 
