@@ -7,8 +7,10 @@ to a thread pool. Only the replica holding the Lease runs the loop; standbys
 keep their informers warm so a takeover is quick.
 
 Design choices (also in notes/readme-binder.md):
-- A group is one jobspec with one slot kind per distinct pod request; every
-  pod gets at least one whole core (cpu rounds up), memory in MiB, GPUs.
+- A group is one jobspec of N slots, one per pod; every pod gets at least one
+  whole core (cpu rounds up) and its GPUs. Fluxion matches one slot shape per
+  level, so a heterogeneous group's slots take the largest pod's shape. Memory
+  is not put in the jobspec yet (see notes/readme-binder.md).
 - Other schedulers' pods and the gap between a node's capacity and its
   allocatable are held in the graph by one pinned allocation per node
   ("outside usage"), re-pinned whenever they change.
@@ -75,6 +77,7 @@ class BinderConfig:
     http_host: str = "0.0.0.0"
     http_port: int | None = 10259
     watch_timeout: int = 300
+    report_delay: float = 1.0  # an incomplete group says it waits only after this long
 
 
 @dataclass
@@ -259,6 +262,12 @@ class Binder:
         self._update_gauges()
 
     def _handle(self, item: tuple) -> None:
+        try:
+            self._apply(item)
+        except Exception:  # one bad object must not stop the binder
+            log.exception("cannot apply %s event; skipped", item[0])
+
+    def _apply(self, item: tuple) -> None:
         what = item[0]
         if what == "pod":
             kind, obj = item[1], item[2]
@@ -446,7 +455,10 @@ class Binder:
             group.unsatisfiable, group.unsatisfiable_generation = str(exc), self.state.node_generation
             self.metrics.attempts.labels("unschedulable").inc()
             return "unschedulable"
-        shapes = {uid: (max(1, r.cores), r.gpus, r.memory_mib) for uid, r in reqs.items()}
+        # Fluxion (and our traverser) match one slot shape per level, so a heterogeneous
+        # group asks for N slots of its largest request; smaller pods own a whole slot.
+        slot = (max(max(1, r.cores) for r in reqs.values()), max(r.gpus for r in reqs.values()), 0)
+        shapes = {uid: slot for uid in reqs}
         if not usable:
             self._report(pods, "WaitingForResources", "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full); will retry", group)
             self.metrics.attempts.labels("busy").inc()
@@ -475,6 +487,7 @@ class Binder:
                 return "busy"
             reason = self._explain(shapes, usable) or exc.errstr
             group.unsatisfiable, group.unsatisfiable_generation = reason, self.state.node_generation
+            reason = reason.removeprefix("unsatisfiable: ")
             self._report(pods, "Unschedulable", f"unsatisfiable: {reason}; will not fit until the cluster changes", group)
             self.metrics.attempts.labels("unschedulable").inc()
             return "unschedulable"
@@ -566,12 +579,14 @@ class Binder:
             self.pool.submit(self.writer.not_scheduled, pod, reason, message)
 
     def _report_waiting(self) -> None:
-        """Pods of incomplete groups say what they wait for (once)."""
+        """Pods of incomplete groups say what they wait for (once, after report_delay:
+        a group whose pods are being created right now should not churn pod status)."""
+        now = time.monotonic()
         for group in self.state.groups.values():
             if group.problem:
                 self._report(list(group.pending.values()), "Unschedulable", group.problem, group)
                 continue
-            if group.placed or len(group.pending) >= group.size:
+            if group.placed or len(group.pending) >= group.size or now - group.since < self.config.report_delay:
                 continue
             message = f"waiting for group {group.key.namespace}/{group.key.name}: {group.size} pods required"
             self._report(list(group.pending.values()), "WaitingForGroup", message, group)

@@ -1,7 +1,8 @@
 """Writing a scheduling outcome to the API server, the way kube-scheduler does.
 
 A placed pod gets a Binding (the pods/binding subresource: the only way to set
-``spec.nodeName``), then annotations naming its allocation and its share, then a
+``spec.nodeName``) whose annotations name its allocation and its share (the API
+server copies a Binding's annotations onto the pod in the same write), then a
 ``Scheduled`` Event. A pod that cannot be placed gets ``PodScheduled=False``
 with a reason that says whether it waits (``WaitingForResources``,
 ``WaitingForGroup``) or can never fit (``Unschedulable``), plus a
@@ -65,7 +66,7 @@ class PodWriter:
     instance: str = ""
 
     def bind(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
-        """Bind, annotate and record the Scheduled event. Raises BindError if the bind fails."""
+        """Bind (with annotations) and record the Scheduled event. Raises BindError if the bind fails."""
         annotations = {
             ALLOCATION_ANNOTATION: str(alloc_id),
             RANK_ANNOTATION: str(slot.rank),
@@ -79,16 +80,6 @@ class PodWriter:
             "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid, "annotations": annotations},
             "target": {"apiVersion": "v1", "kind": "Node", "name": slot.hostname},
         }
-        try:
-            # Annotate first, so a bound pod always carries its allocation (the real API
-            # server also copies Binding annotations; not every server does).
-            self.core.patch_namespaced_pod(
-                pod.name, pod.namespace, {"metadata": {"annotations": annotations}}, _preload_content=False
-            )
-        except ApiException as exc:
-            raise BindError(exc.status, _api_message(exc)) from None
-        except Exception as exc:
-            raise BindError(0, f"{type(exc).__name__}: {exc}") from None
         try:
             self.core.create_namespaced_pod_binding(pod.name, pod.namespace, body, _preload_content=False)
         except ApiException as exc:

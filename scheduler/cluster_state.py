@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 
 from fluxnode.scheduler.pod_requests import (
@@ -98,6 +99,7 @@ class Group:
     problem: str | None = None  # malformed pod declaration, reported instead of placing
     unsatisfiable: str | None = None
     unsatisfiable_generation: int = -1
+    since: float = field(default_factory=time.monotonic)  # when the group was first seen
 
     @property
     def ready(self) -> bool:
@@ -242,9 +244,10 @@ class ClusterState:
 
     def _drop_pending(self, info: PodInfo) -> None:
         for key in self._groups_with(info.uid):
-            group = self.groups[key]
-            group.pending.pop(info.uid, None)
-            self._requeue(group)
+            group = self.groups.get(key)
+            if group is not None:
+                group.pending.pop(info.uid, None)
+                self._requeue(group)
 
     def _groups_with(self, uid: str) -> list[GroupKey]:
         pod = self.pods.get(uid)
@@ -254,6 +257,7 @@ class ClusterState:
             except PodGroupError:
                 keys = []
             keys.append(GroupKey(pod.namespace, "pod", uid))
+            keys = list(dict.fromkeys(keys))
             found = [k for k in keys if k in self.groups and uid in self.groups[k].pending]
             if found:
                 return found

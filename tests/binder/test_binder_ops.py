@@ -1,0 +1,169 @@
+"""Binder restarts, watch expiry, leader election, bursts, queue order, probes and metrics."""
+
+import json
+import urllib.request
+from collections import Counter
+
+from fluxnode.broker_conf import idset
+from support.binder_cluster import BinderCluster
+from support.waiting import wait_for
+
+
+def group_allocs(cluster):
+    return cluster.inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"]
+
+
+def held_cores(cluster):
+    return sum(len(idset.decode(n["cores"])) for a in group_allocs(cluster) for n in a["nodes"])
+
+
+def test_binder_restart_mid_run_binds_nothing_twice(tmp_path):
+    with BinderCluster(tmp_path, {f"node{i}": 8 for i in range(4)}) as c:
+        a = c.start_binder(bind_workers=1)
+        names = [f"s-{i}" for i in range(12)] + [f"g{g}-{i}" for g in range(4) for i in range(4)]
+        for i in range(12):
+            c.create_pod(f"s-{i}", cpu="1")
+        for g in range(4):
+            for i in range(4):
+                c.create_pod(f"g{g}-{i}", cpu="1", group=f"g{g}", size=4)
+        wait_for(lambda: sum(1 for n in names if c.node_of(n)) >= 4, 20, what="some pods bound")
+        c.stop_binder(a)
+        c.start_binder()
+        c.wait_bound(names)
+        c.assert_no_overcommit()
+        ids = Counter(c.get_pod(n)["metadata"]["annotations"]["fluxnode.io/allocation"] for n in names)
+        assert len(ids) == 12 + 4 and sorted(ids.values()) == [1] * 12 + [4] * 4
+        assert {str(x["id"]) for x in group_allocs(c)} == set(ids)
+        assert held_cores(c) == len(names)  # every pod holds exactly its one core in the graph
+
+
+def test_watch_ending_with_410_gone_recovers(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4}) as c:
+        b = c.start_binder()
+        c.create_pod("before", cpu="1")
+        c.wait_bound(["before"])
+        pods = next(i for i in b.informers if i.name == "pods")
+        relists = pods.relists
+        c.kube.compact()
+        assert c.kube.expire_watches("pods") >= 1
+        wait_for(lambda: pods.relists > relists, 10, what="pods informer to list again")
+        c.create_pod("after", cpu="1")
+        c.wait_bound(["after"])
+
+
+def test_two_replicas_only_the_lease_holder_binds(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4, "node1": 4}) as c:
+        opts = dict(leader_elect=True, lease_namespace="default", lease_duration=3.0, renew_deadline=2.0, retry_period=0.2)
+        one = c.start_binder(identity="replica-1", **opts)
+        two = c.start_binder(identity="replica-2", **opts)
+        leader = wait_for(lambda: [b for b in (one, two) if b.leading.is_set()], 10, what="a leader")
+        assert len(leader) == 1
+        leader, standby = leader[0], (two if leader[0] is one else one)
+        for i in range(4):
+            c.create_pod(f"p-{i}", cpu="1")
+        c.wait_bound([f"p-{i}" for i in range(4)])
+        reporters = {e["reportingInstance"] for e in c.kube.list("events", "default") if e["reason"] == "Scheduled"}
+        assert reporters == {leader.identity}
+        assert not standby.leading.is_set()
+        c.stop_binder(leader)  # releases the lease
+        wait_for(standby.leading.is_set, 10, what="the standby to take over")
+        c.create_pod("p-4", cpu="1")
+        c.wait_bound(["p-4"])
+        c.assert_no_overcommit()
+        lease = c.kube.get("leases.coordination.k8s.io", "fluxnode-binder", "default")
+        assert lease["spec"]["holderIdentity"] == standby.identity
+
+
+def test_burst_of_2000_pods_in_250_groups(tmp_path):
+    with BinderCluster(tmp_path, {f"node{i}": 256 for i in range(8)}) as c:
+        c.start_binder()
+        names = []
+        for g in range(250):
+            for i in range(8):
+                name = f"b{g}-{i}"
+                names.append(name)
+                c.create_pod(name, cpu="500m", group=f"b{g}", size=8)
+        c.wait_bound(names, timeout=120)
+        used = c.assert_no_overcommit()
+        assert sum(used.values()) == 2000 * 500
+        assert len(group_allocs(c)) == 250
+
+
+def test_priority_first_and_the_blocked_head_keeps_its_reservation(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4, "node1": 4}) as c:
+        c.start_binder()
+        for i in range(2):
+            c.create_pod(f"run-{i}", cpu="3", group="run", size=2)
+        c.wait_bound(["run-0", "run-1"])
+        # head: needs two whole nodes; later small pods may only use what is not reserved for it
+        for i in range(2):
+            c.create_pod(f"head-{i}", cpu="4", group="head", size=2, priority=10)
+        c.wait_condition("head-0", "WaitingForResources")
+        c.create_pod("small", cpu="1", priority=0)
+        cond = c.wait_condition("small", "WaitingForResources")
+        assert cond
+        c.finish("run-0")
+        c.finish("run-1")
+        c.wait_bound(["head-0", "head-1"])
+        assert c.node_of("small") is None
+        c.assert_no_overcommit()
+
+
+def test_indexed_job_pods_form_one_group_sized_by_the_job(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4, "node1": 4}) as c:
+        c.start_binder()
+        job = c.kube.create("jobs.batch", {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "default"},
+                                     "spec": {"completions": 3, "parallelism": 3, "completionMode": "Indexed",
+                                              "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}, "default")
+        uid = job["metadata"]["uid"]
+        for i in range(3):
+            labels = {"batch.kubernetes.io/job-completion-index": str(i), "job-name": "train", "controller-uid": uid}
+            if i < 2:
+                c.create_pod(f"train-{i}", cpu="2", labels=labels)
+        c.wait_condition("train-0", "WaitingForGroup")
+        c.create_pod("train-2", cpu="2", labels=labels)
+        c.wait_bound(["train-0", "train-1", "train-2"])
+
+
+def test_heterogeneous_group_takes_the_largest_shape_and_gpus_are_assigned(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4, "node1": 8}, gpus={"node1": 2}) as c:
+        c.start_binder()
+        # one slot shape per group (Fluxion matches one slot shape per level): 3 slots of 3 cores
+        c.create_pod("h-a", cpu="2", group="h", size=3)
+        c.create_pod("h-b", cpu="3", group="h", size=3)
+        c.create_pod("h-c", cpu="1", group="h", size=3)
+        c.wait_bound(["h-a", "h-b", "h-c"])
+        cores = [c.get_pod(n)["metadata"]["annotations"]["fluxnode.io/cores"] for n in ("h-a", "h-b", "h-c")]
+        assert all(len(idset.decode(x)) == 3 for x in cores)
+        c.create_pod("gpu", cpu="1", gpus=2)
+        assert c.wait_bound(["gpu"])["gpu"] == "node1"
+        assert c.get_pod("gpu")["metadata"]["annotations"]["fluxnode.io/gpus"] == "0-1"
+        c.create_pod("gpu2", cpu="1", gpus=1)
+        c.wait_condition("gpu2", "WaitingForResources")
+        c.assert_no_overcommit()
+
+
+def test_allocatable_below_capacity_bounds_placement(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4}) as c:
+        c.kube.patch("nodes", "node0", {"status": {"allocatable": {"cpu": "2500m"}}})
+        c.start_binder()
+        for i in range(3):
+            c.create_pod(f"q-{i}", cpu="1")
+        c.wait_bound(["q-0", "q-1"])
+        c.wait_condition("q-2", "WaitingForResources")
+        c.assert_no_overcommit()
+
+
+def test_health_ready_and_metrics_endpoints(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4}) as c:
+        b = c.start_binder()
+        c.create_pod("m", cpu="1")
+        c.wait_bound(["m"])
+        base = f"http://127.0.0.1:{b.health.port}"
+        assert urllib.request.urlopen(base + "/healthz").read() == b"ok\n"
+        wait_for(lambda: urllib.request.urlopen(base + "/readyz").status == 200, 10, what="ready")
+        text = urllib.request.urlopen(base + "/metrics").read().decode()
+        assert 'fluxnode_binder_schedule_attempts_total{result="scheduled"} 1.0' in text
+        assert "fluxnode_binder_pod_scheduling_duration_seconds_count 1.0" in text
+        assert "fluxnode_binder_pending_groups" in text
+        json.dumps(text)  # plain text exposition
