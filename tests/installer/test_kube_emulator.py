@@ -248,12 +248,14 @@ def test_unauthenticated_is_401(kube):
 def test_binding_once(kube, core):
     kube.add_node("n1")
     core.create_namespaced_pod("default", POD)
-    body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p1"}, "target": {"kind": "Node", "name": "n1"}}
+    body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p1", "annotations": {"fluxnode.io/alloc": "7"}},
+            "target": {"kind": "Node", "name": "n1"}}
     # The real server answers a Status, which the client cannot load as V1Binding; read it raw.
     resp = core.create_namespaced_pod_binding("p1", "default", body, _preload_content=False)
     assert resp.status == 201 and json.loads(resp.data)["status"] == "Success"
     bound = core.read_namespaced_pod("p1", "default")
     assert bound.spec.node_name == "n1"
+    assert bound.metadata.annotations == {"fluxnode.io/alloc": "7"}  # copied from the Binding, as the API server does
     assert [(c.type, c.status) for c in bound.status.conditions] == [("PodScheduled", "True")]
     with pytest.raises(client.ApiException) as exc:
         core.create_namespaced_binding("default", body, _preload_content=False)

@@ -452,7 +452,8 @@ class KubeStore:
             return self._commit(rt, "DELETED", copy.deepcopy(old), old), True
 
     def bind(self, namespace: str | None, pod_name: str, binding: dict) -> dict:
-        """pods/binding: assign a node once; 409 if the pod is already bound or being deleted."""
+        """pods/binding: assign a node once (copying the Binding's annotations onto the pod);
+        409 if the pod is already bound or being deleted."""
         rt = BY_REF["pods"]
         if not isinstance(binding, dict):
             raise bad_request("the request body must be a JSON object")
@@ -474,6 +475,10 @@ class KubeStore:
                 raise conflict(BY_REF["bindings"], pod_name, f'pod {pod_name} is already assigned to node "{bound}"')
             new = copy.deepcopy(old)
             new["spec"]["nodeName"] = target
+            # Like setPodHostAndAnnotations: the Binding's annotations land on the pod in the same write.
+            annotations = (binding.get("metadata") or {}).get("annotations") or {}
+            if annotations:
+                new["metadata"].setdefault("annotations", {}).update(annotations)
             conditions = [c for c in new.setdefault("status", {}).get("conditions", []) if c.get("type") != "PodScheduled"]
             conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                                "lastTransitionTime": now_rfc3339()})
