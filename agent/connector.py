@@ -81,13 +81,19 @@ class LocalConnector:
         if self.path.exists() or self.path.is_symlink():
             self.path.unlink()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Bind under a temporary name and rename once listening, so the path never
+        # names a socket that refuses connections.
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        if tmp.exists():
+            tmp.unlink()
         old = os.umask(0o177)
         try:
-            sock.bind(str(self.path))
+            sock.bind(str(tmp))
         finally:
             os.umask(old)
-        os.chmod(self.path, 0o600)
+        os.chmod(tmp, 0o600)
         sock.listen(1024)
+        os.rename(tmp, self.path)
         sock.setblocking(False)
         self.listener = sock
         self.reactor.add(sock, zmq.POLLIN, self._accept)

@@ -104,9 +104,6 @@ def prepare(size: int, *, topo: str = "kary:2", attrs: dict[str, str] | None = N
             rundir: str | None = None, prefix: str | None = None, tbon: dict[str, str] | None = None,
             resource_override_dir: str | None = None, log_level: str = "4") -> TestInstance:
     """Write certificate and broker.toml into a private rundir; plan one broker per host."""
-    from fluxnode.broker_conf import certificate, render
-    from fluxnode.broker_conf.topology import Topology
-
     if size < 1:
         raise LaunchError(f"--test-size must be at least 1 (got {size})")
     attrs = dict(attrs or {})
@@ -118,6 +115,21 @@ def prepare(size: int, *, topo: str = "kary:2", attrs: dict[str, str] | None = N
     else:
         root = Path(tempfile.mkdtemp(prefix="fluxnode-"))
         keep = False
+    try:
+        return _prepare(root, keep, size, topo, attrs, prefix, tbon, resource_override_dir, log_level)
+    except BaseException:
+        if not keep:
+            import shutil
+
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
+def _prepare(root: Path, keep: bool, size: int, topo: str, attrs: dict[str, str], prefix: str | None,
+             tbon: dict[str, str] | None, resource_override_dir: str | None, log_level: str) -> TestInstance:
+    from fluxnode.broker_conf import certificate, render
+    from fluxnode.broker_conf.topology import Topology
+
     prefix = prefix or hostname_prefix()
     hosts = [f"{prefix}{i}" for i in range(size)]
     spec = attrs.pop("tbon.topo", None) or topo

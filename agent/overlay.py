@@ -353,8 +353,11 @@ class Overlay:
 
     def _tick(self) -> None:
         now = time.monotonic()
+        # Three missed keepalives (torpid_max - one period) mean lost, so a dead child is
+        # declared lost within torpid_max of its last sign of life.
+        limit = max(self.params.torpid_max - self.params.keepalive_period, self.params.keepalive_period)
         for child in self.children.values():
-            if child.connected and now - child.last_seen > self.params.torpid_max:
+            if child.connected and now - child.last_seen > limit:
                 self.log.error("overlay: %s (rank %d) has been unresponsive for %.3gs; marking it lost",
                                child.hostname, child.rank, now - child.last_seen)
                 self._child_down(child, "lost", "lost connection")

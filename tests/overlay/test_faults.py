@@ -1,18 +1,21 @@
 """Health under failure: kill -9 of an interior broker, lost/degraded states, rejoin."""
 
 import errno
+import os
+from pathlib import Path
 
 import pytest
 from fluxnode.agent.client import RPCError
 from support.instance import Instance
 from support.waiting import wait_for
 
+MODULE_ENV = {"PYTHONPATH": str(Path(__file__).parent / "modules") + os.pathsep + os.environ.get("PYTHONPATH", "")}
 FAST_TBON = {"torpid_min": "0.1s", "torpid_max": "0.6s"}
 
 
 def test_killed_interior_broker_is_lost_and_its_subtree_rejoins_after_restart(tmp_path):
     # kary:2 with 8 brokers: 0 -> 1 -> 3 -> 7; kill rank 3 (interior, child 7)
-    with Instance(8, tmp_path, tbon=FAST_TBON) as inst:
+    with Instance(8, tmp_path, tbon=FAST_TBON, modules="overlay_testmod", env=MODULE_ENV) as inst:
         inst.kill(3)
         wait_for(lambda: inst.child_status(1, 3) == "lost", timeout=5, what="rank 1 to see rank 3 lost")
         assert inst.health(1)["status"] == "degraded"
@@ -26,11 +29,17 @@ def test_killed_interior_broker_is_lost_and_its_subtree_rejoins_after_restart(tm
         assert "node3 (rank 3) is lost" in exc.value.errstr
         listing = inst.rpc("resource.list")
         assert sorted(e["rank"] for e in listing["down"]) == [3, 7]
+        # the leader's modules are told (on_resources_changed) and see down_ranks()
+        wait_for(lambda: inst.rpc("testmod.info")["changes"][-1] == {"nnodes": 8, "down": [3, 7]}, timeout=5,
+                 what="module notified of ranks 3 and 7 down")
+        assert inst.rpc("testmod.info")["down"] == [3, 7]
 
         inst.restart(3)
         wait_for(lambda: inst.online() == "0-7", timeout=20, what="ranks 3 and 7 back online")
         wait_for(lambda: inst.health(0)["status"] == "full", timeout=5, what="rank 0 full again")
         assert inst.child_status(3, 7) == "full"
+        wait_for(lambda: inst.rpc("testmod.info")["changes"][-1] == {"nnodes": 8, "down": []}, timeout=5,
+                 what="module notified of the rejoin")
         assert inst.rpc("broker.ping", {}, nodeid=7)["route"].endswith("!0!1!3!7")
         # the other brokers were never restarted
         assert all(inst.rpc("attr.get", {"name": "broker.pid"}, nodeid=r)["value"] == str(inst.pids[r])
