@@ -407,12 +407,20 @@ def run_command(command: Sequence[str], uri: str) -> int:
         raise ProxyError(f"{argv[0]}: command not found") from None
     except PermissionError:
         raise ProxyError(f"{argv[0]}: permission denied") from None
-    while True:
-        try:
-            rc = proc.wait()
-            break
-        except KeyboardInterrupt:
-            continue  # the child got the SIGINT too; wait for it to decide
+    # Pass SIGTERM/SIGHUP on to the command and keep running until it exits, so the
+    # tunnel and its private directory are always cleaned up.
+    forwarded = (signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in forwarded}
+    try:
+        while True:
+            try:
+                rc = proc.wait()
+                break
+            except KeyboardInterrupt:
+                continue  # the child got the SIGINT too; wait for it to decide
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 128 - rc if rc < 0 else rc
 
 

@@ -198,3 +198,27 @@ def test_ssh_proxy_to_real_instance(sshd, ssh_env, tmp_path):
         r = run(["proxy", sshd.uri(path), *FLUXNODE, "ping", "--count", "3", "--interval", "0.05", "0"],
                 env=ssh_env, timeout=120)
         assert r.returncode == 0, r.stderr
+
+
+def test_sigterm_is_forwarded_and_tunnel_cleaned_up(sshd, ssh_env, echo, tmp_path):
+    import signal
+
+    from support.waiting import wait_for
+
+    marker = tmp_path / "uri"
+    code = ("import os, signal, sys, pathlib; signal.signal(signal.SIGTERM, lambda *a: sys.exit(3)); "
+            f"pathlib.Path({str(marker)!r}).write_text(os.environ['FLUXNODE_URI']); signal.pause()")
+    proc = subprocess.Popen([*FLUXNODE, "proxy", sshd.uri(echo.path), sys.executable, "-c", code], env=ssh_env,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: marker.exists() and marker.read_text(), timeout=30, what="proxied command to start")
+        proxy_dir = Path(marker.read_text().removeprefix("local://")).parent
+        assert proxy_dir.is_dir()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 3
+        assert not proxy_dir.exists()
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
