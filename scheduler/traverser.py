@@ -176,9 +176,11 @@ class Traverser:
             self._free[v.uniq_id] = self._weight(v)
 
     def _weight(self, v: Vertex) -> int:
-        tot = self._totals.get(v.uniq_id) or {}
-        free = sum(tot.values()) if tot else v.size
-        return free
+        # Fluxion orders children for stop-on-first-match by (weight, uniq_id),
+        # weight being the free pruning-type units below; leaves keep weight 0.
+        if not v.children:
+            return 0
+        return sum((self._totals.get(v.uniq_id) or {}).values())
 
     # ------------------------------------------------------------------ time
     def _avail(self, u: Vertex, m: _Meta) -> int:
@@ -348,9 +350,8 @@ class Traverser:
 
     def _dom_dfv(self, m: _Meta, u: Vertex, resources: list[Request], pristine: bool,
                  excl: bool, to_parent: Scoring) -> tuple[bool, bool]:
-        x_in = excl or any(r.type == u.type and r.exclusive is True for r in resources) \
-            or (u.type in self.policy.exclusive_types
-                and any(r.type == u.type for r in resources))
+        x_in = excl or u.type in self.policy.exclusive_types \
+            or any(r.type == u.type and r.exclusive is True for r in resources)
         nxt, kind, nslots, label, pres = self._test(u, resources, pristine)
         self.preorder += 1
         if kind == "none":
@@ -445,11 +446,14 @@ class Traverser:
         end = m.at + m.duration
         xtypes = self.policy.exclusive_types | self._req_xtypes
         leafm = self._leafmatched
+        pxtypes = self.policy.exclusive_types
 
         def upd(u: Vertex, needs: int, x: bool, level: int,
                 inherited: bool = False) -> tuple[int, dict[str, int]]:
             n = 0
             agg: dict[str, int] = {}
+            if u.type in pxtypes:
+                x = True
             shadow = x and (inherited or u.type in xtypes or u.uniq_id in leafm)
             for c in u.children:
                 mk = marks.get(c.uniq_id)
@@ -481,9 +485,8 @@ class Traverser:
                 up: dict[str, int] = dict(agg)
                 if u.type in self.prune_types:
                     up[u.type] = up.get(u.type, 0) + (u.size if x else u.size - needs)
-                if m.alloc == "alloc":
-                    self._free[u.uniq_id] = self._free.get(u.uniq_id, 0) - sum(
-                        k for t, k in agg.items()) - (u.size if x and not u.children else 0)
+                if m.alloc == "alloc" and u.children:
+                    self._free[u.uniq_id] = self._free.get(u.uniq_id, 0) - sum(agg.values())
                 return n, up
             return 0, {}
 
@@ -637,8 +640,8 @@ class Traverser:
 
     def _weight_now(self, u: Vertex) -> int:
         tot = self._totals.get(u.uniq_id) or {}
-        if not tot:
-            return u.size - sum(n for (s, e, n) in u.spans.values() if s <= 0)
+        if not u.children:
+            return 0
         used = 0
         for (s, _e, c) in u.agspans.values():
             if s <= 0:
