@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 import zmq
+
+log = logging.getLogger("fluxnode.broker")
 
 
 class Timer:
@@ -68,6 +71,13 @@ class Reactor:
         self.call_later(interval, tick)
         return handle
 
+    def _call(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run a handler; a bug in one must not take the daemon down with it."""
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("reactor: handler %r failed", fn)
+
     def stop(self) -> None:
         self._running = False
 
@@ -83,7 +93,7 @@ class Reactor:
                     continue
                 if when <= now:
                     heapq.heappop(self._timers)
-                    timer.callback()
+                    self._call(timer.callback)
                     if not self._running:
                         return
                     now = time.monotonic()
@@ -93,6 +103,6 @@ class Reactor:
             for key, revents in self.poller.poll(timeout):
                 handler = self._handlers.get(key)
                 if handler is not None:
-                    handler(revents)
+                    self._call(handler, revents)
                 if not self._running:
                     return

@@ -1,6 +1,9 @@
 """Benchmark: wall time of `fluxnode start --test-size N true` and memory per broker.
 
-    .venv/bin/python bench/bootstrap.py [--sizes 1,16,64,256] [--repeat 3]
+    .venv/bin/python bench/bootstrap.py [--sizes 1,16,64,256] [--repeat 3] [--with-scheduler]
+
+Brokers load no modules unless --with-scheduler (then rank 0 loads the default
+fluxnode.scheduler.service, as plain `fluxnode start` does).
 
 Targets (2-core machine): N=64 to quorum in < 3 s, N=256 < 10 s, broker RSS < 40 MiB.
 RSS counts pages shared copy-on-write with the launcher; PSS splits them fairly.
@@ -41,9 +44,12 @@ print(json.dumps(out))
 """
 
 
+MODULES: list[str] = ["-S", "broker.modules="]
+
+
 def run(n: int, command: list[str]) -> tuple[float, str]:
     t0 = time.monotonic()
-    p = subprocess.run([*FLUXNODE, "start", "--test-size", str(n), "-q", "-S", "broker.modules=", "--", *command],
+    p = subprocess.run([*FLUXNODE, "start", "--test-size", str(n), "-q", *MODULES, "--", *command],
                        capture_output=True, text=True, timeout=300)
     elapsed = time.monotonic() - t0
     if p.returncode != 0:
@@ -55,7 +61,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1,16,64,256")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--with-scheduler", action="store_true", help="rank 0 loads the default scheduler module")
     args = ap.parse_args()
+    if args.with_scheduler:
+        MODULES.clear()
     print(f"{'N':>5} {'median s':>9} {'min s':>7} {'RSS MiB max':>12} {'RSS MiB avg':>12} {'PSS MiB avg':>12}")
     results = []
     for n in (int(x) for x in args.sizes.split(",")):
