@@ -346,6 +346,8 @@ class Tunnel:
             upstream.join()
         except OSError:
             pass
+        except Exception as exc:  # never a traceback from a relay thread: one line, the rest keeps working
+            click.echo(f"fluxnode-proxy: connection relay failed: {type(exc).__name__}: {exc}", err=True)
         finally:
             if chan is not None:
                 chan.close()
