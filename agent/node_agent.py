@@ -47,6 +47,7 @@ class AgentOptions:
     health_address: str
     backoff_min: float
     backoff_max: float
+    writer_grace: float = 10.0
 
 
 class AgentExit(Exception):
@@ -75,6 +76,10 @@ class NodeAgent:
         self.status = "starting"
         self._last_status = ""
         self._starts_seen = self._crashes_seen = 0
+        self._render_key: tuple | None = None
+        self._r_key: tuple | None = None
+        self._pending_since: float | None = None
+        self._pending_for = None
 
     # -- setup -----------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -214,6 +219,21 @@ class NodeAgent:
             log.log(level, text)
             self._last_status = text
 
+    def _may_write(self, nodes: dict[str, dict]):
+        """Designated writer of the rank map: the agent of the lowest Ready rank (see ranks.py)."""
+        from fluxnode.agent.node_selection import is_ready
+
+        def decide(stored, wanted) -> bool:
+            ready = [r for h, r in stored.live().items() if h in nodes and is_ready(nodes[h])]
+            if not ready or stored.hosts[min(ready)] == self.opts.node_name:
+                self._pending_since = None
+                return True
+            if self._pending_since is None or self._pending_for != wanted:
+                self._pending_since, self._pending_for = time.monotonic(), wanted
+            return time.monotonic() - self._pending_since >= self.opts.writer_grace
+
+        return decide
+
     def _reconcile(self) -> None:
         from fluxnode.agent import node_resources, overlay_config
         from fluxnode.agent.node_selection import is_ready
@@ -221,16 +241,27 @@ class NodeAgent:
         nodes = self.nodes.snapshot()
         members = self.selection.members(nodes)
         view_rv = self.nodes.resource_version
-        rank_map = self.rank_store.reconcile(set(members), self.selection.joinable(nodes), view_rv)
+        rank_map = self.rank_store.reconcile(set(members), self.selection.joinable(nodes), view_rv,
+                                             self.rank_configmaps.get(self.opts.rank_configmap),
+                                             self._may_write(nodes))
         unknown = [h for h in rank_map.live() if h not in nodes]
         if unknown and view_rv < rank_map.nodes_resource_version:
             self._set_status(f"waiting for the node list to catch up with the rank map ({', '.join(unknown)})")
             return
         if rank_map.size:
-            if self.files.write_config(overlay_config.render(rank_map, nodes, self.settings)):
-                self.metrics.renders.inc()
-                log.info("rendered %s: %d rank(s)", self.files.config, rank_map.size)
-            self.files.write_resources(node_resources.cluster_R(rank_map, nodes))
+            # Rendering is cheap next to R for big clusters, but both only change with the
+            # rank map, node addresses/ports or capacities, not with every node heartbeat.
+            render_key = (rank_map.hosts, rank_map.vacant, tuple(overlay_config.endpoints(rank_map, nodes, self.settings)))
+            if render_key != self._render_key:
+                if self.files.write_config(overlay_config.render(rank_map, nodes, self.settings)):
+                    self.metrics.renders.inc()
+                    log.info("rendered %s: %d rank(s)", self.files.config, rank_map.size)
+                self._render_key = render_key
+            r_key = tuple((h, r, json.dumps((nodes.get(h) or {}).get("status", {}).get("capacity"), sort_keys=True))
+                          for h, r in rank_map.live().items())
+            if r_key != self._r_key:
+                self.files.write_resources(node_resources.cluster_R(rank_map, nodes))
+                self._r_key = r_key
         self.rank = rank_map.rank_of(self.opts.node_name)
         me = nodes.get(self.opts.node_name)
         placement = overlay_config.placement(rank_map, nodes, self.settings, self.opts.node_name)
@@ -303,11 +334,14 @@ def _setup_logging(verbose: bool) -> None:
 @click.option("--health-address", default="0.0.0.0", help="address of the health endpoint")
 @click.option("--restart-backoff", "backoff", type=(float, float), default=(1.0, 30.0), metavar="MIN MAX",
               help="broker restart backoff bounds in seconds")
+@click.option("--writer-grace", type=click.FloatRange(min=0), default=10.0, metavar="SEC",
+              help="take over rank-map updates when the designated writer (lowest Ready rank) has not "
+                   "written a needed change for this long")
 @click.option("--verbose", "-v", is_flag=True, help="debug logging")
 def agent(node_name: str, namespace: str, kubeconfig: str | None, selector: str | None, include_control_plane: bool,
           host_dir: Path, run_dir: Path, bin_dir: Path, state_dir: Path, port: int, bind_address: str, topo: str,
           secret_name: str, rank_configmap: str, health_port: int, no_health: bool, health_address: str,
-          backoff: tuple[float, float], verbose: bool) -> None:
+          backoff: tuple[float, float], writer_grace: float, verbose: bool) -> None:
     """Run this node's broker for the Kubernetes overlay (the DaemonSet's container)."""
     from fluxnode.broker_conf.topology import Topology, TopologyError
 
@@ -325,7 +359,7 @@ def agent(node_name: str, namespace: str, kubeconfig: str | None, selector: str 
         include_control_plane=include_control_plane, host_dir=host_dir, run_dir=run_dir, bin_dir=bin_dir,
         state_dir=state_dir, port=port, bind_address=bind_address, topo=topo, secret_name=secret_name,
         rank_configmap=rank_configmap, health_port=None if no_health else health_port,
-        health_address=health_address, backoff_min=backoff[0], backoff_max=backoff[1])
+        health_address=health_address, backoff_min=backoff[0], backoff_max=backoff[1], writer_grace=writer_grace)
     try:
         code = NodeAgent(opts).run()
     except AgentExit as exc:

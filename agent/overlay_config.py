@@ -26,7 +26,7 @@ class OverlaySettings:
     cert_path: str
 
 
-def _endpoints(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings) -> list[tuple[str, int, str]]:
+def endpoints(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings) -> list[tuple[str, int, str]]:
     """(host, port, connect address) per rank."""
     out = []
     for host in rank_map.hosts:
@@ -39,7 +39,7 @@ def _endpoints(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings) ->
 
 def render(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings) -> str:
     overrides: dict[str, dict[str, str]] = {}
-    for host, port, address in _endpoints(rank_map, nodes, s):
+    for host, port, address in endpoints(rank_map, nodes, s):
         extra = {}
         if address != host or port != s.port:
             extra["connect"] = f"tcp://{address}:{port}"
@@ -56,7 +56,7 @@ def placement(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings, nod
     rank = rank_map.rank_of(node)
     if rank is None:
         return None
-    ends = _endpoints(rank_map, nodes, s)
+    ends = endpoints(rank_map, nodes, s)
     topo = Topology.from_spec(s.topo, rank_map.size)
     parent = topo.parent(rank)
     return (

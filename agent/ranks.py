@@ -15,13 +15,16 @@ always a leader).
 
 An agent writes only if its view of the nodes is at least as new as the view the
 last writer recorded (``nodesResourceVersion``), so a lagging agent never undoes a
-newer decision.
+newer decision. To avoid a thundering herd of writers on every node change, one agent
+is the designated writer (the lowest Ready rank); the others take over only when the
+map has no Ready rank or a change stays unwritten for a grace period.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fluxnode.agent.kube_access import denied, is_denied
@@ -110,6 +113,7 @@ class RankStore:
 
     def __init__(self, api: client.CoreV1Api, namespace: str, name: str):
         self.api, self.namespace, self.name = api, namespace, name
+        self._last: dict | None = None
 
     def _where(self) -> str:
         return f"ConfigMap {self.namespace}/{self.name}"
@@ -132,14 +136,23 @@ class RankStore:
         text = (cm.get("data") or {}).get(DATA_KEY)
         return RankMap.from_json(text) if text else RankMap()
 
-    def reconcile(self, members: set[str], joinable: list[str], view_rv: int, attempts: int = 20) -> RankMap:
-        """Apply ``plan`` to the stored map and write it back if it changed; returns the stored map."""
+    def reconcile(self, members: set[str], joinable: list[str], view_rv: int, cached: dict | None,
+                  may_write: Callable[[RankMap, RankMap], bool], attempts: int = 20) -> RankMap:
+        """Apply ``plan`` to the stored map and write it back if it changed; returns the stored map.
+
+        ``cached`` is the ConfigMap as the informer last saw it (None: not seen), so a turn
+        with nothing to change costs no API call; the API is read only after a conflict.
+        ``may_write(stored, wanted)`` says whether this agent should be the one to write.
+        """
+        cm = self._newest(cached)
         for _ in range(attempts):
-            current, cm = self.read()
+            current = self.parse(cm) if cm is not None else RankMap()
             if view_rv < current.nodes_resource_version:
                 return current  # our node view is older than the last writer's: do not overrule it
             wanted = plan(current, members, joinable, view_rv)
             if cm is not None and wanted is current:
+                return current
+            if not may_write(current, wanted):
                 return current
             body = {"apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"name": self.name, "namespace": self.namespace,
@@ -148,17 +161,31 @@ class RankStore:
                     "data": {DATA_KEY: wanted.to_json()}}
             try:
                 if cm is None:
-                    self.api.create_namespaced_config_map(self.namespace, body, _preload_content=False)
+                    resp = self.api.create_namespaced_config_map(self.namespace, body, _preload_content=False)
                 else:
                     body["metadata"]["resourceVersion"] = cm["metadata"]["resourceVersion"]
-                    self.api.replace_namespaced_config_map(self.name, self.namespace, body, _preload_content=False)
+                    resp = self.api.replace_namespaced_config_map(self.name, self.namespace, body,
+                                                                  _preload_content=False)
             except ApiException as exc:
                 if exc.status == 409:  # someone else wrote first: re-read and re-plan
+                    _, cm = self.read()
                     continue
                 if is_denied(exc):
                     raise denied(f"cannot write {self._where()}", exc) from None
                 raise
+            self._last = json.loads(resp.data)
             log.info("rank map: %s", ", ".join(f"{r}={h}{' (vacant)' if r in wanted.vacant else ''}"
                                              for r, h in enumerate(wanted.hosts)) or "empty")
             return wanted
         raise RuntimeError(f"{self._where()}: gave up after {attempts} conflicting updates")
+
+    def _newest(self, cached: dict | None) -> dict | None:
+        """The newer of the informer's copy and the one we last wrote (the informer may lag)."""
+        last = self._last
+        if cached is None or last is None:
+            return cached or last
+        try:
+            newer = int(last["metadata"]["resourceVersion"]) > int(cached["metadata"]["resourceVersion"])
+        except (KeyError, ValueError):
+            newer = False
+        return last if newer else cached

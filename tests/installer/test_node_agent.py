@@ -104,7 +104,8 @@ def test_selector_and_include_control_plane(kube, agents):
     add_node(kube, "cp", control_plane=True)
     add_node(kube, "w1", labels={"fluxnode": "yes"})
     add_node(kube, "w2")
-    agent = agents("cp", "--include-control-plane", "--selector", "fluxnode=yes")
+    # w1 has no agent in this test, so cp's agent takes over rank-map writes after the grace
+    agent = agents("cp", "--include-control-plane", "--selector", "fluxnode=yes", "--writer-grace", "0.5")
     wait_for(lambda: "is not selected" in agent.log, 20, what="cp not selected (outside the selector)")
     assert ranks(kube)["hosts"] == ["w1"]
     assert agent.broker_pid() is None
@@ -179,11 +180,14 @@ def test_multi_node_overlay_grows_shrinks_and_marks_not_ready_down(kube, agents)
     assert resource_list(nodes["w3"]).get("free") == ["w1", "w2", "w3"]
 
     # kary:2 -> w4 becomes rank 3 under rank 1 (w2); rank 2 (w3) is unaffected and keeps its broker
+    updates = kube.count_requests("update", "configmaps")
     add_node(kube, "w4")
     nodes["w4"] = agents("w4")
     nodes["w4"].wait_broker()
     wait_for(lambda: resource_list(leader).get("free") == ["w1", "w2", "w3", "w4"], 60, what="w4 joined")
     assert nodes["w3"].broker_pid() == pids["w3"]
+    # only the designated writer (the leader's agent) updated the rank map: no thundering herd
+    assert kube.count_requests("update", "configmaps") == updates + 1
 
     # a node that goes NotReady shows as down
     kube.set_node_ready("w3", False)
