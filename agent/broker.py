@@ -119,6 +119,7 @@ class Broker:
         self.ctx: zmq.Context | None = None
         self.services: dict[str, Handler] = {}
         self.event_handlers: list[Callable[[Message], None]] = []
+        self.tcp_subscribers: dict[str, list[str]] = {}
         self.modules: list[tuple[str, Any]] = []
         self.event_seq = 0
         self.shutting_down = False
@@ -289,6 +290,7 @@ class Broker:
         self.register("overlay.health", lambda m: self.overlay.health() if self.overlay else {})
         self.register("attr.get", self._attr_get)
         self.register("overlay.topology", self._topology)
+        self.register("event.subscribe", self._event_subscribe)
         if self.rank == 0:
             self.register("broker.shutdown", self._shutdown_request)
             self.register("event.pub", self._event_pub)
@@ -324,6 +326,16 @@ class Broker:
         self.reactor.call_later(0, self.begin_shutdown)
         return {}
 
+    def _event_subscribe(self, msg: Message) -> dict:
+        """Subscriptions of TCP clients (local clients subscribe at the connector)."""
+        topic = (msg.payload or {}).get("topic")
+        if not isinstance(topic, str):
+            raise ServiceError(errno.EINVAL, "event.subscribe needs a string 'topic' prefix")
+        if len(msg.route) != 1 or not msg.route[0].startswith("t"):
+            raise ServiceError(errno.EPROTO, "event.subscribe must be sent to the broker the client is connected to")
+        self.tcp_subscribers.setdefault(msg.route[0], []).append(topic)
+        return {}
+
     def _event_pub(self, msg: Message) -> dict:
         p = msg.payload or {}
         topic = p.get("topic")
@@ -346,6 +358,9 @@ class Broker:
         assert self.overlay is not None
         self.overlay.broadcast_children(msg)
         self.connector.deliver_event(msg)
+        for ident, prefixes in list(self.tcp_subscribers.items()):
+            if any(msg.topic.startswith(p) for p in prefixes) and not self.overlay.send_hop(ident, msg):
+                del self.tcp_subscribers[ident]  # the client is gone
         for handler in self.event_handlers:
             handler(msg)
 

@@ -18,7 +18,7 @@ import uuid
 from collections import deque
 from pathlib import Path
 
-from fluxnode.agent.message import Message, MessageError, StreamDecoder, encode_stream
+from fluxnode.agent.message import NODEID_ANY, Message, MessageError, StreamDecoder, encode_stream
 
 DEFAULT_URI_ENV = "FLUXNODE_URI"
 
@@ -211,8 +211,8 @@ class Client:
             raise RPCError(exc.errnum, exc.errstr) from None
 
     def subscribe(self, topic_prefix: str) -> None:
-        """Receive events whose topic starts with `topic_prefix` (local connector only)."""
-        self.rpc("event.subscribe", {"topic": topic_prefix})
+        """Receive events whose topic starts with `topic_prefix` (from the broker connected to)."""
+        self.rpc("event.subscribe", {"topic": topic_prefix}, nodeid=NODEID_ANY)
 
     def recv_event(self, timeout: float | None = None) -> Message:
         timeout = self.timeout if timeout is None else timeout

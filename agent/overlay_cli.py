@@ -114,11 +114,15 @@ def render(tree: dict, info: dict[int, dict], hostnames: list[str], *, verbose: 
 @click.option("--down", is_flag=True, help="show only partial/degraded subtrees (hide full ones)")
 @click.option("--no-ghost", is_flag=True, help="do not show brokers behind a lost/offline parent")
 @click.option("--no-pretty", is_flag=True, help="no indentation or line drawing")
+@click.option("--wait", "-w", "wait_state", type=click.Choice(STATES), help="wait until the subtree is in STATE")
 @URI_OPTION
 def status(verbose: int, rank: int, timeout: float, summary: bool, down: bool, no_ghost: bool, no_pretty: bool,
-           uri: str | None) -> None:
+           wait_state: str | None, uri: str | None) -> None:
     """Show the status of each subtree of the overlay network."""
     with connect(uri) as client:
+        if wait_state is not None:
+            while rpc(client, "overlay.health", nodeid=rank)["status"] != wait_state:
+                time.sleep(0.1)
         topo = rpc(client, "overlay.topology", {"rank": rank}, nodeid=0)
         info = collect(client, rank, topo["tree"], timeout if timeout > 0 else 3600.0)
     lines = render(topo["tree"], info, topo["hostnames"], verbose=verbose, down=down, summary=summary,

@@ -2,6 +2,8 @@
 
 import errno
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,22 @@ def test_killed_interior_broker_is_lost_and_its_subtree_rejoins_after_restart(tm
         wait_for(lambda: inst.health(0)["status"] == "degraded", timeout=5, what="rank 0 degraded")
         wait_for(lambda: inst.online() == "0-2,4-6", timeout=5, what="ranks 3 and 7 offline at the leader")
         assert "node3 (rank 3) has been unresponsive" in inst.log(1)
+        env = {**os.environ, "FLUXNODE_URI": inst.uri}
+        out = subprocess.run([sys.executable, "-m", "fluxnode", "overlay", "status"], env=env, capture_output=True,
+                             text=True, timeout=30).stdout.splitlines()
+        assert out == [
+            "0 node0: degraded",
+            "├─ 1 node1: degraded",
+            "│  ├─ 3 node3: lost",
+            "│  │  └─ 7 node7: lost",
+            "│  └─ 4 node4: full",
+            "└─ 2 node2: full",
+            "   ├─ 5 node5: full",
+            "   └─ 6 node6: full",
+        ]
+        down = subprocess.run([sys.executable, "-m", "fluxnode", "overlay", "status", "--down"], env=env,
+                              capture_output=True, text=True, timeout=30).stdout.splitlines()
+        assert down == ["0 node0: degraded", "└─ 1 node1: degraded", "   └─ 3 node3: lost", "      └─ 7 node7: lost"]
         # requests to the lost subtree fail fast instead of hanging
         with pytest.raises(RPCError) as exc:
             inst.rpc("broker.ping", {}, nodeid=7, timeout=5)

@@ -150,7 +150,8 @@ def test_service_errors_and_module_interface(inst8):
 
 
 def test_events_from_the_leader_reach_every_broker_with_sequence_numbers(inst8):
-    clients = [inst8.client(rank=r) for r in (0, 4, 7)]
+    tcp = Client.connect(inst8.tcp_uri(1), curve_cert=inst8.cert_path)  # a TCP peer of interior rank 1
+    clients = [inst8.client(rank=r) for r in (0, 4, 7)] + [tcp]
     try:
         for c in clients:
             c.subscribe("test.")
