@@ -229,8 +229,13 @@ class BrokerConfig:
         try:
             ranks = idset.decode(spec)
         except idset.IdsetError:
-            names = hostlist.decode(spec)
-            return sorted({self.rank_of(n) for n in names})
+            ranks_by_name = {h.host: h.rank for h in self.hosts}
+            out = set()
+            for name in hostlist.decode(spec):
+                if name not in ranks_by_name:
+                    raise self._error("resource.exclude", f"{name!r} is not a host in bootstrap.hosts") from None
+                out.add(ranks_by_name[name])
+            return sorted(out)
         for r in ranks:
             if r >= self.size:
                 raise self._error("resource.exclude", f"rank {r} is out of range (size {self.size})")
