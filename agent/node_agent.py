@@ -80,13 +80,19 @@ class NodeAgent:
         self._r_key: tuple | None = None
         self._pending_since: float | None = None
         self._pending_for = None
+        self.record_event = lambda reason, note, type_="Normal": None
 
     # -- setup -----------------------------------------------------------------------------
     def _connect(self) -> None:
         from fluxnode.agent.kube_access import load_api_client
+        from fluxnode.agent.node_events import NodeEvents
         from kubernetes import client
 
-        self.api = client.CoreV1Api(load_api_client(self.opts.kubeconfig))
+        api_client = load_api_client(self.opts.kubeconfig)
+        self.api = client.CoreV1Api(api_client)
+        events = NodeEvents(api_client, self.opts.namespace, self.opts.node_name)
+        self.supervisor.notify = events.record
+        self.record_event = events.record
 
     def _install_certificate(self) -> None:
         from fluxnode.agent.secret import SecretError, ensure_curve_secret
@@ -185,7 +191,10 @@ class NodeAgent:
         except KubeAccessError as exc:
             raise AgentExit(str(exc)) from None
         finally:
-            self.supervisor.stop("agent shutting down")
+            # A broker with children is killed rather than shut down, so its subtree stays up and
+            # rejoins when the agent comes back (rolling update); a leaf says goodbye (offline at once).
+            children = self.supervisor.placement.children if self.supervisor.placement else ()
+            self.supervisor.stop("agent shutting down", in_place=bool(children))
             if health:
                 health.stop()
 
@@ -270,6 +279,9 @@ class NodeAgent:
                              "or outside --selector): no broker here")
             placement = None
         elif not is_ready(me):
+            if self.supervisor.running:
+                self.record_event("BrokerStopped", f"node is NotReady: broker rank {self.rank} stopped, "
+                                  "the overlay shows it down", "Warning")
             self._set_status(f"node {self.opts.node_name} is NotReady: broker stopped so the overlay marks "
                              f"rank {self.rank} down", logging.WARNING)
             placement = None

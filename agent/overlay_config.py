@@ -51,19 +51,31 @@ def render(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings) -> str
                               bind=f"tcp://{s.bind_address}:%p", connect="tcp://%h:%p", host_overrides=overrides)
 
 
-def placement(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings, node: str) -> tuple | None:
-    """What ``node``'s broker was started with: rank, endpoints, parent, children (and size on rank 0)."""
+@dataclass(frozen=True)
+class Placement:
+    """What a broker depends on at start-up; a change means restart (or reload) that broker."""
+
+    rank: int
+    size: int | None  # only the leader's size matters to it (quorum, R, down ranks)
+    port: int
+    parent: tuple | None  # (rank, (host, port, address))
+    children: tuple[tuple[int, str], ...]
+    topo: str
+
+
+def placement(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings, node: str) -> Placement | None:
+    """``node``'s placement in the overlay described by ``rank_map`` (None: not ranked)."""
     rank = rank_map.rank_of(node)
     if rank is None:
         return None
     ends = endpoints(rank_map, nodes, s)
     topo = Topology.from_spec(s.topo, rank_map.size)
     parent = topo.parent(rank)
-    return (
-        rank,
-        rank_map.size if rank == 0 else None,
-        ends[rank][1],
-        (parent, ends[parent]) if parent is not None else None,
-        tuple((c, rank_map.hosts[c]) for c in topo.children(rank)),
-        s.topo,
+    return Placement(
+        rank=rank,
+        size=rank_map.size if rank == 0 else None,
+        port=ends[rank][1],
+        parent=(parent, ends[parent]) if parent is not None else None,
+        children=tuple((c, rank_map.hosts[c]) for c in topo.children(rank)),
+        topo=s.topo,
     )

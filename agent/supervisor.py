@@ -14,10 +14,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fluxnode.agent.host_files import HostFiles
+from fluxnode.agent.overlay_config import Placement
 
 log = logging.getLogger("fluxnode.agent.supervisor")
 
@@ -42,12 +44,13 @@ class Backoff:
 
 class BrokerSupervisor:
     def __init__(self, files: HostFiles, node: str, state_dir: Path, backoff: Backoff,
-                 python: str = sys.executable):
+                 python: str = sys.executable, notify: Callable[[str, str, str], None] | None = None):
         self.files, self.node, self.state_dir, self.backoff = files, node, state_dir, backoff
         self.python = python
+        self.notify = notify or (lambda reason, note, type_: None)
         self.proc: subprocess.Popen | None = None
         self.wanted = False
-        self.placement: tuple | None = None
+        self.placement: Placement | None = None
         self.started_at = 0.0
         self.next_start = 0.0
         self.starts = 0
@@ -68,14 +71,15 @@ class BrokerSupervisor:
                 "-S", f"rundir={self.files.run_dir}", "-S", f"local-uri={self.files.local_uri}",
                 "-S", f"statedir={self.state_dir}"]
 
-    def _start(self, placement: tuple) -> None:
+    def _start(self, placement: Placement) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL)
         self.placement = placement
         self.started_at = time.monotonic()
         self.starts += 1
         self.files.write_broker(self.proc.pid, self.files.local_uri)
-        log.info("broker started: pid %d, rank %d", self.proc.pid, placement[0])
+        log.info("broker started: pid %d, rank %d", self.proc.pid, placement.rank)
+        self.notify("BrokerStarted", f"broker rank {placement.rank} started (pid {self.proc.pid})", "Normal")
 
     def stop(self, why: str = "stopping", *, in_place: bool = False) -> None:
         """Stop the broker: SIGTERM (then SIGKILL after a grace period), or SIGKILL when ``in_place``.
@@ -103,7 +107,7 @@ class BrokerSupervisor:
             proc.kill()
             proc.wait()
 
-    def ensure(self, placement: tuple | None, *, reload: bool = True) -> None:
+    def ensure(self, placement: Placement | None, *, reload: bool = True) -> None:
         """Make the broker run with ``placement`` (None: not running). Called on every reconcile."""
         self.wanted = placement is not None
         if placement is None:
@@ -111,10 +115,10 @@ class BrokerSupervisor:
                 self.stop("node left the overlay or is not ready")
             return
         if self.running and self.placement != placement:
-            if placement[0] == (self.placement or (None,))[0] and reload and self._reload():
+            if placement.rank == (self.placement.rank if self.placement else None) and reload and self._reload():
                 self.placement = placement
                 return
-            self.stop(f"placement changed to rank {placement[0]} (parent/children/size), restarting in place",
+            self.stop(f"placement changed to rank {placement.rank} (parent/children/size), restarting in place",
                       in_place=True)
             self.next_start = 0.0
         self.tick(placement)
@@ -133,7 +137,7 @@ class BrokerSupervisor:
         log.info("broker pid %d reloaded its configuration", self.pid or 0)
         return True
 
-    def tick(self, placement: tuple | None = None) -> float | None:
+    def tick(self, placement: Placement | None = None) -> float | None:
         """Restart a dead broker when its backoff expired; returns seconds until the next action."""
         placement = placement or self.placement
         if self.proc is not None and self.proc.poll() is not None:
@@ -146,6 +150,8 @@ class BrokerSupervisor:
             delay = self.backoff.next(uptime)
             self.next_start = time.monotonic() + delay
             log.warning("broker exited with status %s after %.1fs; restarting in %.1fs", code, uptime, delay)
+            self.notify("BrokerExited", f"broker exited with status {code} after {uptime:.1f}s; "
+                        f"restarting in {delay:.1f}s", "Warning")
         if not self.wanted or self.running or placement is None:
             return None
         wait = self.next_start - time.monotonic()

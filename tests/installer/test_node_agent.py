@@ -71,6 +71,8 @@ def test_single_node_renders_files_and_serves_the_connect_script(kube, agents):
     assert agent.http("/healthz")[0] == 200
     status, metrics = agent.http("/metrics")
     assert "fluxnode_agent_rank 0.0" in metrics and "fluxnode_agent_broker_up 1.0" in metrics
+    (event,) = [e for e in kube.list("events.events.k8s.io", "fluxnode") if e["reason"] == "BrokerStarted"]
+    assert event["regarding"]["kind"] == "Node" and event["regarding"]["name"] == "w1" and event["type"] == "Normal"
 
 
 def test_config_follows_node_events_and_ranks_stay_stable(kube, agents):
@@ -124,6 +126,7 @@ def test_broker_is_restarted_when_it_dies(kube, agents):
     second = agent.wait_broker(other_than=first)
     assert second != first
     wait_for(lambda: "broker exited with status -9" in agent.log, 10, what="crash logged")
+    assert [e["type"] for e in kube.list("events.events.k8s.io", "fluxnode") if e["reason"] == "BrokerExited"] == ["Warning"]
     wait_for(lambda: "fluxnode_agent_broker_crashes_total 1.0" in agent.http("/metrics")[1], 10, what="crash metric")
 
 
