@@ -24,6 +24,12 @@ import click
 log = logging.getLogger("fluxnode.agent")
 
 SYNC_TIMEOUT = 60.0
+API_WAIT = 60.0  # how long to wait for an unreachable API server at start-up
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
 IDLE_TICK = 2.0
 
 
@@ -48,6 +54,7 @@ class AgentOptions:
     backoff_min: float
     backoff_max: float
     writer_grace: float = 10.0
+    api_wait: float = API_WAIT
 
 
 class AgentExit(Exception):
@@ -95,13 +102,30 @@ class NodeAgent:
         self.record_event = events.record
 
     def _install_certificate(self) -> None:
+        """Get the CURVE Secret; an unreachable API is retried for a while (nodes boot before it)."""
+        from fluxnode.agent.kube_access import KubeAccessError
         from fluxnode.agent.secret import SecretError, ensure_curve_secret
         from fluxnode.broker_conf import certificate
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
 
-        try:
-            cert = ensure_curve_secret(self.api, self.opts.namespace, self.opts.secret_name)
-        except SecretError as exc:
-            raise AgentExit(str(exc)) from None
+        deadline = time.monotonic() + self.opts.api_wait
+        delay = 0.5
+        while True:
+            try:
+                cert = ensure_curve_secret(self.api, self.opts.namespace, self.opts.secret_name)
+                break
+            except SecretError as exc:
+                raise AgentExit(str(exc)) from None
+            except (HTTPError, OSError, ApiException, KubeAccessError) as exc:
+                if isinstance(exc, KubeAccessError) and "permission denied" in str(exc):
+                    raise
+                if time.monotonic() + delay > deadline or self._abort.is_set():
+                    raise AgentExit(f"cannot reach the Kubernetes API at {self.api.api_client.configuration.host}: "
+                                    f"{_one_line(exc)}") from None
+                log.warning("Kubernetes API not reachable yet (%s); retrying in %.1fs", _one_line(exc), delay)
+                self._abort.wait(delay)
+                delay = min(delay * 2, 5.0)
         self.files.write_cert(certificate.dumps(cert))
 
     def _render_connect_script(self) -> None:
@@ -349,11 +373,13 @@ def _setup_logging(verbose: bool) -> None:
 @click.option("--writer-grace", type=click.FloatRange(min=0), default=10.0, metavar="SEC",
               help="take over rank-map updates when the designated writer (lowest Ready rank) has not "
                    "written a needed change for this long")
+@click.option("--api-wait", type=click.FloatRange(min=0), default=API_WAIT, metavar="SEC",
+              help="how long to retry an unreachable Kubernetes API at start-up before exiting")
 @click.option("--verbose", "-v", is_flag=True, help="debug logging")
 def agent(node_name: str, namespace: str, kubeconfig: str | None, selector: str | None, include_control_plane: bool,
           host_dir: Path, run_dir: Path, bin_dir: Path, state_dir: Path, port: int, bind_address: str, topo: str,
           secret_name: str, rank_configmap: str, health_port: int, no_health: bool, health_address: str,
-          backoff: tuple[float, float], writer_grace: float, verbose: bool) -> None:
+          backoff: tuple[float, float], writer_grace: float, api_wait: float, verbose: bool) -> None:
     """Run this node's broker for the Kubernetes overlay (the DaemonSet's container)."""
     from fluxnode.broker_conf.topology import Topology, TopologyError
 
@@ -371,7 +397,8 @@ def agent(node_name: str, namespace: str, kubeconfig: str | None, selector: str 
         include_control_plane=include_control_plane, host_dir=host_dir, run_dir=run_dir, bin_dir=bin_dir,
         state_dir=state_dir, port=port, bind_address=bind_address, topo=topo, secret_name=secret_name,
         rank_configmap=rank_configmap, health_port=None if no_health else health_port,
-        health_address=health_address, backoff_min=backoff[0], backoff_max=backoff[1], writer_grace=writer_grace)
+        health_address=health_address, backoff_min=backoff[0], backoff_max=backoff[1], writer_grace=writer_grace,
+        api_wait=api_wait)
     try:
         code = NodeAgent(opts).run()
     except AgentExit as exc:

@@ -205,3 +205,19 @@ def test_multi_node_overlay_grows_shrinks_and_marks_not_ready_down(kube, agents)
     wait_for(lambda: hosts_in(leader) == ["w1", "w2", "w3"], 20, what="w4 removed from broker.toml")
     wait_for(lambda: resource_list(leader).get("free") == ["w1", "w2", "w3"] and not resource_list(leader).get("down"),
              60, what="overlay of three")
+
+
+def test_unreachable_api_exits_non_zero_after_retrying(kube, tmp_path):
+    from support.kube_agents import free_port
+
+    kubeconfig = tmp_path / "dead.kubeconfig"
+    kubeconfig.write_text(kube.kubeconfig_path.read_text().replace(kube.url, f"http://127.0.0.1:{free_port()}"))
+    agent = AgentProcess(kube, "w1", tmp_path, "--api-wait", "1")
+    agent.args[agent.args.index("--kubeconfig") + 1] = str(kubeconfig)
+    agent.start()
+    try:
+        assert agent.wait_exit(30) == 2
+    finally:
+        agent.stop()
+    assert "fluxnode agent: cannot reach the Kubernetes API at http://127.0.0.1:" in agent.log
+    assert "Kubernetes API not reachable yet" in agent.log and "Traceback" not in agent.log
