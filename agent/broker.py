@@ -132,6 +132,7 @@ class Broker:
         self.connector = LocalConnector(self.reactor, local_uri, log, self._from_local,
                                         allow_root=bool(getattr(config.access, "allow_root_owner", False)))
         self.overlay: Overlay | None = None
+        self.tbon_fd: int | None = None
 
     def _parse_quorum(self, value: str | None) -> int:
         if value is None or value == "":
@@ -191,6 +192,7 @@ class Broker:
             bind_uri=self.attrs["tbon.endpoint"] if (children or self.rank == 0) and not self.singleton else None,
             parent_uri=self.config.connect_uri(parent) if parent is not None else None,
             public_key=_bytes(cert.public_key), secret_key=_bytes(cert.secret_key), params=params,
+            bind_fd=self.tbon_fd,
             deliver=self._from_overlay, on_change=self._overlay_changed, on_parent_join=self._joined_parent,
         )
         self._register_builtin()
@@ -557,10 +559,11 @@ def load_config(config_path: str) -> Any:
 
 
 def main(config_path: str, attrs: dict[str, str], hostname: str | None = None, *, config: Any = None,
-         topology: Any = None) -> int:
+         topology: Any = None, tbon_fd: int | None = None) -> int:
     """Run one broker until shutdown; returns the exit code. Errors are one line on stderr.
 
-    `config`/`topology` may be passed already loaded (the fork launcher shares them).
+    `config`/`topology` may be passed already loaded (the fork launcher shares them), and
+    `tbon_fd` a listening socket to use for the TBON endpoint instead of binding one.
     """
     hostname = hostname or socket.gethostname()
     try:
@@ -570,6 +573,7 @@ def main(config_path: str, attrs: dict[str, str], hostname: str | None = None, *
         rank = config.rank_of(hostname) if hostname in hosts else (0 if not hosts else -1)
         log = setup_logging(rank, hostname, attrs)
         broker = Broker(config, hostname, attrs, log, topology=topology)
+        broker.tbon_fd = tbon_fd
         broker.start()
     except (BrokerError, attrs_mod.AttrError, ValueError, OSError) as exc:
         print(f"fluxnode-broker: {exc}", file=sys.stderr)

@@ -51,6 +51,7 @@ class TestInstance:
     hostnames: list[str]
     brokers: list[BrokerProc] = field(default_factory=list)
     keep_rundir: bool = False
+    listeners: dict[int, socket.socket] = field(default_factory=dict, repr=False)
 
     @property
     def uri(self) -> str:
@@ -73,31 +74,40 @@ def hostname_prefix() -> str:
     return re.sub(r"\d+$", "", name) or "host"
 
 
-def free_ports(count: int) -> list[int]:
-    """Ports below the kernel's ephemeral range, so outgoing connections cannot take them
-    between now and the moment a broker binds (binding port 0 here would invite that race)."""
+def listen_ports(count: int) -> list[socket.socket]:
+    """Bound, listening sockets for the brokers' TBON endpoints, handed to them by fd.
+
+    Holding the socket from choice to use leaves no window for anything else to take
+    the port. Ports are below the kernel's ephemeral range, so once a broker dies its
+    port is not taken by some outgoing connection before the broker is restarted.
+    """
     try:
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         low = 32768
     first, last = (10000, low - 1) if low > 12000 else (low // 2, low - 1)
     rng = random.Random()
-    ports: list[int] = []
+    socks: list[socket.socket] = []
     tries = 0
-    while len(ports) < count:
-        tries += 1
-        if tries > count * 50:
-            raise LaunchError(f"cannot find {count} free TCP ports in {first}-{last}")
-        port = rng.randint(first, last)
-        if port in ports:
-            continue
-        with socket.socket() as s:
+    try:
+        while len(socks) < count:
+            tries += 1
+            if tries > count * 50 + 100:
+                raise LaunchError(f"cannot find {count} free TCP ports in {first}-{last}")
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                s.bind(("127.0.0.1", port))
+                s.bind(("127.0.0.1", rng.randint(first, last)))
             except OSError:
+                s.close()
                 continue
-        ports.append(port)
-    return ports
+            s.listen(256)
+            socks.append(s)
+    except BaseException:
+        for s in socks:
+            s.close()
+        raise
+    return socks
 
 
 def prepare(size: int, *, topo: str = "kary:2", attrs: dict[str, str] | None = None,
@@ -138,7 +148,8 @@ def _prepare(root: Path, keep: bool, size: int, topo: str, attrs: dict[str, str]
     except ValueError as exc:
         raise LaunchError(f"tbon.topo: {exc}") from None
     interior = [r for r in range(size) if r == 0 or topology.children(r)]
-    ports = dict(zip(interior, free_ports(len(interior)), strict=True))
+    listeners = dict(zip(interior, listen_ports(len(interior)), strict=True))
+    ports = {r: s.getsockname()[1] for r, s in listeners.items()}
     overrides = {hosts[r]: {"bind": f"tcp://127.0.0.1:{p}", "connect": f"tcp://127.0.0.1:{p}"} for r, p in ports.items()}
     cert_path = root / "curve.cert"
     certificate.write(cert_path, certificate.generate())
@@ -147,7 +158,7 @@ def _prepare(root: Path, keep: bool, size: int, topo: str, attrs: dict[str, str]
                                      host_overrides=overrides, tbon=tbon or {})
     config_path = root / "broker.toml"
     config_path.write_text(text)
-    inst = TestInstance(size, root, config_path, hosts, keep_rundir=keep)
+    inst = TestInstance(size, root, config_path, hosts, keep_rundir=keep, listeners=listeners)
     for rank, host in enumerate(hosts):
         d = root / str(rank)
         d.mkdir(mode=0o700, exist_ok=True)
@@ -187,7 +198,12 @@ def fork_brokers(inst: TestInstance) -> None:
                 _die_with_parent()
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                code = broker_mod.main(config_path, dict(b.attrs), b.hostname, config=config, topology=topology)
+                for rank, s in inst.listeners.items():
+                    if rank != b.rank:
+                        s.close()
+                mine = inst.listeners.get(b.rank)
+                code = broker_mod.main(config_path, dict(b.attrs), b.hostname, config=config, topology=topology,
+                                       tbon_fd=mine.fileno() if mine else None)
             except BaseException as exc:  # never return into the launcher's stack
                 try:
                     print(f"fluxnode-broker[{b.rank}]: {exc}", file=sys.stderr)
@@ -196,6 +212,8 @@ def fork_brokers(inst: TestInstance) -> None:
             finally:
                 os._exit(code)
         b.pid = pid
+    for s in inst.listeners.values():
+        s.close()  # each broker now holds its own
     (inst.rundir / "instance.json").write_text(json.dumps(inst.info(), indent=1))
 
 

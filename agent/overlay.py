@@ -83,7 +83,7 @@ class Overlay:
                  parent_uri: str | None, public_key: bytes, secret_key: bytes, params: TbonParams,
                  deliver: Callable[[Message, str], None],
                  on_change: Callable[[], None] | None = None,
-                 on_parent_join: Callable[[], None] | None = None) -> None:
+                 on_parent_join: Callable[[], None] | None = None, bind_fd: int | None = None) -> None:
         self.reactor = reactor
         self.ctx = ctx
         self.log = log
@@ -93,6 +93,7 @@ class Overlay:
         self.parent_hop = str(parent) if parent is not None else None
         self.children = {r: Child(r, hostnames[r]) for r in children}
         self.bind_uri = bind_uri
+        self.bind_fd = bind_fd
         self.parent_uri = parent_uri
         self.public_key = public_key
         self.secret_key = secret_key
@@ -149,6 +150,8 @@ class Overlay:
             self.router.curve_server = True
             self.router.curve_secretkey = self.secret_key
             self.router.curve_publickey = self.public_key
+            if self.bind_fd is not None:
+                self.router.setsockopt(zmq.USE_FD, self.bind_fd)  # already bound and listening
             self.router.bind(self.bind_uri)
             self.reactor.add(self.router, zmq.POLLIN, self._router_ready)
             # A peer encrypting to the wrong server key never reaches ZAP: log failed handshakes too.
