@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import stat
+import subprocess
 
 import pytest
 from fluxnode.broker_conf import config as broker_config
@@ -73,6 +74,13 @@ def test_single_node_renders_files_and_serves_the_connect_script(kube, agents):
     assert "fluxnode_agent_rank 0.0" in metrics and "fluxnode_agent_broker_up 1.0" in metrics
     (event,) = [e for e in kube.list("events.events.k8s.io", "fluxnode") if e["reason"] == "BrokerStarted"]
     assert event["regarding"]["kind"] == "Node" and event["regarding"]["name"] == "w1" and event["type"] == "Normal"
+    # without a command the script opens a shell connected to the broker
+    shell = subprocess.run([str(agent.bin_dir / "fluxnode-connect")], input="echo uri=$FLUXNODE_URI\nexit\n",
+                           capture_output=True, text=True, timeout=30)
+    assert f"uri=local://{agent.run_dir}/local" in shell.stdout
+    agent.stop()
+    gone = agent.connect("fluxnode", "resource", "list")
+    assert gone.returncode == 1 and "fluxnode-connect: no broker on this node" in gone.stderr
 
 
 def test_config_follows_node_events_and_ranks_stay_stable(kube, agents):
