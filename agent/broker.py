@@ -97,6 +97,7 @@ class Broker:
             self.topology = config.topology()
         else:
             self.topology = Topology.from_spec(topo_spec, self.size)
+        self._given = set(attrs)
         rundir = attrs.get("rundir")
         local_uri = attrs.get("local-uri") or (f"local://{rundir}/local" if rundir else attrs_mod.DEFAULT_LOCAL_URI)
         self.statedir = Path(attrs.get("statedir") or rundir or "/var/lib/fluxnode")
@@ -195,6 +196,12 @@ class Broker:
             bind_fd=self.tbon_fd,
             deliver=self._from_overlay, on_change=self._overlay_changed, on_parent_join=self._joined_parent,
         )
+        try:
+            self.statedir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            if "statedir" in self._given:
+                raise BrokerError(f"statedir {self.statedir}: {exc.strerror}") from None
+            self.log.warning("broker: statedir %s: %s (modules cannot keep state)", self.statedir, exc.strerror)
         self._register_builtin()
         try:
             self.connector.start()

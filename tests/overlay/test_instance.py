@@ -67,7 +67,7 @@ def test_resource_list_aggregates_each_brokers_resources(inst8):
 
 
 def test_overlay_status_draws_the_tree(inst8):
-    out = run(inst8, "overlay", "status").stdout.splitlines()
+    out = run(inst8, "overlay", "status", "-t", "10").stdout.splitlines()
     assert out == [
         "0 node0: full",
         "├─ 1 node1: full",
@@ -78,7 +78,7 @@ def test_overlay_status_draws_the_tree(inst8):
         "   ├─ 5 node5: full",
         "   └─ 6 node6: full",
     ]
-    verbose = run(inst8, "overlay", "status", "-vv").stdout.splitlines()
+    verbose = run(inst8, "overlay", "status", "-t", "10", "-vv").stdout.splitlines()
     assert verbose[0].startswith("0 node0: full for ") and verbose[0].endswith(" ms)")
     assert run(inst8, "overlay", "status", "--summary").stdout == "0 node0: full\n"
 
