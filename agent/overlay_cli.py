@@ -124,7 +124,8 @@ def status(verbose: int, rank: int, timeout: float, summary: bool, down: bool, n
             while rpc(client, "overlay.health", nodeid=rank)["status"] != wait_state:
                 time.sleep(0.1)
         topo = rpc(client, "overlay.topology", {"rank": rank}, nodeid=0)
-        info = collect(client, rank, topo["tree"], timeout if timeout > 0 else 3600.0)
+        tree = {**topo["tree"], "children": []} if summary else topo["tree"]
+        info = collect(client, rank, tree, timeout if timeout > 0 else 3600.0)
     lines = render(topo["tree"], info, topo["hostnames"], verbose=verbose, down=down, summary=summary,
                    ghost=not no_ghost)
     for line in lines:
