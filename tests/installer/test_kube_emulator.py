@@ -352,3 +352,22 @@ def test_direct_state_and_restart(tmp_path):
     finally:
         emulator.stop()
     assert not emulator._thread.is_alive()
+
+
+def test_delete_collection_and_namespace_cascade(kube, core):
+    core.create_namespace({"metadata": {"name": "team"}})
+    for name, tier in [("a", "web"), ("b", "web"), ("c", "db")]:
+        core.create_namespaced_pod("team", pod(name, tier=tier))
+    core.create_namespaced_config_map("team", {"metadata": {"name": "cfg"}})
+    core.delete_collection_namespaced_pod("team", label_selector="tier=web")
+    assert [p["metadata"]["name"] for p in kube.list("pods", "team")] == ["c"]
+    rv = core.list_namespaced_pod("team").metadata.resource_version
+    stream = Stream(core.list_namespaced_pod, namespace="team", resource_version=rv)
+    kube.wait_for_watches("pods")
+    core.delete_namespace("team")
+    assert stream.names(1) == [("DELETED", "c")]
+    assert kube.list("configmaps", "team") == [] and kube.list("pods", "team") == []
+    with pytest.raises(client.ApiException) as exc:
+        core.read_namespace("team")
+    assert exc.value.status == 404
+    stream.stop()
