@@ -196,9 +196,19 @@ class Instance:
         for k, v in b["attrs"].items():
             argv += ["-S", f"{k}={v}"]
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
-                             env=self.env)
+                             env=self.env, preexec_fn=_die_with_parent)
         self.restarted[rank] = p
         return p
+
+
+def _die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: a restarted broker must not outlive a killed test process."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
 
 
 def _gone(pid: int) -> bool:
