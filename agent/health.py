@@ -1,8 +1,9 @@
 """The agent's HTTP endpoint for kubelet probes and Prometheus.
 
 ``/healthz`` (liveness): the agent's control loop is turning. ``/readyz``
-(readiness): this node's broker runs and answers ``broker.ping`` on its local socket
-(a node outside the overlay, e.g. NotReady or filtered out, is not ready).
+(readiness): this node's broker runs and answers ``broker.ping`` on its local socket,
+or this node deliberately runs no broker (filtered out, NotReady), so such pods do not
+stall the DaemonSet's rolling update.
 ``/metrics``: Prometheus text format from the agent's own registry.
 """
 

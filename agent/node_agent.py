@@ -163,6 +163,10 @@ class NodeAgent:
         from fluxnode.agent.client import Client, ConnectError, RPCError
         from fluxnode.agent.message import NODEID_ANY
 
+        if not self.supervisor.wanted:
+            # Nothing to run here (node not selected, or NotReady): the agent is where it should
+            # be, and an unready pod would stall the DaemonSet's rolling update.
+            return True, self.status
         if not self.supervisor.running:
             return False, self.status
         try:
