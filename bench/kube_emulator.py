@@ -1,0 +1,70 @@
+"""Kubernetes API emulator throughput through the official client: creates, lists,
+patches, and watch delivery latency (what the installer and binder tests lean on).
+
+    .venv/bin/python bench/kube_emulator.py [N]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from kubernetes import client, watch  # noqa: E402
+from support.kube_emulator import KubeEmulator  # noqa: E402
+
+
+def pod(i: int) -> dict:
+    return {"metadata": {"name": f"p{i:05d}", "labels": {"app": "bench"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+
+def main(n: int) -> None:
+    with KubeEmulator() as kube:
+        api = client.CoreV1Api(kube.api_client())
+        t0 = time.perf_counter()
+        for i in range(n):
+            api.create_namespaced_pod("default", pod(i), _preload_content=False)
+        t_create = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        raw = api.list_namespaced_pod("default", _preload_content=False)
+        t_list_raw = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        api.list_namespaced_pod("default")
+        t_list_model = time.perf_counter() - t0
+        rv = int(kube.resource_version)
+        latencies: list[float] = []
+        sent: dict[str, float] = {}
+        done = threading.Event()
+        w = watch.Watch()
+
+        def consume() -> None:
+            for e in w.stream(api.list_namespaced_pod, "default", resource_version=str(rv), deserialize=False):
+                name = e["object"]["metadata"]["name"]
+                latencies.append(time.perf_counter() - sent[name])
+                if len(latencies) >= min(n, 200):
+                    done.set()
+                    w.stop()
+                    return
+
+        threading.Thread(target=consume, daemon=True).start()
+        kube.wait_for_watches("pods")
+        t0 = time.perf_counter()
+        for i in range(min(n, 200)):
+            name = f"p{i:05d}"
+            sent[name] = time.perf_counter()
+            api.patch_namespaced_pod_status(name, "default", {"status": {"phase": "Running"}}, _preload_content=False)
+        done.wait(60)
+        t_patch = time.perf_counter() - t0
+        print(f"pods={n}: create {n / t_create:.0f}/s, list raw {t_list_raw * 1e3:.0f} ms "
+              f"({len(raw.data) / 1024:.0f} KiB), list as models {t_list_model * 1e3:.0f} ms, "
+              f"patch+watch {len(latencies) / t_patch:.0f}/s, watch latency median "
+              f"{statistics.median(latencies) * 1e3:.1f} ms, p95 {sorted(latencies)[int(len(latencies) * .95)] * 1e3:.1f} ms")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000)
