@@ -208,7 +208,11 @@ class NodeAgent:
                     raise
                 except (ApiException, HTTPError, OSError, RuntimeError) as exc:
                     # Transient (API restarting, conflict storm, disk hiccup): the next turn retries.
-                    self._set_status(f"reconcile failed, will retry: {exc}", logging.WARNING)
+                    self._set_status(f"reconcile failed, will retry: {_one_line(exc)}", logging.WARNING)
+                except ValueError as exc:
+                    # A rank map someone edited into nonsense: keep what runs, say what to fix.
+                    self._set_status(f"ConfigMap {self.opts.namespace}/{self.opts.rank_configmap}: {exc}; "
+                                     "fix it or delete it (the agents then rebuild it)", logging.ERROR)
                 wait = self.supervisor.tick()
                 self._publish_metrics()
                 if health:

@@ -187,6 +187,9 @@ def test_multi_node_overlay_grows_shrinks_and_marks_not_ready_down(kube, agents)
     pids = {name: a.wait_broker() for name, a in nodes.items()}
     leader = nodes["w1"]
     wait_for(lambda: resource_list(leader).get("free") == ["w1", "w2", "w3"], 60, what="3 brokers up")
+    # three agents raced to create the CURVE Secret: one won, all use its certificate
+    assert len(kube.list("secrets", "fluxnode")) == 1
+    assert len({(a.host_dir / "curve.cert").read_text() for a in nodes.values()}) == 1
     # every node's connect script reaches its own broker, which reaches the leader
     assert resource_list(nodes["w3"]).get("free") == ["w1", "w2", "w3"]
 
@@ -242,3 +245,14 @@ def test_restarting_the_leaders_agent_keeps_the_subtree_running(kube, agents):
     nodes["w1"].wait_broker()
     wait_for(lambda: resource_list(nodes["w1"]).get("free") == ["w1", "w2", "w3"], 60, what="overlay back")
     assert nodes["w2"].broker_pid() == pids["w2"] and nodes["w3"].broker_pid() == pids["w3"]
+
+
+def test_garbled_rank_map_is_reported_and_rebuilt_once_deleted(kube, agents):
+    add_node(kube, "w1")
+    kube.create("configmaps", {"metadata": {"name": "fluxnode-ranks"}, "data": {"ranks.json": "{not json"}}, "fluxnode")
+    agent = agents("w1")
+    wait_for(lambda: "ConfigMap fluxnode/fluxnode-ranks: rank map ranks.json:" in agent.log, 20, what="error logged")
+    assert agent.proc.poll() is None and "Traceback" not in agent.log
+    kube.delete("configmaps", "fluxnode-ranks", "fluxnode")
+    agent.wait_broker()
+    assert ranks(kube)["hosts"] == ["w1"]
