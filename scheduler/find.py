@@ -68,19 +68,20 @@ def _parse(tokens: list[str]):
     return tree
 
 
-def _eval(node, v, t) -> bool:
+def _eval(node, v, ov) -> bool:
+    """``ov`` = (down, allocated, reserved) inherited from ancestors (Fluxion's overrides)."""
     if node[0] == "and":
-        return _eval(node[1], v, t) and _eval(node[2], v, t)
+        return _eval(node[1], v, ov) and _eval(node[2], v, ov)
     if node[0] == "or":
-        return _eval(node[1], v, t) or _eval(node[2], v, t)
+        return _eval(node[1], v, ov) or _eval(node[2], v, ov)
     _, key, value = node
     lv = value.lower()
     if key == "status":
-        return v.status == lv
+        return ("down" if ov[0] else "up") == lv
     if key == "sched-now":
-        return bool(v.allocations) == (lv == "allocated")
+        return ov[1] == (lv == "allocated")
     if key == "sched-future":
-        return bool(v.reservations) == (lv == "reserved")
+        return ov[2] == (lv == "reserved")
     if key == "agfilter":
         return True
     try:
@@ -108,14 +109,16 @@ def find(traverser, criteria: str) -> list[Emit]:
     tree = _parse(_tokens(criteria))
     out: list[Emit] = []
 
-    def rec(v, level) -> int:
+    def rec(v, level, ov) -> int:
+        ov = (ov[0] or v.status == "down", ov[1] or bool(v.allocations),
+              ov[2] or bool(v.reservations))
         n = 0
         for c in v.children:
-            n += rec(c, level + 1)
-        if _eval(tree, v, traverser) or n:
+            n += rec(c, level + 1, ov)
+        if _eval(tree, v, ov) or n:
             out.append(Emit(v, v.size, True, level))
             return n + 1
         return 0
 
-    rec(traverser.g.root, 1)
+    rec(traverser.g.root, 1, (False, False, False))
     return out

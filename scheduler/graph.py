@@ -92,7 +92,8 @@ class ResourceGraph:
             if child in parent.children:
                 return
             parent.children.append(child)
-            child.parent = parent
+            if child.parent is None:
+                child.parent = parent
         else:
             if parent.aux_children is None:
                 parent.aux_children = {}

@@ -15,10 +15,11 @@ MATCH_MET = 1
 
 
 class Edge:
-    __slots__ = ("vertex", "count", "needs", "exclusive")
+    __slots__ = ("vertex", "count", "needs", "exclusive", "parent")
 
-    def __init__(self, vertex, count: int, needs: int, exclusive: bool) -> None:
+    def __init__(self, vertex, count: int, needs: int, exclusive: bool, parent=None) -> None:
         self.vertex = vertex
+        self.parent = parent
         self.count = count
         self.needs = needs
         self.exclusive = exclusive

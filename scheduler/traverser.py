@@ -133,7 +133,7 @@ class Traverser:
         self.postorder = 0
         self.total_preorder = 0
         self.total_postorder = 0
-        self._marks: dict[int, tuple[int, bool]] = {}
+        self._marks: dict[tuple[int, int], tuple[int, bool]] = {}
         self._visited: set[int] = set()
         self.reinit()
 
@@ -284,7 +284,7 @@ class Traverser:
             if ok:
                 count = dfu.avail
                 dfu.add(c.type, EGroup(dfu.overall, count, x_out,
-                                       edges=[Edge(c, count, count, x_out)]))
+                                       edges=[Edge(c, count, count, x_out, u)]))
                 rc2 = 0
                 if dynamic:
                     for t in per_share:
@@ -340,7 +340,7 @@ class Traverser:
                     if eg is None:
                         return -1
                     e0 = eg.edges[0]
-                    edges.append(Edge(e0.vertex, e0.count, e0.count, True))
+                    edges.append(Edge(e0.vertex, e0.count, e0.count, True, e0.parent))
                     score += eg.score
                     j += e0.count
             groups.append(EGroup(score, 1, True, label=label, edges=edges))
@@ -360,8 +360,6 @@ class Traverser:
             return False, excl
         self.policy.discover(u)
         self._visited.add(u.uniq_id)
-        if kind == "resource" and not nxt and u.children:
-            self._leafmatched.add(u.uniq_id)
         dfu = Scoring()
         if kind == "slot":
             self._dom_slot(m, u, nxt, nslots, pres, label, dfu)
@@ -398,23 +396,25 @@ class Traverser:
                 if eg.root:
                     continue
                 for e in eg.edges:
-                    marks[e.vertex.uniq_id] = (e.needs, bool(e.exclusive))
+                    par = e.parent
+                    pid = par.uniq_id if par is not None else -1
+                    marks[(pid, e.vertex.uniq_id)] = (e.needs, bool(e.exclusive))
                     if unconstrained:
-                        p = e.vertex.parent
+                        p = par
                         while p is not None and p.parent is not None:
-                            if p.uniq_id in marks:
+                            key = (p.parent.uniq_id, p.uniq_id)
+                            if key in marks:
                                 break
                             tgt = p
                             p = p.parent
                             ev2 = dfu.types.get(tgt.type)
                             if ev2 is not None and not ev2.best_k:
-                                marks[tgt.uniq_id] = (tgt.size, False)
+                                marks[key] = (tgt.size, False)
 
     def _select(self, req: MatchRequest, m: _Meta, excl: bool) -> tuple[int, int, bool]:
         root = self.g.root
         self._marks = {}
         self._visited = set()
-        self._leafmatched: set[int] = set()
         self.preorder = self.postorder = 0
         self.policy.ml_scores = 0
         dfu = Scoring()
@@ -445,18 +445,21 @@ class Traverser:
         job = self.jobs[m.jobid]
         end = m.at + m.duration
         xtypes = self.policy.exclusive_types | self._req_xtypes
-        leafm = self._leafmatched
         pxtypes = self.policy.exclusive_types
+        seen: set[int] = set()
 
         def upd(u: Vertex, needs: int, x: bool, level: int,
                 inherited: bool = False) -> tuple[int, dict[str, int]]:
             n = 0
             agg: dict[str, int] = {}
+            seen.add(u.uniq_id)
             if u.type in pxtypes:
                 x = True
-            shadow = x and (inherited or u.type in xtypes or u.uniq_id in leafm)
+            shadow = x and (inherited or u.type in xtypes)
             for c in u.children:
-                mk = marks.get(c.uniq_id)
+                if c.uniq_id in seen:
+                    continue
+                mk = marks.get((u.uniq_id, c.uniq_id))
                 if mk is None:
                     if not shadow or c.status != "up":
                         continue
