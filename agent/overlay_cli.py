@@ -130,3 +130,56 @@ def status(verbose: int, rank: int, timeout: float, summary: bool, down: bool, n
                    ghost=not no_ghost)
     for line in lines:
         click.echo(line.lstrip("│├└─ ") if no_pretty else line)
+
+
+@overlay.command("parentof")
+@click.argument("rank", type=click.IntRange(min=0))
+@URI_OPTION
+def parentof(rank: int, uri: str | None) -> None:
+    """Show the TBON parent of RANK."""
+    with connect(uri) as client:
+        topo = rpc(client, "overlay.topology", {"rank": 0}, nodeid=0)
+    parents = _parents(topo["tree"])
+    if rank >= topo["size"]:
+        raise click.ClickException(f"rank {rank} is out of range (size {topo['size']})")
+    if rank == 0:
+        raise click.ClickException("rank 0 has no parent")
+    click.echo(parents[rank])
+
+
+@overlay.command("lookup")
+@click.argument("target")
+@URI_OPTION
+def lookup(target: str, uri: str | None) -> None:
+    """Translate a rank idset to a hostlist, or a hostlist to a rank idset."""
+    from fluxnode.broker_conf import hostlist, idset
+
+    with connect(uri) as client:
+        names = rpc(client, "overlay.topology", {"rank": 0}, nodeid=0)["hostnames"]
+    try:
+        ranks = idset.decode(target)
+    except ValueError:
+        ranks = None
+    if ranks is not None:
+        bad = [r for r in ranks if r >= len(names)]
+        if bad:
+            raise click.ClickException(f"rank {bad[0]} is out of range (size {len(names)})")
+        click.echo(hostlist.encode(names[r] for r in ranks))
+        return
+    try:
+        hosts = hostlist.decode(target)
+    except ValueError as exc:
+        raise click.ClickException(f"{target!r} is neither an idset nor a hostlist: {exc}") from None
+    index = {h: r for r, h in reversed(list(enumerate(names)))}
+    unknown = [h for h in hosts if h not in index]
+    if unknown:
+        raise click.ClickException(f"{unknown[0]} is not a host of this instance")
+    click.echo(idset.encode(sorted(index[h] for h in hosts)))
+
+
+def _parents(tree: dict, parent: int | None = None, out: dict[int, int | None] | None = None) -> dict:
+    out = {} if out is None else out
+    out[tree["rank"]] = parent
+    for child in tree["children"]:
+        _parents(child, tree["rank"], out)
+    return out

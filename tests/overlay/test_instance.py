@@ -105,3 +105,11 @@ def test_cli_errors_are_one_line_without_traceback(tmp_path):
         assert "Traceback" not in p.stderr
         assert f"cannot connect to local://{tmp_path}/nothing/local: No such file or directory" in p.stderr
         assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_overlay_parentof_and_lookup(inst8):
+    assert run(inst8, "overlay", "parentof", "7").stdout == "3\n"
+    assert run(inst8, "overlay", "lookup", "3-5").stdout == "node[3-5]\n"
+    assert run(inst8, "overlay", "lookup", "node[1,7]").stdout == "1,7\n"
+    p = run(inst8, "overlay", "lookup", "zz", check=False)
+    assert p.returncode == 1 and p.stderr.strip() == "Error: zz is not a host of this instance"
