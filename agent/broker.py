@@ -417,6 +417,11 @@ class Broker:
         elif msg.type == "response":
             self.respond(msg)
         elif msg.type == "event":
+            if msg.seq is not None:
+                if self.event_seq and msg.seq > self.event_seq + 1:
+                    self.log.warning("broker: missed events %d-%d (disconnected from the leader)",
+                                     self.event_seq + 1, msg.seq - 1)
+                self.event_seq = msg.seq
             self._deliver_event(msg)
         elif msg.type == "control" and msg.topic == "shutdown":
             self.begin_shutdown()
