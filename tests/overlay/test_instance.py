@@ -113,3 +113,21 @@ def test_overlay_parentof_and_lookup(inst8):
     assert run(inst8, "overlay", "lookup", "node[1,7]").stdout == "1,7\n"
     p = run(inst8, "overlay", "lookup", "zz", check=False)
     assert p.returncode == 1 and p.stderr.strip() == "Error: zz is not a host of this instance"
+
+
+def test_resource_list_states_format_include_and_R(inst8):
+    assert run(inst8, "resource", "list", "-n", "-s", "up,all").stdout.splitlines() == [
+        "        up      8       36        4 node[0-7]",
+        "       all      8       36        4 node[0-7]",
+    ]
+    assert run(inst8, "resource", "list", "-o", "{nodelist} {ranks} {ncores}", "-s", "allocated").stdout == (
+        "NODELIST RANKS NCORES\nnode1 1 2\n")
+    assert run(inst8, "resource", "list", "-n", "-i", "node[6-7]", "-s", "free").stdout == (
+        "      free      2       15        1 node[6-7]\n")
+    assert run(inst8, "resource", "info", "-s", "allocated").stdout == "1 Nodes, 2 Cores, 0 GPUs\n"
+    p = run(inst8, "resource", "list", "-s", "bogus", check=False)
+    assert p.returncode == 2 and "unknown state 'bogus'" in p.stderr
+    import json
+
+    R = json.loads(run(inst8, "resource", "R").stdout)
+    assert R["version"] == 1 and R["execution"]["nodelist"]
