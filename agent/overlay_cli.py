@@ -64,7 +64,8 @@ def collect(client, root: int, tree: dict, timeout: float) -> dict[int, dict]:
                 if c is None:
                     continue
                 if c["status"] in ("lost", "offline"):
-                    info[child["rank"]] = {"status": c["status"], "duration": c["duration"], "hostname": c["hostname"]}
+                    info[child["rank"]] = {"status": c["status"], "duration": c["duration"], "hostname": c["hostname"],
+                                           **({"error": c["error"]} if c.get("error") else {})}
                     _ghost(info, child, c["status"])
                 else:
                     next_level.append(child)
@@ -130,6 +131,27 @@ def status(verbose: int, rank: int, timeout: float, summary: bool, down: bool, n
                    ghost=not no_ghost)
     for line in lines:
         click.echo(line.lstrip("│├└─ ") if no_pretty else line)
+
+
+@overlay.command("errors")
+@click.option("--timeout", "-t", type=float, default=0.5, show_default=True, help="per-broker RPC timeout (s)")
+@URI_OPTION
+def errors(timeout: float, uri: str | None) -> None:
+    """Summarize why brokers are lost or offline: one line per distinct error."""
+    from fluxnode.broker_conf import hostlist
+
+    with connect(uri) as client:
+        topo = rpc(client, "overlay.topology", {"rank": 0}, nodeid=0)
+        info = collect(client, 0, topo["tree"], timeout if timeout > 0 else 3600.0)
+    by_error: dict[str, list[str]] = {}
+    for rank, i in sorted(info.items()):
+        if i["status"] not in ("lost", "offline"):
+            continue
+        reason = i.get("error") or ("lost parent" if i.get("ghost") and i["status"] == "lost"
+                                    else "never joined or shut down" if i["status"] == "offline" else "lost")
+        by_error.setdefault(reason, []).append(topo["hostnames"][rank])
+    for reason, hosts in by_error.items():
+        click.echo(f"{hostlist.encode(hosts)}: {reason}")
 
 
 @overlay.command("parentof")

@@ -40,6 +40,9 @@ def test_killed_interior_broker_is_lost_and_its_subtree_rejoins_after_restart(tm
         down = subprocess.run([sys.executable, "-m", "fluxnode", "overlay", "status", "-t", "10", "--down"], env=env,
                               capture_output=True, text=True, timeout=30).stdout.splitlines()
         assert down == ["0 node0: degraded", "└─ 1 node1: degraded", "   └─ 3 node3: lost", "      └─ 7 node7: lost"]
+        errs = subprocess.run([sys.executable, "-m", "fluxnode", "overlay", "errors", "-t", "10"], env=env,
+                              capture_output=True, text=True, timeout=30).stdout.splitlines()
+        assert errs == ["node3: lost connection", "node7: lost parent"]
         # requests to the lost subtree fail fast instead of hanging
         with pytest.raises(RPCError) as exc:
             inst.rpc("broker.ping", {}, nodeid=7, timeout=5)
