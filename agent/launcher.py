@@ -152,6 +152,7 @@ def _prepare(root: Path, keep: bool, size: int, topo: str, attrs: dict[str, str]
     ports = {r: s.getsockname()[1] for r, s in listeners.items()}
     overrides = {hosts[r]: {"bind": f"tcp://127.0.0.1:{p}", "connect": f"tcp://127.0.0.1:{p}"} for r, p in ports.items()}
     cert_path = root / "curve.cert"
+    cert_path.unlink(missing_ok=True)  # every instance gets a fresh certificate, also in a reused --rundir
     certificate.write(cert_path, certificate.generate())
     text = render.render_broker_toml(hosts, curve_cert=str(cert_path), port=LEAF_PORT, topo=spec,
                                      bind="tcp://127.0.0.1:%p", connect="tcp://127.0.0.1:%p",
