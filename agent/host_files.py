@@ -78,10 +78,10 @@ class HostFiles:
         return f"local://{self.run_dir / 'local'}"
 
     def prepare(self) -> None:
-        for d, mode in ((self.host_dir, 0o755), (self.run_dir, 0o700), (self.bin_dir, 0o755)):
+        """Create the config and run directories (the bin directory is created on first write)."""
+        for d, mode in ((self.host_dir, 0o755), (self.run_dir, 0o700)):
             d.mkdir(parents=True, exist_ok=True)
-            if d != self.bin_dir:
-                os.chmod(d, mode)
+            os.chmod(d, mode)
 
     def write_cert(self, text: str) -> bool:
         return write_atomic(self.cert, text, 0o600)

@@ -137,7 +137,11 @@ class NodeAgent:
         text = env.get_template("connect.sh.j2").render(
             node=self.opts.node_name, run_dir=str(self.files.run_dir), pid_name=host_files.PID_NAME,
             uri_name=host_files.URI_NAME, cli_path=str(Path(sys.executable).parent))
-        self.files.write_connect_script(text)
+        try:
+            self.files.write_connect_script(text)
+        except OSError as exc:  # e.g. a read-only /usr (Container-Optimized OS): the broker still runs
+            log.warning("cannot write the connect script %s: %s; pass a writable --bin-dir (e.g. /opt/bin)",
+                        self.files.connect_script, exc.strerror or exc)
 
     def _start_informers(self) -> None:
         from fluxnode.agent.kube_informer import Informer

@@ -256,3 +256,12 @@ def test_garbled_rank_map_is_reported_and_rebuilt_once_deleted(kube, agents):
     kube.delete("configmaps", "fluxnode-ranks", "fluxnode")
     agent.wait_broker()
     assert ranks(kube)["hosts"] == ["w1"]
+
+
+def test_unwritable_bin_dir_is_a_warning_not_a_failure(kube, agents, tmp_path):
+    add_node(kube, "w1")
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    agent = agents("w1", "--bin-dir", str(blocker / "bin"))
+    agent.wait_broker()
+    assert "cannot write the connect script" in agent.log and "pass a writable --bin-dir" in agent.log
