@@ -87,13 +87,13 @@ class Session:
     # -- commands ---------------------------------------------------------
     def run_match(self, op: str, fn: str) -> bool:
         jobid = self.jobid
-        self.jobid += 1
         try:
             text = Path(fn).read_text()
         except OSError:
             self.error(f"ERROR: can't open {fn}")
-            self.jobid -= 1
             return True
+        if op != "satisfiability":
+            self.jobid += 1
         matched, sat, result = True, True, None
         try:
             js = Jobspec.parse(text)

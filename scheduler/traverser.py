@@ -532,10 +532,7 @@ class Traverser:
             return MatchResult(jobid, "SATISFIABLE", now, duration, time.perf_counter() - t0)
         if op not in ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability"):
             raise TraverserError(f"unknown match op {op!r}")
-        if not self._feasible(req, m, op):
-            if op == "allocate_with_satisfiability" and not self._satisfiable(req, m, excl):
-                raise Unsatisfiable()
-            raise NoMatch(True, "not enough nodes up")
+        self._feasible(req, m, op)
         rc, needs, x = self._select(req, m, excl)
         self.total_preorder, self.total_postorder = self.preorder, self.postorder
         if rc != 0:
@@ -578,21 +575,47 @@ class Traverser:
         rc, _n, _x = self._select(req, sm, excl)
         return rc == 0
 
-    def _feasible(self, req: MatchRequest, m: _Meta, op: str) -> bool:
-        want = 0
-        for r in req.resources:
-            want += self._count_type(r, "node", 1)
+    def nodes_up(self) -> int:
+        """Nodes that are up with every ancestor up (a down vertex hides its subtree)."""
+        n = 0
+        stack = [self.g.root]
+        while stack:
+            u = stack.pop()
+            if u.status != "up":
+                continue
+            if u.type == "node":
+                n += 1
+            stack.extend(u.children)
+        return n
+
+    def _feasible(self, req: MatchRequest, m: _Meta, op: str) -> None:
+        """Fluxion's request_feasible: raise early when too few nodes could ever serve."""
+        want = sum(self._count_type(r, "node", 1) for r in req.resources)
         if not want:
-            return True
-        nodes = [v for v in self.g.by_type.get("node", [])]
-        up = [v for v in nodes if v.status == "up"]
-        if m.constraint is None and want <= len(up):
-            return True
-        cand = 0
-        for v in up:
-            if m.constraint is None or m.constraint.match(v.name, v.rank, v.properties):
-                cand += 1
-        return cand >= want
+            return
+        sat_op = op == "allocate_with_satisfiability"
+        up = self.nodes_up()
+        if m.constraint is None and want <= up:
+            return
+        if want > up:
+            if sat_op:
+                raise Unsatisfiable("not enough nodes up")
+            raise NoMatch(True, "not enough nodes up")
+        t = m.at if op == "allocate" else INF - 1
+        feasible = 0
+        for v in self.g.by_type.get("node", []):
+            if m.constraint is not None and not m.constraint.match(v.name, v.rank, v.properties):
+                continue
+            if not sat_op and v.status != "up":
+                continue
+            if v.spans and _peak(v.spans.values(), t, t + m.duration) >= v.size:
+                continue
+            feasible += 1
+            if feasible >= want:
+                return
+        if sat_op:
+            raise Unsatisfiable("constraints leave too few nodes")
+        raise NoMatch(True, "constraints leave too few nodes")
 
     def _count_type(self, r: Request, t: str, mult: int) -> int:
         n = 0
