@@ -7,8 +7,8 @@ Agents update it with optimistic concurrency (PUT carrying the resourceVersion; 
 re-read and re-plan), and the plan is deterministic, so concurrent agents converge.
 
 Rules (``plan``): live nodes keep their rank; a departed node leaves a vacant slot
-(shown down) that the next new node fills, lowest first, else new nodes are appended
-in creation order; trailing vacant slots are dropped (the overlay shrinks). Rank 0
+(shown down) that the next new node fills (its own old slot if it comes back, else the
+lowest), else new nodes are appended in creation order; trailing vacant slots are dropped (the overlay shrinks). Rank 0
 hosts the leader and does not move while its node lives; if the leader's node goes
 away, the highest-ranked live node takes rank 0 (the one exception, so there is
 always a leader).
@@ -75,6 +75,9 @@ class RankMap:
             raise ValueError(f"rank map {DATA_KEY}: {exc}") from None
         if any(r < 0 or r >= len(hosts) for r in vacant):
             raise ValueError(f"rank map {DATA_KEY}: vacant rank out of range")
+        live = [h for r, h in enumerate(hosts) if r not in vacant]
+        if len(set(live)) != len(live) or not all(hosts):
+            raise ValueError(f"rank map {DATA_KEY}: host names must be non-empty and distinct")
         return cls(hosts, vacant, rv)
 
 
@@ -94,8 +97,11 @@ def plan(current: RankMap, members: set[str], joinable: list[str], view_rv: int 
             hosts[0], vacant = hosts[r], (vacant - {0}) | {r}
         elif newcomers:
             hosts[0], vacant = newcomers.pop(0), vacant - {0}
-    for node in newcomers:
-        free = sorted(vacant)
+    # A node that comes back gets its old rank if that is still vacant; others take the lowest.
+    returning = [n for n in newcomers if any(hosts[r] == n for r in vacant)]
+    for node in returning + [n for n in newcomers if n not in returning]:
+        own = sorted(r for r in vacant if hosts[r] == node)
+        free = own or sorted(vacant)
         if free:
             hosts[free[0]] = node
             vacant.discard(free[0])
@@ -104,6 +110,11 @@ def plan(current: RankMap, members: set[str], joinable: list[str], view_rv: int 
     while hosts and (len(hosts) - 1) in vacant:
         vacant.discard(len(hosts) - 1)
         hosts.pop()
+    # broker.toml needs distinct hostnames: a vacancy named like a live node gets a placeholder.
+    live_names = {h for r, h in enumerate(hosts) if r not in vacant}
+    for r in sorted(vacant):
+        if hosts[r] in live_names or hosts.count(hosts[r]) > 1:
+            hosts[r] = f"vacant-{r}"
     result = RankMap(tuple(hosts), frozenset(vacant), max(view_rv, current.nodes_resource_version))
     return current if result.same_ranks(current) else result
 

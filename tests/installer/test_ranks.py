@@ -28,6 +28,26 @@ def test_a_departed_node_leaves_a_vacancy_and_others_keep_their_rank():
     assert m.hosts == ("a", "e", "c", "d") and not m.vacant
 
 
+def test_a_returning_node_gets_its_old_rank_back_and_names_stay_distinct():
+    m = step(RankMap(), ["a", "b", "c", "d", "e"])
+    m = step(m, ["a", "d", "e"])  # b and c leave: ranks 1 and 2 vacant
+    assert m.vacant == {1, 2}
+    m = step(m, ["a", "c", "d", "e"], ["c"])  # c comes back: its own rank 2, not the lowest (1)
+    assert m.hosts == ("a", "b", "c", "d", "e") and m.vacant == {1}
+    m = step(m, ["a", "d", "e", "x"], ["x"])  # c leaves again, x fills rank 1
+    assert m.hosts == ("a", "x", "c", "d", "e") and m.vacant == {2}
+    m = step(m, ["a", "d", "e", "x"], [])
+    m2 = step(m, ["a", "d", "e", "x", "c"], ["c"])  # back into rank 2
+    assert m2.hosts == ("a", "x", "c", "d", "e") and not m2.vacant
+
+
+def test_vacancy_never_duplicates_a_live_name():
+    # the only way a live node could share a vacant slot's name: it joined while its old slot
+    # was taken; the vacancy then gets a placeholder so broker.toml hosts stay distinct
+    m = plan(RankMap(("a", "b", "b", "d"), frozenset({1})), {"a", "b", "d"}, ["a", "b", "d"])
+    assert len(set(m.hosts)) == len(m.hosts) and m.hosts[1] == "vacant-1"
+
+
 def test_trailing_vacancies_shrink_the_overlay():
     m = step(RankMap(), ["a", "b", "c", "d"])
     m = step(m, ["a", "b"])
@@ -59,6 +79,8 @@ def test_rank_map_round_trip_and_bad_input():
         RankMap.from_json('{"hosts": ["a"], "vacant": [3]}')
     with pytest.raises(ValueError, match="ranks.json"):
         RankMap.from_json("not json")
+    with pytest.raises(ValueError, match="distinct"):
+        RankMap.from_json('{"hosts": ["a", "a"]}')
 
 
 def test_node_selection(kube):
