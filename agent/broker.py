@@ -193,7 +193,7 @@ class Broker:
             bind_uri=self.attrs["tbon.endpoint"] if (children or self.rank == 0) and not self.singleton else None,
             parent_uri=self.config.connect_uri(parent) if parent is not None else None,
             public_key=_bytes(cert.public_key), secret_key=_bytes(cert.secret_key), params=params,
-            bind_fd=self.tbon_fd,
+            bind_fd=self.tbon_fd, subtrees={c: self.topology.subtree(c) for c in children},
             deliver=self._from_overlay, on_change=self._overlay_changed, on_parent_join=self._joined_parent,
         )
         try:

@@ -61,6 +61,7 @@ class Child:
     last_seen: float = 0.0
     online: set[int] = field(default_factory=set)
     error: str | None = None
+    subtree: set[int] = field(default_factory=set)  # ranks this child may report online
 
     @property
     def identity(self) -> bytes:
@@ -83,7 +84,8 @@ class Overlay:
                  parent_uri: str | None, public_key: bytes, secret_key: bytes, params: TbonParams,
                  deliver: Callable[[Message, str], None],
                  on_change: Callable[[], None] | None = None,
-                 on_parent_join: Callable[[], None] | None = None, bind_fd: int | None = None) -> None:
+                 on_parent_join: Callable[[], None] | None = None, bind_fd: int | None = None,
+                 subtrees: dict[int, list[int]] | None = None) -> None:
         self.reactor = reactor
         self.ctx = ctx
         self.log = log
@@ -91,7 +93,7 @@ class Overlay:
         self.hostnames = hostnames
         self.parent_rank = parent
         self.parent_hop = str(parent) if parent is not None else None
-        self.children = {r: Child(r, hostnames[r]) for r in children}
+        self.children = {r: Child(r, hostnames[r], subtree=set((subtrees or {}).get(r, ()))) for r in children}
         self.bind_uri = bind_uri
         self.bind_fd = bind_fd
         self.parent_uri = parent_uri
@@ -305,7 +307,7 @@ class Overlay:
             child.error = None
             self._child_report(child, body)
             self.log.info("overlay: %s (rank %d) joined%s", child.hostname, child.rank,
-                          f" (was {was})" if was in ("lost", "offline") and was != "offline" else "")
+                          " (was lost)" if was == "lost" else "")
             self._send_ident(child.identity, Message("control", "welcome", payload={}))
         elif not child.connected:
             if msg.topic != "goodbye":
@@ -326,7 +328,11 @@ class Overlay:
         if status != child.status:
             child.status = status
             child.since = time.time()
-        child.online = {r for r in online if isinstance(r, int)}
+        claimed = {r for r in online if isinstance(r, int)}
+        child.online = claimed & child.subtree if child.subtree else claimed
+        if child.online != claimed:
+            self.log.error("overlay: rank %d reported ranks outside its subtree: %s", child.rank,
+                           sorted(claimed - child.online))
         self._recompute()
 
     def _child_down(self, child: Child, state: str, error: str | None) -> None:
