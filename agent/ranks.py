@@ -181,6 +181,9 @@ class RankStore:
                 if exc.status == 409:  # someone else wrote first: re-read and re-plan
                     _, cm = self.read()
                     continue
+                if exc.status == 404:  # deleted behind our back: create it afresh
+                    self._last = cm = None
+                    continue
                 if is_denied(exc):
                     raise denied(f"cannot write {self._where()}", exc) from None
                 raise

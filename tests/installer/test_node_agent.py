@@ -256,6 +256,13 @@ def test_garbled_rank_map_is_reported_and_rebuilt_once_deleted(kube, agents):
     kube.delete("configmaps", "fluxnode-ranks", "fluxnode")
     agent.wait_broker()
     assert ranks(kube)["hosts"] == ["w1"]
+    # deleted again after this agent wrote it: rebuilt again, the broker keeps running
+    pid = agent.broker_pid()
+    kube.delete("configmaps", "fluxnode-ranks", "fluxnode")
+    wait_for(lambda: kube.list("configmaps", "fluxnode"), 20, what="rank map recreated")
+    assert ranks(kube)["hosts"] == ["w1"] and agent.broker_pid() == pid  # same placement: no restart
+    add_node(kube, "w2")
+    wait_for(lambda: hosts_in(agent) == ["w1", "w2"], 20, what="w2 added to the rebuilt map")
 
 
 def test_unwritable_bin_dir_is_a_warning_not_a_failure(kube, agents, tmp_path):
