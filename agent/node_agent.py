@@ -288,7 +288,7 @@ class NodeAgent:
         view_rv = self.nodes.resource_version
         rank_map = self.rank_store.reconcile(set(members), self.selection.joinable(nodes), view_rv,
                                              self.rank_configmaps.get(self.opts.rank_configmap),
-                                             self._may_write(nodes))
+                                             self._may_write(nodes), self.rank_configmaps.resource_version)
         unknown = [h for h in rank_map.live() if h not in nodes]
         if unknown and view_rv < rank_map.nodes_resource_version:
             self._set_status(f"waiting for the node list to catch up with the rank map ({', '.join(unknown)})")

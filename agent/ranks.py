@@ -148,14 +148,15 @@ class RankStore:
         return RankMap.from_json(text) if text else RankMap()
 
     def reconcile(self, members: set[str], joinable: list[str], view_rv: int, cached: dict | None,
-                  may_write: Callable[[RankMap, RankMap], bool], attempts: int = 20) -> RankMap:
+                  may_write: Callable[[RankMap, RankMap], bool], cache_rv: int = 0, attempts: int = 20) -> RankMap:
         """Apply ``plan`` to the stored map and write it back if it changed; returns the stored map.
 
-        ``cached`` is the ConfigMap as the informer last saw it (None: not seen), so a turn
-        with nothing to change costs no API call; the API is read only after a conflict.
+        ``cached`` is the ConfigMap as the informer last saw it (None: not seen) as of
+        ``cache_rv``, so a turn with nothing to change costs no API call; the API is read
+        only after a conflict.
         ``may_write(stored, wanted)`` says whether this agent should be the one to write.
         """
-        cm = self._newest(cached)
+        cm = self._newest(cached, cache_rv)
         for _ in range(attempts):
             current = self.parse(cm) if cm is not None else RankMap()
             if view_rv < current.nodes_resource_version:
@@ -193,13 +194,21 @@ class RankStore:
             return wanted
         raise RuntimeError(f"{self._where()}: gave up after {attempts} conflicting updates")
 
-    def _newest(self, cached: dict | None) -> dict | None:
-        """The newer of the informer's copy and the one we last wrote (the informer may lag)."""
+    def _newest(self, cached: dict | None, cache_rv: int) -> dict | None:
+        """The newer of the informer's copy and the one we last wrote (the informer may lag).
+
+        If the informer has seen past our write and no longer has the object, it was deleted.
+        """
         last = self._last
-        if cached is None or last is None:
-            return cached or last
+        if last is None:
+            return cached
         try:
-            newer = int(last["metadata"]["resourceVersion"]) > int(cached["metadata"]["resourceVersion"])
+            last_rv = int(last["metadata"]["resourceVersion"])
+            seen_rv = int(cached["metadata"]["resourceVersion"]) if cached is not None else cache_rv
         except (KeyError, ValueError):
-            newer = False
-        return last if newer else cached
+            return cached
+        if last_rv > seen_rv:
+            return last
+        if cached is None:
+            self._last = None
+        return cached
