@@ -105,8 +105,26 @@ def _eval(node, v, ov) -> bool:
     return False
 
 
+def _preds(node, out: dict) -> dict:
+    if node[0] == "pred":
+        out.setdefault(node[1], node[2])
+    else:
+        _preds(node[1], out)
+        _preds(node[2], out)
+    return out
+
+
 def find(traverser, criteria: str) -> list[Emit]:
     tree = _parse(_tokens(criteria))
+    preds = _preds(tree, {})
+    agfilter = preds.get("agfilter", "").lower() in ("true", "t")
+    jobid = None
+    for key in ("jobid-alloc", "jobid-span", "jobid-tag", "jobid-reserved"):
+        if key in preds:
+            try:
+                jobid = int(preds[key])
+            except ValueError as exc:
+                raise FindError(f"find: invalid jobid {preds[key]}") from exc
     out: list[Emit] = []
 
     def rec(v, level, ov) -> int:
@@ -115,10 +133,15 @@ def find(traverser, criteria: str) -> list[Emit]:
         n = 0
         for c in v.children:
             n += rec(c, level + 1, ov)
-        if _eval(tree, v, ov) or n:
-            out.append(Emit(v, v.size, True, level))
-            return n + 1
-        return 0
+        if not (_eval(tree, v, ov) or n):
+            return 0
+        extra = None
+        if agfilter:
+            extra = traverser.agfilter(v, jobid)
+            if extra is None:
+                return 0
+        out.append(Emit(v, v.size, True, level, extra))
+        return n + 1
 
     rec(traverser.g.root, 1, (False, False, False))
     return out

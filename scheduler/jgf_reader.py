@@ -58,14 +58,16 @@ def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) ->
             continue
         type_ = md["type"]
         basename = md.get("basename", type_)
-        id_ = int(md.get("id", -1))
-        name = md.get("name", f"{basename}{id_}")
         uid = md.get("uniq_id")
+        try:
+            node_key = int(n.get("id"))
+        except (TypeError, ValueError):
+            node_key = None
         if uid is None:
-            try:
-                uid = int(n.get("id"))
-            except (TypeError, ValueError):
-                uid = None
+            uid = node_key
+        # Without an "id", Fluxion numbers the vertex by its JGF node id.
+        id_ = int(md["id"]) if "id" in md else (node_key if node_key is not None else -1)
+        name = md.get("name", f"{basename}{id_}")
         rank = int(md.get("rank", -1)) if rank_override is None else rank_override
         v = g.add_vertex(type_, basename, name, id_, rank=rank, size=int(md.get("size", 1)),
                          unit=md.get("unit", ""), uniq_id=uid)

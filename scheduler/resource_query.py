@@ -220,9 +220,7 @@ class Session:
             sel = find(self.t, criteria)
         except FindError as exc:
             return self.error(f"ERROR: {exc}")
-        if self.fmt in ("simple", "pretty_simple"):
-            self.emit(sel)
-        else:
+        if sel or self.fmt in ("simple", "pretty_simple"):
             self.emit(sel)
         self.out.write(SEP)
         self.out.write(f'INFO: EXPRESSION="{criteria}"\n')
@@ -332,8 +330,8 @@ class Session:
             if not vs:
                 self.error("ERROR: can't remove subgraph ")
                 return
-            for v in vs:
-                g.remove_vertex(v)
+            for v in list(vs):
+                self.t.remove_subgraph(v)
         elif is_path == "false":
             from fluxnode.broker_conf import idset
             try:
@@ -350,8 +348,7 @@ class Session:
             for r in ranks:
                 vs = g.by_rank.get(r, [])
                 if vs:
-                    top = min(vs, key=lambda v: len(v.path))
-                    g.remove_vertex(top)
+                    self.t.remove_subgraph(min(vs, key=lambda v: len(v.path)))
         else:
             return self.error("ERROR: invalid path boolean input ")
         self.t.reinit()

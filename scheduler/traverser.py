@@ -66,6 +66,7 @@ class Emit:
     needs: int
     exclusive: bool
     level: int
+    agfilter: dict | None = None
 
 
 @dataclass
@@ -137,17 +138,49 @@ class Traverser:
         self._visited: set[int] = set()
         self.reinit()
 
-    @staticmethod
-    def _parse_prune(spec: str) -> set[str]:
+    def _parse_prune(self, spec: str) -> set[str]:
+        """``ANCHOR:TYPE,...``: track free TYPE units below every ANCHOR vertex (ALL = any)."""
         out = set()
+        self.prune_anchored: dict[str, list[str]] = {}
         for pair in (spec or "").split(","):
             if not pair.strip():
                 continue
             anchor, sep, t = pair.partition(":")
-            if not sep or not anchor.strip() or not t.strip():
+            anchor, t = anchor.strip(), t.strip()
+            if not sep or not anchor or not t:
                 raise TraverserError(f"invalid prune filter {pair!r}: want ANCHOR:TYPE")
-            out.add(t.strip())
+            lst = self.prune_anchored.setdefault(anchor, [])
+            if t not in lst:
+                lst.append(t)
+            out.add(t)
         return out
+
+    def subplan_types(self, u: Vertex) -> list[str]:
+        """The resource types a vertex's subtree filter tracks, in Fluxion's order."""
+        if not u.children:
+            return []
+        own = [t for t in sorted(self.prune_anchored.get(u.type, [])) if t != u.type]
+        if u.type == "ALL":
+            return own
+        every = [t for t in sorted(self.prune_anchored.get("ALL", [])) if t != u.type]
+        return own + [t for t in every if t not in own]
+
+    def agfilter(self, u: Vertex, jobid: int | None = None) -> dict[str, str] | None:
+        """``{type: "used:N, total:M"}`` of the vertex's subtree filter (None if it has none)."""
+        types = self.subplan_types(u)
+        if not types:
+            return None
+        tot = self._totals.get(u.uniq_id, {})
+        out = {}
+        for t in types:
+            total = tot.get(t, 0)
+            if jobid is not None:
+                span = u.agspans.get(jobid)
+                used = span[2].get(t, 0) if span else 0
+            else:
+                used = sum(c.get(t, 0) for (st, en, c) in u.agspans.values() if st <= 0 < en)
+            out[t] = f"used:{used}, total:{total}"
+        return dict(sorted(out.items()))
 
     def reinit(self) -> None:
         """(Re)compute subtree totals after the graph changed shape."""
@@ -157,6 +190,8 @@ class Traverser:
         if root is None:
             raise TraverserError("graph has no containment root")
         leaf_types = {v.type for v in self.g.walk(root) if not v.children}
+        for t in sorted(leaf_types - self.prune_types):
+            self.prune_anchored.setdefault("cluster", []).append(t)
         self.prune_types |= leaf_types
 
         def rec(v: Vertex) -> dict[str, int]:
@@ -728,6 +763,29 @@ class Traverser:
 
         if jobid in self.g.root.tags:
             rec(self.g.root)
+
+    def remove_subgraph(self, v: Vertex) -> list[int]:
+        """Drop ``v``'s subtree from the graph, releasing what jobs held there.
+
+        Returns the jobs that no longer hold anything (fully released)."""
+        sub = list(self.g.walk(v))
+        affected = {j for u in sub for j in u.tags}
+        for u in sub:
+            for j in list(u.tags):
+                self._release(u, j)
+        self.g.remove_vertex(v)
+        gone = []
+        for j in sorted(affected):
+            job = self.jobs.get(j)
+            if job is None:
+                continue
+            job.vertices.difference_update(u.uniq_id for u in sub)
+            self._rebuild_job(j, job)
+            if j not in self.g.root.tags:
+                self.jobs.pop(j, None)
+                gone.append(j)
+        self.reinit()
+        return gone
 
     def info(self, jobid: int) -> Job:
         job = self.jobs.get(jobid)

@@ -45,34 +45,45 @@ def pretty_simple(result) -> str:
 
 
 def _vertex_json(e) -> dict:
+    """Fluxion's JGF match writer: defaults are left out (basename == type, size 1...)."""
     v = e.vertex
-    md = OrderedDict()
-    md["type"] = v.type
-    md["basename"] = v.basename
-    md["name"] = v.name
+    md: dict = {"type": v.type}
+    if v.basename and v.basename != v.type:
+        md["basename"] = v.basename
+    if v.name != f"{v.basename}{v.id}":
+        md["name"] = v.name
     md["id"] = v.id
-    md["uniq_id"] = v.uniq_id
     md["rank"] = v.rank
-    md["exclusive"] = bool(e.exclusive)
-    md["unit"] = v.unit
-    md["size"] = e.needs
+    if e.exclusive:
+        md["exclusive"] = True
+    if e.needs != 1:
+        md["size"] = e.needs
     if v.properties:
         md["properties"] = dict(v.properties)
     md["paths"] = dict(v.paths)
+    if getattr(e, "agfilter", None):
+        md["agfilter"] = e.agfilter
     return {"id": str(v.uniq_id), "metadata": md}
 
 
 def jgf(result) -> dict:
-    sel = list(reversed(_sel(result)))
-    chosen = {e.vertex.uniq_id for e in sel}
+    """Nodes in emission (post) order; each edge right after its child's subtree."""
+    sel = list(_sel(result))
     nodes = [_vertex_json(e) for e in sel]
     edges = []
+    stack: list[tuple[int, object]] = []  # (level, vertex) of emitted, not yet parented
     for e in sel:
-        p = e.vertex.parent
-        if p is not None and p.uniq_id in chosen:
-            edges.append({"source": str(p.uniq_id), "target": str(e.vertex.uniq_id),
-                          "metadata": {"name": {"containment": "contains"}}})
-    return {"graph": {"nodes": nodes, "edges": edges}}
+        kids = []
+        while stack and stack[-1][0] == e.level + 1:
+            kids.append(stack.pop()[1])
+        stack.append((e.level, e.vertex))
+        for k in reversed(kids):
+            edges.append((e.vertex, k))
+    # edges are emitted when each child finishes, i.e. in child emission order
+    order = {id(x.vertex): i for i, x in enumerate(sel)}
+    edges.sort(key=lambda pc: order[id(pc[1])])
+    return {"graph": {"nodes": nodes, "edges": [
+        {"source": str(p.uniq_id), "target": str(c.uniq_id)} for p, c in edges]}}
 
 
 def _rank_of(v) -> int:
@@ -137,7 +148,7 @@ def rv1(result) -> dict:
 
 
 def dumps(obj) -> str:
-    return json.dumps(obj, separators=(",", ":"))
+    return json.dumps(obj)
 
 
 FORMATS = ("simple", "pretty_simple", "jgf", "rlite", "rv1", "rv1_nosched")
