@@ -10,7 +10,6 @@ its ``selection`` list) and returns text / a JSON-able dict.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 
 from fluxnode.broker_conf import hostlist, idset
 
