@@ -164,3 +164,9 @@ def test_events_from_the_leader_reach_every_broker_with_sequence_numbers(inst8):
     finally:
         for c in clients:
             c.close()
+
+
+def test_upstream_requests_are_handled_by_the_parent(inst8):
+    with inst8.client(rank=3) as c:
+        assert c.rpc("broker.ping", {}, nodeid=-2)["route"].endswith("!3!1")
+        assert c.rpc("attr.get", {"name": "rank"}, nodeid=-1)["value"] == "3"
