@@ -203,15 +203,19 @@ class Broker:
                 raise BrokerError(f"statedir {self.statedir}: {exc.strerror}") from None
             self.log.warning("broker: statedir %s: %s (modules cannot keep state)", self.statedir, exc.strerror)
         self._register_builtin()
+        self.resource_service.discover_local()  # before any socket: a bad override fails cleanly
         try:
-            self.connector.start()
-        except OSError as exc:
-            raise BrokerError(f"local connector {self.attrs['local-uri']}: {exc}") from None
-        try:
-            self.overlay.start()
-        except zmq.ZMQError as exc:
-            raise BrokerError(f"overlay: cannot bind/connect {self.attrs['tbon.endpoint']}: {exc}") from None
-        self.resource_service.discover_local()
+            try:
+                self.connector.start()
+            except OSError as exc:
+                raise BrokerError(f"local connector {self.attrs['local-uri']}: {exc}") from None
+            try:
+                self.overlay.start()
+            except zmq.ZMQError as exc:
+                raise BrokerError(f"overlay: cannot bind/connect {self.attrs['tbon.endpoint']}: {exc}") from None
+        except BaseException:
+            self._close()
+            raise
         if self.rank == 0:
             self._load_modules()
             self._overlay_changed()
