@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 
@@ -45,7 +44,6 @@ def ping(count: int, pad: int, interval: float, uri: str | None, target: str) ->
         client = Client.connect(uri)
     except ConnectError as exc:
         raise click.ClickException(str(exc).removeprefix("fluxnode: ")) from None
-    times: list[float] = []
     seq = 0
     try:
         with client:
@@ -56,7 +54,6 @@ def ping(count: int, pad: int, interval: float, uri: str | None, target: str) ->
                 except RPCError as exc:
                     raise click.ClickException(f"{prefix}{topic}: {exc.errstr}") from None
                 ms = (time.monotonic() - t0) * 1000.0
-                times.append(ms)
                 if resp.get("pad") != padding:
                     raise click.ClickException("error in ping pad")
                 click.echo(f"{prefix}{topic} pad={pad} seq={resp.get('seq', seq)} time={ms:0.3f} ms "
@@ -66,7 +63,4 @@ def ping(count: int, pad: int, interval: float, uri: str | None, target: str) ->
                     time.sleep(interval)
     except KeyboardInterrupt:
         pass
-    if len(times) > 1:
-        click.echo(f"{len(times)} pings: min/avg/max/stddev = {min(times):0.3f}/{statistics.mean(times):0.3f}/"
-                   f"{max(times):0.3f}/{statistics.pstdev(times):0.3f} ms", err=True)
     sys.exit(0)
