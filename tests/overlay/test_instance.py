@@ -26,6 +26,12 @@ def test_4_brokers_reach_quorum_and_leader_logs_progress(tmp_path):
         assert "quorum reached" in log
 
 
+def test_quorum_attribute_is_a_count_or_an_idset(tmp_path):
+    with Instance(3, tmp_path, attrs={"broker.quorum": "0-1"}) as inst:
+        assert inst.rpc("broker.status")["quorum"] == 2
+        assert inst.rpc("attr.get", {"name": "broker.quorum"})["value"] == "2"
+
+
 def test_16_brokers_reach_quorum_and_every_rank_answers(tmp_path):
     with Instance(16, tmp_path, topo="kary:3") as inst:
         assert inst.online() == "0-15"
