@@ -116,6 +116,7 @@ class Overlay:
         self.shutting_down = False
         self.refused = 0
         self._raw_key = z85.decode(public_key)
+        self._resets: dict[bytes, float] = {}
 
     # -- sockets -------------------------------------------------------------------------
     def _tune(self, sock: zmq.Socket) -> None:
@@ -253,7 +254,7 @@ class Overlay:
             return
         if name.isdigit() and (child is None or not child.connected):
             # A broker we do not know (we restarted, or it is not our child): make it say hello.
-            self._send_ident(ident, Message("control", "reset", payload={}))
+            self._reset(ident)
             if msg.type == "request":
                 self._send_ident(ident, msg.error(errno.EAGAIN, "not joined to this parent yet; say hello first"))
             return
@@ -311,13 +312,21 @@ class Overlay:
             self._send_ident(child.identity, Message("control", "welcome", payload={}))
         elif not child.connected:
             if msg.topic != "goodbye":
-                self._send_ident(child.identity, Message("control", "reset", payload={}))
+                self._reset(child.identity)
         elif msg.topic == "status":
             self._child_report(child, body)
         elif msg.topic == "goodbye":
             self._child_down(child, "offline", None)
         elif msg.topic != "keepalive":
             self.log.error("overlay: unknown control %r from rank %d", msg.topic, child.rank)
+
+    def _reset(self, ident: bytes) -> None:
+        """Ask a peer to say hello again, at most once per keepalive period (a child whose
+        parent was away may deliver a backlog of queued keepalives all at once)."""
+        now = time.monotonic()
+        if now - self._resets.get(ident, 0.0) >= self.params.keepalive_period:
+            self._resets[ident] = now
+            self._send_ident(ident, Message("control", "reset", payload={}))
 
     def _child_report(self, child: Child, body: dict) -> None:
         status = body.get("status")
