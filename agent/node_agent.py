@@ -27,6 +27,16 @@ SYNC_TIMEOUT = 60.0
 API_WAIT = 60.0  # how long to wait for an unreachable API server at start-up
 
 
+def _toml_scalar(text: str) -> object:
+    """``30s`` stays a string, ``2`` becomes 2, ``true`` True (as TOML would read them)."""
+    import tomllib
+
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= 300 else text[:297] + "..."
@@ -54,6 +64,7 @@ class AgentOptions:
     backoff_min: float
     backoff_max: float
     writer_grace: float = 10.0
+    tbon: tuple[tuple[str, object], ...] = ()
     api_wait: float = API_WAIT
 
 
@@ -73,7 +84,7 @@ class NodeAgent:
         self.files = HostFiles(opts.host_dir, opts.run_dir, opts.bin_dir)
         self.selection = NodeSelection(include_control_plane=opts.include_control_plane)
         self.settings = OverlaySettings(port=opts.port, bind_address=opts.bind_address, topo=opts.topo,
-                                        cert_path=str(self.files.cert))
+                                        cert_path=str(self.files.cert), tbon=opts.tbon)
         self.supervisor = BrokerSupervisor(self.files, opts.node_name, opts.state_dir,
                                            Backoff(opts.backoff_min, opts.backoff_max))
         self.metrics = AgentMetrics()
@@ -309,24 +320,32 @@ class NodeAgent:
                 self._r_key = r_key
         self.rank = rank_map.rank_of(self.opts.node_name)
         me = nodes.get(self.opts.node_name)
+        stop_in_place = False
         placement = overlay_config.placement(rank_map, nodes, self.settings, self.opts.node_name)
         if me is None or self.opts.node_name not in members:
             self._set_status(f"node {self.opts.node_name} is not selected (missing, control-plane, cordoned "
                              "or outside --selector): no broker here")
             placement = None
+        elif not is_ready(me) and self.rank == 0:
+            # Stopping the leader would take the whole overlay down with it; keep it.
+            self._set_status(f"node {self.opts.node_name} is NotReady but hosts the leader (rank 0): "
+                             "its broker keeps running", logging.WARNING)
         elif not is_ready(me):
             if self.supervisor.running:
                 self.record_event("BrokerStopped", f"node is NotReady: broker rank {self.rank} stopped, "
                                   "the overlay shows it down", "Warning")
             self._set_status(f"node {self.opts.node_name} is NotReady: broker stopped so the overlay marks "
                              f"rank {self.rank} down", logging.WARNING)
+            # A leaf says goodbye (offline at once); a broker with children is killed so its
+            # subtree keeps running and rejoins when the node is Ready again (lost meanwhile).
+            stop_in_place = bool(placement and placement.children)
             placement = None
         elif placement is None:
             self._set_status(f"node {self.opts.node_name} waits for a rank")
         else:
             self._set_status(f"node {self.opts.node_name} is rank {self.rank} of {rank_map.size}")
         self.metrics.size.set(rank_map.size)
-        self.supervisor.ensure(placement)
+        self.supervisor.ensure(placement, why=self.status, stop_in_place=stop_in_place)
 
     def _publish_metrics(self) -> None:
         m, s = self.metrics, self.supervisor
@@ -374,6 +393,8 @@ def _setup_logging(verbose: bool) -> None:
 @click.option("--port", type=click.IntRange(1, 65535), default=8050, help="broker TBON port (node annotation fluxnode.io/broker-port overrides)")
 @click.option("--bind-address", default="0.0.0.0", help="address brokers bind their TBON socket to")
 @click.option("--topo", default="kary:2", help="TBON topology (kary:K or binomial)")
+@click.option("--tbon", "tbon", multiple=True, metavar="KEY=VALUE",
+              help="extra [tbon] setting for broker.toml (flux-config-tbon(5)), e.g. torpid_max=30s")
 @click.option("--secret-name", default="fluxnode-curve", help="Secret holding the cluster's CURVE certificate")
 @click.option("--rank-configmap", default="fluxnode-ranks", help="ConfigMap holding the shared rank map")
 @click.option("--health-port", type=click.IntRange(0, 65535), default=9464,
@@ -390,6 +411,7 @@ def _setup_logging(verbose: bool) -> None:
 @click.option("--verbose", "-v", is_flag=True, help="debug logging")
 def agent(node_name: str, namespace: str, kubeconfig: str | None, selector: str | None, include_control_plane: bool,
           host_dir: Path, run_dir: Path, bin_dir: Path, state_dir: Path, port: int, bind_address: str, topo: str,
+          tbon: tuple[str, ...],
           secret_name: str, rank_configmap: str, health_port: int, no_health: bool, health_address: str,
           backoff: tuple[float, float], writer_grace: float, api_wait: float, verbose: bool) -> None:
     """Run this node's broker for the Kubernetes overlay (the DaemonSet's container)."""
@@ -402,6 +424,18 @@ def agent(node_name: str, namespace: str, kubeconfig: str | None, selector: str 
         Topology.from_spec(topo, 1)
     except (TopologyError, ValueError) as exc:
         raise click.BadParameter(str(exc), param_hint="--topo") from None
+    tbon_pairs = []
+    for item in tbon:
+        key, sep, value = item.partition("=")
+        if not sep or not key or key == "topo":
+            raise click.BadParameter(f"{item!r}: expected KEY=VALUE (topo has its own option)", param_hint="--tbon")
+        tbon_pairs.append((key.strip(), _toml_scalar(value.strip())))
+    try:
+        from fluxnode.broker_conf.render import RenderError, render_broker_toml
+
+        render_broker_toml(["check"], curve_cert="/c", port=port, topo=topo, tbon=dict(tbon_pairs))
+    except RenderError as exc:
+        raise click.BadParameter(str(exc), param_hint="--tbon") from None
     if backoff[0] <= 0 or backoff[1] < backoff[0]:
         raise click.BadParameter("need 0 < MIN <= MAX", param_hint="--restart-backoff")
     opts = AgentOptions(
@@ -409,7 +443,7 @@ def agent(node_name: str, namespace: str, kubeconfig: str | None, selector: str 
         include_control_plane=include_control_plane, host_dir=host_dir, run_dir=run_dir, bin_dir=bin_dir,
         state_dir=state_dir, port=port, bind_address=bind_address, topo=topo, secret_name=secret_name,
         rank_configmap=rank_configmap, health_port=None if no_health else health_port,
-        health_address=health_address, backoff_min=backoff[0], backoff_max=backoff[1], writer_grace=writer_grace,
+        health_address=health_address, backoff_min=backoff[0], backoff_max=backoff[1], writer_grace=writer_grace, tbon=tuple(tbon_pairs),
         api_wait=api_wait)
     try:
         code = NodeAgent(opts).run()

@@ -24,6 +24,7 @@ class OverlaySettings:
     bind_address: str
     topo: str
     cert_path: str
+    tbon: tuple[tuple[str, object], ...] = ()  # extra [tbon] keys (flux-config-tbon(5)), e.g. torpid_max
 
 
 def endpoints(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings) -> list[tuple[str, int, str]]:
@@ -48,7 +49,8 @@ def render(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings) -> str
         if extra:
             overrides[host] = extra
     return render_broker_toml(list(rank_map.hosts), curve_cert=s.cert_path, port=s.port, topo=s.topo,
-                              bind=f"tcp://{s.bind_address}:%p", connect="tcp://%h:%p", host_overrides=overrides)
+                              bind=f"tcp://{s.bind_address}:%p", connect="tcp://%h:%p", host_overrides=overrides,
+                              tbon=dict(s.tbon))
 
 
 @dataclass(frozen=True)

@@ -107,12 +107,13 @@ class BrokerSupervisor:
             proc.kill()
             proc.wait()
 
-    def ensure(self, placement: Placement | None, *, reload: bool = True) -> None:
+    def ensure(self, placement: Placement | None, *, reload: bool = True, why: str = "",
+               stop_in_place: bool = False) -> None:
         """Make the broker run with ``placement`` (None: not running). Called on every reconcile."""
         self.wanted = placement is not None
         if placement is None:
             if self.proc is not None:
-                self.stop("node left the overlay or is not ready")
+                self.stop(why or "node left the overlay", in_place=stop_in_place)
             return
         if self.running and self.placement != placement:
             if placement.rank == (self.placement.rank if self.placement else None) and reload and self._reload():

@@ -272,3 +272,26 @@ def test_unwritable_bin_dir_is_a_warning_not_a_failure(kube, agents, tmp_path):
     agent = agents("w1", "--bin-dir", str(blocker / "bin"))
     agent.wait_broker()
     assert "cannot write the connect script" in agent.log and "pass a writable --bin-dir" in agent.log
+
+
+def test_not_ready_interior_broker_keeps_its_subtree_and_the_leader_stays(kube, agents):
+    names = ("w1", "w2", "w3", "w4")  # kary:2: w1 -> w2, w3; w2 -> w4
+    for name in names:
+        add_node(kube, name)
+    fast = ("--tbon", "torpid_min=0.2s", "--tbon", "torpid_max=2s")
+    nodes = {name: agents(name, *fast) for name in names}
+    pids = {name: a.wait_broker() for name, a in nodes.items()}
+    leader = nodes["w1"]
+    wait_for(lambda: resource_list(leader).get("free") == list(names), 60, what="4 brokers up")
+    assert 'torpid_max = "2s"' in leader.config()
+    kube.set_node_ready("w2", False)
+    wait_for(lambda: nodes["w2"].broker_pid() is None, 20, what="w2's broker stopped")
+    wait_for(lambda: "w2" in resource_list(leader).get("down", []), 30, what="w2 down")
+    assert nodes["w4"].broker_pid() == pids["w4"]  # the subtree below w2 was not shut down
+    kube.set_node_ready("w2", True)
+    wait_for(lambda: resource_list(leader).get("free") == list(names), 60, what="w2 and its subtree back")
+    assert nodes["w4"].broker_pid() == pids["w4"]
+    # the leader's node going NotReady does not take the overlay down
+    kube.set_node_ready("w1", False)
+    wait_for(lambda: "hosts the leader (rank 0): its broker keeps running" in leader.log, 20, what="leader kept")
+    assert leader.broker_pid() == pids["w1"] and resource_list(leader).get("free")
