@@ -40,7 +40,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from support.kube_selectors import FieldSelector, SelectorError, selector_predicate
+from support.kube_selectors import SelectorError, selector_predicate
 from support.kube_store import (
     BY_REF,
     DEFAULT_NAMESPACES,
@@ -521,7 +521,6 @@ class KubeEmulator:
     async def _watch(self, request: web.Request, rt: ResourceType, info: RequestInfo) -> web.StreamResponse:
         q = info.query
         matches = selector_predicate(q.get("labelSelector"), q.get("fieldSelector"), rt.ref)
-        FieldSelector.parse(q.get("fieldSelector"), rt.ref)
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else 1800.0
         start = self.store.open_watch(rt.ref, info.namespace, matches, q.get("resourceVersion"),
