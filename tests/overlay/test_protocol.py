@@ -170,3 +170,38 @@ def test_upstream_requests_are_handled_by_the_parent(inst8):
     with inst8.client(rank=3) as c:
         assert c.rpc("broker.ping", {}, nodeid=-2)["route"].endswith("!3!1")
         assert c.rpc("attr.get", {"name": "rank"}, nodeid=-1)["value"] == "3"
+
+
+def test_random_garbage_never_takes_a_broker_down(inst8):
+    import random
+
+    rng = random.Random(1234)
+    cert = certificate.load(inst8.cert_path)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.linger = 0
+    sock.curve_serverkey = cert.public_key
+    sock.curve_publickey = cert.public_key
+    sock.curve_secretkey = cert.secret_key
+    sock.connect(inst8.tcp_uri(1))
+    pieces = [MAGIC, b"{", b"{}", b"[]", b"null", header(type="request", topic="broker.ping", nodeid=7),
+              header(type="control", topic="hello"), header(type="event", topic="x"),
+              header(type="response", topic="", route=["0", "c9"]), header(type="request", topic="a", route=[1]),
+              bytes(rng.randrange(256) for _ in range(64)), b"\xff" * 3]
+    try:
+        for _ in range(300):
+            sock.send_multipart([rng.choice(pieces) for _ in range(rng.randint(1, 5))])
+        for _ in range(50):  # raw bytes on the local connector, each on a fresh connection
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(inst8.broker_uri(rng.choice([0, 3, 7])).removeprefix("local://"))
+            s.sendall(bytes(rng.randrange(256) for _ in range(rng.randint(1, 300))))
+            s.close()
+    finally:
+        sock.close()
+        ctx.term()
+    with inst8.client() as c:
+        tags = {c.send("broker.ping", {"r": r}, nodeid=r): r for r in range(8)}
+        assert all(c.recv(t).decode_payload()["r"] == r for t, r in tags.items())
+    assert all(inst8.rpc("broker.status", nodeid=0)["online"] == "0-7" for _ in range(2))
+    for rank in range(8):  # bad input is logged as such, never as a crashed handler
+        assert "Traceback" not in inst8.log(rank), inst8.log(rank)
