@@ -261,6 +261,10 @@ class Overlay:
         if msg.type == "event":
             self.log.error("overlay: %s sent an event upstream (%s); events only flow from the leader", name, msg.topic)
             return
+        if child is None and msg.type != "request":
+            self.log.error("overlay: client %s sent a %s (%s); clients may only send requests", name, msg.type,
+                           msg.topic)
+            return
         if msg.type == "request":
             msg.route.append(name)
         self.deliver(msg, name)
