@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import networkx as nx
-
 CONTAINMENT = "containment"
 
 
@@ -137,8 +135,10 @@ class ResourceGraph:
             v.parent.children.remove(v)
             v.parent = None
 
-    def to_networkx(self) -> nx.DiGraph:
+    def to_networkx(self):
         """The containment tree as a networkx DiGraph keyed by uniq_id."""
+        import networkx as nx  # imported here: resource-query start-up stays fast
+
         g = nx.DiGraph()
         for v in self.walk():
             g.add_node(v.uniq_id, type=v.type, basename=v.basename, name=v.name, id=v.id,

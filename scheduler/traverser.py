@@ -550,6 +550,8 @@ class Traverser:
             req = self._request(jobspec)
         except RequestError:
             raise
+        if not req.resources:
+            raise TraverserError("jobspec requests no resources")
         now = 0 if at is None else at
         duration = req.duration if req.duration > 0 else INF - now
         constraint = req.constraint if req.constraint is not None and req.constraint.op else None
@@ -595,6 +597,10 @@ class Traverser:
             m.duration = INF - m.at
         self.jobs[jobid] = Job(jobid, m.at, m.duration, status)
         sel = self._update(m, needs, x)
+        if not sel:
+            # Like Fluxion: a request with nothing exclusive (no slot) allocates nothing.
+            self.jobs.pop(jobid, None)
+            raise NoMatch(False, "request selects nothing exclusively (no slot?)")
         return MatchResult(jobid, status, m.at, m.duration, time.perf_counter() - t0, sel)
 
     def _collect_xtypes(self, resources: list[Request]) -> None:

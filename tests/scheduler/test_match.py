@@ -1,0 +1,154 @@
+"""Jobspec-driven matching: policies, reservations, cancel, status, constraints."""
+
+from __future__ import annotations
+
+import pytest
+from fluxnode.scheduler import writers
+from fluxnode.scheduler.grug_reader import read_grug
+from fluxnode.scheduler.policy import PolicyError
+from fluxnode.scheduler.rv1_reader import read_rv1
+from fluxnode.scheduler.traverser import NoMatch, Traverser, TraverserError, Unsatisfiable
+from support.sched_graphs import R_TWO_NODES, cores, jobspec
+
+
+def picked(res, type_="core"):
+    return [(e.vertex.parent.parent.name if type_ == "core" else "", e.vertex.name)
+            for e in res.selection if e.vertex.type == type_]
+
+
+@pytest.mark.parametrize(("policy", "node", "core"), [
+    ("high", None, "core7"), ("low", None, "core0"), ("first", "node1", "core7"),
+    ("lonode", "node0", "core0"), ("hinode", "node1", "core7")])
+def test_policies_pick_their_end(tiny_grug, policy, node, core):
+    t = Traverser(read_grug(tiny_grug), policy)
+    res = t.match(cores(1))
+    [(got_node, got_core)] = picked(res)
+    assert got_core == core
+    assert node is None or got_node == node
+    assert res.status == "ALLOCATED" and res.at == 0
+
+
+def test_allocate_until_full_then_busy(tiny_grug):
+    t = Traverser(read_grug(tiny_grug), "low")
+    for _ in range(16):
+        t.match(cores(1))
+    with pytest.raises(NoMatch) as exc:
+        t.match(cores(1))
+    assert exc.value.busy
+
+
+def test_unsatisfiable_request(tiny_grug):
+    t = Traverser(read_grug(tiny_grug), "low")
+    with pytest.raises(Unsatisfiable):
+        t.match(cores(99), op="allocate_with_satisfiability")
+    with pytest.raises(Unsatisfiable):
+        t.match(cores(99), op="satisfiability")
+    # slots form where the cores are: one socket has 4 of them
+    assert t.match(cores(4), op="satisfiability").status == "SATISFIABLE"
+    with pytest.raises(Unsatisfiable):
+        t.match(cores(5), op="satisfiability")
+
+
+def test_reserve_then_backfill_and_cancel(tiny_grug):
+    t = Traverser(read_grug(tiny_grug), "low")
+    whole = jobspec([{"type": "node", "count": 2, "exclusive": True,
+                      "with": [{"type": "slot", "count": 2, "label": "default",
+                                "with": [{"type": "core", "count": 4}]}]}], duration=100)
+    a = t.match(whole)
+    r = t.match(whole, op="allocate_orelse_reserve")
+    assert (a.status, r.status, r.at) == ("ALLOCATED", "RESERVED", 100)
+    t.cancel(a.jobid)
+    long_job = t.match(cores(1), op="allocate_orelse_reserve")
+    assert (long_job.status, long_job.at) == ("RESERVED", 200)  # would overlap the reservation
+    short = cores(1) | {"attributes": {"system": {"duration": 50}}}
+    b = t.match(short, op="allocate_orelse_reserve")
+    assert b.status == "ALLOCATED"  # backfilled before the reservation starts
+    with pytest.raises(TraverserError):
+        t.cancel(a.jobid)
+
+
+def test_node_exclusive_policy_takes_whole_node(tiny_grug):
+    t = Traverser(read_grug(tiny_grug), "lonodex")
+    res = t.match(cores(1))
+    node = [e for e in res.selection if e.vertex.type == "node"][0]
+    assert node.exclusive
+    assert len([e for e in res.selection if e.vertex.type == "core"]) == 8
+
+
+def test_down_vertices_never_allocated_and_allocations_kept(tiny_grug):
+    t = Traverser(read_grug(tiny_grug), "low")
+    kept = t.match(cores(1))
+    t.set_status("/tiny0/rack0/node1", "down")
+    free_on_node0 = sum(1 for c in t.g.by_type["core"]
+                        if c.parent.parent.name == "node0" and not c.allocations)
+    for _ in range(free_on_node0):
+        res = t.match(cores(1))
+        assert [n.name for n in res.nodes] == ["node0"]
+    with pytest.raises(NoMatch):
+        t.match(cores(1))
+    assert kept.jobid in t.jobs
+    t.set_status("/tiny0/rack0/node1", "up")
+    assert t.match(cores(1)).selection
+
+
+def test_partial_cancel_by_rank():
+    t = Traverser(read_rv1(R_TWO_NODES), "low")
+    res = t.match(cores(4, nodes=2))
+    assert {n.name for n in res.nodes} == {"n0", "n1"}
+    assert t.partial_cancel(res.jobid, [1]) is False
+    again = t.match(cores(4, nodes=1))
+    assert [n.name for n in again.nodes] == ["n1"]
+    assert t.partial_cancel(res.jobid, [0]) is True
+    assert res.jobid not in t.jobs
+
+
+def test_constraints_properties_hostlist_ranks():
+    g = read_rv1(R_TWO_NODES)
+    g.lookup("/cluster0/n1")[0].properties["fast"] = ""
+    t = Traverser(g, "low")
+    on_fast = t.match(cores(1, nodes=1) | {"attributes": {"system": {
+        "duration": 60, "constraints": {"properties": ["fast"]}}}})
+    assert [n.name for n in on_fast.nodes] == ["n1"]
+    not_fast = t.match(cores(1, nodes=1) | {"attributes": {"system": {
+        "duration": 60, "constraints": {"not": [{"properties": ["fast"]}]}}}})
+    assert [n.name for n in not_fast.nodes] == ["n0"]
+    by_rank = t.match(cores(1, nodes=1) | {"attributes": {"system": {
+        "duration": 60, "constraints": {"or": [{"ranks": ["1"]}, {"hostlist": ["n9"]}]}}}})
+    assert [n.name for n in by_rank.nodes] == ["n1"]
+    with pytest.raises(NoMatch):
+        t.match(cores(1, nodes=1) | {"attributes": {"system": {
+            "duration": 60, "constraints": {"hostlist": ["n7"]}}}})
+
+
+def test_graph_growth_keeps_allocations():
+    t = Traverser(read_rv1(R_TWO_NODES), "low")
+    held = t.match(cores(4, nodes=2))
+    with pytest.raises(NoMatch):
+        t.match(cores(1, nodes=1))
+    t.add_resources({"version": 1, "execution": {
+        "R_lite": [{"rank": "2", "children": {"core": "0-3"}}], "nodelist": ["n2"]}})
+    grown = t.match(cores(2, nodes=1))
+    assert [n.name for n in grown.nodes] == ["n2"]
+    assert held.jobid in t.jobs
+
+
+def test_writers_rv1_nosched_and_simple():
+    t = Traverser(read_rv1(R_TWO_NODES), "low")
+    res = t.match(jobspec([{"type": "node", "count": 1, "with": [
+        {"type": "slot", "count": 1, "label": "default",
+         "with": [{"type": "core", "count": 2}, {"type": "gpu", "count": 1}]}]}], duration=60))
+    R = writers.rv1_nosched(res)
+    assert R["execution"]["R_lite"] == [{"rank": "0", "children": {"core": "0-1", "gpu": "0"}}]
+    assert R["execution"]["nodelist"] == ["n0"]
+    assert R["execution"]["expiration"] == 60 and "scheduling" not in R
+    assert "scheduling" in writers.rv1(res)
+    assert writers.simple(res).splitlines()[-1] == "      ---cluster0[1:s]"
+    assert writers.pretty_simple(res).splitlines()[0] == "      ---cluster0[1:shared]"
+
+
+def test_bad_policy_and_jobspec(tiny_grug):
+    with pytest.raises(PolicyError):
+        Traverser(read_grug(tiny_grug), "sideways")
+    t = Traverser(read_grug(tiny_grug), "low")
+    with pytest.raises(ValueError, match="resources"):
+        t.match({"version": 1, "resources": [], "tasks": [], "attributes": {}})

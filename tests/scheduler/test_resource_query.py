@@ -1,0 +1,61 @@
+"""`fluxnode resource-query` as a subprocess: output file, errors, no tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import yaml
+from support.sched_graphs import cores
+
+
+def rq(tmp_path, graph, commands: str, *args: str) -> tuple[str, str, int]:
+    out = tmp_path / "out.R"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fluxnode", "resource-query", "-L", str(graph), "-d",
+         "-t", str(out), *args],
+        input=commands, capture_output=True, text=True, timeout=60)
+    return (out.read_text() if out.exists() else ""), proc.stderr, proc.returncode
+
+
+def test_match_cancel_and_info_blocks(tmp_path, tiny_grug):
+    js = tmp_path / "job.yaml"
+    js.write_text(yaml.safe_dump(cores(1)))
+    out, err, rc = rq(tmp_path, tiny_grug,
+                      f"match allocate {js}\nmatch allocate_orelse_reserve {js}\ncancel 1 stats\nquit\n",
+                      "-P", "high")
+    assert rc == 0 and err == ""
+    assert out.startswith("      ---------------core7[1:x]\n      ------------socket1[1:s]\n")
+    assert "INFO: JOBID=1\nINFO: RESOURCES=ALLOCATED\nINFO: SCHEDULED AT=Now\n" in out
+    assert 'INFO: CANCEL PREORDER COUNT="' in out
+
+
+def test_errors_go_to_stderr_without_traceback(tmp_path, tiny_grug):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nresources: 7\n")
+    out, err, rc = rq(tmp_path, tiny_grug,
+                      f"match allocate {tmp_path}/missing.yaml\nmatch bogus x\nmatch allocate\n"
+                      f"cancel 42\nmatch allocate {bad}\nget-status /nope\nquit\n")
+    assert rc == 0
+    assert "ERROR: can't open" in err and "ERROR: unknown subcmd bogus" in err
+    assert "ERROR: malformed command" in err and "ERROR: nonexistent job 42" in err
+    assert "Traceback" not in err
+    assert "Could not find path /nope in resource graph." in out
+
+
+def test_bad_graph_and_policy_are_one_line_errors(tmp_path, tiny_grug):
+    junk = tmp_path / "junk.graphml"
+    junk.write_text("not xml")
+    _out, err, rc = rq(tmp_path, junk, "quit\n")
+    assert rc != 0 and err.count("\n") == 1 and err.startswith("ERROR:")
+    _out, err, rc = rq(tmp_path, tiny_grug, "quit\n", "-P", "sideways")
+    assert rc != 0 and err.startswith("ERROR:") and "Traceback" not in err
+
+
+def test_find_and_status(tmp_path, tiny_grug):
+    out, err, rc = rq(tmp_path, tiny_grug,
+                      "set-status /tiny0/rack0/node1 down\nget-status /tiny0/rack0/node1\n"
+                      "find status=down\nquit\n")
+    assert rc == 0 and err == ""
+    assert "/tiny0/rack0/node1 is down\n" in out
+    assert "---------node1[1:x]\n" in out and 'INFO: EXPRESSION="status=down"' in out
