@@ -554,24 +554,10 @@ def setup_logging(rank: int, hostname: str, attrs: dict[str, str]) -> logging.Lo
 
 
 def load_config(config_path: str) -> Any:
-    """Load broker.toml with its host list resolved once.
-
-    BrokerConfig.hosts re-expands every hostlist on each access (rank_of, bind_uri,
-    connect_uri...), which costs O(size) per call; a broker asks many times, and the
-    test launcher shares one loaded config with all forked brokers.
-    """
+    """Load broker.toml (BrokerConfig resolves its host list once)."""
     from fluxnode.broker_conf import config as config_mod
 
-    config = config_mod.load(config_path)
-    hosts = config.hosts
-
-    class ResolvedConfig(type(config)):  # type: ignore[misc]
-        @property
-        def hosts(self) -> list:
-            return hosts
-
-    config.__class__ = ResolvedConfig
-    return config
+    return config_mod.load(config_path)
 
 
 def main(config_path: str, attrs: dict[str, str], hostname: str | None = None, *, config: Any = None,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -137,9 +138,15 @@ class BrokerConfig:
     def _error(self, key: str, problem: str) -> ConfigError:
         return ConfigError(self.path, key, problem)
 
-    @property
+    @cached_property
     def hosts(self) -> list[ResolvedHost]:
-        """Hosts in rank order (hostlists expanded, repeated hosts merged)."""
+        """Hosts in rank order (hostlists expanded, repeated hosts merged).
+
+        Resolved once per config (rank_of, bind_uri, connect_uri... all ask, and expanding
+        hundreds of hosts each time is slow): a config is a value, so build a new one
+        (`load`, `loads`, `from_dict`) rather than editing ``bootstrap.hosts`` afterwards.
+        The cache lives outside the dataclass fields, so equality and `to_dict` ignore it.
+        """
         return _resolve_hosts(self.bootstrap.hosts, self.path)
 
     @property

@@ -253,3 +253,15 @@ def test_duplicate_host_entries_merge_like_flux(tmp_path):
     cfg = config.load(write(tmp_path, BASE + 'hosts = [{host = "n[0-3]"}, {host = "n2", bind = "tcp://eth1:%p"}]'))
     assert cfg.size == 4
     assert cfg.bind_uri(2) == "tcp://eth1:8050" and cfg.bind_uri(1) == "tcp://*:8050"
+
+
+def test_hosts_are_resolved_once_and_not_part_of_equality():
+    text = "[bootstrap]\ncurve_cert = \"/c\"\ndefault_port = 1\ndefault_bind = \"tcp://%h:%p\"\n" \
+           "default_connect = \"tcp://%h:%p\"\n[[bootstrap.hosts]]\nhost = \"n[0-299]\"\n"
+    cfg = config.loads(text)
+    hosts = cfg.hosts
+    assert cfg.hosts is hosts and len(hosts) == 300
+    assert cfg.rank_of("n299") == 299 and cfg.connect_uri(7) == "tcp://n7:1"
+    fresh = config.loads(text)
+    assert cfg == fresh and cfg.to_dict() == fresh.to_dict()  # the cached hosts are not a field
+    assert config.loads(config.dumps(cfg)).hosts == hosts
