@@ -12,7 +12,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .graph import CONTAINMENT, ResourceGraph, Vertex
+from .graph import CONTAINMENT, ResourceGraph, Vertex, gc_paused
 
 NS = "{http://graphml.graphdrawing.org/xmlns}"
 
@@ -76,7 +76,8 @@ def read_grug(path: str | Path, rank: int = -1) -> ResourceGraph:
                      ("as_src_uplvl", 1), ("as_tgt_subsystem", CONTAINMENT)):
             a.setdefault(k, d)
         out_edges[a["src"]].append(a)
-    return _Emitter(rnodes, out_edges, rank).run()
+    with gc_paused():
+        return _Emitter(rnodes, out_edges, rank).run()
 
 
 class _Emitter:

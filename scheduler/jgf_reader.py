@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .graph import CONTAINMENT, ResourceGraph, Vertex
+from .graph import CONTAINMENT, ResourceGraph, Vertex, gc_paused
 
 
 class JgfError(ValueError):
@@ -103,7 +103,8 @@ def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) ->
 
 def read_jgf(obj_or_path) -> ResourceGraph:
     g = ResourceGraph()
-    add_jgf(g, _load(obj_or_path))
+    with gc_paused():
+        add_jgf(g, _load(obj_or_path))
     if CONTAINMENT not in g.roots:
         raise JgfError("JGF has no containment root")
     return g

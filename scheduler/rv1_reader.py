@@ -11,7 +11,7 @@ import re
 
 from fluxnode.broker_conf import hostlist, idset
 
-from .graph import CONTAINMENT, ResourceGraph
+from .graph import CONTAINMENT, ResourceGraph, gc_paused
 from .jgf_reader import JgfError, add_jgf
 
 
@@ -96,7 +96,8 @@ def extend_rv1(g: ResourceGraph, R: dict) -> None:
 
 def read_rv1(R: dict) -> ResourceGraph:
     g = ResourceGraph()
-    extend_rv1(g, R)
+    with gc_paused():
+        extend_rv1(g, R)
     if CONTAINMENT not in g.roots:
         raise RError("R has no resources")
     return g

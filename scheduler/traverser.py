@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .graph import CONTAINMENT, ResourceGraph, Vertex
+from .graph import CONTAINMENT, ResourceGraph, Vertex, gc_paused
 from .policy import Policy
 from .request import MatchRequest, Request, RequestError, calc_count, effective_max, from_jobspec
 from .scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
@@ -184,31 +184,36 @@ class Traverser:
 
     def reinit(self) -> None:
         """(Re)compute subtree totals after the graph changed shape."""
+        with gc_paused():
+            self._reinit()
+
+    def _reinit(self) -> None:
         self._totals: dict[int, dict[str, int]] = {}
         self._free: dict[int, int] = {}
         root = self.g.roots.get(CONTAINMENT)
         if root is None:
             raise TraverserError("graph has no containment root")
-        leaf_types = {v.type for v in self.g.walk(root) if not v.children}
+        order = list(self.g.walk(root))
+        leaf_types = {v.type for v in order if not v.children}
         for t in sorted(leaf_types - self.prune_types):
             self.prune_anchored.setdefault("cluster", []).append(t)
         self.prune_types |= leaf_types
-
-        def rec(v: Vertex) -> dict[str, int]:
+        prune = self.prune_types
+        totals = self._totals
+        # post order: children's totals are known before their parent's
+        for v in reversed(order):
+            if not v.children:
+                continue
             tot: dict[str, int] = {}
             for c in v.children:
-                if c.type in self.prune_types:
+                if c.type in prune:
                     tot[c.type] = tot.get(c.type, 0) + c.size
-                for t, n in rec(c).items():
-                    tot[t] = tot.get(t, 0) + n
-            self._totals[v.uniq_id] = tot
-            return tot
-
-        import sys
-        sys.setrecursionlimit(max(10000, sys.getrecursionlimit()))
-        rec(root)
-        for v in self.g.walk(root):
-            self._free[v.uniq_id] = self._weight(v)
+                sub = totals.get(c.uniq_id)
+                if sub:
+                    for t, n in sub.items():
+                        tot[t] = tot.get(t, 0) + n
+            totals[v.uniq_id] = tot
+            self._free[v.uniq_id] = sum(tot.values())
 
     def _weight(self, v: Vertex) -> int:
         # Fluxion orders children for stop-on-first-match by (weight, uniq_id),
@@ -231,7 +236,7 @@ class Traverser:
         return False
 
     def _ag_avail(self, u: Vertex, t: str, m: _Meta) -> int:
-        total = self._totals[u.uniq_id].get(t, 0)
+        total = self._totals.get(u.uniq_id, {}).get(t, 0)
         if not u.agspans:
             return total
         spans = [(s, e, c.get(t, 0)) for (s, e, c) in u.agspans.values() if c.get(t)]
@@ -506,6 +511,8 @@ class Traverser:
                     n += sub
                     for t, k in cagg.items():
                         agg[t] = agg.get(t, 0) + k
+            if x or n > 0:
+                u.own_state()
             if x:
                 n += 1
                 u.spans[m.jobid] = (m.at, end, needs)
@@ -694,6 +701,7 @@ class Traverser:
         return pre, post
 
     def _release(self, u: Vertex, jobid: int) -> None:
+        u.own_state()
         was_alloc = jobid in u.allocations
         u.tags.discard(jobid)
         u.xspans.pop(jobid, None)
@@ -757,6 +765,7 @@ class Traverser:
                 self._release(u, jobid)
                 job.vertices.discard(u.uniq_id)
                 return 0, {}
+            u.own_state()
             if agg:
                 u.agspans[jobid] = (job.at, job.at + job.duration, dict(agg))
             else:

@@ -104,7 +104,7 @@ def test_partial_cancel_by_rank():
 
 def test_constraints_properties_hostlist_ranks():
     g = read_rv1(R_TWO_NODES)
-    g.lookup("/cluster0/n1")[0].properties["fast"] = ""
+    g.lookup("/cluster0/n1")[0].set_property("fast", "")
     t = Traverser(g, "low")
     on_fast = t.match(cores(1, nodes=1) | {"attributes": {"system": {
         "duration": 60, "constraints": {"properties": ["fast"]}}}})

@@ -1,0 +1,59 @@
+"""Shared helpers for the scheduler benchmarks: synthetic GRUG graphs and jobspecs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+KEYS = """  <key id="root" for="node" attr.name="root" attr.type="int"><default>0</default></key>
+  <key id="type" for="node" attr.name="type" attr.type="string"/>
+  <key id="basename" for="node" attr.name="basename" attr.type="string"/>
+  <key id="size" for="node" attr.name="size" attr.type="long"><default>1</default></key>
+  <key id="unit" for="node" attr.name="unit" attr.type="string"/>
+  <key id="id_scope" for="edge" attr.name="id_scope" attr.type="int"><default>0</default></key>
+  <key id="multi_scale" for="edge" attr.name="multi_scale" attr.type="int"><default>1</default></key>
+"""
+
+
+def grug(nodes: int, sockets: int = 2, cores: int = 32, gpus_per_socket: int = 2) -> str:
+    """cluster0 -> node[nodes] -> socket[sockets] -> core[cores] + gpu[gpus_per_socket]."""
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<graphml xmlns="http://graphml.graphdrawing.org/xmlns">
+{KEYS}  <graph id="bench" edgedefault="directed">
+    <node id="cluster"><data key="root">1</data><data key="type">cluster</data><data key="basename">cluster</data></node>
+    <node id="node"><data key="type">node</data><data key="basename">node</data></node>
+    <node id="socket"><data key="type">socket</data><data key="basename">socket</data></node>
+    <node id="core"><data key="type">core</data><data key="basename">core</data></node>
+    <node id="gpu"><data key="type">gpu</data><data key="basename">gpu</data></node>
+    <edge id="c2n" source="cluster" target="node"><data key="multi_scale">{nodes}</data></edge>
+    <edge id="n2s" source="node" target="socket"><data key="multi_scale">{sockets}</data></edge>
+    <edge id="s2c" source="socket" target="core"><data key="id_scope">1</data><data key="multi_scale">{cores}</data></edge>
+    <edge id="s2g" source="socket" target="gpu"><data key="id_scope">1</data><data key="multi_scale">{gpus_per_socket}</data></edge>
+  </graph>
+</graphml>
+"""
+
+
+def write_grug(path: Path, nodes: int) -> Path:
+    path.write_text(grug(nodes))
+    return path
+
+
+def jobspec(resources: list, duration: int = 3600) -> dict:
+    return {"version": 1, "resources": resources, "attributes": {"system": {"duration": duration}},
+            "tasks": [{"command": ["app"], "slot": "task", "count": {"per_slot": 1}}]}
+
+
+def single_core() -> dict:
+    return jobspec([{"type": "slot", "count": 1, "label": "task",
+                     "with": [{"type": "core", "count": 1}]}])
+
+
+def gang_nodes(n: int) -> dict:
+    return jobspec([{"type": "node", "count": n, "with": [
+        {"type": "slot", "count": 1, "label": "task",
+         "with": [{"type": "socket", "count": 1, "with": [{"type": "core", "count": 1}]}]}]}])
+
+
+def gang_cores(n: int, per: int) -> dict:
+    return jobspec([{"type": "slot", "count": n, "label": "task",
+                     "with": [{"type": "core", "count": per}]}])

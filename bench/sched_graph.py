@@ -1,0 +1,54 @@
+"""Graph build time and peak memory for 1,000 / 5,000 / 16,384-node graphs.
+
+Each size is built in a fresh process (so peak RSS is that build's):
+    .venv/bin/python bench/sched_graph.py [SIZES...]
+Nodes are 2 sockets x 32 cores + 4 GPUs (71 vertices per node).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def one(nodes: int) -> dict:
+    from fluxnode.scheduler.grug_reader import read_grug
+    from fluxnode.scheduler.traverser import Traverser
+    from sched_common import write_grug
+
+    with tempfile.TemporaryDirectory() as d:
+        path = write_grug(Path(d) / "g.graphml", nodes)
+        t0 = time.perf_counter()
+        g = read_grug(path)
+        t1 = time.perf_counter()
+        Traverser(g, "low")
+        t2 = time.perf_counter()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"nodes": nodes, "vertices": len(g.vertices), "read_s": round(t1 - t0, 3),
+            "traverser_init_s": round(t2 - t1, 3), "total_s": round(t2 - t0, 3),
+            "peak_rss_mib": round(rss, 1)}
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--one":
+        print(json.dumps(one(int(sys.argv[2]))))
+        return
+    sizes = [int(a) for a in sys.argv[1:]] or [1000, 5000, 16384]
+    print(f"{'nodes':>7} {'vertices':>9} {'read s':>8} {'init s':>8} {'total s':>8} {'peak MiB':>9}")
+    for n in sizes:
+        out = subprocess.run([sys.executable, __file__, "--one", str(n)], capture_output=True,
+                             text=True, check=True).stdout
+        r = json.loads(out)
+        print(f"{r['nodes']:>7} {r['vertices']:>9} {r['read_s']:>8} {r['traverser_init_s']:>8} "
+              f"{r['total_s']:>8} {r['peak_rss_mib']:>9}")
+
+
+if __name__ == "__main__":
+    main()

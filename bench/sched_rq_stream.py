@@ -1,0 +1,78 @@
+"""Time `resource-query` on a generated GRUG graph and a stream of match commands.
+
+    .venv/bin/python bench/sched_rq_stream.py [--nodes 200] [--jobs 500] [--policy first]
+        [--cmd 'fluxnode resource-query'] [--keep DIR]
+
+Writes the graph, a few jobspec shapes and a command file (allocate_orelse_reserve for
+each job, cancelling every third), then runs the command with the same arguments
+Fluxion's resource-query takes; run it again with --cmd /path/to/resource-query to
+compare with Fluxion side by side (the -t outputs are byte-compared when both ran).
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sched_common import jobspec, write_grug  # noqa: E402
+
+SHAPES = {
+    "core1": [{"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}],
+    "core8gpu1": [{"type": "slot", "count": 1, "label": "task", "with": [
+        {"type": "core", "count": 8}, {"type": "gpu", "count": 1}]}],
+    "node2": [{"type": "node", "count": 2, "with": [{"type": "slot", "count": 1, "label": "task",
+              "with": [{"type": "socket", "count": 2, "with": [{"type": "core", "count": 32}]}]}]}],
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=200)
+    ap.add_argument("--jobs", type=int, default=500)
+    ap.add_argument("--policy", default="first")
+    ap.add_argument("--cmd", default=f"{sys.executable} -m fluxnode resource-query")
+    ap.add_argument("--keep", type=Path, help="write the inputs/outputs here instead of a temp dir")
+    args = ap.parse_args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="rq-stream-"))
+    work.mkdir(parents=True, exist_ok=True)
+    graph = write_grug(work / "graph.graphml", args.nodes)
+    names = sorted(SHAPES)
+    for name in names:
+        (work / f"{name}.yaml").write_text(yaml.safe_dump(jobspec(SHAPES[name], duration=3600)))
+    lines = []
+    for i in range(args.jobs):
+        lines.append(f"match allocate_orelse_reserve {work / names[i % len(names)]}.yaml")
+        if i % 3 == 2:
+            lines.append(f"cancel {i}")
+    lines.append("quit")
+    (work / "cmds.in").write_text("\n".join(lines) + "\n")
+    out = work / f"out.{Path(shlex.split(args.cmd)[0]).name}.R"
+    argv = [*shlex.split(args.cmd), "-L", str(graph), "-S", "CA", "-P", args.policy, "-d",
+            "-t", str(out)]
+    t0 = time.perf_counter()
+    with open(work / "cmds.in") as stdin:
+        proc = subprocess.run(argv, stdin=stdin, capture_output=True, text=True)
+    elapsed = time.perf_counter() - t0
+    print(f"{' '.join(argv[:2])}: {args.jobs} matches on {args.nodes} nodes ({args.policy}) "
+          f"in {elapsed:.2f} s = {elapsed / args.jobs * 1e3:.2f} ms/match (exit {proc.returncode})")
+    others = [p for p in work.glob("out.*.R") if p != out]
+    for other in others:
+        same = filecmp.cmp(out, other, shallow=False)
+        print(f"  -t output {'identical to' if same else 'DIFFERS from'} {other.name}")
+    if not args.keep:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Matcher throughput: single-core allocations per policy, churn, and gangs.
+
+    .venv/bin/python bench/sched_throughput.py [--nodes 5000] [--policies low,high,lonode,first]
+        [--budget 20]
+
+For each policy, on a fresh graph (2 sockets x 32 cores + 4 GPUs per node):
+  fill   single-core allocations until the graph is full or --budget seconds pass
+  churn  cancel one job / allocate one core, for --budget/2 seconds
+  gangs  one 1,000-slot gang (1 node each) and one 4,000 x 8-core gang, on a fresh graph
+Prints allocations/s plus median and p99 time per match.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fluxnode.scheduler.grug_reader import read_grug  # noqa: E402
+from fluxnode.scheduler.request import from_jobspec  # noqa: E402
+from fluxnode.scheduler.traverser import NoMatch, Traverser  # noqa: E402
+from sched_common import gang_cores, gang_nodes, single_core, write_grug  # noqa: E402
+
+
+def stats(samples: list[float]) -> str:
+    if not samples:
+        return "no samples"
+    s = sorted(samples)
+    p99 = s[min(len(s) - 1, int(len(s) * 0.99))]
+    return (f"{len(s):6d} matches  {len(s) / sum(s):8.1f}/s  median {statistics.median(s) * 1e3:8.2f} ms"
+            f"  p99 {p99 * 1e3:8.2f} ms")
+
+
+def run_policy(path: Path, policy: str, budget: float) -> None:
+    t = Traverser(read_grug(path), policy)
+    one = from_jobspec(single_core())
+    fill: list[float] = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < budget:
+        t0 = time.perf_counter()
+        try:
+            t.match(one)
+        except NoMatch:
+            break
+        fill.append(time.perf_counter() - t0)
+    print(f"  {policy:8s} fill   {stats(fill)}")
+    churn: list[float] = []
+    jobs = list(t.jobs)
+    start = time.perf_counter()
+    while jobs and time.perf_counter() - start < budget / 2:
+        t.cancel(jobs.pop(0))
+        t0 = time.perf_counter()
+        res = t.match(one)
+        churn.append(time.perf_counter() - t0)
+        jobs.append(res.jobid)
+    print(f"  {policy:8s} churn  {stats(churn)}")
+    for label, js in (("1000x1-node gang", gang_nodes(1000)), ("4000x8-core gang", gang_cores(4000, 8))):
+        g = Traverser(read_grug(path), policy)
+        req = from_jobspec(js)
+        t0 = time.perf_counter()
+        try:
+            g.match(req)
+            took = f"{(time.perf_counter() - t0) * 1e3:.1f} ms"
+        except NoMatch as exc:
+            took = f"no match ({exc})"
+        print(f"  {policy:8s} {label}: {took}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--policies", default="low,high,lonode,first")
+    ap.add_argument("--budget", type=float, default=20.0, help="seconds per fill phase")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        path = write_grug(Path(d) / "g.graphml", args.nodes)
+        print(f"graph: {args.nodes} nodes x (2 sockets x 32 cores + 4 GPUs)")
+        for policy in args.policies.split(","):
+            run_policy(path, policy, args.budget)
+
+
+if __name__ == "__main__":
+    main()
