@@ -20,6 +20,7 @@ from . import writers
 from .find import FindError, find
 from .graph import ResourceGraph
 from .grug_reader import GrugError, read_grug
+from .hwloc_reader import HwlocError, read_hwloc
 from .jgf_reader import JgfError, read_jgf
 from .jobspec import Jobspec, JobspecError
 from .policy import PolicyError
@@ -36,7 +37,7 @@ HELP = """Usage: resource-query [OPTIONS...]
 """
 
 
-def load_graph(path: str, fmt: str) -> ResourceGraph:
+def load_graph(path: str, fmt: str, allowlist: list[str] | None = None) -> ResourceGraph:
     if fmt == "grug":
         return read_grug(path)
     if fmt in ("jgf",):
@@ -48,8 +49,7 @@ def load_graph(path: str, fmt: str) -> ResourceGraph:
             raise RError(f"cannot read {path}: {exc}") from exc
         return read_rv1(R)
     if fmt == "hwloc":
-        from .hwloc_reader import read_hwloc
-        return read_hwloc(path)
+        return read_hwloc(path, allowlist)
     raise ValueError(f"unknown load format {fmt}")
 
 
@@ -411,14 +411,12 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     if not ns.load_file:
         stderr.write("ERROR: -L/--load-file is required\n")
         return 1
+    allow = [t for t in (ns.load_allowlist or "").split(",") if t]
     try:
-        graph = load_graph(ns.load_file, ns.load_format)
-    except (GrugError, JgfError, RError, OSError, ValueError) as exc:
+        graph = load_graph(ns.load_file, ns.load_format, allow)
+    except (GrugError, JgfError, RError, HwlocError, OSError, ValueError) as exc:
         stderr.write(f"ERROR: can't load {ns.load_file}: {exc}\n")
         return 1
-    if ns.load_allowlist:
-        from .allowlist import apply_allowlist
-        apply_allowlist(graph, ns.load_allowlist.split(","))
     try:
         trav = Traverser(graph, ns.match_policy, prune_filters=ns.prune_filters)
     except PolicyError as exc:
