@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import click
 from fluxnode.agent.client import RPCError
 from fluxnode.broker_conf import hostlist, idset
+from fluxnode.scheduler import kube_raw
 from fluxnode.scheduler.cluster_state import (
     ClusterState,
     Group,
@@ -60,7 +61,9 @@ log = logging.getLogger("fluxnode.binder")
 @dataclass
 class BinderConfig:
     scheduler_name: str = "fluxnode"
-    uri: str | None = None
+    uri: str | None = None  # None: find rank 0 through the agents' rank map (rank_configmap)
+    rank_configmap: str = "fluxnode/fluxnode-ranks"
+    broker_port: int = 8050
     curve_cert: str | None = None
     policy: str = "first"
     bind_workers: int = 16
@@ -97,15 +100,24 @@ class Binder:
         from kubernetes.client import BatchV1Api, CoordinationV1Api, CoreV1Api
 
         self.config = config
+        # The client re-reads proxy settings from the environment on every request (a
+        # quarter of its CPU per call); resolve them once.
+        api_client.configuration.proxy = api_client.configuration.proxy
         self.identity = config.identity or f"{socket.gethostname()}-{os.getpid()}"
         self.owner = f"binder:{config.scheduler_name}"
         self.core = CoreV1Api(api_client)
         self.batch = BatchV1Api(api_client)
         self.coordination = CoordinationV1Api(api_client)
-        self.writer = PodWriter(self.core, config.scheduler_name, self.identity)
+        self.writer = PodWriter(kube_raw.RawApi(api_client), config.scheduler_name, self.identity)
         self.metrics = BinderMetrics()
         self.state = ClusterState(config.scheduler_name, self._job_size)
-        self.sched = SchedClient(config.uri, config.curve_cert)
+        if config.uri:
+            self.sched = SchedClient(config.uri, config.curve_cert)
+        else:
+            from fluxnode.scheduler.leader_locator import LeaderLocator
+
+            namespace, _, name = config.rank_configmap.partition("/")
+            self.sched = SchedClient(LeaderLocator(self.core, namespace, name, config.broker_port), config.curve_cert)
         self.reservations = Reservations(config.reserve_depth)
         self.inbox: queue_mod.SimpleQueue = queue_mod.SimpleQueue()
         self.pool = ThreadPoolExecutor(max_workers=config.bind_workers, thread_name_prefix="bind")
@@ -118,6 +130,7 @@ class Binder:
         self.inflight: dict[str, int] = {}  # pod uid -> alloc id, binding submitted
         self.retry_outside: set[str] = set()
         self._job_sizes: dict[tuple[str, str], int | None] = {}
+        self._hostlist_cache: tuple[tuple[str, ...], str] = ((), "")
         self.informers: list = []
         self.elector = None
         self.health = None
@@ -212,8 +225,7 @@ class Binder:
         key = (namespace, name)
         if key not in self._job_sizes:
             try:
-                resp = self.batch.read_namespaced_job(name, namespace, _preload_content=False)
-                self._job_sizes[key] = job_size(json.loads(resp.data))
+                self._job_sizes[key] = job_size(kube_raw.call(self.batch.read_namespaced_job, name, namespace))
             except Exception as exc:
                 log.info("job %s/%s size unknown (%s); group size from annotations or 1", namespace, name, exc)
                 self._job_sizes[key] = None
@@ -303,6 +315,7 @@ class Binder:
         self._refresh_capacity()
         answer = self.sched.rpc("sched.list", {"labels": {"owner": self.owner}})
         self.state.outside.clear()
+        self.state.node_generation += 1
         self.state.dirty_nodes.update(self.state.nodes)
         pending_binds: list[tuple[int, str, dict, PodSlot]] = []
         for a in answer.get("allocations", []):
@@ -392,6 +405,7 @@ class Binder:
             if old is not None and old[0] is not None:
                 self._cancel(old[0], None)
             self.state.outside.pop(name, None)
+            self.state.node_generation += 1
             if usage is None:
                 continue
             if usage == OutsideUsage(0, 0, 0):
@@ -466,7 +480,7 @@ class Binder:
         kinds = Counter(shapes.values())
         spec = build_jobspec(
             [SlotKind(c, g, m, n) for (c, g, m), n in sorted(kinds.items())],
-            constraints={"hostlist": [hostlist.encode(usable)]},
+            constraints={"hostlist": [self._hostlist(usable)]},
             name=str(group.key),
         )
         op = self.reservations.op_for_blocked()
@@ -511,6 +525,13 @@ class Binder:
         for pod in pods:
             self._submit_bind(pod, slots[pod.uid], answer["id"], str(group.key))
         return "scheduled"
+
+    def _hostlist(self, names: list[str]) -> str:
+        """RFC 29 hostlist of `names`, cached: the usable set rarely changes between groups."""
+        key = tuple(names)
+        if self._hostlist_cache[0] != key:
+            self._hostlist_cache = (key, hostlist.encode(names))
+        return self._hostlist_cache[1]
 
     def _explain(self, shapes: dict[str, tuple[int, int, int]], usable: list[str]) -> str | None:
         """Why a group can never fit, in numbers a user can act on."""
@@ -582,7 +603,10 @@ class Binder:
         """Pods of incomplete groups say what they wait for (once, after report_delay:
         a group whose pods are being created right now should not churn pod status)."""
         now = time.monotonic()
-        for group in self.state.groups.values():
+        for key in list(self.state.with_pending):
+            group = self.state.groups.get(key)
+            if group is None:
+                continue
             if group.problem:
                 self._report(list(group.pending.values()), "Unschedulable", group.problem, group)
                 continue
@@ -593,7 +617,7 @@ class Binder:
 
     def _update_gauges(self) -> None:
         self.metrics.pending_groups.set(len(self.state.queue))
-        self.metrics.pending_pods.set(sum(len(g.pending) for g in self.state.groups.values()))
+        self.metrics.pending_pods.set(sum(len(self.state.groups[k].pending) for k in self.state.with_pending if k in self.state.groups))
 
 
 # -- command line ----------------------------------------------------------------
@@ -635,7 +659,9 @@ def load_api_client(kubeconfig: str | None):
 
 @click.command()
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig (default: $KUBECONFIG, else in-cluster).")
-@click.option("--uri", envvar="FLUXNODE_URI", help="Lead broker URI: tcp://HOST:PORT or local://PATH.")
+@click.option("--uri", envvar="FLUXNODE_URI", help="Lead broker URI: tcp://HOST:PORT or local://PATH (default: rank 0 from --rank-configmap).")
+@click.option("--rank-configmap", default="fluxnode/fluxnode-ranks", show_default=True, help="NAMESPACE/NAME of the agents' rank map.")
+@click.option("--broker-port", default=8050, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--curve-cert", type=click.Path(dir_okay=False), help="CURVE certificate for a tcp:// URI.")
 @click.option("--scheduler-name", default="fluxnode", show_default=True, help="spec.schedulerName to serve.")
 @click.option("--policy", default="first", show_default=True, help="Match policy for groups.")
@@ -652,7 +678,7 @@ def load_api_client(kubeconfig: str | None):
 @click.option("--http-host", default="0.0.0.0", show_default=True)
 @click.option("--http-port", default=10259, show_default=True, type=click.IntRange(0, 65535), help="Health and metrics port (0: any free port).")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
-def binder(kubeconfig, uri, curve_cert, scheduler_name, policy, bind_workers, reserve_depth, resync, leader_elect,
+def binder(kubeconfig, uri, rank_configmap, broker_port, curve_cert, scheduler_name, policy, bind_workers, reserve_depth, resync, leader_elect,
            lease_namespace, lease_name, lease_duration, renew_deadline, retry_period, identity, http_host, http_port, log_level):
     """Place pods with spec.schedulerName through the lead broker's graph scheduler."""
     import signal
@@ -662,8 +688,8 @@ def binder(kubeconfig, uri, curve_cert, scheduler_name, policy, bind_workers, re
     setup_logging(log_level)
     if policy not in POLICIES:
         raise click.ClickException(f"--policy: unknown {policy!r} (one of {', '.join(POLICIES)})")
-    if not uri:
-        raise click.ClickException("--uri (or $FLUXNODE_URI) is required: the lead broker's tcp://HOST:PORT")
+    if not uri and "/" not in rank_configmap:
+        raise click.ClickException(f"--rank-configmap: expected NAMESPACE/NAME, got {rank_configmap!r}")
     if not retry_period < renew_deadline < lease_duration:
         raise click.ClickException("need --retry-period < --renew-deadline < --lease-duration")
     try:
@@ -671,7 +697,7 @@ def binder(kubeconfig, uri, curve_cert, scheduler_name, policy, bind_workers, re
     except Exception as exc:
         raise click.ClickException(f"cannot load Kubernetes configuration: {exc}") from None
     config = BinderConfig(
-        scheduler_name=scheduler_name, uri=uri, curve_cert=curve_cert, policy=policy, bind_workers=bind_workers,
+        scheduler_name=scheduler_name, uri=uri, rank_configmap=rank_configmap, broker_port=broker_port, curve_cert=curve_cert, policy=policy, bind_workers=bind_workers,
         reserve_depth=reserve_depth, resync=resync, leader_elect=leader_elect, lease_namespace=lease_namespace,
         lease_name=lease_name, identity=identity, lease_duration=lease_duration, renew_deadline=renew_deadline,
         retry_period=retry_period, http_host=http_host, http_port=http_port,

@@ -19,9 +19,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from fluxnode.scheduler import kube_raw
 from fluxnode.scheduler.cluster_state import ALLOCATION_ANNOTATION, PodInfo
 from fluxnode.scheduler.slot_assignment import PodSlot
-from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger("fluxnode.binder.binding")
@@ -61,7 +61,7 @@ def _api_message(exc: ApiException) -> str:
 
 @dataclass
 class PodWriter:
-    core: CoreV1Api
+    api: kube_raw.RawApi
     scheduler_name: str = "fluxnode"
     instance: str = ""
 
@@ -81,7 +81,7 @@ class PodWriter:
             "target": {"apiVersion": "v1", "kind": "Node", "name": slot.hostname},
         }
         try:
-            self.core.create_namespaced_pod_binding(pod.name, pod.namespace, body, _preload_content=False)
+            self.api.request("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding", body)
         except ApiException as exc:
             raise BindError(exc.status, _api_message(exc)) from None
         except Exception as exc:  # connection trouble: the bind may or may not have happened
@@ -99,8 +99,9 @@ class PodWriter:
             "lastTransitionTime": _now(),
         }
         try:
-            self.core.patch_namespaced_pod_status(
-                pod.name, pod.namespace, {"status": {"conditions": [condition]}}, _preload_content=False
+            self.api.request(
+                "PATCH", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+                {"status": {"conditions": [condition]}}, "application/strategic-merge-patch+json",
             )
         except ApiException as exc:
             if exc.status != 404:
@@ -129,6 +130,6 @@ class PodWriter:
             "count": 1,
         }
         try:
-            self.core.create_namespaced_event(pod.namespace, body, _preload_content=False)
+            self.api.request("POST", f"/api/v1/namespaces/{pod.namespace}/events", body)
         except ApiException as exc:
             log.warning("cannot record %s event for %s: %s", reason, pod.ref, _api_message(exc))

@@ -52,6 +52,7 @@ class PodInfo:
     created: float
     allocation: str | None
     raw: dict
+    seen: int = 0  # arrival order at this binder (ties within a creationTimestamp second)
 
     @classmethod
     def from_pod(cls, pod: dict) -> PodInfo:
@@ -116,6 +117,9 @@ class Group:
     def created(self) -> float:
         return min(p.created for p in self.pending.values())
 
+    def seen(self) -> int:
+        return min(p.seen for p in self.pending.values())
+
 
 @dataclass
 class GroupAllocation:
@@ -166,8 +170,11 @@ class ClusterState:
         self.outside: dict[str, tuple[int | None, OutsideUsage]] = {}  # node -> (alloc id, usage)
         self.to_cancel: list[tuple[int, list[int] | None]] = []
         self.dirty_nodes: set[str] = set()
-        self.node_generation = 0
+        self.node_generation = 0  # bumps when nodes, capacity or outside usage change
+        self.with_pending: set[GroupKey] = set()  # groups that have unplaced pods
         self.changed = True  # something happened that may let a group run
+        self._usable: tuple[int, list[str]] = (-1, [])
+        self._arrivals = 0
 
     # -- pods -------------------------------------------------------------------
 
@@ -187,6 +194,11 @@ class ClusterState:
     def apply_pod(self, kind: str, obj: dict, info: PodInfo | None = None) -> None:
         info = info or PodInfo.from_pod(obj)
         old = self.pods.get(info.uid)
+        if old is not None:
+            info.seen = old.seen
+        else:
+            self._arrivals += 1
+            info.seen = self._arrivals
         gone = kind == "DELETED" or info.terminal
         if gone:
             self.pods.pop(info.uid, None)
@@ -243,34 +255,34 @@ class ClusterState:
         self._requeue(group)
 
     def _drop_pending(self, info: PodInfo) -> None:
-        for key in self._groups_with(info.uid):
+        for key in self._group_keys(info):
             group = self.groups.get(key)
-            if group is not None:
-                group.pending.pop(info.uid, None)
+            if group is not None and info.uid in group.pending:
+                group.pending.pop(info.uid)
                 self._requeue(group)
 
-    def _groups_with(self, uid: str) -> list[GroupKey]:
-        pod = self.pods.get(uid)
-        if pod is not None:
-            try:
-                keys = [group_of(pod.raw, self.job_size_lookup).key]
-            except PodGroupError:
-                keys = []
-            keys.append(GroupKey(pod.namespace, "pod", uid))
-            keys = list(dict.fromkeys(keys))
-            found = [k for k in keys if k in self.groups and uid in self.groups[k].pending]
-            if found:
-                return found
-        return [k for k, g in self.groups.items() if uid in g.pending]
+    def _group_keys(self, info: PodInfo) -> list[GroupKey]:
+        """Where a pod may be pending: its declared group, or its own group of one."""
+        keys = [GroupKey(info.namespace, "pod", info.uid)]
+        try:
+            keys.insert(0, group_of(info.raw, self.job_size_lookup).key)
+        except PodGroupError:
+            pass
+        return list(dict.fromkeys(keys))
 
     def _requeue(self, group: Group) -> None:
+        if group.pending:
+            self.with_pending.add(group.key)
+        else:
+            self.with_pending.discard(group.key)
         if group.ready:
-            self.queue.push(group.key, group.priority(), group.created())
+            self.queue.push(group.key, group.priority(), group.created(), group.seen())
         else:
             self.queue.remove(group.key)
         if not group.pending and not group.placed:
             self.groups.pop(group.key, None)
             self.queue.remove(group.key)
+            self.with_pending.discard(group.key)
 
     def _end_pod(self, uid: str, alloc_id: int) -> None:
         """Our placed pod ended: release its rank once no pod of the allocation remains there."""
@@ -365,6 +377,8 @@ class ClusterState:
 
     def usable_nodes(self) -> list[str]:
         """Nodes fluxnode may place on: known to the graph, Ready, schedulable, outside usage pinned."""
+        if self._usable[0] == self.node_generation:
+            return self._usable[1]
         out = []
         for name, node in self.nodes.items():
             if not node.usable or name not in self.capacity:
@@ -373,7 +387,8 @@ class ClusterState:
             if pinned is None or (pinned[0] is None and pinned[1] != OutsideUsage(0, 0, 0)):
                 continue  # outside usage not accounted in the graph yet
             out.append(name)
-        return sorted(out)
+        self._usable = (self.node_generation, sorted(out))
+        return self._usable[1]
 
     def outside_usage(self, name: str) -> OutsideUsage | None:
         """What the graph must hold back on `name`, or None if the node is unknown to either side."""

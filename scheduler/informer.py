@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fluxnode.scheduler import kube_raw
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
@@ -124,8 +125,7 @@ class Informer:
                 self._stop.wait(delay)
 
     def _list(self) -> None:
-        response = self._list_call(_preload_content=False, **self._selectors)
-        body = json.loads(response.data)
+        body = kube_raw.call(self._list_call, **self._selectors)
         self.resource_version = body["metadata"]["resourceVersion"]
         self.relists += 1
         self._on_event("SYNC", body.get("items") or [])

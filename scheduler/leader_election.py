@@ -10,13 +10,13 @@ candidates racing cannot both win. A leader that could not renew for
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from fluxnode.scheduler import kube_raw
 from kubernetes.client import CoordinationV1Api
 from kubernetes.client.exceptions import ApiException
 
@@ -99,12 +99,11 @@ class LeaderElector:
 
     def _read(self) -> dict | None:
         try:
-            resp = self.api.read_namespaced_lease(self.name, self.namespace, _preload_content=False)
+            return kube_raw.call(self.api.read_namespaced_lease, self.name, self.namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        return json.loads(resp.data)
 
     def _spec(self, transitions: int, acquire: str) -> dict:
         return {
@@ -125,7 +124,7 @@ class LeaderElector:
                 "spec": self._spec(0, _micro_now()),
             }
             try:
-                self.api.create_namespaced_lease(self.namespace, body, _preload_content=False)
+                kube_raw.call(self.api.create_namespaced_lease, self.namespace, body)
             except ApiException as exc:
                 if exc.status == 409:
                     return False
@@ -147,7 +146,7 @@ class LeaderElector:
             new_spec = self._spec(int(spec.get("leaseTransitions") or 0) + 1, _micro_now())
         lease["spec"] = new_spec
         try:
-            self.api.replace_namespaced_lease(self.name, self.namespace, lease, _preload_content=False)
+            kube_raw.call(self.api.replace_namespaced_lease, self.name, self.namespace, lease)
         except ApiException as exc:
             if exc.status == 409:  # someone wrote in between: re-read next round
                 return False
@@ -161,4 +160,4 @@ class LeaderElector:
             return
         lease["spec"]["holderIdentity"] = ""
         lease["spec"]["renewTime"] = _micro_now()
-        self.api.replace_namespaced_lease(self.name, self.namespace, lease, _preload_content=False)
+        kube_raw.call(self.api.replace_namespaced_lease, self.name, self.namespace, lease)

@@ -33,10 +33,12 @@ def priority(pod: dict) -> int:
 
 @dataclass(frozen=True, slots=True, order=True)
 class QueueKey:
-    """Sort key: higher priority first, then older first, then name for determinism."""
+    """Sort key: higher priority first, then older first (creationTimestamp has 1 s
+    resolution), then the order the binder saw the pods arrive, then the name."""
 
     neg_priority: int
     created: float
+    seen: int
     name: str
 
 
@@ -48,8 +50,8 @@ class SchedulingQueue:
     _entries: dict[GroupKey, QueueKey] = field(default_factory=dict)
     _ordered: list[GroupKey] | None = None
 
-    def push(self, key: GroupKey, priority: int, created: float) -> None:
-        entry = QueueKey(-priority, created, str(key))
+    def push(self, key: GroupKey, priority: int, created: float, seen: int = 0) -> None:
+        entry = QueueKey(-priority, created, seen, str(key))
         if self._entries.get(key) != entry:
             self._entries[key] = entry
             self._ordered = None

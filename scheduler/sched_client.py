@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
+from collections.abc import Callable
 
 from fluxnode.agent.client import Client, ConnectError, RPCError
 
@@ -24,8 +25,8 @@ class SchedUnavailable(RuntimeError):
 class SchedClient:
     """Not thread-safe: used by the binder loop only."""
 
-    def __init__(self, uri: str | None, curve_cert: str | None = None, timeout: float = 30.0):
-        self.uri = uri
+    def __init__(self, uri: str | Callable[[], str] | None, curve_cert: str | None = None, timeout: float = 30.0):
+        self.uri = uri  # or a locator called on every (re)connect (the leader may move)
         self.curve_cert = curve_cert
         self.timeout = timeout
         self._client: Client | None = None
@@ -38,8 +39,9 @@ class SchedClient:
     def rpc(self, topic: str, payload: dict) -> dict:
         if self._client is None:
             try:
-                self._client = Client.connect(self.uri, timeout=self.timeout, curve_cert=self.curve_cert)
-            except ConnectError as exc:
+                uri = self.uri() if callable(self.uri) else self.uri
+                self._client = Client.connect(uri, timeout=self.timeout, curve_cert=self.curve_cert)
+            except (ConnectError, RuntimeError) as exc:
                 raise SchedUnavailable(str(exc)) from None
         try:
             return self._client.rpc(topic, payload)

@@ -1,0 +1,152 @@
+"""Binder throughput and latency: pods placed per second from creation to binding.
+
+Run: .venv/bin/python bench/binder.py [--nodes 1000] [--cores 8] [--singles 5000]
+     [--groups 500] [--group-size 16] [--big-group 256]
+
+Setup: the Kubernetes API emulator (tests/support, in this process), a real
+1-broker instance whose scheduler service sees --nodes simulated nodes
+(bench/binder_sim_nodes.py), and `fluxnode binder` as a separate process
+talking to both (kubeconfig; tcp:// with CURVE). Pods are created in a burst;
+the emulator records when each Binding arrives. Prints per scenario: pods/s
+(creation of the first pod to binding of the last), p50/p99 latency, binder
+CPU ms per pod (utime+stime of the binder process), and for the big group the
+time from its last pod's creation to its last binding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.instance import Instance  # noqa: E402
+from support.kube_binder_ext import AnnotatingBindStore, BinderKubeEmulator  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
+
+
+class TimedStore(AnnotatingBindStore):
+    """Records when each pod's Binding arrived (monotonic)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.bound_at: dict[str, float] = {}
+
+    def bind(self, namespace, pod_name, binding):
+        out = super().bind(namespace, pod_name, binding)
+        self.bound_at[pod_name] = time.monotonic()
+        return out
+
+
+class TimedEmulator(BinderKubeEmulator):
+    def __init__(self):
+        super().__init__()
+        self.store = TimedStore()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pod(name: str, group: str | None, size: int | None) -> dict:
+    labels = {"scheduling.x-k8s.io/pod-group": group, "fluence.flux-framework.org/group-size": str(size)} if group else {}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": labels},
+            "spec": {"schedulerName": "fluxnode", "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Pending"}}
+
+
+def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
+    """groups: (group name or None, pods); creates all pods in a burst and waits for all bindings."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench-binder-"))
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "bench"), os.environ.get("PYTHONPATH", "")])
+    os.environ["FLUXNODE_BENCH_NODES"] = str(args.nodes)
+    os.environ["FLUXNODE_BENCH_CORES"] = str(args.cores)
+    kube = TimedEmulator().start()
+    inst = Instance(size=1, tmp_path=tmp, modules="binder_sim_nodes").start()
+    binder = None
+    try:
+        for i in range(args.nodes):
+            kube.add_node(f"sim{i}", cpu=str(args.cores), memory="64Gi")
+        binder = subprocess.Popen(
+            [sys.executable, "-m", "fluxnode", "binder", "--kubeconfig", str(kube.kubeconfig_path), "--uri", inst.tcp_uri(0),
+             "--curve-cert", inst.cert_path, "--no-leader-elect", "--http-port", "0", "--bind-workers", str(args.bind_workers), "--log-level", args.binder_log_level],
+            stderr=open(tmp / "binder.log", "wb"))
+        # warm up: one pod through the whole path, so startup/sync is not counted
+        kube.create("pods", pod("warmup", None, None), "default")
+        wait_for(lambda: "warmup" in kube.store.bound_at, 120, what="warm-up pod bound")
+        kube.delete("pods", "warmup", "default")  # give its core back before the burst
+        wait_for(lambda: not inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"], 30,
+                 what="warm-up allocation freed")
+        cpu0 = cpu_seconds(binder.pid)
+        created: dict[str, float] = {}
+        names: list[str] = []
+        for g, (group, n) in enumerate(groups):
+            for i in range(n):
+                name = f"{group or 'p'}-{g}-{i}"
+                kube.create("pods", pod(name, group, n if group else None), "default")
+                created[name] = time.monotonic()
+                names.append(name)
+        last_created = time.monotonic()
+        wait_for(lambda: all(n in kube.store.bound_at for n in names), args.timeout, interval=0.05,
+                 what=f"{len(names)} pods bound")
+        cpu = cpu_seconds(binder.pid) - cpu0
+        lat = sorted(kube.store.bound_at[n] - created[n] for n in names)
+        first = min(created.values())
+        last_bind = max(kube.store.bound_at[n] for n in names)
+        out = {
+            "scenario": title,
+            "pods": len(names),
+            "pods_per_s": len(names) / (last_bind - first),
+            "p50_ms": 1000 * statistics.median(lat),
+            "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
+            "binder_cpu_ms_per_pod": 1000 * cpu / len(names),
+            "last_created_to_last_bound_ms": 1000 * (last_bind - last_created),
+        }
+        print(f"{title}: {out['pods']} pods, {out['pods_per_s']:.0f} pods/s, p50 {out['p50_ms']:.0f} ms, "
+              f"p99 {out['p99_ms']:.0f} ms, binder CPU {out['binder_cpu_ms_per_pod']:.2f} ms/pod, "
+              f"last creation -> last binding {out['last_created_to_last_bound_ms']:.0f} ms", flush=True)
+        return out
+    finally:
+        if binder is not None:
+            binder.terminate()
+            try:
+                binder.wait(15)
+            except subprocess.TimeoutExpired:
+                binder.kill()
+                binder.wait()
+        inst.stop()
+        kube.stop()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--nodes", type=int, default=1000)
+    p.add_argument("--cores", type=int, default=8)
+    p.add_argument("--singles", type=int, default=5000)
+    p.add_argument("--groups", type=int, default=500)
+    p.add_argument("--group-size", type=int, default=16)
+    p.add_argument("--big-group", type=int, default=256)
+    p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--binder-log-level", default="warning")
+    p.add_argument("--bind-workers", type=int, default=16)
+    args = p.parse_args()
+    print(f"binder bench: {args.nodes} simulated nodes x {args.cores} cores, {os.cpu_count()} CPUs", flush=True)
+    if args.singles:
+        scenario(f"{args.singles} single pods", args, [(None, 1)] * args.singles)
+    if args.groups:
+        scenario(f"{args.groups} groups of {args.group_size}", args,
+                 [(f"g{i}", args.group_size) for i in range(args.groups)])
+    if args.big_group:
+        scenario(f"one group of {args.big_group}", args, [("big", args.big_group)])
+
+
+if __name__ == "__main__":
+    main()
