@@ -109,7 +109,8 @@ def test_tcp_client_with_curve(inst):
 
 
 def test_allocations_survive_a_leader_restart(tmp_path):
-    with Instance(size=2, tmp_path=tmp_path, modules=None, resources={k: RESOURCES[k] for k in ("node0", "node1")}) as inst:
+    with Instance(size=2, tmp_path=tmp_path, modules=None, resources={k: RESOURCES[k] for k in ("node0", "node1")},
+                  tbon={"torpid_min": "0.2s", "torpid_max": "1s"}) as inst:
         wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 2, 20, what="2 ranks")
         a = inst.rpc("sched.alloc", {"jobspec": spec(4, 1, hosts="node1"), "labels": {"group": "keep"}})
         b = inst.rpc("sched.alloc", {"jobspec": spec(3, 1, hosts="node0")})
@@ -127,3 +128,25 @@ def test_allocations_survive_a_leader_restart(tmp_path):
         assert errnum(inst, "sched.alloc", {"jobspec": spec(1, 1, hosts="node1")})[0] == errno.EBUSY
         c = inst.rpc("sched.alloc", {"jobspec": spec(1, 1)})
         assert c["id"] > b["id"] and c["nodes"][0]["hostname"] == "node0"
+
+
+def test_down_ranks_are_never_allocated(tmp_path):
+    res = {f"node{i}": {"cores": 2} for i in range(3)}
+    with Instance(size=3, tmp_path=tmp_path, modules=None, resources=res,
+                  tbon={"torpid_min": "0.2s", "torpid_max": "1s"}) as inst:
+        wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 3, 20, what="3 ranks")
+        inst.kill(2)
+        wait_for(lambda: inst.rpc("sched.resource-status")["down"]["execution"]["R_lite"], 30, what="rank 2 down")
+        a = inst.rpc("sched.alloc", {"jobspec": spec(2, 2)})
+        assert sorted(n["hostname"] for n in a["nodes"]) == ["node0", "node1"]
+        assert errnum(inst, "sched.alloc", {"jobspec": spec(1, 1)})[0] == errno.EBUSY
+        listed = inst.rpc("resource.list")
+        assert {e["hostname"] for e in listed["allocated"]} == {"node0", "node1"}
+        assert [e["hostname"] for e in listed["down"]] == ["node2"]
+
+
+def test_binder_cli_errors_are_one_line(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "fluxnode", "binder", "--kubeconfig", str(tmp_path / "missing"),
+                          "--uri", "tcp://127.0.0.1:1"], capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert "cannot load Kubernetes configuration" in out.stderr
