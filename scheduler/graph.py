@@ -176,6 +176,38 @@ class ResourceGraph:
             v.parent.children.remove(v)
             v.parent = None
 
+    def project(self, subsystem: str) -> ResourceGraph:
+        """A graph whose containment tree is ``subsystem``'s tree (e.g. ``power``), so
+        the matcher can use another subsystem as its dominant hierarchy."""
+        top = self.roots.get(subsystem)
+        if top is None:
+            raise KeyError(subsystem)
+        out = ResourceGraph()
+        copies: dict[int, Vertex] = {}
+
+        def copy(v: Vertex) -> Vertex:
+            c = copies.get(id(v))
+            if c is None:
+                c = out.add_vertex(v.type, v.basename, v.name, v.id, rank=v.rank, size=v.size,
+                                   unit=v.unit, uniq_id=v.uniq_id)
+                c.properties = dict(v.properties) if v.properties else c.properties
+                c.status = v.status
+                for ssys, p in v.paths.items():
+                    out.set_path(c, CONTAINMENT if ssys == subsystem else ssys, p)
+                copies[id(v)] = c
+            return c
+
+        with gc_paused():
+            out.roots[CONTAINMENT] = copy(top)
+            stack = [top]
+            while stack:
+                v = stack.pop()
+                kids = (v.aux_children or {}).get(subsystem, [])
+                for k in kids:
+                    out.add_edge(copy(v), copy(k))
+                stack.extend(reversed(kids))
+        return out
+
     def to_networkx(self):
         """The containment tree as a networkx DiGraph keyed by uniq_id."""
         import networkx as nx  # imported here: resource-query start-up stays fast

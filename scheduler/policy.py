@@ -24,7 +24,7 @@ NAMED = {
     "lonodex": "policy=low node_centric=true node_exclusive=true",
     "hinodex": "policy=high node_centric=true node_exclusive=true",
     "locality": "policy=high",
-    "variation": "policy=high variation=true",
+    "variation": "policy=low variation=true",
 }
 _OPTIONS = ("policy", "node_centric", "stop_on_1_matches", "node_exclusive", "variation")
 
@@ -91,23 +91,27 @@ class Policy:
                 dfu.choose_best_k(c.type, count, self.high)
         if self.node_centric and u.type == "node":
             self.ml_scores -= self.last_factor
-        if score == MATCH_MET:
-            dfu.overall = score + self.ml_scores + u.id + 1
-            if self.variation:
-                dfu.overall = score + self._perf_class(u) + u.id + 1
-        else:
+        if score != MATCH_MET:
             dfu.overall = score
+        elif self.variation:
+            # variation-aware: rank by the node's perf_class property (lower is better)
+            dfu.overall = score + self._perf_class(u)
+        else:
+            dfu.overall = score + self.ml_scores + u.id + 1
         return score == MATCH_MET
 
-    def _perf_class(self, u) -> int:
+    @staticmethod
+    def _perf_class(u) -> int:
         try:
-            return int(u.properties.get("perf_class", 0))
+            pc = int(u.properties.get("perf_class", "9999"))
         except ValueError:
-            return 0
+            return 9999
+        return pc if 0 <= pc <= 9999 else 9999
 
     def finish_slot(self, dfu: Scoring) -> None:
+        # Fluxion's variation-aware policy keeps the default (descending) order here
         for t in dfu.sorted_types():
-            dfu.choose_all(t, self.high)
+            dfu.choose_all(t, True if self.variation else self.high)
 
     def finish_graph(self, resources: list[Request], dfu: Scoring) -> bool:
         score = MATCH_MET

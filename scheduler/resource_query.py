@@ -372,6 +372,21 @@ class Session:
         return True
 
 
+SUBSYSTEM_LETTERS = {"C": "containment", "P": "power", "IB": "ibnet", "IBB": "ibnetbw",
+                     "PFS1B": "pfs1bw", "V": "virtual"}
+
+
+def _dominant(spec: str) -> str:
+    """``-S`` names subsystems by letters (``CA``, ``PA``, ``C+PA``; trailing A = all
+    relations); the first one is the dominant hierarchy the matcher walks."""
+    first = (spec or "CA").split("+")[0]
+    if first == "ALL":
+        return "containment"
+    if first.endswith("A") and first[:-1] in SUBSYSTEM_LETTERS:
+        first = first[:-1]
+    return SUBSYSTEM_LETTERS.get(first, "containment")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="resource-query", add_help=False)
     p.add_argument("-L", "--load-file")
@@ -417,6 +432,12 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     except (GrugError, JgfError, RError, HwlocError, OSError, ValueError) as exc:
         stderr.write(f"ERROR: can't load {ns.load_file}: {exc}\n")
         return 1
+    dom = _dominant(ns.match_subsystems)
+    if dom != "containment":
+        if dom not in graph.roots:
+            stderr.write(f"ERROR: graph has no {dom} subsystem for -S {ns.match_subsystems}\n")
+            return 1
+        graph = graph.project(dom)
     try:
         trav = Traverser(graph, ns.match_policy, prune_filters=ns.prune_filters)
     except PolicyError as exc:
