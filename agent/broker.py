@@ -47,10 +47,14 @@ class BrokerHandle:
         self._broker = broker
         self.name = name
         self.rank = broker.rank
-        self.size = broker.size
         self.attrs = broker.attrs
         self.statedir = broker.statedir
         self.log = logging.getLogger(f"fluxnode.module.{name}")
+
+    @property
+    def size(self) -> int:
+        """The instance size now (``config.reload`` may change it)."""
+        return self._broker.size
 
     def register(self, topic: str, handler: Handler) -> None:
         self._broker.register(topic, handler)
@@ -98,6 +102,7 @@ class Broker:
         else:
             self.topology = Topology.from_spec(topo_spec, self.size)
         self._given = set(attrs)
+        self._topo_override = attrs.get("tbon.topo") or None
         rundir = attrs.get("rundir")
         local_uri = attrs.get("local-uri") or (f"local://{rundir}/local" if rundir else attrs_mod.DEFAULT_LOCAL_URI)
         self.statedir = Path(attrs.get("statedir") or rundir or "/var/lib/fluxnode")
@@ -135,9 +140,10 @@ class Broker:
         self.overlay: Overlay | None = None
         self.tbon_fd: int | None = None
 
-    def _parse_quorum(self, value: str | None) -> int:
+    def _parse_quorum(self, value: str | None, size: int | None = None) -> int:
+        size = self.size if size is None else size
         if value is None or value == "":
-            return self.size
+            return size
         v = value.strip()
         if v.isdigit():
             n = int(v)
@@ -148,8 +154,8 @@ class Broker:
                 n = len(idset.decode(v))
             except ValueError as exc:
                 raise BrokerError(f"broker.quorum: {exc}") from None
-        if not 1 <= n <= self.size:
-            raise BrokerError(f"broker.quorum: {value!r} must be between 1 and the instance size {self.size}")
+        if not 1 <= n <= size:
+            raise BrokerError(f"broker.quorum: {value!r} must be between 1 and the instance size {size}")
         return n
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -304,6 +310,7 @@ class Broker:
         self.register("attr.get", self._attr_get)
         self.register("overlay.topology", self._topology)
         self.register("event.subscribe", self._event_subscribe)
+        self.register("config.reload", self._config_reload)
         if self.rank == 0:
             self.register("broker.shutdown", self._shutdown_request)
             self.register("event.pub", self._event_pub)
@@ -381,6 +388,105 @@ class Broker:
         """Send a request originated by this broker; its response is only logged on error."""
         msg.route = [SELF_HOP]
         self._route_request(msg)
+
+    # -- config.reload -----------------------------------------------------------------------
+    def _config_reload(self, msg: Message) -> dict:
+        """Re-read --config-path and apply size, hosts and children in place (``flux config reload``).
+
+        What a running broker cannot change without a restart (its rank, its bound endpoint,
+        its parent, [tbon]/[access] settings, the certificate) is refused with an error naming
+        it, so the node agent falls back to restarting this one broker; an invalid config is
+        refused with EINVAL. Either way the broker keeps serving on the config it has.
+        """
+        from fluxnode.broker_conf import config as config_mod
+
+        path = self.config.path
+        if path is None:
+            raise ServiceError(errno.EINVAL, "config.reload: this broker was not started from a config file")
+        try:
+            new = config_mod.load(path)
+        except config_mod.ConfigError as exc:
+            raise ServiceError(errno.EINVAL, f"config.reload: {exc}") from None
+        plan = self._reload_plan(new)
+        self._apply_reload(new, *plan)
+        self.log.info("broker: config.reload: size %d, children %s", self.size,
+                      ",".join(map(str, self.topology.children(self.rank))) or "none")
+        return {"rank": self.rank, "size": self.size, "children": self.topology.children(self.rank)}
+
+    def _reload_plan(self, new: Any) -> tuple[Any, int]:
+        """Check that `new` can be applied in place; returns (topology, quorum)."""
+        from fluxnode.broker_conf import config as config_mod
+        from fluxnode.broker_conf.topology import Topology, TopologyError
+
+        old = self.config
+
+        def restart(problem: str) -> ServiceError:
+            return ServiceError(errno.EOPNOTSUPP, f"config.reload: {new.path}: {problem}; restart the broker to apply it")
+
+        if not new.hostnames and not self.singleton:
+            raise restart("bootstrap.hosts is now empty (a single broker)")
+        if new.hostnames and self.singleton:
+            raise restart("bootstrap.hosts is now set (this broker was started alone)")
+        try:
+            rank = new.rank_of(self.hostname)
+            spec = self._topo_override or new.tbon.topo
+            topology = new.topology() if spec == new.tbon.topo else Topology.from_spec(spec, new.size)
+            bind = "" if self.singleton else new.bind_uri(rank)
+            parent = topology.parent(rank)
+            parent_uri = new.connect_uri(parent) if parent is not None else None
+            new.excluded_ranks()
+        except (config_mod.ConfigError, TopologyError) as exc:
+            raise ServiceError(errno.EINVAL, f"config.reload: {exc}") from None
+        if rank != self.rank:
+            raise restart(f"rank of {self.hostname} changed from {self.rank} to {rank}")
+        assert self.overlay is not None
+        if self.overlay.router is not None and bind != self.attrs["tbon.endpoint"]:
+            raise restart(f"bind endpoint of rank {rank} changed from {self.attrs['tbon.endpoint']} to {bind}")
+        old_parent = self.overlay.parent_rank
+        if parent != old_parent:
+            raise restart(f"parent of rank {rank} changed from {old_parent} to {parent}")
+        if parent_uri != self.overlay.parent_uri:
+            raise restart(f"endpoint of parent rank {parent} changed from {self.overlay.parent_uri} to {parent_uri}")
+        for table in ("tbon", "access"):
+            if getattr(new, table) != getattr(old, table) and not (table == "tbon" and self._tbon_same(old, new)):
+                raise restart(f"[{table}] changed")
+        if new.bootstrap.curve_cert != old.bootstrap.curve_cert:
+            raise restart("bootstrap.curve_cert changed")
+        quorum_attr = self.attrs.get("broker.quorum") if "broker.quorum" in self._given else None
+        try:
+            quorum = self._parse_quorum(quorum_attr, new.size)
+        except BrokerError as exc:
+            raise ServiceError(errno.EINVAL, f"config.reload: {exc}") from None
+        return topology, quorum
+
+    @staticmethod
+    def _tbon_same(old: Any, new: Any) -> bool:
+        """[tbon] equal except topo (whose effect, the tree, is checked on its own)."""
+        import dataclasses
+
+        return dataclasses.replace(new.tbon, topo=old.tbon.topo) == old.tbon
+
+    def _apply_reload(self, new: Any, topology: Any, quorum: int) -> None:
+        assert self.overlay is not None
+        hostnames = list(new.hostnames) if new.hostnames else [self.hostname]
+        children = topology.children(self.rank)
+        bind = self.attrs["tbon.endpoint"] if self.singleton else new.bind_uri(self.rank)
+        kept = (self.config, self.size, self.hostnames, self.topology, self.quorum, dict(self.attrs))
+        self.config, self.size, self.hostnames, self.topology, self.quorum = new, new.size, hostnames, topology, quorum
+        self.attrs.update({"size": str(self.size), "tbon.endpoint": bind, "broker.quorum": str(quorum),
+                           "tbon.topo": self._topo_override or new.tbon.topo})
+        if self.rank == 0:
+            self.resource_service.reconfigure()
+            self._last_online = []  # log the online set against the new size
+        try:
+            self.overlay.reconfigure(hostnames, children, {c: topology.subtree(c) for c in children}, bind)
+        except zmq.ZMQError as exc:
+            self.config, self.size, self.hostnames, self.topology, self.quorum, attrs = kept
+            self.attrs.clear()
+            self.attrs.update(attrs)
+            raise ServiceError(exc.errno or errno.EIO,
+                               f"config.reload: cannot bind {bind} for the new children: {exc}") from None
+        self._overlay_changed()
 
     # -- modules ---------------------------------------------------------------------------
     def _load_modules(self) -> None:

@@ -141,26 +141,7 @@ class Overlay:
 
     def start(self) -> None:
         if self.bind_uri is not None:
-            self.zap = self.ctx.socket(zmq.REP)
-            self.zap.linger = 0
-            self.zap.bind(ZAP_ENDPOINT)
-            self.reactor.add(self.zap, zmq.POLLIN, self._zap_ready)
-            self.router = self.ctx.socket(zmq.ROUTER)
-            self._tune(self.router)
-            self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
-            self.router.setsockopt(zmq.ROUTER_HANDOVER, 1)
-            self.router.setsockopt(zmq.ZAP_DOMAIN, b"fluxnode")
-            self.router.curve_server = True
-            self.router.curve_secretkey = self.secret_key
-            self.router.curve_publickey = self.public_key
-            if self.bind_fd is not None:
-                self.router.setsockopt(zmq.USE_FD, self.bind_fd)  # already bound and listening
-            self.router.bind(self.bind_uri)
-            self.reactor.add(self.router, zmq.POLLIN, self._router_ready)
-            # A peer encrypting to the wrong server key never reaches ZAP: log failed handshakes too.
-            self.monitor = self.router.get_monitor_socket(
-                zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
-            self.reactor.add(self.monitor, zmq.POLLIN, self._monitor_ready)
+            self._open_router(self.bind_uri)
         if self.parent_uri is not None:
             self.dealer = self.ctx.socket(zmq.DEALER)
             self._tune(self.dealer)
@@ -172,6 +153,36 @@ class Overlay:
             self.reactor.add(self.dealer, zmq.POLLIN, self._dealer_ready)
             self._send_parent_control("hello", self._report())
         self._keepalive = self.reactor.call_every(self.params.keepalive_period, self._tick)
+
+    def _open_router(self, bind_uri: str) -> None:
+        """Bind the ROUTER children and clients connect to, with its ZAP handler and monitor."""
+        self.zap = self.ctx.socket(zmq.REP)
+        self.zap.linger = 0
+        self.zap.bind(ZAP_ENDPOINT)
+        self.reactor.add(self.zap, zmq.POLLIN, self._zap_ready)
+        self.router = self.ctx.socket(zmq.ROUTER)
+        self._tune(self.router)
+        self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.router.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        self.router.setsockopt(zmq.ZAP_DOMAIN, b"fluxnode")
+        self.router.curve_server = True
+        self.router.curve_secretkey = self.secret_key
+        self.router.curve_publickey = self.public_key
+        if self.bind_fd is not None:
+            self.router.setsockopt(zmq.USE_FD, self.bind_fd)  # already bound and listening
+        try:
+            self.router.bind(bind_uri)
+        except zmq.ZMQError:
+            self.reactor.remove(self.zap)
+            self.zap.close()
+            self.router.close()
+            self.zap = self.router = None
+            raise
+        self.reactor.add(self.router, zmq.POLLIN, self._router_ready)
+        # A peer encrypting to the wrong server key never reaches ZAP: log failed handshakes too.
+        self.monitor = self.router.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+        self.reactor.add(self.monitor, zmq.POLLIN, self._monitor_ready)
 
     def close(self) -> None:
         if self._keepalive:
@@ -185,6 +196,35 @@ class Overlay:
                 self.reactor.remove(sock)
                 sock.close()
         self.router = self.dealer = self.zap = self.monitor = None
+
+    def reconfigure(self, hostnames: list[str], children: list[int], subtrees: dict[int, list[int]],
+                    bind_uri: str | None) -> None:
+        """Apply a reloaded config in place (``config.reload``): the parent link and any bound
+        ROUTER are kept; new children may say hello, removed ones are forgotten.
+
+        A broker that had no children never bound: it binds `bind_uri` now if it gains some
+        (a `zmq.ZMQError` from that bind leaves everything as it was).
+        """
+        if self.router is None and children and bind_uri is not None:
+            self._open_router(bind_uri)
+            self.bind_uri = bind_uri
+        self.hostnames = hostnames
+        old = self.children
+        self.children = {}
+        for r in children:
+            child = old.get(r)
+            if child is None:
+                child = Child(r, hostnames[r])
+            elif child.hostname != hostnames[r]:
+                # Another host took over this rank: whatever we knew was about the old one.
+                self.log.info("overlay: rank %d is now %s (was %s)", r, hostnames[r], child.hostname)
+                child = Child(r, hostnames[r])
+            child.subtree = set(subtrees.get(r, ()))
+            child.online &= child.subtree
+            self.children[r] = child
+        for r in sorted(set(old) - set(children)):
+            self.log.info("overlay: %s (rank %d) is no longer a child of rank %d", old[r].hostname, r, self.rank)
+        self._recompute()
 
     # -- ZAP (RFC 27): only the instance public key may connect --------------------------
     def _zap_ready(self, _revents: int) -> None:

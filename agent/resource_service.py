@@ -102,6 +102,17 @@ class ResourceService:
         self._store(_node_from_dict(node))
         return {}
 
+    def reconfigure(self) -> None:
+        """After ``config.reload``: forget ranks that are gone, excluded now, or held by another host."""
+        b = self.broker
+        self._exclude = None
+        gone = [r for r, node in self.nodes.items()
+                if r >= b.size or r in self._excluded() or node.hostname != b.hostnames[r]]
+        for r in gone:
+            del self.nodes[r]
+        self._R = None
+        self.changed()
+
     def _excluded(self) -> set[int]:
         """[resource] exclude: ranks that run a broker but offer nothing to schedule (as Flux)."""
         if self._exclude is None:

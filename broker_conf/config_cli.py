@@ -127,3 +127,25 @@ def topology_cmd(topo: str | None, size: int | None, config_path: Path | None) -
     for row in rows:
         click.echo("  ".join(cell.rjust(w) if i < 3 else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip())
     click.echo(f"# {tree.spec}: size {tree.size}, maxlevel {tree.maxlevel}")
+
+
+@config.command("reload")
+@click.option("--rank", type=click.IntRange(min=0), help="Reload this broker's config (default: the broker at URI).")
+@click.option("--uri", envvar="FLUXNODE_URI", metavar="URI", help="Broker URI (default $FLUXNODE_URI).")
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the broker.")
+def reload_cmd(rank: int | None, uri: str | None, timeout: float) -> None:
+    """Make a running broker re-read its --config-path and apply it in place (``flux config reload``).
+
+    A change the broker cannot apply without a restart (its rank, endpoint or parent), or an
+    invalid config, is an error; the broker keeps running with the config it had.
+    """
+    from fluxnode.agent.client import Client, ConnectError, RPCError
+    from fluxnode.agent.message import NODEID_ANY
+
+    try:
+        with Client.connect(uri, timeout=timeout) as client:
+            client.rpc("config.reload", {}, nodeid=NODEID_ANY if rank is None else rank, timeout=timeout)
+    except ConnectError as exc:
+        _fail(str(exc).removeprefix("fluxnode: "))
+    except RPCError as exc:
+        _fail(exc.errstr)

@@ -93,3 +93,16 @@ def test_topology_errors():
     assert run("topology", "--topo", "kary:2").returncode == 1
     r = run("topology", "--topo", "custom:x", "--size", "3")
     assert r.returncode == 1 and "custom takes no argument" in r.stderr
+
+
+def test_reload_without_a_broker_is_one_line(tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "FLUXNODE_URI"}
+    r = subprocess.run([sys.executable, "-m", "fluxnode", "config", "reload"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1
+    assert r.stderr.startswith("fluxnode-config: no broker URI given")
+    r = run("reload", "--uri", f"local://{tmp_path}/nothing")
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1
+    assert r.stderr.startswith(f"fluxnode-config: cannot connect to local://{tmp_path}/nothing")

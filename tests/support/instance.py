@@ -143,12 +143,15 @@ class Instance:
 
     @property
     def pids(self) -> dict[int, int]:
-        pids = {b["rank"]: b["pid"] for b in self.info.get("brokers", [])}
+        pids = {b["rank"]: b["pid"] for b in self.info.get("brokers", []) if b["pid"]}
         pids.update({r: p.pid for r, p in self.restarted.items()})
         return pids
 
     def broker_uri(self, rank: int) -> str:
-        return self.info["brokers"][rank]["attrs"]["local-uri"]
+        return self._broker_info(rank)["attrs"]["local-uri"]
+
+    def _broker_info(self, rank: int) -> dict:
+        return next(b for b in self.info["brokers"] if b["rank"] == rank)
 
     def tcp_uri(self, rank: int = 0) -> str:
         """The TBON endpoint of `rank` (rank 0 and interior ranks bind one)."""
@@ -190,7 +193,7 @@ class Instance:
 
     def restart(self, rank: int) -> subprocess.Popen:
         """Start broker `rank` alone again with the attributes `fluxnode start` gave it."""
-        b = self.info["brokers"][rank]
+        b = self._broker_info(rank)
         argv = [sys.executable, "-m", "fluxnode", "broker", "--config-path", self.config_path,
                 "--hostname", b["hostname"]]
         for k, v in b["attrs"].items():
@@ -199,6 +202,27 @@ class Instance:
                              env=self.env, preexec_fn=_die_with_parent)
         self.restarted[rank] = p
         return p
+
+
+    def add_broker(self, rank: int, hostname: str, resources: dict | None = None) -> subprocess.Popen:
+        """Start a broker for a rank the instance did not start with (after its config grew).
+
+        It gets the attributes `fluxnode start` gives its own brokers (rundir, local-uri, log)
+        and is killed at teardown like a restarted one.
+        """
+        d = self.rundir / str(rank)
+        d.mkdir(mode=0o700, exist_ok=True)
+        attrs = {"log-stderr-level": "4", "log-filename": str(d / "broker.log"), **self.attrs,
+                 "rundir": str(d), "local-uri": f"local://{d}/local", "statedir": str(d)}
+        if resources is not None:
+            f = self.tmp_path / f"{hostname}.resources.json"
+            f.write_text(json.dumps(resources))
+            attrs["resource.override"] = str(f)
+        brokers = self.info["brokers"]
+        entry = {"rank": rank, "hostname": hostname, "pid": 0, "attrs": attrs}
+        brokers[:] = [b for b in brokers if b["rank"] != rank] + [entry]
+        brokers.sort(key=lambda b: b["rank"])
+        return self.restart(rank)
 
 
 def _die_with_parent() -> None:
