@@ -304,12 +304,14 @@ class NodeAgent:
         if unknown and view_rv < rank_map.nodes_resource_version:
             self._set_status(f"waiting for the node list to catch up with the rank map ({', '.join(unknown)})")
             return
+        config_changed = False
         if rank_map.size:
             # Rendering is cheap next to R for big clusters, but both only change with the
             # rank map, node addresses/ports or capacities, not with every node heartbeat.
             render_key = (rank_map.hosts, rank_map.vacant, tuple(overlay_config.endpoints(rank_map, nodes, self.settings)))
             if render_key != self._render_key:
                 if self.files.write_config(overlay_config.render(rank_map, nodes, self.settings)):
+                    config_changed = True
                     self.metrics.renders.inc()
                     log.info("rendered %s: %d rank(s)", self.files.config, rank_map.size)
                 self._render_key = render_key
@@ -345,7 +347,7 @@ class NodeAgent:
         else:
             self._set_status(f"node {self.opts.node_name} is rank {self.rank} of {rank_map.size}")
         self.metrics.size.set(rank_map.size)
-        self.supervisor.ensure(placement, why=self.status, stop_in_place=stop_in_place)
+        self.supervisor.ensure(placement, why=self.status, stop_in_place=stop_in_place, config_changed=config_changed)
 
     def _publish_metrics(self) -> None:
         m, s = self.metrics, self.supervisor

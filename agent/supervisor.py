@@ -24,6 +24,7 @@ from fluxnode.agent.overlay_config import Placement
 log = logging.getLogger("fluxnode.agent.supervisor")
 
 STOP_GRACE = 10.0
+RELOAD_CONNECT_WAIT = 10.0  # how long a just-started broker may take to open its local socket
 
 
 @dataclass
@@ -108,13 +109,21 @@ class BrokerSupervisor:
             proc.wait()
 
     def ensure(self, placement: Placement | None, *, reload: bool = True, why: str = "",
-               stop_in_place: bool = False) -> None:
-        """Make the broker run with ``placement`` (None: not running). Called on every reconcile."""
+               stop_in_place: bool = False, config_changed: bool = False) -> None:
+        """Make the broker run with ``placement`` (None: not running). Called on every reconcile.
+
+        A new placement with the same rank is applied with ``config.reload`` (no restart) when
+        the broker can; otherwise that one broker is restarted in place. ``config_changed``
+        (broker.toml was rewritten) with an unchanged placement is also reloaded, so every
+        broker knows the new size and hosts (for routing), but never restarts it.
+        """
         self.wanted = placement is not None
         if placement is None:
             if self.proc is not None:
                 self.stop(why or "node left the overlay", in_place=stop_in_place)
             return
+        if self.running and self.placement == placement and config_changed and reload:
+            self._reload()
         if self.running and self.placement != placement:
             if placement.rank == (self.placement.rank if self.placement else None) and reload and self._reload():
                 self.placement = placement
@@ -129,11 +138,22 @@ class BrokerSupervisor:
         from fluxnode.agent.client import Client, ConnectError, RPCError
         from fluxnode.agent.message import NODEID_ANY
 
+        # A broker that was just started may not listen yet (it may already have read the old
+        # file): wait for its socket rather than restart it.
+        deadline = time.monotonic() + RELOAD_CONNECT_WAIT
         try:
-            with Client.connect(self.files.local_uri, timeout=2.0) as c:
+            while True:
+                try:
+                    client = Client.connect(self.files.local_uri, timeout=2.0)
+                    break
+                except ConnectError:
+                    if not self.running or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.05)
+            with client as c:
                 c.rpc("config.reload", {}, nodeid=NODEID_ANY, timeout=5.0)
         except (ConnectError, RPCError, OSError) as exc:
-            log.debug("config.reload not possible (%s); restarting instead", exc)
+            log.info("broker pid %d: config.reload not possible: %s", self.pid or 0, exc)
             return False
         log.info("broker pid %d reloaded its configuration", self.pid or 0)
         return True

@@ -86,7 +86,7 @@ def test_single_node_renders_files_and_serves_the_connect_script(kube, agents):
 def test_config_follows_node_events_and_ranks_stay_stable(kube, agents):
     add_node(kube, "w1")
     agent = agents("w1")
-    agent.wait_broker()
+    leader_pid = agent.wait_broker()
     for name in ("w2", "w3"):
         add_node(kube, name)
     wait_for(lambda: hosts_in(agent) == ["w1", "w2", "w3"], 20, what="w2, w3 in broker.toml")
@@ -108,6 +108,9 @@ def test_config_follows_node_events_and_ranks_stay_stable(kube, agents):
     assert ranks(kube)["hosts"] == ["w1", "w4"]
     kube.set_node_ready("late", True)
     wait_for(lambda: hosts_in(agent) == ["w1", "w4", "late"], 20, what="late joins once Ready")
+    # every change of size and children reached the leader by config.reload: never restarted
+    wait_for(lambda: "reloaded its configuration" in agent.log, 20, what="the leader's broker reloaded")
+    assert agent.broker_pid() == leader_pid
 
 
 def test_selector_and_include_control_plane(kube, agents):
@@ -200,6 +203,8 @@ def test_multi_node_overlay_grows_shrinks_and_marks_not_ready_down(kube, agents)
     nodes["w4"].wait_broker()
     wait_for(lambda: resource_list(leader).get("free") == ["w1", "w2", "w3", "w4"], 60, what="w4 joined")
     assert nodes["w3"].broker_pid() == pids["w3"]
+    # the leader (new size) and w2 (new child) applied the new broker.toml with config.reload
+    assert leader.broker_pid() == pids["w1"] and nodes["w2"].broker_pid() == pids["w2"]
     # only the designated writer (the leader's agent) updated the rank map: no thundering herd
     assert kube.count_requests("update", "configmaps") == updates + 1
 
@@ -209,6 +214,7 @@ def test_multi_node_overlay_grows_shrinks_and_marks_not_ready_down(kube, agents)
     assert nodes["w3"].broker_pid() is None
     kube.set_node_ready("w3", True)
     wait_for(lambda: resource_list(leader).get("free") == ["w1", "w2", "w3", "w4"], 60, what="w3 back")
+    pids["w3"] = nodes["w3"].broker_pid()
 
     # w4 leaves: the overlay shrinks back to three ranks
     kube.delete("nodes", "w4")
@@ -216,6 +222,7 @@ def test_multi_node_overlay_grows_shrinks_and_marks_not_ready_down(kube, agents)
     wait_for(lambda: hosts_in(leader) == ["w1", "w2", "w3"], 20, what="w4 removed from broker.toml")
     wait_for(lambda: resource_list(leader).get("free") == ["w1", "w2", "w3"] and not resource_list(leader).get("down"),
              60, what="overlay of three")
+    assert {name: nodes[name].broker_pid() for name in ("w1", "w2", "w3")} == {k: pids[k] for k in ("w1", "w2", "w3")}
 
 
 def test_unreachable_api_exits_non_zero_after_retrying(kube, tmp_path):
