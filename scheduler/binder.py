@@ -80,6 +80,7 @@ class BinderConfig:
     http_host: str = "0.0.0.0"
     http_port: int | None = 10259
     watch_timeout: int = 300
+    rpc_timeout: float = 10.0  # a sched.* answer slower than this means the leader is gone
     report_delay: float = 1.0  # an incomplete group says it waits only after this long
 
 
@@ -112,12 +113,14 @@ class Binder:
         self.metrics = BinderMetrics()
         self.state = ClusterState(config.scheduler_name, self._job_size)
         if config.uri:
-            self.sched = SchedClient(config.uri, config.curve_cert)
+            self.sched = SchedClient(config.uri, config.curve_cert, config.rpc_timeout)
         else:
             from fluxnode.scheduler.leader_locator import LeaderLocator
 
             namespace, _, name = config.rank_configmap.partition("/")
-            self.sched = SchedClient(LeaderLocator(self.core, namespace, name, config.broker_port), config.curve_cert)
+            self.sched = SchedClient(
+                LeaderLocator(self.core, namespace, name, config.broker_port), config.curve_cert, config.rpc_timeout
+            )
         self.reservations = Reservations(config.reserve_depth)
         self.inbox: queue_mod.SimpleQueue = queue_mod.SimpleQueue()
         self.pool = ThreadPoolExecutor(max_workers=config.bind_workers, thread_name_prefix="bind")
@@ -265,6 +268,9 @@ class Binder:
             except SchedUnavailable as exc:
                 self.sched_ok = False
                 log.warning("scheduler service unavailable: %s", exc)
+                # an answer may have been lost (e.g. the leader restarted): rebuild from
+                # sched.list once it is back, so nothing is left allocated twice
+                self.reconciled = False
                 self.state.changed = True
                 self.stop_event.wait(0.5)
             except Exception:

@@ -260,12 +260,13 @@ class LiveGraph:
                 pass
 
     def partial_cancel(self, jobid: int, ranks: list[int], remaining: list[dict]) -> list[dict]:
-        """Free `ranks` of an allocation; returns what it holds afterwards.
-
-        Implemented as cancel + re-pin of the remaining per-node amounts: the
-        library's partial_cancel currently leaves the freed counts in the
-        ancestors' aggregates (the freed node stays "busy"). Switch back to
-        Traverser.partial_cancel once that is fixed.
-        """
-        self.cancel(jobid)
-        return self.restore(jobid, remaining)
+        """Free `ranks` of an allocation; returns what it holds afterwards (`remaining`)."""
+        left = []
+        for part in self._parts.get(jobid, []):
+            try:
+                if not self._traverser.partial_cancel(part, ranks):
+                    left.append(part)
+            except TraverserError:
+                pass
+        self._parts[jobid] = left
+        return remaining

@@ -14,7 +14,8 @@ def group_allocs(cluster):
 
 
 def held_cores(cluster):
-    return sum(len(idset.decode(n["cores"])) for a in group_allocs(cluster) for n in a["nodes"])
+    return sum(len(idset.decode(n["cores"])) for a in group_allocs(cluster) if a["status"] == "ALLOCATED"
+               for n in a["nodes"])
 
 
 def test_binder_restart_mid_run_binds_nothing_twice(tmp_path):
@@ -167,3 +168,23 @@ def test_health_ready_and_metrics_endpoints(tmp_path):
         assert "fluxnode_binder_pod_scheduling_duration_seconds_count 1.0" in text
         assert "fluxnode_binder_pending_groups" in text
         json.dumps(text)  # plain text exposition
+
+
+def test_leader_restart_loses_nothing_and_places_nothing_twice(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4, "node1": 4}) as c:
+        c.start_binder(rpc_timeout=2.0)
+        for i in range(2):
+            c.create_pod(f"a-{i}", cpu="2", group="a", size=2)
+        c.wait_bound(["a-0", "a-1"])
+        c.inst.kill(0)
+        c.inst.restart(0)
+        for i in range(2):
+            c.create_pod(f"b-{i}", cpu="2", group="b", size=2)
+        c.wait_bound(["b-0", "b-1"], timeout=60)
+        c.create_pod("c", cpu="1")
+        c.wait_condition("c", "WaitingForResources", timeout=30)
+        c.assert_no_overcommit()
+        assert held_cores(c) == 8
+        c.finish("a-0")
+        c.finish("a-1")
+        c.wait_bound(["c"], timeout=30)

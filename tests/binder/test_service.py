@@ -53,6 +53,8 @@ def test_partial_cancel_frees_only_those_ranks(inst):
     assert out == {"id": a["id"], "freed": "1", "remaining": "0,2"}
     b = inst.rpc("sched.alloc", {"jobspec": spec(4, 1)})
     assert [n["hostname"] for n in b["nodes"]] == ["node1"]
+    # what is left of the first allocation is still held
+    assert errnum(inst, "sched.alloc", {"jobspec": spec(1, 1)})[0] == errno.EBUSY
     for x in (a, b):
         inst.rpc("sched.cancel", {"id": x["id"]})
 

@@ -47,7 +47,8 @@ class BinderCluster:
             names = sorted(self.nodes, key=lambda n: int(n.removeprefix("node")))
             assert names == [f"node{i}" for i in range(len(names))], "nodes must be node0..nodeN-1"
             resources = {n: {"cores": self.nodes[n], "gpus": self.gpus.get(n, 0), "memory_mib": 64 * 1024} for n in names}
-            self.inst = Instance(size=len(names), tmp_path=self.tmp_path, modules=None, resources=resources).start()
+            self.inst = Instance(size=len(names), tmp_path=self.tmp_path, modules=None, resources=resources,
+                                 tbon={"torpid_min": "0.2s", "torpid_max": "1s"}).start()
             wait_for(lambda: len(self.inst.rpc("sched.resource-status")["nodes"]) == len(names), 30,
                      what="every rank in the scheduler graph")
             if self.kube is None:
