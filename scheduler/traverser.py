@@ -28,6 +28,7 @@ time-based schedule and emits the selection in post order.
 
 from __future__ import annotations
 
+import bisect
 import time
 from dataclasses import dataclass, field
 
@@ -190,6 +191,7 @@ class Traverser:
     def _reinit(self) -> None:
         self._totals: dict[int, dict[str, int]] = {}
         self._free: dict[int, int] = {}
+        self._order: dict[int, list[tuple[int, int, int]]] = {}
         root = self.g.roots.get(CONTAINMENT)
         if root is None:
             raise TraverserError("graph has no containment root")
@@ -299,11 +301,33 @@ class Traverser:
 
     # ------------------------------------------------------------------ walk
     def _children(self, u: Vertex) -> list[Vertex]:
-        if self.policy.stop_on_1:
+        if not self.policy.stop_on_1:
+            return u.children
+        # Fluxion's by_outedges: children by (weight, uniq_id), heaviest first; kept
+        # sorted incrementally (see _set_weight) instead of re-sorted per match.
+        order = self._order.get(u.uniq_id)
+        if order is None:
             free = self._free
-            return sorted(u.children, key=lambda c: (free.get(c.uniq_id, 0), c.uniq_id),
-                          reverse=True)
-        return u.children
+            order = sorted(((-free.get(c.uniq_id, 0), -c.uniq_id, i) for i, c in
+                            enumerate(u.children)))
+            self._order[u.uniq_id] = order
+        kids = u.children
+        return [kids[i] for _w, _u, i in order]
+
+    def _set_weight(self, v: Vertex, w: int) -> None:
+        old = self._free.get(v.uniq_id, 0)
+        self._free[v.uniq_id] = w
+        if old == w or v.parent is None:
+            return
+        order = self._order.get(v.parent.uniq_id)
+        if order is None:
+            return
+        pos = bisect.bisect_left(order, (-old, -v.uniq_id))
+        if pos < len(order) and order[pos][0] == -old and order[pos][1] == -v.uniq_id:
+            item = order.pop(pos)
+            bisect.insort(order, (-w, item[1], item[2]))
+        else:  # not where expected (graph changed): rebuild lazily
+            self._order.pop(v.parent.uniq_id, None)
 
     def _explore(self, m: _Meta, u: Vertex, resources: list[Request], pristine: bool,
                  excl: bool, dfu: Scoring, multiplier: int = 1) -> int:
@@ -438,7 +462,10 @@ class Traverser:
                 for e in eg.edges:
                     par = e.parent
                     pid = par.uniq_id if par is not None else -1
-                    marks[(pid, e.vertex.uniq_id)] = (e.needs, bool(e.exclusive))
+                    key0 = (pid, e.vertex.uniq_id)
+                    if key0 not in marks and par is not None:
+                        self._mark_edges.append((par, e.vertex))
+                    marks[key0] = (e.needs, bool(e.exclusive))
                     if unconstrained:
                         p = par
                         while p is not None and p.parent is not None:
@@ -449,11 +476,14 @@ class Traverser:
                             p = p.parent
                             ev2 = dfu.types.get(tgt.type)
                             if ev2 is not None and not ev2.best_k:
+                                if key not in marks:
+                                    self._mark_edges.append((p, tgt))
                                 marks[key] = (tgt.size, False)
 
     def _select(self, req: MatchRequest, m: _Meta, excl: bool) -> tuple[int, int, bool]:
         root = self.g.root
         self._marks = {}
+        self._mark_edges: list[tuple[Vertex, Vertex]] = []
         self._visited = set()
         self.preorder = self.postorder = 0
         self.policy.ml_scores = 0
@@ -487,6 +517,9 @@ class Traverser:
         xtypes = self.policy.exclusive_types | self._req_xtypes
         pxtypes = self.policy.exclusive_types
         seen: set[int] = set()
+        marked: dict[int, list[Vertex]] = {}
+        for e_parent, e_child in self._mark_edges:
+            marked.setdefault(e_parent.uniq_id, []).append(e_child)
 
         def upd(u: Vertex, needs: int, x: bool, level: int,
                 inherited: bool = False) -> tuple[int, dict[str, int]]:
@@ -496,7 +529,14 @@ class Traverser:
             if u.type in pxtypes:
                 x = True
             shadow = x and (inherited or u.type in xtypes)
-            for c in u.children:
+            if shadow:
+                kids = u.children
+            else:
+                kids = marked.get(u.uniq_id, ())
+                if len(kids) > 1:
+                    pos = {id(c): i for i, c in enumerate(u.children)} if len(kids) > 8 else None
+                    kids = sorted(kids, key=(lambda c: pos[id(c)]) if pos else u.children.index)
+            for c in kids:
                 if c.uniq_id in seen:
                     continue
                 mk = marks.get((u.uniq_id, c.uniq_id))
@@ -531,7 +571,7 @@ class Traverser:
                 if u.type in self.prune_types:
                     up[u.type] = up.get(u.type, 0) + (u.size if x else u.size - needs)
                 if m.alloc == "alloc" and u.children:
-                    self._free[u.uniq_id] = self._free.get(u.uniq_id, 0) - sum(agg.values())
+                    self._set_weight(u, self._free.get(u.uniq_id, 0) - sum(agg.values()))
                 return n, up
             return 0, {}
 
@@ -711,7 +751,7 @@ class Traverser:
         u.reservations.discard(jobid)
         if ag is not None and (was_alloc or True):
             pass
-        self._free[u.uniq_id] = self._weight_now(u)
+        self._set_weight(u, self._weight_now(u))
 
     def _weight_now(self, u: Vertex) -> int:
         tot = self._totals.get(u.uniq_id) or {}
@@ -770,7 +810,7 @@ class Traverser:
                 u.agspans[jobid] = (job.at, job.at + job.duration, dict(agg))
             else:
                 u.agspans.pop(jobid, None)
-            self._free[u.uniq_id] = self._weight_now(u)
+            self._set_weight(u, self._weight_now(u))
             up = dict(agg)
             if u.type in self.prune_types and own is not None:
                 up[u.type] = up.get(u.type, 0) + u.size
