@@ -117,6 +117,7 @@ class Overlay:
         self.refused = 0
         self._raw_key = z85.decode(public_key)
         self._resets: dict[bytes, float] = {}
+        self._strangers: set[str] = set()  # ranks that contacted us but are not our children
 
     # -- sockets -------------------------------------------------------------------------
     def _tune(self, sock: zmq.Socket) -> None:
@@ -219,6 +220,7 @@ class Overlay:
                 # Another host took over this rank: whatever we knew was about the old one.
                 self.log.info("overlay: rank %d is now %s (was %s)", r, hostnames[r], child.hostname)
                 child = Child(r, hostnames[r])
+            self._strangers.discard(str(r))
             child.subtree = set(subtrees.get(r, ()))
             child.online &= child.subtree
             self.children[r] = child
@@ -338,8 +340,11 @@ class Overlay:
 
     def _control_from_child(self, name: str, child: Child | None, msg: Message) -> None:
         if child is None:
-            if name.isdigit():
-                self.log.error("overlay: rank %s is not a child of rank %d; ignoring its %s", name, self.rank, msg.topic)
+            if name.isdigit() and name not in self._strangers:
+                # Logged once per rank: until our config.reload it keeps sending keepalives.
+                self._strangers.add(name)
+                self.log.error("overlay: rank %s is not a child of rank %d; ignoring its %s (and what follows)",
+                               name, self.rank, msg.topic)
             return
         try:
             body = msg.decode_payload() or {}

@@ -186,3 +186,17 @@ def test_changes_that_need_a_restart_are_refused():
         p = reload_cli(inst)
         assert p.returncode == 1 and "bind endpoint of rank 0 changed from tcp://127.0.0.1:" in p.stderr
         assert inst.rpc("broker.status")["online"] == "0-2"
+
+
+def test_a_new_broker_that_arrives_before_the_reload_joins_after_it():
+    """On Kubernetes the new node's broker may start before its parent's agent reloads."""
+    with Instance(2, tbon={"torpid_min": "0.1s", "torpid_max": "2s"}) as inst:
+        pid0 = inst.pids[0]
+        write_config(inst, grown(inst, 3, {}))  # kary:2: rank 2 is a second child of rank 0
+        inst.add_broker(2, "node2")
+        wait_for(lambda: "rank 2 is not a child of rank 0" in inst.log(0), 20, what="rank 0 ignoring rank 2")
+        assert inst.online() == "0-1"
+        assert inst.rpc("config.reload")["children"] == [1, 2]
+        wait_for(lambda: inst.online() == "0-2", 20, what="rank 2 joined after the reload")
+        assert inst.log(0).count("rank 2 is not a child of rank 0") == 1  # not once per keepalive
+        assert inst.pids[0] == pid0 and alive(pid0)
