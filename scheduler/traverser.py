@@ -90,7 +90,7 @@ class Job:
     at: int
     duration: int
     status: str
-    vertices: set[int] = field(default_factory=set)
+    vertices: dict[int, Vertex] = field(default_factory=dict)
 
 
 class _Meta:
@@ -192,6 +192,7 @@ class Traverser:
         self._totals: dict[int, dict[str, int]] = {}
         self._free: dict[int, int] = {}
         self._order: dict[int, list[tuple[int, int, int]]] = {}
+        self._nodes_up: int | None = None
         root = self.g.roots.get(CONTAINMENT)
         if root is None:
             raise TraverserError("graph has no containment root")
@@ -565,7 +566,7 @@ class Traverser:
                 u.xspans[m.jobid] = (m.at, end)
                 if agg:
                     u.agspans[m.jobid] = (m.at, end, dict(agg))
-                job.vertices.add(u.uniq_id)
+                job.vertices[u.uniq_id] = u
                 out.append(Emit(u, needs, x, level))
                 up: dict[str, int] = dict(agg)
                 if u.type in self.prune_types:
@@ -665,6 +666,11 @@ class Traverser:
 
     def nodes_up(self) -> int:
         """Nodes that are up with every ancestor up (a down vertex hides its subtree)."""
+        if self._nodes_up is None:
+            self._nodes_up = self._count_nodes_up()
+        return self._nodes_up
+
+    def _count_nodes_up(self) -> int:
         n = 0
         stack = [self.g.root]
         while stack:
@@ -726,17 +732,31 @@ class Traverser:
         job = self.jobs.pop(jobid, None)
         if job is None:
             raise TraverserError(f"nonexistent job {jobid}")
-        pre = post = 0
+        # Fluxion walks down from the root through tagged vertices, visiting every
+        # child of each; count those visits without walking untagged siblings.
         root = self.g.root
-        stack = [root]
-        while stack:
-            u = stack.pop()
-            pre += 1
-            if jobid not in u.tags:
-                continue
-            post += 1
-            self._release(u, jobid)
-            stack.extend(u.children)
+        pre = 1
+        post = 0
+        if jobid in root.tags:
+            reached = [root]
+            seen = {root.uniq_id}
+            while reached:
+                u = reached.pop()
+                post += 1
+                pre += len(u.children)
+                for c in u.children if len(u.children) < 64 else ():
+                    if jobid in c.tags and c.uniq_id not in seen:
+                        seen.add(c.uniq_id)
+                        reached.append(c)
+                if len(u.children) >= 64:
+                    for v in job.vertices.values():
+                        if v.parent is u and v.uniq_id not in seen:
+                            seen.add(v.uniq_id)
+                            reached.append(v)
+        for v in list(job.vertices.values()):
+            self._release(v, jobid)
+        if jobid in root.tags:
+            self._release(root, jobid)
         self.total_preorder, self.total_postorder = pre, post
         return pre, post
 
@@ -776,7 +796,7 @@ class Traverser:
                 if jobid in v.tags:
                     post += 1
                     self._release(v, jobid)
-                    job.vertices.discard(v.uniq_id)
+                    job.vertices.pop(v.uniq_id, None)
         self._rebuild_job(jobid, job)
         # Fluxion reports no traversal for a partial cancel (it releases by rank index)
         self.total_preorder = self.total_postorder = 0
@@ -803,7 +823,7 @@ class Traverser:
                 n += 1
             if n == 0:
                 self._release(u, jobid)
-                job.vertices.discard(u.uniq_id)
+                job.vertices.pop(u.uniq_id, None)
                 return 0, {}
             u.own_state()
             if agg:
@@ -834,7 +854,8 @@ class Traverser:
             job = self.jobs.get(j)
             if job is None:
                 continue
-            job.vertices.difference_update(u.uniq_id for u in sub)
+            for u in sub:
+                job.vertices.pop(u.uniq_id, None)
             self._rebuild_job(j, job)
             if j not in self.g.root.tags:
                 self.jobs.pop(j, None)
@@ -863,6 +884,7 @@ class Traverser:
                 raise TraverserError(f"could not find path {target} in resource graph")
             v = vs[0]
         v.status = status
+        self._nodes_up = None
 
     def add_resources(self, R: dict) -> None:
         """Grow the graph from another R (vertices whose path exists are kept)."""
