@@ -57,6 +57,9 @@ from fluxnode.scheduler.slot_assignment import AssignmentError, PodSlot, assign
 
 log = logging.getLogger("fluxnode.binder")
 
+MIB = 1024 * 1024
+MEMORY_RETRIES = 3  # placements re-tried on other nodes when one would overcommit memory
+
 
 @dataclass
 class BinderConfig:
@@ -379,6 +382,14 @@ class Binder:
             self._cancel(a["id"], dead_ranks)
         alloc = GroupAllocation(a["id"], key, pods)
         self.state.adopt(alloc)
+        hostnames = {n["rank"]: n["hostname"] for n in a["nodes"]}
+        for uid, rank in pods.items():
+            pod = self.state.pods.get(uid)
+            if pod is not None:
+                try:
+                    self.state.charge_memory(uid, pod.node or hostnames[rank], pod_requests(pod.raw).memory_bytes)
+                except PodRequestError:
+                    pass
         return pods
 
     # -- cycle --------------------------------------------------------------------
@@ -483,6 +494,53 @@ class Binder:
             self._report(pods, "WaitingForResources", "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full); will retry", group)
             self.metrics.attempts.labels("busy").inc()
             return "busy"
+        memory = {uid: r.memory_bytes for uid, r in reqs.items()}
+        biggest = max(memory.values())
+        most = max((self.state.nodes[n].allocatable.memory_bytes for n in usable if n in self.state.nodes), default=0)
+        if biggest > most:
+            reason = f"a pod needs {biggest // MIB} MiB of memory but the largest usable node allocates {most // MIB} MiB"
+            group.unsatisfiable, group.unsatisfiable_generation = reason, self.state.node_generation
+            self._report(pods, "Unschedulable", f"unsatisfiable: {reason}; will not fit until the cluster changes", group)
+            self.metrics.attempts.labels("unschedulable").inc()
+            return "unschedulable"
+        smallest = min(memory.values())
+        usable = [n for n in usable if self.state.free_memory(n) >= smallest]
+        avoid: set[str] = set()
+        for _attempt in range(MEMORY_RETRIES):
+            nodes = [n for n in usable if n not in avoid]
+            if not nodes:
+                self._report(pods, "WaitingForResources", "busy: no usable node has the memory these pods request; will retry", group)
+                self.metrics.attempts.labels("busy").inc()
+                return "busy"
+            outcome, answer, slots = self._allocate(group, pods, shapes, nodes, excluded)
+            if outcome != "allocated":
+                return outcome
+            over = self._memory_overcommit(slots, memory)
+            if not over:
+                break
+            self._cancel(answer["id"], None)
+            avoid.update(over)
+        else:
+            self._report(pods, "WaitingForResources", "busy: placements found would overcommit node memory; will retry", group)
+            self.metrics.attempts.labels("busy").inc()
+            return "busy"
+        self.state.placed(GroupAllocation(answer["id"], group.key, {uid: s.rank for uid, s in slots.items()}))
+        for uid, slot in slots.items():
+            self.state.charge_memory(uid, slot.hostname, memory[uid])
+        self.metrics.attempts.labels("scheduled").inc()
+        for pod in pods:
+            self._submit_bind(pod, slots[pod.uid], answer["id"], str(group.key))
+        return "scheduled"
+
+    def _memory_overcommit(self, slots: dict[str, PodSlot], memory: dict[str, int]) -> set[str]:
+        """Nodes where this placement's pods would request more memory than is free."""
+        want: dict[str, int] = {}
+        for uid, slot in slots.items():
+            want[slot.hostname] = want.get(slot.hostname, 0) + memory[uid]
+        return {n for n, m in want.items() if m > self.state.free_memory(n)}
+
+    def _allocate(self, group: Group, pods: list[PodInfo], shapes: dict, usable: list[str], excluded: set[str]):
+        """One sched.alloc for the group on `usable`: ("allocated", answer, slots) or (outcome, None, None)."""
         kinds = Counter(shapes.values())
         spec = build_jobspec(
             [SlotKind(c, g, m, n) for (c, g, m), n in sorted(kinds.items())],
@@ -504,13 +562,13 @@ class Binder:
             if exc.errnum == errno.EBUSY:
                 self._report(pods, "WaitingForResources", f"{exc.errstr}; will retry when resources free up", group)
                 self.metrics.attempts.labels("busy").inc()
-                return "busy"
+                return "busy", None, None
             reason = self._explain(shapes, usable) or exc.errstr
             group.unsatisfiable, group.unsatisfiable_generation = reason, self.state.node_generation
             reason = reason.removeprefix("unsatisfiable: ")
             self._report(pods, "Unschedulable", f"unsatisfiable: {reason}; will not fit until the cluster changes", group)
             self.metrics.attempts.labels("unschedulable").inc()
-            return "unschedulable"
+            return "unschedulable", None, None
         self.metrics.attempt_duration.observe(time.perf_counter() - t0)
         self.sched_ok = True
         if answer["status"] == "RESERVED":
@@ -518,19 +576,15 @@ class Binder:
             excluded.update(n["hostname"] for n in answer["nodes"])
             self._report(pods, "WaitingForResources", "busy: resources reserved for this group; will bind when they free up", group)
             self.metrics.attempts.labels("reserved").inc()
-            return "busy"
+            return "busy", None, None
         try:
             slots = assign({uid: (c, g) for uid, (c, g, _m) in shapes.items()}, answer["nodes"])
         except AssignmentError as exc:
             self._cancel(answer["id"], None)
             self._report(pods, "WaitingForResources", f"busy: {exc}; will retry", group)
             self.metrics.attempts.labels("error").inc()
-            return "busy"
-        self.state.placed(GroupAllocation(answer["id"], group.key, {uid: s.rank for uid, s in slots.items()}))
-        self.metrics.attempts.labels("scheduled").inc()
-        for pod in pods:
-            self._submit_bind(pod, slots[pod.uid], answer["id"], str(group.key))
-        return "scheduled"
+            return "busy", None, None
+        return "allocated", answer, slots
 
     def _hostlist(self, names: list[str]) -> str:
         """RFC 29 hostlist of `names`, cached: the usable set rarely changes between groups."""

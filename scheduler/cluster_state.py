@@ -166,6 +166,8 @@ class ClusterState:
         self.allocations: dict[int, GroupAllocation] = {}
         self.pod_allocation: dict[str, int] = {}
         self.foreign: dict[str, dict[str, PodRequests]] = {}  # node -> uid -> requests
+        self.own_memory: dict[str, dict[str, int]] = {}  # node -> our placed pod uid -> memory bytes
+        self.pod_node: dict[str, str] = {}  # our placed pod uid -> node
         self.capacity: dict[str, NodeCapacity] = {}
         self.outside: dict[str, tuple[int | None, OutsideUsage]] = {}  # node -> (alloc id, usage)
         self.to_cancel: list[tuple[int, list[int] | None]] = []
@@ -284,9 +286,30 @@ class ClusterState:
             self.queue.remove(group.key)
             self.with_pending.discard(group.key)
 
+    def charge_memory(self, uid: str, node: str, memory_bytes: int) -> None:
+        self.pod_node[uid] = node
+        self.own_memory.setdefault(node, {})[uid] = memory_bytes
+
+    def free_memory(self, node: str) -> int:
+        """Bytes of allocatable memory on `node` not requested by any running pod.
+
+        The graph scheduler does not account memory yet (a slot of cores + memory does
+        not match a node-level memory pool), so memory is checked here: placements are
+        verified against this and retried elsewhere if they would overcommit a node.
+        """
+        info = self.nodes.get(node)
+        if info is None:
+            return 0
+        used = sum(r.memory_bytes for r in self.foreign.get(node, {}).values())
+        used += sum(self.own_memory.get(node, {}).values())
+        return info.allocatable.memory_bytes - used
+
     def _end_pod(self, uid: str, alloc_id: int) -> None:
         """Our placed pod ended: release its rank once no pod of the allocation remains there."""
         del self.pod_allocation[uid]
+        node = self.pod_node.pop(uid, None)
+        if node is not None:
+            self.own_memory.get(node, {}).pop(uid, None)
         alloc = self.allocations.get(alloc_id)
         if alloc is None:
             return
@@ -401,12 +424,11 @@ class ClusterState:
             used = used + req
         free = node.allocatable - used
         free_cores = max(0, math.floor(free.millicpu / 1000))
-        free_mib = max(0, free.memory_bytes // (1024 * 1024))
         free_gpus = max(0, free.gpus)
         return OutsideUsage(
             max(0, cap.cores - free_cores),
             max(0, cap.gpus - free_gpus),
-            max(0, cap.memory_mib - free_mib) if cap.memory_mib else 0,
+            0,  # memory is kept by the binder (free_memory), not in the graph: see free_memory
         )
 
     def set_capacity(self, capacity: dict[str, NodeCapacity]) -> None:

@@ -188,3 +188,23 @@ def test_leader_restart_loses_nothing_and_places_nothing_twice(tmp_path):
         c.finish("a-0")
         c.finish("a-1")
         c.wait_bound(["c"], timeout=30)
+
+
+def test_memory_requests_never_overcommit_a_node(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4, "node1": 4}) as c:
+        for n in ("node0", "node1"):
+            c.kube.patch("nodes", n, {"status": {"allocatable": {"memory": "4Gi"}}})
+        c.create_pod("kube-mem", cpu="100m", memory="2Gi", scheduler="default-scheduler", node="node0")
+        c.start_binder()
+        for i in range(3):
+            c.create_pod(f"m-{i}", cpu="1", memory="2Gi")
+        c.create_pod("huge", cpu="1", memory="10Gi")
+        cond = c.wait_condition("huge", "Unschedulable")
+        assert "10240 MiB" in cond["message"] and "4096 MiB" in cond["message"]
+        nodes = wait_for(lambda: (b := [n for n in (f"m-{i}" for i in range(3)) if c.node_of(n)]) and len(b) == 3 and b, 20,
+                         what="3 pods bound")
+        assert nodes
+        assert Counter(c.node_of(f"m-{i}") for i in range(3)) == {"node1": 2, "node0": 1}
+        c.create_pod("m-3", cpu="1", memory="2Gi")
+        c.wait_condition("m-3", "WaitingForResources")
+        c.assert_no_overcommit()

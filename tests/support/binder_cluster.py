@@ -96,7 +96,7 @@ class BinderCluster:
 
     # -- pods -----------------------------------------------------------------------
     def pod(self, name: str, cpu: str | None = "1", *, group: str | None = None, size: int | None = None,
-            scheduler: str = "fluxnode", gpus: int = 0, priority: int | None = None, node: str | None = None,
+            scheduler: str = "fluxnode", gpus: int = 0, memory: str | None = None, priority: int | None = None, node: str | None = None,
             labels: dict | None = None, namespace: str = "default") -> dict:
         labels = dict(labels or {})
         if group:
@@ -108,6 +108,8 @@ class BinderCluster:
             requests["cpu"] = cpu
         if gpus:
             requests["nvidia.com/gpu"] = str(gpus)
+        if memory:
+            requests["memory"] = memory
         spec: dict = {"schedulerName": scheduler,
                       "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}]}
         if priority is not None:
@@ -154,6 +156,7 @@ class BinderCluster:
         """From the API objects alone: per node, the requests of running pods fit allocatable,
         fluxnode pods' whole cores fit the node, and no core id is given to two pods."""
         used_milli: dict[str, int] = defaultdict(int)
+        used_mem: dict[str, int] = defaultdict(int)
         used_cores: dict[str, int] = defaultdict(int)
         core_owner: dict[tuple[str, int], str] = {}
         for pod in self.kube.list("pods"):
@@ -163,6 +166,7 @@ class BinderCluster:
                 continue
             req = pod_requests(pod)
             used_milli[node] += req.millicpu
+            used_mem[node] += req.memory_bytes
             ann = (pod["metadata"].get("annotations") or {})
             if "fluxnode.io/allocation" in ann:
                 used_cores[node] += max(1, req.cores)
@@ -174,4 +178,5 @@ class BinderCluster:
             alloc = resource_list(node["status"]["allocatable"], name)
             assert used_milli[name] <= alloc.millicpu, f"{name}: {used_milli[name]}m requested > {alloc.millicpu}m allocatable"
             assert used_cores[name] <= alloc.millicpu // 1000, f"{name}: {used_cores[name]} fluxnode cores > allocatable"
+            assert used_mem[name] <= alloc.memory_bytes, f"{name}: {used_mem[name]} bytes of memory requested > allocatable"
         return dict(used_milli)
