@@ -193,6 +193,8 @@ class Traverser:
         self._free: dict[int, int] = {}
         self._order: dict[int, list[tuple[int, int, int]]] = {}
         self._nodes_up: int | None = None
+        self._agsum: dict[int, dict[str, int]] = {}
+        self._agnow: dict[int, int] = {}
         root = self.g.roots.get(CONTAINMENT)
         if root is None:
             raise TraverserError("graph has no containment root")
@@ -216,7 +218,12 @@ class Traverser:
                     for t, n in sub.items():
                         tot[t] = tot.get(t, 0) + n
             totals[v.uniq_id] = tot
-            self._free[v.uniq_id] = sum(tot.values())
+        for v in order:
+            if v.agspans:
+                for j, span in list(v.agspans.items()):
+                    self._ag_put(v, j, span)
+            if v.children:
+                self._free[v.uniq_id] = self._weight_now(v)
 
     def _weight(self, v: Vertex) -> int:
         # Fluxion orders children for stop-on-first-match by (weight, uniq_id),
@@ -238,12 +245,37 @@ class Traverser:
                 return True
         return False
 
-    def _ag_avail(self, u: Vertex, t: str, m: _Meta) -> int:
+    def _ag_enough(self, u: Vertex, t: str, m: _Meta, need: int) -> bool:
+        """Does ``u``'s subtree have ``need`` free ``t`` units during the job's window?"""
         total = self._totals.get(u.uniq_id, {}).get(t, 0)
+        if total < need:
+            return False
         if not u.agspans:
-            return total
+            return True
+        # every span counted at once is an upper bound of the peak: usually enough
+        if total - self._agsum.get(u.uniq_id, {}).get(t, 0) >= need:
+            return True
         spans = [(s, e, c.get(t, 0)) for (s, e, c) in u.agspans.values() if c.get(t)]
-        return total - _peak(spans, m.at, m.at + m.duration)
+        return total - _peak(spans, m.at, m.at + m.duration) >= need
+
+    def _ag_put(self, u: Vertex, jobid: int, span: tuple[int, int, dict[str, int]]) -> None:
+        self._ag_drop(u, jobid)
+        u.agspans[jobid] = span
+        acc = self._agsum.setdefault(u.uniq_id, {})
+        for t, n in span[2].items():
+            acc[t] = acc.get(t, 0) + n
+        if span[0] <= 0:
+            self._agnow[u.uniq_id] = self._agnow.get(u.uniq_id, 0) + sum(span[2].values())
+
+    def _ag_drop(self, u: Vertex, jobid: int) -> None:
+        span = u.agspans.pop(jobid, None) if u.agspans else None
+        if span is None:
+            return
+        acc = self._agsum.get(u.uniq_id, {})
+        for t, n in span[2].items():
+            acc[t] = acc.get(t, 0) - n
+        if span[0] <= 0:
+            self._agnow[u.uniq_id] = self._agnow.get(u.uniq_id, 0) - sum(span[2].values())
 
     # ----------------------------------------------------------------- prune
     def _prune(self, m: _Meta, x_in: bool, u: Vertex, resources: list[Request]) -> bool:
@@ -267,7 +299,7 @@ class Traverser:
                         return True
             if r.user_data and u.children:
                 for t, n in r.user_data.items():
-                    if t in self.prune_types and self._ag_avail(u, t, m) < n:
+                    if t in self.prune_types and not self._ag_enough(u, t, m, n):
                         return True
         return False
 
@@ -301,7 +333,7 @@ class Traverser:
         return resources, ("pristine" if pristine else "none"), nslots, "", pristine
 
     # ------------------------------------------------------------------ walk
-    def _children(self, u: Vertex) -> list[Vertex]:
+    def _children(self, u: Vertex):
         if not self.policy.stop_on_1:
             return u.children
         # Fluxion's by_outedges: children by (weight, uniq_id), heaviest first; kept
@@ -313,7 +345,7 @@ class Traverser:
                             enumerate(u.children)))
             self._order[u.uniq_id] = order
         kids = u.children
-        return [kids[i] for _w, _u, i in order]
+        return (kids[i] for _w, _u, i in order)
 
     def _set_weight(self, v: Vertex, w: int) -> None:
         old = self._free.get(v.uniq_id, 0)
@@ -565,7 +597,7 @@ class Traverser:
                 u.tags.add(m.jobid)
                 u.xspans[m.jobid] = (m.at, end)
                 if agg:
-                    u.agspans[m.jobid] = (m.at, end, dict(agg))
+                    self._ag_put(u, m.jobid, (m.at, end, dict(agg)))
                 job.vertices[u.uniq_id] = u
                 out.append(Emit(u, needs, x, level))
                 up: dict[str, int] = dict(agg)
@@ -762,26 +794,19 @@ class Traverser:
 
     def _release(self, u: Vertex, jobid: int) -> None:
         u.own_state()
-        was_alloc = jobid in u.allocations
         u.tags.discard(jobid)
         u.xspans.pop(jobid, None)
-        ag = u.agspans.pop(jobid, None)
+        self._ag_drop(u, jobid)
         u.spans.pop(jobid, None)
         u.allocations.discard(jobid)
         u.reservations.discard(jobid)
-        if ag is not None and (was_alloc or True):
-            pass
-        self._set_weight(u, self._weight_now(u))
+        if u.parent is not None:
+            self._set_weight(u, self._weight_now(u))
 
     def _weight_now(self, u: Vertex) -> int:
-        tot = self._totals.get(u.uniq_id) or {}
         if not u.children:
             return 0
-        used = 0
-        for (s, _e, c) in u.agspans.values():
-            if s <= 0:
-                used += sum(c.values())
-        return sum(tot.values()) - used
+        return sum((self._totals.get(u.uniq_id) or {}).values()) - self._agnow.get(u.uniq_id, 0)
 
     def partial_cancel(self, jobid: int, ranks: list[int]) -> bool:
         """Release the part of ``jobid`` on ``ranks``; True when nothing of the job is left."""
@@ -827,10 +852,11 @@ class Traverser:
                 return 0, {}
             u.own_state()
             if agg:
-                u.agspans[jobid] = (job.at, job.at + job.duration, dict(agg))
+                self._ag_put(u, jobid, (job.at, job.at + job.duration, dict(agg)))
             else:
-                u.agspans.pop(jobid, None)
-            self._set_weight(u, self._weight_now(u))
+                self._ag_drop(u, jobid)
+            if u.parent is not None:
+                self._set_weight(u, self._weight_now(u))
             up = dict(agg)
             if u.type in self.prune_types and own is not None:
                 up[u.type] = up.get(u.type, 0) + u.size
