@@ -496,7 +496,7 @@ class Binder:
             return "busy"
         memory = {uid: r.memory_bytes for uid, r in reqs.items()}
         biggest = max(memory.values())
-        most = max((self.state.nodes[n].allocatable.memory_bytes for n in usable if n in self.state.nodes), default=0)
+        most = self.state.largest_memory(usable)
         if biggest > most:
             reason = f"a pod needs {biggest // MIB} MiB of memory but the largest usable node allocates {most // MIB} MiB"
             group.unsatisfiable, group.unsatisfiable_generation = reason, self.state.node_generation
@@ -504,7 +504,8 @@ class Binder:
             self.metrics.attempts.labels("unschedulable").inc()
             return "unschedulable"
         smallest = min(memory.values())
-        usable = [n for n in usable if self.state.free_memory(n) >= smallest]
+        if smallest:
+            usable = [n for n in usable if self.state.free_memory(n) >= smallest]
         avoid: set[str] = set()
         for _attempt in range(MEMORY_RETRIES):
             nodes = [n for n in usable if n not in avoid]

@@ -167,6 +167,7 @@ class ClusterState:
         self.pod_allocation: dict[str, int] = {}
         self.foreign: dict[str, dict[str, PodRequests]] = {}  # node -> uid -> requests
         self.own_memory: dict[str, dict[str, int]] = {}  # node -> our placed pod uid -> memory bytes
+        self._used_memory: dict[str, int] = {}  # node -> requested memory of all running pods
         self.pod_node: dict[str, str] = {}  # our placed pod uid -> node
         self.capacity: dict[str, NodeCapacity] = {}
         self.outside: dict[str, tuple[int | None, OutsideUsage]] = {}  # node -> (alloc id, usage)
@@ -177,6 +178,7 @@ class ClusterState:
         self.changed = True  # something happened that may let a group run
         self._usable: tuple[int, list[str]] = (-1, [])
         self._arrivals = 0
+        self._largest: tuple[tuple[int, int], int] = ((-1, -1), 0)
 
     # -- pods -------------------------------------------------------------------
 
@@ -213,6 +215,7 @@ class ClusterState:
 
     def _account_foreign(self, old: PodInfo | None, new: PodInfo | None) -> None:
         if old is not None and old.node and old.uid in self.foreign.get(old.node, {}):
+            self._add_memory(old.node, -self.foreign[old.node][old.uid].memory_bytes)
             del self.foreign[old.node][old.uid]
             self.dirty_nodes.add(old.node)
             self.changed = True
@@ -223,6 +226,7 @@ class ClusterState:
                 log.warning("%s; counted as requesting nothing", exc)
                 req = ZERO
             self.foreign.setdefault(new.node, {})[new.uid] = req
+            self._add_memory(new.node, req.memory_bytes)
             self.dirty_nodes.add(new.node)
 
     def _placing(self, info: PodInfo) -> bool:
@@ -286,9 +290,13 @@ class ClusterState:
             self.queue.remove(group.key)
             self.with_pending.discard(group.key)
 
+    def _add_memory(self, node: str, delta: int) -> None:
+        self._used_memory[node] = self._used_memory.get(node, 0) + delta
+
     def charge_memory(self, uid: str, node: str, memory_bytes: int) -> None:
         self.pod_node[uid] = node
         self.own_memory.setdefault(node, {})[uid] = memory_bytes
+        self._add_memory(node, memory_bytes)
 
     def free_memory(self, node: str) -> int:
         """Bytes of allocatable memory on `node` not requested by any running pod.
@@ -300,16 +308,21 @@ class ClusterState:
         info = self.nodes.get(node)
         if info is None:
             return 0
-        used = sum(r.memory_bytes for r in self.foreign.get(node, {}).values())
-        used += sum(self.own_memory.get(node, {}).values())
-        return info.allocatable.memory_bytes - used
+        return info.allocatable.memory_bytes - self._used_memory.get(node, 0)
+
+    def largest_memory(self, nodes: list[str]) -> int:
+        """The largest allocatable memory among `nodes` (cached per node generation)."""
+        key = (self.node_generation, hash(tuple(nodes)))
+        if self._largest[0] != key:
+            self._largest = (key, max((self.nodes[n].allocatable.memory_bytes for n in nodes if n in self.nodes), default=0))
+        return self._largest[1]
 
     def _end_pod(self, uid: str, alloc_id: int) -> None:
         """Our placed pod ended: release its rank once no pod of the allocation remains there."""
         del self.pod_allocation[uid]
         node = self.pod_node.pop(uid, None)
         if node is not None:
-            self.own_memory.get(node, {}).pop(uid, None)
+            self._add_memory(node, -self.own_memory.get(node, {}).pop(uid, 0))
         alloc = self.allocations.get(alloc_id)
         if alloc is None:
             return
