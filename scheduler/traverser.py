@@ -889,6 +889,13 @@ class Traverser:
         self.reinit()
         return gone
 
+    def find(self, expr: str) -> list[Emit]:
+        """Vertices matching a find expression (``status=down``, ``sched-now=allocated``...),
+        with their ancestors, in post order (feed to a writer)."""
+        from .find import find
+
+        return find(self, expr)
+
     def info(self, jobid: int) -> Job:
         job = self.jobs.get(jobid)
         if job is None:

@@ -152,3 +152,13 @@ def test_bad_policy_and_jobspec(tiny_grug):
     t = Traverser(read_grug(tiny_grug), "low")
     with pytest.raises(ValueError, match="resources"):
         t.match({"version": 1, "resources": [], "tasks": [], "attributes": {}})
+
+
+def test_find_allocated_and_down(tiny_grug):
+    t = Traverser(read_grug(tiny_grug), "low")
+    t.match(cores(1))
+    names = [e.vertex.name for e in t.find("sched-now=allocated")]
+    assert names[0] == "core0" and names[-1] == "tiny0"
+    t.set_status("/tiny0/rack0/node1", "down")
+    down = {e.vertex.name for e in t.find("status=down")}
+    assert "node1" in down and "core4" in down and "node0" not in down
