@@ -438,8 +438,14 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             stderr.write(f"ERROR: graph has no {dom} subsystem for -S {ns.match_subsystems}\n")
             return 1
         graph = graph.project(dom)
+    if ns.traverser not in ("simple", "flexible"):
+        stderr.write(f"ERROR: unknown traverser {ns.traverser}\n")
+        return 1
+    cls = Traverser
+    if ns.traverser == "flexible":
+        from .flexible import FlexibleTraverser as cls
     try:
-        trav = Traverser(graph, ns.match_policy, prune_filters=ns.prune_filters)
+        trav = cls(graph, ns.match_policy, prune_filters=ns.prune_filters)
     except PolicyError as exc:
         stderr.write(f"ERROR: unknown match policy {ns.match_policy}: {exc}\n")
         return 1

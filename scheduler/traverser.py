@@ -193,16 +193,16 @@ class Traverser:
         self._free: dict[int, int] = {}
         self._order: dict[int, list[tuple[int, int, int]]] = {}
         self._nodes_up: int | None = None
+        self._tracked: dict[str, set[str]] = {}
         self._agsum: dict[int, dict[str, int]] = {}
         self._agnow: dict[int, int] = {}
         root = self.g.roots.get(CONTAINMENT)
         if root is None:
             raise TraverserError("graph has no containment root")
         order = list(self.g.walk(root))
-        leaf_types = {v.type for v in order if not v.children}
-        for t in sorted(leaf_types - self.prune_types):
-            self.prune_anchored.setdefault("cluster", []).append(t)
-        self.prune_types |= leaf_types
+        # aggregates are kept for every leaf type (cheap, used by the stop-on-first
+        # weights); only the -p/--prune-filters types prune and show in agfilter
+        self.prune_types |= {v.type for v in order if not v.children}
         prune = self.prune_types
         totals = self._totals
         # post order: children's totals are known before their parent's
@@ -297,9 +297,13 @@ class Traverser:
                         return True
                     if self._x_busy(u, m):
                         return True
-            if r.user_data and u.children:
-                for t, n in r.user_data.items():
-                    if t in self.prune_types and not self._ag_enough(u, t, m, n):
+            ud = self._user_data(r)
+            if ud and u.children and (r.type != "slot" or self._slot_prunes()):
+                tracked = self._tracked.get(u.type)
+                if tracked is None:
+                    tracked = self._tracked[u.type] = set(self.subplan_types(u))
+                for t, n in ud.items():
+                    if t in tracked and not self._ag_enough(u, t, m, n):
                         return True
         return False
 
@@ -333,6 +337,14 @@ class Traverser:
         return resources, ("pristine" if pristine else "none"), nslots, "", pristine
 
     # ------------------------------------------------------------------ walk
+    def _user_data(self, r: Request) -> dict[str, int]:
+        """Aggregate counts one instance of ``r`` needs below it (for pruning)."""
+        return r.user_data
+
+    def _slot_prunes(self) -> bool:
+        """Whether a slot's aggregate needs may prune a subtree (not with or-slots)."""
+        return True
+
     def _children(self, u: Vertex):
         if not self.policy.stop_on_1:
             return u.children
