@@ -134,6 +134,8 @@ class Binder:
         self.last_loop = time.monotonic()
         self.reported: dict[str, tuple[str, str]] = {}  # pod uid -> (reason, message) last written
         self.inflight: dict[str, int] = {}  # pod uid -> alloc id, binding submitted
+        self._binds_running = threading.Condition()
+        self._nbinds = 0  # bindings submitted and not finished (counted by the workers)
         self.retry_outside: set[str] = set()
         self._job_sizes: dict[tuple[str, str], int | None] = {}
         self._hostlist_cache: tuple[tuple[str, ...], str] = ((), "")
@@ -321,6 +323,11 @@ class Binder:
 
     def _reconcile(self) -> None:
         """Rebuild our allocations from the service and the pods (start or takeover)."""
+        with self._binds_running:  # let bindings in flight land before rebuilding from the API
+            self._binds_running.wait_for(lambda: self._nbinds == 0, timeout=30)
+        self.state = self.state.rebuilt()
+        self.inflight.clear()
+        self.reservations.release_all()
         self._refresh_capacity()
         answer = self.sched.rpc("sched.list", {"labels": {"owner": self.owner}})
         self.state.outside.clear()
@@ -621,6 +628,8 @@ class Binder:
     def _submit_bind(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
         self.inflight[pod.uid] = alloc_id
         self.reported.pop(pod.uid, None)
+        with self._binds_running:
+            self._nbinds += 1
         self.pool.submit(self._bind_one, pod, slot, alloc_id, group)
 
     def _bind_one(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
@@ -634,6 +643,9 @@ class Binder:
         except Exception as exc:  # never lose a result
             result = PodResult(pod.uid, alloc_id, False, 0, f"{type(exc).__name__}: {exc}", pod.created)
         self.inbox.put(("bound", result))
+        with self._binds_running:
+            self._nbinds -= 1
+            self._binds_running.notify_all()
 
     def _bound(self, result: PodResult) -> None:
         self.inflight.pop(result.uid, None)
@@ -645,8 +657,10 @@ class Binder:
         self.metrics.bindings.labels("failed").inc()
         pod = self.state.pods.get(result.uid)
         log.warning("binding %s failed (HTTP %s): %s", pod.ref if pod else result.uid, result.status, result.message)
-        if result.status == 409 and pod is not None and pod.node:
-            return  # already bound (e.g. by a replay); the watch shows where
+        if result.status == 409:
+            # Already bound (a replayed bind after a restart, or someone else): it runs, so its
+            # share stays held; the watch shows where. Never free what a running pod uses.
+            return
         self.state.unplace(result.uid)
         if pod is not None and result.status != 404:
             self.pool.submit(self.writer.not_scheduled, pod, "WaitingForResources", f"binding failed: {result.message}; will retry")

@@ -180,6 +180,16 @@ class ClusterState:
         self._arrivals = 0
         self._largest: tuple[tuple[int, int], int] = ((-1, -1), 0)
 
+    def rebuilt(self) -> ClusterState:
+        """The same pods and nodes with no allocation knowledge: what a new leader starts
+        from before adopting the service's allocations (a standby's view of allocations,
+        cancels and outside usage is stale by construction)."""
+        fresh = ClusterState(self.scheduler_name, self.job_size_lookup)
+        fresh.nodes = dict(self.nodes)
+        fresh.capacity = dict(self.capacity)
+        fresh.sync_pods([p.raw for p in sorted(self.pods.values(), key=lambda p: p.seen)])
+        return fresh
+
     # -- pods -------------------------------------------------------------------
 
     def is_ours(self, pod: PodInfo) -> bool:
