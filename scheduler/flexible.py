@@ -45,8 +45,20 @@ class FlexibleTraverser(Traverser):
             return match_r.with_, "resource", nslots, "", False
         return resources, ("pristine" if pristine else "none"), nslots, "", pristine
 
-    def _slot_prunes(self) -> bool:
-        return False
+    def _prune_resources(self, m, x_in: bool, u, resources: list[Request]) -> bool:
+        # As Fluxion's flexible prune: a failed or-slot check does not stop the loop,
+        # but the verdict of the last checked resource stands.
+        pruned = False
+        for r in resources:
+            if r.type != u.type and r.type != "slot":
+                continue
+            if r.type != "slot":
+                if self._excl_busy(m, x_in, u, r) or self._short(m, u, r):
+                    return True
+                pruned = False
+            else:
+                pruned = self._short(m, u, r)
+        return pruned
 
     def _user_data(self, r: Request) -> dict[str, int]:
         # or-slots are alternatives: a level needs the smallest of them, not the sum

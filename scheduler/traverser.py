@@ -286,25 +286,39 @@ class Traverser:
             return True
         if self._avail(u, m) == 0:
             return True
+        return self._prune_resources(m, x_in, u, resources)
+
+    def _excl_busy(self, m: _Meta, x_in: bool, u: Vertex, r: Request) -> bool:
+        if x_in and r.exclusive is False:
+            return True
+        if x_in or r.exclusive is True:
+            if m.alloc == "alloc" and u.allocations:
+                return True
+            if self._x_busy(u, m):
+                return True
+        return False
+
+    def _short(self, m: _Meta, u: Vertex, r: Request) -> bool:
+        """Too few free units below ``u`` for one ``r`` (the --prune-filters types only)."""
+        ud = self._user_data(r)
+        if not ud or not u.children:
+            return False
+        tracked = self._tracked.get(u.type)
+        if tracked is None:
+            tracked = self._tracked[u.type] = set(self.subplan_types(u))
+        for t, n in ud.items():
+            if t in tracked and not self._ag_enough(u, t, m, n):
+                return True
+        return False
+
+    def _prune_resources(self, m: _Meta, x_in: bool, u: Vertex, resources: list[Request]) -> bool:
         for r in resources:
             if r.type != u.type and r.type != "slot":
                 continue
-            if r.type != "slot":
-                if x_in and r.exclusive is False:
-                    return True
-                if x_in or r.exclusive is True:
-                    if m.alloc == "alloc" and u.allocations:
-                        return True
-                    if self._x_busy(u, m):
-                        return True
-            ud = self._user_data(r)
-            if ud and u.children and (r.type != "slot" or self._slot_prunes()):
-                tracked = self._tracked.get(u.type)
-                if tracked is None:
-                    tracked = self._tracked[u.type] = set(self.subplan_types(u))
-                for t, n in ud.items():
-                    if t in tracked and not self._ag_enough(u, t, m, n):
-                        return True
+            if r.type != "slot" and self._excl_busy(m, x_in, u, r):
+                return True
+            if self._short(m, u, r):
+                return True
         return False
 
     # ------------------------------------------------------------------ test
@@ -340,10 +354,6 @@ class Traverser:
     def _user_data(self, r: Request) -> dict[str, int]:
         """Aggregate counts one instance of ``r`` needs below it (for pruning)."""
         return r.user_data
-
-    def _slot_prunes(self) -> bool:
-        """Whether a slot's aggregate needs may prune a subtree (not with or-slots)."""
-        return True
 
     def _children(self, u: Vertex):
         if not self.policy.stop_on_1:
