@@ -58,7 +58,8 @@ from fluxnode.scheduler.slot_assignment import AssignmentError, PodSlot, assign
 log = logging.getLogger("fluxnode.binder")
 
 MIB = 1024 * 1024
-MEMORY_RETRIES = 3  # placements re-tried on other nodes when one would overcommit memory
+MEMORY_RETRIES = 3
+BIND_RETRY_MIN, BIND_RETRY_MAX = 0.5, 60.0  # backoff for a pod whose binding failed  # placements re-tried on other nodes when one would overcommit memory
 
 
 @dataclass
@@ -137,6 +138,7 @@ class Binder:
         self._binds_running = threading.Condition()
         self._nbinds = 0  # bindings submitted and not finished (counted by the workers)
         self.retry_outside: set[str] = set()
+        self.retry_after: dict[str, tuple[float, float]] = {}  # pod uid -> (monotonic time, delay) after a failed bind
         self._job_sizes: dict[tuple[str, str], int | None] = {}
         self._hostlist_cache: tuple[tuple[str, ...], str] = ((), "")
         self.informers: list = []
@@ -299,7 +301,9 @@ class Binder:
             else:
                 self.state.apply_pod(kind, obj)
                 if kind == "DELETED":
-                    self.reported.pop((obj.get("metadata") or {}).get("uid"), None)
+                    uid = (obj.get("metadata") or {}).get("uid")
+                    self.reported.pop(uid, None)
+                    self.retry_after.pop(uid, None)
         elif what == "node":
             kind, obj = item[1], item[2]
             if kind == "SYNC":
@@ -486,6 +490,9 @@ class Binder:
 
     def _try_group(self, group: Group, usable: list[str], excluded: set[str]) -> str:
         pods = sorted(group.pending.values(), key=lambda p: p.uid)
+        now = time.monotonic()
+        if any(self.retry_after.get(p.uid, (0.0, 0.0))[0] > now for p in pods):
+            return "backoff"  # a binding failed recently; the resync tick retries it
         try:
             reqs = {p.uid: pod_requests(p.raw) for p in pods}
         except PodRequestError as exc:
@@ -650,11 +657,14 @@ class Binder:
     def _bound(self, result: PodResult) -> None:
         self.inflight.pop(result.uid, None)
         if result.ok:
+            self.retry_after.pop(result.uid, None)
             self.metrics.bindings.labels("bound").inc()
             if result.created:
                 self.metrics.latency.observe(max(0.0, time.time() - result.created))
             return
         self.metrics.bindings.labels("failed").inc()
+        delay = min(BIND_RETRY_MAX, max(BIND_RETRY_MIN, 2 * self.retry_after.get(result.uid, (0.0, 0.0))[1]))
+        self.retry_after[result.uid] = (time.monotonic() + delay, delay)
         pod = self.state.pods.get(result.uid)
         log.warning("binding %s failed (HTTP %s): %s", pod.ref if pod else result.uid, result.status, result.message)
         if result.status == 409:

@@ -208,3 +208,22 @@ def test_memory_requests_never_overcommit_a_node(tmp_path):
         c.create_pod("m-3", cpu="1", memory="2Gi")
         c.wait_condition("m-3", "WaitingForResources")
         c.assert_no_overcommit()
+
+
+def test_a_failed_binding_frees_that_pods_share_and_retries_it(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4, "node1": 4}) as c:
+        rule = c.kube.forbid("create", "pods/binding", "default", "f-1")
+        c.start_binder()
+        for i in range(2):
+            c.create_pod(f"f-{i}", cpu="4", group="f", size=2)
+        c.wait_bound(["f-0"])
+        cond = c.wait_condition("f-1", "WaitingForResources")
+        assert "binding failed" in cond["message"]
+        # the bound pod keeps its share (Kubernetes cannot unbind); the failed pod's is freed
+        wait_for(lambda: held_cores(c) == 4, 10, what="only f-0's cores held")
+        tries = c.kube.count_requests("create", "pods")
+        assert tries < 20, f"{tries} binding attempts: failed bindings must back off"
+        c.kube.allow(rule)
+        c.wait_bound(["f-1"])
+        assert held_cores(c) == 8
+        c.assert_no_overcommit()
