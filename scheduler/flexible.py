@@ -60,6 +60,18 @@ class FlexibleTraverser(Traverser):
                 pruned = self._short(m, u, r)
         return pruned
 
+    def _wanted(self, resources: list[Request], t: str) -> int:
+        # top-level or-slots: the smallest alternative counts, as in Fluxion's prime
+        total = 0
+        best_slot: int | None = None
+        for r in resources:
+            n = r.count.min if r.type == t else r.count.min * self._user_data(r).get(t, 0)
+            if r.type == "slot":
+                best_slot = n if best_slot is None else min(best_slot, n)
+            else:
+                total += n
+        return total + (best_slot or 0)
+
     def _user_data(self, r: Request) -> dict[str, int]:
         # or-slots are alternatives: a level needs the smallest of them, not the sum
         cache = self.__dict__.setdefault("_ud_cache", {})

@@ -738,7 +738,7 @@ class Traverser:
 
     def _feasible(self, req: MatchRequest, m: _Meta, op: str) -> None:
         """Fluxion's request_feasible: raise early when too few nodes could ever serve."""
-        want = sum(self._count_type(r, "node", 1) for r in req.resources)
+        want = self._wanted(req.resources, "node")
         if not want:
             return
         sat_op = op == "allocate_with_satisfiability"
@@ -764,6 +764,10 @@ class Traverser:
         if sat_op:
             raise Unsatisfiable("constraints leave too few nodes")
         raise NoMatch(True, "constraints leave too few nodes")
+
+    def _wanted(self, resources: list[Request], t: str) -> int:
+        """How many ``t`` vertices the request needs at least (Fluxion's primed dfv)."""
+        return sum(self._count_type(r, t, 1) for r in resources)
 
     def _count_type(self, r: Request, t: str, mult: int) -> int:
         n = 0
