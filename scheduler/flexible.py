@@ -93,6 +93,8 @@ class FlexibleTraverser(Traverser):
 
     def _dom_slot(self, m, u, slots: list[Request], nslots: int, pristine: bool, label: str,
                   dfu: Scoring) -> int:
+        # one request per type to explore with; the largest alternative, so a
+        # stop-on-first exploration finds enough for whichever slot shape wins
         union: list[Request] = []
         counts: dict[str, int] = {}
         for s in slots:
@@ -100,6 +102,10 @@ class FlexibleTraverser(Traverser):
                 if r.type not in counts:
                     counts[r.type] = 0
                     union.append(r)
+                else:
+                    i = next(k for k, q in enumerate(union) if q.type == r.type)
+                    if effective_max(r) > effective_max(union[i]):
+                        union[i] = r
         dfu_slot = Scoring()
         if self._explore(m, u, union, pristine, True, dfu_slot, nslots) != 0:
             return -1
