@@ -156,11 +156,17 @@ class Traverser:
             out.add(t)
         return out
 
-    def subplan_types(self, u: Vertex) -> list[str]:
-        """The resource types a vertex's subtree filter tracks, in Fluxion's order."""
+    def subplan_types(self, u: Vertex, shown: bool = False) -> list[str]:
+        """The resource types a vertex's subtree filter tracks, in Fluxion's order.
+
+        ``shown``: as ``find agfilter=t`` reports them, where leaf types no filter
+        names appear at the cluster vertex; they never prune a match (Fluxion's
+        or-slot cases show those are not checked)."""
         if not u.children:
             return []
         own = [t for t in sorted(self.prune_anchored.get(u.type, [])) if t != u.type]
+        if shown and u.type == "cluster":
+            own += [t for t in getattr(self, "auto_anchored", []) if t not in own]
         if u.type == "ALL":
             return own
         every = [t for t in sorted(self.prune_anchored.get("ALL", [])) if t != u.type]
@@ -168,7 +174,7 @@ class Traverser:
 
     def agfilter(self, u: Vertex, jobid: int | None = None) -> dict[str, str] | None:
         """``{type: "used:N, total:M"}`` of the vertex's subtree filter (None if it has none)."""
-        types = self.subplan_types(u)
+        types = self.subplan_types(u, shown=True)
         if not types:
             return None
         tot = self._totals.get(u.uniq_id, {})
@@ -200,9 +206,12 @@ class Traverser:
         if root is None:
             raise TraverserError("graph has no containment root")
         order = list(self.g.walk(root))
-        # aggregates are kept for every leaf type (cheap, used by the stop-on-first
-        # weights); only the -p/--prune-filters types prune and show in agfilter
-        self.prune_types |= {v.type for v in order if not v.children}
+        # Like Fluxion, leaf types that no filter names are tracked at the cluster
+        # vertex; aggregates are kept for every leaf type (the first policy's weights)
+        leaf_types = {v.type for v in order if not v.children}
+        named = {t for lst in self.prune_anchored.values() for t in lst}
+        self.auto_anchored = sorted(leaf_types - named)
+        self.prune_types |= leaf_types
         prune = self.prune_types
         totals = self._totals
         # post order: children's totals are known before their parent's
