@@ -8,12 +8,13 @@ keep their informers warm so a takeover is quick.
 
 Design choices (also in notes/readme-binder.md):
 - A group is one jobspec of N slots, one per pod; every pod gets at least one
-  whole core (cpu rounds up) and its GPUs. Fluxion matches one slot shape per
-  level, so a heterogeneous group's slots take the largest pod's shape. Memory
-  is not put in the jobspec yet (see notes/readme-binder.md).
+  whole core (cpu rounds up), its GPUs and its memory (MiB, rounded up). Fluxion
+  matches one slot shape per level, so a heterogeneous group's slots take the
+  largest pod's shape. The service's graph is flat per node (see live_graph), so
+  each slot is node-local and the graph alone enforces cores, GPUs and memory.
 - Other schedulers' pods and the gap between a node's capacity and its
-  allocatable are held in the graph by one pinned allocation per node
-  ("outside usage"), re-pinned whenever they change.
+  allocatable (cores, GPUs, memory) are held in the graph by one pinned
+  allocation per node ("outside usage"), re-pinned whenever they change.
 - If a binding fails, Kubernetes cannot unbind the pods already bound: they
   keep their share; the failed pods' ranks are freed and those pods are
   queued again (as an all-or-nothing increment of the same group).
@@ -58,8 +59,7 @@ from fluxnode.scheduler.slot_assignment import AssignmentError, PodSlot, assign
 log = logging.getLogger("fluxnode.binder")
 
 MIB = 1024 * 1024
-MEMORY_RETRIES = 3
-BIND_RETRY_MIN, BIND_RETRY_MAX = 0.5, 60.0  # backoff for a pod whose binding failed  # placements re-tried on other nodes when one would overcommit memory
+BIND_RETRY_MIN, BIND_RETRY_MAX = 0.5, 60.0  # backoff for a pod whose binding failed
 
 
 @dataclass
@@ -359,7 +359,7 @@ class Binder:
         uids = list(labels.get("pods") or [])
         by_host = {n["hostname"]: n for n in a["nodes"]}
         pods: dict[str, int] = {}
-        unbound: dict[str, tuple[int, int]] = {}
+        unbound: dict[str, tuple[int, int, int]] = {}
         free_nodes = {n["rank"]: dict(n) for n in a["nodes"]}
         for uid in uids:
             pod = self.state.pods.get(uid)
@@ -374,6 +374,7 @@ class Binder:
                 used_c = idset.decode(pod.raw.get("metadata", {}).get("annotations", {}).get("fluxnode.io/cores") or "")
                 left = [c for c in idset.decode(free_nodes[rank].get("cores") or "") if c not in used_c]
                 free_nodes[rank]["cores"] = idset.encode(left)
+                free_nodes[rank]["memory_mib"] = free_nodes[rank].get("memory_mib", 0) - self._pod_shape(pod)[2]
             else:
                 unbound[uid] = self._pod_shape(pod)
         if unbound:
@@ -393,14 +394,6 @@ class Binder:
             self._cancel(a["id"], dead_ranks)
         alloc = GroupAllocation(a["id"], key, pods)
         self.state.adopt(alloc)
-        hostnames = {n["rank"]: n["hostname"] for n in a["nodes"]}
-        for uid, rank in pods.items():
-            pod = self.state.pods.get(uid)
-            if pod is not None:
-                try:
-                    self.state.charge_memory(uid, pod.node or hostnames[rank], pod_requests(pod.raw).memory_bytes)
-                except PodRequestError:
-                    pass
         return pods
 
     # -- cycle --------------------------------------------------------------------
@@ -484,9 +477,13 @@ class Binder:
                     break
         self._report_waiting()
 
-    def _pod_shape(self, pod: PodInfo) -> tuple[int, int]:
-        req = pod_requests(pod.raw)
-        return max(1, req.cores), req.gpus
+    def _pod_shape(self, pod: PodInfo) -> tuple[int, int, int]:
+        """(cores, GPUs, memory MiB) of a pod's slot; 0 for an unparsable pod (warned at placement)."""
+        try:
+            req = pod_requests(pod.raw)
+        except PodRequestError:
+            return 1, 0, 0
+        return max(1, req.cores), req.gpus, req.memory_mib
 
     def _try_group(self, group: Group, usable: list[str], excluded: set[str]) -> str:
         pods = sorted(group.pending.values(), key=lambda p: p.uid)
@@ -502,14 +499,20 @@ class Binder:
             return "unschedulable"
         # Fluxion (and our traverser) match one slot shape per level, so a heterogeneous
         # group asks for N slots of its largest request; smaller pods own a whole slot.
-        slot = (max(max(1, r.cores) for r in reqs.values()), max(r.gpus for r in reqs.values()), 0)
+        slot = (
+            max(max(1, r.cores) for r in reqs.values()),
+            max(r.gpus for r in reqs.values()),
+            max(r.memory_mib for r in reqs.values()),
+        )
         shapes = {uid: slot for uid in reqs}
         if not usable:
             self._report(pods, "WaitingForResources", "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full); will retry", group)
             self.metrics.attempts.labels("busy").inc()
             return "busy"
-        memory = {uid: r.memory_bytes for uid, r in reqs.items()}
-        biggest = max(memory.values())
+        # The graph holds each node's capacity, of which the outside-usage pins keep back
+        # what is not allocatable: a pod above every node's allocatable memory would wait
+        # forever as "busy", so it is reported unschedulable here in Kubernetes' terms.
+        biggest = max(r.memory_bytes for r in reqs.values())
         most = self.state.largest_memory(usable)
         if biggest > most:
             reason = f"a pod needs {biggest // MIB} MiB of memory but the largest usable node allocates {most // MIB} MiB"
@@ -517,42 +520,14 @@ class Binder:
             self._report(pods, "Unschedulable", f"unsatisfiable: {reason}; will not fit until the cluster changes", group)
             self.metrics.attempts.labels("unschedulable").inc()
             return "unschedulable"
-        smallest = min(memory.values())
-        if smallest:
-            usable = [n for n in usable if self.state.free_memory(n) >= smallest]
-        avoid: set[str] = set()
-        for _attempt in range(MEMORY_RETRIES):
-            nodes = [n for n in usable if n not in avoid]
-            if not nodes:
-                self._report(pods, "WaitingForResources", "busy: no usable node has the memory these pods request; will retry", group)
-                self.metrics.attempts.labels("busy").inc()
-                return "busy"
-            outcome, answer, slots = self._allocate(group, pods, shapes, nodes, excluded)
-            if outcome != "allocated":
-                return outcome
-            over = self._memory_overcommit(slots, memory)
-            if not over:
-                break
-            self._cancel(answer["id"], None)
-            avoid.update(over)
-        else:
-            self._report(pods, "WaitingForResources", "busy: placements found would overcommit node memory; will retry", group)
-            self.metrics.attempts.labels("busy").inc()
-            return "busy"
+        outcome, answer, slots = self._allocate(group, pods, shapes, usable, excluded)
+        if outcome != "allocated":
+            return outcome
         self.state.placed(GroupAllocation(answer["id"], group.key, {uid: s.rank for uid, s in slots.items()}))
-        for uid, slot in slots.items():
-            self.state.charge_memory(uid, slot.hostname, memory[uid])
         self.metrics.attempts.labels("scheduled").inc()
         for pod in pods:
             self._submit_bind(pod, slots[pod.uid], answer["id"], str(group.key))
         return "scheduled"
-
-    def _memory_overcommit(self, slots: dict[str, PodSlot], memory: dict[str, int]) -> set[str]:
-        """Nodes where this placement's pods would request more memory than is free."""
-        want: dict[str, int] = {}
-        for uid, slot in slots.items():
-            want[slot.hostname] = want.get(slot.hostname, 0) + memory[uid]
-        return {n for n, m in want.items() if m > self.state.free_memory(n)}
 
     def _allocate(self, group: Group, pods: list[PodInfo], shapes: dict, usable: list[str], excluded: set[str]):
         """One sched.alloc for the group on `usable`: ("allocated", answer, slots) or (outcome, None, None)."""
@@ -593,7 +568,7 @@ class Binder:
             self.metrics.attempts.labels("reserved").inc()
             return "busy", None, None
         try:
-            slots = assign({uid: (c, g) for uid, (c, g, _m) in shapes.items()}, answer["nodes"])
+            slots = assign(shapes, answer["nodes"])
         except AssignmentError as exc:
             self._cancel(answer["id"], None)
             self._report(pods, "WaitingForResources", f"busy: {exc}; will retry", group)
@@ -615,11 +590,14 @@ class Binder:
             return None
         big_c = max(c.cores for c in caps)
         big_g = max(c.gpus for c in caps)
-        for c, g, _m in sorted(shapes.values(), reverse=True):
+        big_m = max(c.memory_mib for c in caps)
+        for c, g, m in sorted(shapes.values(), reverse=True):
             if c > big_c:
                 return f"a pod needs {c} cores but the largest usable node has {big_c}"
             if g > big_g:
                 return f"a pod needs {g} GPUs but the largest usable node has {big_g}"
+            if m > big_m:
+                return f"a pod needs {m} MiB of memory but the largest usable node has {big_m} MiB in the graph"
         total_c = sum(c for c, _g, _m in shapes.values())
         total_g = sum(g for _c, g, _m in shapes.values())
         have_c = sum(c.cores for c in caps)

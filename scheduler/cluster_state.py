@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from fluxnode.scheduler.pod_requests import (
+    MIB,
     ZERO,
     PodRequestError,
     PodRequests,
@@ -166,9 +167,6 @@ class ClusterState:
         self.allocations: dict[int, GroupAllocation] = {}
         self.pod_allocation: dict[str, int] = {}
         self.foreign: dict[str, dict[str, PodRequests]] = {}  # node -> uid -> requests
-        self.own_memory: dict[str, dict[str, int]] = {}  # node -> our placed pod uid -> memory bytes
-        self._used_memory: dict[str, int] = {}  # node -> requested memory of all running pods
-        self.pod_node: dict[str, str] = {}  # our placed pod uid -> node
         self.capacity: dict[str, NodeCapacity] = {}
         self.outside: dict[str, tuple[int | None, OutsideUsage]] = {}  # node -> (alloc id, usage)
         self.to_cancel: list[tuple[int, list[int] | None]] = []
@@ -225,7 +223,6 @@ class ClusterState:
 
     def _account_foreign(self, old: PodInfo | None, new: PodInfo | None) -> None:
         if old is not None and old.node and old.uid in self.foreign.get(old.node, {}):
-            self._add_memory(old.node, -self.foreign[old.node][old.uid].memory_bytes)
             del self.foreign[old.node][old.uid]
             self.dirty_nodes.add(old.node)
             self.changed = True
@@ -236,7 +233,6 @@ class ClusterState:
                 log.warning("%s; counted as requesting nothing", exc)
                 req = ZERO
             self.foreign.setdefault(new.node, {})[new.uid] = req
-            self._add_memory(new.node, req.memory_bytes)
             self.dirty_nodes.add(new.node)
 
     def _placing(self, info: PodInfo) -> bool:
@@ -300,26 +296,6 @@ class ClusterState:
             self.queue.remove(group.key)
             self.with_pending.discard(group.key)
 
-    def _add_memory(self, node: str, delta: int) -> None:
-        self._used_memory[node] = self._used_memory.get(node, 0) + delta
-
-    def charge_memory(self, uid: str, node: str, memory_bytes: int) -> None:
-        self.pod_node[uid] = node
-        self.own_memory.setdefault(node, {})[uid] = memory_bytes
-        self._add_memory(node, memory_bytes)
-
-    def free_memory(self, node: str) -> int:
-        """Bytes of allocatable memory on `node` not requested by any running pod.
-
-        The graph scheduler does not account memory yet (a slot of cores + memory does
-        not match a node-level memory pool), so memory is checked here: placements are
-        verified against this and retried elsewhere if they would overcommit a node.
-        """
-        info = self.nodes.get(node)
-        if info is None:
-            return 0
-        return info.allocatable.memory_bytes - self._used_memory.get(node, 0)
-
     def largest_memory(self, nodes: list[str]) -> int:
         """The largest allocatable memory among `nodes` (cached per node generation)."""
         key = (self.node_generation, hash(tuple(nodes)))
@@ -330,9 +306,6 @@ class ClusterState:
     def _end_pod(self, uid: str, alloc_id: int) -> None:
         """Our placed pod ended: release its rank once no pod of the allocation remains there."""
         del self.pod_allocation[uid]
-        node = self.pod_node.pop(uid, None)
-        if node is not None:
-            self._add_memory(node, -self.own_memory.get(node, {}).pop(uid, 0))
         alloc = self.allocations.get(alloc_id)
         if alloc is None:
             return
@@ -448,10 +421,11 @@ class ClusterState:
         free = node.allocatable - used
         free_cores = max(0, math.floor(free.millicpu / 1000))
         free_gpus = max(0, free.gpus)
+        free_mib = max(0, free.memory_bytes // MIB)
         return OutsideUsage(
             max(0, cap.cores - free_cores),
             max(0, cap.gpus - free_gpus),
-            0,  # memory is kept by the binder (free_memory), not in the graph: see free_memory
+            max(0, cap.memory_mib - free_mib),
         )
 
     def set_capacity(self, capacity: dict[str, NodeCapacity]) -> None:

@@ -4,7 +4,8 @@ A group of pods with different requests becomes ONE jobspec with one slot kind
 per distinct request (label ``s0``, ``s1``...), so the graph scheduler places
 the whole group in a single all-or-nothing match. The library's
 ``Jobspec.build`` makes single-kind jobspecs; several kinds are built here.
-Memory is a pool counted in MiB, as the rv1 ``scheduling`` graph models it.
+Memory is counted in MiB, as R models it; the service's graph splits each node's
+memory into equal vertices and a slot takes whole ones (see live_graph.service_R).
 """
 
 from __future__ import annotations

@@ -9,9 +9,11 @@ and R <-> per-node summaries are computed in one place.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 
 from fluxnode.broker_conf import hostlist, idset
+from fluxnode.broker_conf.rv1 import parse_R
 from fluxnode.scheduler.jobspec import Jobspec, JobspecError
 from fluxnode.scheduler.policy import NAMED, Policy
 from fluxnode.scheduler.rv1_reader import read_rv1
@@ -24,6 +26,9 @@ from fluxnode.scheduler.traverser import Unsatisfiable as LibUnsatisfiable
 HORIZON = 2**31
 
 POLICIES = tuple(NAMED)
+
+# A node's memory becomes at most this many equal vertices (see service_R).
+MEMORY_GRANULES = 128
 
 
 class InvalidRequest(ValueError):
@@ -96,6 +101,83 @@ def nodes_to_R(nodes: list[dict], hostnames: dict[int, str] | None = None) -> di
     return {"version": 1, "execution": {"R_lite": r_lite, "nodelist": nodelist, "starttime": 0, "expiration": 0}}
 
 
+def memory_granule_mib(memory_mib: int) -> int:
+    """Size of one memory vertex of a node with `memory_mib`: the smallest power of two
+    (MiB) that splits it into at most MEMORY_GRANULES vertices."""
+    granule = 1
+    while granule * MEMORY_GRANULES < memory_mib:
+        granule *= 2
+    return granule
+
+
+def service_R(R: dict) -> dict:
+    """The R the service schedules on: R's nodes, flat, as ``cluster0 -> <hostname> ->
+    core<N> / gpu<N> / memory<K>``.
+
+    Why flat while R keeps sockets: Fluxion's matcher (and ours, faithfully) matches a
+    ``slot`` at a vertex only when that vertex has *direct* children of every type in
+    the slot. With R's ``node -> socket -> core`` and the memory pool under the node, a
+    slot of cores + memory never matches, a slot of more cores than one socket has never
+    matches, and ``node -> slot`` jobspecs select nothing. A pod's slot is node-local
+    and may use any of its node's cores, GPUs and memory, so the service graph puts
+    them all directly under the node (sockets are R's business: binding inside a node
+    is the kubelet's). R itself is unchanged; only the service's graph is flat.
+
+    Why memory is several vertices: a slot holds its resources exclusively, and an
+    exclusive pool vertex is taken whole (Fluxion's semantics), so one pool per node
+    would give all of a node's memory to its first pod. Each node's memory (MiB, from
+    R's ``scheduling`` memory vertices; none when 0 or absent) is split into equal
+    vertices of ``memory_granule_mib`` MiB (a remainder smaller than one granule is
+    left out): a request takes whole granules, so it gets at most one granule - 1 MiB
+    more than it asked for and never more than the node has.
+
+    Returned as an R whose ``scheduling`` key is that JGF, read by the library's own
+    reader (``read_rv1``). When R changes (grows, shrinks) the service builds a new
+    graph from the new R and replays its journal into it.
+    """
+    memory = {n.rank: n.memory_mib for n in parse_R(R)} if R.get("scheduling") else {}
+    paused = gc.isenabled()
+    gc.disable()  # ~10^5 small dicts for a large machine: the cyclic GC would cost 5x the build
+    try:
+        graph = _flat_jgf(R, memory)
+    finally:
+        if paused:
+            gc.enable()
+    return {"version": 1, "execution": dict(R.get("execution") or {}), "scheduling": graph}
+
+
+def _flat_jgf(R: dict, memory: dict[int, int]) -> dict:
+    hostnames = rank_hostnames(R)
+    children = rank_children(R)
+    vertices: list[dict] = []
+    edges: list[dict] = []
+
+    def add(type_: str, basename: str, name: str, id_: int, rank: int, path: str, size: int = 1, unit: str = "") -> str:
+        key = str(len(vertices))
+        vertices.append({"id": key, "metadata": {
+            "type": type_, "basename": basename, "name": name, "id": id_, "rank": rank,
+            "size": size, "unit": unit, "exclusive": False, "paths": {"containment": path},
+        }})
+        return key
+
+    cluster = add("cluster", "cluster", "cluster0", 0, -1, "/cluster0")
+    for rank in sorted(hostnames):
+        host = hostnames[rank]
+        base, digits = host.rstrip("0123456789"), host[len(host.rstrip("0123456789")):]
+        npath = f"/cluster0/{host}"
+        node = add("node", base or host, host, int(digits) if digits else rank, rank, npath)
+        edges.append({"source": cluster, "target": node})
+        for type_ in ("core", "gpu"):
+            for i in idset.decode(children.get(rank, {}).get(type_) or ""):
+                edges.append({"source": node, "target": add(type_, type_, f"{type_}{i}", i, rank, f"{npath}/{type_}{i}")})
+        mib = memory.get(rank, 0)
+        granule = memory_granule_mib(mib)
+        for k in range(mib // granule):
+            key = add("memory", "memory", f"memory{k}", k, rank, f"{npath}/memory{k}", size=granule, unit="MiB")
+            edges.append({"source": node, "target": key})
+    return {"graph": {"nodes": vertices, "edges": edges}}
+
+
 class LiveGraph:
     """A resource graph built from R plus a traverser, keyed by service allocation ids."""
 
@@ -104,7 +186,7 @@ class LiveGraph:
         self._hostnames = rank_hostnames(R)
         self._children = rank_children(R)
         self._down: set[int] = set()
-        self._graph = read_rv1(R)
+        self._graph = read_rv1(service_R(R))
         self._traverser = Traverser(self._graph, "first")
         self._policies: dict[str, Policy] = {}
         self._parts: dict[int, list[int]] = {}  # service id -> traverser job ids

@@ -73,13 +73,13 @@ class SchedService:
         self.allocations: dict[int, Allocation] = {}
         self.down: set[int] = set(broker.down_ranks())
         self.graph = LiveGraph(broker.resources())
-        self.graph.set_down(self.down)
         for entry in self.journal.entries():
             alloc = Allocation(
                 entry.id, "ALLOCATED", 0, entry.jobspec, entry.policy, entry.nodes, entry.labels, entry.created
             )
             self.allocations[alloc.id] = alloc
         self._replay()
+        self.graph.set_down(self.down)
         for topic, handler in (
             ("sched.alloc", self.alloc),
             ("sched.cancel", self.cancel),
@@ -114,7 +114,12 @@ class SchedService:
         return handle
 
     def _replay(self) -> None:
-        """Re-place every journaled allocation on its recorded resources."""
+        """Re-place every journaled allocation on its recorded resources.
+
+        Called on a fresh graph before down ranks are marked: an allocation on a rank
+        that is down (e.g. not yet back after a leader restart) is still held, as the
+        library keeps allocations on vertices that go down.
+        """
         for alloc in sorted(self.allocations.values(), key=lambda a: a.id):
             if alloc.status != "ALLOCATED":
                 continue
@@ -255,10 +260,10 @@ class SchedService:
             self.log.info("sched: resources changed; rebuilding the graph and replaying allocations")
             self.graph = LiveGraph(R)
             self.down = new_down
-            self.graph.set_down(new_down)
             for alloc_id in [a.id for a in self.allocations.values() if a.status == "RESERVED"]:
                 del self.allocations[alloc_id]  # reservations are recomputed by their owner
             self._replay()
+            self.graph.set_down(new_down)
 
 
 def load(broker: Any) -> SchedService:

@@ -1,11 +1,12 @@
 """Which pod gets which part of a group's allocation.
 
-The service answers with per-node totals (``cores: "0-7"`` on rank 3); the
-group's pods must each get a node and their own cores/GPUs out of those.
-Pods are placed largest first into the first node with room (first-fit
-decreasing). For a homogeneous group this always succeeds because the
-allocation was made of exactly such slots; for a heterogeneous group it can in
-rare shapes fail although a split exists, which is reported rather than guessed.
+The service answers with per-node totals (``cores: "0-7"``, ``memory_mib: 4096``
+on rank 3); the group's pods must each get a node and their own cores/GPUs (and
+memory) out of those. Pods are placed largest first into the first node with
+room (first-fit decreasing). For a homogeneous group this always succeeds
+because the allocation was made of exactly such slots; for a heterogeneous group
+it can in rare shapes fail although a split exists, which is reported rather
+than guessed.
 """
 
 from __future__ import annotations
@@ -32,21 +33,25 @@ class PodSlot:
         return {"rank": self.rank, "hostname": self.hostname, "cores": self.cores, "gpus": self.gpus}
 
 
-def assign(pods: dict[str, tuple[int, int]], nodes: list[dict]) -> dict[str, PodSlot]:
-    """Split `nodes` (service answer) among `pods` (uid -> (cores, gpus))."""
+def assign(pods: dict[str, tuple[int, int, int]], nodes: list[dict]) -> dict[str, PodSlot]:
+    """Split `nodes` (service answer) among `pods` (uid -> (cores, gpus, memory MiB))."""
     free = [
-        (int(n["rank"]), n["hostname"], idset.decode(n.get("cores") or ""), idset.decode(n.get("gpus") or ""))
+        (int(n["rank"]), n["hostname"], idset.decode(n.get("cores") or ""), idset.decode(n.get("gpus") or ""),
+         [int(n.get("memory_mib") or 0)])
         for n in nodes
     ]
     out: dict[str, PodSlot] = {}
-    for uid, (ncores, ngpus) in sorted(pods.items(), key=lambda kv: (-kv[1][1], -kv[1][0], kv[0])):
-        for rank, hostname, cores, gpus in free:
-            if len(cores) >= ncores and len(gpus) >= ngpus:
+    for uid, (ncores, ngpus, mib) in sorted(pods.items(), key=lambda kv: (-kv[1][1], -kv[1][0], -kv[1][2], kv[0])):
+        for rank, hostname, cores, gpus, memory in free:
+            if len(cores) >= ncores and len(gpus) >= ngpus and memory[0] >= mib:
                 mine_c, mine_g = cores[:ncores], gpus[:ngpus]
                 del cores[:ncores]
                 del gpus[:ngpus]
+                memory[0] -= mib
                 out[uid] = PodSlot(rank, hostname, idset.encode(mine_c), idset.encode(mine_g))
                 break
         else:
-            raise AssignmentError(f"allocation has no room left for a pod of {ncores} cores and {ngpus} GPUs")
+            raise AssignmentError(
+                f"allocation has no room left for a pod of {ncores} cores, {ngpus} GPUs and {mib} MiB of memory"
+            )
     return out
