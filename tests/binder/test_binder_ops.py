@@ -205,6 +205,9 @@ def test_memory_requests_never_overcommit_a_node(tmp_path):
                          what="3 pods bound")
         assert nodes
         assert Counter(c.node_of(f"m-{i}") for i in range(3)) == {"node1": 2, "node0": 1}
+        # the graph holds the memory (2 GiB is whole 512 MiB granules of a 64 GiB node)
+        wait_for(lambda: sum(n["memory_mib"] for a in group_allocs(c) for n in a["nodes"]) == 3 * 2048, 10,
+                 what="3 x 2048 MiB held in the graph")
         c.create_pod("m-3", cpu="1", memory="2Gi")
         c.wait_condition("m-3", "WaitingForResources")
         c.assert_no_overcommit()
