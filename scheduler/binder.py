@@ -478,7 +478,7 @@ class Binder:
         self._report_waiting()
 
     def _pod_shape(self, pod: PodInfo) -> tuple[int, int, int]:
-        """(cores, GPUs, memory MiB) of a pod's slot; 0 for an unparsable pod (warned at placement)."""
+        """(cores, GPUs, memory MiB) of a pod's slot; one core for an unparsable pod (reported at placement)."""
         try:
             req = pod_requests(pod.raw)
         except PodRequestError:
