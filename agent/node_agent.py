@@ -21,6 +21,9 @@ from pathlib import Path
 
 import click
 
+LIVENESS_STALE = 60.0
+"""Seconds without a control-loop pass before /healthz fails and the kubelet restarts us."""
+
 log = logging.getLogger("fluxnode.agent")
 
 SYNC_TIMEOUT = 60.0
@@ -74,7 +77,7 @@ class AgentExit(Exception):
 
 class NodeAgent:
     def __init__(self, opts: AgentOptions):
-        from fluxnode.agent.health import AgentMetrics
+        from fluxnode.agent.agent_metrics import AgentMetrics
         from fluxnode.agent.host_files import HostFiles
         from fluxnode.agent.node_selection import NodeSelection
         from fluxnode.agent.overlay_config import OverlaySettings
@@ -88,6 +91,7 @@ class NodeAgent:
         self.supervisor = BrokerSupervisor(self.files, opts.node_name, opts.state_dir,
                                            Backoff(opts.backoff_min, opts.backoff_max))
         self.metrics = AgentMetrics()
+        self.heartbeat = time.monotonic()
         self.events: queue.Queue = queue.Queue()
         self._abort = threading.Event()  # set on a signal or a fatal informer error
         self.rank: int | None = None
@@ -174,6 +178,10 @@ class NodeAgent:
             namespace=self.opts.namespace, field_selector=f"metadata.name={self.opts.rank_configmap}").start()
         self.rank_store = RankStore(self.api, self.opts.namespace, self.opts.rank_configmap)
 
+    def _live(self) -> tuple[bool, str]:
+        age = time.monotonic() - self.heartbeat
+        return age < LIVENESS_STALE, f"control loop last ran {age:.1f}s ago"
+
     def _ready(self) -> tuple[bool, str]:
         from fluxnode.agent.client import Client, ConnectError, RPCError
         from fluxnode.agent.message import NODEID_ANY
@@ -208,7 +216,8 @@ class NodeAgent:
             self._install_certificate()
             self._render_connect_script()
             if self.opts.health_port is not None:
-                health = HealthServer(self.opts.health_port, self.opts.health_address, self._ready, self.metrics).start()
+                health = HealthServer(self.opts.health_address, self.opts.health_port, self._live, self._ready,
+                                      self.metrics.registry).start()
                 self._write_health_port(health.port)
             self._start_informers()
             stopping = False
@@ -230,8 +239,7 @@ class NodeAgent:
                                      "fix it or delete it (the agents then rebuild it)", logging.ERROR)
                 wait = self.supervisor.tick()
                 self._publish_metrics()
-                if health:
-                    health.beat()
+                self.heartbeat = time.monotonic()
                 stopping = self._drain(block=True, timeout=min(wait, IDLE_TICK) if wait else IDLE_TICK)
             log.info("agent stopping")
             return 0

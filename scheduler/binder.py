@@ -149,7 +149,7 @@ class Binder:
     # -- lifecycle ----------------------------------------------------------------
 
     def start(self) -> Binder:
-        from fluxnode.scheduler.health import HealthServer
+        from fluxnode.agent.health import HealthServer, problem_probe
         from fluxnode.scheduler.informer import Informer
         from fluxnode.scheduler.leader_election import LeaderElector
 
@@ -159,7 +159,8 @@ class Binder:
         ]
         if self.config.http_port is not None:
             self.health = HealthServer(
-                self.config.http_host, self.config.http_port, self._live, self._ready, self.metrics.registry
+                self.config.http_host, self.config.http_port, problem_probe(self._live), problem_probe(self._ready),
+                self.metrics.registry,
             ).start()
         if self.config.leader_elect:
             self.elector = LeaderElector(
