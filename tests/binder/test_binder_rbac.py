@@ -6,7 +6,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from support.binder_cluster import BinderCluster
-from support.kube_binder_ext import BinderKubeEmulator
+from support.kube_emulator import KubeEmulator
 from support.kube_rbac import RbacAuthorizer
 from support.waiting import wait_for
 
@@ -14,7 +14,7 @@ MANIFEST = Path(__file__).resolve().parents[2] / "daemonset" / "binder.yaml"
 
 
 def test_least_privilege_manifest_is_enough(tmp_path):
-    with BinderKubeEmulator(namespaces=("default", "kube-system", "fluxnode")) as kube:
+    with KubeEmulator(namespaces=("default", "kube-system", "fluxnode")) as kube:
         with BinderCluster(tmp_path, {"node0": 4, "node1": 4}, emulator=kube) as c:
             port = urlparse(c.inst.tcp_uri(0)).port
             kube.patch("nodes", "node0", {"metadata": {"annotations": {"fluxnode.io/broker-port": str(port)}}})

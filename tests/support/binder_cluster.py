@@ -22,7 +22,6 @@ from fluxnode.scheduler.binder import Binder, BinderConfig
 from fluxnode.scheduler.pod_requests import pod_requests, resource_list
 
 from support.instance import Instance
-from support.kube_binder_ext import BinderKubeEmulator
 from support.kube_emulator import KubeEmulator
 from support.waiting import wait_for
 
@@ -52,7 +51,7 @@ class BinderCluster:
             wait_for(lambda: len(self.inst.rpc("sched.resource-status")["nodes"]) == len(names), 30,
                      what="every rank in the scheduler graph")
             if self.kube is None:
-                self.kube = BinderKubeEmulator().start()
+                self.kube = KubeEmulator().start()
             for n in names:
                 self.add_node(n, self.nodes[n], self.gpus.get(n, 0))
             for n, cores in self.kube_only.items():
