@@ -48,7 +48,7 @@ class Vertex:
         "properties", "status", "paths", "children", "parent",
         # scheduling state (owned by the traverser)
         "spans", "xspans", "tags", "agspans", "allocations", "reservations",
-        "aux_children",
+        "schedule", "x_checker", "subplan", "aux_children",
     )
 
     def __init__(self, uniq_id: int, type_: str, basename: str, name: str, id_: int,
@@ -67,10 +67,17 @@ class Vertex:
         self.children: list[Vertex] = _NO_LIST
         self.parent: Vertex | None = None
         self.aux_children: dict[str, list[Vertex]] | None = None
-        self.spans: dict[int, tuple[int, int, int]] = _NO_DICT
-        self.xspans: dict[int, tuple[int, int]] = _NO_DICT
+        # jobid -> span id in the planner.Planner ``schedule`` (this pool's units over
+        # time), ``x_checker`` (jobs holding anything at or below it) and the
+        # planner_multi.PlannerMulti ``subplan`` (free units of each type below it);
+        # the planners are made on first use
+        self.spans: dict[int, int] = _NO_DICT
+        self.xspans: dict[int, int] = _NO_DICT
         self.tags: set[int] = _NO_SET
-        self.agspans: dict[int, tuple[int, int, dict[str, int]]] = _NO_DICT
+        self.agspans: dict[int, int] = _NO_DICT
+        self.schedule = None
+        self.x_checker = None
+        self.subplan = None
         self.allocations: set[int] = _NO_SET
         self.reservations: set[int] = _NO_SET
 

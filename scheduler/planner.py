@@ -41,6 +41,9 @@ _ENDS: dict[int, int] = {}
 
 
 def _shared_end(end: int) -> int:
+    shared = _ENDS.get(end)
+    if shared is not None:
+        return shared
     if len(_ENDS) < 1024:
         return _ENDS.setdefault(end, end)
     return _ENDS.get(end, end)
@@ -69,7 +72,7 @@ class Planner:
     __slots__ = (
         "_base", "_end", "_total", "_type",
         "_at", "_rem", "_ref",
-        "_spans", "_counter", "_iter", "_key", "_tracked",
+        "_spans", "_counter", "_iter", "_key", "_tracked", "_planned",
     )
 
     def __init__(self, base_time: int, duration: int, total: int, resource_type: str) -> None:
@@ -88,6 +91,7 @@ class Planner:
         self._ref: list[int] | None = None
         self._spans: dict[int, tuple[int, int, int]] | None = None  # id -> (start, last, n)
         self._counter = 0
+        self._planned = 0  # units of every span together (the O(1) lower bound's running sum)
         self._iter: tuple[int, int, int, int] | None = None  # on_or_after, dur, request, next
         # Fluxion's min-time tree: the free count each point had when last (re)inserted.
         # None while equal to _rem, i.e. unless update_total changed counts behind its back.
@@ -144,6 +148,13 @@ class Planner:
         return list(zip(self._at, self._rem, strict=True))
 
     # ---------------------------------------------------------------- queries
+
+    def avail_lower_bound(self) -> int:
+        """Units free at every time of the horizon, in O(1): the total minus the units of
+        every span counted at once. Exact when no spans overlap in time differently; a
+        matcher checks it first and asks :meth:`avail_during` only when it is too low."""
+        free = self._total - self._planned
+        return free if free > 0 else 0
 
     def avail_resources_at(self, at: int) -> int:
         """Units free at time ``at``."""
@@ -248,6 +259,7 @@ class Planner:
             rem[k] -= request
         self._refresh_keys(i, j)
         self._counter += 1
+        self._planned += request
         self._spans[self._counter] = (start, last, request)
         self._iter = None
         return self._counter
@@ -256,6 +268,7 @@ class Planner:
         """Remove a span, freeing its units."""
         start, last, planned = self._get_span(span_id)
         del self._spans[span_id]
+        self._planned -= planned
         self._restore()
         at_list, rem, ref = self._at, self._rem, self._ref
         i = bisect_left(at_list, start)
@@ -288,6 +301,7 @@ class Planner:
             raise PlannerError(_errno.EINVAL, f"cannot reduce span {span_id} of {planned} "
                                               f"{self._type} by {amount}")
         self._spans[span_id] = (start, last, planned - amount)
+        self._planned -= amount
         self._restore()
         at_list, rem = self._at, self._rem
         i = bisect_left(at_list, start)
@@ -330,6 +344,7 @@ class Planner:
         self._at = self._rem = self._ref = None
         self._spans = None
         self._counter = 0
+        self._planned = 0
         self._iter = None
         self._key = self._tracked = None
 
@@ -340,7 +355,7 @@ class Planner:
         new._rem = None if self._rem is None else list(self._rem)
         new._ref = None if self._ref is None else list(self._ref)
         new._spans = None if self._spans is None else dict(self._spans)
-        new._counter, new._iter = self._counter, self._iter
+        new._counter, new._iter, new._planned = self._counter, self._iter, self._planned
         new._key = None if self._key is None else list(self._key)
         new._tracked = None if self._tracked is None else list(self._tracked)
         return new

@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass, field
 
 from .graph import CONTAINMENT, ResourceGraph, Vertex, gc_paused
+from .planner import Planner
+from .planner_multi import PlannerMulti
 from .policy import Policy
 from .request import MatchRequest, Request, RequestError, calc_count, effective_max, from_jobspec
 from .scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
@@ -105,21 +107,14 @@ class _Meta:
         self.sat = False
 
 
-def _peak(spans, at: int, end: int) -> int:
-    rel = [(s, e, n) for (s, e, n) in spans if s < end and e > at]
-    if not rel:
-        return 0
-    if len(rel) == 1:
-        return rel[0][2]
-    best = 0
-    for t in {at, *(s for s, _e, _n in rel if s > at)}:
-        tot = 0
-        for s, e, n in rel:
-            if s <= t < e:
-                tot += n
-        if tot > best:
-            best = tot
-    return best
+def _free_during(p: Planner, at: int, duration: int) -> int:
+    """Units of ``p`` free during the window, cut at the horizon's end (a job of
+    unlimited duration reserved later still ends at INF)."""
+    if p.avail_lower_bound() == p.total:  # nothing planned: O(1)
+        return p.total
+    if at + duration > INF:
+        duration = INF - at
+    return p.avail_resources_during(at, duration)
 
 
 class Traverser:
@@ -178,14 +173,19 @@ class Traverser:
         if not types:
             return None
         tot = self._totals.get(u.uniq_id, {})
+        sp = u.subplan
+        planned = {}
+        if sp is not None and jobid is not None and jobid in u.agspans:
+            planned = sp.span_planned(u.agspans[jobid])
         out = {}
         for t in types:
             total = tot.get(t, 0)
             if jobid is not None:
-                span = u.agspans.get(jobid)
-                used = span[2].get(t, 0) if span else 0
+                used = planned.get(t, 0)
+            elif sp is not None and t in tot:
+                used = total - sp.planner(t).avail_resources_at(0)
             else:
-                used = sum(c.get(t, 0) for (st, en, c) in u.agspans.values() if st <= 0 < en)
+                used = 0
             out[t] = f"used:{used}, total:{total}"
         return dict(sorted(out.items()))
 
@@ -200,8 +200,7 @@ class Traverser:
         self._order: dict[int, list[tuple[int, int, int]]] = {}
         self._nodes_up: int | None = None
         self._tracked: dict[str, set[str]] = {}
-        self._agsum: dict[int, dict[str, int]] = {}
-        self._agnow: dict[int, int] = {}
+        self._child_types: dict[int, set[str]] = {}
         root = self.g.roots.get(CONTAINMENT)
         if root is None:
             raise TraverserError("graph has no containment root")
@@ -228,9 +227,11 @@ class Traverser:
                         tot[t] = tot.get(t, 0) + n
             totals[v.uniq_id] = tot
         for v in order:
-            if v.agspans:
-                for j, span in list(v.agspans.items()):
-                    self._ag_put(v, j, span)
+            if v.subplan is not None:  # the subtree changed shape: new totals, spans kept
+                if v.agspans:
+                    v.subplan.update(totals.get(v.uniq_id, {}))
+                else:
+                    v.subplan = None
             if v.children:
                 self._free[v.uniq_id] = self._weight_now(v)
 
@@ -243,48 +244,40 @@ class Traverser:
 
     # ------------------------------------------------------------------ time
     def _avail(self, u: Vertex, m: _Meta) -> int:
-        if not u.spans:
+        p = u.schedule
+        if p is None:
             return u.size
-        return max(0, u.size - _peak(u.spans.values(), m.at, m.at + m.duration))
+        return _free_during(p, m.at, m.duration)
 
     def _x_busy(self, u: Vertex, m: _Meta) -> bool:
-        end = m.at + m.duration
-        for s, e in u.xspans.values():
-            if s < end and e > m.at:
-                return True
-        return False
+        """Does any job hold something at or below ``u`` during the window (x_checker)?"""
+        p = u.x_checker
+        return p is not None and _free_during(p, m.at, m.duration) < X_CHECKER_NJOBS
 
     def _ag_enough(self, u: Vertex, t: str, m: _Meta, need: int) -> bool:
         """Does ``u``'s subtree have ``need`` free ``t`` units during the job's window?"""
         total = self._totals.get(u.uniq_id, {}).get(t, 0)
         if total < need:
             return False
-        if not u.agspans:
+        sp = u.subplan
+        if sp is None or need <= 0:
             return True
-        # every span counted at once is an upper bound of the peak: usually enough
-        if total - self._agsum.get(u.uniq_id, {}).get(t, 0) >= need:
-            return True
-        spans = [(s, e, c.get(t, 0)) for (s, e, c) in u.agspans.values() if c.get(t)]
-        return total - _peak(spans, m.at, m.at + m.duration) >= need
+        p = sp.planner(t)
+        # every span counted at once (O(1)) is usually enough to say yes
+        return p.avail_lower_bound() >= need or _free_during(p, m.at, m.duration) >= need
 
-    def _ag_put(self, u: Vertex, jobid: int, span: tuple[int, int, dict[str, int]]) -> None:
+    def _ag_put(self, u: Vertex, jobid: int, at: int, end: int, counts: dict[str, int]) -> None:
+        """Plan ``counts`` units below ``u`` for ``jobid`` (replacing its previous span)."""
         self._ag_drop(u, jobid)
-        u.agspans[jobid] = span
-        acc = self._agsum.setdefault(u.uniq_id, {})
-        for t, n in span[2].items():
-            acc[t] = acc.get(t, 0) + n
-        if span[0] <= 0:
-            self._agnow[u.uniq_id] = self._agnow.get(u.uniq_id, 0) + sum(span[2].values())
+        sp = u.subplan
+        if sp is None:
+            sp = u.subplan = PlannerMulti(0, INF, self._totals.get(u.uniq_id, {}))
+        u.agspans[jobid] = sp.add_span(at, end - at, counts)
 
     def _ag_drop(self, u: Vertex, jobid: int) -> None:
-        span = u.agspans.pop(jobid, None) if u.agspans else None
-        if span is None:
-            return
-        acc = self._agsum.get(u.uniq_id, {})
-        for t, n in span[2].items():
-            acc[t] = acc.get(t, 0) - n
-        if span[0] <= 0:
-            self._agnow[u.uniq_id] = self._agnow.get(u.uniq_id, 0) - sum(span[2].values())
+        sid = u.agspans.pop(jobid, None) if u.agspans else None
+        if sid is not None:
+            u.subplan.rem_span(sid)
 
     # ----------------------------------------------------------------- prune
     def _prune(self, m: _Meta, x_in: bool, u: Vertex, resources: list[Request]) -> bool:
@@ -352,7 +345,9 @@ class Traverser:
                 nslots = effective_max(r)
                 matched = True
         if slot_r is not None:
-            child_types = {c.type for c in u.children}
+            child_types = self._child_types.get(u.uniq_id)
+            if child_types is None:
+                child_types = self._child_types[u.uniq_id] = {c.type for c in u.children}
             if all(c.type in child_types for c in slot_r.with_):
                 return slot_r.with_, "slot", nslots, slot_r.label, False
         if match_r is not None:
@@ -619,16 +614,20 @@ class Traverser:
                 u.own_state()
             if x:
                 n += 1
-                u.spans[m.jobid] = (m.at, end, needs)
+                if u.schedule is None:
+                    u.schedule = Planner(0, INF, u.size, u.type)
+                u.spans[m.jobid] = u.schedule.add_span(m.at, m.duration, needs)
                 if m.alloc == "alloc":
                     u.allocations.add(m.jobid)
                 else:
                     u.reservations.add(m.jobid)
             if n > 0:
                 u.tags.add(m.jobid)
-                u.xspans[m.jobid] = (m.at, end)
+                if u.x_checker is None:
+                    u.x_checker = Planner(0, INF, X_CHECKER_NJOBS, "x_checker")
+                u.xspans[m.jobid] = u.x_checker.add_span(m.at, m.duration, 1)
                 if agg:
-                    self._ag_put(u, m.jobid, (m.at, end, dict(agg)))
+                    self._ag_put(u, m.jobid, m.at, end, dict(agg))
                 job.vertices[u.uniq_id] = u
                 out.append(Emit(u, needs, x, level))
                 up: dict[str, int] = dict(agg)
@@ -707,7 +706,8 @@ class Traverser:
         if m.at + m.duration > INF or m.at + m.duration < 0:
             m.duration = INF - m.at
         self.jobs[jobid] = Job(jobid, m.at, m.duration, status)
-        sel = self._update(m, needs, x)
+        with gc_paused():  # many small planner lists, no cycles: skip gc passes
+            sel = self._update(m, needs, x)
         if not sel:
             # Like Fluxion: a request with nothing exclusive (no slot) allocates nothing.
             self.jobs.pop(jobid, None)
@@ -765,7 +765,7 @@ class Traverser:
                 continue
             if not sat_op and v.status != "up":
                 continue
-            if v.spans and _peak(v.spans.values(), t, t + m.duration) >= v.size:
+            if v.schedule is not None and _free_during(v.schedule, t, m.duration) <= 0:
                 continue
             feasible += 1
             if feasible >= want:
@@ -830,9 +830,13 @@ class Traverser:
     def _release(self, u: Vertex, jobid: int) -> None:
         u.own_state()
         u.tags.discard(jobid)
-        u.xspans.pop(jobid, None)
+        sid = u.xspans.pop(jobid, None)
+        if sid is not None:
+            u.x_checker.rem_span(sid)
         self._ag_drop(u, jobid)
-        u.spans.pop(jobid, None)
+        sid = u.spans.pop(jobid, None)
+        if sid is not None:
+            u.schedule.rem_span(sid)
         u.allocations.discard(jobid)
         u.reservations.discard(jobid)
         if u.parent is not None:
@@ -841,7 +845,12 @@ class Traverser:
     def _weight_now(self, u: Vertex) -> int:
         if not u.children:
             return 0
-        return sum((self._totals.get(u.uniq_id) or {}).values()) - self._agnow.get(u.uniq_id, 0)
+        free = sum((self._totals.get(u.uniq_id) or {}).values())
+        sp = u.subplan
+        if sp is not None and sp.span_count:
+            for t, total in sp.totals.items():
+                free -= total - sp.planner(t).avail_resources_at(0)
+        return free
 
     def partial_cancel(self, jobid: int, ranks: list[int]) -> bool:
         """Release the part of ``jobid`` on ``ranks``; True when nothing of the job is left."""
@@ -887,7 +896,7 @@ class Traverser:
                 return 0, {}
             u.own_state()
             if agg:
-                self._ag_put(u, jobid, (job.at, job.at + job.duration, dict(agg)))
+                self._ag_put(u, jobid, job.at, job.at + job.duration, dict(agg))
             else:
                 self._ag_drop(u, jobid)
             if u.parent is not None:
