@@ -415,3 +415,21 @@ def test_random_update_total_keeps_counts_right() -> None:
                 assert got[-1] is None and set(got[:-1]) <= set(true)
                 assert got[:-1] == sorted(got[:-1])
             assert all(r == m.free(t) for t, r in p.points())
+
+
+def test_avail_lower_bound_counts_every_span_at_once() -> None:
+    p = Planner(0, 1000, 10, "core")
+    assert p.avail_lower_bound() == 10
+    a = p.add_span(0, 100, 4)
+    b = p.add_span(200, 100, 5)  # never overlaps a: the bound (1) is below the true minimum (5)
+    assert p.avail_lower_bound() == 1
+    assert p.avail_resources_during(0, 1000) == 5
+    p.reduce_span(b, 2)
+    assert p.avail_lower_bound() == 3
+    p.rem_span(a)
+    assert p.avail_lower_bound() == 7
+    assert p.copy().avail_lower_bound() == 7
+    p.update_total(2)  # fewer units than planned: never below 0
+    assert p.avail_lower_bound() == 0
+    p.reset(0, 1000)
+    assert p.avail_lower_bound() == 2
