@@ -159,22 +159,25 @@ class NodeAgent:
                         self.files.connect_script, exc.strerror or exc)
 
     def _start_informers(self) -> None:
-        from fluxnode.agent.kube_informer import Informer
+        from fluxnode.agent.kube_informer import EventHandler, Informer
         from fluxnode.agent.ranks import RankStore
 
-        def changed(what: str) -> None:
-            if what == "nodes":
-                self.metrics.node_events.inc()
-            self.events.put(("change", what))
+        def changed(what: str) -> EventHandler:
+            def handler(kind: str, _obj: object) -> None:
+                if what == "nodes":
+                    self.metrics.node_events.inc()
+                self.events.put(("change", what))
+
+            return handler
 
         def fatal(exc: Exception) -> None:
             self.events.put(("fatal", exc))
             self._abort.set()
 
-        node_kwargs = {"label_selector": self.opts.selector} if self.opts.selector else {}
-        self.nodes = Informer("nodes", self.api.list_node, on_change=changed, on_fatal=fatal, **node_kwargs).start()
+        self.nodes = Informer("nodes", self.api.list_node, changed("nodes"), on_fatal=fatal,
+                              label_selector=self.opts.selector or None).start()
         self.rank_configmaps = Informer(
-            "configmaps", self.api.list_namespaced_config_map, on_change=changed, on_fatal=fatal,
+            "configmaps", self.api.list_namespaced_config_map, changed("configmaps"), on_fatal=fatal,
             namespace=self.opts.namespace, field_selector=f"metadata.name={self.opts.rank_configmap}").start()
         self.rank_store = RankStore(self.api, self.opts.namespace, self.opts.rank_configmap)
 
@@ -304,10 +307,10 @@ class NodeAgent:
 
         nodes = self.nodes.snapshot()
         members = self.selection.members(nodes)
-        view_rv = self.nodes.resource_version
+        view_rv = self.nodes.resource_version_number
         rank_map = self.rank_store.reconcile(set(members), self.selection.joinable(nodes), view_rv,
-                                             self.rank_configmaps.get(self.opts.rank_configmap),
-                                             self._may_write(nodes), self.rank_configmaps.resource_version)
+                                             self.rank_configmaps.get(f"{self.opts.namespace}/{self.opts.rank_configmap}"),
+                                             self._may_write(nodes), self.rank_configmaps.resource_version_number)
         unknown = [h for h in rank_map.live() if h not in nodes]
         if unknown and view_rv < rank_map.nodes_resource_version:
             self._set_status(f"waiting for the node list to catch up with the rank map ({', '.join(unknown)})")

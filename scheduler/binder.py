@@ -150,7 +150,7 @@ class Binder:
 
     def start(self) -> Binder:
         from fluxnode.agent.health import HealthServer, problem_probe
-        from fluxnode.scheduler.informer import Informer
+        from fluxnode.agent.kube_informer import Informer
         from fluxnode.scheduler.leader_election import LeaderElector
 
         self.informers = [

@@ -14,13 +14,13 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
-from kubernetes.utils.quantity import parse_quantity
+from fluxnode.agent.kube_quantity import QuantityError, parse
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIB = 1024 * 1024
 
 
-class PodRequestError(ValueError):
+class PodRequestError(QuantityError):
     """A pod's resource quantity cannot be parsed; the message names pod, container and key."""
 
 
@@ -75,9 +75,9 @@ ZERO = PodRequests()
 
 def _quantity(value: object, where: str) -> Decimal:
     try:
-        return parse_quantity(value)
-    except (ValueError, TypeError) as exc:
-        raise PodRequestError(f"{where}: invalid quantity {value!r}") from exc
+        return parse(value, where)
+    except QuantityError as exc:
+        raise PodRequestError(str(exc)) from None
 
 
 def resource_list(resources: dict | None, where: str) -> PodRequests:
