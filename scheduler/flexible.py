@@ -15,6 +15,8 @@ from .traverser import Traverser
 
 
 class FlexibleTraverser(Traverser):
+    _subtree_cacheable = False  # or-slot unions are built per walk
+
     def _test(self, u, resources: list[Request], pristine: bool):
         slots: list[Request] | None = None
         match_r = None

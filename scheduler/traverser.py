@@ -118,6 +118,7 @@ def _free_during(p: Planner, at: int, duration: int) -> int:
 
 
 class Traverser:
+    _subtree_cacheable = True  # subclasses whose walk differs opt out
     def __init__(self, graph: ResourceGraph, policy: str | Policy = "first",
                  prune_filters: str = "ALL:core", subsystems: list[str] | None = None) -> None:
         self.g = graph
@@ -201,6 +202,14 @@ class Traverser:
         self._nodes_up: int | None = None
         self._tracked: dict[str, set[str]] = {}
         self._child_types: dict[int, set[str]] = {}
+        # Exhaustive policies score every vertex on every match; a subtree nothing
+        # changed in scores the same for the same request level and job window, so its
+        # outcome (candidate groups, avail, score) is kept per vertex until a span,
+        # status or the graph changes below it. Only a match's own window is kept.
+        self._subtree_cache: dict[int, tuple] = {}
+        self._cache_window: tuple | None = None
+        self._cacheable = not self.policy.stop_on_1 and not self.policy.variation \
+            and type(self)._subtree_cacheable
         root = self.g.roots.get(CONTAINMENT)
         if root is None:
             raise TraverserError("graph has no containment root")
@@ -473,6 +482,55 @@ class Traverser:
 
     def _dom_dfv(self, m: _Meta, u: Vertex, resources: list[Request], pristine: bool,
                  excl: bool, to_parent: Scoring) -> tuple[bool, bool]:
+        """Score ``u``'s subtree for ``resources``; the exhaustive policies reuse the
+        outcome of an unchanged subtree for the same request level (see _subtree_cache)."""
+        cache = self._cache
+        if cache is None or not u.children or u.parent is None:
+            return self._dom_dfv_walk(m, u, resources, pristine, excl, to_parent)
+        policy = self.policy
+        key = (self._sig(resources), pristine, excl, policy.ml_scores)
+        hit = cache.get(u.uniq_id)
+        if hit is not None and hit[0] == key:
+            _key, ok, x, probe, dml, last = hit
+            policy.ml_scores += dml
+            if last is not None:
+                policy.last_factor = last
+            if ok:
+                to_parent.merge(probe)
+                to_parent.avail = probe.avail
+                to_parent.overall = probe.overall
+            return ok, x
+        probe = Scoring()
+        enforced = self._enforced
+        ml, last = policy.ml_scores, policy.last_factor
+        ok, x = self._dom_dfv_walk(m, u, resources, pristine, excl, probe)
+        if ok:
+            to_parent.merge(probe)
+            to_parent.avail = probe.avail
+            to_parent.overall = probe.overall
+        if self._enforced == enforced:  # no marks were set below u: the outcome is all there is
+            last = policy.last_factor if policy.last_factor != last else None
+            cache[u.uniq_id] = (key, ok, x, probe, policy.ml_scores - ml, last)
+        return ok, x
+
+    def _sig(self, resources: list[Request]) -> tuple:
+        """A request level's structure, equal for equal requests of different matches."""
+        sig = self._sigs.get(id(resources))
+        if sig is None:
+            sig = self._sigs[id(resources)] = tuple(
+                (r.type, r.count.min, r.count.max, r.count.operator, r.count.operand,
+                 r.exclusive, r.label, self._sig(r.with_)) for r in resources)
+        return sig
+
+    def _invalidate(self, u: Vertex | None) -> None:
+        """``u``'s state changed: forget the cached outcomes of it and its ancestors."""
+        cache = self._subtree_cache
+        while u is not None:
+            cache.pop(u.uniq_id, None)
+            u = u.parent
+
+    def _dom_dfv_walk(self, m: _Meta, u: Vertex, resources: list[Request], pristine: bool,
+                      excl: bool, to_parent: Scoring) -> tuple[bool, bool]:
         x_in = excl or u.type in self.policy.exclusive_types \
             or any(r.type == u.type and r.exclusive is True for r in resources)
         nxt, kind, nslots, label, pres = self._test(u, resources, pristine)
@@ -509,6 +567,7 @@ class Traverser:
         return 0
 
     def _enforce(self, dfu: Scoring, unconstrained: bool) -> None:
+        self._enforced += 1
         marks = self._marks
         for t in dfu.sorted_types():
             ev = dfu.types[t]
@@ -546,6 +605,12 @@ class Traverser:
         self._visited = set()
         self.preorder = self.postorder = 0
         self.policy.ml_scores = 0
+        self._sigs: dict[int, tuple] = {}
+        self._enforced = 0
+        self._cache = self._subtree_cache if self._cacheable and m.constraint is None else None
+        if self._cache is not None and self._cache_window != (m.at, m.duration, m.alloc, m.sat):
+            self._cache.clear()
+            self._cache_window = (m.at, m.duration, m.alloc, m.sat)
         dfu = Scoring()
         ok, x_in = self._dom_dfv(m, root, req.resources, True, excl, dfu)
         if not ok:
@@ -622,6 +687,7 @@ class Traverser:
                 else:
                     u.reservations.add(m.jobid)
             if n > 0:
+                self._subtree_cache.pop(u.uniq_id, None)
                 u.tags.add(m.jobid)
                 if u.x_checker is None:
                     u.x_checker = Planner(0, INF, X_CHECKER_NJOBS, "x_checker")
@@ -828,6 +894,7 @@ class Traverser:
         return pre, post
 
     def _release(self, u: Vertex, jobid: int) -> None:
+        self._invalidate(u)
         u.own_state()
         u.tags.discard(jobid)
         sid = u.xspans.pop(jobid, None)
@@ -962,6 +1029,7 @@ class Traverser:
             v = vs[0]
         v.status = status
         self._nodes_up = None
+        self._invalidate(v)
 
     def add_resources(self, R: dict) -> None:
         """Grow the graph from another R (vertices whose path exists are kept)."""
