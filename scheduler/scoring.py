@@ -61,13 +61,20 @@ class Evals:
         self.total += o.total
         self.egroups.extend(o.egroups)
 
-    def choose_best_k(self, k: int, descending: bool) -> bool:
+    def choose_best_k(self, k: int, descending: bool, partial: bool = False) -> bool:
+        """Order the groups best first and mark the best ``k`` units. ``partial``: only
+        the chosen groups are read afterwards, so only their positions are sorted
+        (every group holds at least one unit, so they are within the first ``k``)."""
         if k == 0 or k > self.qual:
             return False
-        std_sort(self.egroups, _score, descending)
+        orig = list(self.egroups) if partial else None
+        std_sort(self.egroups, _score, descending, k if partial else None)
         i = 0
         left = k
         while left > 0:
+            if orig is not None and i >= k:  # an empty group: sort all after all
+                self.egroups[:] = orig
+                return self.choose_best_k(k, descending)
             eg = self.egroups[i]
             eg.needs = left if left <= eg.count else eg.count
             left -= eg.count
@@ -118,7 +125,7 @@ class Scoring:
         return ev.total if ev else 0
 
     def choose_best_k(self, t: str, k: int, descending: bool) -> None:
-        if self.evals(t).choose_best_k(k, descending):
+        if self.evals(t).choose_best_k(k, descending, partial=True):
             self.hier = True
 
     def choose_all(self, t: str, descending: bool) -> None:

@@ -12,22 +12,27 @@ from __future__ import annotations
 _THRESHOLD = 16
 
 
-def std_sort(items: list, key, descending: bool) -> None:
+def std_sort(items: list, key, descending: bool, limit: int | None = None) -> None:
     """Sort ``items`` in place like ``std::sort(items, comp)``.
 
     ``comp(a, b)`` is ``key(a) > key(b)`` when ``descending`` else ``key(a) < key(b)``.
+
+    ``limit``: only the first ``limit`` positions are wanted (choosing the best k).
+    A partition whose right part starts at or after ``limit`` leaves it unsorted:
+    nothing there ever moves left of the cut (it is all >= the left part), so the
+    first ``limit`` positions hold exactly what the full sort puts there.
     """
     n = len(items)
     if n < 2:
         return
-    ks = [key(x) for x in items]
+    a = [key(x) for x in items]
     if descending:
-        ks = [-k for k in ks]
-    pairs = list(zip(ks, range(n), strict=True))
-    a = [p[0] for p in pairs]
-    idx = [p[1] for p in pairs]
-    _introsort_loop(a, idx, 0, n, 2 * (n.bit_length() - 1))
-    _final_insertion_sort(a, idx, 0, n)
+        a = [-k for k in a]
+    idx = list(range(n))
+    bound = [n]
+    _introsort_loop(a, idx, 0, n, 2 * (n.bit_length() - 1),
+                    n if limit is None else limit, bound)
+    _final_insertion_sort(a, idx, 0, bound[0])
     orig = list(items)
     items[:] = [orig[i] for i in idx]
 
@@ -37,7 +42,7 @@ def _swap(a, idx, i, j):
     idx[i], idx[j] = idx[j], idx[i]
 
 
-def _introsort_loop(a, idx, first, last, depth):
+def _introsort_loop(a, idx, first, last, depth, limit, bound):
     while last - first > _THRESHOLD:
         if depth == 0:
             _heap_fallback(a, idx, first, last)
@@ -46,7 +51,10 @@ def _introsort_loop(a, idx, first, last, depth):
         mid = first + (last - first) // 2
         _move_median_to_first(a, idx, first, first + 1, mid, last - 1)
         cut = _unguarded_partition(a, idx, first + 1, last, first)
-        _introsort_loop(a, idx, cut, last, depth)
+        if cut < limit:
+            _introsort_loop(a, idx, cut, last, depth, limit, bound)
+        elif cut < bound[0]:
+            bound[0] = cut  # [cut, last) stays unsorted: past the wanted positions
         last = cut
 
 
@@ -76,7 +84,8 @@ def _unguarded_partition(a, idx, first, last, pivot):
             last -= 1
         if not first < last:
             return first
-        _swap(a, idx, first, last)
+        a[first], a[last] = a[last], a[first]
+        idx[first], idx[last] = idx[last], idx[first]
         first += 1
 
 
