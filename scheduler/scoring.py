@@ -8,6 +8,8 @@ is enforced at that level rather than merged upward.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from .stdsort import std_sort
 
 MATCH_UNMET = 0
@@ -94,8 +96,7 @@ class Evals:
         self.cursor = -1
 
 
-def _score(eg: EGroup) -> int:
-    return eg.score
+_score = attrgetter("score")
 
 
 class Scoring:
@@ -134,8 +135,12 @@ class Scoring:
             self.hier = True
 
     def merge(self, o: Scoring) -> None:
+        types = self.types
         for t, ev in o.types.items():
-            self.evals(t).merge(ev)
+            mine = types.get(t)
+            if mine is None:
+                mine = types[t] = Evals()
+            mine.merge(ev)
 
     def sorted_types(self) -> list[str]:
         return sorted(self.types)

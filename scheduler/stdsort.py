@@ -25,7 +25,7 @@ def std_sort(items: list, key, descending: bool, limit: int | None = None) -> No
     n = len(items)
     if n < 2:
         return
-    a = [key(x) for x in items]
+    a = list(map(key, items))
     if descending:
         a = [-k for k in a]
     idx = list(range(n))
@@ -33,8 +33,7 @@ def std_sort(items: list, key, descending: bool, limit: int | None = None) -> No
     _introsort_loop(a, idx, 0, n, 2 * (n.bit_length() - 1),
                     n if limit is None else limit, bound)
     _final_insertion_sort(a, idx, 0, bound[0])
-    orig = list(items)
-    items[:] = [orig[i] for i in idx]
+    items[:] = list(map(list(items).__getitem__, idx))
 
 
 def _swap(a, idx, i, j):
