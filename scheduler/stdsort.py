@@ -9,8 +9,6 @@ insertion sort with threshold 16).
 
 from __future__ import annotations
 
-from itertools import compress
-
 _THRESHOLD = 16
 
 
@@ -76,41 +74,6 @@ def _move_median_to_first(a, idx, result, x, y, z):
 
 
 def _unguarded_partition(a, idx, first, last, pivot):
-    if last - first > 256:
-        return _partition_by_stoppers(a, idx, first, last, pivot)
-    return _scan_partition(a, idx, first, last, pivot)
-
-
-def _partition_by_stoppers(a, idx, first, last, pivot):
-    """The same partition as the scan loop, computed from where its scans stop.
-
-    The left scan stops at elements >= pivot (positions ``ls``, ascending), the
-    right one at elements <= pivot (``rs``, descending; the pivot itself left of
-    the range is the sentinel). Until they cross, each stop is the next original
-    stopper, and the t-th pair is swapped while ``ls[t] < rs[t]``; the cut is where
-    the left scan then stops: the next left stopper, or the last right stop (it
-    now holds a swapped-in element >= pivot), whichever comes first."""
-    pv = a[pivot]
-    ls = list(compress(range(first, last), map(pv.__le__, a[first:last])))
-    rs = list(compress(range(pivot, last), map(pv.__ge__, a[pivot:last])))
-    rs.reverse()
-    lo, hi = 0, min(len(ls), len(rs))  # pairs [0, n) cross-free: binary search n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ls[mid] < rs[mid]:
-            lo = mid + 1
-        else:
-            hi = mid
-    for i, j in zip(ls[:lo], rs[:lo], strict=True):
-        a[i], a[j] = a[j], a[i]
-        idx[i], idx[j] = idx[j], idx[i]
-    cut = ls[lo] if lo < len(ls) else last
-    if lo and rs[lo - 1] < cut:
-        cut = rs[lo - 1]
-    return cut
-
-
-def _scan_partition(a, idx, first, last, pivot):
     pv = a[pivot]
     while True:
         while a[first] < pv:

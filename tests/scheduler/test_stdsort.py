@@ -22,17 +22,3 @@ def test_partial_prefix_equals_full_sort_with_ties() -> None:
             std_sort(part, lambda x: x[0], descending, limit)
             assert part[:limit] == full[:limit]
             assert sorted(part) == sorted(items)  # a permutation: nothing lost
-
-
-def test_stopper_partition_equals_scan_partition() -> None:
-    from fluxnode.scheduler import stdsort
-
-    rng = random.Random(3)
-    for _ in range(300):
-        n = rng.choice([257, 300, 1000, 3000])
-        a = [rng.randrange(rng.choice([1, 2, 3, 10, 1000, 10**9])) for _ in range(n)]
-        stdsort._move_median_to_first(a, list(range(n)), 0, 1, n // 2, n - 1)
-        a1, i1, a2, i2 = list(a), list(range(n)), list(a), list(range(n))
-        c1 = stdsort._scan_partition(a1, i1, 1, n, 0)
-        c2 = stdsort._partition_by_stoppers(a2, i2, 1, n, 0)
-        assert (c1, a1, i1) == (c2, a2, i2)
