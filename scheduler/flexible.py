@@ -10,8 +10,8 @@ and emits one slot per pick.
 from __future__ import annotations
 
 from .request import Request, calc_count, effective_max
-from .scoring import MATCH_MET, Edge, EGroup, Scoring
-from .traverser import Traverser
+from .scoring import Scoring
+from .traverser import Traverser, take_slot
 
 
 class FlexibleTraverser(Traverser):
@@ -122,21 +122,10 @@ class FlexibleTraverser(Traverser):
             idx = config[2]
             if idx < 0:
                 return -1
-            edges: list[Edge] = []
-            score = MATCH_MET
-            for elem in slots[idx].with_:
-                ev = dfu_slot.evals(elem.type)
-                count = calc_count(elem, ev.qual)
-                j = 0
-                while j < count:
-                    eg = ev.next()
-                    if eg is None:
-                        return -1
-                    e0 = eg.edges[0]
-                    edges.append(Edge(e0.vertex, e0.count, e0.count, True, e0.parent))
-                    score += eg.score
-                    j += e0.count
-            groups.append(EGroup(score, 1, True, edges=edges))
+            group = take_slot(dfu_slot, slots[idx].with_)
+            if group is None:
+                return -1
+            groups.append(group)
             config = memo.get(_key(config[0]), ({}, 0, -1))
         for g in groups:
             dfu.add("slot", g)

@@ -173,10 +173,13 @@ class Session:
         else:
             return self.error(f"ERROR: nonexistent job {jobid}")
         if len(args) == 3 and args[2] == "stats":
-            self.out.write(SEP)
-            self.out.write(f'INFO: CANCEL PREORDER COUNT="{self.t.total_preorder}"\n')
-            self.out.write(f'INFO: CANCEL POSTORDER COUNT="{self.t.total_postorder}"\n')
-            self.out.write(SEP)
+            self._write_visit_counts("CANCEL")
+
+    def _write_visit_counts(self, what: str) -> None:
+        self.out.write(SEP)
+        self.out.write(f'INFO: {what} PREORDER COUNT="{self.t.total_preorder}"\n')
+        self.out.write(f'INFO: {what} POSTORDER COUNT="{self.t.total_postorder}"\n')
+        self.out.write(SEP)
 
     def cmd_partial_cancel(self, args: list[str]) -> None:
         if len(args) < 4 or len(args) > 5:
@@ -207,10 +210,7 @@ class Session:
         else:
             return self.error(f"ERROR: nonexistent job {jobid}")
         if len(args) == 5 and args[4] == "stats":
-            self.out.write(SEP)
-            self.out.write(f'INFO: PARTIAL CANCEL PREORDER COUNT="{self.t.total_preorder}"\n')
-            self.out.write(f'INFO: PARTIAL CANCEL POSTORDER COUNT="{self.t.total_postorder}"\n')
-            self.out.write(SEP)
+            self._write_visit_counts("PARTIAL CANCEL")
 
     def cmd_find(self, args: list[str]) -> None:
         if len(args) < 2:

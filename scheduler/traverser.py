@@ -117,6 +117,28 @@ def _free_during(p: Planner, at: int, duration: int) -> int:
     return p.avail_resources_during(at, duration)
 
 
+def take_slot(dfu_slot: Scoring, shape, label: str = "") -> EGroup | None:
+    """One slot's worth of the best remaining candidates of each type, as an exclusive group.
+
+    None when the candidates run out (Fluxion's dom_slot "not enough slots").
+    """
+    edges: list[Edge] = []
+    score = MATCH_MET
+    for elem in shape:
+        ev = dfu_slot.evals(elem.type)
+        count = calc_count(elem, ev.qual)
+        j = 0
+        while j < count:
+            eg = ev.next()
+            if eg is None:
+                return None
+            e0 = eg.edges[0]
+            edges.append(Edge(e0.vertex, e0.count, e0.count, True, e0.parent))
+            score += eg.score
+            j += e0.count
+    return EGroup(score, 1, True, label=label, edges=edges)
+
+
 class Traverser:
     _subtree_cacheable = True  # subclasses whose walk differs opt out
     def __init__(self, graph: ResourceGraph, policy: str | Policy = "first",
@@ -461,21 +483,10 @@ class Traverser:
         qual = qual or 0
         groups = []
         for _ in range(qual):
-            edges: list[Edge] = []
-            score = MATCH_MET
-            for elem in shape:
-                ev = dfu_slot.evals(elem.type)
-                count = calc_count(elem, ev.qual)
-                j = 0
-                while j < count:
-                    eg = ev.next()
-                    if eg is None:
-                        return -1
-                    e0 = eg.edges[0]
-                    edges.append(Edge(e0.vertex, e0.count, e0.count, True, e0.parent))
-                    score += eg.score
-                    j += e0.count
-            groups.append(EGroup(score, 1, True, label=label, edges=edges))
+            group = take_slot(dfu_slot, shape, label)
+            if group is None:
+                return -1
+            groups.append(group)
         for g in groups:
             dfu.add("slot", g)
         return 0 if qual else -1
