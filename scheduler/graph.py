@@ -40,6 +40,26 @@ def gc_paused():
             gc.enable()
 
 
+# Graphs at least this big are frozen out of the cyclic GC once built (see freeze_for_gc).
+FREEZE_MIN_VERTICES = 20_000
+
+
+def freeze_for_gc() -> None:
+    """Keep the objects alive now (a freshly built graph) out of the cyclic GC's sight.
+
+    A graph lives as long as its scheduler and holds ~10 objects per vertex. Left to
+    the collector, the first collections after a build promote and rescan them all: a
+    match that happened to trigger one took 0.6-1.5 s instead of 0.16 s on 5,000 nodes,
+    and every later full collection rescans them again. Frozen objects are never
+    scanned. Whatever an earlier call froze (a graph since replaced, which has parent
+    <-> child cycles) is unfrozen and collected first, so a replaced graph is still freed.
+    """
+    if gc.get_freeze_count():
+        gc.unfreeze()
+        gc.collect()
+    gc.freeze()
+
+
 class Vertex:
     """One resource pool (a node, a core, 2 GB of memory...)."""
 

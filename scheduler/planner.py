@@ -242,11 +242,21 @@ class Planner:
                 f"span [{start}, {start + duration}) is outside the planner horizon "
                 f"[{self._base}, {self._end})")
         self._check_request(request)
-        if self._at is None:
-            self._at, self._rem, self._ref = [self._base], [self._total], [1]
-            self._spans = {}
-        at_list, rem, ref = self._at, self._rem, self._ref
         last = start + duration
+        if self._at is None:
+            # the first span of an untouched planner (most vertices' only one): nothing
+            # else is planned, so the points are known without searching
+            base, total = self._base, self._total
+            if start == base:
+                self._at, self._rem, self._ref = [base, last], [total - request, total], [2, 1]
+            else:
+                self._at, self._rem, self._ref = [base, start, last], [total, total - request, total], [1, 1, 1]
+            self._counter += 1
+            self._planned += request
+            self._spans = {self._counter: (start, last, request)}
+            self._iter = self._tracked = None
+            return self._counter
+        at_list, rem, ref = self._at, self._rem, self._ref
         if not self._free_during(bisect_right(at_list, start) - 1, last, request):
             raise PlannerError(_errno.EBUSY, f"{request} {self._type} not free during "
                                              f"[{start}, {last})")

@@ -32,7 +32,7 @@ import bisect
 import time
 from dataclasses import dataclass, field
 
-from .graph import CONTAINMENT, ResourceGraph, Vertex, gc_paused
+from .graph import CONTAINMENT, FREEZE_MIN_VERTICES, ResourceGraph, Vertex, freeze_for_gc, gc_paused
 from .planner import Planner
 from .planner_multi import PlannerMulti
 from .policy import Policy
@@ -216,6 +216,8 @@ class Traverser:
         """(Re)compute subtree totals after the graph changed shape."""
         with gc_paused():
             self._reinit()
+        if len(self.g.vertices) >= FREEZE_MIN_VERTICES:
+            freeze_for_gc()
 
     def _reinit(self) -> None:
         self._totals: dict[int, dict[str, int]] = {}
@@ -811,15 +813,16 @@ class Traverser:
         return self._nodes_up
 
     def _count_nodes_up(self) -> int:
+        # from the node index up, not the root down: a 5,000-node graph has 71
+        # vertices per node and only the node's ancestors decide
+        root = self.g.root
         n = 0
-        stack = [self.g.root]
-        while stack:
-            u = stack.pop()
-            if u.status != "up":
-                continue
-            if u.type == "node":
+        for v in self.g.by_type.get("node", ()):
+            u = v
+            while u is not None and u is not root and u.status == "up":
+                u = u.parent
+            if u is root and root.status == "up":
                 n += 1
-            stack.extend(u.children)
         return n
 
     def _feasible(self, req: MatchRequest, m: _Meta, op: str) -> None:
