@@ -7,7 +7,8 @@ Setup: the Kubernetes API emulator (tests/support, in this process), a real
 1-broker instance whose scheduler service sees --nodes simulated nodes
 (bench/binder_sim_nodes.py), and `fluxnode binder` as a separate process
 talking to both (kubeconfig; tcp:// with CURVE). Pods are created in a burst;
-the emulator records when each Binding arrives. Prints per scenario: pods/s
+the shared emulator's store, subclassed here, records when each
+Binding arrives. Prints per scenario: pods/s
 (creation of the first pod to binding of the last), p50/p99 latency, binder
 CPU ms per pod (utime+stime of the binder process), and for the big group the
 time from its last pod's creation to its last binding.
@@ -28,12 +29,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.instance import Instance  # noqa: E402
-from support.kube_binder_ext import AnnotatingBindStore, BinderKubeEmulator  # noqa: E402
+from support.kube_emulator import KubeEmulator  # noqa: E402
+from support.kube_store import DEFAULT_NAMESPACES, KubeStore  # noqa: E402
 from support.waiting import wait_for  # noqa: E402
 
 
-class TimedStore(AnnotatingBindStore):
-    """Records when each pod's Binding arrived (monotonic)."""
+class TimedStore(KubeStore):
+    """The shared emulator's store, also recording when each pod's Binding arrived (monotonic)."""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
@@ -45,10 +47,10 @@ class TimedStore(AnnotatingBindStore):
         return out
 
 
-class TimedEmulator(BinderKubeEmulator):
-    def __init__(self):
-        super().__init__()
-        self.store = TimedStore()
+class TimedEmulator(KubeEmulator):
+    def __init__(self, *, namespaces: tuple[str, ...] = DEFAULT_NAMESPACES, **kw):
+        super().__init__(namespaces=namespaces, **kw)
+        self.store = TimedStore(namespaces)
 
 
 def cpu_seconds(pid: int) -> float:
