@@ -138,6 +138,60 @@ class _Emitter:
                 self.g.subsystems.append(ssys)
         return v
 
+    def _multiply(self, e: dict, sources: list[Vertex], out: list[Vertex]) -> None:
+        """``multi_scale`` new target vertices under each source: _emit_vertex and
+        add_edge with everything that is the same for the whole edge worked out once
+        (a 16,384-node recipe makes 1.2M vertices here)."""
+        spec = self.rnodes[e["tgt"]]
+        ssys, esys = spec["subsystem"], e["e_subsystem"]
+        type_, base, unit, size = spec.get("type", ""), spec["basename"], spec["unit"], int(spec["size"])
+        scale, scope, start, stride = e["multi_scale"], e["id_scope"], e["id_start"], e["id_stride"]
+        wrap = 1
+        for h in range(min(scope, len(self.scales))):
+            wrap *= self.scales[h]
+        g, rank = self.g, self.rank
+        vertices, by_name, by_path = g.vertices, g.by_name, g.by_path
+        by_type = g.by_type.setdefault(type_, [])
+        by_rank = g.by_rank.setdefault(rank, [])
+        containment = esys == CONTAINMENT
+        for j, src in enumerate(sources):
+            prefix = src.paths.get(ssys, "") + "/"
+            kids = None
+            for i in range(scale):
+                if scope < 0:
+                    id_ = -1
+                elif scope == 0:
+                    id_ = start + i
+                else:
+                    id_ = start + (j % wrap * scale * stride) + i * stride
+                name = base + str(id_) if id_ != -1 else base
+                v = Vertex(len(vertices), type_, base, name, id_, rank, size, unit)
+                vertices.append(v)
+                by_type.append(v)
+                by_rank.append(v)
+                lst = by_name.get(name)
+                if lst is None:
+                    by_name[name] = [v]
+                else:
+                    lst.append(v)
+                path = prefix + name
+                v.paths[ssys] = path
+                lst = by_path.get(path)
+                if lst is None:
+                    by_path[path] = [v]
+                else:
+                    lst.append(v)
+                if containment:
+                    if kids is None:
+                        if not src.children:
+                            src.children = []
+                        kids = src.children
+                    kids.append(v)
+                    v.parent = src
+                else:
+                    g.add_edge(src, v, esys)
+                out.append(v)
+
     def _tree_edge(self, e: dict) -> None:
         s, t = e["src"], e["tgt"]
         if self.rnodes[s]["root"] and not self.gen_src.get(s):
@@ -146,11 +200,7 @@ class _Emitter:
         method = str(e["gen_method"]).upper()
         ssys = e["e_subsystem"]
         if method == "MULTIPLY":
-            for j, src in enumerate(self.gen_src.get(s, [])):
-                for i in range(e["multi_scale"]):
-                    v = self._emit_vertex(t, e, src, i, e["multi_scale"], j)
-                    self.g.add_edge(src, v, ssys)
-                    self.gen_src[t].append(v)
+            self._multiply(e, self.gen_src.get(s, []), self.gen_src[t])
             self.scales.insert(0, e["multi_scale"])
         elif method in ("ASSOCIATE_IN", "ASSOCIATE_BY_PATH_IN"):
             ttype = self.rnodes[t].get("type", "")
