@@ -139,6 +139,10 @@ def take_slot(dfu_slot: Scoring, shape, label: str = "") -> EGroup | None:
     return EGroup(score, 1, True, label=label, edges=edges)
 
 
+def _uniq_id(v: Vertex) -> int:
+    return v.uniq_id
+
+
 class Traverser:
     _subtree_cacheable = True  # subclasses whose walk differs opt out
     def __init__(self, graph: ResourceGraph, policy: str | Policy = "first",
@@ -223,6 +227,7 @@ class Traverser:
         self._totals: dict[int, dict[str, int]] = {}
         self._free: dict[int, int] = {}
         self._order: dict[int, list[tuple[int, int, int]]] = {}
+        self._leaf_order: dict[int, list[Vertex]] = {}
         self._nodes_up: int | None = None
         self._tracked: dict[str, set[str]] = {}
         self._child_types: dict[int, set[str]] = {}
@@ -399,6 +404,14 @@ class Traverser:
         # sorted incrementally (see _set_weight) instead of re-sorted per match.
         order = self._order.get(u.uniq_id)
         if order is None:
+            leaves = self._leaf_order.get(u.uniq_id)
+            if leaves is not None:
+                return leaves
+            kids = u.children
+            if not any(c.children for c in kids):
+                # leaves weigh nothing (see _weight) ever: by uniq_id alone, kept for good
+                leaves = self._leaf_order[u.uniq_id] = sorted(kids, key=_uniq_id, reverse=True)
+                return leaves
             free = self._free
             order = sorted(((-free.get(c.uniq_id, 0), -c.uniq_id, i) for i, c in
                             enumerate(u.children)))
