@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -53,9 +54,11 @@ class TimedEmulator(KubeEmulator):
         self.store = TimedStore(namespaces)
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process, all threads."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def pod(name: str, group: str | None, size: int | None) -> dict:
@@ -87,7 +90,13 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
         kube.delete("pods", "warmup", "default")  # give its core back before the burst
         wait_for(lambda: not inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"], 30,
                  what="warm-up allocation freed")
-        cpu0 = cpu_seconds(binder.pid)
+        spy = None
+        if args.py_spy:
+            out_path = f"{args.py_spy}-{title.replace(' ', '_')}.txt"
+            spy = subprocess.Popen([args.py_spy_cmd, "record", "--pid", str(binder.pid), "--rate", str(args.py_spy_rate), "--nonblocking", "--gil",
+                                    "--format", "raw", "--output", out_path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)  # let py-spy attach before the burst (bench only, not a test)
+        cpu0 = cpu_times(binder.pid)
         created: dict[str, float] = {}
         names: list[str] = []
         for g, (group, n) in enumerate(groups):
@@ -99,7 +108,11 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
         last_created = time.monotonic()
         wait_for(lambda: all(n in kube.store.bound_at for n in names), args.timeout, interval=0.05,
                  what=f"{len(names)} pods bound")
-        cpu = cpu_seconds(binder.pid) - cpu0
+        user, system = (b - a for a, b in zip(cpu0, cpu_times(binder.pid), strict=True))
+        cpu = user + system
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
         lat = sorted(kube.store.bound_at[n] - created[n] for n in names)
         first = min(created.values())
         last_bind = max(kube.store.bound_at[n] for n in names)
@@ -110,10 +123,13 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
             "p50_ms": 1000 * statistics.median(lat),
             "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
             "binder_cpu_ms_per_pod": 1000 * cpu / len(names),
+            "binder_user_ms_per_pod": 1000 * user / len(names),
+            "binder_system_ms_per_pod": 1000 * system / len(names),
             "last_created_to_last_bound_ms": 1000 * (last_bind - last_created),
         }
         print(f"{title}: {out['pods']} pods, {out['pods_per_s']:.0f} pods/s, p50 {out['p50_ms']:.0f} ms, "
-              f"p99 {out['p99_ms']:.0f} ms, binder CPU {out['binder_cpu_ms_per_pod']:.2f} ms/pod, "
+              f"p99 {out['p99_ms']:.0f} ms, binder CPU {out['binder_cpu_ms_per_pod']:.2f} ms/pod "
+              f"(user {out['binder_user_ms_per_pod']:.2f}, system {out['binder_system_ms_per_pod']:.2f}), "
               f"last creation -> last binding {out['last_created_to_last_bound_ms']:.0f} ms", flush=True)
         return out
     finally:
@@ -139,6 +155,10 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--binder-log-level", default="warning")
     p.add_argument("--bind-workers", type=int, default=16)
+    p.add_argument("--py-spy", metavar="PREFIX", help="profile the binder with py-spy during each burst "
+                   "(raw folded stacks in PREFIX-<scenario>.txt; py-spy is not a dependency: pip install it to measure)")
+    p.add_argument("--py-spy-rate", type=int, default=500, help="py-spy samples per second")
+    p.add_argument("--py-spy-cmd", default=str(Path(sys.executable).parent / "py-spy"))
     args = p.parse_args()
     print(f"binder bench: {args.nodes} simulated nodes x {args.cores} cores, {os.cpu_count()} CPUs", flush=True)
     if args.singles:

@@ -33,7 +33,7 @@ import socket
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -73,6 +73,7 @@ class BinderConfig:
     bind_workers: int = 16
     reserve_depth: int = 1
     queue_depth: int = 32  # busy attempts per cycle before waiting for a change
+    alloc_batch: int = 64  # groups asked for in one sched.alloc round trip
     resync: float = 5.0
     leader_elect: bool = True
     lease_namespace: str = "kube-system"
@@ -86,6 +87,29 @@ class BinderConfig:
     watch_timeout: int = 300
     rpc_timeout: float = 10.0  # a sched.* answer slower than this means the leader is gone
     report_delay: float = 1.0  # an incomplete group says it waits only after this long
+
+
+@dataclass
+class Candidates:
+    """The nodes groups may use in this cycle and what is derived from them, computed
+    once per change (a reservation excludes nodes), not once per group: a cluster has
+    thousands of nodes and a burst thousands of groups."""
+
+    names: list[str]
+    hostlist: str
+    largest_memory: int  # bytes
+    excluded: int  # how many nodes were excluded when this was computed
+
+
+@dataclass
+class Attempt:
+    """A group ready to be asked for: the sched.alloc payload and what its answer is for."""
+
+    group: Group
+    pods: list[PodInfo]
+    shapes: dict[str, tuple[int, int, int]]
+    usable: list[str]
+    payload: dict
 
 
 @dataclass
@@ -349,10 +373,8 @@ class Binder:
             self._rebuild(a, pending_binds)
         self.state.changed = True
         log.info("reconciled: %d allocations adopted, %d pods to bind", len(self.state.allocations), len(pending_binds))
-        for alloc_id, uid, group, slot in pending_binds:
-            pod = self.state.pods.get(uid)
-            if pod is not None:
-                self._submit_bind(pod, slot, alloc_id, group)
+        self._submit_binds([(self.state.pods[uid], slot, alloc_id, group)
+                            for alloc_id, uid, group, slot in pending_binds if uid in self.state.pods])
 
     def _rebuild(self, a: dict, pending_binds: list) -> dict | None:
         labels = a["labels"]
@@ -462,21 +484,45 @@ class Binder:
         self.state.changed = False
         for alloc_id in self.reservations.release_all():
             self._cancel(alloc_id, None)
-        usable = set(self.state.usable_nodes())
+        usable = self.state.usable_nodes()
         excluded: set[str] = set()
+        candidates: Candidates | None = None
         busy = 0
-        for key in self.state.queue.ordered():
-            group = self.state.groups.get(key)
-            if group is None or not group.ready:
+        todo = deque(self.state.queue.ordered())
+        while todo and busy < self.config.queue_depth:
+            batch: list[Attempt] = []
+            while todo and len(batch) < self.config.alloc_batch:
+                group = self.state.groups.get(todo.popleft())
+                if group is None or not group.ready:
+                    continue
+                if group.unsatisfiable and group.unsatisfiable_generation == self.state.node_generation:
+                    continue
+                if candidates is None or candidates.excluded != len(excluded):
+                    candidates = self._candidates(usable, excluded)
+                attempt = self._prepare(group, candidates)
+                if isinstance(attempt, Attempt):
+                    batch.append(attempt)
+                elif attempt == "busy":
+                    busy += 1
+                    if busy >= self.config.queue_depth:
+                        break
+            if not batch:
                 continue
-            if group.unsatisfiable and group.unsatisfiable_generation == self.state.node_generation:
-                continue
-            outcome = self._try_group(group, sorted(usable - excluded), excluded)
-            if outcome == "busy":
-                busy += 1
-                if busy >= self.config.queue_depth:
-                    break
+            answers = self._request(batch)
+            binds: list[tuple[PodInfo, PodSlot, int, str]] = []
+            for attempt, answer in zip(batch, answers, strict=False):
+                if self._finish(attempt, answer, excluded, binds) == "busy":
+                    busy += 1
+            self._submit_binds(binds)
+            # the service stopped at the first refusal: the rest are asked again (a
+            # reservation may have changed what they may use, and which op they get)
+            todo.extendleft(reversed([a.group.key for a in batch[len(answers):]]))
         self._report_waiting()
+
+    def _candidates(self, usable: list[str], excluded: set[str]) -> Candidates:
+        names = [n for n in usable if n not in excluded] if excluded else usable
+        most = self.state.largest_memory(names) if names else 0
+        return Candidates(names, self._hostlist(names) if names else "", most, len(excluded))
 
     def _pod_shape(self, pod: PodInfo) -> tuple[int, int, int]:
         """(cores, GPUs, memory MiB) of a pod's slot; one core for an unparsable pod (reported at placement)."""
@@ -486,7 +532,8 @@ class Binder:
             return 1, 0, 0
         return max(1, req.cores), req.gpus, req.memory_mib
 
-    def _try_group(self, group: Group, usable: list[str], excluded: set[str]) -> str:
+    def _prepare(self, group: Group, candidates: Candidates) -> Attempt | str:
+        """What to ask the service for `group`, or the outcome when there is nothing to ask."""
         pods = sorted(group.pending.values(), key=lambda p: p.uid)
         now = time.monotonic()
         if any(self.retry_after.get(p.uid, (0.0, 0.0))[0] > now for p in pods):
@@ -506,7 +553,7 @@ class Binder:
             max(r.memory_mib for r in reqs.values()),
         )
         shapes = {uid: slot for uid in reqs}
-        if not usable:
+        if not candidates.names:
             self._report(pods, "WaitingForResources", "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full); will retry", group)
             self.metrics.attempts.labels("busy").inc()
             return "busy"
@@ -514,68 +561,74 @@ class Binder:
         # what is not allocatable: a pod above every node's allocatable memory would wait
         # forever as "busy", so it is reported unschedulable here in Kubernetes' terms.
         biggest = max(r.memory_bytes for r in reqs.values())
-        most = self.state.largest_memory(usable)
-        if biggest > most:
-            reason = f"a pod needs {biggest // MIB} MiB of memory but the largest usable node allocates {most // MIB} MiB"
+        if biggest > candidates.largest_memory:
+            reason = f"a pod needs {biggest // MIB} MiB of memory but the largest usable node allocates {candidates.largest_memory // MIB} MiB"
             group.unsatisfiable, group.unsatisfiable_generation = reason, self.state.node_generation
             self._report(pods, "Unschedulable", f"unsatisfiable: {reason}; will not fit until the cluster changes", group)
             self.metrics.attempts.labels("unschedulable").inc()
             return "unschedulable"
-        outcome, answer, slots = self._allocate(group, pods, shapes, usable, excluded)
-        if outcome != "allocated":
-            return outcome
-        self.state.placed(GroupAllocation(answer["id"], group.key, {uid: s.rank for uid, s in slots.items()}))
-        self.metrics.attempts.labels("scheduled").inc()
-        for pod in pods:
-            self._submit_bind(pod, slots[pod.uid], answer["id"], str(group.key))
-        return "scheduled"
-
-    def _allocate(self, group: Group, pods: list[PodInfo], shapes: dict, usable: list[str], excluded: set[str]):
-        """One sched.alloc for the group on `usable`: ("allocated", answer, slots) or (outcome, None, None)."""
         kinds = Counter(shapes.values())
         spec = build_jobspec(
             [SlotKind(c, g, m, n) for (c, g, m), n in sorted(kinds.items())],
-            constraints={"hostlist": [self._hostlist(usable)]},
+            constraints={"hostlist": [candidates.hostlist]},
             name=str(group.key),
         )
-        op = self.reservations.op_for_blocked()
         payload = {
             "jobspec": spec,
             "policy": self.config.policy,
-            "op": op,
+            "op": self.reservations.op_for_blocked(),
             "labels": {"owner": self.owner, "kind": "group", "group": str(group.key), "pods": [p.uid for p in pods]},
         }
+        return Attempt(group, pods, shapes, candidates.names, payload)
+
+    def _request(self, batch: list[Attempt]) -> list[dict | RPCError]:
+        """Ask the service for `batch` in one round trip; one answer per request tried
+        (the service stops at the first one not allocated)."""
         t0 = time.perf_counter()
         try:
-            answer = self.sched.rpc("sched.alloc", payload)
-        except RPCError as exc:
+            if len(batch) == 1:
+                try:
+                    return [self.sched.rpc("sched.alloc", batch[0].payload)]
+                except RPCError as exc:
+                    return [exc]
+            answers = self.sched.rpc("sched.alloc", {"requests": [a.payload for a in batch]})["answers"]
+            return [RPCError(a["errnum"], a.get("errstr")) if "errnum" in a else a for a in answers]
+        finally:
             self.metrics.attempt_duration.observe(time.perf_counter() - t0)
-            if exc.errnum == errno.EBUSY:
-                self._report(pods, "WaitingForResources", f"{exc.errstr}; will retry when resources free up", group)
+
+    def _finish(self, attempt: Attempt, answer: dict | RPCError, excluded: set[str],
+                binds: list[tuple[PodInfo, PodSlot, int, str]]) -> str:
+        """Act on the service's answer for one group; placed pods go to `binds`."""
+        group, pods, shapes = attempt.group, attempt.pods, attempt.shapes
+        if isinstance(answer, RPCError):
+            if answer.errnum == errno.EBUSY:
+                self._report(pods, "WaitingForResources", f"{answer.errstr}; will retry when resources free up", group)
                 self.metrics.attempts.labels("busy").inc()
-                return "busy", None, None
-            reason = self._explain(shapes, usable) or exc.errstr
+                return "busy"
+            reason = self._explain(shapes, attempt.usable) or answer.errstr
             group.unsatisfiable, group.unsatisfiable_generation = reason, self.state.node_generation
             reason = reason.removeprefix("unsatisfiable: ")
             self._report(pods, "Unschedulable", f"unsatisfiable: {reason}; will not fit until the cluster changes", group)
             self.metrics.attempts.labels("unschedulable").inc()
-            return "unschedulable", None, None
-        self.metrics.attempt_duration.observe(time.perf_counter() - t0)
+            return "unschedulable"
         self.sched_ok = True
         if answer["status"] == "RESERVED":
             self.reservations.hold(group.key, answer["id"])
             excluded.update(n["hostname"] for n in answer["nodes"])
             self._report(pods, "WaitingForResources", "busy: resources reserved for this group; will bind when they free up", group)
             self.metrics.attempts.labels("reserved").inc()
-            return "busy", None, None
+            return "busy"
         try:
             slots = assign(shapes, answer["nodes"])
         except AssignmentError as exc:
             self._cancel(answer["id"], None)
             self._report(pods, "WaitingForResources", f"busy: {exc}; will retry", group)
             self.metrics.attempts.labels("error").inc()
-            return "busy", None, None
-        return "allocated", answer, slots
+            return "busy"
+        self.state.placed(GroupAllocation(answer["id"], group.key, {uid: s.rank for uid, s in slots.items()}))
+        self.metrics.attempts.labels("scheduled").inc()
+        binds.extend((pod, slots[pod.uid], answer["id"], str(group.key)) for pod in pods)
+        return "scheduled"
 
     def _hostlist(self, names: list[str]) -> str:
         """RFC 29 hostlist of `names`, cached: the usable set rarely changes between groups."""
@@ -611,12 +664,23 @@ class Binder:
 
     # -- binding ------------------------------------------------------------------
 
-    def _submit_bind(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
-        self.inflight[pod.uid] = alloc_id
-        self.reported.pop(pod.uid, None)
+    def _submit_binds(self, binds: list[tuple[PodInfo, PodSlot, int, str]]) -> None:
+        """Hand bindings to the pool in at most `bind_workers` chunks: one task per pod
+        would cost a thread wake-up (and GIL hand-off) per pod for nothing."""
+        if not binds:
+            return
+        for pod, _slot, alloc_id, _group in binds:
+            self.inflight[pod.uid] = alloc_id
+            self.reported.pop(pod.uid, None)
         with self._binds_running:
-            self._nbinds += 1
-        self.pool.submit(self._bind_one, pod, slot, alloc_id, group)
+            self._nbinds += len(binds)
+        chunks = min(len(binds), self.config.bind_workers)
+        for i in range(chunks):
+            self.pool.submit(self._bind_chunk, binds[i::chunks])
+
+    def _bind_chunk(self, binds: list[tuple[PodInfo, PodSlot, int, str]]) -> None:
+        for pod, slot, alloc_id, group in binds:
+            self._bind_one(pod, slot, alloc_id, group)
 
     def _bind_one(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
         from fluxnode.scheduler.binding import BindError

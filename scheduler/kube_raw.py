@@ -34,10 +34,21 @@ class RawApi:
     """
 
     def __init__(self, api_client: Any, timeout: float = 30.0):
+        from urllib3 import ProxyManager
+        from urllib3.util import parse_url
+
         self._client = api_client
         self._pool = api_client.rest_client.pool_manager
         self._host = api_client.configuration.host.rstrip("/")
         self._timeout = timeout
+        # Without a proxy, requests go straight to the API server's connection pool (the
+        # manager's own pool for that host: same TLS settings and retries); the manager
+        # would parse the URL and look the pool up again on every call.
+        self._direct = None
+        self._prefix = ""
+        if not isinstance(self._pool, ProxyManager):
+            self._direct = self._pool.connection_from_url(self._host)
+            self._prefix = (parse_url(self._host).path or "").rstrip("/")
 
     def _headers(self, content_type: str) -> dict[str, str]:
         headers = {"Accept": "application/json", "Content-Type": content_type,
@@ -50,10 +61,17 @@ class RawApi:
     def request(self, method: str, path: str, body: Any, content_type: str = "application/json") -> Any:
         from kubernetes.client.exceptions import ApiException
 
-        response = self._pool.request(
-            method, self._host + path, body=json.dumps(body).encode(), headers=self._headers(content_type),
-            timeout=self._timeout, preload_content=True,
-        )
+        data = json.dumps(body).encode()
+        if self._direct is not None:
+            response = self._direct.urlopen(
+                method, self._prefix + path, body=data, headers=self._headers(content_type),
+                timeout=self._timeout, preload_content=True,
+            )
+        else:
+            response = self._pool.request(
+                method, self._host + path, body=data, headers=self._headers(content_type),
+                timeout=self._timeout, preload_content=True,
+            )
         if response.status >= 400:
             raise ApiException(http_resp=response)
         return json.loads(response.data) if response.data else None

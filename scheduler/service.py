@@ -9,7 +9,7 @@ hands nothing out twice. Down ranks are marked down in the graph (never
 allocated); allocations already there stay until they are cancelled.
 
 Topics (payloads in notes/INTERFACES.md):
-  sched.alloc            allocate (or reserve) a jobspec
+  sched.alloc            allocate (or reserve) a jobspec; or a batch of such requests
   sched.cancel           cancel an allocation, or part of it by ranks
   sched.info             one allocation
   sched.list             all allocations (optionally filtered by labels)
@@ -40,6 +40,7 @@ from fluxnode.scheduler.live_graph import (
 
 OPS = ("allocate", "allocate_orelse_reserve")
 JOURNAL_FILE = "sched-journal.sqlite"
+MAX_BATCH = 1024  # requests in one batched sched.alloc
 
 
 @dataclass
@@ -145,6 +146,42 @@ class SchedService:
     # -- topics -----------------------------------------------------------------
 
     def alloc(self, payload: dict) -> dict:
+        if "requests" in payload:
+            return self._alloc_batch(payload)
+        return self._alloc_one(payload)
+
+    def _alloc_batch(self, payload: dict) -> dict:
+        """Several independent requests in one round trip, answered in order as if sent one
+        by one. The service stops after the first request that is not ALLOCATED (busy,
+        unsatisfiable, reserved or invalid): a caller whose later requests depend on how
+        earlier ones went (reservations change what may be used) asks again for the rest,
+        so batching never changes an outcome. ``answers`` holds one entry per request tried:
+        the usual answer, or ``{"errnum", "errstr"}``."""
+        requests = payload["requests"]
+        if set(payload) - {"requests"}:
+            raise ServiceError(errno.EINVAL, "requests: cannot be combined with " + ", ".join(sorted(set(payload) - {"requests"})))
+        if not isinstance(requests, list) or not requests:
+            raise ServiceError(errno.EINVAL, "requests: must be a non-empty list of sched.alloc payloads")
+        if len(requests) > MAX_BATCH:
+            raise ServiceError(errno.EINVAL, f"requests: at most {MAX_BATCH} per call, not {len(requests)}")
+        for i, request in enumerate(requests):
+            if not isinstance(request, dict):
+                raise ServiceError(errno.EINVAL, f"requests[{i}]: must be an object")
+            if "requests" in request:
+                raise ServiceError(errno.EINVAL, f"requests[{i}]: batches do not nest")
+        answers: list[dict] = []
+        for request in requests:
+            try:
+                answer = self._alloc_one(request)
+            except ServiceError as exc:
+                answers.append({"errnum": exc.errnum, "errstr": exc.errstr})
+                break
+            answers.append(answer)
+            if answer["status"] != "ALLOCATED":
+                break
+        return {"answers": answers}
+
+    def _alloc_one(self, payload: dict) -> dict:
         jobspec = payload.get("jobspec")
         if not isinstance(jobspec, dict | str):
             raise ServiceError(errno.EINVAL, "jobspec: required (an RFC 14 jobspec object)")

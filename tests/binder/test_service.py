@@ -85,6 +85,36 @@ def test_hostlist_constraint_pins_and_reservation(inst):
     inst.rpc("sched.cancel", {"id": full["id"]})
 
 
+def test_batch_answers_in_order_and_stops_at_the_first_refusal(inst):
+    out = inst.rpc("sched.alloc", {"requests": [{"jobspec": spec(4, 1), "labels": {"n": "a"}},
+                                                 {"jobspec": spec(4, 1), "labels": {"n": "b"}}]})
+    first, second = out["answers"]
+    assert first["status"] == second["status"] == "ALLOCATED"
+    assert first["nodes"][0]["rank"] != second["nodes"][0]["rank"]
+    listed = {x["id"]: x["labels"] for x in inst.rpc("sched.list", {})["allocations"]}
+    assert listed[first["id"]] == {"n": "a"} and listed[second["id"]] == {"n": "b"}
+    # one node is left: the third fits, the fourth is busy, the fifth is not tried
+    out = inst.rpc("sched.alloc", {"requests": [{"jobspec": spec(4, 1)}, {"jobspec": spec(4, 1)}, {"jobspec": spec(1, 1)}]})
+    third, fourth = out["answers"]
+    assert third["status"] == "ALLOCATED"
+    assert fourth["errnum"] == errno.EBUSY and fourth["errstr"].startswith("busy")
+    assert len(inst.rpc("sched.list", {})["allocations"]) == 3
+    # a reservation also ends the batch: what comes after may depend on it
+    out = inst.rpc("sched.alloc", {"requests": [{"jobspec": spec(4, 1), "op": "allocate_orelse_reserve"},
+                                                 {"jobspec": spec(1, 1)}]})
+    assert [a["status"] for a in out["answers"]] == ["RESERVED"]
+    for a in (first, second, third, out["answers"][0]):
+        inst.rpc("sched.cancel", {"id": a["id"]})
+    for bad, word in (({"requests": []}, "non-empty"), ({"requests": [1]}, "requests[0]"),
+                      ({"requests": [{"jobspec": spec(1, 1)}], "jobspec": spec(1, 1)}, "combined"),
+                      ({"requests": [{"requests": []}]}, "nest")):
+        n, msg = errnum(inst, "sched.alloc", bad)
+        assert n == errno.EINVAL and word in msg, msg
+    out = inst.rpc("sched.alloc", {"requests": [{"jobspec": spec(1, 1), "policy": "fastest"}]})
+    assert out["answers"][0]["errnum"] == errno.EINVAL and "policy" in out["answers"][0]["errstr"]
+    assert inst.rpc("sched.list", {})["allocations"] == []
+
+
 def test_cli_alloc_allocs_cancel(inst):
     env = {"FLUXNODE_URI": inst.broker_uri(0), "PATH": "/usr/bin:/bin"}
 
