@@ -60,6 +60,8 @@ log = logging.getLogger("fluxnode.binder")
 
 MIB = 1024 * 1024
 BIND_RETRY_MIN, BIND_RETRY_MAX = 0.5, 60.0  # backoff for a pod whose binding failed
+RESULTS_PER_WAKEUP = 8  # binding results a worker hands to the loop at once
+BINDS_PER_CHUNK_MIN = 4  # a worker woken for fewer bindings costs more in wake-ups than it saves
 
 
 @dataclass
@@ -120,6 +122,7 @@ class PodResult:
     status: int = 0
     message: str = ""
     created: float = 0.0
+    finished: float = 0.0  # when the Binding was accepted (epoch seconds)
 
 
 class Binder:
@@ -336,7 +339,8 @@ class Binder:
             else:
                 self.state.apply_node(kind, obj)
         elif what == "bound":
-            self._bound(item[1])
+            for result in item[1]:
+                self._bound(result)
 
     # -- reconcile ----------------------------------------------------------------
 
@@ -665,8 +669,9 @@ class Binder:
     # -- binding ------------------------------------------------------------------
 
     def _submit_binds(self, binds: list[tuple[PodInfo, PodSlot, int, str]]) -> None:
-        """Hand bindings to the pool in at most `bind_workers` chunks: one task per pod
-        would cost a thread wake-up (and GIL hand-off) per pod for nothing."""
+        """Hand bindings to the pool in at most `bind_workers` chunks of at least
+        BINDS_PER_CHUNK_MIN: one task per pod would cost a thread wake-up (and GIL
+        hand-off) per pod for nothing."""
         if not binds:
             return
         for pod, _slot, alloc_id, _group in binds:
@@ -674,28 +679,41 @@ class Binder:
             self.reported.pop(pod.uid, None)
         with self._binds_running:
             self._nbinds += len(binds)
-        chunks = min(len(binds), self.config.bind_workers)
+        chunks = min(-(-len(binds) // BINDS_PER_CHUNK_MIN), self.config.bind_workers)
         for i in range(chunks):
             self.pool.submit(self._bind_chunk, binds[i::chunks])
 
     def _bind_chunk(self, binds: list[tuple[PodInfo, PodSlot, int, str]]) -> None:
-        for pod, slot, alloc_id, group in binds:
-            self._bind_one(pod, slot, alloc_id, group)
+        """Bind pods one after another; results go to the loop a few at a time (each put
+        wakes the loop thread, so one per pod costs more than the bookkeeping it carries)."""
+        results: list[PodResult] = []
+        try:
+            for pod, slot, alloc_id, group in binds:
+                results.append(self._bind_one(pod, slot, alloc_id, group))
+                if len(results) >= RESULTS_PER_WAKEUP:
+                    self._deliver(results)
+                    results = []
+        finally:
+            self._deliver(results)
 
-    def _bind_one(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
+    def _deliver(self, results: list[PodResult]) -> None:
+        if not results:
+            return
+        self.inbox.put(("bound", results))
+        with self._binds_running:
+            self._nbinds -= len(results)
+            self._binds_running.notify_all()
+
+    def _bind_one(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> PodResult:
         from fluxnode.scheduler.binding import BindError
 
         try:
             self.writer.bind(pod, slot, alloc_id, group)
-            result = PodResult(pod.uid, alloc_id, True, created=pod.created)
+            return PodResult(pod.uid, alloc_id, True, created=pod.created, finished=time.time())
         except BindError as exc:
-            result = PodResult(pod.uid, alloc_id, False, exc.status, str(exc), pod.created)
+            return PodResult(pod.uid, alloc_id, False, exc.status, str(exc), pod.created)
         except Exception as exc:  # never lose a result
-            result = PodResult(pod.uid, alloc_id, False, 0, f"{type(exc).__name__}: {exc}", pod.created)
-        self.inbox.put(("bound", result))
-        with self._binds_running:
-            self._nbinds -= 1
-            self._binds_running.notify_all()
+            return PodResult(pod.uid, alloc_id, False, 0, f"{type(exc).__name__}: {exc}", pod.created)
 
     def _bound(self, result: PodResult) -> None:
         self.inflight.pop(result.uid, None)
@@ -703,7 +721,7 @@ class Binder:
             self.retry_after.pop(result.uid, None)
             self.metrics.bindings.labels("bound").inc()
             if result.created:
-                self.metrics.latency.observe(max(0.0, time.time() - result.created))
+                self.metrics.latency.observe(max(0.0, result.finished - result.created))
             return
         self.metrics.bindings.labels("failed").inc()
         delay = min(BIND_RETRY_MAX, max(BIND_RETRY_MIN, 2 * self.retry_after.get(result.uid, (0.0, 0.0))[1]))
