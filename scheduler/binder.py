@@ -8,10 +8,12 @@ keep their informers warm so a takeover is quick.
 
 Design choices (also in notes/readme-binder.md):
 - A group is one jobspec of N slots, one per pod; every pod gets at least one
-  whole core (cpu rounds up), its GPUs and its memory (MiB, rounded up). Fluxion
-  matches one slot shape per level, so a heterogeneous group's slots take the
-  largest pod's shape. The service's graph is flat per node (see live_graph), so
-  each slot is node-local and the graph alone enforces cores, GPUs and memory.
+  whole core (cpu rounds up), its GPUs and its memory (MiB, rounded up). A
+  heterogeneous group has one slot kind per distinct shape; the service matches
+  the kinds in turn within one call (all or nothing) and says where each kind
+  landed, so every pod gets exactly its shape. The service's graph is flat per
+  node (see live_graph), so each slot is node-local and the graph alone enforces
+  cores, GPUs and memory.
 - Other schedulers' pods and the gap between a node's capacity and its
   allocatable (cores, GPUs, memory) are held in the graph by one pinned
   allocation per node ("outside usage"), re-pinned whenever they change.
@@ -54,7 +56,7 @@ from fluxnode.scheduler.pod_requests import PodRequestError, pod_requests
 from fluxnode.scheduler.podgroup import GroupKey, job_size
 from fluxnode.scheduler.queue import Reservations
 from fluxnode.scheduler.sched_client import SchedClient, SchedUnavailable
-from fluxnode.scheduler.slot_assignment import AssignmentError, PodSlot, assign
+from fluxnode.scheduler.slot_assignment import AssignmentError, PodSlot, assign, assign_kinds
 
 log = logging.getLogger("fluxnode.binder")
 
@@ -112,6 +114,7 @@ class Attempt:
     shapes: dict[str, tuple[int, int, int]]
     usable: list[str]
     payload: dict
+    labels: dict[str, tuple[int, int, int]]  # slot label -> pod shape
 
 
 @dataclass
@@ -549,14 +552,9 @@ class Binder:
             group.unsatisfiable, group.unsatisfiable_generation = str(exc), self.state.node_generation
             self.metrics.attempts.labels("unschedulable").inc()
             return "unschedulable"
-        # Fluxion (and our traverser) match one slot shape per level, so a heterogeneous
-        # group asks for N slots of its largest request; smaller pods own a whole slot.
-        slot = (
-            max(max(1, r.cores) for r in reqs.values()),
-            max(r.gpus for r in reqs.values()),
-            max(r.memory_mib for r in reqs.values()),
-        )
-        shapes = {uid: slot for uid in reqs}
+        # Every pod gets exactly its own shape: a heterogeneous group is one jobspec with
+        # one slot kind per distinct shape, matched kind by kind in one service call.
+        shapes = {uid: (max(1, r.cores), r.gpus, r.memory_mib) for uid, r in reqs.items()}
         if not candidates.names:
             self._report(pods, "WaitingForResources", "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full); will retry", group)
             self.metrics.attempts.labels("busy").inc()
@@ -571,9 +569,9 @@ class Binder:
             self._report(pods, "Unschedulable", f"unsatisfiable: {reason}; will not fit until the cluster changes", group)
             self.metrics.attempts.labels("unschedulable").inc()
             return "unschedulable"
-        kinds = Counter(shapes.values())
+        kinds = sorted(Counter(shapes.values()).items())
         spec = build_jobspec(
-            [SlotKind(c, g, m, n) for (c, g, m), n in sorted(kinds.items())],
+            [SlotKind(c, g, m, n) for (c, g, m), n in kinds],
             constraints={"hostlist": [candidates.hostlist]},
             name=str(group.key),
         )
@@ -583,7 +581,8 @@ class Binder:
             "op": self.reservations.op_for_blocked(),
             "labels": {"owner": self.owner, "kind": "group", "group": str(group.key), "pods": [p.uid for p in pods]},
         }
-        return Attempt(group, pods, shapes, candidates.names, payload)
+        labels = {f"s{i}": shape for i, (shape, _n) in enumerate(kinds)}  # build_jobspec's labels
+        return Attempt(group, pods, shapes, candidates.names, payload, labels)
 
     def _request(self, batch: list[Attempt]) -> list[dict | RPCError]:
         """Ask the service for `batch` in one round trip; one answer per request tried
@@ -623,7 +622,10 @@ class Binder:
             self.metrics.attempts.labels("reserved").inc()
             return "busy"
         try:
-            slots = assign(shapes, answer["nodes"])
+            if "kinds" in answer:
+                slots = assign_kinds(shapes, {attempt.labels.get(k["label"]): k["nodes"] for k in answer["kinds"]})
+            else:
+                slots = assign(shapes, answer["nodes"])
         except AssignmentError as exc:
             self._cancel(answer["id"], None)
             self._report(pods, "WaitingForResources", f"busy: {exc}; will retry", group)

@@ -49,6 +49,76 @@ class Placement:
     at: int
     nodes: list[dict]
     jobspec: dict
+    kinds: list[dict] | None = None  # several slot kinds: [{"label", "count", "nodes"}] per kind
+
+
+SLOT_LEAVES = ("core", "gpu", "memory")
+
+
+def slot_totals(slot: dict) -> dict[str, int]:
+    """What one slot holds, by resource type (nested counts multiplied out)."""
+    out: dict[str, int] = {}
+
+    def walk(items: list, times: int) -> None:
+        for item in items or []:
+            n = times * int(item.get("count") or 1)
+            out[item["type"]] = out.get(item["type"], 0) + n
+            walk(item.get("with") or [], n)
+
+    walk(slot.get("with") or [], 1)
+    return out
+
+
+def describe(totals: dict[str, int]) -> str:
+    """'3 cores, 1 gpu, 512 MiB of memory' for error messages."""
+    words = []
+    for type_, n in totals.items():
+        if type_ == "memory":
+            words.append(f"{n} MiB of memory")
+        else:
+            words.append(f"{n} {type_}{'s' if n != 1 else ''}")
+    return ", ".join(words) or "nothing"
+
+
+def split_slot_kinds(spec: dict) -> list[dict] | None:
+    """One jobspec per top-level slot kind of `spec`, largest slot first (GPUs, then cores,
+    then memory); None when `spec` has a single kind (or is not a list of slots).
+
+    Why: Fluxion's matcher (and the library, faithfully) matches one slot shape per
+    jobspec level and refuses sibling slots, while a pod group of different requests is
+    one jobspec of several slot kinds (jobspec_builder). Each kind is matched in turn,
+    largest first (first-fit decreasing), inside one service call.
+    """
+    resources = spec.get("resources") or []
+    if len(resources) < 2 or any(r.get("type") != "slot" for r in resources):
+        return None
+    tasks = spec.get("tasks") or []
+    kinds = []
+    for slot in resources:
+        own = [t for t in tasks if t.get("slot") == slot.get("label")]
+        kinds.append({**spec, "resources": [slot], "tasks": own or [{"command": ["pod"], "slot": slot.get("label"), "count": {"per_slot": 1}}]})
+
+    def size(kind: dict) -> tuple[int, int, int]:
+        t = slot_totals(kind["resources"][0])
+        return t.get("gpu", 0), t.get("core", 0), t.get("memory", 0)
+
+    return sorted(kinds, key=size, reverse=True)
+
+
+def merge_nodes(parts: list[list[dict]]) -> list[dict]:
+    """Per-node summaries of several matches, combined per rank (cores/GPUs united, memory added)."""
+    per_rank: dict[int, dict] = {}
+    for nodes in parts:
+        for n in nodes:
+            m = per_rank.setdefault(n["rank"], {"hostname": n["hostname"], "cores": set(), "gpus": set(), "memory_mib": 0})
+            m["cores"].update(idset.decode(n.get("cores") or ""))
+            m["gpus"].update(idset.decode(n.get("gpus") or ""))
+            m["memory_mib"] += int(n.get("memory_mib") or 0)
+    return [
+        {"rank": rank, "hostname": m["hostname"], "cores": idset.encode(m["cores"]), "gpus": idset.encode(m["gpus"]),
+         "memory_mib": m["memory_mib"]}
+        for rank, m in sorted(per_rank.items())
+    ]
 
 
 def rank_hostnames(R: dict) -> dict[int, str]:
@@ -186,6 +256,7 @@ class LiveGraph:
         self._hostnames = rank_hostnames(R)
         self._children = rank_children(R)
         self._down: set[int] = set()
+        self._capacity: list[dict] | None = None
         self._graph = read_rv1(service_R(R))
         self._traverser = Traverser(self._graph, "first")
         self._policies: dict[str, Policy] = {}
@@ -214,7 +285,10 @@ class LiveGraph:
         ]
 
     def capacity(self) -> list[dict]:
-        """Per node: rank, hostname, cores, gpus, memory_mib the graph holds."""
+        """Per node: rank, hostname, cores, gpus, memory_mib the graph holds (cached until
+        ranks go up or down; callers must not change it)."""
+        if self._capacity is not None:
+            return self._capacity
         out = []
         for rank in self.ranks():
             memory = sum(v.size for v in self._graph.by_rank.get(rank, []) if v.type == "memory")
@@ -227,6 +301,7 @@ class LiveGraph:
                 "memory_mib": memory,
                 "status": "down" if rank in self._down else "up",
             })
+        self._capacity = out
         return out
 
     def set_down(self, down: set[int]) -> None:
@@ -235,6 +310,7 @@ class LiveGraph:
             if (rank in down) != (rank in self._down) or rank in down:
                 self._traverser.set_status(rank, "down" if rank in down else "up")
         self._down = down
+        self._capacity = None
 
     def _part_id(self) -> int:
         part = self._next_part
@@ -265,8 +341,86 @@ class LiveGraph:
         system = spec.setdefault("attributes", {}).setdefault("system", {})
         if not system.get("duration"):
             system["duration"] = HORIZON
+        kinds = split_slot_kinds(spec)
+        if kinds is not None:
+            return self._allocate_kinds(jobid, spec, kinds, policy, op)
         lib_op = "allocate_with_satisfiability" if op == "allocate" else op
         part, result = self._match(spec, policy, lib_op)
+        self._parts[jobid] = [part]
+        return Placement(result.status, result.at, self._nodes_of(result), spec)
+
+    def _allocate_kinds(self, jobid: int, spec: dict, kinds: list[dict], policy: str, op: str) -> Placement:
+        """All slot kinds or none: each kind matched in turn (largest first); the ones
+        already matched are rolled back when one fails. The service holds its lock for the
+        whole call, so nothing else is placed in between. One allocation id covers every
+        kind (its traverser parts), so cancel, partial cancel and replay see one allocation."""
+        parts: list[int] = []
+        placed: list[dict] = []
+        try:
+            for kind in kinds:
+                slot = kind["resources"][0]
+                try:
+                    part, result = self._match(kind, policy, "allocate_with_satisfiability")
+                except Unsatisfiable as exc:
+                    raise Unsatisfiable(f"slot {slot.get('label')} ({describe(slot_totals(slot))} each): {exc}") from None
+                parts.append(part)
+                placed.append({"label": slot.get("label"), "count": int(slot.get("count") or 1), "nodes": self._nodes_of(result)})
+        except Busy as exc:
+            self._rollback(parts)
+            self._check_kinds_satisfiable(kinds, policy)
+            if op == "allocate_orelse_reserve":
+                return self._reserve_largest(jobid, spec, kinds, policy, exc)
+            raise
+        except BaseException:
+            self._rollback(parts)
+            raise
+        self._parts[jobid] = parts
+        return Placement("ALLOCATED", 0, merge_nodes([k["nodes"] for k in placed]), spec, placed)
+
+    def _rollback(self, parts: list[int]) -> None:
+        for part in parts:
+            self._traverser.cancel(part)
+
+    def _check_kinds_satisfiable(self, kinds: list[dict], policy: str) -> None:
+        """Busy only if it may fit some day: every kind fits the machine on its own and the
+        kinds together ask for no more than the machine (up ranks) has. Sound, not complete:
+        kinds that each fit but cannot be packed together are reported busy, never wrongly
+        unsatisfiable."""
+        need: dict[str, int] = {}
+        for kind in kinds:
+            slot = kind["resources"][0]
+            try:
+                self._match(kind, policy, "satisfiability")
+            except Unsatisfiable as exc:
+                raise Unsatisfiable(f"slot {slot.get('label')} ({describe(slot_totals(slot))} each): {exc}") from None
+            except Busy:
+                pass
+            for type_, n in slot_totals(slot).items():
+                need[type_] = need.get(type_, 0) + n * int(slot.get("count") or 1)
+        have = {"core": 0, "gpu": 0, "memory": 0}
+        for node in self.capacity():
+            if node["status"] == "up":
+                have["core"] += node["cores"]
+                have["gpu"] += node["gpus"]
+                have["memory"] += node["memory_mib"]
+        for type_, total in have.items():
+            if need.get(type_, 0) > total:
+                raise Unsatisfiable(f"the slots together need {describe({type_: need[type_]})} "
+                                    f"but the machine has {describe({type_: total})}")
+
+    def _reserve_largest(self, jobid: int, spec: dict, kinds: list[dict], policy: str, busy: Busy) -> Placement:
+        """A multi-kind request that cannot run now is booked as N slots of its largest
+        shape (the library reserves one slot shape at a time): the booking holds at least
+        what every slot needs, so backfill never takes what it waits for."""
+        slots = [k["resources"][0] for k in kinds]
+        if any(set(slot_totals(s)) - set(SLOT_LEAVES) for s in slots):
+            raise busy  # only flat core/gpu/memory slots can be widened into one shape
+        largest = {t: max(slot_totals(s).get(t, 0) for s in slots) for t in SLOT_LEAVES}
+        count = sum(int(s.get("count") or 1) for s in slots)
+        wide = {**spec, "resources": [{"type": "slot", "count": count, "label": "reserve",
+                                       "with": [{"type": t, "count": n} for t, n in largest.items() if n]}],
+                "tasks": [{"command": ["pod"], "slot": "reserve", "count": {"per_slot": 1}}]}
+        part, result = self._match(wide, policy, "allocate_orelse_reserve")
         self._parts[jobid] = [part]
         return Placement(result.status, result.at, self._nodes_of(result), spec)
 

@@ -215,13 +215,16 @@ class SchedService:
                 self.graph.cancel(alloc.id)
                 raise
         self.allocations[alloc.id] = alloc
-        return {
+        answer = {
             "id": alloc.id,
             "status": alloc.status,
             "at": alloc.at,
             "R": nodes_to_R(alloc.nodes),
             "nodes": alloc.nodes,
         }
+        if placement.kinds is not None:
+            answer["kinds"] = placement.kinds  # where each slot kind landed (several kinds only)
+        return answer
 
     def cancel(self, payload: dict) -> dict:
         alloc = self._get(payload)

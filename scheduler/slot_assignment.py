@@ -4,9 +4,12 @@ The service answers with per-node totals (``cores: "0-7"``, ``memory_mib: 4096``
 on rank 3); the group's pods must each get a node and their own cores/GPUs (and
 memory) out of those. Pods are placed largest first into the first node with
 room (first-fit decreasing). For a homogeneous group this always succeeds
-because the allocation was made of exactly such slots; for a heterogeneous group
-it can in rare shapes fail although a split exists, which is reported rather
-than guessed.
+because the allocation was made of exactly such slots. A heterogeneous group's
+answer also says where each slot kind landed (``kinds``): `assign_kinds` gives
+each kind's pods that kind's share, so it succeeds too (every node of a kind
+holds whole slots of that kind's shape). Without that split (a rebuilt
+allocation), first-fit over the totals can in rare shapes fail although a split
+exists, which is reported rather than guessed.
 """
 
 from __future__ import annotations
@@ -54,4 +57,22 @@ def assign(pods: dict[str, tuple[int, int, int]], nodes: list[dict]) -> dict[str
             raise AssignmentError(
                 f"allocation has no room left for a pod of {ncores} cores, {ngpus} GPUs and {mib} MiB of memory"
             )
+    return out
+
+
+Shape = tuple[int, int, int]  # (cores, GPUs, memory MiB) of one pod's slot
+
+
+def assign_kinds(pods: dict[str, Shape], kinds: dict[Shape, list[dict]]) -> dict[str, PodSlot]:
+    """Split a multi-kind allocation: the pods of each shape share the nodes where the
+    slots of that shape landed (`kinds`: shape -> per-node summaries of that kind)."""
+    by_shape: dict[Shape, dict[str, Shape]] = {}
+    for uid, shape in pods.items():
+        by_shape.setdefault(shape, {})[uid] = shape
+    missing = set(by_shape) - set(kinds)
+    if missing:
+        raise AssignmentError(f"allocation has no slots of shape {sorted(missing)[0]} (cores, GPUs, MiB)")
+    out: dict[str, PodSlot] = {}
+    for shape, group in by_shape.items():
+        out.update(assign(group, kinds[shape]))
     return out

@@ -126,21 +126,45 @@ def test_indexed_job_pods_form_one_group_sized_by_the_job(tmp_path):
         c.wait_bound(["train-0", "train-1", "train-2"])
 
 
-def test_heterogeneous_group_takes_the_largest_shape_and_gpus_are_assigned(tmp_path):
-    with BinderCluster(tmp_path, {"node0": 4, "node1": 8}, gpus={"node1": 2}) as c:
+def test_heterogeneous_group_gets_exactly_its_pods_shapes_and_gpus_are_assigned(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4, "node1": 8}, gpus={"node1": 4}) as c:
         c.start_binder()
-        # one slot shape per group (Fluxion matches one slot shape per level): 3 slots of 3 cores
-        c.create_pod("h-a", cpu="2", group="h", size=3)
-        c.create_pod("h-b", cpu="3", group="h", size=3)
-        c.create_pod("h-c", cpu="1", group="h", size=3)
-        c.wait_bound(["h-a", "h-b", "h-c"])
-        cores = [c.get_pod(n)["metadata"]["annotations"]["fluxnode.io/cores"] for n in ("h-a", "h-b", "h-c")]
-        assert all(len(idset.decode(x)) == 3 for x in cores)
-        c.create_pod("gpu", cpu="1", gpus=2)
+        # 2 pods of 3 cores and 3 pods of 1 core + 1 GPU: one group, one allocation of
+        # exactly 9 cores and 3 GPUs (at its largest shape it would need 15 cores and 5 GPUs)
+        shapes = {"h-big-0": (3, 0), "h-big-1": (3, 0), "h-gpu-0": (1, 1), "h-gpu-1": (1, 1), "h-gpu-2": (1, 1)}
+        for name, (cores, gpus) in shapes.items():
+            c.create_pod(name, cpu=str(cores), gpus=gpus, group="h", size=len(shapes))
+        nodes = c.wait_bound(list(shapes))
+        allocs = set()
+        for name, (cores, gpus) in shapes.items():
+            ann = c.get_pod(name)["metadata"]["annotations"]
+            assert len(idset.decode(ann["fluxnode.io/cores"])) == cores, (name, ann)
+            assert len(idset.decode(ann["fluxnode.io/gpus"])) == gpus, (name, ann)
+            allocs.add(int(ann["fluxnode.io/allocation"]))
+            if gpus:
+                assert nodes[name] == "node1"
+        listed = c.inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"]
+        assert [a["id"] for a in listed] == list(allocs)
+        held = listed[0]["nodes"]
+        assert sum(len(idset.decode(n["cores"])) for n in held) == 9
+        assert sum(len(idset.decode(n["gpus"])) for n in held) == 3
+        c.create_pod("gpu", cpu="1", gpus=1)
         assert c.wait_bound(["gpu"])["gpu"] == "node1"
-        assert c.get_pod("gpu")["metadata"]["annotations"]["fluxnode.io/gpus"] == "0-1"
         c.create_pod("gpu2", cpu="1", gpus=1)
         c.wait_condition("gpu2", "WaitingForResources")
+        c.assert_no_overcommit()
+
+
+def test_heterogeneous_group_that_fits_only_at_its_exact_shapes_is_placed(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4, "node1": 4}) as c:
+        c.start_binder()
+        # 4 + 4 x 1 cores fill both nodes exactly; 5 slots of the largest (4 cores) never would
+        c.create_pod("x-big", cpu="4", group="x", size=5)
+        for i in range(4):
+            c.create_pod(f"x-{i}", cpu="1", group="x", size=5)
+        nodes = c.wait_bound(["x-big"] + [f"x-{i}" for i in range(4)])
+        assert {nodes[f"x-{i}"] for i in range(4)} == {"node0", "node1"} - {nodes["x-big"]}
+        assert len(idset.decode(c.get_pod("x-big")["metadata"]["annotations"]["fluxnode.io/cores"])) == 4
         c.assert_no_overcommit()
 
 

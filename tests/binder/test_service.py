@@ -6,6 +6,7 @@ import sys
 
 import pytest
 from fluxnode.agent.client import Client, RPCError
+from fluxnode.broker_conf import idset
 from fluxnode.scheduler.jobspec_builder import SlotKind, build_jobspec
 from support.instance import Instance
 from support.waiting import wait_for
@@ -115,6 +116,50 @@ def test_batch_answers_in_order_and_stops_at_the_first_refusal(inst):
     assert inst.rpc("sched.list", {})["allocations"] == []
 
 
+def kinds_spec(*kinds, hosts=None):
+    """A jobspec of several slot kinds: (cores, gpus, count) each."""
+    return build_jobspec([SlotKind(c, g, 0, n) for c, g, n in kinds], constraints={"hostlist": [hosts]} if hosts else None)
+
+
+def held(nodes):
+    return sum(len(idset.decode(n["cores"])) for n in nodes), sum(len(idset.decode(n["gpus"])) for n in nodes)
+
+
+def test_several_slot_kinds_are_one_exact_allocation(inst):
+    # 2 slots of 3 cores, 3 slots of 1 core and 1 slot of 1 core + 1 GPU (only node0 has one)
+    a = inst.rpc("sched.alloc", {"jobspec": kinds_spec((3, 0, 2), (1, 0, 3), (1, 1, 1)), "labels": {"g": "mixed"}})
+    assert a["status"] == "ALLOCATED"
+    assert held(a["nodes"]) == (2 * 3 + 3 + 1, 1)  # exactly the slots' sum, not 6 slots of the largest
+    kinds = {k["label"]: k for k in a["kinds"]}
+    assert {label: (k["count"], held(k["nodes"])) for label, k in kinds.items()} == {
+        "s0": (2, (6, 0)), "s1": (3, (3, 0)), "s2": (1, (1, 1))}
+    assert [n["hostname"] for n in kinds["s2"]["nodes"]] == ["node0"]
+    listed = inst.rpc("sched.list", {"labels": {"g": "mixed"}})["allocations"]
+    assert [(x["id"], x["nodes"]) for x in listed] == [(a["id"], a["nodes"])]
+    assert inst.rpc("sched.info", {"id": a["id"]})["jobspec"]["resources"][0]["label"] == "s0"
+    # 2 cores are left in all: a 2-core + 1-core request is busy, and holds nothing after
+    assert errnum(inst, "sched.alloc", {"jobspec": kinds_spec((2, 0, 1), (1, 0, 1))})[0] == errno.EBUSY
+    n, msg = errnum(inst, "sched.alloc", {"jobspec": kinds_spec((4, 0, 3), (1, 0, 1))})
+    assert n == errno.ENODEV and "13 cores" in msg and "12 cores" in msg, msg
+    n, msg = errnum(inst, "sched.alloc", {"jobspec": kinds_spec((1, 2, 1), (1, 0, 1))})
+    assert n == errno.ENODEV and "slot" in msg and "2 gpus" in msg, msg
+    left = inst.rpc("sched.alloc", {"jobspec": kinds_spec((1, 0, 2))})
+    assert held(left["nodes"]) == (2, 0)
+    inst.rpc("sched.cancel", {"id": left["id"]})
+    # a reservation books the largest shape for every slot
+    r = inst.rpc("sched.alloc", {"jobspec": kinds_spec((2, 0, 1), (1, 0, 2)), "op": "allocate_orelse_reserve"})
+    assert r["status"] == "RESERVED" and held(r["nodes"]) == (6, 0) and "kinds" not in r
+    inst.rpc("sched.cancel", {"id": r["id"]})
+    # partial cancel by ranks frees that rank of every kind
+    rank = kinds["s2"]["nodes"][0]["rank"]
+    out = inst.rpc("sched.cancel", {"id": a["id"], "ranks": str(rank)})
+    assert out["freed"] == str(rank)
+    whole = inst.rpc("sched.alloc", {"jobspec": spec(4, 1, hosts=f"node{rank}")})
+    inst.rpc("sched.cancel", {"id": whole["id"]})
+    inst.rpc("sched.cancel", {"id": a["id"]})
+    assert inst.rpc("sched.list", {})["allocations"] == []
+
+
 def test_cli_alloc_allocs_cancel(inst):
     env = {"FLUXNODE_URI": inst.broker_uri(0), "PATH": "/usr/bin:/bin"}
 
@@ -147,6 +192,7 @@ def test_allocations_survive_a_leader_restart(tmp_path):
         a = inst.rpc("sched.alloc", {"jobspec": spec(4, 1, hosts="node1"), "labels": {"group": "keep"}})
         b = inst.rpc("sched.alloc", {"jobspec": spec(3, 1, hosts="node0")})
         inst.rpc("sched.cancel", {"id": b["id"]})
+        m = inst.rpc("sched.alloc", {"jobspec": kinds_spec((1, 0, 1), (1, 1, 1), hosts="node0"), "labels": {"group": "mixed"}})
         inst.kill(0)
         inst.restart(0)
 
@@ -155,11 +201,13 @@ def test_allocations_survive_a_leader_restart(tmp_path):
             return len(inst.rpc("sched.resource-status")["nodes"]) == 2 and allocs
 
         allocs = wait_for(replayed, 30, what="restarted leader with both ranks")
-        assert [(x["id"], x["labels"], x["nodes"]) for x in allocs] == [(a["id"], {"group": "keep"}, a["nodes"])]
-        # node1 is still fully held: nothing is handed out twice
+        assert [(x["id"], x["labels"], x["nodes"]) for x in allocs] == [
+            (a["id"], {"group": "keep"}, a["nodes"]), (m["id"], {"group": "mixed"}, m["nodes"])]
+        # node1 is still fully held, and node0's GPU and 2 of its cores: nothing is handed out twice
         assert errnum(inst, "sched.alloc", {"jobspec": spec(1, 1, hosts="node1")})[0] == errno.EBUSY
-        c = inst.rpc("sched.alloc", {"jobspec": spec(1, 1)})
-        assert c["id"] > b["id"] and c["nodes"][0]["hostname"] == "node0"
+        assert errnum(inst, "sched.alloc", {"jobspec": spec(1, 1, gpus=1)})[0] == errno.EBUSY
+        c = inst.rpc("sched.alloc", {"jobspec": spec(2, 1)})
+        assert c["id"] > m["id"] and c["nodes"][0]["hostname"] == "node0"
 
 
 def test_down_ranks_are_never_allocated(tmp_path):

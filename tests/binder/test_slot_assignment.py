@@ -1,5 +1,5 @@
 import pytest
-from fluxnode.scheduler.slot_assignment import AssignmentError, assign
+from fluxnode.scheduler.slot_assignment import AssignmentError, PodSlot, assign, assign_kinds
 
 
 def test_homogeneous_pods_split_each_node():
@@ -27,3 +27,18 @@ def test_memory_is_split_too():
     assert out["a"].hostname == out["b"].hostname == "n1" and out["c"].hostname == "n0"
     with pytest.raises(AssignmentError, match="MiB"):
         assign({"a": (1, 0, 2048)}, nodes[:1])
+
+
+def test_kinds_give_each_pod_its_own_shape_where_first_fit_on_totals_fails():
+    # two 1-core + 1024 MiB slots landed on n0, one 2-core slot on n1
+    kinds = {(1, 0, 1024): [{"rank": 0, "hostname": "n0", "cores": "0-1", "gpus": "", "memory_mib": 2048}],
+             (2, 0, 0): [{"rank": 1, "hostname": "n1", "cores": "4-5", "gpus": "", "memory_mib": 0}]}
+    pods = {"x": (2, 0, 0), "y1": (1, 0, 1024), "y2": (1, 0, 1024)}
+    totals = [node for nodes in kinds.values() for node in nodes]
+    with pytest.raises(AssignmentError):
+        assign(pods, totals)  # the 2-core pod takes n0's cores first
+    out = assign_kinds(pods, kinds)
+    assert out["x"] == PodSlot(1, "n1", "4-5", "")
+    assert sorted((out[u].hostname, out[u].cores) for u in ("y1", "y2")) == [("n0", "0"), ("n0", "1")]
+    with pytest.raises(AssignmentError, match="no slots of shape"):
+        assign_kinds({"z": (3, 0, 0)}, kinds)
