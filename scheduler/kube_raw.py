@@ -58,7 +58,9 @@ class RawApi:
                 headers[auth["key"]] = auth["value"]
         return headers
 
-    def request(self, method: str, path: str, body: Any, content_type: str = "application/json") -> Any:
+    def request(self, method: str, path: str, body: Any, content_type: str = "application/json") -> None:
+        """Send one write; an HTTP error raises ApiException. The answer's body is not parsed:
+        the binder's writes need only the status (parsing every Event back costs CPU per pod)."""
         from kubernetes.client.exceptions import ApiException
 
         data = json.dumps(body).encode()
@@ -74,4 +76,3 @@ class RawApi:
             )
         if response.status >= 400:
             raise ApiException(http_resp=response)
-        return json.loads(response.data) if response.data else None
