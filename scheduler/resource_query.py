@@ -25,7 +25,7 @@ from .jgf_reader import JgfError, read_jgf
 from .jobspec import Jobspec, JobspecError
 from .policy import PolicyError
 from .rv1_reader import RError, ranks_in_R, read_rv1
-from .traverser import NoMatch, Traverser, TraverserError, Unsatisfiable
+from .traverser import DEFAULT_PRUNE_FILTERS, NoMatch, Traverser, TraverserError, Unsatisfiable
 
 SEP = "INFO: =============================\n"
 HELP = """Usage: resource-query [OPTIONS...]
@@ -396,7 +396,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-P", "--match-policy", default="first")
     p.add_argument("-F", "--match-format", default="simple")
     p.add_argument("-o", "--graph-format")
-    p.add_argument("-p", "--prune-filters", default="ALL:core")
+    p.add_argument("-p", "--prune-filters", default=DEFAULT_PRUNE_FILTERS)
     p.add_argument("-t", "--test-output")
     p.add_argument("-r", "--reserve-vtx-vec")
     p.add_argument("-T", "--traverser", default="simple")

@@ -40,6 +40,13 @@ from .request import MatchRequest, Request, RequestError, calc_count, effective_
 from .scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
 
 INF = 2**63 - 1
+# Fluxion's edge weight before the first update through that edge (UINT64_MAX): an
+# untouched child is explored before every child a job has already gone through.
+UNSET_WEIGHT = 2**64 - 1
+# Fluxion's default subtree filters (sched-fluxion-resource's and resource-query's):
+# free cores and free (exclusively held) nodes below every vertex. The last type is
+# also what orders children for the first-match policies (see _edge_weight).
+DEFAULT_PRUNE_FILTERS = "ALL:core,ALL:node"
 X_CHECKER_NJOBS = 0x40000000
 
 
@@ -146,7 +153,7 @@ def _uniq_id(v: Vertex) -> int:
 class Traverser:
     _subtree_cacheable = True  # subclasses whose walk differs opt out
     def __init__(self, graph: ResourceGraph, policy: str | Policy = "first",
-                 prune_filters: str = "ALL:core", subsystems: list[str] | None = None) -> None:
+                 prune_filters: str = DEFAULT_PRUNE_FILTERS, subsystems: list[str] | None = None) -> None:
         self.g = graph
         self.policy = policy if isinstance(policy, Policy) else Policy.parse(policy)
         self.subsystems = subsystems or [CONTAINMENT]
@@ -225,7 +232,10 @@ class Traverser:
 
     def _reinit(self) -> None:
         self._totals: dict[int, dict[str, int]] = {}
-        self._free: dict[int, int] = {}
+        # child uniq_id -> weight of the edge into it (stop-on-first exploration order);
+        # kept across reinit for vertices that stay, as Fluxion keeps its edges' weights
+        old_weights = getattr(self, "_weights", {})
+        self._weights: dict[int, int] = {}
         self._order: dict[int, list[tuple[int, int, int]]] = {}
         self._leaf_order: dict[int, list[Vertex]] = {}
         self._nodes_up: int | None = None
@@ -271,14 +281,7 @@ class Traverser:
                 else:
                     v.subplan = None
             if v.children:
-                self._free[v.uniq_id] = self._weight_now(v)
-
-    def _weight(self, v: Vertex) -> int:
-        # Fluxion orders children for stop-on-first-match by (weight, uniq_id),
-        # weight being the free pruning-type units below; leaves keep weight 0.
-        if not v.children:
-            return 0
-        return sum((self._totals.get(v.uniq_id) or {}).values())
+                self._weights[v.uniq_id] = old_weights.get(v.uniq_id, UNSET_WEIGHT)
 
     # ------------------------------------------------------------------ time
     def _avail(self, u: Vertex, m: _Meta) -> int:
@@ -412,16 +415,16 @@ class Traverser:
                 # leaves weigh nothing (see _weight) ever: by uniq_id alone, kept for good
                 leaves = self._leaf_order[u.uniq_id] = sorted(kids, key=_uniq_id, reverse=True)
                 return leaves
-            free = self._free
-            order = sorted(((-free.get(c.uniq_id, 0), -c.uniq_id, i) for i, c in
+            weights = self._weights
+            order = sorted(((-weights.get(c.uniq_id, 0), -c.uniq_id, i) for i, c in
                             enumerate(u.children)))
             self._order[u.uniq_id] = order
         kids = u.children
         return (kids[i] for _w, _u, i in order)
 
     def _set_weight(self, v: Vertex, w: int) -> None:
-        old = self._free.get(v.uniq_id, 0)
-        self._free[v.uniq_id] = w
+        old = self._weights.get(v.uniq_id, 0)
+        self._weights[v.uniq_id] = w
         if old == w or v.parent is None:
             return
         order = self._order.get(v.parent.uniq_id)
@@ -666,6 +669,7 @@ class Traverser:
         end = m.at + m.duration
         xtypes = self.policy.exclusive_types | self._req_xtypes
         pxtypes = self.policy.exclusive_types
+        stop_on_1 = self.policy.stop_on_1
         seen: set[int] = set()
         marked: dict[int, list[Vertex]] = {}
         for e_parent, e_child in self._mark_edges:
@@ -725,8 +729,10 @@ class Traverser:
                 up: dict[str, int] = dict(agg)
                 if u.type in self.prune_types:
                     up[u.type] = up.get(u.type, 0) + (u.size if x else u.size - needs)
-                if m.alloc == "alloc" and u.children:
-                    self._set_weight(u, self._free.get(u.uniq_id, 0) - sum(agg.values()))
+                if stop_on_1 and u.children:
+                    w = self._edge_weight(u)
+                    if w is not None:
+                        self._set_weight(u, w)
                 return n, up
             return 0, {}
 
@@ -933,18 +939,26 @@ class Traverser:
             u.schedule.rem_span(sid)
         u.allocations.discard(jobid)
         u.reservations.discard(jobid)
-        if u.parent is not None:
-            self._set_weight(u, self._weight_now(u))
 
-    def _weight_now(self, u: Vertex) -> int:
-        if not u.children:
-            return 0
-        free = sum((self._totals.get(u.uniq_id) or {}).values())
+    def _edge_weight(self, u: Vertex) -> int | None:
+        """Fluxion's upd_by_outedges: the new weight of the edge into ``u`` after an
+        update through it, the free units (now) of the LAST type its subtree filter
+        tracks (the scarcest, by Fluxion's heuristic); None leaves the weight as it is.
+        Cancels never change weights (Fluxion's cancel does not touch by_outedges)."""
+        types = self.subplan_types(u)
+        if not types:
+            return None
+        t = types[-1]
+        total = self._totals.get(u.uniq_id, {}).get(t, 0)
         sp = u.subplan
-        if sp is not None and sp.span_count:
-            for t, total in sp.totals.items():
-                free -= total - sp.planner(t).avail_resources_at(0)
-        return free
+        nspans = sp.span_count if sp is not None else 0
+        if sp is None or t not in sp.totals:
+            avail = total
+        else:
+            avail = sp.planner(t).avail_resources_at(0)
+        if avail == 0 and nspans == 0:
+            return None
+        return avail
 
     def partial_cancel(self, jobid: int, ranks: list[int]) -> bool:
         """Release the part of ``jobid`` on ``ranks``; True when nothing of the job is left."""
@@ -993,8 +1007,6 @@ class Traverser:
                 self._ag_put(u, jobid, job.at, job.at + job.duration, dict(agg))
             else:
                 self._ag_drop(u, jobid)
-            if u.parent is not None:
-                self._set_weight(u, self._weight_now(u))
             up = dict(agg)
             if u.type in self.prune_types and own is not None:
                 up[u.type] = up.get(u.type, 0) + u.size

@@ -162,3 +162,40 @@ def test_find_allocated_and_down(tiny_grug):
     t.set_status("/tiny0/rack0/node1", "down")
     down = {e.vertex.name for e in t.find("status=down")}
     assert "node1" in down and "core4" in down and "node0" not in down
+
+
+def _node_of(res) -> str:
+    return next(e.vertex.name for e in res.selection if e.vertex.type == "node")
+
+
+def _one_core(exclusive_node: bool = False) -> dict:
+    node = {"type": "node", "count": 1, "with": [{"type": "socket", "count": 1, "with": [
+        {"type": "slot", "count": 1, "label": "default", "with": [{"type": "core", "count": 1}]}]}]}
+    if exclusive_node:
+        node["exclusive"] = True
+    return jobspec([node])
+
+
+def test_first_explores_untouched_nodes_before_used_ones(tiny_grug):
+    """Fluxion's first-match order: an edge no job went through weighs UINT64_MAX, so
+    every untouched node comes before one a job used, whatever is free on it; the
+    used node's weight is its free units of the last filter type (here node: a
+    shared node stays at one free node); cancels leave weights as they are."""
+    t = Traverser(read_grug(tiny_grug), "first")
+    a = t.match(_one_core())
+    assert _node_of(a) == "node1"           # highest uniq_id among untouched
+    b = t.match(_one_core())
+    assert _node_of(b) == "node0"           # untouched beats node1's 7 free cores
+    t.cancel(a.jobid)
+    t.cancel(b.jobid)
+    # both weigh 1 free node now (cancel did not reorder): tie broken by uniq_id
+    assert _node_of(t.match(_one_core())) == "node1"
+
+
+def test_first_skips_a_node_held_exclusively(tiny_grug):
+    t = Traverser(read_grug(tiny_grug), "first")
+    whole = t.match(_one_core(exclusive_node=True))
+    assert _node_of(whole) == "node1"
+    # node1 weighs 0 free nodes, node0 is untouched: the next shared job goes to node0
+    assert _node_of(t.match(_one_core())) == "node0"
+    assert t._weights[whole.nodes[0].uniq_id] == 0
