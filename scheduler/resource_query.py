@@ -198,8 +198,7 @@ class Session:
                 if reader == "rv1exec":
                     ranks = ranks_in_R(doc)
                 else:
-                    ranks = sorted({int(n["metadata"].get("rank", -1))
-                                    for n in doc["graph"]["nodes"]})
+                    ranks = self._jgf_ranks(doc)
                 full = self.t.partial_cancel(jobid, ranks)
                 if full:
                     self.allocations.pop(jobid, None)
@@ -211,6 +210,21 @@ class Session:
             return self.error(f"ERROR: nonexistent job {jobid}")
         if len(args) == 5 and args[4] == "stats":
             self._write_visit_counts("PARTIAL CANCEL")
+
+    def _jgf_ranks(self, doc: dict) -> list[int]:
+        """The ranks a partial-cancel JGF names. Every vertex must carry the rank the
+        graph's vertex at its path has (Fluxion refuses the whole release otherwise,
+        so nothing is freed on a bad document)."""
+        ranks = set()
+        for n in doc["graph"]["nodes"]:
+            meta = n["metadata"]
+            rank = int(meta.get("rank", -1))
+            path = (meta.get("paths") or {}).get("containment")
+            known = self.t.g.lookup(path) if path else []
+            if rank < 0 or (known and known[0].rank != rank):
+                raise ValueError(f"vertex {path or meta.get('name')} has rank {rank}")
+            ranks.add(rank)
+        return sorted(ranks)
 
     def cmd_find(self, args: list[str]) -> None:
         if len(args) < 2:

@@ -59,3 +59,35 @@ def test_find_and_status(tmp_path, tiny_grug):
     assert rc == 0 and err == ""
     assert "/tiny0/rack0/node1 is down\n" in out
     assert "---------node1[1:x]\n" in out and 'INFO: EXPRESSION="status=down"' in out
+
+
+def test_partial_cancel_refuses_a_jgf_whose_ranks_disagree_with_the_graph(tmp_path):
+    """A release document naming a vertex with another rank than the graph's frees
+    nothing (as Fluxion); a consistent one frees that rank."""
+    import json
+
+    from support.sched_graphs import R_TWO_NODES
+
+    graph = tmp_path / "R.json"
+    graph.write_text(json.dumps(R_TWO_NODES))
+    js = tmp_path / "job.yaml"
+    js.write_text(yaml.safe_dump(cores(4, nodes=2)))
+
+    def release(rank: int) -> str:
+        doc = tmp_path / f"release-{rank}.json"
+        doc.write_text(json.dumps({"graph": {"nodes": [{"id": "1", "metadata": {
+            "type": "node", "name": "n0", "rank": rank,
+            "paths": {"containment": "/cluster0/n0"}}}], "edges": []}}))
+        return str(doc)
+
+    out, err, rc = rq(tmp_path, graph,
+                      f"match allocate {js}\npartial-cancel 1 jgf {release(-1)}\n"
+                      "find sched-now=allocated\n"
+                      f"partial-cancel 1 jgf {release(0)}\nfind sched-now=allocated\nquit\n",
+                      "-f", "rv1exec")
+    assert rc == 0
+    assert err.count("ERROR: error encountered while removing job 1") == 1
+    first, second = out.split('INFO: EXPRESSION="sched-now=allocated"')[:2]
+    held = first.rsplit("INFO: SCHEDULED AT=Now", 1)[1]
+    assert "n0[" in held and "n1[" in held          # the bad document freed nothing
+    assert "n0[" not in second and "n1[" in second  # the good one freed rank 0 only
