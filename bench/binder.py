@@ -82,7 +82,7 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
             kube.add_node(f"sim{i}", cpu=str(args.cores), memory="64Gi")
         binder = subprocess.Popen(
             [sys.executable, "-m", "fluxnode", "binder", "--kubeconfig", str(kube.kubeconfig_path), "--uri", inst.tcp_uri(0),
-             "--curve-cert", inst.cert_path, "--no-leader-elect", "--http-port", "0", "--bind-workers", str(args.bind_workers), "--log-level", args.binder_log_level],
+             "--curve-cert", inst.cert_path, "--no-leader-elect", "--http-port", "0", "--bind-workers", str(args.bind_workers), "--alloc-batch", str(args.alloc_batch), "--log-level", args.binder_log_level],
             stderr=open(tmp / "binder.log", "wb"))
         # warm up: one pod through the whole path, so startup/sync is not counted
         kube.create("pods", pod("warmup", None, None), "default")
@@ -155,6 +155,7 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--binder-log-level", default="warning")
     p.add_argument("--bind-workers", type=int, default=16)
+    p.add_argument("--alloc-batch", type=int, default=64, help="groups per sched.alloc round trip (1: one per group)")
     p.add_argument("--py-spy", metavar="PREFIX", help="profile the binder with py-spy during each burst "
                    "(raw folded stacks in PREFIX-<scenario>.txt; py-spy is not a dependency: pip install it to measure)")
     p.add_argument("--py-spy-rate", type=int, default=500, help="py-spy samples per second")

@@ -2,11 +2,13 @@
 
 Informers feed pod and node events into one inbox; a single loop thread owns
 the ClusterState, asks the scheduler service for each complete group in queue
-order (one ``sched.alloc`` per group, all or nothing) and hands the bindings
-to a thread pool. Only the replica holding the Lease runs the loop; standbys
-keep their informers warm so a takeover is quick.
+order (one allocation per group, all or nothing; up to ``alloc_batch`` groups
+per ``sched.alloc`` round trip, which the service answers in order and stops at
+the first refusal, so batching never changes an outcome) and hands the
+bindings to a thread pool in chunks. Only the replica holding the Lease runs
+the loop; standbys keep their informers warm so a takeover is quick.
 
-Design choices (also in notes/readme-binder.md):
+Design choices (also in README.md, "Scheduling pods with fluxnode"):
 - A group is one jobspec of N slots, one per pod; every pod gets at least one
   whole core (cpu rounds up), its GPUs and its memory (MiB, rounded up). A
   heterogeneous group has one slot kind per distinct shape; the service matches
@@ -814,6 +816,7 @@ def load_api_client(kubeconfig: str | None):
 @click.option("--scheduler-name", default="fluxnode", show_default=True, help="spec.schedulerName to serve.")
 @click.option("--policy", default="first", show_default=True, help="Match policy for groups.")
 @click.option("--bind-workers", default=16, show_default=True, type=click.IntRange(1, 256))
+@click.option("--alloc-batch", default=64, show_default=True, type=click.IntRange(1, 1024), help="Groups asked for in one sched.alloc round trip.")
 @click.option("--reserve-depth", default=1, show_default=True, type=click.IntRange(0, 64), help="Blocked groups that get a reservation.")
 @click.option("--resync", default=5.0, show_default=True, type=click.FloatRange(0.1), help="Seconds between forced retries.")
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
@@ -826,7 +829,7 @@ def load_api_client(kubeconfig: str | None):
 @click.option("--http-host", default="0.0.0.0", show_default=True)
 @click.option("--http-port", default=10259, show_default=True, type=click.IntRange(0, 65535), help="Health and metrics port (0: any free port).")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
-def binder(kubeconfig, uri, rank_configmap, broker_port, curve_cert, scheduler_name, policy, bind_workers, reserve_depth, resync, leader_elect,
+def binder(kubeconfig, uri, rank_configmap, broker_port, curve_cert, scheduler_name, policy, bind_workers, alloc_batch, reserve_depth, resync, leader_elect,
            lease_namespace, lease_name, lease_duration, renew_deadline, retry_period, identity, http_host, http_port, log_level):
     """Place pods with spec.schedulerName through the lead broker's graph scheduler."""
     import signal
@@ -845,7 +848,7 @@ def binder(kubeconfig, uri, rank_configmap, broker_port, curve_cert, scheduler_n
     except Exception as exc:
         raise click.ClickException(f"cannot load Kubernetes configuration: {exc}") from None
     config = BinderConfig(
-        scheduler_name=scheduler_name, uri=uri, rank_configmap=rank_configmap, broker_port=broker_port, curve_cert=curve_cert, policy=policy, bind_workers=bind_workers,
+        scheduler_name=scheduler_name, uri=uri, rank_configmap=rank_configmap, broker_port=broker_port, curve_cert=curve_cert, policy=policy, bind_workers=bind_workers, alloc_batch=alloc_batch,
         reserve_depth=reserve_depth, resync=resync, leader_elect=leader_elect, lease_namespace=lease_namespace,
         lease_name=lease_name, identity=identity, lease_duration=lease_duration, renew_deadline=renew_deadline,
         retry_period=retry_period, http_host=http_host, http_port=http_port,

@@ -110,6 +110,26 @@ def test_priority_first_and_the_blocked_head_keeps_its_reservation(tmp_path):
         c.assert_no_overcommit()
 
 
+def test_a_reservation_in_a_batch_keeps_later_groups_off_its_nodes(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4, "node1": 4, "node2": 4}) as c:
+        # all ready before the binder starts: one cycle, one batch (A, B, C in priority order)
+        c.create_pod("a", cpu="3", priority=30)
+        for i in range(3):
+            c.create_pod(f"b-{i}", cpu="4", group="b", size=3, priority=20)
+        c.create_pod("c", cpu="1", priority=10)
+        c.start_binder()
+        c.wait_bound(["a"])
+        c.wait_condition("b-0", "WaitingForResources")
+        # B is reserved every node: C (which would fit next to A) must not take B's cores
+        c.wait_condition("c", "WaitingForResources")
+        reserved = c.inst.rpc("sched.list", {"labels": {"group": "default/group/b"}})["allocations"]
+        assert [r["status"] for r in reserved] == ["RESERVED"], reserved
+        c.finish("a")
+        c.wait_bound([f"b-{i}" for i in range(3)])
+        assert c.node_of("c") is None
+        c.assert_no_overcommit()
+
+
 def test_indexed_job_pods_form_one_group_sized_by_the_job(tmp_path):
     with BinderCluster(tmp_path, {"node0": 4, "node1": 4}) as c:
         c.start_binder()
