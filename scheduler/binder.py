@@ -145,7 +145,9 @@ class Binder:
         self.core = CoreV1Api(api_client)
         self.batch = BatchV1Api(api_client)
         self.coordination = CoordinationV1Api(api_client)
-        self.writer = PodWriter(kube_raw.RawApi(api_client), config.scheduler_name, self.identity)
+        # every write comes from a bind worker: one pooled connection each
+        self.writer = PodWriter(kube_raw.RawApi(api_client, connections=config.bind_workers),
+                                config.scheduler_name, self.identity)
         self.metrics = BinderMetrics()
         self.state = ClusterState(config.scheduler_name, self._job_size)
         if config.uri:

@@ -33,7 +33,7 @@ class RawApi:
     hook) for a fraction of that. Errors are the client's ApiException.
     """
 
-    def __init__(self, api_client: Any, timeout: float = 30.0):
+    def __init__(self, api_client: Any, timeout: float = 30.0, connections: int = 10):
         from urllib3 import ProxyManager
         from urllib3.util import parse_url
 
@@ -41,13 +41,16 @@ class RawApi:
         self._pool = api_client.rest_client.pool_manager
         self._host = api_client.configuration.host.rstrip("/")
         self._timeout = timeout
-        # Without a proxy, requests go straight to the API server's connection pool (the
-        # manager's own pool for that host: same TLS settings and retries); the manager
-        # would parse the URL and look the pool up again on every call.
+        # Without a proxy, requests go straight to a connection pool for the API server
+        # (made by the client's manager: same TLS settings and retries); the manager would
+        # parse the URL and look the pool up again on every call. The pool keeps
+        # `connections` connections (one per writing thread): a smaller pool silently
+        # closes the extra connections after each burst and opens new ones (a TCP and
+        # TLS handshake each) on the next.
         self._direct = None
         self._prefix = ""
         if not isinstance(self._pool, ProxyManager):
-            self._direct = self._pool.connection_from_url(self._host)
+            self._direct = self._pool.connection_from_url(self._host, pool_kwargs={"maxsize": connections})
             self._prefix = (parse_url(self._host).path or "").rstrip("/")
 
     def _headers(self, content_type: str) -> dict[str, str]:
