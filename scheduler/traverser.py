@@ -238,6 +238,7 @@ class Traverser:
         self._weights: dict[int, int] = {}
         self._order: dict[int, list[tuple[int, int, int]]] = {}
         self._leaf_order: dict[int, list[Vertex]] = {}
+        self._last_type: dict[str, str | None] = {}  # vertex type -> last filter type (_edge_weight)
         self._nodes_up: int | None = None
         self._tracked: dict[str, set[str]] = {}
         self._child_types: dict[int, set[str]] = {}
@@ -945,10 +946,12 @@ class Traverser:
         update through it, the free units (now) of the LAST type its subtree filter
         tracks (the scarcest, by Fluxion's heuristic); None leaves the weight as it is.
         Cancels never change weights (Fluxion's cancel does not touch by_outedges)."""
-        types = self.subplan_types(u)
-        if not types:
+        t = self._last_type.get(u.type, "")
+        if t == "":
+            types = self.subplan_types(u)
+            t = self._last_type[u.type] = types[-1] if types else None
+        if t is None:
             return None
-        t = types[-1]
         total = self._totals.get(u.uniq_id, {}).get(t, 0)
         sp = u.subplan
         nspans = sp.span_count if sp is not None else 0
