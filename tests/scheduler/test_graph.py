@@ -62,3 +62,28 @@ def test_rv1_from_rlite():
     assert len(g.by_type["core"]) == 8 and len(g.by_type["gpu"]) == 2
     with pytest.raises(RError):
         read_rv1({"version": 1})
+
+
+def test_big_graph_is_frozen_out_of_the_gc_and_a_replaced_one_is_still_freed():
+    import gc
+
+    from fluxnode.scheduler.graph import FREEZE_MIN_VERTICES, GC_GEN0_THRESHOLD
+    from fluxnode.scheduler.traverser import Traverser
+
+    nodes = FREEZE_MIN_VERTICES // 3 + 1  # a node and its 2 cores each
+    R = {"version": 1, "execution": {"R_lite": [{"rank": f"0-{nodes - 1}", "children": {"core": "0-1"}}],
+                                     "nodelist": [f"n[0-{nodes - 1}]"], "starttime": 0, "expiration": 0}}
+    threshold = gc.get_threshold()
+    try:
+        first = Traverser(read_rv1(R), "first")
+        assert len(first.g.vertices) >= FREEZE_MIN_VERTICES
+        assert gc.get_freeze_count() > 0 and gc.get_threshold()[0] >= GC_GEN0_THRESHOLD
+        frozen = gc.get_freeze_count()
+        first.match({"version": 1, "resources": [{"type": "slot", "count": 1, "label": "t",
+                     "with": [{"type": "core", "count": 1}]}], "tasks": [], "attributes": {}})
+        del first
+        Traverser(read_rv1(R), "first")  # the new graph's freeze frees the old one
+        assert gc.get_freeze_count() < frozen * 1.5  # not both graphs
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
