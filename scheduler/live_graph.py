@@ -411,7 +411,9 @@ class LiveGraph:
     def _reserve_largest(self, jobid: int, spec: dict, kinds: list[dict], policy: str, busy: Busy) -> Placement:
         """A multi-kind request that cannot run now is booked as N slots of its largest
         shape (the library reserves one slot shape at a time): the booking holds at least
-        what every slot needs, so backfill never takes what it waits for."""
+        what every slot needs, so backfill never takes what it waits for. If that shape fits
+        right now (the kinds, matched largest first, did not: a packing order artifact), it
+        is allocated at that shape, which over-allocates but never overcommits."""
         slots = [k["resources"][0] for k in kinds]
         if any(set(slot_totals(s)) - set(SLOT_LEAVES) for s in slots):
             raise busy  # only flat core/gpu/memory slots can be widened into one shape
