@@ -3,8 +3,8 @@
 Informers feed pod and node events into one inbox; a single loop thread owns
 the ClusterState, asks the scheduler service for each complete group in queue
 order (one allocation per group, all or nothing; up to ``alloc_batch`` groups
-per ``sched.alloc`` round trip, which the service answers in order and stops at
-the first refusal, so batching never changes an outcome) and hands the
+per ``sched.alloc`` round trip, which the service answers in order and stops
+after a reservation, so batching never changes an outcome) and hands the
 bindings to a thread pool in chunks. Only the replica holding the Lease runs
 the loop; standbys keep their informers warm so a takeover is quick.
 
@@ -79,7 +79,7 @@ class BinderConfig:
     policy: str = "first"
     bind_workers: int = 16
     reserve_depth: int = 1
-    queue_depth: int = 32  # busy attempts per cycle before waiting for a change
+    queue_depth: int = 32  # busy attempts per cycle before waiting for a change (a batch is finished)
     alloc_batch: int = 64  # groups asked for in one sched.alloc round trip
     resync: float = 5.0
     leader_elect: bool = True
@@ -526,8 +526,8 @@ class Binder:
                 if self._finish(attempt, answer, excluded, binds) == "busy":
                     busy += 1
             self._submit_binds(binds)
-            # the service stopped at the first refusal: the rest are asked again (a
-            # reservation may have changed what they may use, and which op they get)
+            # the service stopped after a reservation: the rest are asked again (it
+            # changed what they may use, and which op they get)
             todo.extendleft(reversed([a.group.key for a in batch[len(answers):]]))
         self._report_waiting()
 
@@ -591,7 +591,7 @@ class Binder:
 
     def _request(self, batch: list[Attempt]) -> list[dict | RPCError]:
         """Ask the service for `batch` in one round trip; one answer per request tried
-        (the service stops at the first one not allocated)."""
+        (the service stops after the first one reserved)."""
         t0 = time.perf_counter()
         try:
             if len(batch) == 1:

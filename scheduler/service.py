@@ -152,10 +152,10 @@ class SchedService:
 
     def _alloc_batch(self, payload: dict) -> dict:
         """Several independent requests in one round trip, answered in order as if sent one
-        by one. The service stops after the first request that is not ALLOCATED (busy,
-        unsatisfiable, reserved or invalid): a caller whose later requests depend on how
-        earlier ones went (reservations change what may be used) asks again for the rest,
-        so batching never changes an outcome. ``answers`` holds one entry per request tried:
+        by one (a refusal does not stop the others: it changes nothing for them). The
+        service stops after the first RESERVED answer: a reservation changes what a caller
+        lets later requests use (and which op they get), so it asks again for the rest and
+        batching never changes an outcome. ``answers`` holds one entry per request tried:
         the usual answer, or ``{"errnum", "errstr"}``."""
         requests = payload["requests"]
         if set(payload) - {"requests"}:
@@ -175,9 +175,9 @@ class SchedService:
                 answer = self._alloc_one(request)
             except ServiceError as exc:
                 answers.append({"errnum": exc.errnum, "errstr": exc.errstr})
-                break
+                continue
             answers.append(answer)
-            if answer["status"] != "ALLOCATED":
+            if answer["status"] == "RESERVED":
                 break
         return {"answers": answers}
 

@@ -86,7 +86,7 @@ def test_hostlist_constraint_pins_and_reservation(inst):
     inst.rpc("sched.cancel", {"id": full["id"]})
 
 
-def test_batch_answers_in_order_and_stops_at_the_first_refusal(inst):
+def test_batch_answers_in_order_and_stops_after_a_reservation(inst):
     out = inst.rpc("sched.alloc", {"requests": [{"jobspec": spec(4, 1), "labels": {"n": "a"}},
                                                  {"jobspec": spec(4, 1), "labels": {"n": "b"}}]})
     first, second = out["answers"]
@@ -94,13 +94,14 @@ def test_batch_answers_in_order_and_stops_at_the_first_refusal(inst):
     assert first["nodes"][0]["rank"] != second["nodes"][0]["rank"]
     listed = {x["id"]: x["labels"] for x in inst.rpc("sched.list", {})["allocations"]}
     assert listed[first["id"]] == {"n": "a"} and listed[second["id"]] == {"n": "b"}
-    # one node is left: the third fits, the fourth is busy, the fifth is not tried
-    out = inst.rpc("sched.alloc", {"requests": [{"jobspec": spec(4, 1)}, {"jobspec": spec(4, 1)}, {"jobspec": spec(1, 1)}]})
-    third, fourth = out["answers"]
+    # one node is left: a refusal does not stop the batch
+    out = inst.rpc("sched.alloc", {"requests": [{"jobspec": spec(4, 2)}, {"jobspec": spec(5, 1)}, {"jobspec": spec(4, 1)}]})
+    busy, never, third = out["answers"]
+    assert busy["errnum"] == errno.EBUSY and busy["errstr"].startswith("busy")
+    assert never["errnum"] == errno.ENODEV and never["errstr"].startswith("unsatisfiable")
     assert third["status"] == "ALLOCATED"
-    assert fourth["errnum"] == errno.EBUSY and fourth["errstr"].startswith("busy")
     assert len(inst.rpc("sched.list", {})["allocations"]) == 3
-    # a reservation also ends the batch: what comes after may depend on it
+    # a reservation ends the batch: what comes after may depend on it
     out = inst.rpc("sched.alloc", {"requests": [{"jobspec": spec(4, 1), "op": "allocate_orelse_reserve"},
                                                  {"jobspec": spec(1, 1)}]})
     assert [a["status"] for a in out["answers"]] == ["RESERVED"]
@@ -111,8 +112,11 @@ def test_batch_answers_in_order_and_stops_at_the_first_refusal(inst):
                       ({"requests": [{"requests": []}]}, "nest")):
         n, msg = errnum(inst, "sched.alloc", bad)
         assert n == errno.EINVAL and word in msg, msg
-    out = inst.rpc("sched.alloc", {"requests": [{"jobspec": spec(1, 1), "policy": "fastest"}]})
-    assert out["answers"][0]["errnum"] == errno.EINVAL and "policy" in out["answers"][0]["errstr"]
+    out = inst.rpc("sched.alloc", {"requests": [{"jobspec": spec(1, 1), "policy": "fastest"}, {"jobspec": spec(1, 1)}]})
+    bad, good = out["answers"]
+    assert bad["errnum"] == errno.EINVAL and "policy" in bad["errstr"]
+    assert good["status"] == "ALLOCATED"
+    inst.rpc("sched.cancel", {"id": good["id"]})
     assert inst.rpc("sched.list", {})["allocations"] == []
 
 
