@@ -40,7 +40,7 @@ import threading
 import time
 from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import click
 from fluxnode.agent.client import RPCError
@@ -55,6 +55,13 @@ from fluxnode.scheduler.cluster_state import (
     PodInfo,
 )
 from fluxnode.scheduler.jobspec_builder import SlotKind, build_jobspec
+from fluxnode.scheduler.node_affinity import (
+    NodeAffinityError,
+    PodPlacement,
+    eligible_nodes,
+    explain,
+    pod_placement,
+)
 from fluxnode.scheduler.pod_requests import PodRequestError, pod_requests
 from fluxnode.scheduler.podgroup import GroupKey, job_size
 from fluxnode.scheduler.queue import Reservations
@@ -106,6 +113,9 @@ class Candidates:
     hostlist: str
     largest_memory: int  # bytes
     excluded: int  # how many nodes were excluded when this was computed
+    tainted: bool = False  # some candidate has a NoSchedule/NoExecute taint
+    # distinct pod placement rules -> (eligible names, their hostlist, why others were not)
+    eligible: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -534,7 +544,25 @@ class Binder:
     def _candidates(self, usable: list[str], excluded: set[str]) -> Candidates:
         names = [n for n in usable if n not in excluded] if excluded else usable
         most = self.state.largest_memory(names) if names else 0
-        return Candidates(names, self._hostlist(names) if names else "", most, len(excluded))
+        nodes = self.state.nodes
+        tainted = any(nodes[n].traits.taints for n in names if n in nodes)
+        return Candidates(names, self._hostlist(names) if names else "", most, len(excluded), tainted)
+
+    def _eligible(self, candidates: Candidates, placements: list[PodPlacement]) -> tuple[list[str], str, str]:
+        """The candidates every pod of a group may run on (nodeSelector, required node
+        affinity, taints), their hostlist, and kube-scheduler's summary when there are none.
+        Computed once per distinct set of rules per cycle change: the pods of a burst
+        mostly share a template."""
+        if not candidates.tainted and not any(p.restricts for p in placements):
+            return candidates.names, candidates.hostlist, ""
+        key = frozenset(placements)
+        hit = candidates.eligible.get(key)
+        if hit is None:
+            nodes = [self.state.nodes[n].traits for n in candidates.names if n in self.state.nodes]
+            names, excluded = eligible_nodes(key, nodes)
+            hit = candidates.eligible[key] = (
+                names, hostlist.encode(names) if names else "", explain(excluded, len(nodes)) if not names else "")
+        return hit
 
     def _pod_shape(self, pod: PodInfo) -> tuple[int, int, int]:
         """(cores, GPUs, memory MiB) of a pod's slot; one core for an unparsable pod (reported at placement)."""
@@ -564,6 +592,23 @@ class Binder:
             self._report(pods, "WaitingForResources", "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full); will retry", group)
             self.metrics.attempts.labels("busy").inc()
             return "busy"
+        try:
+            placements = [pod_placement(p.raw) for p in pods]
+        except NodeAffinityError as exc:
+            self._report(pods, "Unschedulable", f"{exc}; fix the pod spec", group)
+            group.unsatisfiable, group.unsatisfiable_generation = str(exc), self.state.node_generation
+            self.metrics.attempts.labels("unschedulable").inc()
+            return "unschedulable"
+        names, hosts, why_none = self._eligible(candidates, placements)
+        if not names:
+            if candidates.excluded:  # reserved for another group now; may fit later
+                self._report(pods, "WaitingForResources", f"busy: {why_none}; will retry", group)
+                self.metrics.attempts.labels("busy").inc()
+                return "busy"
+            group.unsatisfiable, group.unsatisfiable_generation = why_none, self.state.node_generation
+            self._report(pods, "Unschedulable", f"unsatisfiable: {why_none}; will not fit until the cluster changes", group)
+            self.metrics.attempts.labels("unschedulable").inc()
+            return "unschedulable"
         # The graph holds each node's capacity, of which the outside-usage pins keep back
         # what is not allocatable: a pod above every node's allocatable memory would wait
         # forever as "busy", so it is reported unschedulable here in Kubernetes' terms.
@@ -577,7 +622,7 @@ class Binder:
         kinds = sorted(Counter(shapes.values()).items())
         spec = build_jobspec(
             [SlotKind(c, g, m, n) for (c, g, m), n in kinds],
-            constraints={"hostlist": [candidates.hostlist]},
+            constraints={"hostlist": [hosts]},
             name=str(group.key),
         )
         payload = {
@@ -587,7 +632,7 @@ class Binder:
             "labels": {"owner": self.owner, "kind": "group", "group": str(group.key), "pods": [p.uid for p in pods]},
         }
         labels = {f"s{i}": shape for i, (shape, _n) in enumerate(kinds)}  # build_jobspec's labels
-        return Attempt(group, pods, shapes, candidates.names, payload, labels)
+        return Attempt(group, pods, shapes, names, payload, labels)
 
     def _request(self, batch: list[Attempt]) -> list[dict | RPCError]:
         """Ask the service for `batch` in one round trip; one answer per request tried

@@ -20,6 +20,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from fluxnode.scheduler.node_affinity import NodeTraits
 from fluxnode.scheduler.pod_requests import (
     MIB,
     ZERO,
@@ -88,6 +89,7 @@ class NodeInfo:
     usable: bool
     reason: str
     allocatable: PodRequests
+    traits: NodeTraits = field(default_factory=lambda: NodeTraits(""))  # labels, hard taints
 
 
 @dataclass
@@ -388,7 +390,8 @@ class ClusterState:
         else:
             new = self.nodes[name] = node_info(obj)
         if (old is None) != (new is None) or (
-            old is not None and new is not None and (old.usable, old.allocatable) != (new.usable, new.allocatable)
+            old is not None and new is not None
+            and (old.usable, old.allocatable, old.traits) != (new.usable, new.allocatable, new.traits)
         ):
             self.node_generation += 1
             self.dirty_nodes.add(name)
@@ -453,4 +456,4 @@ def node_info(obj: dict) -> NodeInfo:
     except PodRequestError as exc:
         log.warning("%s; node not used", exc)
         allocatable, reason = ZERO, "bad allocatable"
-    return NodeInfo(name, not reason, reason, allocatable)
+    return NodeInfo(name, not reason, reason, allocatable, NodeTraits.from_node(obj))

@@ -124,6 +124,11 @@ class PodPlacement:
     terms: tuple[Term, ...] | None = None  # None: no required node affinity
     tolerations: tuple[Toleration, ...] = ()
 
+    @property
+    def restricts(self) -> bool:
+        """Whether the pod limits where it runs (taints can still limit it)."""
+        return bool(self.selector) or self.terms is not None
+
     def reason_against(self, node: NodeTraits) -> str | None:
         """Why the pod may not run on ``node`` (kube-scheduler's words), or None if it may."""
         if any(node.labels.get(k) != v for k, v in self.selector):
