@@ -399,6 +399,11 @@ class Binder:
                             for alloc_id, uid, group, slot in pending_binds if uid in self.state.pods])
 
     def _rebuild(self, a: dict, pending_binds: list) -> dict | None:
+        """Adopt one of our group allocations: bound pods keep their node and cores, the
+        unbound ones get what is left. A heterogeneous group's allocation says where each
+        slot kind landed (`kinds`, kept by the service across restarts), so its unbound
+        pods get exactly their planned share (`assign_kinds`); only an allocation without
+        it (an older service) is split first-fit over the per-node totals."""
         labels = a["labels"]
         key = GroupKey.parse(labels["group"])
         uids = list(labels.get("pods") or [])
@@ -406,26 +411,37 @@ class Binder:
         pods: dict[str, int] = {}
         unbound: dict[str, tuple[int, int, int]] = {}
         free_nodes = {n["rank"]: dict(n) for n in a["nodes"]}
+        kinds = kind_shares(a.get("kinds"))
         for uid in uids:
             pod = self.state.pods.get(uid)
             if pod is None:
                 continue
+            shape = self._pod_shape(pod)
             if pod.node:
                 node = by_host.get(pod.node)
                 if node is None:
                     continue  # bound elsewhere by someone else: counted as outside usage
-                pods[uid] = node["rank"]
                 rank = node["rank"]
-                used_c = idset.decode(pod.raw.get("metadata", {}).get("annotations", {}).get("fluxnode.io/cores") or "")
-                left = [c for c in idset.decode(free_nodes[rank].get("cores") or "") if c not in used_c]
-                free_nodes[rank]["cores"] = idset.encode(left)
-                free_nodes[rank]["memory_mib"] = free_nodes[rank].get("memory_mib", 0) - self._pod_shape(pod)[2]
+                pods[uid] = rank
+                annotations = pod.raw.get("metadata", {}).get("annotations", {})
+                used = (set(idset.decode(annotations.get("fluxnode.io/cores") or "")),
+                        set(idset.decode(annotations.get("fluxnode.io/gpus") or "")))
+                take_share(free_nodes[rank], used, shape[2])
+                if kinds is not None:
+                    share = kinds.get(shape, {}).get(rank) or next((k[rank] for k in kinds.values() if rank in k), None)
+                    if share is not None:
+                        take_share(share, used, shape[2])
             else:
-                unbound[uid] = self._pod_shape(pod)
+                unbound[uid] = shape
         if unbound:
             try:
-                slots = assign(unbound, list(free_nodes.values()))
-            except AssignmentError:
+                if kinds is not None:
+                    slots = assign_kinds(unbound, {shape: list(per_rank.values()) for shape, per_rank in kinds.items()})
+                else:
+                    slots = assign(unbound, list(free_nodes.values()))
+            except AssignmentError as exc:
+                log.warning("allocation %d of %s: cannot split what is left among its %d unbound pods (%s); "
+                            "they are asked for again", a["id"], key, len(unbound), exc)
                 slots = {}
             for uid, slot in slots.items():
                 pods[uid] = slot.rank
@@ -816,6 +832,30 @@ class Binder:
     def _update_gauges(self) -> None:
         self.metrics.pending_groups.set(len(self.state.queue))
         self.metrics.pending_pods.set(sum(len(self.state.groups[k].pending) for k in self.state.with_pending if k in self.state.groups))
+
+
+def kind_shares(kinds: list[dict] | None) -> dict[tuple[int, int, int], dict[int, dict]] | None:
+    """A listed allocation's per-kind placement as pod shape -> rank -> that kind's share
+    there (copies, to be taken from); None when there is none to use (one kind, an older
+    service, or two kinds of one shape, which the binder never asks for)."""
+    if not kinds or any(not isinstance(k.get("slot"), dict) for k in kinds):
+        return None
+    out: dict[tuple[int, int, int], dict[int, dict]] = {}
+    for kind in kinds:
+        slot = kind["slot"]
+        shape = (int(slot.get("cores") or 0), int(slot.get("gpus") or 0), int(slot.get("memory_mib") or 0))
+        if shape in out:
+            return None
+        out[shape] = {int(n["rank"]): dict(n) for n in kind.get("nodes") or []}
+    return out
+
+
+def take_share(node: dict, used: tuple[set[int], set[int]], memory_mib: int) -> None:
+    """Take a bound pod's cores, GPUs (by id, from its annotations) and memory out of `node`."""
+    cores, gpus = used
+    node["cores"] = idset.encode(c for c in idset.decode(node.get("cores") or "") if c not in cores)
+    node["gpus"] = idset.encode(g for g in idset.decode(node.get("gpus") or "") if g not in gpus)
+    node["memory_mib"] = int(node.get("memory_mib") or 0) - memory_mib
 
 
 # -- command line ----------------------------------------------------------------

@@ -7,6 +7,10 @@ entries into a fresh graph. Ids come from a persistent counter so an id is
 never reused across restarts. WAL with synchronous=NORMAL survives a process
 crash (the failure a leader restart is); a power loss may drop the last commits.
 Reservations are not journaled: they are recomputed every scheduling cycle.
+A multi-kind allocation also keeps where each slot kind landed (``kinds``), so
+after any restart its owner can still give each pod exactly its planned share;
+journals written before that column existed are upgraded in place (their
+entries have no ``kinds``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ CREATE TABLE IF NOT EXISTS allocation (
     R TEXT NOT NULL,
     nodes TEXT NOT NULL,
     labels TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    kinds TEXT
 );
 CREATE TABLE IF NOT EXISTS counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
@@ -47,6 +52,7 @@ class JournalEntry:
     nodes: list[dict]
     labels: dict
     created: float
+    kinds: list[dict] | None = None  # several slot kinds: where each landed (service answer's "kinds")
 
 
 class Journal:
@@ -63,6 +69,9 @@ class Journal:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(allocation)")}
+            if "kinds" not in columns:  # a journal from before per-kind placements were kept
+                self._db.execute("ALTER TABLE allocation ADD COLUMN kinds TEXT")
         except (sqlite3.Error, OSError) as exc:
             raise JournalError(f"{self.path}: cannot open scheduler journal: {exc}") from exc
 
@@ -95,8 +104,8 @@ class Journal:
     def record(self, entry: JournalEntry) -> None:
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO allocation(id, jobspec, policy, R, nodes, labels, created)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO allocation(id, jobspec, policy, R, nodes, labels, created, kinds)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     entry.id,
                     json.dumps(entry.jobspec),
@@ -105,15 +114,23 @@ class Journal:
                     json.dumps(entry.nodes),
                     json.dumps(entry.labels),
                     entry.created,
+                    None if entry.kinds is None else json.dumps(entry.kinds),
                 ),
             )
 
-    def shrink(self, alloc_id: int, R: dict, nodes: list[dict]) -> None:
-        """Record what is left of an allocation after a partial cancel."""
+    def shrink(self, alloc_id: int, R: dict, nodes: list[dict], kinds: list[dict] | None = None) -> None:
+        """Record what is left of an allocation after a partial cancel (or a replay that
+        re-placed it); `kinds`, when given, replaces the per-kind placement too."""
         with self._lock:
-            self._db.execute(
-                "UPDATE allocation SET R=?, nodes=? WHERE id=?", (json.dumps(R), json.dumps(nodes), alloc_id)
-            )
+            if kinds is None:
+                self._db.execute(
+                    "UPDATE allocation SET R=?, nodes=? WHERE id=?", (json.dumps(R), json.dumps(nodes), alloc_id)
+                )
+            else:
+                self._db.execute(
+                    "UPDATE allocation SET R=?, nodes=?, kinds=? WHERE id=?",
+                    (json.dumps(R), json.dumps(nodes), json.dumps(kinds), alloc_id),
+                )
 
     def remove(self, alloc_id: int) -> None:
         with self._lock:
@@ -122,9 +139,10 @@ class Journal:
     def entries(self) -> list[JournalEntry]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT id, jobspec, policy, R, nodes, labels, created FROM allocation ORDER BY id"
+                "SELECT id, jobspec, policy, R, nodes, labels, created, kinds FROM allocation ORDER BY id"
             ).fetchall()
         return [
-            JournalEntry(row[0], json.loads(row[1]), row[2], json.loads(row[3]), json.loads(row[4]), json.loads(row[5]), row[6])
+            JournalEntry(row[0], json.loads(row[1]), row[2], json.loads(row[3]), json.loads(row[4]), json.loads(row[5]),
+                         row[6], None if row[7] is None else json.loads(row[7]))
             for row in rows
         ]

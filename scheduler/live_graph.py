@@ -49,7 +49,7 @@ class Placement:
     at: int
     nodes: list[dict]
     jobspec: dict
-    kinds: list[dict] | None = None  # several slot kinds: [{"label", "count", "nodes"}] per kind
+    kinds: list[dict] | None = None  # several slot kinds: [{"label", "count", "slot", "nodes"}] per kind
 
 
 SLOT_LEAVES = ("core", "gpu", "memory")
@@ -67,6 +67,13 @@ def slot_totals(slot: dict) -> dict[str, int]:
 
     walk(slot.get("with") or [], 1)
     return out
+
+
+def slot_shape(slot: dict) -> dict[str, int]:
+    """What one slot of a kind holds, in the words of the per-node summaries: a caller
+    (the binder after a restart) tells the kinds apart by it without the jobspec."""
+    totals = slot_totals(slot)
+    return {"cores": totals.get("core", 0), "gpus": totals.get("gpu", 0), "memory_mib": totals.get("memory", 0)}
 
 
 def describe(totals: dict[str, int]) -> str:
@@ -119,6 +126,37 @@ def merge_nodes(parts: list[list[dict]]) -> list[dict]:
          "memory_mib": m["memory_mib"]}
         for rank, m in sorted(per_rank.items())
     ]
+
+
+def kinds_on(kinds: list[dict], old: list[dict], new: list[dict]) -> list[dict]:
+    """The per-kind placement `kinds` (made of the per-node summaries `old`) carried over
+    to `new`, the same amounts as re-placed by a replay: per rank, the i-th lowest core
+    (GPU) id of `old` becomes the i-th lowest of `new`; ranks not in `new` are dropped.
+    A replay pins per-node totals, so it re-picks ids only when something was freed out
+    of order; the kinds must follow or two kinds' records would name the same core."""
+    maps: dict[int, tuple[dict[int, int], dict[int, int]]] = {}
+    new_by_rank = {int(n["rank"]): n for n in new}
+    for n in old:
+        m = new_by_rank.get(int(n["rank"]))
+        if m is None:
+            continue
+        maps[int(n["rank"])] = tuple(
+            dict(zip(idset.decode(n.get(key) or ""), idset.decode(m.get(key) or ""), strict=False))
+            for key in ("cores", "gpus")
+        )
+    out = []
+    for kind in kinds:
+        nodes = []
+        for n in kind.get("nodes") or []:
+            rank = int(n["rank"])
+            if rank not in maps:
+                continue
+            cores, gpus = maps[rank]
+            nodes.append({**n,
+                          "cores": idset.encode(sorted(cores[c] for c in idset.decode(n.get("cores") or "") if c in cores)),
+                          "gpus": idset.encode(sorted(gpus[g] for g in idset.decode(n.get("gpus") or "") if g in gpus))})
+        out.append({**kind, "nodes": nodes})
+    return out
 
 
 def rank_hostnames(R: dict) -> dict[int, str]:
@@ -364,7 +402,8 @@ class LiveGraph:
                 except Unsatisfiable as exc:
                     raise Unsatisfiable(f"slot {slot.get('label')} ({describe(slot_totals(slot))} each): {exc}") from None
                 parts.append(part)
-                placed.append({"label": slot.get("label"), "count": int(slot.get("count") or 1), "nodes": self._nodes_of(result)})
+                placed.append({"label": slot.get("label"), "count": int(slot.get("count") or 1),
+                               "slot": slot_shape(slot), "nodes": self._nodes_of(result)})
         except Busy as exc:
             self._rollback(parts)
             self._check_kinds_satisfiable(kinds, policy)

@@ -35,6 +35,7 @@ from fluxnode.scheduler.live_graph import (
     InvalidRequest,
     LiveGraph,
     Unsatisfiable,
+    kinds_on,
     nodes_to_R,
 )
 
@@ -54,10 +55,13 @@ class Allocation:
     labels: dict = field(default_factory=dict)
     created: float = 0.0
     restored: bool = True  # False while a replayed allocation could not be re-placed
+    kinds: list[dict] | None = None  # several slot kinds: where each landed (kept across restarts)
 
     def summary(self, with_R: bool = False, hostnames: dict[int, str] | None = None) -> dict:
         out = asdict(self)
         del out["jobspec"]
+        if out["kinds"] is None:
+            del out["kinds"]
         if with_R:
             out["R"] = nodes_to_R(self.nodes)
         return out
@@ -76,7 +80,8 @@ class SchedService:
         self.graph = LiveGraph(broker.resources())
         for entry in self.journal.entries():
             alloc = Allocation(
-                entry.id, "ALLOCATED", 0, entry.jobspec, entry.policy, entry.nodes, entry.labels, entry.created
+                entry.id, "ALLOCATED", 0, entry.jobspec, entry.policy, entry.nodes, entry.labels, entry.created,
+                kinds=entry.kinds,
             )
             self.allocations[alloc.id] = alloc
         self._replay()
@@ -127,8 +132,10 @@ class SchedService:
             try:
                 restored = self.graph.restore(alloc.id, alloc.nodes)
                 if restored != alloc.nodes:
+                    if alloc.kinds is not None:
+                        alloc.kinds = kinds_on(alloc.kinds, alloc.nodes, restored)
                     alloc.nodes = restored
-                    self.journal.shrink(alloc.id, {}, restored)
+                    self.journal.shrink(alloc.id, {}, restored, alloc.kinds)
                 alloc.restored = True
             except (Busy, Unsatisfiable, InvalidRequest) as exc:
                 alloc.restored = False
@@ -204,12 +211,13 @@ class SchedService:
         except Unsatisfiable as exc:
             raise ServiceError(errno.ENODEV, f"unsatisfiable: {exc}") from None
         alloc = Allocation(
-            alloc_id, placement.status, placement.at, placement.jobspec, policy, placement.nodes, labels, time.time()
+            alloc_id, placement.status, placement.at, placement.jobspec, policy, placement.nodes, labels, time.time(),
+            kinds=placement.kinds,
         )
         if alloc.status == "ALLOCATED":
             try:
                 self.journal.record(
-                    JournalEntry(alloc.id, alloc.jobspec, policy, {}, alloc.nodes, labels, alloc.created)
+                    JournalEntry(alloc.id, alloc.jobspec, policy, {}, alloc.nodes, labels, alloc.created, alloc.kinds)
                 )
             except Exception:
                 self.graph.cancel(alloc.id)
@@ -248,8 +256,10 @@ class SchedService:
         if alloc.restored:
             remaining = self.graph.partial_cancel(alloc.id, sorted(ranks), remaining)
         alloc.nodes = remaining
+        if alloc.kinds is not None:
+            alloc.kinds = [{**k, "nodes": [n for n in k["nodes"] if n["rank"] not in ranks]} for k in alloc.kinds]
         if alloc.status == "ALLOCATED":
-            self.journal.shrink(alloc.id, {}, alloc.nodes)
+            self.journal.shrink(alloc.id, {}, alloc.nodes, alloc.kinds)
         return {"id": alloc.id, "freed": idset.encode(ranks), "remaining": idset.encode(n["rank"] for n in alloc.nodes)}
 
     def _cancel_all(self, alloc: Allocation) -> dict:
