@@ -23,7 +23,8 @@ Design choices (also in README.md, "Scheduling pods with fluxnode"):
   keep their share; the failed pods' ranks are freed and those pods are
   queued again (as an all-or-nothing increment of the same group).
 - On start (and on takeover) allocations are rebuilt from ``sched.list``
-  (labels name group and pod UIDs) and the pods' nodeName/annotations.
+  (labels name group and pod UIDs; ``kinds`` where each slot kind landed) and the
+  pods' nodeName/annotations, so unbound pods get exactly their planned share.
 """
 
 from __future__ import annotations
@@ -435,9 +436,13 @@ class Binder:
                 unbound[uid] = shape
         if unbound:
             try:
+                slots = None
                 if kinds is not None:
-                    slots = assign_kinds(unbound, {shape: list(per_rank.values()) for shape, per_rank in kinds.items()})
-                else:
+                    try:
+                        slots = assign_kinds(unbound, {shape: list(per_rank.values()) for shape, per_rank in kinds.items()})
+                    except AssignmentError:  # pods that match no kind (changed requests): the totals may still do
+                        slots = None
+                if slots is None:
                     slots = assign(unbound, list(free_nodes.values()))
             except AssignmentError as exc:
                 log.warning("allocation %d of %s: cannot split what is left among its %d unbound pods (%s); "

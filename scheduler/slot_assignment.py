@@ -7,9 +7,11 @@ room (first-fit decreasing). For a homogeneous group this always succeeds
 because the allocation was made of exactly such slots. A heterogeneous group's
 answer also says where each slot kind landed (``kinds``): `assign_kinds` gives
 each kind's pods that kind's share, so it succeeds too (every node of a kind
-holds whole slots of that kind's shape). Without that split (a rebuilt
-allocation), first-fit over the totals can in rare shapes fail although a split
-exists, which is reported rather than guessed.
+holds whole slots of that kind's shape); the service keeps ``kinds`` with the
+allocation, so a binder rebuilding after a restart splits it the same way. Only
+without that split (an allocation from a service that did not keep it), first-fit
+over the totals can in rare shapes fail although a split exists, which is
+reported rather than guessed.
 """
 
 from __future__ import annotations
