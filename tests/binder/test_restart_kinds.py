@@ -92,17 +92,17 @@ def test_the_per_kind_placement_survives_a_leader_restart(tmp_path):
         assert [(x["id"], x["nodes"], x.get("kinds")) for x in allocs] == [
             (m["id"], m["nodes"], m["kinds"]), (one["id"], one["nodes"], None)]
         assert inst.rpc("sched.info", {"id": m["id"]})["kinds"] == m["kinds"]
-        # a partial cancel drops that rank from every kind, and that too is journaled
-        gone = next(k for k in m["kinds"] if k["label"] == "s1")["nodes"][0]["rank"]
-        if len(m["nodes"]) > 1:
-            inst.rpc("sched.cancel", {"id": m["id"], "ranks": str(gone)})
-            inst.kill(0)
-            inst.restart(0)
-            [x] = wait_for(lambda: [a for a in replayed() or [] if a["id"] == m["id"]], 30, what="replayed again")
-            expected = [{**k, "nodes": [n for n in k["nodes"] if n["rank"] != gone]} for k in m["kinds"]]
-            assert x["kinds"] == expected and [n["rank"] for n in x["nodes"]] == [
-                n["rank"] for n in m["nodes"] if n["rank"] != gone]
-
+        # a partial cancel drops that rank from every kind, and that too is journaled (7 cores
+        # of 8 span both nodes; the GPU kind is on node0, the only one with a GPU)
+        assert [n["hostname"] for n in m["nodes"]] == ["node0", "node1"]
+        [gone] = [n["rank"] for k in m["kinds"] if k["label"] == "s1" for n in k["nodes"]]
+        inst.rpc("sched.cancel", {"id": m["id"], "ranks": str(gone)})
+        inst.kill(0)
+        inst.restart(0)
+        [x] = wait_for(lambda: [a for a in replayed() or [] if a["id"] == m["id"]], 30, what="replayed again")
+        expected = [{**k, "nodes": [n for n in k["nodes"] if n["rank"] != gone]} for k in m["kinds"]]
+        assert x["kinds"] == expected
+        assert [n["rank"] for n in x["nodes"]] == [n["rank"] for n in m["nodes"] if n["rank"] != gone]
 
 def bind_like_a_previous_binder(c: BinderCluster, pod: dict, slot: PodSlot, alloc_id: int, group: str) -> None:
     """What a binder that was stopped after its first Binding left behind (its own writer)."""
@@ -163,3 +163,26 @@ def test_restarted_binder_gives_unbound_pods_of_a_heterogeneous_group_their_plan
         assert [(x["id"], x["nodes"], x["kinds"]) for x in listed] == [(a["id"], a["nodes"], a["kinds"])]
         held = c.inst.rpc("sched.resource-status")["allocated"]["execution"]["R_lite"]
         assert sum(len(idset.decode(r["children"]["core"])) for r in held) == 9
+
+
+def test_a_replay_that_re_picks_core_ids_keeps_the_kinds_consistent(tmp_path):
+    # `pad` is freed before the restart, so the replay may pin the group on other ids than
+    # it was first given: whatever it picks, the kinds must name exactly the held cores,
+    # each kind its own, and nothing held may be handed out again.
+    with Instance(size=1, tmp_path=tmp_path, modules=None, resources={"node0": {"cores": 4, "memory_mib": 1024}},
+                  tbon={"torpid_min": "0.2s", "torpid_max": "1s"}) as inst:
+        wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 1, 20, what="1 rank")
+        pad = inst.rpc("sched.alloc", {"jobspec": kinds_spec((1, 0, 1))})
+        m = inst.rpc("sched.alloc", {"jobspec": kinds_spec((2, 0, 1), (1, 0, 1))})
+        inst.rpc("sched.cancel", {"id": pad["id"]})
+        inst.kill(0)
+        inst.restart(0)
+        [x] = wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 1
+                       and inst.rpc("sched.list", {})["allocations"], 30, what="restarted leader")
+        held = set(idset.decode(x["nodes"][0]["cores"]))
+        per_kind = {k["label"]: set(idset.decode(k["nodes"][0]["cores"])) for k in x["kinds"]}
+        assert {label: len(c) for label, c in per_kind.items()} == {"s0": 2, "s1": 1}
+        assert per_kind["s0"] | per_kind["s1"] == held and not per_kind["s0"] & per_kind["s1"]
+        assert inst.rpc("sched.info", {"id": m["id"]})["kinds"] == x["kinds"]
+        free = inst.rpc("sched.alloc", {"jobspec": kinds_spec((1, 0, 1))})
+        assert not set(idset.decode(free["nodes"][0]["cores"])) & held
