@@ -17,6 +17,7 @@ from fluxnode.scheduler.live_graph import kinds_on
 from fluxnode.scheduler.slot_assignment import AssignmentError, PodSlot, assign
 from support.binder_cluster import BinderCluster
 from support.instance import Instance
+from support.sched_leader import restart_leader
 from support.waiting import wait_for
 
 OLD_SCHEMA = """
@@ -81,14 +82,7 @@ def test_the_per_kind_placement_survives_a_leader_restart(tmp_path):
         assert [x["kinds"] for x in listed] == [m["kinds"]]
         assert inst.rpc("sched.info", {"id": m["id"]})["kinds"] == m["kinds"]
         assert "kinds" not in inst.rpc("sched.info", {"id": one["id"]})
-        inst.kill(0)
-        inst.restart(0)
-
-        def replayed():
-            allocs = inst.rpc("sched.list", {})["allocations"]
-            return len(inst.rpc("sched.resource-status")["nodes"]) == 2 and allocs
-
-        allocs = wait_for(replayed, 30, what="restarted leader with both ranks")
+        allocs = restart_leader(inst, 2)
         assert [(x["id"], x["nodes"], x.get("kinds")) for x in allocs] == [
             (m["id"], m["nodes"], m["kinds"]), (one["id"], one["nodes"], None)]
         assert inst.rpc("sched.info", {"id": m["id"]})["kinds"] == m["kinds"]
@@ -97,9 +91,9 @@ def test_the_per_kind_placement_survives_a_leader_restart(tmp_path):
         assert [n["hostname"] for n in m["nodes"]] == ["node0", "node1"]
         [gone] = [n["rank"] for k in m["kinds"] if k["label"] == "s1" for n in k["nodes"]]
         inst.rpc("sched.cancel", {"id": m["id"], "ranks": str(gone)})
-        inst.kill(0)
-        inst.restart(0)
-        [x] = wait_for(lambda: [a for a in replayed() or [] if a["id"] == m["id"]], 30, what="replayed again")
+        restart_leader(inst, 2)
+        [x] = wait_for(lambda: [a for a in inst.rpc("sched.list", {})["allocations"] if a["id"] == m["id"]],
+                       30, what="replayed again")
         expected = [{**k, "nodes": [n for n in k["nodes"] if n["rank"] != gone]} for k in m["kinds"]]
         assert x["kinds"] == expected
         assert [n["rank"] for n in x["nodes"]] == [n["rank"] for n in m["nodes"] if n["rank"] != gone]

@@ -9,6 +9,7 @@ from fluxnode.agent.client import Client, RPCError
 from fluxnode.broker_conf import idset
 from fluxnode.scheduler.jobspec_builder import SlotKind, build_jobspec
 from support.instance import Instance
+from support.sched_leader import restart_leader
 from support.waiting import wait_for
 
 RESOURCES = {f"node{i}": {"cores": 4, "gpus": 1 if i == 0 else 0, "memory_mib": 4096} for i in range(3)}
@@ -197,14 +198,7 @@ def test_allocations_survive_a_leader_restart(tmp_path):
         b = inst.rpc("sched.alloc", {"jobspec": spec(3, 1, hosts="node0")})
         inst.rpc("sched.cancel", {"id": b["id"]})
         m = inst.rpc("sched.alloc", {"jobspec": kinds_spec((1, 0, 1), (1, 1, 1), hosts="node0"), "labels": {"group": "mixed"}})
-        inst.kill(0)
-        inst.restart(0)
-
-        def replayed():
-            allocs = inst.rpc("sched.list", {})["allocations"]
-            return len(inst.rpc("sched.resource-status")["nodes"]) == 2 and allocs
-
-        allocs = wait_for(replayed, 30, what="restarted leader with both ranks")
+        allocs = restart_leader(inst, 2)
         assert [(x["id"], x["labels"], x["nodes"]) for x in allocs] == [
             (a["id"], {"group": "keep"}, a["nodes"]), (m["id"], {"group": "mixed"}, m["nodes"])]
         # node1 is still fully held, and node0's GPU and 2 of its cores: nothing is handed out twice

@@ -14,6 +14,7 @@ from fluxnode.scheduler.jobspec_builder import SlotKind, build_jobspec
 from fluxnode.scheduler.live_graph import memory_granule_mib
 from fluxnode.scheduler.service import SchedService
 from support.instance import Instance
+from support.sched_leader import restart_leader
 from support.waiting import wait_for
 
 MEMORY = 4096
@@ -124,14 +125,7 @@ def test_memory_allocations_survive_a_leader_restart(tmp_path):
                   tbon={"torpid_min": "0.2s", "torpid_max": "1s"}) as inst:
         wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 2, 20, what="2 ranks")
         a = inst.rpc("sched.alloc", {"jobspec": spec(2, 1, memory=3000, hosts="node1")})
-        inst.kill(0)
-        inst.restart(0)
-
-        def replayed():
-            allocs = inst.rpc("sched.list", {})["allocations"]
-            return len(inst.rpc("sched.resource-status")["nodes"]) == 2 and allocs
-
-        [x] = wait_for(replayed, 30, what="restarted leader with both ranks")
+        [x] = restart_leader(inst, 2)
         assert (x["nodes"], x["restored"]) == (a["nodes"], True)
         left = MEMORY - a["nodes"][0]["memory_mib"]
         assert errnum(inst, {"jobspec": spec(1, 1, memory=left + 1, hosts="node1")})[0] == errno.EBUSY

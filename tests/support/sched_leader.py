@@ -1,0 +1,18 @@
+"""Restarting the lead broker in scheduler-service tests."""
+
+from __future__ import annotations
+
+from support.waiting import wait_for
+
+
+def restart_leader(inst, nodes: int, timeout: float = 30.0) -> list[dict]:
+    """Kill rank 0 and start it again; wait until its scheduler service has replayed the
+    journal and sees all ``nodes`` ranks, then return ``sched.list``'s allocations."""
+    inst.kill(0)
+    inst.restart(0)
+
+    def replayed():
+        allocs = inst.rpc("sched.list", {})["allocations"]
+        return len(inst.rpc("sched.resource-status")["nodes"]) == nodes and allocs
+
+    return wait_for(replayed, timeout, what=f"restarted leader with {nodes} ranks")
