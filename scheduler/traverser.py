@@ -31,6 +31,7 @@ from __future__ import annotations
 import bisect
 import time
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from .graph import CONTAINMENT, FREEZE_MIN_VERTICES, ResourceGraph, Vertex, freeze_for_gc, gc_paused
 from .planner import Planner
@@ -146,8 +147,7 @@ def take_slot(dfu_slot: Scoring, shape, label: str = "") -> EGroup | None:
     return EGroup(score, 1, True, label=label, edges=edges)
 
 
-def _uniq_id(v: Vertex) -> int:
-    return v.uniq_id
+_uniq_id = attrgetter("uniq_id")
 
 
 class Traverser:
