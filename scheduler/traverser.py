@@ -413,7 +413,8 @@ class Traverser:
                 return leaves
             kids = u.children
             if not any(c.children for c in kids):
-                # leaves weigh nothing (see _weight) ever: by uniq_id alone, kept for good
+                # leaves never get an edge weight (only vertices with children do), so
+                # their order is by uniq_id alone, computed once
                 leaves = self._leaf_order[u.uniq_id] = sorted(kids, key=_uniq_id, reverse=True)
                 return leaves
             weights = self._weights
