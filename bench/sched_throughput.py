@@ -6,7 +6,8 @@
 For each policy, on a fresh graph (2 sockets x 32 cores + 4 GPUs per node):
   fill   single-core allocations until the graph is full or --budget seconds pass
   churn  cancel one job / allocate one core, for --budget/2 seconds
-  gangs  one 1,000-slot gang (1 node each) and one 4,000 x 8-core gang, on a fresh graph
+  gangs  one 1,000-slot gang (1 node each) and one 4,000 x 8-core gang, each on a fresh
+         graph, --gang-runs times (median, min, max)
 Prints allocations/s plus median and p99 time per match.
 """
 
@@ -36,7 +37,7 @@ def stats(samples: list[float]) -> str:
             f"  p99 {p99 * 1e3:8.2f} ms")
 
 
-def run_policy(path: Path, policy: str, budget: float) -> None:
+def run_policy(path: Path, policy: str, budget: float, gang_runs: int = 3) -> None:
     t = Traverser(read_grug(path), policy)
     one = from_jobspec(single_core())
     fill: list[float] = []
@@ -59,16 +60,23 @@ def run_policy(path: Path, policy: str, budget: float) -> None:
         churn.append(time.perf_counter() - t0)
         jobs.append(res.jobid)
     print(f"  {policy:8s} churn  {stats(churn)}")
+    del t, jobs
     for label, js in (("1000x1-node gang", gang_nodes(1000)), ("4000x8-core gang", gang_cores(4000, 8))):
-        g = Traverser(read_grug(path), policy)
-        req = from_jobspec(js)
-        t0 = time.perf_counter()
-        try:
-            g.match(req)
-            took = f"{(time.perf_counter() - t0) * 1e3:.1f} ms"
-        except NoMatch as exc:
-            took = f"no match ({exc})"
-        print(f"  {policy:8s} {label}: {took}")
+        took: list[float] = []
+        for _ in range(gang_runs):  # each on a fresh graph: the gang is its first match
+            g = Traverser(read_grug(path), policy)
+            req = from_jobspec(js)
+            t0 = time.perf_counter()
+            try:
+                g.match(req)
+            except NoMatch as exc:
+                print(f"  {policy:8s} {label}: no match ({exc})")
+                break
+            took.append((time.perf_counter() - t0) * 1e3)
+            del g
+        if took:
+            print(f"  {policy:8s} {label}: median {statistics.median(took):.1f} ms, "
+                  f"min {min(took):.1f}, max {max(took):.1f} ({len(took)} runs)")
 
 
 def main() -> None:
@@ -76,12 +84,13 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--policies", default="low,high,lonode,first")
     ap.add_argument("--budget", type=float, default=20.0, help="seconds per fill phase")
+    ap.add_argument("--gang-runs", type=int, default=3, help="fresh graphs per gang (median, min, max)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         path = write_grug(Path(d) / "g.graphml", args.nodes)
         print(f"graph: {args.nodes} nodes x (2 sockets x 32 cores + 4 GPUs)")
         for policy in args.policies.split(","):
-            run_policy(path, policy, args.budget)
+            run_policy(path, policy, args.budget, args.gang_runs)
 
 
 if __name__ == "__main__":
