@@ -4,18 +4,58 @@ Fluxion's dfu_flexible lets one jobspec level hold several sibling slots
 ("or-slots"); at the vertex where they match it picks, from the free
 resources found below, the combination of slot shapes that fits the most
 slots (a memoised search over remaining counts, earliest shape first on ties)
-and emits one slot per pick.
+and emits one slot per pick. ``xor_slot`` siblings are alternatives instead:
+exactly one of them is used, the first (in jobspec order) that can run now, or
+the one that can start earliest when the request may be reserved.
 """
 
 from __future__ import annotations
 
-from .request import Request, calc_count, effective_max
+from dataclasses import replace
+from itertools import product
+
+from .request import Request, calc_count, effective_max, to_requests
 from .scoring import Scoring
-from .traverser import Traverser, take_slot
+from .traverser import MatchResult, NoMatch, Traverser, Unsatisfiable, take_slot
 
 
 class FlexibleTraverser(Traverser):
     _subtree_cacheable = False  # or-slot unions are built per walk
+
+    def match(self, jobspec, op: str = "allocate", jobid: int | None = None,
+              at: int | None = None) -> MatchResult:
+        """``xor_slot`` siblings are alternatives: exactly one of them is matched. The
+        request is tried with one alternative per xor level, in jobspec order: the first
+        that allocates now wins; failing that (allocate_orelse_reserve), the one that
+        can start earliest, the first of those on a tie."""
+        req = self._request(jobspec)
+        alternatives = _xor_alternatives(req.resources)
+        if alternatives is None:
+            return super().match(req, op, jobid, at)
+        jobid = self.next_jobid if jobid is None else jobid
+        tries = [replace(req, resources=alt) for alt in alternatives]
+        busy = False
+        for one in tries:
+            try:
+                return super().match(one, "satisfiability" if op == "satisfiability" else "allocate", jobid, at)
+            except NoMatch as exc:
+                busy = busy or exc.busy
+        if op == "allocate_orelse_reserve":
+            best = None
+            for i, one in enumerate(tries):
+                try:
+                    res = super().match(one, op, jobid, at)
+                except NoMatch as exc:
+                    busy = busy or exc.busy
+                    continue
+                self.cancel(res.jobid)
+                if best is None or res.at < best[0]:
+                    best = (res.at, i)
+            if best is not None:
+                return super().match(tries[best[1]], op, jobid, at)
+        if op == "satisfiability" or not busy:
+            raise Unsatisfiable()
+        raise NoMatch(True)
 
     def _test(self, u, resources: list[Request], pristine: bool):
         slots: list[Request] | None = None
@@ -143,7 +183,12 @@ def _select(slots: list[Request], counts: dict[str, int], nslots: int,
     if key in memo:
         return memo[key]
     if len(slots) == 1:
-        memo[key] = (counts, nslots, 0)
+        # as many of the one shape as the qualified counts hold (dom_slot's cnt_slot)
+        fit = nslots
+        for elem in slots[0].with_:
+            count = calc_count(elem, counts.get(elem.type, 0))
+            fit = min(fit, counts.get(elem.type, 0) // count) if count > 0 else 0
+        memo[key] = (counts, fit, 0 if fit else -1)
         return memo[key]
     best = -1
     for i, slot in enumerate(slots):
@@ -164,3 +209,31 @@ def _select(slots: list[Request], counts: dict[str, int], nslots: int,
     if best < 0:
         memo[key] = ({}, 0, -1)
     return memo[key]
+
+
+def _xor_alternatives(resources: list[Request]) -> list[list[Request]] | None:
+    """Every request that takes one ``xor_slot`` per level (as a plain ``slot``), in
+    jobspec order; None when the request has no xor slots."""
+    def has_xor(rs: list[Request]) -> bool:
+        return any(r.type == "xor_slot" or has_xor(r.with_) for r in rs)
+
+    if not has_xor(resources):
+        return None
+
+    def expand(rs: list[Request]) -> list[list[Request]]:
+        # the other resources of a level, each with every expansion of what it holds...
+        others = [(i, [replace(r, with_=w) for w in expand(r.with_)])
+                  for i, r in enumerate(rs) if r.type != "xor_slot"]
+        # ...with exactly one of the level's xor slots, as a plain slot, in jobspec order
+        picks = [(i, replace(r, type="slot", with_=w))
+                 for i, r in enumerate(rs) if r.type == "xor_slot" for w in expand(r.with_)]
+        out = []
+        for pick in picks or [None]:
+            for combo in product(*(options for _i, options in others)):
+                level = dict(zip((i for i, _options in others), combo, strict=True))
+                if pick is not None:
+                    level[pick[0]] = pick[1]
+                out.append([level[i] for i in sorted(level)])
+        return out
+
+    return [to_requests(alt) for alt in expand(resources)]

@@ -37,10 +37,12 @@ class MatchRequest:
     task_slots: list[str]
 
 
-def _convert(res) -> list[Request]:
+def to_requests(res) -> list[Request]:
+    """Request trees (with their ``user_data``) from jobspec resources, or from requests
+    whose shape was changed (the flexible traverser's xor alternatives)."""
     out = []
     for r in res:
-        req = Request(r.type, r.count, r.exclusive, r.label, _convert(r.with_))
+        req = Request(r.type, r.count, r.exclusive, r.label, to_requests(r.with_))
         for c in req.with_:
             req.user_data[c.type] = req.user_data.get(c.type, 0) + c.count.min
             for t, n in c.user_data.items():
@@ -52,7 +54,7 @@ def _convert(res) -> list[Request]:
 def from_jobspec(js: Jobspec | Mapping | str) -> MatchRequest:
     if not isinstance(js, Jobspec):
         js = Jobspec.parse(js)
-    return MatchRequest(_convert(js.resources), int(js.duration), js.constraints,
+    return MatchRequest(to_requests(js.resources), int(js.duration), js.constraints,
                         [t.slot for t in js.tasks])
 
 

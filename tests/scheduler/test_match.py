@@ -199,3 +199,27 @@ def test_first_skips_a_node_held_exclusively(tiny_grug):
     # node1 weighs 0 free nodes, node0 is untouched: the next shared job goes to node0
     assert _node_of(t.match(_one_core())) == "node0"
     assert t._weights[whole.nodes[0].uniq_id] == 0
+
+
+def test_xor_slots_take_exactly_one_alternative_the_first_that_fits(tiny_grug):
+    """Under -T flexible, sibling xor_slots are alternatives: a socket (4 cores, 1 GPU)
+    takes the GPU shape while GPUs last, then the cores-only shape; never both."""
+    from fluxnode.scheduler.flexible import FlexibleTraverser
+
+    def xor(label, *with_):
+        return {"type": "xor_slot", "count": 1, "label": label, "with": list(with_)}
+
+    js = jobspec([{"type": "socket", "count": 1, "with": [
+        xor("gpu", {"type": "core", "count": 2}, {"type": "gpu", "count": 1}),
+        xor("cpu", {"type": "core", "count": 2})]}])
+    t = FlexibleTraverser(read_grug(tiny_grug), "first")
+    shapes = []
+    for _ in range(8):
+        res = t.match(js)
+        kinds = sorted(e.vertex.type for e in res.selection if e.vertex.type in ("core", "gpu"))
+        shapes.append(tuple(kinds))
+    assert shapes[:4] == [("core", "core", "gpu")] * 4      # one GPU shape per socket
+    assert shapes[4:] == [("core", "core")] * 4             # then the other alternative
+    with pytest.raises(NoMatch) as exc:
+        t.match(js)
+    assert exc.value.busy
