@@ -887,13 +887,25 @@ class Traverser:
             n += self._count_type(c, t, mult * r.count.min)
         return n
 
-    def _candidate_times(self, req: MatchRequest, m: _Meta) -> list[int]:
-        ends = set()
-        for j in self.jobs.values():
-            e = j.at + j.duration
-            if e > m.at and e < INF:
-                ends.add(e)
-        return sorted(ends)
+    def _candidate_times(self, req: MatchRequest, m: _Meta):
+        """Start times to try a reservation at, as Fluxion's schedule() asks them: the
+        root's subtree planner's avail_time_first/next from ``now + 1`` for the request's
+        aggregate counts (scheduled points only, with that planner's stale-count rules,
+        which decide what a graph grown by ``attach`` offers)."""
+        sp = self.g.root.subplan
+        if sp is None:  # nothing planned below the root: everything is free now
+            return
+        counts = dict.fromkeys(sp.totals, 0)
+        for r in req.resources:
+            if r.type in counts:
+                counts[r.type] += r.count.min
+            for t, n in self._user_data(r).items():
+                if t in counts:
+                    counts[t] += r.count.min * n
+        t = sp.avail_time_first(m.at + 1, m.duration, counts)
+        while t is not None:
+            yield t
+            t = sp.avail_time_next()
 
     def cancel(self, jobid: int) -> tuple[int, int]:
         """Release every resource of ``jobid``; returns (preorder, postorder) visit counts."""
