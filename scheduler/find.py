@@ -92,8 +92,8 @@ def _eval(node, v, ov) -> bool:
         return jid in v.allocations
     if key == "jobid-reserved":
         return jid in v.reservations
-    if key == "jobid-span":
-        return jid in v.spans
+    if key == "jobid-span":  # the job's span in this vertex's subtree filter (Fluxion's job2span)
+        return jid in v.agspans
     if key == "jobid-tag":
         return jid in v.tags
     if key == "property":

@@ -223,3 +223,14 @@ def test_xor_slots_take_exactly_one_alternative_the_first_that_fits(tiny_grug):
     with pytest.raises(NoMatch) as exc:
         t.match(js)
     assert exc.value.busy
+
+
+def test_find_jobid_span_means_the_jobs_subtree_filter_spans(tiny_grug):
+    """As Fluxion's job2span: vertices whose subtree filter holds a span of the job
+    (vertices with children), not the leaves' own schedule spans."""
+    t = Traverser(read_grug(tiny_grug), "first")
+    res = t.match(cores(1))
+    spans = {e.vertex.type for e in t.find(f"jobid-span={res.jobid}")}
+    tags = {e.vertex.type for e in t.find(f"jobid-tag={res.jobid}")}
+    assert "core" in tags and "core" not in spans
+    assert {"socket", "node", "rack"} <= spans
