@@ -602,44 +602,28 @@ class Binder:
         try:
             reqs = {p.uid: pod_requests(p.raw) for p in pods}
         except PodRequestError as exc:
-            self._report(pods, "Unschedulable", f"{exc}; fix the pod spec", group)
-            group.unsatisfiable, group.unsatisfiable_generation = str(exc), self.state.node_generation
-            self.metrics.attempts.labels("unschedulable").inc()
-            return "unschedulable"
+            return self._unschedulable(group, pods, str(exc), f"{exc}; fix the pod spec")
         # Every pod gets exactly its own shape: a heterogeneous group is one jobspec with
         # one slot kind per distinct shape, matched kind by kind in one service call.
         shapes = {uid: (max(1, r.cores), r.gpus, r.memory_mib) for uid, r in reqs.items()}
         if not candidates.names:
-            self._report(pods, "WaitingForResources", "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full); will retry", group)
-            self.metrics.attempts.labels("busy").inc()
-            return "busy"
+            return self._waiting(group, pods, "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full); will retry")
         try:
             placements = [pod_placement(p.raw) for p in pods]
         except NodeAffinityError as exc:
-            self._report(pods, "Unschedulable", f"{exc}; fix the pod spec", group)
-            group.unsatisfiable, group.unsatisfiable_generation = str(exc), self.state.node_generation
-            self.metrics.attempts.labels("unschedulable").inc()
-            return "unschedulable"
+            return self._unschedulable(group, pods, str(exc), f"{exc}; fix the pod spec")
         names, hosts, why_none = self._eligible(candidates, placements)
         if not names:
             if candidates.excluded:  # reserved for another group now; may fit later
-                self._report(pods, "WaitingForResources", f"busy: {why_none}; will retry", group)
-                self.metrics.attempts.labels("busy").inc()
-                return "busy"
-            group.unsatisfiable, group.unsatisfiable_generation = why_none, self.state.node_generation
-            self._report(pods, "Unschedulable", f"unsatisfiable: {why_none}; will not fit until the cluster changes", group)
-            self.metrics.attempts.labels("unschedulable").inc()
-            return "unschedulable"
+                return self._waiting(group, pods, f"busy: {why_none}; will retry")
+            return self._unschedulable(group, pods, why_none)
         # The graph holds each node's capacity, of which the outside-usage pins keep back
         # what is not allocatable: a pod above every node's allocatable memory would wait
         # forever as "busy", so it is reported unschedulable here in Kubernetes' terms.
         biggest = max(r.memory_bytes for r in reqs.values())
         if biggest > candidates.largest_memory:
-            reason = f"a pod needs {biggest // MIB} MiB of memory but the largest usable node allocates {candidates.largest_memory // MIB} MiB"
-            group.unsatisfiable, group.unsatisfiable_generation = reason, self.state.node_generation
-            self._report(pods, "Unschedulable", f"unsatisfiable: {reason}; will not fit until the cluster changes", group)
-            self.metrics.attempts.labels("unschedulable").inc()
-            return "unschedulable"
+            return self._unschedulable(group, pods, f"a pod needs {biggest // MIB} MiB of memory but the largest "
+                                                    f"usable node allocates {candidates.largest_memory // MIB} MiB")
         kinds = sorted(Counter(shapes.values()).items())
         spec = build_jobspec(
             [SlotKind(c, g, m, n) for (c, g, m), n in kinds],
@@ -676,22 +660,14 @@ class Binder:
         group, pods, shapes = attempt.group, attempt.pods, attempt.shapes
         if isinstance(answer, RPCError):
             if answer.errnum == errno.EBUSY:
-                self._report(pods, "WaitingForResources", f"{answer.errstr}; will retry when resources free up", group)
-                self.metrics.attempts.labels("busy").inc()
-                return "busy"
-            reason = self._explain(shapes, attempt.usable) or answer.errstr
-            group.unsatisfiable, group.unsatisfiable_generation = reason, self.state.node_generation
-            reason = reason.removeprefix("unsatisfiable: ")
-            self._report(pods, "Unschedulable", f"unsatisfiable: {reason}; will not fit until the cluster changes", group)
-            self.metrics.attempts.labels("unschedulable").inc()
-            return "unschedulable"
+                return self._waiting(group, pods, f"{answer.errstr}; will retry when resources free up")
+            return self._unschedulable(group, pods, self._explain(shapes, attempt.usable) or answer.errstr)
         self.sched_ok = True
         if answer["status"] == "RESERVED":
             self.reservations.hold(group.key, answer["id"])
             excluded.update(n["hostname"] for n in answer["nodes"])
-            self._report(pods, "WaitingForResources", "busy: resources reserved for this group; will bind when they free up", group)
-            self.metrics.attempts.labels("reserved").inc()
-            return "busy"
+            return self._waiting(group, pods, "busy: resources reserved for this group; will bind when they free up",
+                                 "reserved")
         try:
             if "kinds" in answer:
                 slots = assign_kinds(shapes, {attempt.labels.get(k["label"]): k["nodes"] for k in answer["kinds"]})
@@ -699,13 +675,27 @@ class Binder:
                 slots = assign(shapes, answer["nodes"])
         except AssignmentError as exc:
             self._cancel(answer["id"], None)
-            self._report(pods, "WaitingForResources", f"busy: {exc}; will retry", group)
-            self.metrics.attempts.labels("error").inc()
-            return "busy"
+            return self._waiting(group, pods, f"busy: {exc}; will retry", "error")
         self.state.placed(GroupAllocation(answer["id"], group.key, {uid: s.rank for uid, s in slots.items()}))
         self.metrics.attempts.labels("scheduled").inc()
         binds.extend((pod, slots[pod.uid], answer["id"], str(group.key)) for pod in pods)
         return "scheduled"
+
+    def _waiting(self, group: Group, pods: list[PodInfo], message: str, attempt: str = "busy") -> str:
+        """The group cannot run now but may later: say so on its pods, count the attempt."""
+        self._report(pods, "WaitingForResources", message, group)
+        self.metrics.attempts.labels(attempt).inc()
+        return "busy"
+
+    def _unschedulable(self, group: Group, pods: list[PodInfo], reason: str, message: str | None = None) -> str:
+        """The group can never run as the cluster is: remember why (until the nodes change)
+        and say so on its pods."""
+        group.unsatisfiable, group.unsatisfiable_generation = reason, self.state.node_generation
+        if message is None:
+            message = f"unsatisfiable: {reason.removeprefix('unsatisfiable: ')}; will not fit until the cluster changes"
+        self._report(pods, "Unschedulable", message, group)
+        self.metrics.attempts.labels("unschedulable").inc()
+        return "unschedulable"
 
     def _hostlist(self, names: list[str]) -> str:
         """RFC 29 hostlist of `names`, cached: the usable set rarely changes between groups."""
