@@ -87,6 +87,11 @@ def describe(totals: dict[str, int]) -> str:
     return ", ".join(words) or "nothing"
 
 
+def slot_unsatisfiable(slot: dict, why: Exception) -> Unsatisfiable:
+    """`why` one kind of a multi-kind request can never fit, naming the kind."""
+    return Unsatisfiable(f"slot {slot.get('label')} ({describe(slot_totals(slot))} each): {why}")
+
+
 def split_slot_kinds(spec: dict) -> list[dict] | None:
     """One jobspec per top-level slot kind of `spec`, largest slot first (GPUs, then cores,
     then memory); None when `spec` has a single kind (or is not a list of slots).
@@ -400,7 +405,7 @@ class LiveGraph:
                 try:
                     part, result = self._match(kind, policy, "allocate_with_satisfiability")
                 except Unsatisfiable as exc:
-                    raise Unsatisfiable(f"slot {slot.get('label')} ({describe(slot_totals(slot))} each): {exc}") from None
+                    raise slot_unsatisfiable(slot, exc) from None
                 parts.append(part)
                 placed.append({"label": slot.get("label"), "count": int(slot.get("count") or 1),
                                "slot": slot_shape(slot), "nodes": self._nodes_of(result)})
@@ -431,7 +436,7 @@ class LiveGraph:
             try:
                 self._match(kind, policy, "satisfiability")
             except Unsatisfiable as exc:
-                raise Unsatisfiable(f"slot {slot.get('label')} ({describe(slot_totals(slot))} each): {exc}") from None
+                raise slot_unsatisfiable(slot, exc) from None
             except Busy:
                 pass
             for type_, n in slot_totals(slot).items():
