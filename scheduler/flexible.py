@@ -34,14 +34,18 @@ class FlexibleTraverser(Traverser):
             return super().match(req, op, jobid, at)
         jobid = self.next_jobid if jobid is None else jobid
         tries = [replace(req, resources=alt) for alt in alternatives]
+        # a plain allocate gives no satisfiability verdict (as the base traverser's), the
+        # other ops do: an alternative that is only busy makes the whole request busy
+        now_op = op if op in ("satisfiability", "allocate_with_satisfiability") else "allocate"
         busy = False
         for one in tries:
             try:
-                return super().match(one, "satisfiability" if op == "satisfiability" else "allocate", jobid, at)
+                return super().match(one, now_op, jobid, at)
             except NoMatch as exc:
                 busy = busy or exc.busy
         if op == "allocate_orelse_reserve":
             best = None
+            busy = False
             for i, one in enumerate(tries):
                 try:
                     res = super().match(one, op, jobid, at)
@@ -53,7 +57,7 @@ class FlexibleTraverser(Traverser):
                     best = (res.at, i)
             if best is not None:
                 return super().match(tries[best[1]], op, jobid, at)
-        if op == "satisfiability" or not busy:
+        if op != "allocate" and not busy:
             raise Unsatisfiable()
         raise NoMatch(True)
 

@@ -234,3 +234,18 @@ def test_find_jobid_span_means_the_jobs_subtree_filter_spans(tiny_grug):
     tags = {e.vertex.type for e in t.find(f"jobid-tag={res.jobid}")}
     assert "core" in tags and "core" not in spans
     assert {"socket", "node", "rack"} <= spans
+
+
+def test_xor_slots_that_can_never_fit_are_unsatisfiable_not_busy(tiny_grug):
+    from fluxnode.scheduler.flexible import FlexibleTraverser
+
+    never = jobspec([{"type": "socket", "count": 1, "with": [
+        {"type": "xor_slot", "count": 1, "label": "a", "with": [{"type": "core", "count": 9}]},
+        {"type": "xor_slot", "count": 1, "label": "b", "with": [{"type": "gpu", "count": 3}]}]}])
+    t = FlexibleTraverser(read_grug(tiny_grug), "first")
+    for op in ("allocate_with_satisfiability", "allocate_orelse_reserve"):
+        with pytest.raises(Unsatisfiable):
+            t.match(never, op=op)
+    with pytest.raises(NoMatch) as exc:  # a plain allocate gives no verdict, like the base
+        t.match(never)
+    assert exc.value.busy
