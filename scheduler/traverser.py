@@ -33,7 +33,15 @@ import time
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from .graph import CONTAINMENT, FREEZE_MIN_VERTICES, ResourceGraph, Vertex, freeze_for_gc, gc_paused
+from .graph import (
+    CONTAINMENT,
+    FREEZE_MIN_VERTICES,
+    ResourceGraph,
+    Vertex,
+    freeze_for_gc,
+    freeze_job_state,
+    gc_paused,
+)
 from .planner import Planner
 from .planner_multi import PlannerMulti
 from .policy import Policy
@@ -738,7 +746,12 @@ class Traverser:
                 return n, up
             return 0, {}
 
-        upd(self.g.root, needs, excl, 1)
+        try:
+            upd(self.g.root, needs, excl, 1)
+        finally:
+            # a recursive closure is a reference cycle (function <-> cell) holding all of
+            # the above; break it so refcounting frees it (see freeze_job_state)
+            upd = None  # noqa: F841
         return out
 
     # ------------------------------------------------------------------ API
@@ -808,6 +821,7 @@ class Traverser:
         self.jobs[jobid] = Job(jobid, m.at, m.duration, status)
         with gc_paused():  # many small planner lists, no cycles: skip gc passes
             sel = self._update(m, needs, x)
+            freeze_job_state()
         if not sel:
             # Like Fluxion: a request with nothing exclusive (no slot) allocates nothing.
             self.jobs.pop(jobid, None)
@@ -1029,7 +1043,10 @@ class Traverser:
             return n, up
 
         if jobid in self.g.root.tags:
-            rec(self.g.root)
+            try:
+                rec(self.g.root)
+            finally:
+                rec = None  # noqa: F841  (break the closure's reference cycle)
 
     def remove_subgraph(self, v: Vertex) -> list[int]:
         """Drop ``v``'s subtree from the graph, releasing what jobs held there.
