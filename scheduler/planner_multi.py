@@ -42,12 +42,15 @@ class PlannerMulti:
 
     def __init__(self, base_time: int, duration: int,
                  totals: Mapping[str, int] | Iterable[tuple[str, int]]) -> None:
-        items = list(totals.items() if isinstance(totals, Mapping) else totals)
+        if type(totals) is dict:  # the common case first: an ABC isinstance check is slow
+            items = list(totals.items())
+        else:
+            items = list(totals.items() if isinstance(totals, Mapping) else totals)
         if duration < 1:
             raise PlannerError(_errno.EINVAL, f"duration must be >= 1, not {duration}")
         self._base, self._duration = base_time, duration
         types = [rtype for rtype, _ in items]
-        if len(set(types)) != len(types):
+        if len(types) > 1 and len(set(types)) != len(types):
             raise PlannerError(_errno.EINVAL, f"resource types given twice in {types}")
         self._planners = [Planner(base_time, duration, total, rtype) for rtype, total in items]
         self._index = _shared_index(types)
@@ -87,6 +90,9 @@ class PlannerMulti:
     def __repr__(self) -> str:
         return (f"PlannerMulti(base_time={self._base}, duration={self._duration}, "
                 f"totals={self.totals}, spans={self.span_count})")
+
+    def has_type(self, resource_type: str) -> bool:
+        return resource_type in self._index
 
     def planner(self, resource_type: str) -> Planner:
         """The planner of one type (shares state: changing it changes this multi-planner)."""
@@ -145,7 +151,7 @@ class PlannerMulti:
         counts = self._counts(request)
         subs: list[int | None] = []
         try:
-            for p, n in zip(self._planners, counts, strict=True):
+            for p, n in zip(self._planners, counts, strict=False):  # _counts made the lengths equal
                 subs.append(p.add_span(start, duration, n))
         except PlannerError:
             for p, sub in zip(self._planners, subs, strict=False):
@@ -252,6 +258,8 @@ class PlannerMulti:
             raise PlannerError(_errno.ENOENT, f"no span {span_id}") from None
 
     def _counts(self, request: Request) -> list[int]:
+        if type(request) is dict and request.keys() <= self._index.keys():
+            return [request.get(p._type, 0) for p in self._planners]
         if isinstance(request, Mapping):
             unknown = set(request) - set(self._index)
             if unknown:

@@ -77,7 +77,7 @@ class TraverserError(ValueError):
     """Bad input to the traverser (unknown job, path, status...)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Emit:
     """One vertex of a selection: ``needs`` units, exclusively or shared, at ``level``."""
 
@@ -318,7 +318,8 @@ class Traverser:
 
     def _ag_put(self, u: Vertex, jobid: int, at: int, end: int, counts: dict[str, int]) -> None:
         """Plan ``counts`` units below ``u`` for ``jobid`` (replacing its previous span)."""
-        self._ag_drop(u, jobid)
+        if u.agspans:
+            self._ag_drop(u, jobid)
         sp = u.subplan
         if sp is None:
             sp = u.subplan = PlannerMulti(0, INF, self._totals.get(u.uniq_id, {}))
@@ -457,10 +458,18 @@ class Traverser:
             shares = {t: 0 for t in per_share}
             acc = {t: 0 for t in per_share}
             sat_types: set[str] = set()
+        # a child no request of this level names is seen (counted) and left, as
+        # _dom_dfv_walk's test would do, without the calls (half a gang's visits are GPUs)
+        named = None if pristine else self._level_types(resources)
+        direct = self._cache is None
+        visited = self._visited
         for c in self._children(u):
-            if c.uniq_id in self._visited:
+            if c.uniq_id in visited:
                 continue
             if dynamic and c.type in sat_types:
+                continue
+            if named is not None and c.type not in named and (direct or not c.children):
+                self.preorder += 1
                 continue
             ok, x_out = self._dom_dfv(m, c, resources, pristine, excl, dfu)
             if ok:
@@ -552,13 +561,33 @@ class Traverser:
             cache[u.uniq_id] = (key, ok, x, probe, policy.ml_scores - ml, last)
         return ok, x
 
+    def _level_types(self, resources: list[Request]) -> frozenset[str] | None:
+        """The vertex types one request level can match; None when a slot is among them
+        (a slot matches any vertex whose children hold its shape)."""
+        hit = self._named.get(id(resources))
+        if hit is None:
+            types = frozenset(r.type for r in resources)
+            # the list is kept with its entry so its id cannot be reused by another list
+            hit = self._named[id(resources)] = (resources, None if "slot" in types else types)
+        return hit[1]
+
+    def _x_types(self, resources: list[Request]) -> frozenset[str]:
+        """The types a request level asks for exclusively."""
+        hit = self._xreq.get(id(resources))
+        if hit is None:
+            hit = self._xreq[id(resources)] = (
+                resources, frozenset(r.type for r in resources if r.exclusive is True))
+        return hit[1]
+
     def _sig(self, resources: list[Request]) -> tuple:
         """A request level's structure, equal for equal requests of different matches."""
-        sig = self._sigs.get(id(resources))
-        if sig is None:
-            sig = self._sigs[id(resources)] = tuple(
-                (r.type, r.count.min, r.count.max, r.count.operator, r.count.operand,
-                 r.exclusive, r.label, self._sig(r.with_)) for r in resources)
+        hit = self._sigs.get(id(resources))
+        if hit is not None:
+            return hit[1]
+        sig = tuple(
+            (r.type, r.count.min, r.count.max, r.count.operator, r.count.operand,
+             r.exclusive, r.label, self._sig(r.with_)) for r in resources)
+        self._sigs[id(resources)] = (resources, sig)
         return sig
 
     def _invalidate(self, u: Vertex | None) -> None:
@@ -571,7 +600,7 @@ class Traverser:
     def _dom_dfv_walk(self, m: _Meta, u: Vertex, resources: list[Request], pristine: bool,
                       excl: bool, to_parent: Scoring) -> tuple[bool, bool]:
         x_in = excl or u.type in self.policy.exclusive_types \
-            or any(r.type == u.type and r.exclusive is True for r in resources)
+            or u.type in self._x_types(resources)
         nxt, kind, nslots, label, pres = self._test(u, resources, pristine)
         self.preorder += 1
         if kind == "none":
@@ -644,7 +673,11 @@ class Traverser:
         self._visited = set()
         self.preorder = self.postorder = 0
         self.policy.ml_scores = 0
-        self._sigs: dict[int, tuple] = {}
+        # per request level, keyed by the list's id and holding the list (so the id is
+        # not reused during this match): see _sig, _level_types, _x_types
+        self._sigs: dict[int, tuple[list, tuple]] = {}
+        self._named: dict[int, tuple[list, frozenset[str] | None]] = {}
+        self._xreq: dict[int, tuple[list, frozenset[str]]] = {}
         self._enforced = 0
         self._cache = self._subtree_cache if self._cacheable and m.constraint is None else None
         if self._cache is not None and self._cache_window != (m.at, m.duration, m.alloc, m.sat):
@@ -680,6 +713,11 @@ class Traverser:
         xtypes = self.policy.exclusive_types | self._req_xtypes
         pxtypes = self.policy.exclusive_types
         stop_on_1 = self.policy.stop_on_1
+        jobid, at, duration = m.jobid, m.at, m.duration
+        allocating = m.alloc == "alloc"
+        job_vertices = job.vertices
+        subtree_cache = self._subtree_cache
+        prune_types = self.prune_types
         seen: set[int] = set()
         marked: dict[int, list[Vertex]] = {}
         for e_parent, e_child in self._mark_edges:
@@ -721,23 +759,24 @@ class Traverser:
                 n += 1
                 if u.schedule is None:
                     u.schedule = Planner(0, INF, u.size, u.type)
-                u.spans[m.jobid] = u.schedule.add_span(m.at, m.duration, needs)
-                if m.alloc == "alloc":
-                    u.allocations.add(m.jobid)
+                u.spans[jobid] = u.schedule.add_span(at, duration, needs)
+                if allocating:
+                    u.allocations.add(jobid)
                 else:
-                    u.reservations.add(m.jobid)
+                    u.reservations.add(jobid)
             if n > 0:
-                self._subtree_cache.pop(u.uniq_id, None)
-                u.tags.add(m.jobid)
+                uid = u.uniq_id
+                subtree_cache.pop(uid, None)
+                u.tags.add(jobid)
                 if u.x_checker is None:
                     u.x_checker = Planner(0, INF, X_CHECKER_NJOBS, "x_checker")
-                u.xspans[m.jobid] = u.x_checker.add_span(m.at, m.duration, 1)
+                u.xspans[jobid] = u.x_checker.add_span(at, duration, 1)
                 if agg:
-                    self._ag_put(u, m.jobid, m.at, end, dict(agg))
-                job.vertices[u.uniq_id] = u
+                    self._ag_put(u, jobid, at, end, agg)  # reads agg, keeps no reference
+                job_vertices[uid] = u
                 out.append(Emit(u, needs, x, level))
                 up: dict[str, int] = dict(agg)
-                if u.type in self.prune_types:
+                if u.type in prune_types:
                     up[u.type] = up.get(u.type, 0) + (u.size if x else u.size - needs)
                 if stop_on_1 and u.children:
                     w = self._edge_weight(u)
@@ -982,7 +1021,7 @@ class Traverser:
         total = self._totals.get(u.uniq_id, {}).get(t, 0)
         sp = u.subplan
         nspans = sp.span_count if sp is not None else 0
-        if sp is None or t not in sp.totals:
+        if sp is None or not sp.has_type(t):
             avail = total
         else:
             avail = sp.planner(t).avail_resources_at(0)
