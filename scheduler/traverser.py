@@ -77,6 +77,9 @@ class TraverserError(ValueError):
     """Bad input to the traverser (unknown job, path, status...)."""
 
 
+_children_of = attrgetter("children")
+
+
 @dataclass(slots=True)
 class Emit:
     """One vertex of a selection: ``needs`` units, exclusively or shared, at ``level``."""
@@ -421,7 +424,7 @@ class Traverser:
             if leaves is not None:
                 return leaves
             kids = u.children
-            if not any(c.children for c in kids):
+            if not any(map(_children_of, kids)):
                 # leaves never get an edge weight (only vertices with children do), so
                 # their order is by uniq_id alone, computed once
                 leaves = self._leaf_order[u.uniq_id] = sorted(kids, key=_uniq_id, reverse=True)
@@ -453,10 +456,13 @@ class Traverser:
         rc2 = -1
         dynamic = self.policy.stop_on_1
         if dynamic:
-            per_share = {r.type: effective_max(r) for r in resources}
-            prev = {t: 0 for t in per_share}
-            shares = {t: 0 for t in per_share}
-            acc = {t: 0 for t in per_share}
+            # Fluxion's dynamic stop: per type, count whole shares as children qualify
+            # and stop once every type has ``multiplier`` of them
+            per_share = self._per_share(resources)
+            ntypes = len(per_share)
+            prev = [0] * ntypes
+            shares = [0] * ntypes
+            acc = [0] * ntypes
             sat_types: set[str] = set()
         # a child no request of this level names is seen (counted) and left, as
         # _dom_dfv_walk's test would do, without the calls (half a gang's visits are GPUs)
@@ -478,21 +484,21 @@ class Traverser:
                                        edges=[Edge(c, count, count, x_out, u)]))
                 rc2 = 0
                 if dynamic:
-                    for t in per_share:
+                    done = 0
+                    for i, (t, share) in enumerate(per_share):
                         total = dfu.total_count(t)
-                        if total <= prev[t]:
-                            continue
-                        delta = total - prev[t]
-                        prev[t] = total
-                        acc[t] += delta
-                        while per_share[t] and acc[t] >= per_share[t]:
-                            shares[t] += 1
-                            acc[t] -= per_share[t]
-                            acc[t] = 0
-                    for r in resources:
-                        if shares[r.type] >= multiplier:
-                            sat_types.add(r.type)
-                    if all(shares[r.type] >= multiplier for r in resources):
+                        if total > prev[i]:
+                            # units accumulate until they make a share; what a share
+                            # leaves over is dropped, as Fluxion does
+                            acc[i] += total - prev[i]
+                            prev[i] = total
+                            if share and acc[i] >= share:
+                                shares[i] += 1
+                                acc[i] = 0
+                        if shares[i] >= multiplier:
+                            sat_types.add(t)
+                            done += 1
+                    if done == ntypes:
                         break
         return rc2
 
@@ -560,6 +566,14 @@ class Traverser:
             last = policy.last_factor if policy.last_factor != last else None
             cache[u.uniq_id] = (key, ok, x, probe, policy.ml_scores - ml, last)
         return ok, x
+
+    def _per_share(self, resources: list[Request]) -> list[tuple[str, int]]:
+        """(type, units per share) of a request level, one per type (the last wins)."""
+        hit = self._shares.get(id(resources))
+        if hit is None:
+            hit = self._shares[id(resources)] = (
+                resources, list({r.type: effective_max(r) for r in resources}.items()))
+        return hit[1]
 
     def _level_types(self, resources: list[Request]) -> frozenset[str] | None:
         """The vertex types one request level can match; None when a slot is among them
@@ -678,6 +692,7 @@ class Traverser:
         self._sigs: dict[int, tuple[list, tuple]] = {}
         self._named: dict[int, tuple[list, frozenset[str] | None]] = {}
         self._xreq: dict[int, tuple[list, frozenset[str]]] = {}
+        self._shares: dict[int, tuple[list, list[tuple[str, int]]]] = {}
         self._enforced = 0
         self._cache = self._subtree_cache if self._cacheable and m.constraint is None else None
         if self._cache is not None and self._cache_window != (m.at, m.duration, m.alloc, m.sat):
