@@ -308,6 +308,8 @@ class Count:
         lo, hi, qc = self.min, self.max, available
         if lo > hi or lo > qc:
             return 0
+        if lo == hi:  # a fixed count (most of them): every operator gives min
+            return lo
         count, cur = 0, lo
         if self.operator == "+":
             count = min(qc, hi)
