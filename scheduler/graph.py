@@ -20,7 +20,7 @@ from types import MappingProxyType
 CONTAINMENT = "containment"
 
 # Most vertices never carry scheduling state or properties; they share these
-# read-only empties until first written (see Vertex.own_state) to keep a
+# read-only empties until first written (see Vertex.hold) to keep a
 # 16k-node graph (1.2M vertices) well under 2 GiB.
 _NO_DICT: dict = MappingProxyType({})  # type: ignore[assignment]
 _NO_SET: set = frozenset()  # type: ignore[assignment]
@@ -132,15 +132,37 @@ class Vertex:
         self.allocations: set[int] = _NO_SET
         self.reservations: set[int] = _NO_SET
 
-    def own_state(self) -> None:
-        """Give this vertex its own scheduling containers before writing to them."""
+    # Writers of the scheduling containers: each container stays the shared read-only
+    # empty until its first write, since most vertices a job touches need only some of
+    # them (a gang's 3,000 vertices would otherwise get 18,000 containers).
+    def hold(self, jobid: int, xspan: int) -> None:
+        """``jobid`` holds something at or below this vertex (its x_checker span)."""
         if self.tags is _NO_SET:
-            self.spans = {}
-            self.xspans = {}
             self.tags = set()
+            self.xspans = {}
+        self.tags.add(jobid)
+        self.xspans[jobid] = xspan
+
+    def hold_units(self, jobid: int, span: int, allocated: bool) -> None:
+        """``jobid`` holds units of this vertex itself (its schedule span), allocated now
+        or reserved for later."""
+        if self.spans is _NO_DICT:
+            self.spans = {}
+        self.spans[jobid] = span
+        if allocated:
+            if self.allocations is _NO_SET:
+                self.allocations = set()
+            self.allocations.add(jobid)
+        else:
+            if self.reservations is _NO_SET:
+                self.reservations = set()
+            self.reservations.add(jobid)
+
+    def set_agspan(self, jobid: int, span: int) -> None:
+        """``jobid``'s span in this vertex's subtree planner."""
+        if self.agspans is _NO_DICT:
             self.agspans = {}
-            self.allocations = set()
-            self.reservations = set()
+        self.agspans[jobid] = span
 
     def set_property(self, key: str, value: str) -> None:
         if self.properties is _NO_DICT:

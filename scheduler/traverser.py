@@ -326,7 +326,7 @@ class Traverser:
         sp = u.subplan
         if sp is None:
             sp = u.subplan = PlannerMulti(0, INF, self._totals.get(u.uniq_id, {}))
-        u.agspans[jobid] = sp.add_span(at, end - at, counts)
+        u.set_agspan(jobid, sp.add_span(at, end - at, counts))
 
     def _ag_drop(self, u: Vertex, jobid: int) -> None:
         sid = u.agspans.pop(jobid, None) if u.agspans else None
@@ -768,24 +768,17 @@ class Traverser:
                     n += sub
                     for t, k in cagg.items():
                         agg[t] = agg.get(t, 0) + k
-            if x or n > 0:
-                u.own_state()
             if x:
                 n += 1
                 if u.schedule is None:
                     u.schedule = Planner(0, INF, u.size, u.type)
-                u.spans[jobid] = u.schedule.add_span(at, duration, needs)
-                if allocating:
-                    u.allocations.add(jobid)
-                else:
-                    u.reservations.add(jobid)
+                u.hold_units(jobid, u.schedule.add_span(at, duration, needs), allocating)
             if n > 0:
                 uid = u.uniq_id
                 subtree_cache.pop(uid, None)
-                u.tags.add(jobid)
                 if u.x_checker is None:
                     u.x_checker = Planner(0, INF, X_CHECKER_NJOBS, "x_checker")
-                u.xspans[jobid] = u.x_checker.add_span(at, duration, 1)
+                u.hold(jobid, u.x_checker.add_span(at, duration, 1))
                 if agg:
                     self._ag_put(u, jobid, at, end, agg)  # reads agg, keeps no reference
                 job_vertices[uid] = u
@@ -1010,17 +1003,20 @@ class Traverser:
 
     def _release(self, u: Vertex, jobid: int) -> None:
         self._invalidate(u)
-        u.own_state()
-        u.tags.discard(jobid)
-        sid = u.xspans.pop(jobid, None)
-        if sid is not None:
-            u.x_checker.rem_span(sid)
+        # an unwritten container is the shared read-only empty: nothing to take out
+        if u.tags:
+            u.tags.discard(jobid)
+            sid = u.xspans.pop(jobid, None)
+            if sid is not None:
+                u.x_checker.rem_span(sid)
         self._ag_drop(u, jobid)
-        sid = u.spans.pop(jobid, None)
+        sid = u.spans.pop(jobid, None) if u.spans else None
         if sid is not None:
             u.schedule.rem_span(sid)
-        u.allocations.discard(jobid)
-        u.reservations.discard(jobid)
+        if u.allocations:
+            u.allocations.discard(jobid)
+        if u.reservations:
+            u.reservations.discard(jobid)
 
     def _edge_weight(self, u: Vertex) -> int | None:
         """Fluxion's upd_by_outedges: the new weight of the edge into ``u`` after an
@@ -1086,7 +1082,6 @@ class Traverser:
                 self._release(u, jobid)
                 job.vertices.pop(u.uniq_id, None)
                 return 0, {}
-            u.own_state()
             if agg:
                 self._ag_put(u, jobid, job.at, job.at + job.duration, dict(agg))
             else:
