@@ -319,9 +319,55 @@ class Session:
         sys.stdout.write(HELP)
 
     def cmd_update(self, args: list[str]) -> None:
-        if len(args) != 7:
+        """``update allocate|reserve jgf|rv1exec FILE JOBID STARTTIME DURATION``: replay an
+        allocation (the JGF a match wrote) as job JOBID; written like that match."""
+        if len(args) != 7 or args[1] not in ("allocate", "reserve"):
             return self.error("ERROR: malformed command")
-        self.error("ERROR: update is not supported by this resource-query")
+        if args[2] != "jgf":
+            return self.error(f"ERROR: update from {args[2]} is not supported (only jgf)")
+        fn = args[3]
+        try:
+            jobid, at, duration = int(args[4]), int(args[5]), int(args[6])
+            doc = json.loads(Path(fn).read_text())
+            picks = self._jgf_picks(doc)
+            # like a match's answer, a job that starts now is allocated, later reserved
+            result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
+        except OSError:
+            return self.error(f"ERROR: can't open {fn}")
+        except (ValueError, TraverserError) as exc:
+            return self.error(f"ERROR: update of job {args[4]} failed: {exc}")
+        self.jobid = max(self.jobid, jobid + 1)
+        status = "ALLOCATED" if result.status == "ALLOCATED" else "RESERVED"
+        self.emit(result)
+        self.out.write(SEP)
+        self.out.write(f"INFO: JOBID={jobid}\n")
+        self.out.write(f"INFO: RESOURCES={status}\n")
+        self.out.write(f"INFO: SCHEDULED AT={'Now' if result.at == 0 else result.at}\n")
+        self.out.write(SEP)
+        (self.allocations if status == "ALLOCATED" else self.reservations)[jobid] = jobid
+        self.jobinfo[jobid] = (status, result.at, fn)
+
+    def _jgf_picks(self, doc: dict) -> list[tuple]:
+        """(vertex, units, exclusive) for each vertex of a match's JGF, found by path."""
+        try:
+            nodes = doc["graph"]["nodes"]
+        except (KeyError, TypeError):
+            raise ValueError("no graph.nodes in the JGF") from None
+        picks = []
+        for n in nodes:
+            md = n.get("metadata", {}) if isinstance(n, dict) else {}
+            path = md.get("paths", {}).get("containment") if isinstance(md, dict) else None
+            if not isinstance(path, str):
+                raise ValueError(f"JGF vertex {n.get('id') if isinstance(n, dict) else n!r} "
+                                 "has no containment path")
+            found = self.t.g.lookup(path)
+            if not found:
+                raise ValueError(f"no vertex at {path}")
+            size, excl = md.get("size", 1), md.get("exclusive", False)
+            if not isinstance(size, int) or not isinstance(excl, bool):
+                raise ValueError(f"{path}: bad size {size!r} or exclusive {excl!r}")
+            picks.append((found[0], size, excl))
+        return picks
 
     def cmd_attach(self, args: list[str]) -> None:
         if len(args) != 2:

@@ -875,6 +875,55 @@ class Traverser:
             raise NoMatch(False, "request selects nothing exclusively (no slot?)")
         return MatchResult(jobid, status, m.at, m.duration, time.perf_counter() - t0, sel)
 
+    def replay(self, picks: list[tuple[Vertex, int, bool]], jobid: int, at: int, duration: int,
+               reserve: bool = False) -> MatchResult:
+        """Fluxion's ``update``: give ``jobid`` exactly the vertices an earlier match chose
+        (``(vertex, units, exclusive)`` each, e.g. read back from that match's JGF), as
+        that match would have: same spans, tags and subtree counts, same output.
+
+        All or nothing: an exclusive pick must have nothing of another job at or below
+        it during the window and its units free; a shared pick must not be held
+        exclusively by another job. Raises TraverserError naming what is wrong."""
+        t0 = time.perf_counter()
+        if jobid in self.jobs:
+            raise TraverserError(f"job {jobid} already exists")
+        if at < 0 or duration < 1:
+            raise TraverserError(f"bad window: start {at}, duration {duration}")
+        root = self.g.root
+        chosen = {v.uniq_id: (v, needs, x) for v, needs, x in picks}
+        if root.uniq_id not in chosen:
+            raise TraverserError(f"the allocation does not include the root {root.name}")
+        m = _Meta(at, min(duration, INF - at), jobid, None)
+        m.alloc = "reserve" if reserve else "alloc"
+        for v, needs, x in chosen.values():
+            if v.parent is not None and v.parent.uniq_id not in chosen:
+                raise TraverserError(f"{v.name}'s parent {v.parent.name} is not in the allocation")
+            if needs < 0 or needs > v.size:
+                raise TraverserError(f"{v.name}: {needs} units of {v.size}")
+            busy = v.schedule is not None and _free_during(v.schedule, m.at, m.duration) < (
+                needs if x else v.size)
+            if busy or (x and self._x_busy(v, m)):
+                raise TraverserError(f"{v.name} is not free for job {jobid}")
+        self.next_jobid = max(self.next_jobid, jobid + 1)
+        self._marks = {}
+        self._mark_edges = []
+        # the picks name every vertex, so no request type needs to take whole subtrees
+        self._req_xtypes = set()
+        for v, needs, x in chosen.values():
+            if v.parent is not None:
+                self._marks[(v.parent.uniq_id, v.uniq_id)] = (needs, x)
+                self._mark_edges.append((v.parent, v))
+        _v, needs, x = chosen[root.uniq_id]
+        self.jobs[jobid] = Job(jobid, m.at, m.duration, "RESERVED" if reserve else "ALLOCATED")
+        with gc_paused():
+            sel = self._update(m, needs, x)
+            freeze_job_state()
+        if not sel:
+            self.jobs.pop(jobid, None)
+            raise TraverserError("the allocation selects nothing exclusively")
+        return MatchResult(jobid, self.jobs[jobid].status, m.at, m.duration,
+                           time.perf_counter() - t0, sel)
+
     def _collect_xtypes(self, resources: list[Request]) -> None:
         for r in resources:
             if r.exclusive is True:

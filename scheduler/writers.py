@@ -107,14 +107,16 @@ def rlite(result) -> list[dict]:
     # merge ranks with identical children into one idset entry
     groups: list[tuple[str, dict]] = []
     for r in sorted(order):
-        kids = {t: idset.encode(sorted(ids)) for t, ids in sorted(by_rank[r].items())}
+        # a graph without ranks (GRUG) puts every node at rank -1, as Fluxion writes it
+        kids = {t: idset.encode(sorted(set(ids))) for t, ids in sorted(by_rank[r].items())}
         for g in groups:
-            if g[1] == kids:
+            if g[1] == kids and r >= 0 and g[0][0] >= 0:
                 g[0].append(r)
                 break
         else:
             groups.append(([r], kids))
-    return [{"rank": idset.encode(ranks), "children": kids} for ranks, kids in groups]
+    return [{"rank": idset.encode(ranks) if ranks[0] >= 0 else str(ranks[0]), "children": kids}
+            for ranks, kids in groups]
 
 
 def _nodelist(result) -> list[str]:

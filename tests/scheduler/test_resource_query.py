@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import yaml
+from support.rq_run import rq
 from support.sched_graphs import cores
-
-
-def rq(tmp_path, graph, commands: str, *args: str) -> tuple[str, str, int]:
-    out = tmp_path / "out.R"
-    proc = subprocess.run(
-        [sys.executable, "-m", "fluxnode", "resource-query", "-L", str(graph), "-d",
-         "-t", str(out), *args],
-        input=commands, capture_output=True, text=True, timeout=60)
-    return (out.read_text() if out.exists() else ""), proc.stderr, proc.returncode
 
 
 def test_match_cancel_and_info_blocks(tmp_path, tiny_grug):

@@ -1,0 +1,142 @@
+"""`resource-query`'s `update`: replaying an allocation from the JGF a match wrote.
+
+Each scenario follows flux-sched's t3022: a first run matches and writes JGF, the
+lines are split into one file per job, and a second run replays them with `update`;
+the outputs must agree byte for byte, and failed updates must change nothing.
+"""
+
+from __future__ import annotations
+
+import yaml
+from support.rq_run import rq
+from support.sched_graphs import cores, jobspec
+
+SHAPES = {
+    "unit": cores(1),
+    "node": jobspec([{"type": "node", "count": 1, "exclusive": True, "with": [
+        {"type": "slot", "count": 1, "label": "default", "with": [{"type": "core", "count": 1}]}]}]),
+    "mixed": jobspec([{"type": "slot", "count": 1, "label": "default", "with": [
+        {"type": "core", "count": 2}, {"type": "gpu", "count": 1},
+        {"type": "memory", "count": 2}]}]),
+}
+
+
+def _specs(tmp_path) -> dict[str, str]:
+    out = {}
+    for name, js in SHAPES.items():
+        p = tmp_path / f"{name}.yaml"
+        p.write_text(yaml.safe_dump(js))
+        out[name] = str(p)
+    return out
+
+
+def _split_jgf(tmp_path, out: str) -> list[str]:
+    """One file per job's JGF line (what `grep -v INFO | split -l 1` makes)."""
+    files = []
+    for i, line in enumerate(ln for ln in out.splitlines() if not ln.startswith("INFO")):
+        p = tmp_path / f"job{i + 1}.json"
+        p.write_text(line + "\n")
+        files.append(str(p))
+    return files
+
+
+def _no_info(out: str) -> str:
+    return "".join(ln + "\n" for ln in out.splitlines() if not ln.startswith("INFO"))
+
+
+def test_replayed_allocations_and_reservations_write_what_the_matches_wrote(tmp_path, tiny_grug):
+    js = _specs(tmp_path)["unit"]
+    first, err, rc = rq(tmp_path, tiny_grug, f"match allocate_orelse_reserve {js}\n" * 20 + "quit\n",
+                        "-P", "high", "-F", "jgf")
+    assert rc == 0 and err == "" and "SCHEDULED AT=3600" in first
+    jgfs = _split_jgf(tmp_path, first)
+    starts = [0 if "AT=Now" in b else int(b.split("AT=")[1].split("\n")[0])
+              for b in first.split("INFO: JOBID=")[1:]]
+    cmds = "".join(f"update {'allocate' if at == 0 else 'reserve'} jgf {f} {i + 1} {at} 3600\n"
+                   for i, (f, at) in enumerate(zip(jgfs, starts, strict=True)))
+    again, err, rc = rq(tmp_path, tiny_grug, cmds + "quit\n", "-P", "high", "-F", "jgf")
+    assert rc == 0 and err == ""
+    assert again == first
+
+
+def test_updates_and_matches_mix_and_cancel(tmp_path, tiny_grug):
+    js = _specs(tmp_path)["unit"]
+    m = f"match allocate_orelse_reserve {js}\n"
+    first, _err, _rc = rq(tmp_path, tiny_grug, m * 5 + "cancel 4\n" + m * 3 + "cancel 6\n" + m * 2
+                          + "quit\n", "-P", "high", "-F", "jgf")
+    jgfs = _split_jgf(tmp_path, first)
+    # jobs 2 and 4 matched again, the others replayed; ids continue after replayed ones
+    cmds = (f"update allocate jgf {jgfs[0]} 1 0 3600\n{m}update allocate jgf {jgfs[2]} 3 0 3600\n"
+            f"{m}{m}cancel 4\n")
+    again, err, rc = rq(tmp_path, tiny_grug, cmds + m * 3 + "cancel 6\n" + m * 2 + "quit\n",
+                        "-P", "high", "-F", "jgf")
+    assert rc == 0 and err == ""
+    assert again == first
+
+
+def test_whole_node_and_mixed_shapes_round_trip(tmp_path, tiny_grug):
+    specs = _specs(tmp_path)
+    cmds = f"match allocate {specs['mixed']}\nmatch allocate {specs['node']}\n" \
+           f"match allocate {specs['mixed']}\nquit\n"
+    first, err, rc = rq(tmp_path, tiny_grug, cmds, "-P", "low", "-F", "jgf")
+    assert rc == 0 and err == "" and first.count("JOBID=") == 3
+    jgfs = _split_jgf(tmp_path, first)
+    again, err, rc = rq(tmp_path, tiny_grug, "".join(
+        f"update allocate jgf {f} {i + 1} 0 3600\n" for i, f in enumerate(jgfs)) + "quit\n",
+        "-P", "low", "-F", "jgf")
+    assert rc == 0 and err == "" and again == first
+    # and read back in another format: the same R as the matches' own
+    rv1_first, _e, _r = rq(tmp_path, tiny_grug, cmds, "-P", "low", "-F", "rv1_nosched")
+    rv1_again, err, _r = rq(tmp_path, tiny_grug, "".join(
+        f"update allocate jgf {f} {i + 1} 0 3600\n" for i, f in enumerate(jgfs)) + "quit\n",
+        "-P", "low", "-F", "rv1_nosched")
+    assert err == "" and rv1_again == rv1_first
+
+
+def test_failed_updates_change_nothing(tmp_path, tiny_grug):
+    specs = _specs(tmp_path)
+    m = f"match allocate {specs['unit']}\n"
+    first, _e, _r = rq(tmp_path, tiny_grug, m * 4 + "quit\n", "-P", "high", "-F", "jgf")
+    jgfs = _split_jgf(tmp_path, first)
+    # the same ids again: refused, nothing written
+    again, err, rc = rq(tmp_path, tiny_grug, m * 4 + "".join(
+        f"update allocate jgf {f} {i + 1} 0 3600\n" for i, f in enumerate(jgfs)) + "quit\n",
+        "-P", "high", "-F", "jgf")
+    assert rc == 0 and again == first
+    assert err.count("already exists") == 4
+    # new ids on cores the matches hold: refused and rolled back (later matches unchanged)
+    busy, err, rc = rq(tmp_path, tiny_grug, m * 4 + "".join(
+        f"update allocate jgf {f} {i + 5} 0 3600\n" for i, f in enumerate(jgfs)) + m + "quit\n",
+        "-P", "high", "-F", "jgf")
+    plain, _e, _r = rq(tmp_path, tiny_grug, m * 5 + "quit\n", "-P", "high", "-F", "jgf")
+    assert err.count("is not free") == 4
+    assert _no_info(busy) == _no_info(plain)
+    # a shared vertex held exclusively by another job (a whole node) refuses too
+    node_first, _e, _r = rq(tmp_path, tiny_grug, f"match allocate {specs['node']}\nquit\n",
+                            "-P", "high", "-F", "jgf")
+    assert "/tiny0/rack0/node1" in node_first and "/tiny0/rack0/node0" not in node_first
+    with_node0_down, _e, _r = rq(tmp_path, tiny_grug, f"set-status /tiny0/rack0/node0 down\n{m}quit\n",
+                                 "-P", "high", "-F", "jgf")
+    unit_on_node1 = _split_jgf(tmp_path, with_node0_down)[0]
+    out, err, _r = rq(tmp_path, tiny_grug, f"match allocate {specs['node']}\n"
+                      f"update allocate jgf {unit_on_node1} 2 0 3600\nquit\n", "-P", "high", "-F", "jgf")
+    assert "is not free for job 2" in err and out == node_first
+
+
+def test_bad_update_commands_get_clear_errors(tmp_path, tiny_grug):
+    junk = tmp_path / "junk.json"
+    junk.write_text("{not json")
+    nograph = tmp_path / "nograph.json"
+    nograph.write_text('{"nodes": []}')
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text('{"graph": {"nodes": [{"id": "0", "metadata": {"type": "cluster", '
+                         '"paths": {"containment": "/other0"}}}], "edges": []}}')
+    out, err, rc = rq(tmp_path, tiny_grug,
+                      f"update allocate jgf {junk} 1 0 3600\nupdate allocate jgf {nograph} 1 0 3600\n"
+                      f"update allocate jgf {elsewhere} 1 0 3600\nupdate allocate rv1exec {junk} 1 0 3600\n"
+                      f"update allocate jgf {tmp_path}/missing.json 1 0 3600\nupdate allocate jgf\n"
+                      f"update allocate jgf {junk} one 0 3600\nquit\n")
+    assert rc == 0 and out == "" and "Traceback" not in err
+    assert "no graph.nodes in the JGF" in err and "no vertex at /other0" in err
+    assert "update from rv1exec is not supported" in err and "can't open" in err
+    assert "malformed command" in err and err.count("ERROR:") == 7
