@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 import click
+from fluxnode.broker_conf import idset
 
 from . import writers
 from .find import FindError, find
@@ -320,23 +321,35 @@ class Session:
 
     def cmd_update(self, args: list[str]) -> None:
         """``update allocate|reserve jgf|rv1exec FILE JOBID STARTTIME DURATION``: replay an
-        allocation (the JGF a match wrote) as job JOBID; written like that match."""
-        if len(args) != 7 or args[1] not in ("allocate", "reserve"):
+        allocation (what a match wrote as JGF or R) as job JOBID, written like a match."""
+        if len(args) != 7 or args[1] not in ("allocate", "reserve") \
+                or args[2] not in ("jgf", "rv1exec"):
             return self.error("ERROR: malformed command")
-        if args[2] != "jgf":
-            return self.error(f"ERROR: update from {args[2]} is not supported (only jgf)")
         fn = args[3]
         try:
             jobid, at, duration = int(args[4]), int(args[5]), int(args[6])
+        except ValueError:
+            return self.error("ERROR: malformed command")
+        if jobid in self.t.jobs:
+            return self.error(f"ERROR: existent job {jobid}")
+        try:
             doc = json.loads(Path(fn).read_text())
-            picks = self._jgf_picks(doc)
-            # like a match's answer, a job that starts now is allocated, later reserved
-            result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
         except OSError:
             return self.error(f"ERROR: can't open {fn}")
-        except (ValueError, TraverserError) as exc:
-            return self.error(f"ERROR: update of job {args[4]} failed: {exc}")
+        except ValueError as exc:
+            return self.error(f"ERROR: {fn} is not JSON: {exc}")
         self.jobid = max(self.jobid, jobid + 1)
+        try:
+            picks = self._jgf_picks(doc) if args[2] == "jgf" else self._rv1exec_picks(doc)
+            # like a match's answer, a job that starts now is allocated, later reserved
+            result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
+        except (ValueError, TraverserError) as exc:
+            self.error(f"ERROR: update of job {jobid} failed: {exc}")
+            self.out.write(SEP)
+            self.out.write("INFO: No matching resources found\n")
+            self.out.write(f"INFO: JOBID={jobid}\n")
+            self.out.write(SEP)
+            return
         status = "ALLOCATED" if result.status == "ALLOCATED" else "RESERVED"
         self.emit(result)
         self.out.write(SEP)
@@ -346,6 +359,50 @@ class Session:
         self.out.write(SEP)
         (self.allocations if status == "ALLOCATED" else self.reservations)[jobid] = jobid
         self.jobinfo[jobid] = (status, result.at, fn)
+
+    def _rv1exec_picks(self, doc: dict) -> list[tuple]:
+        """(vertex, units, exclusive) for an R: the listed children of each rank's node
+        exclusively and whole; the node itself exclusively when all of it is listed;
+        what lies between and above shared."""
+        try:
+            entries = doc["execution"]["R_lite"]
+            ranked = [(idset.decode(str(e["rank"])), e.get("children", {})) for e in entries]
+        except (KeyError, TypeError, ValueError) as exc:  # IdsetError is a ValueError
+            raise ValueError(f"execution.R_lite: {exc}") from None
+        picks: dict[int, tuple] = {}
+
+        def share_up(v) -> None:
+            while v is not None and v.uniq_id not in picks:
+                picks[v.uniq_id] = (v, 1, False)
+                v = v.parent
+
+        for ranks, children in ranked:
+            if not isinstance(children, dict):
+                raise ValueError(f"R_lite children must be a mapping, not {children!r}")
+            for rank in ranks:
+                nodes = [v for v in self.t.g.by_rank.get(rank, []) if v.type == "node"]
+                if not nodes:
+                    raise ValueError(f"no node of rank {rank}")
+                node = nodes[0]
+                share_up(node)
+                below = {}
+                for v in self.t.g.walk(node):
+                    if v is not node:
+                        below.setdefault((v.type, v.id), v)
+                for rtype, ids in children.items():
+                    try:
+                        wanted = idset.decode(str(ids))
+                    except ValueError as exc:
+                        raise ValueError(f"rank {rank} {rtype}: {exc}") from None
+                    for i in wanted:
+                        v = below.get((rtype, i))
+                        if v is None:
+                            raise ValueError(f"no {rtype}{i} on rank {rank}")
+                        share_up(v.parent)
+                        picks[v.uniq_id] = (v, v.size, True)
+                if all(v.uniq_id in picks for v in below.values()):
+                    picks[node.uniq_id] = (node, 1, True)  # the whole node
+        return list(picks.values())
 
     def _jgf_picks(self, doc: dict) -> list[tuple]:
         """(vertex, units, exclusive) for each vertex of a match's JGF, found by path."""
@@ -393,7 +450,6 @@ class Session:
             for v in list(vs):
                 self.t.remove_subgraph(v)
         elif is_path == "false":
-            from fluxnode.broker_conf import idset
             try:
                 ranks = idset.decode(target)
             except ValueError:
