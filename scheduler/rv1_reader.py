@@ -72,7 +72,9 @@ def extend_rv1(g: ResourceGraph, R: dict) -> None:
     for r, children in entries:
         host = hosts[rank_pos[r]] if rank_pos[r] < len(hosts) else f"node{r}"
         path = f"{root.path}/{host}"
-        existing = g.by_path.get(path)
+        # one node per rank, as Fluxion's rv1exec reader makes: two brokers on one host
+        # are two nodes of the same name (a rank already in the graph is extended)
+        existing = [v for v in g.by_path.get(path, ()) if v.rank == r]
         if existing:
             node = existing[0]
         else:
@@ -80,6 +82,7 @@ def extend_rv1(g: ResourceGraph, R: dict) -> None:
             node = g.add_vertex("node", base, host, nid, rank=r)
             g.set_path(node, CONTAINMENT, path)
             g.add_edge(root, node)
+        have = {c.name for c in node.children}
         for t in sorted(children):
             try:
                 ids = idset.decode(str(children[t]))
@@ -87,7 +90,7 @@ def extend_rv1(g: ResourceGraph, R: dict) -> None:
                 raise RError(f"execution.R_lite: children.{t}: {exc}") from exc
             for i in ids:
                 cpath = f"{node.path}/{t}{i}"
-                if cpath in g.by_path:
+                if f"{t}{i}" in have:
                     continue
                 v = g.add_vertex(t, t, f"{t}{i}", i, rank=r)
                 g.set_path(v, CONTAINMENT, cpath)

@@ -193,3 +193,26 @@ def test_rv1exec_whole_node_and_rollback(tmp_path):
     out, err, rc = rq(tmp_path, graph, f"update allocate rv1exec {asic} 1 0 3600\n"
                       f"match allocate {node_js}\nquit\n", "-f", "rv1exec", "-P", "low")
     assert rc == 0 and "------n0[1:x]\n" in out and "JOBID=2\nINFO: RESOURCES=ALLOCATED" in out
+
+
+def test_rv1exec_two_ranks_on_one_host_are_two_nodes(tmp_path):
+    """Two brokers on one host: the rv1exec reader makes a node per rank (as Fluxion's
+    does), so each rank's R is placed on its own node (t3022 014/015)."""
+    graph = tmp_path / "R.json"
+    graph.write_text(json.dumps({"version": 1, "execution": {"R_lite": [
+        {"rank": "0-1", "children": {"core": "0-3", "gpu": "0"}}], "nodelist": ["h", "h"],
+        "starttime": 0, "expiration": 0}}))
+    files = []
+    for rank in (0, 1):
+        f = tmp_path / f"rank{rank}.json"
+        f.write_text(json.dumps({"version": 1, "execution": {"R_lite": [
+            {"rank": str(rank), "children": {"core": "0-3", "gpu": "0"}}], "nodelist": ["h"],
+            "starttime": 0, "expiration": 0}}))
+        files.append(f)
+    out, err, rc = rq(tmp_path, graph, f"update allocate rv1exec {files[0]} 1 0 3600\n"
+                      f"update allocate rv1exec {files[1]} 2 0 3600\nfind sched-now=free\nquit\n",
+                      "-f", "rv1exec", "-P", "high")
+    assert rc == 0 and err == ""
+    assert out.count("------h[1:x]\n") == 2 and out.count("RESOURCES=ALLOCATED") == 2
+    assert out.endswith("      ---cluster0[1:x]\nINFO: =============================\n"
+                        'INFO: EXPRESSION="sched-now=free"\nINFO: =============================\n')
