@@ -161,6 +161,17 @@ def take_slot(dfu_slot: Scoring, shape, label: str = "") -> EGroup | None:
 _uniq_id = attrgetter("uniq_id")
 
 
+@dataclass(slots=True)
+class _Level:
+    """One request level as the walk asks about it (see Traverser._level)."""
+
+    resources: list[Request]  # held, so its id is not reused by another list in the match
+    named: frozenset[str] | None  # the vertex types it can match; None when a slot is among them
+    xtypes: frozenset[str]  # the types it asks for exclusively
+    per_share: list[tuple[str, int]]  # (type, units per share), one per type (the last wins)
+    sig: tuple | None = None  # its structure (see Traverser._sig), once asked for
+
+
 class Traverser:
     _subtree_cacheable = True  # subclasses whose walk differs opt out
     def __init__(self, graph: ResourceGraph, policy: str | Policy = "first",
@@ -321,8 +332,7 @@ class Traverser:
 
     def _ag_put(self, u: Vertex, jobid: int, at: int, end: int, counts: dict[str, int]) -> None:
         """Plan ``counts`` units below ``u`` for ``jobid`` (replacing its previous span)."""
-        if u.agspans:
-            self._ag_drop(u, jobid)
+        self._ag_drop(u, jobid)
         sp = u.subplan
         if sp is None:
             sp = u.subplan = PlannerMulti(0, INF, self._totals.get(u.uniq_id, {}))
@@ -455,10 +465,11 @@ class Traverser:
                  excl: bool, dfu: Scoring, multiplier: int = 1) -> int:
         rc2 = -1
         dynamic = self.policy.stop_on_1
+        level = self._level(resources)
         if dynamic:
             # Fluxion's dynamic stop: per type, count whole shares as children qualify
             # and stop once every type has ``multiplier`` of them
-            per_share = self._per_share(resources)
+            per_share = level.per_share
             ntypes = len(per_share)
             prev = [0] * ntypes
             shares = [0] * ntypes
@@ -466,7 +477,7 @@ class Traverser:
             sat_types: set[str] = set()
         # a child no request of this level names is seen (counted) and left, as
         # _dom_dfv_walk's test would do, without the calls (half a gang's visits are GPUs)
-        named = None if pristine else self._level_types(resources)
+        named = None if pristine else level.named
         direct = self._cache is None
         visited = self._visited
         for c in self._children(u):
@@ -567,42 +578,25 @@ class Traverser:
             cache[u.uniq_id] = (key, ok, x, probe, policy.ml_scores - ml, last)
         return ok, x
 
-    def _per_share(self, resources: list[Request]) -> list[tuple[str, int]]:
-        """(type, units per share) of a request level, one per type (the last wins)."""
-        hit = self._shares.get(id(resources))
-        if hit is None:
-            hit = self._shares[id(resources)] = (
-                resources, list({r.type: effective_max(r) for r in resources}.items()))
-        return hit[1]
-
-    def _level_types(self, resources: list[Request]) -> frozenset[str] | None:
-        """The vertex types one request level can match; None when a slot is among them
-        (a slot matches any vertex whose children hold its shape)."""
-        hit = self._named.get(id(resources))
-        if hit is None:
+    def _level(self, resources: list[Request]) -> _Level:
+        """What the walk asks of a request level, worked out once per match."""
+        level = self._levels.get(id(resources))
+        if level is None:
             types = frozenset(r.type for r in resources)
-            # the list is kept with its entry so its id cannot be reused by another list
-            hit = self._named[id(resources)] = (resources, None if "slot" in types else types)
-        return hit[1]
-
-    def _x_types(self, resources: list[Request]) -> frozenset[str]:
-        """The types a request level asks for exclusively."""
-        hit = self._xreq.get(id(resources))
-        if hit is None:
-            hit = self._xreq[id(resources)] = (
-                resources, frozenset(r.type for r in resources if r.exclusive is True))
-        return hit[1]
+            level = self._levels[id(resources)] = _Level(
+                resources, None if "slot" in types else types,
+                frozenset(r.type for r in resources if r.exclusive is True),
+                list({r.type: effective_max(r) for r in resources}.items()))
+        return level
 
     def _sig(self, resources: list[Request]) -> tuple:
         """A request level's structure, equal for equal requests of different matches."""
-        hit = self._sigs.get(id(resources))
-        if hit is not None:
-            return hit[1]
-        sig = tuple(
-            (r.type, r.count.min, r.count.max, r.count.operator, r.count.operand,
-             r.exclusive, r.label, self._sig(r.with_)) for r in resources)
-        self._sigs[id(resources)] = (resources, sig)
-        return sig
+        level = self._level(resources)
+        if level.sig is None:
+            level.sig = tuple(
+                (r.type, r.count.min, r.count.max, r.count.operator, r.count.operand,
+                 r.exclusive, r.label, self._sig(r.with_)) for r in resources)
+        return level.sig
 
     def _invalidate(self, u: Vertex | None) -> None:
         """``u``'s state changed: forget the cached outcomes of it and its ancestors."""
@@ -614,7 +608,7 @@ class Traverser:
     def _dom_dfv_walk(self, m: _Meta, u: Vertex, resources: list[Request], pristine: bool,
                       excl: bool, to_parent: Scoring) -> tuple[bool, bool]:
         x_in = excl or u.type in self.policy.exclusive_types \
-            or u.type in self._x_types(resources)
+            or u.type in self._level(resources).xtypes
         nxt, kind, nslots, label, pres = self._test(u, resources, pristine)
         self.preorder += 1
         if kind == "none":
@@ -687,12 +681,7 @@ class Traverser:
         self._visited = set()
         self.preorder = self.postorder = 0
         self.policy.ml_scores = 0
-        # per request level, keyed by the list's id and holding the list (so the id is
-        # not reused during this match): see _sig, _level_types, _x_types
-        self._sigs: dict[int, tuple[list, tuple]] = {}
-        self._named: dict[int, tuple[list, frozenset[str] | None]] = {}
-        self._xreq: dict[int, tuple[list, frozenset[str]]] = {}
-        self._shares: dict[int, tuple[list, list[tuple[str, int]]]] = {}
+        self._levels: dict[int, _Level] = {}  # request list id -> _Level (see _level)
         self._enforced = 0
         self._cache = self._subtree_cache if self._cacheable and m.constraint is None else None
         if self._cache is not None and self._cache_window != (m.at, m.duration, m.alloc, m.sat):
@@ -1132,7 +1121,7 @@ class Traverser:
                 job.vertices.pop(u.uniq_id, None)
                 return 0, {}
             if agg:
-                self._ag_put(u, jobid, job.at, job.at + job.duration, dict(agg))
+                self._ag_put(u, jobid, job.at, job.at + job.duration, agg)
             else:
                 self._ag_drop(u, jobid)
             up = dict(agg)
