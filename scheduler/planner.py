@@ -81,8 +81,7 @@ class Planner:
         if not 0 <= total <= INT64_MAX:
             raise PlannerError(_errno.ERANGE, f"total must be within 0..INT64_MAX, not {total}")
         self._base = base_time
-        end = base_time + duration
-        self._end = _ENDS.get(end) or _shared_end(end)
+        self._end = _shared_end(base_time + duration)
         self._total = total
         self._type = resource_type
         # Scheduled points, parallel lists sorted by time; None while the only point is the
@@ -242,8 +241,7 @@ class Planner:
                 _errno.EINVAL,
                 f"span [{start}, {start + duration}) is outside the planner horizon "
                 f"[{self._base}, {self._end})")
-        if request < 0 or request > self._total:
-            self._check_request(request)  # raises
+        self._check_request(request)
         last = start + duration
         if self._at is None:
             # the first span of an untouched planner (most vertices' only one): nothing

@@ -42,15 +42,14 @@ class PlannerMulti:
 
     def __init__(self, base_time: int, duration: int,
                  totals: Mapping[str, int] | Iterable[tuple[str, int]]) -> None:
-        if type(totals) is dict:  # the common case first: an ABC isinstance check is slow
-            items = list(totals.items())
-        else:
-            items = list(totals.items() if isinstance(totals, Mapping) else totals)
+        # (a plain dict first: an ABC isinstance check is slow, and this runs per vertex)
+        mapping = type(totals) is dict or isinstance(totals, Mapping)
+        items = list(totals.items() if mapping else totals)
         if duration < 1:
             raise PlannerError(_errno.EINVAL, f"duration must be >= 1, not {duration}")
         self._base, self._duration = base_time, duration
         types = [rtype for rtype, _ in items]
-        if len(types) > 1 and len(set(types)) != len(types):
+        if len(set(types)) != len(types):
             raise PlannerError(_errno.EINVAL, f"resource types given twice in {types}")
         self._planners = [Planner(base_time, duration, total, rtype) for rtype, total in items]
         self._index = _shared_index(types)
@@ -258,13 +257,11 @@ class PlannerMulti:
             raise PlannerError(_errno.ENOENT, f"no span {span_id}") from None
 
     def _counts(self, request: Request) -> list[int]:
-        if type(request) is dict and request.keys() <= self._index.keys():
-            return [request.get(p._type, 0) for p in self._planners]
-        if isinstance(request, Mapping):
-            unknown = set(request) - set(self._index)
-            if unknown:
+        if type(request) is dict or isinstance(request, Mapping):
+            if not request.keys() <= self._index.keys():
+                unknown = set(request) - set(self._index)
                 raise PlannerError(_errno.EINVAL, f"no planner for {sorted(unknown)}")
-            return [request.get(p.resource_type, 0) for p in self._planners]
+            return [request.get(t, 0) for t in self._index]  # _index is in planner order
         counts = list(request)
         if len(counts) != len(self._planners):
             raise PlannerError(_errno.EINVAL, f"{len(counts)} counts for "
