@@ -115,23 +115,30 @@ class Session:
             self.out.write(SEP)
             return matched
         if matched:
-            self.emit(result)
-            self.out.write(SEP)
-            self.out.write(f"INFO: JOBID={jobid}\n")
-            at = result.at
-            self.out.write(f"INFO: RESOURCES={'ALLOCATED' if at == 0 else 'RESERVED'}\n")
-            self.out.write(f"INFO: SCHEDULED AT={'Now' if at == 0 else at}\n")
-            self.out.write(SEP)
-            (self.allocations if at == 0 else self.reservations)[jobid] = jobid
-            self.jobinfo[jobid] = ("ALLOCATED" if at == 0 else "RESERVED", at, fn)
+            self._placed(jobid, result, fn)
         else:
-            self.out.write(SEP)
-            self.out.write("INFO: No matching resources found\n")
-            if not sat:
-                self.out.write("INFO: Unsatisfiable request\n")
-            self.out.write(f"INFO: JOBID={jobid}\n")
-            self.out.write(SEP)
+            self._not_placed(jobid, sat)
         return matched
+
+    def _placed(self, jobid: int, result, fn: str) -> None:
+        """Write a placed job (a match's or an update's) and remember it."""
+        self.emit(result)
+        self.out.write(SEP)
+        self.out.write(f"INFO: JOBID={jobid}\n")
+        at = result.at
+        self.out.write(f"INFO: RESOURCES={'ALLOCATED' if at == 0 else 'RESERVED'}\n")
+        self.out.write(f"INFO: SCHEDULED AT={'Now' if at == 0 else at}\n")
+        self.out.write(SEP)
+        (self.allocations if at == 0 else self.reservations)[jobid] = jobid
+        self.jobinfo[jobid] = ("ALLOCATED" if at == 0 else "RESERVED", at, fn)
+
+    def _not_placed(self, jobid: int, satisfiable: bool = True) -> None:
+        self.out.write(SEP)
+        self.out.write("INFO: No matching resources found\n")
+        if not satisfiable:
+            self.out.write("INFO: Unsatisfiable request\n")
+        self.out.write(f"INFO: JOBID={jobid}\n")
+        self.out.write(SEP)
 
     OPS = ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability",
            "satisfiability")
@@ -345,20 +352,8 @@ class Session:
             result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
         except (ValueError, TraverserError) as exc:
             self.error(f"ERROR: update of job {jobid} failed: {exc}")
-            self.out.write(SEP)
-            self.out.write("INFO: No matching resources found\n")
-            self.out.write(f"INFO: JOBID={jobid}\n")
-            self.out.write(SEP)
-            return
-        status = "ALLOCATED" if result.status == "ALLOCATED" else "RESERVED"
-        self.emit(result)
-        self.out.write(SEP)
-        self.out.write(f"INFO: JOBID={jobid}\n")
-        self.out.write(f"INFO: RESOURCES={status}\n")
-        self.out.write(f"INFO: SCHEDULED AT={'Now' if result.at == 0 else result.at}\n")
-        self.out.write(SEP)
-        (self.allocations if status == "ALLOCATED" else self.reservations)[jobid] = jobid
-        self.jobinfo[jobid] = (status, result.at, fn)
+            return self._not_placed(jobid)
+        self._placed(jobid, result, fn)
 
     def _rv1exec_picks(self, doc: dict) -> list[tuple]:
         """(vertex, units, exclusive) for an R: the listed children of each rank's node
