@@ -39,7 +39,7 @@ def stats(samples: list[float]) -> str:
             f"  p99 {p99 * 1e3:8.2f} ms")
 
 
-def run_policy(path: Path, policy: str, budget: float, gang_runs: int = 3) -> None:
+def run_policy(path: Path, policy: str, budget: float, gang_runs: int) -> None:
     t = Traverser(read_grug(path), policy)
     one = from_jobspec(single_core())
     fill: list[float] = []
