@@ -32,8 +32,8 @@ def _specs(tmp_path) -> dict[str, str]:
     return out
 
 
-def _split_jgf(tmp_path, out: str) -> list[str]:
-    """One file per job's JGF line (what `grep -v INFO | split -l 1` makes)."""
+def _split_lines(tmp_path, out: str) -> list[str]:
+    """One file per job's output line, JGF or R (what `grep -v INFO | split -l 1` makes)."""
     files = []
     for i, line in enumerate(ln for ln in out.splitlines() if not ln.startswith("INFO")):
         p = tmp_path / f"job{i + 1}.json"
@@ -51,7 +51,7 @@ def test_replayed_allocations_and_reservations_write_what_the_matches_wrote(tmp_
     first, err, rc = rq(tmp_path, tiny_grug, f"match allocate_orelse_reserve {js}\n" * 20 + "quit\n",
                         "-P", "high", "-F", "jgf")
     assert rc == 0 and err == "" and "SCHEDULED AT=3600" in first
-    jgfs = _split_jgf(tmp_path, first)
+    jgfs = _split_lines(tmp_path, first)
     starts = [0 if "AT=Now" in b else int(b.split("AT=")[1].split("\n")[0])
               for b in first.split("INFO: JOBID=")[1:]]
     cmds = "".join(f"update {'allocate' if at == 0 else 'reserve'} jgf {f} {i + 1} {at} 3600\n"
@@ -66,7 +66,7 @@ def test_updates_and_matches_mix_and_cancel(tmp_path, tiny_grug):
     m = f"match allocate_orelse_reserve {js}\n"
     first, _err, _rc = rq(tmp_path, tiny_grug, m * 5 + "cancel 4\n" + m * 3 + "cancel 6\n" + m * 2
                           + "quit\n", "-P", "high", "-F", "jgf")
-    jgfs = _split_jgf(tmp_path, first)
+    jgfs = _split_lines(tmp_path, first)
     # jobs 2 and 4 matched again, the others replayed; ids continue after replayed ones
     cmds = (f"update allocate jgf {jgfs[0]} 1 0 3600\n{m}update allocate jgf {jgfs[2]} 3 0 3600\n"
             f"{m}{m}cancel 4\n")
@@ -82,7 +82,7 @@ def test_whole_node_and_mixed_shapes_round_trip(tmp_path, tiny_grug):
            f"match allocate {specs['mixed']}\nquit\n"
     first, err, rc = rq(tmp_path, tiny_grug, cmds, "-P", "low", "-F", "jgf")
     assert rc == 0 and err == "" and first.count("JOBID=") == 3
-    jgfs = _split_jgf(tmp_path, first)
+    jgfs = _split_lines(tmp_path, first)
     again, err, rc = rq(tmp_path, tiny_grug, "".join(
         f"update allocate jgf {f} {i + 1} 0 3600\n" for i, f in enumerate(jgfs)) + "quit\n",
         "-P", "low", "-F", "jgf")
@@ -99,7 +99,7 @@ def test_failed_updates_change_nothing(tmp_path, tiny_grug):
     specs = _specs(tmp_path)
     m = f"match allocate {specs['unit']}\n"
     first, _e, _r = rq(tmp_path, tiny_grug, m * 4 + "quit\n", "-P", "high", "-F", "jgf")
-    jgfs = _split_jgf(tmp_path, first)
+    jgfs = _split_lines(tmp_path, first)
     # the same ids again: refused, nothing written
     again, err, rc = rq(tmp_path, tiny_grug, m * 4 + "".join(
         f"update allocate jgf {f} {i + 1} 0 3600\n" for i, f in enumerate(jgfs)) + "quit\n",
@@ -119,7 +119,7 @@ def test_failed_updates_change_nothing(tmp_path, tiny_grug):
     assert "/tiny0/rack0/node1" in node_first and "/tiny0/rack0/node0" not in node_first
     with_node0_down, _e, _r = rq(tmp_path, tiny_grug, f"set-status /tiny0/rack0/node0 down\n{m}quit\n",
                                  "-P", "high", "-F", "jgf")
-    unit_on_node1 = _split_jgf(tmp_path, with_node0_down)[0]
+    unit_on_node1 = _split_lines(tmp_path, with_node0_down)[0]
     out, err, _r = rq(tmp_path, tiny_grug, f"match allocate {specs['node']}\n"
                       f"update allocate jgf {unit_on_node1} 2 0 3600\nquit\n", "-P", "high", "-F", "jgf")
     assert "is not free for job 2" in err and _no_info(out) == _no_info(node_first)
@@ -159,7 +159,7 @@ def test_rv1exec_allocations_round_trip(tmp_path):
     args = ("-f", "rv1exec", "-P", "high", "-F", "rv1_nosched")
     first, err, rc = rq(tmp_path, graph, f"match allocate {js}\n" * 6 + "quit\n", *args)
     assert rc == 0 and err == "" and first.count("JOBID=") == 6
-    files = _split_jgf(tmp_path, first)
+    files = _split_lines(tmp_path, first)
     again, err, rc = rq(tmp_path, graph, "".join(
         f"update allocate rv1exec {f} {i + 1} 0 3600\n" for i, f in enumerate(files)) + "quit\n", *args)
     assert rc == 0 and err == "" and again == first
