@@ -12,9 +12,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from fluxnode.agent import node_resources, overlay_config  # noqa: E402
-from fluxnode.agent.node_selection import NodeSelection  # noqa: E402
-from fluxnode.agent.ranks import RankMap, plan  # noqa: E402
+from fluxnode.agent import overlay_config  # noqa: E402
+from fluxnode.agent.node import resources as node_resources
+from fluxnode.agent.node.ranks import RankMap, plan  # noqa: E402
+from fluxnode.agent.node.selection import NodeSelection  # noqa: E402
 
 
 def node(i: int) -> dict:

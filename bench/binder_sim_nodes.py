@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from fluxnode.broker_conf.rv1 import NodeResources, build_R
-from fluxnode.scheduler.service import SchedService
+from fluxnode.scheduler.service.module import SchedService
 
 
 class SimulatedNodes:

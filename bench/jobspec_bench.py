@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import yaml
-from fluxnode.scheduler.jobspec import Jobspec
+from fluxnode.scheduler.jobspec.jobspec import Jobspec
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "fluxion-corpus"
 

@@ -19,7 +19,7 @@ INNER = "--inner"
 
 
 def inner(count: int) -> None:
-    from fluxnode.agent.client import Client
+    from fluxnode.agent.broker.client import Client
 
     with Client.connect() as c:
         for pad in (0, 65536):

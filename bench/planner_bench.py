@@ -15,8 +15,8 @@ import random
 import time
 import tracemalloc
 
-from fluxnode.scheduler.planner import INT64_MAX, Planner
-from fluxnode.scheduler.planner_multi import PlannerMulti
+from fluxnode.scheduler.planner.planner import INT64_MAX, Planner
+from fluxnode.scheduler.planner.planner_multi import PlannerMulti
 
 
 def per_object(factory, n: int) -> tuple[float, float]:

@@ -44,7 +44,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 import yaml
-from fluxnode.scheduler.jobspec import Jobspec
+from fluxnode.scheduler.jobspec.jobspec import Jobspec
 
 KINDS = ("core", "socket", "node", "gang", "gpu")
 

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def one(nodes: int) -> dict:
-    from fluxnode.scheduler.grug_reader import read_grug
-    from fluxnode.scheduler.traverser import Traverser
+    from fluxnode.scheduler.readers.grug import read_grug
+    from fluxnode.scheduler.traversers.dfu import Traverser
     from sched_common import write_grug
 
     with tempfile.TemporaryDirectory() as d:

@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fluxnode.scheduler.grug_reader import read_grug  # noqa: E402
-from fluxnode.scheduler.request import from_jobspec  # noqa: E402
-from fluxnode.scheduler.traverser import NoMatch, Traverser  # noqa: E402
+from fluxnode.scheduler.jobspec.request import from_jobspec  # noqa: E402
+from fluxnode.scheduler.readers.grug import read_grug  # noqa: E402
+from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser  # noqa: E402
 from sched_common import gang_cores, gang_nodes, single_core, write_grug  # noqa: E402
 
 

@@ -14,23 +14,23 @@ import click
 
 COMMANDS: dict[str, str] = {
     # overlay (agent/)
-    "broker": "fluxnode.agent.broker_cli:broker",
-    "start": "fluxnode.agent.start:start",
-    "ping": "fluxnode.agent.ping:ping",
-    "overlay": "fluxnode.agent.overlay_cli:overlay",
-    "resource": "fluxnode.agent.resource_cli:resource",
-    "proxy": "fluxnode.agent.proxy:proxy",
-    "relay": "fluxnode.agent.proxy:relay",
-    "agent": "fluxnode.agent.node_agent:agent",
+    "broker": "fluxnode.commands.broker:broker",
+    "start": "fluxnode.commands.start:start",
+    "ping": "fluxnode.commands.ping:ping",
+    "overlay": "fluxnode.commands.overlay:overlay",
+    "resource": "fluxnode.commands.resource:resource",
+    "proxy": "fluxnode.agent.broker.proxy:proxy",
+    "relay": "fluxnode.agent.broker.proxy:relay",
+    "agent": "fluxnode.agent.node.agent:agent",
     # configuration (broker_conf/)
     "keygen": "fluxnode.broker_conf.certificate:keygen",
-    "config": "fluxnode.broker_conf.config_cli:config",
+    "config": "fluxnode.commands.config:config",
     # scheduling (scheduler/)
     "resource-query": "fluxnode.scheduler.resource_query:main",
-    "alloc": "fluxnode.scheduler.alloc_cli:alloc",
-    "allocs": "fluxnode.scheduler.alloc_cli:allocs",
-    "cancel": "fluxnode.scheduler.alloc_cli:cancel",
-    "binder": "fluxnode.scheduler.binder:binder",
+    "alloc": "fluxnode.commands.alloc:alloc",
+    "allocs": "fluxnode.commands.alloc:allocs",
+    "cancel": "fluxnode.commands.alloc:cancel",
+    "binder": "fluxnode.scheduler.binder.binder:binder",
 }
 
 

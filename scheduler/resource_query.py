@@ -16,17 +16,22 @@ from typing import TextIO
 
 import click
 from fluxnode.broker_conf import idset
-
-from . import writers
-from .find import FindError, find
-from .graph import ResourceGraph
-from .grug_reader import GrugError, read_grug
-from .hwloc_reader import HwlocError, read_hwloc
-from .jgf_reader import JgfError, read_jgf
-from .jobspec import Jobspec, JobspecError
-from .policy import PolicyError
-from .rv1_reader import RError, ranks_in_R, read_rv1
-from .traverser import DEFAULT_PRUNE_FILTERS, NoMatch, Traverser, TraverserError, Unsatisfiable
+from fluxnode.scheduler import writers
+from fluxnode.scheduler.graph.resource_graph import ResourceGraph
+from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
+from fluxnode.scheduler.policies.policy import PolicyError
+from fluxnode.scheduler.readers.grug import GrugError, read_grug
+from fluxnode.scheduler.readers.hwloc import HwlocError, read_hwloc
+from fluxnode.scheduler.readers.jgf import JgfError, read_jgf
+from fluxnode.scheduler.readers.rv1 import RError, ranks_in_R, read_rv1
+from fluxnode.scheduler.traversers.dfu import (
+    DEFAULT_PRUNE_FILTERS,
+    NoMatch,
+    Traverser,
+    TraverserError,
+    Unsatisfiable,
+)
+from fluxnode.scheduler.traversers.find import FindError, find
 
 SEP = "INFO: =============================\n"
 HELP = """Usage: resource-query [OPTIONS...]
@@ -425,7 +430,7 @@ class Session:
         if len(args) != 2:
             return self.error("ERROR: malformed command")
         try:
-            from .jgf_reader import _load, add_jgf
+            from fluxnode.scheduler.readers.jgf import _load, add_jgf
             add_jgf(self.t.g, _load(args[1]))
             self.t.reinit()
         except (JgfError, OSError) as exc:
@@ -554,7 +559,7 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
         return 1
     cls = Traverser
     if ns.traverser == "flexible":
-        from .flexible import FlexibleTraverser as cls
+        from fluxnode.scheduler.traversers.flexible import FlexibleTraverser as cls
     try:
         trav = cls(graph, ns.match_policy, prune_filters=ns.prune_filters)
     except PolicyError as exc:

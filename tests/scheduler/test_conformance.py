@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support.paths import SHARED
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "fluxion-corpus"
+CORPUS = SHARED / "fluxion-corpus"
 PASS_FLOOR = 313
 
 

@@ -18,8 +18,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from fluxnode.broker_conf import idset
-from fluxnode.scheduler.binder import Binder, BinderConfig
-from fluxnode.scheduler.pod_requests import pod_requests, resource_list
+from fluxnode.scheduler.binder.binder import Binder, BinderConfig
+from fluxnode.scheduler.binder.pod_requests import pod_requests, resource_list
 
 from support.instance import Instance
 from support.kube_emulator import KubeEmulator

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fluxnode.agent.client import Client
+from fluxnode.agent.broker.client import Client
 
 from support.waiting import wait_for
 

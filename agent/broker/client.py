@@ -1,0 +1,233 @@
+"""Client side of the broker: RPCs over the local connector or over CURVE TCP.
+
+``local://PATH`` talks to the owner-only Unix socket of a broker. ``tcp://HOST:PORT``
+connects a ZeroMQ DEALER to a broker's TBON ROUTER with the instance CURVE
+certificate (as a non-broker peer, e.g. the binder talking to the leader).
+Requests may be pipelined: `send` many, then `recv` the responses by matchtag.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import select
+import socket
+import time
+import uuid
+from collections import deque
+from pathlib import Path
+
+from fluxnode.agent.broker.message import (
+    NODEID_ANY,
+    Message,
+    MessageError,
+    StreamDecoder,
+    encode_stream,
+)
+
+DEFAULT_URI_ENV = "FLUXNODE_URI"
+
+
+class ConnectError(Exception):
+    """Nothing usable listens at the URI."""
+
+
+class RPCError(Exception):
+    """An error response (errnum, errstr) or a transport failure during an RPC."""
+
+    def __init__(self, errnum: int, errstr: str | None = None) -> None:
+        self.errnum = errnum
+        self.errstr = errstr or os.strerror(errnum)
+        super().__init__(self.errstr)
+
+
+class _LocalTransport:
+    def __init__(self, uri: str, path: str, timeout: float) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(path)
+        except OSError as exc:
+            self.sock.close()
+            raise ConnectError(f"fluxnode: cannot connect to {uri}: {exc.strerror or exc}") from None
+        self.sock.setblocking(False)
+        self.decoder = StreamDecoder()
+
+    def send(self, frames: list[bytes]) -> None:
+        data = memoryview(encode_stream(frames))
+        while data:
+            try:
+                n = self.sock.send(data)
+                data = data[n:]
+            except (BlockingIOError, InterruptedError):
+                # The broker is busy; drain what it already sent so neither side blocks.
+                select.select([], [self.sock], [], 1.0)
+            except OSError as exc:
+                raise RPCError(errno.ECONNRESET, f"connection to broker lost: {exc}") from None
+
+    def recv(self, timeout: float | None) -> list[bytes] | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            frames = self.decoder.next()
+            if frames is not None:
+                return frames
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.sock], [], [], remaining)
+            if not ready:
+                return None
+            try:
+                data = self.sock.recv(1 << 20)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError as exc:
+                raise RPCError(errno.ECONNRESET, f"connection to broker lost: {exc}") from None
+            if not data:
+                raise RPCError(errno.ECONNRESET, "broker closed the connection")
+            self.decoder.feed(data)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class _TcpTransport:
+    def __init__(self, uri: str, curve_cert: str | os.PathLike | None) -> None:
+        import zmq
+        from fluxnode.broker_conf import certificate
+
+        if curve_cert is None:
+            raise ConnectError(f"fluxnode: cannot connect to {uri}: a CURVE certificate is required (curve_cert=PATH)")
+        _probe(uri)
+        try:
+            cert = certificate.load(Path(curve_cert))
+        except Exception as exc:
+            raise ConnectError(f"fluxnode: cannot connect to {uri}: {exc}") from None
+        if not cert.secret_key:
+            raise ConnectError(f"fluxnode: cannot connect to {uri}: {curve_cert} has no secret key")
+        self.zmq = zmq
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.linger = 0
+        self.sock.routing_id = b"t" + uuid.uuid4().hex[:12].encode()
+        self.sock.curve_serverkey = _key(cert.public_key)
+        self.sock.curve_publickey = _key(cert.public_key)
+        self.sock.curve_secretkey = _key(cert.secret_key)
+        self.sock.connect(uri)
+
+    def send(self, frames: list[bytes]) -> None:
+        self.sock.send_multipart(frames)
+
+    def recv(self, timeout: float | None) -> list[bytes] | None:
+        if not self.sock.poll(None if timeout is None else int(timeout * 1000)):
+            return None
+        return self.sock.recv_multipart()
+
+    def close(self) -> None:
+        self.sock.close(0)
+        self.ctx.term()
+
+
+def _probe(uri: str) -> None:
+    """ZeroMQ connects lazily and retries forever; check once that something listens."""
+    host, _, port = uri[len("tcp://"):].rpartition(":")
+    if not host or not port.isdigit():
+        raise ConnectError(f"fluxnode: cannot connect to {uri}: expected tcp://HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
+    except OSError as exc:
+        raise ConnectError(f"fluxnode: cannot connect to {uri}: {exc.strerror or exc}") from None
+
+
+def _key(k: bytes | str) -> bytes:
+    return k.encode() if isinstance(k, str) else k
+
+
+class Client:
+    """A connection to one broker. Not thread-safe; one per thread."""
+
+    def __init__(self, transport: _LocalTransport | _TcpTransport, uri: str, timeout: float) -> None:
+        self._t = transport
+        self.uri = uri
+        self.timeout = timeout
+        self._tags = itertools.count(1)
+        self._pending: dict[int, Message] = {}
+        self.events: deque[Message] = deque()
+
+    @classmethod
+    def connect(cls, uri: str | None = None, *, timeout: float = 10.0,
+                curve_cert: str | os.PathLike | None = None) -> Client:
+        uri = uri or os.environ.get(DEFAULT_URI_ENV)
+        if not uri:
+            raise ConnectError(f"fluxnode: no broker URI given and ${DEFAULT_URI_ENV} is not set "
+                               "(run inside `fluxnode start` or pass --uri)")
+        if uri.startswith("local://"):
+            return cls(_LocalTransport(uri, uri[len("local://"):], timeout), uri, timeout)
+        if uri.startswith("tcp://"):
+            return cls(_TcpTransport(uri, curve_cert), uri, timeout)
+        if uri.startswith("ssh://"):
+            raise ConnectError(f"fluxnode: cannot connect to {uri}: use `fluxnode proxy {uri}` for ssh:// URIs")
+        raise ConnectError(f"fluxnode: cannot connect to {uri}: unknown URI scheme (expected local:// or tcp://)")
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._t.close()
+
+    def send(self, topic: str, payload: dict | None = None, nodeid: int = 0) -> int:
+        """Send a request without waiting; returns its matchtag for `recv`."""
+        tag = next(self._tags)
+        self._t.send(Message("request", topic, nodeid, tag, payload).to_frames())
+        return tag
+
+    def recv(self, matchtag: int, timeout: float | None = None) -> Message:
+        """Wait for the response to `matchtag` (responses to other tags are kept for later)."""
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while matchtag not in self._pending:
+            remaining = deadline - time.monotonic()
+            frames = self._t.recv(max(0.0, remaining))
+            if frames is None:
+                raise RPCError(errno.ETIMEDOUT, f"no response from {self.uri} within {timeout:g}s")
+            self._accept(frames)
+        return self._pending.pop(matchtag)
+
+    def _accept(self, frames: list[bytes]) -> None:
+        try:
+            msg = Message.from_frames(frames)
+        except MessageError as exc:
+            raise RPCError(exc.errnum, f"malformed message from broker: {exc.errstr}") from None
+        if msg.type == "event":
+            self.events.append(msg)
+        elif msg.type == "response":
+            if msg.matchtag == 0 and msg.errnum:
+                raise RPCError(msg.errnum, msg.errstr)
+            self._pending[msg.matchtag] = msg
+
+    def rpc(self, topic: str, payload: dict | None = None, nodeid: int = 0, timeout: float | None = None) -> dict:
+        msg = self.recv(self.send(topic, payload, nodeid), timeout)
+        if msg.errnum:
+            raise RPCError(msg.errnum, msg.errstr)
+        try:
+            return msg.decode_payload() or {}
+        except MessageError as exc:
+            raise RPCError(exc.errnum, exc.errstr) from None
+
+    def subscribe(self, topic_prefix: str) -> None:
+        """Receive events whose topic starts with `topic_prefix` (from the broker connected to)."""
+        self.rpc("event.subscribe", {"topic": topic_prefix}, nodeid=NODEID_ANY)
+
+    def recv_event(self, timeout: float | None = None) -> Message:
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while not self.events:
+            frames = self._t.recv(max(0.0, deadline - time.monotonic()))
+            if frames is None:
+                raise RPCError(errno.ETIMEDOUT, f"no event within {timeout:g}s")
+            self._accept(frames)
+        msg = self.events.popleft()
+        msg.decode_payload()
+        return msg

@@ -1,0 +1,163 @@
+"""Leader election on a coordination.k8s.io Lease, as client-go's leaderelection does.
+
+Two binder replicas must never bind at once. The holder renews the Lease every
+`retry_period`; a candidate takes over only after it has seen the same lease
+record unchanged for a whole `lease_duration` by its own clock (no trust in
+clock agreement), and every write carries the resourceVersion it read, so two
+candidates racing cannot both win. A leader that could not renew for
+`renew_deadline` (< lease_duration) steps down before anyone may take over.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from fluxnode.agent.kube import raw as kube_raw
+from kubernetes.client import CoordinationV1Api
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger("fluxnode.binder.leader")
+
+
+def _micro_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        api: CoordinationV1Api,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        on_started: Callable[[], None] = lambda: None,
+        on_stopped: Callable[[], None] = lambda: None,
+    ):
+        if not retry_period < renew_deadline < lease_duration:
+            raise ValueError("leader election needs retry_period < renew_deadline < lease_duration")
+        self.api = api
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.on_started = on_started
+        self.on_stopped = on_stopped
+        self.is_leader = threading.Event()
+        self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
+        self._observed_at = 0.0
+        self._last_renew = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
+
+    def start(self) -> LeaderElector:
+        self._thread.start()
+        return self
+
+    def stop(self, release: bool = True) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        if release and self.is_leader.is_set():
+            self._step_down()
+            try:
+                self._release()
+            except Exception as exc:
+                log.warning("could not release lease %s/%s: %s", self.namespace, self.name, exc)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                won = self._try_acquire_or_renew()
+            except Exception as exc:
+                log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+                won = False
+            now = time.monotonic()
+            if won:
+                self._last_renew = now
+                if not self.is_leader.is_set():
+                    log.info("became leader (lease %s/%s, identity %s)", self.namespace, self.name, self.identity)
+                    self.is_leader.set()
+                    self.on_started()
+            elif self.is_leader.is_set() and now - self._last_renew > self.renew_deadline:
+                self._step_down()
+            self._stop.wait(self.retry_period)
+
+    def _step_down(self) -> None:
+        if self.is_leader.is_set():
+            log.warning("lost leadership (lease %s/%s)", self.namespace, self.name)
+            self.is_leader.clear()
+            self.on_stopped()
+
+    def _read(self) -> dict | None:
+        try:
+            return kube_raw.call(self.api.read_namespaced_lease, self.name, self.namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _spec(self, transitions: int, acquire: str) -> dict:
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self.lease_duration)),
+            "acquireTime": acquire,
+            "renewTime": _micro_now(),
+            "leaseTransitions": transitions,
+        }
+
+    def _try_acquire_or_renew(self) -> bool:
+        lease = self._read()
+        if lease is None:
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._spec(0, _micro_now()),
+            }
+            try:
+                kube_raw.call(self.api.create_namespaced_lease, self.namespace, body)
+            except ApiException as exc:
+                if exc.status == 409:
+                    return False
+                raise
+            return True
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        record = (holder, str(spec.get("renewTime")))
+        now = time.monotonic()
+        if record != self._observed:
+            self._observed, self._observed_at = record, now
+        if holder and holder != self.identity:
+            duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+            if now - self._observed_at < duration:
+                return False  # someone else holds it and renewed within the duration
+        if holder == self.identity:
+            new_spec = self._spec(int(spec.get("leaseTransitions") or 0), spec.get("acquireTime") or _micro_now())
+        else:
+            new_spec = self._spec(int(spec.get("leaseTransitions") or 0) + 1, _micro_now())
+        lease["spec"] = new_spec
+        try:
+            kube_raw.call(self.api.replace_namespaced_lease, self.name, self.namespace, lease)
+        except ApiException as exc:
+            if exc.status == 409:  # someone wrote in between: re-read next round
+                return False
+            raise
+        self._observed = (self.identity, new_spec["renewTime"])
+        return True
+
+    def _release(self) -> None:
+        lease = self._read()
+        if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+            return
+        lease["spec"]["holderIdentity"] = ""
+        lease["spec"]["renewTime"] = _micro_now()
+        kube_raw.call(self.api.replace_namespaced_lease, self.name, self.namespace, lease)

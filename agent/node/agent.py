@@ -1,0 +1,470 @@
+"""`fluxnode agent`: the per-node agent the DaemonSet runs.
+
+It keeps this node's broker in step with the cluster: the CURVE Secret (created once
+per cluster), the shared rank map (ConfigMap), the rendered broker.toml / R / connect
+script on the host, and the broker process itself. One control loop reacts to node
+and rank-map changes from two informers; everything it needs to decide is recomputed
+from that state on each turn, so a missed turn is repaired by the next.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+LIVENESS_STALE = 60.0
+"""Seconds without a control-loop pass before /healthz fails and the kubelet restarts us."""
+
+log = logging.getLogger("fluxnode.agent")
+
+SYNC_TIMEOUT = 60.0
+API_WAIT = 60.0  # how long to wait for an unreachable API server at start-up
+
+
+def _toml_scalar(text: str) -> object:
+    """``30s`` stays a string, ``2`` becomes 2, ``true`` True (as TOML would read them)."""
+    import tomllib
+
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+IDLE_TICK = 2.0
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    node_name: str
+    namespace: str
+    kubeconfig: str | None
+    selector: str | None
+    include_control_plane: bool
+    host_dir: Path
+    run_dir: Path
+    bin_dir: Path
+    state_dir: Path
+    port: int
+    bind_address: str
+    topo: str
+    secret_name: str
+    rank_configmap: str
+    health_port: int | None
+    health_address: str
+    backoff_min: float
+    backoff_max: float
+    writer_grace: float = 10.0
+    tbon: tuple[tuple[str, object], ...] = ()
+    api_wait: float = API_WAIT
+
+
+class AgentExit(Exception):
+    """Stop the agent with this one-line message and a non-zero status."""
+
+
+class NodeAgent:
+    def __init__(self, opts: AgentOptions):
+        from fluxnode.agent.node.host_files import HostFiles
+        from fluxnode.agent.node.metrics import AgentMetrics
+        from fluxnode.agent.node.overlay_config import OverlaySettings
+        from fluxnode.agent.node.selection import NodeSelection
+        from fluxnode.agent.node.supervisor import Backoff, BrokerSupervisor
+
+        self.opts = opts
+        self.files = HostFiles(opts.host_dir, opts.run_dir, opts.bin_dir)
+        self.selection = NodeSelection(include_control_plane=opts.include_control_plane)
+        self.settings = OverlaySettings(port=opts.port, bind_address=opts.bind_address, topo=opts.topo,
+                                        cert_path=str(self.files.cert), tbon=opts.tbon)
+        self.supervisor = BrokerSupervisor(self.files, opts.node_name, opts.state_dir,
+                                           Backoff(opts.backoff_min, opts.backoff_max))
+        self.metrics = AgentMetrics()
+        self.heartbeat = time.monotonic()
+        self.events: queue.Queue = queue.Queue()
+        self._abort = threading.Event()  # set on a signal or a fatal informer error
+        self.rank: int | None = None
+        self.status = "starting"
+        self._last_status = ""
+        self._starts_seen = self._crashes_seen = 0
+        self._render_key: tuple | None = None
+        self._r_key: tuple | None = None
+        self._pending_since: float | None = None
+        self._pending_for = None
+        self.record_event = lambda reason, note, type_="Normal": None
+
+    # -- setup -----------------------------------------------------------------------------
+    def _connect(self) -> None:
+        from fluxnode.agent.kube.api_client import load_api_client
+        from fluxnode.agent.node.events import NodeEvents
+        from kubernetes import client
+
+        api_client = load_api_client(self.opts.kubeconfig)
+        self.api = client.CoreV1Api(api_client)
+        events = NodeEvents(api_client, self.opts.namespace, self.opts.node_name)
+        self.supervisor.notify = events.record
+        self.record_event = events.record
+
+    def _install_certificate(self) -> None:
+        """Get the CURVE Secret; an unreachable API is retried for a while (nodes boot before it)."""
+        from fluxnode.agent.kube.api_client import KubeAccessError
+        from fluxnode.agent.node.secret import SecretError, ensure_curve_secret
+        from fluxnode.broker_conf import certificate
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        deadline = time.monotonic() + self.opts.api_wait
+        delay = 0.5
+        while True:
+            try:
+                cert = ensure_curve_secret(self.api, self.opts.namespace, self.opts.secret_name)
+                break
+            except SecretError as exc:
+                raise AgentExit(str(exc)) from None
+            except (HTTPError, OSError, ApiException, KubeAccessError) as exc:
+                if isinstance(exc, KubeAccessError) and "permission denied" in str(exc):
+                    raise
+                if time.monotonic() + delay > deadline or self._abort.is_set():
+                    raise AgentExit(f"cannot reach the Kubernetes API at {self.api.api_client.configuration.host}: "
+                                    f"{_one_line(exc)}") from None
+                log.warning("Kubernetes API not reachable yet (%s); retrying in %.1fs", _one_line(exc), delay)
+                self._abort.wait(delay)
+                delay = min(delay * 2, 5.0)
+        self.files.write_cert(certificate.dumps(cert))
+
+    def _render_connect_script(self) -> None:
+        import jinja2
+        from fluxnode.agent.node import host_files
+
+        env = jinja2.Environment(loader=jinja2.PackageLoader("fluxnode.templates", ""), autoescape=False,
+                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+        text = env.get_template("connect.sh.j2").render(
+            node=self.opts.node_name, run_dir=str(self.files.run_dir), pid_name=host_files.PID_NAME,
+            uri_name=host_files.URI_NAME, cli_path=str(Path(sys.executable).parent))
+        try:
+            self.files.write_connect_script(text)
+        except OSError as exc:  # e.g. a read-only /usr (Container-Optimized OS): the broker still runs
+            log.warning("cannot write the connect script %s: %s; pass a writable --bin-dir (e.g. /opt/bin)",
+                        self.files.connect_script, exc.strerror or exc)
+
+    def _start_informers(self) -> None:
+        from fluxnode.agent.kube.informer import EventHandler, Informer
+        from fluxnode.agent.node.ranks import RankStore
+
+        def changed(what: str) -> EventHandler:
+            def handler(kind: str, _obj: object) -> None:
+                if what == "nodes":
+                    self.metrics.node_events.inc()
+                self.events.put(("change", what))
+
+            return handler
+
+        def fatal(exc: Exception) -> None:
+            self.events.put(("fatal", exc))
+            self._abort.set()
+
+        self.nodes = Informer("nodes", self.api.list_node, changed("nodes"), on_fatal=fatal,
+                              label_selector=self.opts.selector or None).start()
+        self.rank_configmaps = Informer(
+            "configmaps", self.api.list_namespaced_config_map, changed("configmaps"), on_fatal=fatal,
+            namespace=self.opts.namespace, field_selector=f"metadata.name={self.opts.rank_configmap}").start()
+        self.rank_store = RankStore(self.api, self.opts.namespace, self.opts.rank_configmap)
+
+    def _live(self) -> tuple[bool, str]:
+        age = time.monotonic() - self.heartbeat
+        return age < LIVENESS_STALE, f"control loop last ran {age:.1f}s ago"
+
+    def _ready(self) -> tuple[bool, str]:
+        from fluxnode.agent.broker.client import Client, ConnectError, RPCError
+        from fluxnode.agent.broker.message import NODEID_ANY
+
+        if not self.supervisor.wanted:
+            # Nothing to run here (node not selected, or NotReady): the agent is where it should
+            # be, and an unready pod would stall the DaemonSet's rolling update.
+            return True, self.status
+        if not self.supervisor.running:
+            return False, self.status
+        try:
+            with Client.connect(self.files.local_uri, timeout=2.0) as c:
+                c.rpc("broker.ping", {}, nodeid=NODEID_ANY, timeout=2.0)
+        except (ConnectError, RPCError, OSError) as exc:
+            return False, f"broker pid {self.supervisor.pid} does not answer broker.ping: {exc}"
+        return True, f"rank {self.rank}, broker pid {self.supervisor.pid}"
+
+    # -- control loop ----------------------------------------------------------------------
+    def run(self) -> int:
+        from fluxnode.agent.kube.api_client import KubeAccessError
+        from fluxnode.agent.kube.health import HealthServer
+        from fluxnode.agent.kube.informer import wait_synced
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        health = None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        try:
+            self.files.prepare()
+            self._connect()
+            self._install_certificate()
+            self._render_connect_script()
+            if self.opts.health_port is not None:
+                health = HealthServer(self.opts.health_address, self.opts.health_port, self._live, self._ready,
+                                      self.metrics.registry).start()
+                self._write_health_port(health.port)
+            self._start_informers()
+            stopping = False
+            if not wait_synced([self.nodes, self.rank_configmaps], SYNC_TIMEOUT, self._abort.is_set):
+                stopping = self._drain(block=False)
+                if not stopping:
+                    raise AgentExit(f"could not list nodes and configmaps within {SYNC_TIMEOUT:.0f}s")
+            while not stopping:
+                try:
+                    self._reconcile()
+                except KubeAccessError:
+                    raise
+                except (ApiException, HTTPError, OSError, RuntimeError) as exc:
+                    # Transient (API restarting, conflict storm, disk hiccup): the next turn retries.
+                    self._set_status(f"reconcile failed, will retry: {_one_line(exc)}", logging.WARNING)
+                except ValueError as exc:
+                    # A rank map someone edited into nonsense: keep what runs, say what to fix.
+                    self._set_status(f"ConfigMap {self.opts.namespace}/{self.opts.rank_configmap}: {exc}; "
+                                     "fix it or delete it (the agents then rebuild it)", logging.ERROR)
+                wait = self.supervisor.tick()
+                self._publish_metrics()
+                self.heartbeat = time.monotonic()
+                stopping = self._drain(block=True, timeout=min(wait, IDLE_TICK) if wait else IDLE_TICK)
+            log.info("agent stopping")
+            return 0
+        except KubeAccessError as exc:
+            raise AgentExit(str(exc)) from None
+        finally:
+            # A broker with children is killed rather than shut down, so its subtree stays up and
+            # rejoins when the agent comes back (rolling update); a leaf says goodbye (offline at once).
+            children = self.supervisor.placement.children if self.supervisor.placement else ()
+            self.supervisor.stop("agent shutting down", in_place=bool(children))
+            if health:
+                health.stop()
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self.events.put(("stop", signum))
+        self._abort.set()
+
+    def _write_health_port(self, port: int) -> None:
+        from fluxnode.agent.node.host_files import write_atomic
+
+        write_atomic(self.files.run_dir / "agent.health", f"{port}\n")
+
+    def _drain(self, block: bool, timeout: float = 0.0) -> bool:
+        """Take every pending event; True when the agent must stop. Fatal errors raise."""
+        stop = False
+        try:
+            item = self.events.get(timeout=timeout) if block else self.events.get_nowait()
+            while True:
+                if item[0] == "fatal":
+                    raise item[1]
+                if item[0] == "stop":
+                    stop = True
+                item = self.events.get_nowait()
+        except queue.Empty:
+            pass
+        return stop
+
+    def _set_status(self, text: str, level: int = logging.INFO) -> None:
+        self.status = text
+        if text != self._last_status:
+            log.log(level, text)
+            self._last_status = text
+
+    def _may_write(self, nodes: dict[str, dict]):
+        """Designated writer of the rank map: the agent of the lowest Ready rank (see ranks.py)."""
+        from fluxnode.agent.node.selection import is_ready
+
+        def decide(stored, wanted) -> bool:
+            ready = [r for h, r in stored.live().items() if h in nodes and is_ready(nodes[h])]
+            if not ready or stored.hosts[min(ready)] == self.opts.node_name:
+                self._pending_since = None
+                return True
+            if self._pending_since is None or self._pending_for != wanted:
+                self._pending_since, self._pending_for = time.monotonic(), wanted
+            return time.monotonic() - self._pending_since >= self.opts.writer_grace
+
+        return decide
+
+    def _reconcile(self) -> None:
+        from fluxnode.agent.node import overlay_config
+        from fluxnode.agent.node import resources as node_resources
+        from fluxnode.agent.node.selection import is_ready
+
+        nodes = self.nodes.snapshot()
+        members = self.selection.members(nodes)
+        view_rv = self.nodes.resource_version_number
+        rank_map = self.rank_store.reconcile(set(members), self.selection.joinable(nodes), view_rv,
+                                             self.rank_configmaps.get(f"{self.opts.namespace}/{self.opts.rank_configmap}"),
+                                             self._may_write(nodes), self.rank_configmaps.resource_version_number)
+        unknown = [h for h in rank_map.live() if h not in nodes]
+        if unknown and view_rv < rank_map.nodes_resource_version:
+            self._set_status(f"waiting for the node list to catch up with the rank map ({', '.join(unknown)})")
+            return
+        config_changed = False
+        if rank_map.size:
+            # Rendering is cheap next to R for big clusters, but both only change with the
+            # rank map, node addresses/ports or capacities, not with every node heartbeat.
+            render_key = (rank_map.hosts, rank_map.vacant, tuple(overlay_config.endpoints(rank_map, nodes, self.settings)))
+            if render_key != self._render_key:
+                if self.files.write_config(overlay_config.render(rank_map, nodes, self.settings)):
+                    config_changed = True
+                    self.metrics.renders.inc()
+                    log.info("rendered %s: %d rank(s)", self.files.config, rank_map.size)
+                self._render_key = render_key
+            r_key = tuple((h, r, json.dumps((nodes.get(h) or {}).get("status", {}).get("capacity"), sort_keys=True))
+                          for h, r in rank_map.live().items())
+            if r_key != self._r_key:
+                self.files.write_resources(node_resources.cluster_R(rank_map, nodes))
+                self._r_key = r_key
+        self.rank = rank_map.rank_of(self.opts.node_name)
+        me = nodes.get(self.opts.node_name)
+        stop_in_place = False
+        placement = overlay_config.placement(rank_map, nodes, self.settings, self.opts.node_name)
+        if me is None or self.opts.node_name not in members:
+            self._set_status(f"node {self.opts.node_name} is not selected (missing, control-plane, cordoned "
+                             "or outside --selector): no broker here")
+            placement = None
+        elif not is_ready(me) and self.rank == 0:
+            # Stopping the leader would take the whole overlay down with it; keep it.
+            self._set_status(f"node {self.opts.node_name} is NotReady but hosts the leader (rank 0): "
+                             "its broker keeps running", logging.WARNING)
+        elif not is_ready(me):
+            if self.supervisor.running:
+                self.record_event("BrokerStopped", f"node is NotReady: broker rank {self.rank} stopped, "
+                                  "the overlay shows it down", "Warning")
+            self._set_status(f"node {self.opts.node_name} is NotReady: broker stopped so the overlay marks "
+                             f"rank {self.rank} down", logging.WARNING)
+            # A leaf says goodbye (offline at once); a broker with children is killed so its
+            # subtree keeps running and rejoins when the node is Ready again (lost meanwhile).
+            stop_in_place = bool(placement and placement.children)
+            placement = None
+        elif placement is None:
+            self._set_status(f"node {self.opts.node_name} waits for a rank")
+        else:
+            self._set_status(f"node {self.opts.node_name} is rank {self.rank} of {rank_map.size}")
+        self.metrics.size.set(rank_map.size)
+        self.supervisor.ensure(placement, why=self.status, stop_in_place=stop_in_place, config_changed=config_changed)
+
+    def _publish_metrics(self) -> None:
+        m, s = self.metrics, self.supervisor
+        m.rank.set(self.rank if self.rank is not None else -1)
+        m.broker_up.set(1 if s.running else 0)
+        if s.starts > self._starts_seen:
+            m.broker_starts.inc(s.starts - self._starts_seen)
+            self._starts_seen = s.starts
+        if s.crashes > self._crashes_seen:
+            m.broker_crashes.inc(s.crashes - self._crashes_seen)
+            self._crashes_seen = s.crashes
+
+
+class _LogfmtFormatter(logging.Formatter):
+    """One line per record, key=value (Kubernetes-style structured logs)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+        return f"time={ts} level={record.levelname.lower()} logger={record.name} msg={json.dumps(record.getMessage())}"
+
+
+def _setup_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LogfmtFormatter())
+    root = logging.getLogger("fluxnode")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.propagate = False
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.option("--node-name", envvar="NODE_NAME", required=True, help="this node's name (downward API spec.nodeName)")
+@click.option("--namespace", envvar="POD_NAMESPACE", default="fluxnode", help="namespace of the Secret and rank ConfigMap")
+@click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help="kubeconfig file (default: in-cluster config)")
+@click.option("--selector", "-l", default=None, help="label selector choosing the nodes that run brokers")
+@click.option("--include-control-plane", is_flag=True, help="also run brokers on control-plane nodes")
+@click.option("--host-dir", type=click.Path(path_type=Path), default=Path("/etc/fluxnode"),
+              help="host directory for broker.toml, R.json and curve.cert")
+@click.option("--run-dir", type=click.Path(path_type=Path), default=Path("/run/fluxnode"),
+              help="host directory for the broker pid, URI and local socket")
+@click.option("--bin-dir", type=click.Path(path_type=Path), default=Path("/usr/local/bin"),
+              help="host directory for the fluxnode-connect script")
+@click.option("--state-dir", type=click.Path(path_type=Path), default=Path("/var/lib/fluxnode"),
+              help="broker statedir (scheduler journal on the leader)")
+@click.option("--port", type=click.IntRange(1, 65535), default=8050, help="broker TBON port (node annotation fluxnode.io/broker-port overrides)")
+@click.option("--bind-address", default="0.0.0.0", help="address brokers bind their TBON socket to")
+@click.option("--topo", default="kary:2", help="TBON topology (kary:K or binomial)")
+@click.option("--tbon", "tbon", multiple=True, metavar="KEY=VALUE",
+              help="extra [tbon] setting for broker.toml (flux-config-tbon(5)), e.g. torpid_max=30s")
+@click.option("--secret-name", default="fluxnode-curve", help="Secret holding the cluster's CURVE certificate")
+@click.option("--rank-configmap", default="fluxnode-ranks", help="ConfigMap holding the shared rank map")
+@click.option("--health-port", type=click.IntRange(0, 65535), default=9464,
+              help="port of /healthz, /readyz and /metrics (0: any free port)")
+@click.option("--no-health", is_flag=True, help="do not serve the health endpoint")
+@click.option("--health-address", default="0.0.0.0", help="address of the health endpoint")
+@click.option("--restart-backoff", "backoff", type=(float, float), default=(1.0, 30.0), metavar="MIN MAX",
+              help="broker restart backoff bounds in seconds")
+@click.option("--writer-grace", type=click.FloatRange(min=0), default=10.0, metavar="SEC",
+              help="take over rank-map updates when the designated writer (lowest Ready rank) has not "
+                   "written a needed change for this long")
+@click.option("--api-wait", type=click.FloatRange(min=0), default=API_WAIT, metavar="SEC",
+              help="how long to retry an unreachable Kubernetes API at start-up before exiting")
+@click.option("--verbose", "-v", is_flag=True, help="debug logging")
+def agent(node_name: str, namespace: str, kubeconfig: str | None, selector: str | None, include_control_plane: bool,
+          host_dir: Path, run_dir: Path, bin_dir: Path, state_dir: Path, port: int, bind_address: str, topo: str,
+          tbon: tuple[str, ...],
+          secret_name: str, rank_configmap: str, health_port: int, no_health: bool, health_address: str,
+          backoff: tuple[float, float], writer_grace: float, api_wait: float, verbose: bool) -> None:
+    """Run this node's broker for the Kubernetes overlay (the DaemonSet's container)."""
+    from fluxnode.broker_conf.topology import Topology, TopologyError
+
+    _setup_logging(verbose)
+    if not (topo.startswith("kary:") or topo == "binomial"):
+        raise click.BadParameter(f"{topo!r}: the agent supports kary:K and binomial", param_hint="--topo")
+    try:
+        Topology.from_spec(topo, 1)
+    except (TopologyError, ValueError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--topo") from None
+    tbon_pairs = []
+    for item in tbon:
+        key, sep, value = item.partition("=")
+        if not sep or not key or key == "topo":
+            raise click.BadParameter(f"{item!r}: expected KEY=VALUE (topo has its own option)", param_hint="--tbon")
+        tbon_pairs.append((key.strip(), _toml_scalar(value.strip())))
+    try:
+        from fluxnode.broker_conf.render import RenderError, render_broker_toml
+
+        render_broker_toml(["check"], curve_cert="/c", port=port, topo=topo, tbon=dict(tbon_pairs))
+    except RenderError as exc:
+        raise click.BadParameter(str(exc), param_hint="--tbon") from None
+    if backoff[0] <= 0 or backoff[1] < backoff[0]:
+        raise click.BadParameter("need 0 < MIN <= MAX", param_hint="--restart-backoff")
+    opts = AgentOptions(
+        node_name=node_name, namespace=namespace, kubeconfig=kubeconfig, selector=selector,
+        include_control_plane=include_control_plane, host_dir=host_dir, run_dir=run_dir, bin_dir=bin_dir,
+        state_dir=state_dir, port=port, bind_address=bind_address, topo=topo, secret_name=secret_name,
+        rank_configmap=rank_configmap, health_port=None if no_health else health_port,
+        health_address=health_address, backoff_min=backoff[0], backoff_max=backoff[1], writer_grace=writer_grace, tbon=tuple(tbon_pairs),
+        api_wait=api_wait)
+    try:
+        code = NodeAgent(opts).run()
+    except AgentExit as exc:
+        print(f"fluxnode agent: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as exc:
+        print(f"fluxnode agent: {exc}", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(code)

@@ -1,0 +1,196 @@
+"""Runs this node's broker as a child process and keeps it running.
+
+A broker that dies is restarted after a backoff that doubles up to a maximum and
+resets once a broker stayed up for a while (like the kubelet's CrashLoopBackOff, one
+level down). The broker's pid and local URI are written to the run directory for
+the connect script, and removed when the broker is stopped on purpose.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fluxnode.agent.node.host_files import HostFiles
+from fluxnode.agent.node.overlay_config import Placement
+
+log = logging.getLogger("fluxnode.agent.supervisor")
+
+STOP_GRACE = 10.0
+RELOAD_CONNECT_WAIT = 10.0  # how long a just-started broker may take to open its local socket
+
+
+@dataclass
+class Backoff:
+    minimum: float = 1.0
+    maximum: float = 30.0
+    stable_after: float = 60.0
+    current: float = field(init=False, default=0.0)
+
+    def next(self, uptime: float) -> float:
+        """Delay before the next start, given how long the last broker ran."""
+        if uptime >= self.stable_after or self.current == 0.0:
+            self.current = self.minimum
+        else:
+            self.current = min(self.current * 2, self.maximum)
+        return self.current
+
+
+class BrokerSupervisor:
+    def __init__(self, files: HostFiles, node: str, state_dir: Path, backoff: Backoff,
+                 python: str = sys.executable, notify: Callable[[str, str, str], None] | None = None):
+        self.files, self.node, self.state_dir, self.backoff = files, node, state_dir, backoff
+        self.python = python
+        self.notify = notify or (lambda reason, note, type_: None)
+        self.proc: subprocess.Popen | None = None
+        self.wanted = False
+        self.placement: Placement | None = None
+        self.started_at = 0.0
+        self.next_start = 0.0
+        self.starts = 0
+        self.crashes = 0
+        self.last_exit: int | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.running and self.proc else None
+
+    def command(self) -> list[str]:
+        return [self.python, "-m", "fluxnode", "broker", "--config-path", str(self.files.config),
+                "--hostname", self.node,
+                "-S", f"rundir={self.files.run_dir}", "-S", f"local-uri={self.files.local_uri}",
+                "-S", f"statedir={self.state_dir}"]
+
+    def _start(self, placement: Placement) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL)
+        self.placement = placement
+        self.started_at = time.monotonic()
+        self.starts += 1
+        self.files.write_broker(self.proc.pid, self.files.local_uri)
+        log.info("broker started: pid %d, rank %d", self.proc.pid, placement.rank)
+        self.notify("BrokerStarted", f"broker rank {placement.rank} started (pid {self.proc.pid})", "Normal")
+
+    def stop(self, why: str = "stopping", *, in_place: bool = False) -> None:
+        """Stop the broker: SIGTERM (then SIGKILL after a grace period), or SIGKILL when ``in_place``.
+
+        A broker stopped with SIGTERM shuts its whole subtree down first (as Flux does), which
+        is right when the node leaves. To restart one broker with a new placement without
+        taking its children down, it is killed instead: its children see the parent lost and
+        rejoin the new one (the overlay supports that), and nothing below restarts.
+        """
+        proc, self.proc = self.proc, None
+        self.placement = None
+        self.files.clear_broker()
+        if proc is None or proc.poll() is not None:
+            return
+        log.info("broker pid %d: %s", proc.pid, why)
+        if in_place:
+            proc.kill()
+            proc.wait()
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            log.warning("broker pid %d did not stop in %.0fs, killing it", proc.pid, STOP_GRACE)
+            proc.kill()
+            proc.wait()
+
+    def ensure(self, placement: Placement | None, *, reload: bool = True, why: str = "",
+               stop_in_place: bool = False, config_changed: bool = False) -> None:
+        """Make the broker run with ``placement`` (None: not running). Called on every reconcile.
+
+        A new placement with the same rank is applied with ``config.reload`` (no restart) when
+        the broker can; otherwise that one broker is restarted in place. ``config_changed``
+        (broker.toml was rewritten) with an unchanged placement is also reloaded, so every
+        broker knows the new size and hosts (for routing), but never restarts it.
+        """
+        self.wanted = placement is not None
+        if placement is None:
+            if self.proc is not None:
+                self.stop(why or "node left the overlay", in_place=stop_in_place)
+            return
+        if self.running and self.placement == placement and config_changed and reload:
+            self._reload()
+        if self.running and self.placement != placement:
+            if placement.rank == (self.placement.rank if self.placement else None) and reload and self._reload():
+                self.placement = placement
+                return
+            self.stop(f"placement changed to rank {placement.rank} (parent/children/size), restarting in place",
+                      in_place=True)
+            self.next_start = 0.0
+        self.tick(placement)
+
+    def _reload(self) -> bool:
+        """Ask the running broker to re-read broker.toml (``config.reload``); False if it cannot."""
+        from fluxnode.agent.broker.client import Client, ConnectError, RPCError
+        from fluxnode.agent.broker.message import NODEID_ANY
+
+        # A broker that was just started may not listen yet (it may already have read the old
+        # file): wait for its socket rather than restart it.
+        deadline = time.monotonic() + RELOAD_CONNECT_WAIT
+        try:
+            while True:
+                try:
+                    client = Client.connect(self.files.local_uri, timeout=2.0)
+                    break
+                except ConnectError:
+                    if not self.running or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.05)
+            with client as c:
+                c.rpc("config.reload", {}, nodeid=NODEID_ANY, timeout=5.0)
+        except (ConnectError, RPCError, OSError) as exc:
+            log.info("broker pid %d: config.reload not possible: %s", self.pid or 0, exc)
+            return False
+        log.info("broker pid %d reloaded its configuration", self.pid or 0)
+        return True
+
+    def tick(self, placement: Placement | None = None) -> float | None:
+        """Restart a dead broker when its backoff expired; returns seconds until the next action."""
+        placement = placement or self.placement
+        if self.proc is not None and self.proc.poll() is not None:
+            code = self.proc.returncode
+            uptime = time.monotonic() - self.started_at
+            self.proc = None
+            self.files.clear_broker()
+            self.crashes += 1
+            self.last_exit = code
+            delay = self.backoff.next(uptime)
+            self.next_start = time.monotonic() + delay
+            log.warning("broker exited with status %s after %.1fs; restarting in %.1fs", code, uptime, delay)
+            self.notify("BrokerExited", f"broker exited with status {code} after {uptime:.1f}s; "
+                        f"restarting in {delay:.1f}s", "Warning")
+        if not self.wanted or self.running or placement is None:
+            return None
+        wait = self.next_start - time.monotonic()
+        if wait > 0:
+            self.placement = placement
+            return wait
+        self._start(placement)
+        return None
+
+    def describe(self) -> str:
+        return f"pid {self.pid}" if self.running else ("stopped" if not self.wanted else "restarting")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,67 @@
+"""`fluxnode ping`: round-trip a request to a broker service, like flux-ping(1)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from fluxnode.agent.broker.message import NODEID_ANY, NODEID_UPSTREAM
+
+
+def parse_target(target: str) -> tuple[int, str, str]:
+    """`rank!service`, `rank` (service broker), `any`/`upstream`, or a bare service -> (nodeid, label, topic)."""
+    rank_s, sep, service = target.partition("!")
+    if not sep:
+        rank_s, service = (target, "broker") if (target.isdigit() or target in ("any", "upstream")) else ("any", target)
+    if rank_s == "any":
+        nodeid = NODEID_ANY
+    elif rank_s == "upstream":
+        nodeid = NODEID_UPSTREAM
+    elif rank_s.isdigit():
+        nodeid = int(rank_s)
+    else:
+        raise click.BadParameter(f"{target!r}: expected RANK, RANK!SERVICE, any or upstream", param_hint="TARGET")
+    if not service:
+        raise click.BadParameter(f"{target!r}: empty service name", param_hint="TARGET")
+    return nodeid, rank_s, f"{service}.ping"
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--count", "-c", type=click.IntRange(min=0), default=0, help="number of requests (0: until interrupted)")
+@click.option("--pad", "-p", type=click.IntRange(min=0), default=0, metavar="BYTES", help="payload pad size")
+@click.option("--interval", "-i", type=click.FloatRange(min=0), default=1.0, metavar="SEC", help="delay between requests")
+@click.option("--uri", envvar="FLUXNODE_URI", help="broker URI (default $FLUXNODE_URI)")
+@click.argument("target")
+def ping(count: int, pad: int, interval: float, uri: str | None, target: str) -> None:
+    """Send ping requests to TARGET (RANK or RANK!SERVICE) and print round-trip times."""
+    from fluxnode.agent.broker.client import Client, ConnectError, RPCError
+
+    nodeid, label, topic = parse_target(target)
+    prefix = "" if label == "any" else f"{label}!"
+    padding = "p" * pad
+    try:
+        client = Client.connect(uri)
+    except ConnectError as exc:
+        raise click.ClickException(str(exc).removeprefix("fluxnode: ")) from None
+    seq = 0
+    try:
+        with client:
+            while count == 0 or seq < count:
+                t0 = time.monotonic()
+                try:
+                    resp = client.rpc(topic, {"seq": seq, "pad": padding}, nodeid=nodeid)
+                except RPCError as exc:
+                    raise click.ClickException(f"{prefix}{topic}: {exc.errstr}") from None
+                ms = (time.monotonic() - t0) * 1000.0
+                if resp.get("pad") != padding:
+                    raise click.ClickException("error in ping pad")
+                click.echo(f"{prefix}{topic} pad={pad} seq={resp.get('seq', seq)} time={ms:0.3f} ms "
+                           f"({resp.get('route', '')})")
+                seq += 1
+                if (count == 0 or seq < count) and interval:
+                    time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+    sys.exit(0)

@@ -1,0 +1,459 @@
+"""Everything the binder knows about the cluster, owned by one thread.
+
+Informer events are applied here (and nowhere else), so "which pods exist,
+which groups are complete, which allocation holds which pod, what other
+schedulers put on each node" has one answer. The state performs no I/O: it
+returns the work to do (allocations to cancel, nodes whose outside usage must
+be re-pinned) and the binder loop does it.
+
+Our pods are those with ``spec.schedulerName`` equal to the binder's name.
+Allocations are keyed by pod UID, never by name, so a recreated pod or group
+never inherits a stale allocation. A pod's share is freed when it succeeds,
+fails or is deleted; because a partial cancel frees a whole rank of an
+allocation, a rank is released once the last pod of that allocation on it ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+from fluxnode.scheduler.binder.node_affinity import NodeTraits
+from fluxnode.scheduler.binder.pod_requests import (
+    MIB,
+    ZERO,
+    PodRequestError,
+    PodRequests,
+    pod_requests,
+    resource_list,
+)
+from fluxnode.scheduler.binder.podgroup import GroupKey, JobSizeLookup, PodGroupError, group_of
+from fluxnode.scheduler.binder.queue import SchedulingQueue, creation_time, priority
+
+log = logging.getLogger("fluxnode.binder.state")
+
+ALLOCATION_ANNOTATION = "fluxnode.io/allocation"
+PLACEMENT_ANNOTATION = "fluxnode.io/placement"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(slots=True)
+class PodInfo:
+    """The few fields of a pod the binder uses, extracted once per event."""
+
+    uid: str
+    namespace: str
+    name: str
+    scheduler: str
+    node: str
+    phase: str
+    deleting: bool
+    priority: int
+    created: float
+    allocation: str | None
+    raw: dict
+    seen: int = 0  # arrival order at this binder (ties within a creationTimestamp second)
+
+    @classmethod
+    def from_pod(cls, pod: dict) -> PodInfo:
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        return cls(
+            uid=meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}",
+            namespace=meta.get("namespace") or "default",
+            name=meta.get("name") or "",
+            scheduler=spec.get("schedulerName") or "default-scheduler",
+            node=spec.get("nodeName") or "",
+            phase=(pod.get("status") or {}).get("phase") or "Pending",
+            deleting=bool(meta.get("deletionTimestamp")),
+            priority=priority(pod),
+            created=creation_time(pod),
+            allocation=(meta.get("annotations") or {}).get(ALLOCATION_ANNOTATION),
+            raw=pod,
+        )
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    name: str
+    usable: bool
+    reason: str
+    allocatable: PodRequests
+    traits: NodeTraits = field(default_factory=lambda: NodeTraits(""))  # labels, hard taints
+
+
+@dataclass
+class Group:
+    """Pods placed together. `pending` are ours, unbound and not yet placed."""
+
+    key: GroupKey
+    size: int = 1
+    pending: dict[str, PodInfo] = field(default_factory=dict)
+    placed: set[str] = field(default_factory=set)
+    problem: str | None = None  # malformed pod declaration, reported instead of placing
+    unsatisfiable: str | None = None
+    unsatisfiable_generation: int = -1
+    since: float = field(default_factory=time.monotonic)  # when the group was first seen
+
+    @property
+    def ready(self) -> bool:
+        """All of the group exists (or, once placed, the missing ones came back)."""
+        if self.problem or not self.pending:
+            return False
+        if self.placed:
+            return True
+        return len(self.pending) >= self.size
+
+    def priority(self) -> int:
+        return max(p.priority for p in self.pending.values())
+
+    def created(self) -> float:
+        return min(p.created for p in self.pending.values())
+
+    def seen(self) -> int:
+        return min(p.seen for p in self.pending.values())
+
+
+@dataclass
+class GroupAllocation:
+    """One sched allocation: which of our pods it holds, on which rank."""
+
+    id: int
+    group: GroupKey
+    pods: dict[str, int]  # pod uid -> rank
+    live: dict[int, set[str]] = field(default_factory=dict)  # rank -> uids not yet ended
+
+    def __post_init__(self) -> None:
+        if not self.live:
+            for uid, rank in self.pods.items():
+                self.live.setdefault(rank, set()).add(uid)
+
+
+@dataclass(frozen=True, slots=True)
+class OutsideUsage:
+    """What is not ours to place on a node: capacity above allocatable plus other schedulers' pods."""
+
+    cores: int
+    gpus: int
+    memory_mib: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCapacity:
+    """What the graph holds for a node (from sched.resource-status)."""
+
+    rank: int
+    cores: int
+    gpus: int
+    memory_mib: int
+
+
+class ClusterState:
+    def __init__(self, scheduler_name: str = "fluxnode", job_size_lookup: JobSizeLookup | None = None):
+        self.scheduler_name = scheduler_name
+        self.job_size_lookup = job_size_lookup
+        self.pods: dict[str, PodInfo] = {}
+        self.nodes: dict[str, NodeInfo] = {}
+        self.groups: dict[GroupKey, Group] = {}
+        self.queue = SchedulingQueue()
+        self.allocations: dict[int, GroupAllocation] = {}
+        self.pod_allocation: dict[str, int] = {}
+        self.foreign: dict[str, dict[str, PodRequests]] = {}  # node -> uid -> requests
+        self.capacity: dict[str, NodeCapacity] = {}
+        self.outside: dict[str, tuple[int | None, OutsideUsage]] = {}  # node -> (alloc id, usage)
+        self.to_cancel: list[tuple[int, list[int] | None]] = []
+        self.dirty_nodes: set[str] = set()
+        self.node_generation = 0  # bumps when nodes, capacity or outside usage change
+        self.with_pending: set[GroupKey] = set()  # groups that have unplaced pods
+        self.changed = True  # something happened that may let a group run
+        self._usable: tuple[int, list[str]] = (-1, [])
+        self._arrivals = 0
+        self._largest: tuple[tuple[int, int], int] = ((-1, -1), 0)
+
+    def rebuilt(self) -> ClusterState:
+        """The same pods and nodes with no allocation knowledge: what a new leader starts
+        from before adopting the service's allocations (a standby's view of allocations,
+        cancels and outside usage is stale by construction)."""
+        fresh = ClusterState(self.scheduler_name, self.job_size_lookup)
+        fresh.nodes = dict(self.nodes)
+        fresh.capacity = dict(self.capacity)
+        fresh.sync_pods([p.raw for p in sorted(self.pods.values(), key=lambda p: p.seen)])
+        return fresh
+
+    # -- pods -------------------------------------------------------------------
+
+    def is_ours(self, pod: PodInfo) -> bool:
+        return pod.scheduler == self.scheduler_name
+
+    def sync_pods(self, items: list[dict]) -> None:
+        """A full list: apply everything, and forget pods that vanished while we were not watching."""
+        seen = set()
+        for obj in items:
+            info = PodInfo.from_pod(obj)
+            seen.add(info.uid)
+            self.apply_pod("MODIFIED", obj, info)
+        for uid in [uid for uid in self.pods if uid not in seen]:
+            self.apply_pod("DELETED", self.pods[uid].raw)
+
+    def apply_pod(self, kind: str, obj: dict, info: PodInfo | None = None) -> None:
+        info = info or PodInfo.from_pod(obj)
+        old = self.pods.get(info.uid)
+        if old is not None:
+            info.seen = old.seen
+        else:
+            self._arrivals += 1
+            info.seen = self._arrivals
+        gone = kind == "DELETED" or info.terminal
+        if gone:
+            self.pods.pop(info.uid, None)
+        else:
+            self.pods[info.uid] = info
+        # Other schedulers' pods (and ours that something else bound) consume outside usage.
+        self._account_foreign(old, None if gone else info)
+        if self.is_ours(info) or info.uid in self.pod_allocation:
+            self._apply_own(info, gone)
+
+    def _account_foreign(self, old: PodInfo | None, new: PodInfo | None) -> None:
+        if old is not None and old.node and old.uid in self.foreign.get(old.node, {}):
+            del self.foreign[old.node][old.uid]
+            self.dirty_nodes.add(old.node)
+            self.changed = True
+        if new is not None and new.node and new.uid not in self.pod_allocation and not self._placing(new):
+            try:
+                req = pod_requests(new.raw)
+            except PodRequestError as exc:
+                log.warning("%s; counted as requesting nothing", exc)
+                req = ZERO
+            self.foreign.setdefault(new.node, {})[new.uid] = req
+            self.dirty_nodes.add(new.node)
+
+    def _placing(self, info: PodInfo) -> bool:
+        return info.uid in self.pod_allocation
+
+    def _apply_own(self, info: PodInfo, gone: bool) -> None:
+        alloc_id = self.pod_allocation.get(info.uid)
+        if gone:
+            if alloc_id is not None:
+                self._end_pod(info.uid, alloc_id)
+            self._drop_pending(info)
+            return
+        if alloc_id is not None or info.node:
+            self._drop_pending(info)  # placed by us, or bound by someone else
+            return
+        try:
+            ident = group_of(info.raw, self.job_size_lookup)
+            problem = None
+        except PodGroupError as exc:
+            ident, problem = None, str(exc)
+        key = ident.key if ident else GroupKey(info.namespace, "pod", info.uid)
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = Group(key)
+        if ident is not None:
+            group.size = max(group.size, ident.size)
+        group.problem = problem
+        is_new = info.uid not in group.pending
+        group.pending[info.uid] = info
+        if is_new:
+            self.changed = True
+        self._requeue(group)
+
+    def _drop_pending(self, info: PodInfo) -> None:
+        for key in self._group_keys(info):
+            group = self.groups.get(key)
+            if group is not None and info.uid in group.pending:
+                group.pending.pop(info.uid)
+                self._requeue(group)
+
+    def _group_keys(self, info: PodInfo) -> list[GroupKey]:
+        """Where a pod may be pending: its declared group, or its own group of one."""
+        keys = [GroupKey(info.namespace, "pod", info.uid)]
+        try:
+            keys.insert(0, group_of(info.raw, self.job_size_lookup).key)
+        except PodGroupError:
+            pass
+        return list(dict.fromkeys(keys))
+
+    def _requeue(self, group: Group) -> None:
+        if group.pending:
+            self.with_pending.add(group.key)
+        else:
+            self.with_pending.discard(group.key)
+        if group.ready:
+            self.queue.push(group.key, group.priority(), group.created(), group.seen())
+        else:
+            self.queue.remove(group.key)
+        if not group.pending and not group.placed:
+            self.groups.pop(group.key, None)
+            self.queue.remove(group.key)
+            self.with_pending.discard(group.key)
+
+    def largest_memory(self, nodes: list[str]) -> int:
+        """The largest allocatable memory among `nodes` (cached per node generation)."""
+        key = (self.node_generation, hash(tuple(nodes)))
+        if self._largest[0] != key:
+            self._largest = (key, max((self.nodes[n].allocatable.memory_bytes for n in nodes if n in self.nodes), default=0))
+        return self._largest[1]
+
+    def _end_pod(self, uid: str, alloc_id: int) -> None:
+        """Our placed pod ended: release its rank once no pod of the allocation remains there."""
+        del self.pod_allocation[uid]
+        alloc = self.allocations.get(alloc_id)
+        if alloc is None:
+            return
+        group = self.groups.get(alloc.group)
+        if group is not None:
+            group.placed.discard(uid)
+        rank = alloc.pods.get(uid)
+        uids = alloc.live.get(rank)
+        if uids is not None:
+            uids.discard(uid)
+            if not uids:
+                del alloc.live[rank]
+                if alloc.live:
+                    self.to_cancel.append((alloc_id, [rank]))
+                else:
+                    self.to_cancel.append((alloc_id, None))
+                    del self.allocations[alloc_id]
+                self.changed = True
+        if group is not None:
+            self._requeue(group)
+
+    # -- placements ---------------------------------------------------------------
+
+    def placed(self, alloc: GroupAllocation) -> None:
+        """An allocation was made for some of a group's pending pods."""
+        self.allocations[alloc.id] = alloc
+        group = self.groups.get(alloc.group)
+        for uid in alloc.pods:
+            self.pod_allocation[uid] = alloc.id
+            if group is not None:
+                group.pending.pop(uid, None)
+                group.placed.add(uid)
+        if group is not None:
+            group.unsatisfiable = None
+            self._requeue(group)
+
+    def unplace(self, uid: str) -> None:
+        """Binding the pod failed: drop it from its allocation and queue it again."""
+        alloc_id = self.pod_allocation.get(uid)
+        if alloc_id is None:
+            return
+        self._end_pod(uid, alloc_id)
+        pod = self.pods.get(uid)
+        if pod is not None and not pod.node:
+            self._apply_own(pod, gone=False)
+
+    def adopt(self, alloc: GroupAllocation) -> None:
+        """Rebuild an allocation after a restart; pods that ended meanwhile are released."""
+        group = self.groups.get(alloc.group)
+        if group is None:
+            group = self.groups[alloc.group] = Group(alloc.group, size=len(alloc.pods))
+        self.allocations[alloc.id] = alloc
+        for uid in list(alloc.pods):
+            pod = self.pods.get(uid)
+            self.pod_allocation[uid] = alloc.id
+            group.placed.add(uid)
+            if pod is None:
+                self._end_pod(uid, alloc.id)
+            else:
+                if pod.node and uid in self.foreign.get(pod.node, {}):
+                    del self.foreign[pod.node][uid]
+                    self.dirty_nodes.add(pod.node)
+                self._drop_pending(pod)
+
+    # -- nodes ------------------------------------------------------------------
+
+    def sync_nodes(self, items: list[dict]) -> None:
+        seen = {(o.get("metadata") or {}).get("name") for o in items}
+        for obj in items:
+            self.apply_node("MODIFIED", obj)
+        for name in [n for n in self.nodes if n not in seen]:
+            self.apply_node("DELETED", {"metadata": {"name": name}})
+
+    def apply_node(self, kind: str, obj: dict) -> None:
+        name = (obj.get("metadata") or {}).get("name") or ""
+        old = self.nodes.get(name)
+        if kind == "DELETED":
+            self.nodes.pop(name, None)
+            new = None
+        else:
+            new = self.nodes[name] = node_info(obj)
+        if (old is None) != (new is None) or (
+            old is not None and new is not None
+            and (old.usable, old.allocatable, old.traits) != (new.usable, new.allocatable, new.traits)
+        ):
+            self.node_generation += 1
+            self.dirty_nodes.add(name)
+            self.changed = True
+
+    def usable_nodes(self) -> list[str]:
+        """Nodes fluxnode may place on: known to the graph, Ready, schedulable, outside usage pinned."""
+        if self._usable[0] == self.node_generation:
+            return self._usable[1]
+        out = []
+        for name, node in self.nodes.items():
+            if not node.usable or name not in self.capacity:
+                continue
+            pinned = self.outside.get(name)
+            if pinned is None or (pinned[0] is None and pinned[1] != OutsideUsage(0, 0, 0)):
+                continue  # outside usage not accounted in the graph yet
+            out.append(name)
+        self._usable = (self.node_generation, sorted(out))
+        return self._usable[1]
+
+    def outside_usage(self, name: str) -> OutsideUsage | None:
+        """What the graph must hold back on `name`, or None if the node is unknown to either side."""
+        node = self.nodes.get(name)
+        cap = self.capacity.get(name)
+        if node is None or cap is None:
+            return None
+        used = ZERO
+        for req in self.foreign.get(name, {}).values():
+            used = used + req
+        free = node.allocatable - used
+        free_cores = max(0, math.floor(free.millicpu / 1000))
+        free_gpus = max(0, free.gpus)
+        free_mib = max(0, free.memory_bytes // MIB)
+        return OutsideUsage(
+            max(0, cap.cores - free_cores),
+            max(0, cap.gpus - free_gpus),
+            max(0, cap.memory_mib - free_mib),
+        )
+
+    def set_capacity(self, capacity: dict[str, NodeCapacity]) -> None:
+        if capacity != self.capacity:
+            self.dirty_nodes.update(set(capacity) ^ set(self.capacity))
+            self.dirty_nodes.update(n for n in capacity if self.capacity.get(n) != capacity[n])
+            self.capacity = capacity
+            self.node_generation += 1
+            self.changed = True
+
+
+def node_info(obj: dict) -> NodeInfo:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    name = meta.get("name") or ""
+    reason = ""
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    if spec.get("unschedulable"):
+        reason = "cordoned"
+    elif not ready:
+        reason = "NotReady"
+    try:
+        allocatable = resource_list(status.get("allocatable") or status.get("capacity"), f"node {name} status.allocatable")
+    except PodRequestError as exc:
+        log.warning("%s; node not used", exc)
+        allocatable, reason = ZERO, "bad allocatable"
+    return NodeInfo(name, not reason, reason, allocatable, NodeTraits.from_node(obj))

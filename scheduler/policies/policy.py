@@ -1,0 +1,126 @@
+"""Match policies: how candidates are ranked (Fluxion's dfu_match_* callbacks).
+
+Every named policy is a combination of four knobs, as in Fluxion:
+``policy=high|low`` (prefer higher or lower vertex ids), ``node_centric``
+(rank by node first: a per-node score factor), ``node_exclusive`` (nodes are
+always allocated whole) and ``stop_on_1_matches`` (explore children in
+availability order and stop at the first sufficient match: "first").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fluxnode.scheduler.jobspec.request import Request, calc_count
+from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Scoring
+
+NAMED = {
+    "first": "policy=high node_centric=true stop_on_1_matches=true",
+    "firstnodex": "policy=high node_centric=true node_exclusive=true stop_on_1_matches=true",
+    "high": "policy=high",
+    "low": "policy=low",
+    "lonode": "policy=low node_centric=true",
+    "hinode": "policy=high node_centric=true",
+    "lonodex": "policy=low node_centric=true node_exclusive=true",
+    "hinodex": "policy=high node_centric=true node_exclusive=true",
+    "locality": "policy=high",
+    "variation": "policy=low variation=true",
+}
+_OPTIONS = ("policy", "node_centric", "stop_on_1_matches", "node_exclusive", "variation")
+
+
+class PolicyError(ValueError):
+    """Unknown policy name or malformed custom policy string."""
+
+
+@dataclass
+class Policy:
+    name: str
+    high: bool = True
+    node_centric: bool = False
+    node_exclusive: bool = False
+    stop_on_1: bool = False
+    variation: bool = False
+    exclusive_types: set[str] = field(default_factory=set)
+    ml_scores: int = 0
+    last_factor: int = 0
+
+    @classmethod
+    def parse(cls, name: str) -> Policy:
+        spec = NAMED.get(name, name)
+        opts: dict[str, str] = {}
+        for word in spec.replace(",", " ").split():
+            key, sep, value = word.partition("=")
+            if key not in _OPTIONS or not sep:
+                raise PolicyError(f"invalid policy option: {key}")
+            if key == "policy":
+                if value not in ("high", "low"):
+                    raise PolicyError("policy key within custom policy accepts only low or high")
+            elif value not in ("true", "false"):
+                raise PolicyError(f"Policy option {key} requires true or false, got {value}")
+            opts[key] = value
+        if "policy" not in opts:
+            raise PolicyError(f"unknown match policy: {name}")
+        p = cls(name=name, high=opts["policy"] == "high",
+                node_centric=opts.get("node_centric") == "true",
+                node_exclusive=opts.get("node_exclusive") == "true",
+                stop_on_1=opts.get("stop_on_1_matches") == "true",
+                variation=opts.get("variation") == "true")
+        if p.node_exclusive:
+            p.exclusive_types.add("node")
+        return p
+
+    # -- callbacks --------------------------------------------------------
+    def discover(self, u) -> None:
+        if self.node_centric and u.type == "node":
+            add = u.id + 1 + 1
+            tie = abs(u.uniq_id % 10000 - 1)
+            self.last_factor = add * 10000 + tie
+            self.ml_scores += self.last_factor
+
+    def finish_vtx(self, u, resources: list[Request], dfu: Scoring) -> bool:
+        score = MATCH_MET
+        for r in resources:
+            if r.type != u.type:
+                continue
+            for c in r.with_:
+                count = calc_count(c, dfu.qualified_count(c.type))
+                if count == 0:
+                    score = MATCH_UNMET
+                    break
+                dfu.choose_best_k(c.type, count, self.high)
+        if self.node_centric and u.type == "node":
+            self.ml_scores -= self.last_factor
+        if score != MATCH_MET:
+            dfu.overall = score
+        elif self.variation:
+            # variation-aware: rank by the node's perf_class property (lower is better)
+            dfu.overall = score + self._perf_class(u)
+        else:
+            dfu.overall = score + self.ml_scores + u.id + 1
+        return score == MATCH_MET
+
+    @staticmethod
+    def _perf_class(u) -> int:
+        try:
+            pc = int(u.properties.get("perf_class", "9999"))
+        except ValueError:
+            return 9999
+        return pc if 0 <= pc <= 9999 else 9999
+
+    def finish_slot(self, dfu: Scoring) -> None:
+        # Fluxion's variation-aware policy keeps the default (descending) order here
+        for t in dfu.sorted_types():
+            dfu.choose_all(t, True if self.variation else self.high)
+
+    def finish_graph(self, resources: list[Request], dfu: Scoring) -> bool:
+        score = MATCH_MET
+        for r in resources:
+            count = calc_count(r, dfu.qualified_count(r.type))
+            if count == 0:
+                score = MATCH_UNMET
+                break
+            dfu.choose_best_k(r.type, count, self.high)
+        dfu.overall = score
+        self.ml_scores = 0
+        return score == MATCH_MET

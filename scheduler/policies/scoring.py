@@ -1,0 +1,146 @@
+"""Per-vertex candidate bookkeeping (Fluxion's scoring API and edge evaluators).
+
+While the traverser walks a subtree it records, per resource type, groups of
+candidate child edges with a score ("egroups"). A policy then chooses the best
+``k`` of each type; choosing marks the subtree as constrained so its selection
+is enforced at that level rather than merged upward.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+
+from fluxnode.scheduler.policies.stdsort import std_sort
+
+MATCH_UNMET = 0
+MATCH_MET = 1
+
+
+class Edge:
+    __slots__ = ("vertex", "count", "needs", "exclusive", "parent")
+
+    def __init__(self, vertex, count: int, needs: int, exclusive: bool, parent=None) -> None:
+        self.vertex = vertex
+        self.parent = parent
+        self.count = count
+        self.needs = needs
+        self.exclusive = exclusive
+
+
+class EGroup:
+    __slots__ = ("score", "count", "needs", "exclusive", "root", "label", "edges")
+
+    def __init__(self, score: int, count: int, exclusive: bool, root: bool = False,
+                 label: str = "", edges: list[Edge] | None = None) -> None:
+        self.score = score
+        self.count = count
+        self.needs = 0
+        self.exclusive = exclusive
+        self.root = root
+        self.label = label
+        self.edges = edges if edges is not None else []
+
+
+class Evals:
+    __slots__ = ("egroups", "qual", "total", "best_k", "best_i", "cursor")
+
+    def __init__(self) -> None:
+        self.egroups: list[EGroup] = []
+        self.qual = 0
+        self.total = 0
+        self.best_k = 0
+        self.best_i = 0
+        self.cursor = -1
+
+    def add(self, eg: EGroup) -> None:
+        self.total += eg.count
+        if eg.score > MATCH_UNMET:
+            self.qual += eg.count
+        self.egroups.append(eg)
+
+    def merge(self, o: Evals) -> None:
+        self.qual += o.qual
+        self.total += o.total
+        self.egroups.extend(o.egroups)
+
+    def choose_best_k(self, k: int, descending: bool, partial: bool = False) -> bool:
+        """Order the groups best first and mark the best ``k`` units. ``partial``: only
+        the chosen groups are read afterwards, so only their positions are sorted
+        (every group holds at least one unit, so they are within the first ``k``)."""
+        if k == 0 or k > self.qual:
+            return False
+        orig = list(self.egroups) if partial else None
+        std_sort(self.egroups, _score, descending, k if partial else None)
+        i = 0
+        left = k
+        while left > 0:
+            if orig is not None and i >= k:  # an empty group: sort all after all
+                self.egroups[:] = orig
+                return self.choose_best_k(k, descending)
+            eg = self.egroups[i]
+            eg.needs = left if left <= eg.count else eg.count
+            left -= eg.count
+            i += 1
+        self.best_k = k
+        self.best_i = i
+        return True
+
+    def next(self) -> EGroup | None:
+        self.cursor += 1
+        if self.cursor < len(self.egroups):
+            return self.egroups[self.cursor]
+        self.cursor = len(self.egroups)
+        return None
+
+    def reset(self) -> None:
+        self.cursor = -1
+
+
+_score = attrgetter("score")
+
+
+class Scoring:
+    __slots__ = ("types", "overall", "avail", "hier")
+
+    def __init__(self) -> None:
+        self.types: dict[str, Evals] = {}
+        self.overall = -1
+        self.avail = 0
+        self.hier = False
+
+    def evals(self, t: str) -> Evals:
+        ev = self.types.get(t)
+        if ev is None:
+            ev = self.types[t] = Evals()
+        return ev
+
+    def add(self, t: str, eg: EGroup) -> None:
+        self.evals(t).add(eg)
+
+    def qualified_count(self, t: str) -> int:
+        ev = self.types.get(t)
+        return ev.qual if ev else 0
+
+    def total_count(self, t: str) -> int:
+        ev = self.types.get(t)
+        return ev.total if ev else 0
+
+    def choose_best_k(self, t: str, k: int, descending: bool) -> None:
+        if self.evals(t).choose_best_k(k, descending, partial=True):
+            self.hier = True
+
+    def choose_all(self, t: str, descending: bool) -> None:
+        ev = self.evals(t)
+        if ev.choose_best_k(ev.qual, descending):
+            self.hier = True
+
+    def merge(self, o: Scoring) -> None:
+        types = self.types
+        for t, ev in o.types.items():
+            mine = types.get(t)
+            if mine is None:
+                mine = types[t] = Evals()
+            mine.merge(ev)
+
+    def sorted_types(self) -> list[str]:
+        return sorted(self.types)

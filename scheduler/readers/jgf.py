@@ -1,0 +1,110 @@
+"""JGF reader: build a resource graph from JSON Graph Format (Fluxion's R "scheduling" key).
+
+Vertices come in file order (that order is Fluxion's ``uniq_id`` order when the
+file has no ``uniq_id``); containment edges give the tree. Edges whose
+relation is ``in`` (child to parent) are the reverse of a ``contains`` edge and
+are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fluxnode.scheduler.graph.resource_graph import CONTAINMENT, ResourceGraph, Vertex, gc_paused
+
+
+class JgfError(ValueError):
+    """The JGF document is malformed (message names the offending part)."""
+
+
+def _load(obj_or_path) -> dict:
+    if isinstance(obj_or_path, dict):
+        return obj_or_path
+    if isinstance(obj_or_path, (str, Path)) and not str(obj_or_path).lstrip().startswith("{"):
+        try:
+            text = Path(obj_or_path).read_text()
+        except OSError as exc:
+            raise JgfError(f"cannot read {obj_or_path}: {exc.strerror}") from exc
+    else:
+        text = str(obj_or_path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise JgfError(f"invalid JSON: {exc}") from exc
+
+
+def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) -> list[Vertex]:
+    """Add the vertices/edges of ``doc`` to ``g``; vertices whose path exists are reused."""
+    try:
+        nodes = doc["graph"]["nodes"]
+        edges = doc["graph"].get("edges", [])
+    except (KeyError, TypeError) as exc:
+        raise JgfError("JGF must hold graph.nodes") from exc
+    by_key: dict[str, Vertex] = {}
+    added: list[Vertex] = []
+    for i, n in enumerate(nodes):
+        md = n.get("metadata")
+        if not isinstance(md, dict):
+            raise JgfError(f"graph.nodes[{i}]: metadata missing")
+        for k in ("type", "paths"):
+            if k not in md:
+                raise JgfError(f"graph.nodes[{i}].metadata: key {k!r} missing")
+        paths = md["paths"]
+        cpath = paths.get(CONTAINMENT)
+        existing = g.by_path.get(cpath) if cpath else None
+        if existing:
+            by_key[str(n.get("id"))] = existing[0]
+            continue
+        type_ = md["type"]
+        basename = md.get("basename", type_)
+        uid = md.get("uniq_id")
+        try:
+            node_key = int(n.get("id"))
+        except (TypeError, ValueError):
+            node_key = None
+        if uid is None:
+            uid = node_key
+        # Without an "id", Fluxion numbers the vertex by its JGF node id.
+        id_ = int(md["id"]) if "id" in md else (node_key if node_key is not None else -1)
+        name = md.get("name", f"{basename}{id_}")
+        rank = int(md.get("rank", -1)) if rank_override is None else rank_override
+        v = g.add_vertex(type_, basename, name, id_, rank=rank, size=int(md.get("size", 1)),
+                         unit=md.get("unit", ""), uniq_id=uid)
+        if uid is None:
+            v.uniq_id = len(g.vertices) - 1
+        v.properties = {str(k): str(val) for k, val in (md.get("properties") or {}).items()}
+        if str(md.get("status", "up")).lower() == "down":
+            v.status = "down"
+        for ssys, p in paths.items():
+            g.set_path(v, ssys, p)
+            if p.count("/") == 1 and ssys not in g.roots:
+                g.roots[ssys] = v
+                if ssys not in g.subsystems:
+                    g.subsystems.append(ssys)
+        by_key[str(n.get("id"))] = v
+        added.append(v)
+    for i, e in enumerate(edges):
+        try:
+            src, tgt = by_key[str(e["source"])], by_key[str(e["target"])]
+        except KeyError as exc:
+            raise JgfError(f"graph.edges[{i}]: unknown vertex {exc}") from exc
+        md = e.get("metadata") or {}
+        ssys = md.get("subsystem")
+        relation = "contains"
+        if isinstance(md.get("name"), dict):
+            ssys, relation = next(iter(md["name"].items()))
+        ssys = ssys or CONTAINMENT
+        if relation == "in":
+            continue
+        g.add_edge(src, tgt, ssys)
+    return added
+
+
+def read_jgf(obj_or_path) -> ResourceGraph:
+    g = ResourceGraph()
+    with gc_paused():
+        add_jgf(g, _load(obj_or_path))
+    if CONTAINMENT not in g.roots:
+        raise JgfError("JGF has no containment root")
+    return g

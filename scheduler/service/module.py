@@ -1,0 +1,321 @@
+"""The scheduler service: a broker module loaded on the leader (rank 0).
+
+It owns the live resource graph built from the R the overlay discovered and is
+the only thing that hands resources out, so the binder, `fluxnode alloc` and
+anything else that asks over the overlay all see one consistent picture.
+Every allocation is committed to the journal before the answer goes out, and
+replayed into a fresh graph on start, so a leader restart loses nothing and
+hands nothing out twice. Down ranks are marked down in the graph (never
+allocated); allocations already there stay until they are cancelled.
+
+Topics (payloads in notes/INTERFACES.md):
+  sched.alloc            allocate (or reserve) a jobspec; or a batch of such requests
+  sched.cancel           cancel an allocation, or part of it by ranks
+  sched.info             one allocation
+  sched.list             all allocations (optionally filtered by labels)
+  sched.resource-status  all / allocated / down R, for `fluxnode resource list`
+Errors: EINVAL bad request, ENOENT unknown id, EBUSY cannot run now (will fit
+later), ENODEV unsatisfiable (can never fit; errstr says why).
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fluxnode.agent.broker.message import Message, ServiceError
+from fluxnode.broker_conf import idset
+from fluxnode.scheduler.service.journal import Journal, JournalEntry
+from fluxnode.scheduler.service.live_graph import (
+    POLICIES,
+    Busy,
+    InvalidRequest,
+    LiveGraph,
+    Unsatisfiable,
+    kinds_on,
+    nodes_to_R,
+)
+
+OPS = ("allocate", "allocate_orelse_reserve")
+JOURNAL_FILE = "sched-journal.sqlite"
+MAX_BATCH = 1024  # requests in one batched sched.alloc
+
+
+@dataclass
+class Allocation:
+    id: int
+    status: str  # "ALLOCATED" | "RESERVED"
+    at: int
+    jobspec: dict
+    policy: str
+    nodes: list[dict]
+    labels: dict = field(default_factory=dict)
+    created: float = 0.0
+    restored: bool = True  # False while a replayed allocation could not be re-placed
+    kinds: list[dict] | None = None  # several slot kinds: where each landed (kept across restarts)
+
+    def summary(self, with_R: bool = False, hostnames: dict[int, str] | None = None) -> dict:
+        out = asdict(self)
+        del out["jobspec"]
+        if out["kinds"] is None:
+            del out["kinds"]
+        if with_R:
+            out["R"] = nodes_to_R(self.nodes)
+        return out
+
+
+class SchedService:
+    """Answers sched.* on the leader; one lock serializes graph, table and journal."""
+
+    def __init__(self, broker: Any):
+        self.broker = broker
+        self.log = broker.log
+        self._lock = threading.RLock()
+        self.journal = Journal(broker.statedir / JOURNAL_FILE)
+        self.allocations: dict[int, Allocation] = {}
+        self.down: set[int] = set(broker.down_ranks())
+        self.graph = LiveGraph(broker.resources())
+        for entry in self.journal.entries():
+            alloc = Allocation(
+                entry.id, "ALLOCATED", 0, entry.jobspec, entry.policy, entry.nodes, entry.labels, entry.created,
+                kinds=entry.kinds,
+            )
+            self.allocations[alloc.id] = alloc
+        self._replay()
+        self.graph.set_down(self.down)
+        for topic, handler in (
+            ("sched.alloc", self.alloc),
+            ("sched.cancel", self.cancel),
+            ("sched.info", self.info),
+            ("sched.list", self.list),
+            ("sched.resource-status", self.resource_status),
+        ):
+            broker.register(topic, self._guard(handler))
+        broker.on_resources_changed(self.resources_changed)
+        self.log.info(
+            "sched: %d ranks, %d allocations replayed from %s",
+            len(self.graph.ranks()),
+            len(self.allocations),
+            self.journal.path,
+        )
+
+    def close(self) -> None:
+        self.journal.close()
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def _guard(self, handler):
+        def handle(msg: Message) -> dict:
+            payload = msg.payload if msg.payload is not None else msg.decode_payload()
+            if payload is None:
+                payload = {}
+            if not isinstance(payload, dict):
+                raise ServiceError(errno.EINVAL, "payload must be a JSON object")
+            with self._lock:
+                return handler(payload)
+
+        return handle
+
+    def _replay(self) -> None:
+        """Re-place every journaled allocation on its recorded resources.
+
+        Called on a fresh graph before down ranks are marked: an allocation on a rank
+        that is down (e.g. not yet back after a leader restart) is still held, as the
+        library keeps allocations on vertices that go down.
+        """
+        for alloc in sorted(self.allocations.values(), key=lambda a: a.id):
+            if alloc.status != "ALLOCATED":
+                continue
+            try:
+                restored = self.graph.restore(alloc.id, alloc.nodes)
+                if restored != alloc.nodes:
+                    if alloc.kinds is not None:
+                        alloc.kinds = kinds_on(alloc.kinds, alloc.nodes, restored)
+                    alloc.nodes = restored
+                    self.journal.shrink(alloc.id, {}, restored, alloc.kinds)
+                alloc.restored = True
+            except (Busy, Unsatisfiable, InvalidRequest) as exc:
+                alloc.restored = False
+                self.log.error("sched: allocation %d could not be replayed: %s (kept; retried on resource change)", alloc.id, exc)
+
+    def _get(self, payload: dict) -> Allocation:
+        alloc_id = payload.get("id")
+        if not isinstance(alloc_id, int) or isinstance(alloc_id, bool):
+            raise ServiceError(errno.EINVAL, "id: must be an integer allocation id")
+        alloc = self.allocations.get(alloc_id)
+        if alloc is None:
+            raise ServiceError(errno.ENOENT, f"allocation {alloc_id} not found")
+        return alloc
+
+    # -- topics -----------------------------------------------------------------
+
+    def alloc(self, payload: dict) -> dict:
+        if "requests" in payload:
+            return self._alloc_batch(payload)
+        return self._alloc_one(payload)
+
+    def _alloc_batch(self, payload: dict) -> dict:
+        """Several independent requests in one round trip, answered in order as if sent one
+        by one (a refusal does not stop the others: it changes nothing for them). The
+        service stops after the first RESERVED answer: a reservation changes what a caller
+        lets later requests use (and which op they get), so it asks again for the rest and
+        batching never changes an outcome. ``answers`` holds one entry per request tried:
+        the usual answer, or ``{"errnum", "errstr"}``."""
+        requests = payload["requests"]
+        if set(payload) - {"requests"}:
+            raise ServiceError(errno.EINVAL, "requests: cannot be combined with " + ", ".join(sorted(set(payload) - {"requests"})))
+        if not isinstance(requests, list) or not requests:
+            raise ServiceError(errno.EINVAL, "requests: must be a non-empty list of sched.alloc payloads")
+        if len(requests) > MAX_BATCH:
+            raise ServiceError(errno.EINVAL, f"requests: at most {MAX_BATCH} per call, not {len(requests)}")
+        for i, request in enumerate(requests):
+            if not isinstance(request, dict):
+                raise ServiceError(errno.EINVAL, f"requests[{i}]: must be an object")
+            if "requests" in request:
+                raise ServiceError(errno.EINVAL, f"requests[{i}]: batches do not nest")
+        answers: list[dict] = []
+        for request in requests:
+            try:
+                answer = self._alloc_one(request)
+            except ServiceError as exc:
+                answers.append({"errnum": exc.errnum, "errstr": exc.errstr})
+                continue
+            answers.append(answer)
+            if answer["status"] == "RESERVED":
+                break
+        return {"answers": answers}
+
+    def _alloc_one(self, payload: dict) -> dict:
+        jobspec = payload.get("jobspec")
+        if not isinstance(jobspec, dict | str):
+            raise ServiceError(errno.EINVAL, "jobspec: required (an RFC 14 jobspec object)")
+        policy = payload.get("policy") or "first"
+        if policy not in POLICIES:
+            raise ServiceError(errno.EINVAL, f"policy: unknown {policy!r} (one of {', '.join(POLICIES)})")
+        op = payload.get("op") or "allocate"
+        if op not in OPS:
+            raise ServiceError(errno.EINVAL, f"op: unknown {op!r} (one of {', '.join(OPS)})")
+        labels = payload.get("labels") or {}
+        if not isinstance(labels, dict):
+            raise ServiceError(errno.EINVAL, "labels: must be an object")
+        alloc_id = self.journal.next_id()
+        try:
+            placement = self.graph.allocate(alloc_id, jobspec, policy, op)
+        except InvalidRequest as exc:
+            raise ServiceError(errno.EINVAL, str(exc)) from None
+        except Busy as exc:
+            raise ServiceError(errno.EBUSY, f"busy: {exc}") from None
+        except Unsatisfiable as exc:
+            raise ServiceError(errno.ENODEV, f"unsatisfiable: {exc}") from None
+        alloc = Allocation(
+            alloc_id, placement.status, placement.at, placement.jobspec, policy, placement.nodes, labels, time.time(),
+            kinds=placement.kinds,
+        )
+        if alloc.status == "ALLOCATED":
+            try:
+                self.journal.record(
+                    JournalEntry(alloc.id, alloc.jobspec, policy, {}, alloc.nodes, labels, alloc.created, alloc.kinds)
+                )
+            except Exception:
+                self.graph.cancel(alloc.id)
+                raise
+        self.allocations[alloc.id] = alloc
+        answer = {
+            "id": alloc.id,
+            "status": alloc.status,
+            "at": alloc.at,
+            "R": nodes_to_R(alloc.nodes),
+            "nodes": alloc.nodes,
+        }
+        if placement.kinds is not None:
+            answer["kinds"] = placement.kinds  # where each slot kind landed (several kinds only)
+        return answer
+
+    def cancel(self, payload: dict) -> dict:
+        alloc = self._get(payload)
+        ranks_text = payload.get("ranks")
+        if ranks_text is None:
+            return self._cancel_all(alloc)
+        try:
+            ranks = set(idset.decode(str(ranks_text)))
+        except idset.IdsetError as exc:
+            raise ServiceError(errno.EINVAL, f"ranks: {exc}") from None
+        held = {n["rank"] for n in alloc.nodes}
+        unknown = ranks - held
+        if unknown:
+            raise ServiceError(
+                errno.EINVAL,
+                f"ranks: allocation {alloc.id} holds {idset.encode(held)}, not {idset.encode(unknown)}",
+            )
+        if ranks == held:
+            return self._cancel_all(alloc)
+        remaining = [n for n in alloc.nodes if n["rank"] not in ranks]
+        if alloc.restored:
+            remaining = self.graph.partial_cancel(alloc.id, sorted(ranks), remaining)
+        alloc.nodes = remaining
+        if alloc.kinds is not None:
+            alloc.kinds = [{**k, "nodes": [n for n in k["nodes"] if n["rank"] not in ranks]} for k in alloc.kinds]
+        if alloc.status == "ALLOCATED":
+            self.journal.shrink(alloc.id, {}, alloc.nodes, alloc.kinds)
+        return {"id": alloc.id, "freed": idset.encode(ranks), "remaining": idset.encode(n["rank"] for n in alloc.nodes)}
+
+    def _cancel_all(self, alloc: Allocation) -> dict:
+        if alloc.restored:
+            self.graph.cancel(alloc.id)
+        del self.allocations[alloc.id]
+        if alloc.status == "ALLOCATED":
+            self.journal.remove(alloc.id)
+        return {"id": alloc.id, "freed": idset.encode(n["rank"] for n in alloc.nodes), "remaining": ""}
+
+    def info(self, payload: dict) -> dict:
+        alloc = self._get(payload)
+        out = alloc.summary(with_R=True)
+        out["jobspec"] = alloc.jobspec
+        return out
+
+    def list(self, payload: dict) -> dict:
+        wanted = payload.get("labels") or {}
+        if not isinstance(wanted, dict):
+            raise ServiceError(errno.EINVAL, "labels: must be an object")
+        out = [
+            a.summary()
+            for a in sorted(self.allocations.values(), key=lambda a: a.id)
+            if all(a.labels.get(k) == v for k, v in wanted.items())
+        ]
+        return {"allocations": out}
+
+    def resource_status(self, payload: dict) -> dict:
+        allocated = [n for a in self.allocations.values() if a.status == "ALLOCATED" for n in a.nodes]
+        return {
+            "all": {"version": 1, "execution": (self.graph.R or {}).get("execution", {})},
+            "allocated": nodes_to_R(allocated, self.graph.hostnames()),
+            "down": nodes_to_R(self.graph.whole_nodes(self.down), self.graph.hostnames()),
+            "nodes": self.graph.capacity(),
+        }
+
+    # -- overlay events ---------------------------------------------------------
+
+    def resources_changed(self, R: dict, down: list[int]) -> None:
+        with self._lock:
+            new_down = set(down)
+            if self.graph.same_resources(R):
+                if new_down != self.down:
+                    self.log.info("sched: down ranks now %s", idset.encode(new_down) or "none")
+                    self.graph.set_down(new_down)
+                    self.down = new_down
+                return
+            self.log.info("sched: resources changed; rebuilding the graph and replaying allocations")
+            self.graph = LiveGraph(R)
+            self.down = new_down
+            for alloc_id in [a.id for a in self.allocations.values() if a.status == "RESERVED"]:
+                del self.allocations[alloc_id]  # reservations are recomputed by their owner
+            self._replay()
+            self.graph.set_down(new_down)
+
+
+def load(broker: Any) -> SchedService:
+    """Broker module entry point."""
+    return SchedService(broker)

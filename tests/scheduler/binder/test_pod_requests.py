@@ -1,0 +1,49 @@
+import pytest
+from fluxnode.scheduler.binder.pod_requests import PodRequestError, PodRequests, pod_requests
+
+
+def pod(containers=(), init=(), overhead=None):
+    spec = {"containers": list(containers)}
+    if init:
+        spec["initContainers"] = list(init)
+    if overhead:
+        spec["overhead"] = overhead
+    return {"metadata": {"name": "p", "namespace": "ns"}, "spec": spec}
+
+
+def c(requests=None, limits=None, **extra):
+    return {"name": "c", "resources": {"requests": requests or {}, "limits": limits or {}}, **extra}
+
+
+def test_containers_are_summed_and_rounded_to_whole_cores():
+    req = pod_requests(pod([c({"cpu": "500m", "memory": "100Mi"}), c({"cpu": "1", "memory": "1Gi"})]))
+    assert req == PodRequests(1500, (100 + 1024) * 1024 * 1024, 0)
+    assert req.cores == 2
+    assert req.memory_mib == 1124
+
+
+def test_init_containers_count_as_max_not_sum():
+    req = pod_requests(pod([c({"cpu": "1"})], init=[c({"cpu": "3", "memory": "1Mi"}), c({"cpu": "2"})]))
+    assert req.millicpu == 3000
+    assert req.memory_bytes == 1024 * 1024
+
+
+def test_sidecar_init_containers_add_to_the_app():
+    sidecar = c({"cpu": "1"}, restartPolicy="Always")
+    req = pod_requests(pod([c({"cpu": "2"})], init=[sidecar, c({"cpu": "2"})]))
+    # app 2 + sidecar 1 = 3; init peak = 2 + 1 = 3
+    assert req.millicpu == 3000
+
+
+def test_overhead_is_added_and_limits_default_requests():
+    req = pod_requests(pod([c(limits={"cpu": "2", "nvidia.com/gpu": "1"})], overhead={"cpu": "250m"}))
+    assert req == PodRequests(2250, 0, 1)
+
+
+def test_pod_without_requests_asks_for_nothing():
+    assert pod_requests(pod([{"name": "c"}])) == PodRequests()
+
+
+def test_bad_quantity_names_the_container():
+    with pytest.raises(PodRequestError, match=r"pod ns/p spec.containers\[1\].resources.cpu"):
+        pod_requests(pod([c({"cpu": "1"}), c({"cpu": "lots"})]))

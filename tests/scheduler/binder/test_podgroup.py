@@ -1,0 +1,47 @@
+import pytest
+from fluxnode.scheduler.binder.podgroup import GroupKey, PodGroupError, group_of, job_size
+
+
+def pod(name="p", uid="u1", labels=None, annotations=None):
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid, "labels": labels or {}, "annotations": annotations or {}}}
+
+
+def test_pod_without_group_is_a_group_of_one_keyed_by_uid():
+    ident = group_of(pod(uid="abc"))
+    assert ident.key == GroupKey("ns", "pod", "abc") and ident.size == 1
+
+
+def test_scheduler_plugins_and_fluence_labels_with_size_label_or_annotation():
+    a = group_of(pod(labels={"scheduling.x-k8s.io/pod-group": "g", "fluence.flux-framework.org/group-size": "8"}))
+    b = group_of(pod(labels={"fluence.flux-framework.org/pod-group": "g"}, annotations={"fluence.flux-framework.org/group-size": "8"}))
+    assert a == b
+    assert a.key == GroupKey("ns", "group", "g") and a.size == 8
+
+
+def test_indexed_job_pods_form_one_group_sized_by_the_job():
+    labels = {"batch.kubernetes.io/job-completion-index": "3", "job-name": "train", "controller-uid": "cu1"}
+    seen = []
+
+    def lookup(ns, name):
+        seen.append((ns, name))
+        return job_size({"spec": {"completions": 4, "parallelism": 4}})
+
+    ident = group_of(pod(labels=labels), lookup)
+    assert ident.key == GroupKey("ns", "job", "train.cu1") and ident.size == 4
+    assert seen == [("ns", "train")]
+
+
+def test_job_size_is_pods_at_once():
+    assert job_size({"spec": {"completions": 10, "parallelism": 4}}) == 4
+    assert job_size({"spec": {"completions": 3}}) == 3
+    assert job_size({"spec": {}}) == 1
+
+
+def test_bad_size_is_a_clear_error():
+    with pytest.raises(PodGroupError, match="pod ns/p labels: group size 'x' is not an integer"):
+        group_of(pod(labels={"scheduling.x-k8s.io/pod-group": "g", "fluence.flux-framework.org/group-size": "x"}))
+
+
+def test_key_round_trips():
+    key = GroupKey("ns", "job", "a/b")
+    assert GroupKey.parse(str(key)) == key

@@ -1,0 +1,137 @@
+"""Graph building from GRUG, JGF and R."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from fluxnode.scheduler.readers.grug import GrugError, read_grug
+from fluxnode.scheduler.readers.jgf import JgfError, read_jgf
+from fluxnode.scheduler.readers.rv1 import RError, read_rv1
+from support.sched_graphs import R_TWO_NODES
+
+
+def test_grug_names_ids_and_scope(tiny_grug):
+    g = read_grug(tiny_grug)
+    assert g.root.name == "tiny0"
+    assert [n.name for n in g.by_type["node"]] == ["node0", "node1"]
+    # id_scope=1: core ids are unique per node, not per socket
+    node1 = g.lookup("/tiny0/rack0/node1")[0]
+    s1 = node1.children[1]
+    assert [c.name for c in s1.children if c.type == "core"] == ["core4", "core5", "core6", "core7"]
+    assert g.lookup("/tiny0/rack0/node1/socket1/memory3")[0].size == 2
+    assert len(g.by_type["core"]) == 16
+    # creation order: all nodes before any socket (Fluxion's uniq_id order)
+    assert g.by_type["node"][1].uniq_id < g.by_type["socket"][0].uniq_id
+
+
+def test_grug_networkx_view(tiny_grug):
+    nxg = read_grug(tiny_grug).to_networkx()
+    assert nxg.number_of_nodes() == 1 + 1 + 2 + 4 + 16 + 4 + 8
+    assert nxg.number_of_edges() == nxg.number_of_nodes() - 1
+
+
+def test_grug_bad_file(tmp_path):
+    p = tmp_path / "bad.graphml"
+    p.write_text("<graphml")
+    with pytest.raises(GrugError):
+        read_grug(p)
+
+
+def test_jgf_roundtrip_and_errors():
+    doc = {"graph": {"nodes": [
+        {"id": "0", "metadata": {"type": "cluster", "name": "c0", "id": 0, "paths": {"containment": "/c0"}}},
+        {"id": "1", "metadata": {"type": "node", "name": "n0", "id": 0, "rank": 3,
+                                 "properties": {"foo": "bar"}, "paths": {"containment": "/c0/n0"}}},
+        {"id": "2", "metadata": {"type": "core", "paths": {"containment": "/c0/n0/core2"}}}],
+        "edges": [{"source": "0", "target": "1"}, {"source": "1", "target": "2"}]}}
+    g = read_jgf(doc)
+    n0 = g.lookup("/c0/n0")[0]
+    assert n0.rank == 3 and n0.properties == {"foo": "bar"}
+    assert n0.children[0].name == "core2"  # no "id": numbered by the JGF node id
+    bad = copy.deepcopy(doc)
+    del bad["graph"]["nodes"][1]["metadata"]["type"]
+    with pytest.raises(JgfError, match=r"graph.nodes\[1\].metadata: key 'type' missing"):
+        read_jgf(bad)
+
+
+def test_rv1_from_rlite():
+    g = read_rv1(R_TWO_NODES)
+    assert [n.name for n in g.by_type["node"]] == ["n0", "n1"]
+    assert [n.rank for n in g.by_type["node"]] == [0, 1]
+    assert len(g.by_type["core"]) == 8 and len(g.by_type["gpu"]) == 2
+    with pytest.raises(RError):
+        read_rv1({"version": 1})
+
+
+def test_big_graph_is_frozen_out_of_the_gc():
+    """In a fresh interpreter (the GC state is process-wide): a big graph is frozen and
+    the young threshold raised; a second graph is built and frozen in the same process."""
+    import json
+    import subprocess
+    import sys
+
+    script = """
+import gc, json
+from fluxnode.scheduler.graph.resource_graph import FREEZE_MIN_VERTICES
+from fluxnode.scheduler.readers.rv1 import read_rv1
+from fluxnode.scheduler.traversers.dfu import Traverser
+nodes = FREEZE_MIN_VERTICES // 3 + 1  # a node and its 2 cores each
+R = {"version": 1, "execution": {"R_lite": [{"rank": f"0-{nodes - 1}", "children": {"core": "0-1"}}],
+     "nodelist": [f"n[0-{nodes - 1}]"], "starttime": 0, "expiration": 0}}
+first = Traverser(read_rv1(R), "first")
+out = {"size": len(first.g.vertices), "frozen": gc.get_freeze_count(), "gen0": gc.get_threshold()[0]}
+del first
+Traverser(read_rv1(R), "first")
+out["after"] = gc.get_freeze_count()
+print(json.dumps(out))
+"""
+    from fluxnode.scheduler.graph.resource_graph import FREEZE_MIN_VERTICES, GC_GEN0_THRESHOLD
+
+    got = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                    check=True, timeout=120).stdout)
+    assert got["size"] >= FREEZE_MIN_VERTICES and got["frozen"] >= got["size"]
+    assert got["gen0"] == GC_GEN0_THRESHOLD
+    assert got["after"] >= got["size"]
+
+
+def test_a_big_match_freezes_its_job_state_and_cancel_leaves_nothing_behind():
+    """A gang's planner state is frozen out of the cyclic GC right after the match (no
+    young collection rescans it), and since that state holds no reference cycles,
+    match + cancel cycles do not grow what stays alive (fresh interpreter)."""
+    import json
+    import subprocess
+    import sys
+
+    script = """
+import gc, json
+from fluxnode.scheduler.graph.resource_graph import FREEZE_MIN_VERTICES
+from fluxnode.scheduler.readers.rv1 import read_rv1
+from fluxnode.scheduler.traversers.dfu import Traverser
+nodes = FREEZE_MIN_VERTICES // 3 + 1
+R = {"version": 1, "execution": {"R_lite": [{"rank": f"0-{nodes - 1}", "children": {"core": "0-1"}}],
+     "nodelist": [f"n[0-{nodes - 1}]"], "starttime": 0, "expiration": 0}}
+gang = {"version": 1, "resources": [{"type": "node", "count": nodes, "with": [
+    {"type": "slot", "count": 1, "label": "t", "with": [{"type": "core", "count": 2}]}]}],
+    "attributes": {"system": {"duration": 60}},
+    "tasks": [{"command": ["x"], "slot": "t", "count": {"per_slot": 1}}]}
+t = Traverser(read_rv1(R), "first")
+def alive():
+    gc.collect()
+    return gc.get_freeze_count() + len(gc.get_objects())
+sizes, young = [], []
+for _ in range(4):
+    r = t.match(gang)
+    young.append(gc.get_count()[0])
+    t.cancel(r.jobid)
+    sizes.append(alive())
+print(json.dumps({"sizes": sizes, "young": young}))
+"""
+    got = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                    check=True, timeout=120).stdout)
+    from fluxnode.scheduler.graph.resource_graph import GC_GEN0_THRESHOLD
+
+    # frozen right after the match: the young generation did not fill up with job state
+    assert all(n < GC_GEN0_THRESHOLD for n in got["young"]), got
+    # the first cycles may build lasting caches (child orders); after that, nothing grows
+    assert got["sizes"][2] == got["sizes"][3], got
