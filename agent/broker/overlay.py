@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import zmq
 from fluxnode.agent.broker.message import MAX_MESSAGE_SIZE, Message, MessageError
 from fluxnode.agent.broker.reactor import Reactor, Timer
+from fluxnode.broker_conf.config import TbonConfig
 from zmq.utils import z85
 from zmq.utils.monitor import recv_monitor_message
 
@@ -33,17 +34,28 @@ ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 STATES = ("full", "partial", "degraded", "lost", "offline")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TbonParams:
-    torpid_min: float = 5.0
-    torpid_max: float = 30.0
-    tcp_user_timeout: float = 20.0
-    connect_timeout: float = 30.0
+    """The overlay's timing and socket settings.
+
+    The [tbon] ones come from `TbonConfig` (`from_config`), which owns their defaults
+    (flux-config-tbon(5)); the TCP keepalive ones are the overlay's own and have no key.
+    """
+
+    torpid_min: float
+    torpid_max: float
+    tcp_user_timeout: float
+    connect_timeout: float
+    hwm: int  # [tbon] child_rcvhwm; 0: no limit
     keepalive_enable: bool = True
     keepalive_count: int = -1
     keepalive_idle: int = -1
     keepalive_interval: int = -1
-    hwm: int = 0
+
+    @classmethod
+    def from_config(cls, tbon: TbonConfig) -> TbonParams:
+        return cls(torpid_min=tbon.torpid_min, torpid_max=tbon.torpid_max, tcp_user_timeout=tbon.tcp_user_timeout,
+                   connect_timeout=tbon.connect_timeout, hwm=tbon.child_rcvhwm)
 
     @property
     def keepalive_period(self) -> float:
