@@ -9,6 +9,9 @@ import sys
 
 import click
 
+from fluxnode.agent.broker import attributes as attrs_mod
+from fluxnode.agent.broker import launcher
+
 
 def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
     out = {}
@@ -40,9 +43,6 @@ def start(test_size: int, topo: str, settings: tuple[str, ...], tbon: tuple[str,
 
     The exit code is COMMAND's.
     """
-    from fluxnode.agent.broker import attributes as attrs_mod
-    from fluxnode.agent.broker import launcher
-
     try:
         attributes = attrs_mod.parse_settings(settings)
     except attrs_mod.AttrError as exc:
