@@ -83,11 +83,12 @@ class Broker:
         self.ctx = zmq.Context(io_threads=1)
         self.ctx.setsockopt(zmq.BLOCKY, 0)
         bind = (children or state.rank == 0) and not state.singleton
+        assert self.cert.secret_key is not None  # certificate.load(require_secret=True) and generate() give one
         return Overlay(
             self.reactor, self.ctx, self.log, rank=state.rank, hostnames=state.hostnames, parent=parent,
             children=children, bind_uri=state.attrs["tbon.endpoint"] if bind else None,
             parent_uri=state.config.connect_uri(parent) if parent is not None else None,
-            public_key=_bytes(self.cert.public_key), secret_key=_bytes(self.cert.secret_key),
+            public_key=self.cert.public_key, secret_key=self.cert.secret_key,
             params=TbonParams.from_config(state.config.tbon), bind_fd=tbon_fd,
             subtrees={c: state.topology.subtree(c) for c in children},
             deliver=self._from_overlay, on_change=self._overlay_changed, on_parent_join=self.resources_report,
@@ -201,11 +202,6 @@ def _load_certificate(state: InstanceState) -> Certificate:
         return certificate.load(Path(cert_path), require_secret=True)
     except Exception as exc:
         raise BrokerError(f"cannot load CURVE certificate: {exc}") from None
-
-
-def _bytes(key: bytes | str | None) -> bytes:
-    assert key is not None  # certificate.load(require_secret=True) and generate() always give one
-    return key.encode() if isinstance(key, str) else key
 
 
 def load_config(config_path: str) -> BrokerConfig:

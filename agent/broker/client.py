@@ -18,6 +18,7 @@ import uuid
 from collections import deque
 from pathlib import Path
 
+import zmq
 from fluxnode.agent.broker.message import (
     NODEID_ANY,
     Message,
@@ -25,6 +26,7 @@ from fluxnode.agent.broker.message import (
     StreamDecoder,
     encode_stream,
 )
+from fluxnode.broker_conf import certificate
 
 DEFAULT_URI_ENV = "FLUXNODE_URI"
 
@@ -92,26 +94,20 @@ class _LocalTransport:
 
 class _TcpTransport:
     def __init__(self, uri: str, curve_cert: str | os.PathLike | None) -> None:
-        import zmq
-        from fluxnode.broker_conf import certificate
-
         if curve_cert is None:
             raise ConnectError(f"fluxnode: cannot connect to {uri}: a CURVE certificate is required (curve_cert=PATH)")
         _probe(uri)
         try:
-            cert = certificate.load(Path(curve_cert))
+            cert = certificate.load(Path(curve_cert), require_secret=True)
         except Exception as exc:
             raise ConnectError(f"fluxnode: cannot connect to {uri}: {exc}") from None
-        if not cert.secret_key:
-            raise ConnectError(f"fluxnode: cannot connect to {uri}: {curve_cert} has no secret key")
-        self.zmq = zmq
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.linger = 0
         self.sock.routing_id = b"t" + uuid.uuid4().hex[:12].encode()
-        self.sock.curve_serverkey = _key(cert.public_key)
-        self.sock.curve_publickey = _key(cert.public_key)
-        self.sock.curve_secretkey = _key(cert.secret_key)
+        self.sock.curve_serverkey = cert.public_key
+        self.sock.curve_publickey = cert.public_key
+        self.sock.curve_secretkey = cert.secret_key
         self.sock.connect(uri)
 
     def send(self, frames: list[bytes]) -> None:
@@ -136,10 +132,6 @@ def _probe(uri: str) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
     except OSError as exc:
         raise ConnectError(f"fluxnode: cannot connect to {uri}: {exc.strerror or exc}") from None
-
-
-def _key(k: bytes | str) -> bytes:
-    return k.encode() if isinstance(k, str) else k
 
 
 class Client:
