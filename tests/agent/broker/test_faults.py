@@ -2,6 +2,7 @@
 
 import errno
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -68,8 +69,6 @@ def test_killed_interior_broker_is_lost_and_its_subtree_rejoins_after_restart(tm
 
 
 def test_cleanly_stopped_leaf_is_offline_and_parent_partial(tmp_path):
-    import signal
-
     with Instance(4, tmp_path, tbon=FAST_TBON) as inst:
         inst.kill(3, signal.SIGTERM)  # clean shutdown: says goodbye to its parent
         wait_for(lambda: inst.child_status(1, 3) == "offline", timeout=10, what="rank 3 offline at rank 1")

@@ -2,6 +2,7 @@
 
 import errno
 import json
+import random
 import socket
 import struct
 import threading
@@ -173,8 +174,6 @@ def test_upstream_requests_are_handled_by_the_parent(inst8):
 
 
 def test_random_garbage_never_takes_a_broker_down(inst8):
-    import random
-
     rng = random.Random(1234)
     cert = certificate.load(inst8.cert_path)
     ctx = zmq.Context()
