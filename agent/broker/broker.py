@@ -63,7 +63,8 @@ class Broker:
         self.connector = LocalConnector(self.reactor, state.attrs["local-uri"], log, self._from_local,
                                         allow_root=bool(getattr(config.access, "allow_root_owner", False)))
         self.cert = _load_certificate(state)  # before any socket: a bad certificate fails cleanly
-        self.ctx: zmq.Context | None = None
+        self.ctx = zmq.Context(io_threads=1)
+        self.ctx.setsockopt(zmq.BLOCKY, 0)
         self.overlay = self._make_overlay(tbon_fd)
         self.router = Router(state, self.services, self.overlay, self.connector, log)
         self.events = EventBus(state, self.overlay, self.connector, self.router.request, log)
@@ -80,8 +81,6 @@ class Broker:
         state = self.state
         parent = state.topology.parent(state.rank)
         children = state.topology.children(state.rank)
-        self.ctx = zmq.Context(io_threads=1)
-        self.ctx.setsockopt(zmq.BLOCKY, 0)
         bind = (children or state.rank == 0) and not state.singleton
         assert self.cert.secret_key is not None  # certificate.load(require_secret=True) and generate() give one
         return Overlay(
@@ -91,7 +90,7 @@ class Broker:
             public_key=self.cert.public_key, secret_key=self.cert.secret_key,
             params=TbonParams.from_config(state.config.tbon), bind_fd=tbon_fd,
             subtrees={c: state.topology.subtree(c) for c in children},
-            deliver=self._from_overlay, on_change=self._overlay_changed, on_parent_join=self.resources_report,
+            deliver=self._from_overlay, on_change=self._overlay_changed, on_parent_join=self._joined_parent,
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -134,8 +133,7 @@ class Broker:
         self.modules.close()
         self.connector.close()
         self.overlay.close()
-        if self.ctx:
-            self.ctx.term()
+        self.ctx.term()
 
     def _module_handle(self, name: str) -> BrokerHandle:
         return BrokerHandle(name, self.state, self.services, self.events, self.resources, self.quorum,
@@ -181,7 +179,7 @@ class Broker:
         elif msg.type == "control" and msg.topic == "shutdown":
             self.shutdown.begin()
 
-    def resources_report(self) -> None:
+    def _joined_parent(self) -> None:
         """Joined the parent (again): tell the leader what this node has."""
         self.resources.report()
 
