@@ -27,7 +27,6 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from importlib.metadata import version
 from pathlib import Path
 
 import zmq
@@ -76,6 +75,9 @@ def generate(name: str | None = None) -> Certificate:
     """A fresh keypair from libzmq, with flux-keygen-style metadata."""
     public_key, secret_key = zmq.curve_keypair()
     try:
+        # Lazy: importlib.metadata costs ~30 ms, paid by every CLI command that reads a certificate.
+        from importlib.metadata import version
+
         our_version = version("fluxnode")
     except Exception:  # not installed as a distribution (e.g. running from a checkout)
         our_version = "unknown"

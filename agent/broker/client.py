@@ -18,7 +18,6 @@ import uuid
 from collections import deque
 from pathlib import Path
 
-import zmq
 from fluxnode.agent.broker.message import (
     NODEID_ANY,
     Message,
@@ -26,7 +25,6 @@ from fluxnode.agent.broker.message import (
     StreamDecoder,
     encode_stream,
 )
-from fluxnode.broker_conf import certificate
 
 DEFAULT_URI_ENV = "FLUXNODE_URI"
 
@@ -94,6 +92,10 @@ class _LocalTransport:
 
 class _TcpTransport:
     def __init__(self, uri: str, curve_cert: str | os.PathLike | None) -> None:
+        # Lazy: only tcp:// needs ZeroMQ and CURVE (~60 ms of imports); local:// CLI commands skip them.
+        import zmq
+        from fluxnode.broker_conf import certificate
+
         if curve_cert is None:
             raise ConnectError(f"fluxnode: cannot connect to {uri}: a CURVE certificate is required (curve_cert=PATH)")
         _probe(uri)
