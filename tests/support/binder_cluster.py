@@ -15,6 +15,7 @@ kubernetes client (through the emulator's kubeconfig) and the real overlay clien
 from __future__ import annotations
 
 import math
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -58,17 +59,19 @@ class BinderCluster:
             for n, cores in self.kube_only.items():
                 self.add_node(n, cores)
         except BaseException:
-            self.__exit__()
+            self.__exit__(*sys.exc_info())  # the start-up error is the one to report
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
         for b in self.binders:
             b.stop()
-        if self.inst is not None:
-            self.inst.stop(check=not exc or exc[0] is None)  # a failing test keeps its own error
-        if self.kube is not None and self._own_kube:
-            self.kube.stop()
+        try:
+            if self.inst is not None:
+                self.inst.stop(check=not exc or exc[0] is None)  # a failing test keeps its own error
+        finally:
+            if self.kube is not None and self._own_kube:
+                self.kube.stop()
 
     # -- parts ----------------------------------------------------------------------
     def add_node(self, name: str, cores: int, gpus: int = 0, **kw) -> dict:
