@@ -6,6 +6,7 @@ patches, and watch delivery latency (what the installer and binder tests lean on
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import threading
@@ -67,4 +68,7 @@ def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("n", nargs="?", type=int, default=1000, metavar="N",
+                        help="pods to create, list and patch (default: 1000)")
+    main(parser.parse_args().n)
