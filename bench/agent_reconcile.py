@@ -7,16 +7,12 @@ rendering for N nodes, and the emulator-backed informer list of N nodes.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from fluxnode.agent.node import overlay_config  # noqa: E402
+from fluxnode.agent.node import overlay_config
 from fluxnode.agent.node import resources as node_resources
-from fluxnode.agent.node.ranks import RankMap, plan  # noqa: E402
-from fluxnode.agent.node.selection import NodeSelection  # noqa: E402
+from fluxnode.agent.node.ranks import RankMap, plan
+from fluxnode.agent.node.selection import NodeSelection
 
 
 def node(i: int) -> dict:

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import threading
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from kubernetes import client, watch
 
-from kubernetes import client, watch  # noqa: E402
-from support.kube_emulator import KubeEmulator  # noqa: E402
+from fluxnode.testing.kube_emulator import KubeEmulator
 
 
 def pod(i: int) -> dict:

@@ -16,14 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fluxnode.scheduler.readers.grug import read_grug
+from fluxnode.scheduler.traversers.dfu import Traverser
+from sched_common import write_grug
 
 
 def one(nodes: int) -> dict:
-    from fluxnode.scheduler.readers.grug import read_grug
-    from fluxnode.scheduler.traversers.dfu import Traverser
-    from sched_common import write_grug
-
     with tempfile.TemporaryDirectory() as d:
         path = write_grug(Path(d) / "g.graphml", nodes)
         t0 = time.perf_counter()

@@ -21,8 +21,8 @@ from fluxnode.broker_conf import idset
 from fluxnode.scheduler.binder.binder import Binder, BinderConfig
 from fluxnode.scheduler.binder.pod_requests import pod_requests, resource_list
 
+from fluxnode.testing.kube_emulator import KubeEmulator
 from support.instance import Instance
-from support.kube_emulator import KubeEmulator
 from support.waiting import wait_for
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
