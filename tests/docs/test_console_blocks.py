@@ -126,7 +126,8 @@ def run_step(step: Step, cwd: Path) -> subprocess.CompletedProcess:
     env["COLUMNS"] = "100"
     return subprocess.run(
         ["bash", "-c", step.command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=COMMAND_TIMEOUT,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8",
+        timeout=COMMAND_TIMEOUT,
     )
 
 
