@@ -22,8 +22,8 @@ from pathlib import Path
 from fluxnode.scheduler.binder.binder import Binder, BinderConfig
 from kubernetes.utils import parse_quantity
 
+from fluxnode.testing.kube_emulator import KubeEmulator
 from support.instance import Instance
-from support.kube_emulator import KubeEmulator
 from support.oracles import GPU, parse_idset, spec_requests
 from support.waiting import wait_for
 

@@ -9,8 +9,9 @@ import re
 
 import pytest
 from support.binder_cluster import BinderCluster
-from support.kube_emulator import KubeEmulator
 from support.oracles import parse_idset, spec_requests
+
+from fluxnode.testing.kube_emulator import KubeEmulator
 
 
 @pytest.fixture
