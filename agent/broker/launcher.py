@@ -273,6 +273,9 @@ def shutdown(inst: TestInstance, grace: float = 10.0) -> None:
         if sig is not None:
             for b in inst.brokers:
                 if b.exit_code is None:
+                    # say so: a broker that does not stop must not be hidden by the fallback
+                    print(f"fluxnode-start: broker {b.hostname} (rank {b.rank}, pid {b.pid}) did not stop;"
+                          f" sending {sig.name}", file=sys.stderr, flush=True)
                     try:
                         os.kill(b.pid, sig)
                     except ProcessLookupError:
