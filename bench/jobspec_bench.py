@@ -26,7 +26,7 @@ def samples() -> dict[str, str]:
     out = {p: (js / p).read_text() for p in picks if (js / p).is_file()}
     if not out:
         built = build_jobspec([SlotKind(2, 1, 0, 4)], nnodes=2, duration=3600)
-        out["built"] = yaml.safe_dump(built.to_dict())
+        out["built"] = yaml.safe_dump(built)
     return out
 
 

@@ -70,7 +70,7 @@ def alloc(jobspec, nodes, slots, cores_per_slot, gpus_per_slot, memory_per_slot,
     else:
         count = slots if slots is not None else (nodes or 1)
         try:
-            spec = build_jobspec([SlotKind(cores_per_slot, gpus_per_slot, memory_per_slot, count)], nnodes=nodes).to_dict()
+            spec = build_jobspec([SlotKind(cores_per_slot, gpus_per_slot, memory_per_slot, count)], nnodes=nodes)
         except JobspecBuildError as exc:
             raise click.ClickException(str(exc)) from None
     payload = {"jobspec": spec, "policy": policy, "op": "allocate_orelse_reserve" if reserve else "allocate"}

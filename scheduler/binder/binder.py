@@ -502,7 +502,7 @@ class Binder:
                 [SlotKind(usage.cores, usage.gpus, usage.memory_mib, 1)],
                 constraints={"hostlist": [name]},
                 name=f"outside-usage-{name}",
-            ).to_dict()
+            )
             try:
                 answer = self.sched.rpc(
                     "sched.alloc",
@@ -628,7 +628,7 @@ class Binder:
         slot_kinds = [SlotKind(c, g, m, n) for (c, g, m), n in kinds]
         spec = build_jobspec(slot_kinds, constraints={"hostlist": [hosts]}, name=str(group.key))
         payload = {
-            "jobspec": spec.to_dict(),
+            "jobspec": spec,
             "policy": self.config.policy,
             "op": self.reservations.op_for_blocked(),
             "labels": {"owner": self.owner, "kind": "group", "group": str(group.key), "pods": [p.uid for p in pods]},

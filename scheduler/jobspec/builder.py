@@ -4,9 +4,11 @@ a pod group, the service's replay of a record).
 A group of pods with different requests becomes ONE jobspec with one slot kind
 per distinct request (label ``s0``, ``s1``... as `slot_labels` gives them), so
 the graph scheduler places the whole group in a single all-or-nothing match and
-the answer's per-kind placement names each kind by its label. The result is a
-parsed `Jobspec` (what the traverser matches); ``to_dict()`` is what goes over
-the wire. Memory is counted in MiB, as R models it; the service's graph splits
+the answer's per-kind placement names each kind by its label. The result is the
+jobspec as it goes over the wire (a plain mapping, RFC 14); ``Jobspec.parse`` of it
+is what the traverser matches. Why not a parsed `Jobspec`: parsing expands the
+hostlist constraint (a millisecond for a thousand nodes), which only the service
+needs; a binder would pay it on every attempt for nothing. Memory is counted in MiB, as R models it; the service's graph splits
 each node's memory into equal vertices and a slot takes whole ones (see
 scheduler/service/flat_graph.py).
 """
@@ -16,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from fluxnode.scheduler.jobspec.jobspec import Jobspec
 
 
 class JobspecBuildError(ValueError):
@@ -60,7 +60,7 @@ def build_jobspec(
     constraints: dict | None = None,
     duration: float = 0,
     name: str | None = None,
-) -> Jobspec:
+) -> dict[str, Any]:
     """An RFC 14 jobspec asking for every slot kind in `kinds` at once; with `nnodes`
     (a single kind), its slots spread evenly over that many nodes (``flux submit -N``),
     held whole when `exclusive_nodes`."""
@@ -93,9 +93,9 @@ def build_jobspec(
         system["constraints"] = constraints
     if name:
         system["job"] = {"name": name}
-    return Jobspec.parse({
+    return {
         "version": 1,
         "resources": resources,
         "tasks": [{"command": ["pod"], "slot": label, "count": {"per_slot": 1}} for label in labels],
         "attributes": {"system": system},
-    })
+    }

@@ -299,7 +299,7 @@ class LiveGraph:
                                 int(node.get("memory_mib") or 0))
                 if held == SlotKind(0, 0, 0):
                     continue
-                spec = build_jobspec([held], constraints={"ranks": [str(rank)]}, duration=HORIZON)
+                spec = Jobspec.parse(build_jobspec([held], constraints={"ranks": [str(rank)]}, duration=HORIZON))
                 part, result = self._match(spec, "first", "allocate")
                 parts.append(part)
                 restored.extend(self._nodes_of(result))

@@ -310,7 +310,7 @@ def test_constraint_match(expr, name, rank, props, expected) -> None:
 
 
 def test_build_slots_only() -> None:
-    js = build_jobspec([SlotKind(2, 1, 0, 4)], duration=30)
+    js = Jobspec.parse(build_jobspec([SlotKind(2, 1, 0, 4)], duration=30))
     assert js.to_dict() == {
         "version": 1,
         "resources": [{"type": "slot", "count": 4, "label": "s0", "with": [
@@ -322,8 +322,8 @@ def test_build_slots_only() -> None:
 
 
 def test_build_nodes_exclusive_constraints() -> None:
-    js = build_jobspec([SlotKind(1, 0, 512, 4)], nnodes=2, exclusive_nodes=True,
-                       constraints={"hostlist": ["node[0-1]"]})
+    js = Jobspec.parse(build_jobspec([SlotKind(1, 0, 512, 4)], nnodes=2, exclusive_nodes=True,
+                                     constraints={"hostlist": ["node[0-1]"]}))
     node = js.resources[0]
     assert (node.type, node.count, node.exclusive) == ("node", Count(2, 2), True)
     assert node.with_[0].count == Count(2, 2) and node.with_[0].label == "s0"
@@ -334,7 +334,7 @@ def test_build_nodes_exclusive_constraints() -> None:
 
 def test_build_several_kinds_labels() -> None:
     kinds = [SlotKind(1, 0, 0, 2), SlotKind(2, 1, 100, 1)]
-    js = build_jobspec(kinds, name="g")
+    js = Jobspec.parse(build_jobspec(kinds, name="g"))
     assert [(r.label, r.count.min) for r in js.resources] == [("s0", 2), ("s1", 1)]
     assert [t.slot for t in js.tasks] == ["s0", "s1"]
     assert slot_labels(kinds) == {"s0": kinds[0], "s1": kinds[1]}

@@ -64,7 +64,7 @@ def test_kinds_follow_the_ids_a_replay_re_picked():
 
 def kinds_spec(*kinds, hosts=None):
     """A jobspec of several slot kinds: (cores, gpus, count) each."""
-    return build_jobspec([SlotKind(c, g, 0, n) for c, g, n in kinds], constraints={"hostlist": [hosts]} if hosts else None).to_dict()
+    return build_jobspec([SlotKind(c, g, 0, n) for c, g, n in kinds], constraints={"hostlist": [hosts]} if hosts else None)
 
 
 def test_the_per_kind_placement_survives_a_leader_restart(tmp_path):
@@ -118,7 +118,7 @@ def test_restarted_binder_gives_unbound_pods_of_a_heterogeneous_group_their_plan
         # the allocation a binder asks for (see Binder._prepare): one slot kind per shape
         kinds = sorted(Counter((cores, 0, 0) for cores in shapes.values()).items())
         spec = build_jobspec([SlotKind(cr, g, m, n) for (cr, g, m), n in kinds], constraints={"hostlist": ["node[0-1]"]},
-                             name=group).to_dict()
+                             name=group)
         a = c.inst.rpc("sched.alloc", {"jobspec": spec, "policy": "first", "op": "allocate", "labels": {
             "owner": "binder:fluxnode", "kind": "group", "group": group, "pods": sorted(uid.values())}})
         share = {k["slot"]["cores"]: {n["hostname"]: n for n in k["nodes"]} for k in a["kinds"]}

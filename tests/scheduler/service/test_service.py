@@ -16,7 +16,7 @@ RESOURCES = {f"node{i}": {"cores": 4, "gpus": 1 if i == 0 else 0, "memory_mib": 
 
 
 def spec(cores, count, gpus=0, hosts=None):
-    return build_jobspec([SlotKind(cores, gpus, 0, count)], constraints={"hostlist": [hosts]} if hosts else None).to_dict()
+    return build_jobspec([SlotKind(cores, gpus, 0, count)], constraints={"hostlist": [hosts]} if hosts else None)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ def test_batch_answers_in_order_and_stops_after_a_reservation(inst):
 
 def kinds_spec(*kinds, hosts=None):
     """A jobspec of several slot kinds: (cores, gpus, count) each."""
-    return build_jobspec([SlotKind(c, g, 0, n) for c, g, n in kinds], constraints={"hostlist": [hosts]} if hosts else None).to_dict()
+    return build_jobspec([SlotKind(c, g, 0, n) for c, g, n in kinds], constraints={"hostlist": [hosts]} if hosts else None)
 
 
 def held(nodes):

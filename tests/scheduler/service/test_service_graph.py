@@ -24,7 +24,7 @@ RESOURCES = {f"node{i}": {"cores": 8, "sockets": 2, "memory_mib": MEMORY} for i 
 
 def spec(cores, count, memory=0, nnodes=None, hosts=None):
     return build_jobspec([SlotKind(cores, 0, memory, count)], nnodes=nnodes,
-                         constraints={"hostlist": [hosts]} if hosts else None).to_dict()
+                         constraints={"hostlist": [hosts]} if hosts else None)
 
 
 @pytest.fixture(scope="module")
