@@ -229,3 +229,22 @@ def test_changed_resources_rebuild_the_graph_and_replay_the_journal(tmp_path):
         assert getattr(info.value, "errnum", None) == errno.EBUSY
     finally:
         svc.close()
+
+
+def test_growth_below_a_known_rank_keeps_rank_order(tmp_path):
+    """A rank lower than one already in the graph joins late (its node vertex comes after
+    the higher rank's): placement is still as on a graph built from all nodes at once."""
+    def nodes(*ranks):
+        return build_R([NodeResources(rank=i, hostname=f"node{i}", cores=list(range(8)), memory_mib=MEMORY)
+                        for i in ranks])
+
+    svc = SchedService(Handle(tmp_path, nodes(0, 2)))
+    try:
+        svc.alloc({"jobspec": spec(8, 1, hosts="node0")})
+        live = svc.graph
+        svc.resources_changed(nodes(0, 1, 2), [])
+        assert svc.graph is live
+        assert [n["hostname"] for n in svc.graph.capacity()] == ["node0", "node1", "node2"]
+        assert svc.alloc({"jobspec": spec(1, 1)})["nodes"][0]["hostname"] == "node1"
+    finally:
+        svc.close()
