@@ -16,6 +16,7 @@ from typing import TextIO
 
 import click
 from fluxnode.broker_conf import idset
+from fluxnode.broker_conf.rv1 import RError
 from fluxnode.scheduler import writers
 from fluxnode.scheduler.graph.resource_graph import ResourceGraph
 from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
@@ -23,7 +24,7 @@ from fluxnode.scheduler.policies.policy import PolicyError
 from fluxnode.scheduler.readers.grug import GrugError, read_grug
 from fluxnode.scheduler.readers.hwloc import HwlocError, read_hwloc
 from fluxnode.scheduler.readers.jgf import JgfError, read_jgf
-from fluxnode.scheduler.readers.rv1 import RError, ranks_in_R, read_rv1
+from fluxnode.scheduler.readers.rv1 import ranks_in_R, read_rv1
 from fluxnode.scheduler.traversers.dfu import (
     DEFAULT_PRUNE_FILTERS,
     NoMatch,

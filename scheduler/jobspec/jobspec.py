@@ -808,54 +808,6 @@ class Jobspec:
             queue=attrs.queue,
         )
 
-    @classmethod
-    def build(
-        cls,
-        nslots: int,
-        slot: Mapping[str, int],
-        *,
-        nnodes: int | None = None,
-        exclusive_nodes: bool = False,
-        duration: float = 0,
-        constraints: Mapping[str, Any] | None = None,
-        label: str = "default",
-        command: tuple[str, ...] = ("true",),
-    ) -> Jobspec:
-        """A common jobspec: ``nslots`` slots of ``slot`` (type -> count per slot), spread
-        evenly over ``nnodes`` nodes when given (like ``flux submit -N nnodes -n nslots``)."""
-        if nslots < 1:
-            raise ValueError(f"nslots: must be >= 1, not {nslots}")
-        if not slot:
-            raise ValueError("slot: must request at least one resource type")
-        for rtype, n in slot.items():
-            if n < 1:
-                raise ValueError(f"slot.{rtype}: must be >= 1, not {n}")
-        children = [{"type": t, "count": n} for t, n in slot.items()]
-        slot_count = nslots
-        if nnodes is not None:
-            if nnodes < 1:
-                raise ValueError(f"nnodes: must be >= 1, not {nnodes}")
-            if nslots % nnodes:
-                raise ValueError(f"nslots: {nslots} slots do not spread evenly over {nnodes} nodes")
-            slot_count = nslots // nnodes
-        slot_obj = {"type": "slot", "count": slot_count, "label": label, "with": children}
-        if nnodes is not None:
-            node: dict[str, Any] = {"type": "node", "count": nnodes, "with": [slot_obj]}
-            if exclusive_nodes:
-                node["exclusive"] = True
-            resources = [node]
-        else:
-            resources = [slot_obj]
-        system: dict[str, Any] = {"duration": duration}
-        if constraints is not None:
-            system["constraints"] = dict(constraints)
-        return cls.parse({
-            "version": 1,
-            "resources": resources,
-            "tasks": [{"command": list(command), "slot": label, "count": {"per_slot": 1}}],
-            "attributes": {"system": system},
-        })
-
     def to_dict(self) -> dict[str, Any]:
         """The jobspec as a plain mapping; ``Jobspec.parse(js.to_dict()) == js``."""
         return {

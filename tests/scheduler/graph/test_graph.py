@@ -5,9 +5,10 @@ from __future__ import annotations
 import copy
 
 import pytest
+from fluxnode.broker_conf.rv1 import RError
 from fluxnode.scheduler.readers.grug import GrugError, read_grug
 from fluxnode.scheduler.readers.jgf import JgfError, read_jgf
-from fluxnode.scheduler.readers.rv1 import RError, read_rv1
+from fluxnode.scheduler.readers.rv1 import read_rv1
 from support.sched_graphs import R_TWO_NODES
 
 
