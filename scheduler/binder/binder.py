@@ -914,7 +914,7 @@ def binder(kubeconfig, uri, rank_configmap, broker_port, curve_cert, scheduler_n
     """Place pods with spec.schedulerName through the lead broker's graph scheduler."""
     import signal
 
-    from fluxnode.scheduler.service.live_graph import POLICIES
+    from fluxnode.scheduler.policies.policy import POLICIES
 
     setup_logging(log_level)
     if policy not in POLICIES:

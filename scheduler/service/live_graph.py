@@ -16,7 +16,7 @@ from fluxnode.broker_conf import idset
 from fluxnode.broker_conf.rv1 import NodeResources, build_R, parse_R
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
-from fluxnode.scheduler.policies.policy import NAMED, Policy
+from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.service.errors import Busy, InvalidRequest, Unsatisfiable
 from fluxnode.scheduler.service.flat_graph import add_flat_nodes, flat_graph
 from fluxnode.scheduler.service.slot_kinds import (
@@ -36,7 +36,6 @@ from fluxnode.scheduler.traversers.dfu import Unsatisfiable as LibUnsatisfiable
 # advances, so a reservation lands at HORIZON (once today's allocations end).
 HORIZON = 2**31
 
-POLICIES = tuple(NAMED)
 
 
 @dataclass

@@ -30,9 +30,10 @@ from typing import Any
 
 from fluxnode.agent.broker.message import Message, ServiceError
 from fluxnode.broker_conf import idset
+from fluxnode.scheduler.policies.policy import POLICIES
 from fluxnode.scheduler.service.errors import Busy, InvalidRequest, Unsatisfiable
 from fluxnode.scheduler.service.journal import Journal, JournalEntry
-from fluxnode.scheduler.service.live_graph import POLICIES, LiveGraph, nodes_to_R
+from fluxnode.scheduler.service.live_graph import LiveGraph, nodes_to_R
 from fluxnode.scheduler.service.slot_kinds import kinds_on
 
 OPS = ("allocate", "allocate_orelse_reserve")
