@@ -30,7 +30,7 @@ COMMANDS: dict[str, str] = {
     "alloc": "fluxnode.commands.alloc:alloc",
     "allocs": "fluxnode.commands.alloc:allocs",
     "cancel": "fluxnode.commands.alloc:cancel",
-    "binder": "fluxnode.scheduler.binder.binder:binder",
+    "binder": "fluxnode.commands.binder:binder",
 }
 
 
