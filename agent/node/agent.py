@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
+from fluxnode.agent.kube.backoff import Backoff
+from fluxnode.agent.logs import LogfmtFormatter, setup_logging
 
 LIVENESS_STALE = 60.0
 """Seconds without a control-loop pass before /healthz fails and the kubelet restarts us."""
@@ -81,7 +83,7 @@ class NodeAgent:
         from fluxnode.agent.node.metrics import AgentMetrics
         from fluxnode.agent.node.overlay_config import OverlaySettings
         from fluxnode.agent.node.selection import NodeSelection
-        from fluxnode.agent.node.supervisor import Backoff, BrokerSupervisor
+        from fluxnode.agent.node.supervisor import BrokerSupervisor
 
         self.opts = opts
         self.files = HostFiles(opts.host_dir, opts.run_dir, opts.bin_dir)
@@ -89,7 +91,7 @@ class NodeAgent:
         self.settings = OverlaySettings(port=opts.port, bind_address=opts.bind_address, topo=opts.topo,
                                         cert_path=str(self.files.cert), tbon=opts.tbon)
         self.supervisor = BrokerSupervisor(self.files, opts.node_name, opts.state_dir,
-                                           Backoff(opts.backoff_min, opts.backoff_max))
+                                           Backoff(opts.backoff_min, opts.backoff_max, jitter=False))
         self.metrics = AgentMetrics()
         self.heartbeat = time.monotonic()
         self.events: queue.Queue = queue.Queue()
@@ -373,23 +375,6 @@ class NodeAgent:
             self._crashes_seen = s.crashes
 
 
-class _LogfmtFormatter(logging.Formatter):
-    """One line per record, key=value (Kubernetes-style structured logs)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
-        return f"time={ts} level={record.levelname.lower()} logger={record.name} msg={json.dumps(record.getMessage())}"
-
-
-def _setup_logging(verbose: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_LogfmtFormatter())
-    root = logging.getLogger("fluxnode")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    root.propagate = False
-
-
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.option("--node-name", envvar="NODE_NAME", required=True, help="this node's name (downward API spec.nodeName)")
 @click.option("--namespace", envvar="POD_NAMESPACE", default="fluxnode", help="namespace of the Secret and rank ConfigMap")
@@ -431,7 +416,7 @@ def agent(node_name: str, namespace: str, kubeconfig: str | None, selector: str 
     """Run this node's broker for the Kubernetes overlay (the DaemonSet's container)."""
     from fluxnode.broker_conf.topology import Topology, TopologyError
 
-    _setup_logging(verbose)
+    setup_logging(logging.DEBUG if verbose else logging.INFO, LogfmtFormatter())
     if not (topo.startswith("kary:") or topo == "binomial"):
         raise click.BadParameter(f"{topo!r}: the agent supports kary:K and binomial", param_hint="--topo")
     try:

@@ -8,16 +8,13 @@ defaults are the manifests' (daemonset/binder.yaml): they do not change.
 from __future__ import annotations
 
 import gc
-import json
 import logging
-import os
 import signal
-import sys
-import time
 
 import click
-from kubernetes import client, config
 
+from fluxnode.agent.kube.api_client import KubeConfigError, load_api_client
+from fluxnode.agent.logs import JsonFormatter, setup_logging
 from fluxnode.scheduler.binder.binder import Binder
 from fluxnode.scheduler.binder.config import BinderConfig
 from fluxnode.scheduler.service.live_graph import POLICIES
@@ -25,40 +22,8 @@ from fluxnode.scheduler.service.live_graph import POLICIES
 log = logging.getLogger("fluxnode.binder")
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: what log collectors index without parsing rules."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        out = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        if record.exc_info:
-            out["error"] = self.formatException(record.exc_info)
-        return json.dumps(out)
-
-
-def setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger("fluxnode")
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    root.propagate = False
-
-
-def load_api_client(kubeconfig: str | None):
-    if kubeconfig or os.environ.get("KUBECONFIG") or not os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_kube_config(config_file=kubeconfig)
-    else:
-        config.load_incluster_config()
-    return client.ApiClient()
-
-
 @click.command()
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig (default: $KUBECONFIG, else in-cluster).")
+@click.option("--kubeconfig", envvar="KUBECONFIG", type=click.Path(dir_okay=False), help="Kubeconfig (default: $KUBECONFIG, else in-cluster).")
 @click.option("--uri", envvar="FLUXNODE_URI", help="Lead broker URI: tcp://HOST:PORT or local://PATH (default: rank 0 from --rank-configmap).")
 @click.option("--rank-configmap", default="fluxnode/fluxnode-ranks", show_default=True, help="NAMESPACE/NAME of the agents' rank map.")
 @click.option("--broker-port", default=8050, show_default=True, type=click.IntRange(1, 65535))
@@ -82,7 +47,7 @@ def load_api_client(kubeconfig: str | None):
 def binder(kubeconfig, uri, rank_configmap, broker_port, curve_cert, scheduler_name, policy, bind_workers, alloc_batch, reserve_depth, resync, leader_elect,
            lease_namespace, lease_name, lease_duration, renew_deadline, retry_period, identity, http_host, http_port, log_level):
     """Place pods with spec.schedulerName through the lead broker's graph scheduler."""
-    setup_logging(log_level)
+    setup_logging(log_level, JsonFormatter())
     if policy not in POLICIES:
         raise click.ClickException(f"--policy: unknown {policy!r} (one of {', '.join(POLICIES)})")
     if not uri and "/" not in rank_configmap:
@@ -91,8 +56,8 @@ def binder(kubeconfig, uri, rank_configmap, broker_port, curve_cert, scheduler_n
         raise click.ClickException("need --retry-period < --renew-deadline < --lease-duration")
     try:
         api_client = load_api_client(kubeconfig)
-    except Exception as exc:
-        raise click.ClickException(f"cannot load Kubernetes configuration: {exc}") from None
+    except KubeConfigError as exc:
+        raise click.ClickException(f"cannot load Kubernetes configuration: {exc.reason}") from None
     config = BinderConfig(
         scheduler_name=scheduler_name, uri=uri, rank_configmap=rank_configmap, broker_port=broker_port, curve_cert=curve_cert, policy=policy, bind_workers=bind_workers, alloc_batch=alloc_batch,
         reserve_depth=reserve_depth, resync=resync, leader_elect=leader_elect, lease_namespace=lease_namespace,
