@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from fluxnode.agent.broker.client import Client, ConnectError, RPCError
+from fluxnode.agent.broker.message import NODEID_ANY
 from fluxnode.agent.kube.backoff import Backoff
 from fluxnode.agent.node.host_files import HostFiles
 from fluxnode.agent.node.overlay_config import Placement
@@ -120,9 +122,6 @@ class BrokerSupervisor:
 
     def _reload(self) -> bool:
         """Ask the running broker to re-read broker.toml (``config.reload``); False if it cannot."""
-        from fluxnode.agent.broker.client import Client, ConnectError, RPCError
-        from fluxnode.agent.broker.message import NODEID_ANY
-
         # A broker that was just started may not listen yet (it may already have read the old
         # file): wait for its socket rather than restart it.
         deadline = time.monotonic() + RELOAD_CONNECT_WAIT
