@@ -1,6 +1,6 @@
 """The binder: places Kubernetes pods through the lead broker's graph scheduler.
 
-Split the way kube-scheduler is (README.md, "Scheduling pods with fluxnode"):
+Split the way kube-scheduler is (design and user guide: docs/binder.md):
 - this file: the lifecycle (informers, leader election, health) and the one loop
   thread that owns the cluster cache. Informers feed pod and node events into one
   inbox; the loop applies them, then runs a scheduling cycle. Only the replica
@@ -94,10 +94,6 @@ class Binder:
         """The cluster cache (replaced on every reconcile)."""
         return self.ctx.state
 
-    @property
-    def metrics(self) -> BinderMetrics:
-        return self.ctx.metrics
-
     # -- lifecycle ----------------------------------------------------------------
 
     def start(self) -> Binder:
@@ -108,7 +104,7 @@ class Binder:
         if self.config.http_port is not None:
             self.health = HealthServer(
                 self.config.http_host, self.config.http_port, problem_probe(self._live), problem_probe(self._ready),
-                self.metrics.registry,
+                self.ctx.metrics.registry,
             ).start()
         if self.config.leader_elect:
             self.elector = LeaderElector(
@@ -148,12 +144,12 @@ class Binder:
 
     def _leading_started(self) -> None:
         self.leading.set()
-        self.metrics.leader.set(1)
+        self.ctx.metrics.leader.set(1)
         self.inbox.put(("wake",))
 
     def _leading_stopped(self) -> None:
         self.leading.clear()
-        self.metrics.leader.set(0)
+        self.ctx.metrics.leader.set(0)
         self.inbox.put(("wake",))
 
     def _live(self) -> str | None:
