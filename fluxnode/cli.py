@@ -21,7 +21,7 @@ COMMANDS: dict[str, str] = {
     "resource": "fluxnode.commands.resource:resource",
     "proxy": "fluxnode.commands.proxy:proxy",
     "relay": "fluxnode.commands.proxy:relay",
-    "agent": "fluxnode.agent.node.agent:agent",
+    "agent": "fluxnode.commands.agent:agent",
     # configuration (broker_conf/)
     "keygen": "fluxnode.commands.keygen:keygen",
     "config": "fluxnode.commands.config:config",
@@ -30,7 +30,7 @@ COMMANDS: dict[str, str] = {
     "alloc": "fluxnode.commands.alloc:alloc",
     "allocs": "fluxnode.commands.alloc:allocs",
     "cancel": "fluxnode.commands.alloc:cancel",
-    "binder": "fluxnode.scheduler.binder.binder:binder",
+    "binder": "fluxnode.commands.binder:binder",
 }
 
 

@@ -1,9 +1,17 @@
-"""How the node agent reaches the Kubernetes API, and which API failures are fatal.
+"""How the node agent and the binder reach the Kubernetes API, and which API failures are fatal.
 
-In a pod the agent uses the in-cluster service account; elsewhere (tests, debugging)
-a kubeconfig from ``--kubeconfig`` or ``$KUBECONFIG``. A 401/403 is a configuration
-problem no retry fixes (missing RBAC, wrong token), so it becomes ``KubeAccessError``
-and the agent exits non-zero with one clear line; the kubelet restarts it with backoff.
+One order of configuration sources for both daemons: an explicit kubeconfig
+(``--kubeconfig``, which both commands also read from ``$KUBECONFIG``) wins, as it
+is what the operator asked for; else, in a pod (``KUBERNETES_SERVICE_HOST`` set),
+the in-cluster service account, the identity the manifests' least-privilege RBAC
+is written for, even if the image happens to carry a ~/.kube/config; else
+kubectl's default (``$KUBECONFIG``, then ~/.kube/config) for debugging on a
+workstation. Each call builds its own client configuration, never the library's
+process-wide default, so several clients (tests) do not share one by accident.
+
+A 401/403 is a configuration problem no retry fixes (missing RBAC, wrong token), so
+it becomes ``KubeAccessError`` and the daemon exits non-zero with one clear line;
+the kubelet restarts it with backoff.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -19,8 +28,16 @@ class KubeAccessError(Exception):
     """The API refused us (401/403) or cannot be reached/configured at all."""
 
 
+class KubeConfigError(KubeAccessError):
+    """No usable client configuration (kubeconfig or in-cluster service account)."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"cannot load Kubernetes client configuration: {reason}")
+        self.reason = reason  # what the configuration loader said
+
+
 def load_api_client(kubeconfig: str | None) -> client.ApiClient:
-    """An ApiClient from ``kubeconfig``, else the in-cluster config, else ~/.kube/config."""
+    """An ApiClient from ``kubeconfig``, else the in-cluster config, else $KUBECONFIG or ~/.kube/config."""
     try:
         if kubeconfig:
             return config.new_client_from_config(config_file=kubeconfig)
@@ -29,8 +46,8 @@ def load_api_client(kubeconfig: str | None) -> client.ApiClient:
             config.load_incluster_config(client_configuration=cfg)
             return client.ApiClient(cfg)
         return config.new_client_from_config()
-    except (config.ConfigException, OSError, TypeError, ValueError) as exc:
-        raise KubeAccessError(f"cannot load Kubernetes client configuration: {exc}") from None
+    except (config.ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
+        raise KubeConfigError(str(exc)) from None
 
 
 def status_message(exc: ApiException) -> str:

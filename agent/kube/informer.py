@@ -18,14 +18,13 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from fluxnode.agent.kube.api_client import KubeAccessError, denied, is_denied
+from fluxnode.agent.kube.backoff import Backoff
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
@@ -43,23 +42,6 @@ WATCH_TIMEOUT = 300
 
 class WatchExpired(Exception):
     """The server no longer has the requested resourceVersion (410 Gone)."""
-
-
-@dataclass
-class Backoff:
-    """Bounded exponential backoff with full jitter; `reset` after a success."""
-
-    initial: float = 0.05
-    maximum: float = 5.0
-    factor: float = 2.0
-    _current: float = 0.0
-
-    def next_delay(self) -> float:
-        self._current = self.initial if self._current == 0 else min(self.maximum, self._current * self.factor)
-        return random.uniform(self._current / 2, self._current)
-
-    def reset(self) -> None:
-        self._current = 0.0
 
 
 def object_key(obj: dict) -> str:

@@ -12,6 +12,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+from urllib3 import ProxyManager
+from urllib3.util import parse_url
+
 
 def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a generated client method raw; return the parsed JSON body (None if empty)."""
@@ -34,9 +38,6 @@ class RawApi:
     """
 
     def __init__(self, api_client: Any, timeout: float = 30.0, connections: int = 10):
-        from urllib3 import ProxyManager
-        from urllib3.util import parse_url
-
         self._client = api_client
         self._pool = api_client.rest_client.pool_manager
         self._host = api_client.configuration.host.rstrip("/")
@@ -64,8 +65,6 @@ class RawApi:
     def request(self, method: str, path: str, body: Any, content_type: str = "application/json") -> None:
         """Send one write; an HTTP error raises ApiException. The answer's body is not parsed:
         the binder's writes need only the status (parsing every Event back costs CPU per pod)."""
-        from kubernetes.client.exceptions import ApiException
-
         data = json.dumps(body).encode()
         if self._direct is not None:
             response = self._direct.urlopen(

@@ -19,7 +19,27 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
+import jinja2
+from fluxnode.agent.broker.client import Client, ConnectError, RPCError
+from fluxnode.agent.broker.message import NODEID_ANY
+from fluxnode.agent.kube.api_client import KubeAccessError, load_api_client
+from fluxnode.agent.kube.backoff import Backoff
+from fluxnode.agent.kube.health import HealthServer
+from fluxnode.agent.kube.informer import EventHandler, Informer, wait_synced
+from fluxnode.agent.node import host_files, overlay_config
+from fluxnode.agent.node import resources as node_resources
+from fluxnode.agent.node.events import NodeEvents
+from fluxnode.agent.node.host_files import HostFiles, write_atomic
+from fluxnode.agent.node.metrics import AgentMetrics
+from fluxnode.agent.node.overlay_config import OverlaySettings
+from fluxnode.agent.node.ranks import RankStore
+from fluxnode.agent.node.secret import SecretError, ensure_curve_secret
+from fluxnode.agent.node.selection import NodeSelection, is_ready
+from fluxnode.agent.node.supervisor import BrokerSupervisor
+from fluxnode.broker_conf import certificate
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 LIVENESS_STALE = 60.0
 """Seconds without a control-loop pass before /healthz fails and the kubelet restarts us."""
@@ -28,22 +48,12 @@ log = logging.getLogger("fluxnode.agent")
 
 SYNC_TIMEOUT = 60.0
 API_WAIT = 60.0  # how long to wait for an unreachable API server at start-up
-
-
-def _toml_scalar(text: str) -> object:
-    """``30s`` stays a string, ``2`` becomes 2, ``true`` True (as TOML would read them)."""
-    import tomllib
-
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
+IDLE_TICK = 2.0  # longest wait of the control loop for an event
 
 
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= 300 else text[:297] + "..."
-IDLE_TICK = 2.0
 
 
 @dataclass(frozen=True)
@@ -77,19 +87,13 @@ class AgentExit(Exception):
 
 class NodeAgent:
     def __init__(self, opts: AgentOptions):
-        from fluxnode.agent.node.host_files import HostFiles
-        from fluxnode.agent.node.metrics import AgentMetrics
-        from fluxnode.agent.node.overlay_config import OverlaySettings
-        from fluxnode.agent.node.selection import NodeSelection
-        from fluxnode.agent.node.supervisor import Backoff, BrokerSupervisor
-
         self.opts = opts
         self.files = HostFiles(opts.host_dir, opts.run_dir, opts.bin_dir)
         self.selection = NodeSelection(include_control_plane=opts.include_control_plane)
         self.settings = OverlaySettings(port=opts.port, bind_address=opts.bind_address, topo=opts.topo,
                                         cert_path=str(self.files.cert), tbon=opts.tbon)
         self.supervisor = BrokerSupervisor(self.files, opts.node_name, opts.state_dir,
-                                           Backoff(opts.backoff_min, opts.backoff_max))
+                                           Backoff(opts.backoff_min, opts.backoff_max, jitter=False))
         self.metrics = AgentMetrics()
         self.heartbeat = time.monotonic()
         self.events: queue.Queue = queue.Queue()
@@ -106,10 +110,6 @@ class NodeAgent:
 
     # -- setup -----------------------------------------------------------------------------
     def _connect(self) -> None:
-        from fluxnode.agent.kube.api_client import load_api_client
-        from fluxnode.agent.node.events import NodeEvents
-        from kubernetes import client
-
         api_client = load_api_client(self.opts.kubeconfig)
         self.api = client.CoreV1Api(api_client)
         events = NodeEvents(api_client, self.opts.namespace, self.opts.node_name)
@@ -118,12 +118,6 @@ class NodeAgent:
 
     def _install_certificate(self) -> None:
         """Get the CURVE Secret; an unreachable API is retried for a while (nodes boot before it)."""
-        from fluxnode.agent.kube.api_client import KubeAccessError
-        from fluxnode.agent.node.secret import SecretError, ensure_curve_secret
-        from fluxnode.broker_conf import certificate
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
-
         deadline = time.monotonic() + self.opts.api_wait
         delay = 0.5
         while True:
@@ -144,9 +138,6 @@ class NodeAgent:
         self.files.write_cert(certificate.dumps(cert))
 
     def _render_connect_script(self) -> None:
-        import jinja2
-        from fluxnode.agent.node import host_files
-
         env = jinja2.Environment(loader=jinja2.PackageLoader("fluxnode.templates", ""), autoescape=False,
                                  undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
         text = env.get_template("connect.sh.j2").render(
@@ -159,9 +150,6 @@ class NodeAgent:
                         self.files.connect_script, exc.strerror or exc)
 
     def _start_informers(self) -> None:
-        from fluxnode.agent.kube.informer import EventHandler, Informer
-        from fluxnode.agent.node.ranks import RankStore
-
         def changed(what: str) -> EventHandler:
             def handler(kind: str, _obj: object) -> None:
                 if what == "nodes":
@@ -186,9 +174,6 @@ class NodeAgent:
         return age < LIVENESS_STALE, f"control loop last ran {age:.1f}s ago"
 
     def _ready(self) -> tuple[bool, str]:
-        from fluxnode.agent.broker.client import Client, ConnectError, RPCError
-        from fluxnode.agent.broker.message import NODEID_ANY
-
         if not self.supervisor.wanted:
             # Nothing to run here (node not selected, or NotReady): the agent is where it should
             # be, and an unready pod would stall the DaemonSet's rolling update.
@@ -204,12 +189,6 @@ class NodeAgent:
 
     # -- control loop ----------------------------------------------------------------------
     def run(self) -> int:
-        from fluxnode.agent.kube.api_client import KubeAccessError
-        from fluxnode.agent.kube.health import HealthServer
-        from fluxnode.agent.kube.informer import wait_synced
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
-
         health = None
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
@@ -261,8 +240,6 @@ class NodeAgent:
         self._abort.set()
 
     def _write_health_port(self, port: int) -> None:
-        from fluxnode.agent.node.host_files import write_atomic
-
         write_atomic(self.files.run_dir / "agent.health", f"{port}\n")
 
     def _drain(self, block: bool, timeout: float = 0.0) -> bool:
@@ -288,8 +265,6 @@ class NodeAgent:
 
     def _may_write(self, nodes: dict[str, dict]):
         """Designated writer of the rank map: the agent of the lowest Ready rank (see ranks.py)."""
-        from fluxnode.agent.node.selection import is_ready
-
         def decide(stored, wanted) -> bool:
             ready = [r for h, r in stored.live().items() if h in nodes and is_ready(nodes[h])]
             if not ready or stored.hosts[min(ready)] == self.opts.node_name:
@@ -302,10 +277,6 @@ class NodeAgent:
         return decide
 
     def _reconcile(self) -> None:
-        from fluxnode.agent.node import overlay_config
-        from fluxnode.agent.node import resources as node_resources
-        from fluxnode.agent.node.selection import is_ready
-
         nodes = self.nodes.snapshot()
         members = self.selection.members(nodes)
         view_rv = self.nodes.resource_version_number
@@ -371,100 +342,3 @@ class NodeAgent:
         if s.crashes > self._crashes_seen:
             m.broker_crashes.inc(s.crashes - self._crashes_seen)
             self._crashes_seen = s.crashes
-
-
-class _LogfmtFormatter(logging.Formatter):
-    """One line per record, key=value (Kubernetes-style structured logs)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
-        return f"time={ts} level={record.levelname.lower()} logger={record.name} msg={json.dumps(record.getMessage())}"
-
-
-def _setup_logging(verbose: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_LogfmtFormatter())
-    root = logging.getLogger("fluxnode")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    root.propagate = False
-
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option("--node-name", envvar="NODE_NAME", required=True, help="this node's name (downward API spec.nodeName)")
-@click.option("--namespace", envvar="POD_NAMESPACE", default="fluxnode", help="namespace of the Secret and rank ConfigMap")
-@click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help="kubeconfig file (default: in-cluster config)")
-@click.option("--selector", "-l", default=None, help="label selector choosing the nodes that run brokers")
-@click.option("--include-control-plane", is_flag=True, help="also run brokers on control-plane nodes")
-@click.option("--host-dir", type=click.Path(path_type=Path), default=Path("/etc/fluxnode"),
-              help="host directory for broker.toml, R.json and curve.cert")
-@click.option("--run-dir", type=click.Path(path_type=Path), default=Path("/run/fluxnode"),
-              help="host directory for the broker pid, URI and local socket")
-@click.option("--bin-dir", type=click.Path(path_type=Path), default=Path("/usr/local/bin"),
-              help="host directory for the fluxnode-connect script")
-@click.option("--state-dir", type=click.Path(path_type=Path), default=Path("/var/lib/fluxnode"),
-              help="broker statedir (scheduler journal on the leader)")
-@click.option("--port", type=click.IntRange(1, 65535), default=8050, help="broker TBON port (node annotation fluxnode.io/broker-port overrides)")
-@click.option("--bind-address", default="0.0.0.0", help="address brokers bind their TBON socket to")
-@click.option("--topo", default="kary:2", help="TBON topology (kary:K or binomial)")
-@click.option("--tbon", "tbon", multiple=True, metavar="KEY=VALUE",
-              help="extra [tbon] setting for broker.toml (flux-config-tbon(5)), e.g. torpid_max=30s")
-@click.option("--secret-name", default="fluxnode-curve", help="Secret holding the cluster's CURVE certificate")
-@click.option("--rank-configmap", default="fluxnode-ranks", help="ConfigMap holding the shared rank map")
-@click.option("--health-port", type=click.IntRange(0, 65535), default=9464,
-              help="port of /healthz, /readyz and /metrics (0: any free port)")
-@click.option("--no-health", is_flag=True, help="do not serve the health endpoint")
-@click.option("--health-address", default="0.0.0.0", help="address of the health endpoint")
-@click.option("--restart-backoff", "backoff", type=(float, float), default=(1.0, 30.0), metavar="MIN MAX",
-              help="broker restart backoff bounds in seconds")
-@click.option("--writer-grace", type=click.FloatRange(min=0), default=10.0, metavar="SEC",
-              help="take over rank-map updates when the designated writer (lowest Ready rank) has not "
-                   "written a needed change for this long")
-@click.option("--api-wait", type=click.FloatRange(min=0), default=API_WAIT, metavar="SEC",
-              help="how long to retry an unreachable Kubernetes API at start-up before exiting")
-@click.option("--verbose", "-v", is_flag=True, help="debug logging")
-def agent(node_name: str, namespace: str, kubeconfig: str | None, selector: str | None, include_control_plane: bool,
-          host_dir: Path, run_dir: Path, bin_dir: Path, state_dir: Path, port: int, bind_address: str, topo: str,
-          tbon: tuple[str, ...],
-          secret_name: str, rank_configmap: str, health_port: int, no_health: bool, health_address: str,
-          backoff: tuple[float, float], writer_grace: float, api_wait: float, verbose: bool) -> None:
-    """Run this node's broker for the Kubernetes overlay (the DaemonSet's container)."""
-    from fluxnode.broker_conf.topology import Topology, TopologyError
-
-    _setup_logging(verbose)
-    if not (topo.startswith("kary:") or topo == "binomial"):
-        raise click.BadParameter(f"{topo!r}: the agent supports kary:K and binomial", param_hint="--topo")
-    try:
-        Topology.from_spec(topo, 1)
-    except (TopologyError, ValueError) as exc:
-        raise click.BadParameter(str(exc), param_hint="--topo") from None
-    tbon_pairs = []
-    for item in tbon:
-        key, sep, value = item.partition("=")
-        if not sep or not key or key == "topo":
-            raise click.BadParameter(f"{item!r}: expected KEY=VALUE (topo has its own option)", param_hint="--tbon")
-        tbon_pairs.append((key.strip(), _toml_scalar(value.strip())))
-    try:
-        from fluxnode.broker_conf.render import RenderError, render_broker_toml
-
-        render_broker_toml(["check"], curve_cert="/c", port=port, topo=topo, tbon=dict(tbon_pairs))
-    except RenderError as exc:
-        raise click.BadParameter(str(exc), param_hint="--tbon") from None
-    if backoff[0] <= 0 or backoff[1] < backoff[0]:
-        raise click.BadParameter("need 0 < MIN <= MAX", param_hint="--restart-backoff")
-    opts = AgentOptions(
-        node_name=node_name, namespace=namespace, kubeconfig=kubeconfig, selector=selector,
-        include_control_plane=include_control_plane, host_dir=host_dir, run_dir=run_dir, bin_dir=bin_dir,
-        state_dir=state_dir, port=port, bind_address=bind_address, topo=topo, secret_name=secret_name,
-        rank_configmap=rank_configmap, health_port=None if no_health else health_port,
-        health_address=health_address, backoff_min=backoff[0], backoff_max=backoff[1], writer_grace=writer_grace, tbon=tuple(tbon_pairs),
-        api_wait=api_wait)
-    try:
-        code = NodeAgent(opts).run()
-    except AgentExit as exc:
-        print(f"fluxnode agent: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except OSError as exc:
-        print(f"fluxnode agent: {exc}", file=sys.stderr)
-        sys.exit(2)
-    sys.exit(code)

@@ -15,9 +15,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from fluxnode.agent.broker.client import Client, ConnectError, RPCError
+from fluxnode.agent.broker.message import NODEID_ANY
+from fluxnode.agent.kube.backoff import Backoff
 from fluxnode.agent.node.host_files import HostFiles
 from fluxnode.agent.node.overlay_config import Placement
 
@@ -25,22 +27,7 @@ log = logging.getLogger("fluxnode.agent.supervisor")
 
 STOP_GRACE = 10.0
 RELOAD_CONNECT_WAIT = 10.0  # how long a just-started broker may take to open its local socket
-
-
-@dataclass
-class Backoff:
-    minimum: float = 1.0
-    maximum: float = 30.0
-    stable_after: float = 60.0
-    current: float = field(init=False, default=0.0)
-
-    def next(self, uptime: float) -> float:
-        """Delay before the next start, given how long the last broker ran."""
-        if uptime >= self.stable_after or self.current == 0.0:
-            self.current = self.minimum
-        else:
-            self.current = min(self.current * 2, self.maximum)
-        return self.current
+STABLE_AFTER = 60.0  # a broker that ran this long is healthy: the next restart backoff starts over
 
 
 class BrokerSupervisor:
@@ -135,9 +122,6 @@ class BrokerSupervisor:
 
     def _reload(self) -> bool:
         """Ask the running broker to re-read broker.toml (``config.reload``); False if it cannot."""
-        from fluxnode.agent.broker.client import Client, ConnectError, RPCError
-        from fluxnode.agent.broker.message import NODEID_ANY
-
         # A broker that was just started may not listen yet (it may already have read the old
         # file): wait for its socket rather than restart it.
         deadline = time.monotonic() + RELOAD_CONNECT_WAIT
@@ -168,7 +152,9 @@ class BrokerSupervisor:
             self.files.clear_broker()
             self.crashes += 1
             self.last_exit = code
-            delay = self.backoff.next(uptime)
+            if uptime >= STABLE_AFTER:
+                self.backoff.reset()
+            delay = self.backoff.next_delay()
             self.next_start = time.monotonic() + delay
             log.warning("broker exited with status %s after %.1fs; restarting in %.1fs", code, uptime, delay)
             self.notify("BrokerExited", f"broker exited with status {code} after {uptime:.1f}s; "

@@ -6,11 +6,11 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 import yaml
-from fluxnode.agent.node.agent import agent as agent_command
 from support.kube_agents import AgentProcess, add_node, stop_all
 from support.paths import REPO
 from support.waiting import wait_for
 
+from fluxnode.commands.agent import agent as agent_command
 from fluxnode.testing.kube_emulator import RequestInfo
 from fluxnode.testing.kube_rbac import RbacAuthorizer
 

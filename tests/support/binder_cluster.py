@@ -19,7 +19,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from fluxnode.scheduler.binder.binder import Binder, BinderConfig
+from fluxnode.scheduler.binder.binder import Binder
+from fluxnode.scheduler.binder.config import BinderConfig
 from kubernetes.utils import parse_quantity
 
 from fluxnode.testing.kube_emulator import KubeEmulator

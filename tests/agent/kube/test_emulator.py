@@ -9,6 +9,7 @@ import threading
 import pytest
 import urllib3
 from kubernetes import client, watch
+from kubernetes.client import BatchV1Api, CoordinationV1Api, EventsV1Api
 from support.waiting import wait_for
 
 from fluxnode.testing.kube_emulator import KubeEmulator
@@ -314,8 +315,6 @@ def test_pagination(kube, core):
 
 
 def test_other_resources(kube, core):
-    from kubernetes.client import BatchV1Api, CoordinationV1Api, EventsV1Api
-
     api_client = core.api_client
     lease = CoordinationV1Api(api_client).create_namespaced_lease(
         "fluxnode", {"metadata": {"name": "leader"}, "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 15}})

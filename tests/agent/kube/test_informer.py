@@ -6,7 +6,8 @@ import threading
 
 import pytest
 from fluxnode.agent.kube.api_client import KubeAccessError
-from fluxnode.agent.kube.informer import Backoff, Informer
+from fluxnode.agent.kube.backoff import Backoff
+from fluxnode.agent.kube.informer import Informer
 from support.waiting import wait_for
 
 FAST = Backoff(initial=0.01, maximum=0.1)

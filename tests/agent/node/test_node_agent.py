@@ -11,7 +11,7 @@ import subprocess
 import pytest
 from fluxnode.broker_conf import config as broker_config
 from fluxnode.broker_conf import hostlist
-from support.kube_agents import AgentProcess, add_node, stop_all
+from support.kube_agents import AgentProcess, add_node, free_port, stop_all
 from support.waiting import wait_for
 
 
@@ -226,8 +226,6 @@ def test_multi_node_overlay_grows_shrinks_and_marks_not_ready_down(kube, agents)
 
 
 def test_unreachable_api_exits_non_zero_after_retrying(kube, tmp_path):
-    from support.kube_agents import free_port
-
     kubeconfig = tmp_path / "dead.kubeconfig"
     kubeconfig.write_text(kube.kubeconfig_path.read_text().replace(kube.url, f"http://127.0.0.1:{free_port()}"))
     agent = AgentProcess(kube, "w1", tmp_path, "--api-wait", "1")

@@ -1,0 +1,139 @@
+"""The binding cycle: bind workers write the placements the scheduling cycle decided.
+
+As in kube-scheduler, binding runs apart from scheduling so a slow API server never
+holds up the next decision: the loop hands a group's bindings to a thread pool in
+chunks and carries on; each worker writes its pods' Bindings one after another and
+hands the results back through the loop's inbox, where `bound` accounts for them on
+the loop thread (the only one that touches the cluster cache).
+
+A group is placed all or nothing by the service; Kubernetes cannot unbind, so when
+one binding fails the pods already bound keep their share, the failed pods' ranks
+are freed and those pods are queued again (an all-or-nothing increment of the same
+group) after a per-pod backoff. A 409 means the pod is bound already (a replayed
+bind after a restart, or someone else): its share stays held.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_mod
+import threading
+import time
+from dataclasses import dataclass
+
+from fluxnode.scheduler.binder.binding import BindError
+from fluxnode.scheduler.binder.cluster_state import PodInfo
+from fluxnode.scheduler.binder.context import BinderContext
+from fluxnode.scheduler.binder.slot_assignment import PodSlot
+
+log = logging.getLogger("fluxnode.binder")
+
+BIND_RETRY_MIN, BIND_RETRY_MAX = 0.5, 60.0  # backoff for a pod whose binding failed
+RESULTS_PER_WAKEUP = 8  # binding results a worker hands to the loop at once
+BINDS_PER_CHUNK_MIN = 4  # a worker woken for fewer bindings costs more in wake-ups than it saves
+
+Bind = tuple[PodInfo, PodSlot, int, str]
+"""One pod to bind: the pod, its share, its allocation id and its group (``ns/kind/name``)."""
+
+
+@dataclass
+class PodResult:
+    uid: str
+    alloc_id: int
+    ok: bool
+    status: int = 0
+    message: str = ""
+    created: float = 0.0
+    finished: float = 0.0  # when the Binding was accepted (epoch seconds)
+
+
+class BindingCycle:
+    def __init__(self, ctx: BinderContext, inbox: queue_mod.SimpleQueue):
+        self.ctx = ctx
+        self.inbox = inbox  # results go back to the loop as ("bound", [PodResult, ...])
+        self.inflight: dict[str, int] = {}  # pod uid -> alloc id, binding submitted
+        self.retry_after: dict[str, tuple[float, float]] = {}  # pod uid -> (monotonic time, delay) after a failed bind
+        self._binds_running = threading.Condition()
+        self._nbinds = 0  # bindings submitted and not finished (counted by the workers)
+
+    def submit(self, binds: list[Bind]) -> None:
+        """Hand bindings to the pool in at most `bind_workers` chunks of at least
+        BINDS_PER_CHUNK_MIN: one task per pod would cost a thread wake-up (and GIL
+        hand-off) per pod for nothing."""
+        if not binds:
+            return
+        for pod, _slot, alloc_id, _group in binds:
+            self.inflight[pod.uid] = alloc_id
+            self.ctx.reported.pop(pod.uid, None)
+        with self._binds_running:
+            self._nbinds += len(binds)
+        chunks = min(-(-len(binds) // BINDS_PER_CHUNK_MIN), self.ctx.config.bind_workers)
+        for i in range(chunks):
+            self.ctx.pool.submit(self._bind_chunk, binds[i::chunks])
+
+    def wait_idle(self, timeout: float) -> None:
+        """Let the bindings in flight land (before the cache is rebuilt from the API)."""
+        with self._binds_running:
+            self._binds_running.wait_for(lambda: self._nbinds == 0, timeout=timeout)
+
+    def backing_off(self, pods: list[PodInfo]) -> bool:
+        """Whether a binding of one of `pods` failed too recently to try again."""
+        now = time.monotonic()
+        return any(self.retry_after.get(p.uid, (0.0, 0.0))[0] > now for p in pods)
+
+    def forget(self, uid: str) -> None:
+        """The pod is gone: drop its retry backoff."""
+        self.retry_after.pop(uid, None)
+
+    def _bind_chunk(self, binds: list[Bind]) -> None:
+        """Bind pods one after another; results go to the loop a few at a time (each put
+        wakes the loop thread, so one per pod costs more than the bookkeeping it carries)."""
+        results: list[PodResult] = []
+        try:
+            for pod, slot, alloc_id, group in binds:
+                results.append(self._bind_one(pod, slot, alloc_id, group))
+                if len(results) >= RESULTS_PER_WAKEUP:
+                    self._deliver(results)
+                    results = []
+        finally:
+            self._deliver(results)
+
+    def _deliver(self, results: list[PodResult]) -> None:
+        if not results:
+            return
+        self.inbox.put(("bound", results))
+        with self._binds_running:
+            self._nbinds -= len(results)
+            self._binds_running.notify_all()
+
+    def _bind_one(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> PodResult:
+        try:
+            self.ctx.writer.bind(pod, slot, alloc_id, group)
+            return PodResult(pod.uid, alloc_id, True, created=pod.created, finished=time.time())
+        except BindError as exc:
+            return PodResult(pod.uid, alloc_id, False, exc.status, str(exc), pod.created)
+        except Exception as exc:  # never lose a result
+            return PodResult(pod.uid, alloc_id, False, 0, f"{type(exc).__name__}: {exc}", pod.created)
+
+    def bound(self, result: PodResult) -> None:
+        """Account for one binding's outcome (on the loop thread)."""
+        ctx = self.ctx
+        self.inflight.pop(result.uid, None)
+        if result.ok:
+            self.retry_after.pop(result.uid, None)
+            ctx.metrics.bindings.labels("bound").inc()
+            if result.created:
+                ctx.metrics.latency.observe(max(0.0, result.finished - result.created))
+            return
+        ctx.metrics.bindings.labels("failed").inc()
+        delay = min(BIND_RETRY_MAX, max(BIND_RETRY_MIN, 2 * self.retry_after.get(result.uid, (0.0, 0.0))[1]))
+        self.retry_after[result.uid] = (time.monotonic() + delay, delay)
+        pod = ctx.state.pods.get(result.uid)
+        log.warning("binding %s failed (HTTP %s): %s", pod.ref if pod else result.uid, result.status, result.message)
+        if result.status == 409:
+            # Already bound (a replayed bind after a restart, or someone else): it runs, so its
+            # share stays held; the watch shows where. Never free what a running pod uses.
+            return
+        ctx.state.unplace(result.uid)
+        if pod is not None and result.status != 404:
+            ctx.pool.submit(ctx.writer.not_scheduled, pod, "WaitingForResources", f"binding failed: {result.message}; will retry")

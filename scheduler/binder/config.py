@@ -1,0 +1,36 @@
+"""The binder's settings, one dataclass so the command line, tests and benches build it alike.
+
+Defaults match the ``fluxnode binder`` options; the command line is the only place
+that validates them (a test passing odd values gets what it asked for).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class BinderConfig:
+    scheduler_name: str = "fluxnode"
+    uri: str | None = None  # None: find rank 0 through the agents' rank map (rank_configmap)
+    rank_configmap: str = "fluxnode/fluxnode-ranks"
+    broker_port: int = 8050
+    curve_cert: str | None = None
+    policy: str = "first"
+    bind_workers: int = 16
+    reserve_depth: int = 1
+    queue_depth: int = 32  # busy attempts per cycle before waiting for a change (a batch is finished)
+    alloc_batch: int = 64  # groups asked for in one sched.alloc round trip
+    resync: float = 5.0
+    leader_elect: bool = True
+    lease_namespace: str = "kube-system"
+    lease_name: str = "fluxnode-binder"
+    identity: str = ""
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    http_host: str = "0.0.0.0"
+    http_port: int | None = 10259
+    watch_timeout: int = 300
+    rpc_timeout: float = 10.0  # a sched.* answer slower than this means the leader is gone
+    report_delay: float = 1.0  # an incomplete group says it waits only after this long

@@ -1,0 +1,367 @@
+"""The scheduling queue and the scheduling cycle: pick pod groups, ask the leader where they go.
+
+Like kube-scheduler's scheduling cycle, one thread (the binder loop) takes complete
+groups from the queue in order (priority, then age; see queue.py) and decides for
+each, but the decision is the lead broker's graph scheduler's: a group is one
+jobspec of N slots, one per pod, matched all or nothing. Every pod gets at least
+one whole core (cpu rounds up), its GPUs and its memory (MiB, rounded up); a
+heterogeneous group has one slot kind per distinct shape, matched kind by kind in
+one service call, so every pod gets exactly its shape. Up to ``alloc_batch``
+groups go in one ``sched.alloc`` round trip; the service answers in order and
+stops after a reservation, so batching never changes an outcome.
+
+Before asking, the cycle narrows the nodes a group may use (cordoned, NotReady,
+reserved for another group; each pod's nodeSelector, required node affinity and
+tolerations), computed once per change rather than once per group: a burst has
+thousands of groups over thousands of nodes. Other schedulers' pods and the gap
+between a node's capacity and its allocatable are held in the graph by one pinned
+"outside usage" allocation per node, re-pinned whenever they change. A placed
+group goes to the binding cycle; one that cannot run says why on its pods
+(``WaitingForResources``, ``WaitingForGroup`` or ``Unschedulable``).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+from fluxnode.agent.broker.client import RPCError
+from fluxnode.broker_conf import hostlist
+from fluxnode.scheduler.binder.binding_cycle import Bind, BindingCycle
+from fluxnode.scheduler.binder.cluster_state import Group, GroupAllocation, OutsideUsage, PodInfo
+from fluxnode.scheduler.binder.context import BinderContext
+from fluxnode.scheduler.binder.node_affinity import (
+    NodeAffinityError,
+    PodPlacement,
+    eligible_nodes,
+    explain,
+    pod_placement,
+)
+from fluxnode.scheduler.binder.pod_requests import PodRequestError, pod_requests
+from fluxnode.scheduler.binder.slot_assignment import AssignmentError, assign, assign_kinds
+from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec, slot_labels
+
+log = logging.getLogger("fluxnode.binder")
+
+MIB = 1024 * 1024
+
+
+@dataclass
+class Candidates:
+    """The nodes groups may use in this cycle and what is derived from them, computed
+    once per change (a reservation excludes nodes), not once per group: a cluster has
+    thousands of nodes and a burst thousands of groups."""
+
+    names: list[str]
+    hostlist: str
+    largest_memory: int  # bytes
+    excluded: int  # how many nodes were excluded when this was computed
+    tainted: bool = False  # some candidate has a NoSchedule/NoExecute taint
+    # distinct pod placement rules -> (eligible names, their hostlist, why others were not)
+    eligible: dict = field(default_factory=dict)
+
+
+@dataclass
+class Attempt:
+    """A group ready to be asked for: the sched.alloc payload and what its answer is for."""
+
+    group: Group
+    pods: list[PodInfo]
+    shapes: dict[str, tuple[int, int, int]]
+    usable: list[str]
+    payload: dict
+    labels: dict[str, tuple[int, int, int]]  # slot label -> pod shape
+
+
+class SchedulingCycle:
+    def __init__(self, ctx: BinderContext, binding: BindingCycle):
+        self.ctx = ctx
+        self.binding = binding
+        self.retry_outside: set[str] = set()  # nodes whose outside usage the graph could not hold yet
+        self._hostlist_cache: tuple[tuple[str, ...], str] = ((), "")
+
+    def run(self) -> None:
+        """One cycle: settle cancels and outside usage, then try the queue if anything changed."""
+        ctx = self.ctx
+        self._flush_cancels()
+        self._pin_outside()
+        self.update_gauges()
+        if not ctx.state.changed:
+            return
+        ctx.state.changed = False
+        for alloc_id in ctx.reservations.release_all():
+            ctx.cancel(alloc_id, None)
+        usable = ctx.state.usable_nodes()
+        excluded: set[str] = set()
+        candidates: Candidates | None = None
+        busy = 0
+        todo = deque(ctx.state.queue.ordered())
+        while todo and busy < ctx.config.queue_depth:
+            batch: list[Attempt] = []
+            while todo and len(batch) < ctx.config.alloc_batch:
+                group = ctx.state.groups.get(todo.popleft())
+                if group is None or not group.ready:
+                    continue
+                if group.unsatisfiable and group.unsatisfiable_generation == ctx.state.node_generation:
+                    continue
+                if candidates is None or candidates.excluded != len(excluded):
+                    candidates = self._candidates(usable, excluded)
+                attempt = self._prepare(group, candidates)
+                if isinstance(attempt, Attempt):
+                    batch.append(attempt)
+                elif attempt == "busy":
+                    busy += 1
+                    if busy >= ctx.config.queue_depth:
+                        break
+            if not batch:
+                continue
+            answers = self._request(batch)
+            binds: list[Bind] = []
+            for attempt, answer in zip(batch, answers, strict=False):
+                if self._finish(attempt, answer, excluded, binds) == "busy":
+                    busy += 1
+            self.binding.submit(binds)
+            # the service stopped after a reservation: the rest are asked again (it
+            # changed what they may use, and which op they get)
+            todo.extendleft(reversed([a.group.key for a in batch[len(answers):]]))
+        self._report_waiting()
+
+    def update_gauges(self) -> None:
+        state, metrics = self.ctx.state, self.ctx.metrics
+        metrics.pending_groups.set(len(state.queue))
+        metrics.pending_pods.set(sum(len(state.groups[k].pending) for k in state.with_pending if k in state.groups))
+
+    # -- the graph's view of the cluster ---------------------------------------------
+
+    def _flush_cancels(self) -> None:
+        state = self.ctx.state
+        while state.to_cancel:
+            alloc_id, ranks = state.to_cancel[0]
+            self.ctx.cancel(alloc_id, ranks)
+            state.to_cancel.pop(0)
+
+    def _pin_outside(self) -> None:
+        ctx = self.ctx
+        state = ctx.state
+        dirty = state.dirty_nodes | self.retry_outside
+        state.dirty_nodes = set()
+        self.retry_outside = set()
+        for name in sorted(dirty):
+            usage = state.outside_usage(name)
+            old = state.outside.get(name)
+            if old is not None and old[1] == usage and (old[0] is not None or usage == OutsideUsage(0, 0, 0)):
+                continue
+            if old is not None and old[0] is not None:
+                ctx.cancel(old[0], None)
+            state.outside.pop(name, None)
+            state.node_generation += 1
+            if usage is None:
+                continue
+            if usage == OutsideUsage(0, 0, 0):
+                state.outside[name] = (None, usage)
+                continue
+            spec = build_jobspec(
+                [SlotKind(usage.cores, usage.gpus, usage.memory_mib, 1)],
+                constraints={"hostlist": [name]},
+                name=f"outside-usage-{name}",
+            )
+            try:
+                answer = ctx.sched.rpc(
+                    "sched.alloc",
+                    {"jobspec": spec, "policy": "first", "op": "allocate",
+                     "labels": {"owner": ctx.owner, "kind": "outside", "node": name}},
+                )
+                state.outside[name] = (answer["id"], usage)
+            except RPCError as exc:
+                # Our accounting cannot hold what is already there (e.g. rounding): keep the
+                # node out of our placements until it can.
+                log.warning("node %s: cannot hold outside usage %s: %s; node not used until it fits", name, usage, exc.errstr)
+                state.outside[name] = (None, usage)
+                self.retry_outside.add(name)
+            state.changed = True
+
+    # -- which nodes a group may use ------------------------------------------------
+
+    def _candidates(self, usable: list[str], excluded: set[str]) -> Candidates:
+        state = self.ctx.state
+        names = [n for n in usable if n not in excluded] if excluded else usable
+        most = state.largest_memory(names) if names else 0
+        nodes = state.nodes
+        tainted = any(nodes[n].traits.taints for n in names if n in nodes)
+        return Candidates(names, self._hostlist(names) if names else "", most, len(excluded), tainted)
+
+    def _eligible(self, candidates: Candidates, placements: list[PodPlacement]) -> tuple[list[str], str, str]:
+        """The candidates every pod of a group may run on (nodeSelector, required node
+        affinity, taints), their hostlist, and kube-scheduler's summary when there are none.
+        Computed once per distinct set of rules per cycle change: the pods of a burst
+        mostly share a template."""
+        if not candidates.tainted and not any(p.restricts for p in placements):
+            return candidates.names, candidates.hostlist, ""
+        key = frozenset(placements)
+        hit = candidates.eligible.get(key)
+        if hit is None:
+            state = self.ctx.state
+            nodes = [state.nodes[n].traits for n in candidates.names if n in state.nodes]
+            names, excluded = eligible_nodes(key, nodes)
+            hit = candidates.eligible[key] = (
+                names, hostlist.encode(names) if names else "", explain(excluded, len(nodes)) if not names else "")
+        return hit
+
+    def _hostlist(self, names: list[str]) -> str:
+        """RFC 29 hostlist of `names`, cached: the usable set rarely changes between groups."""
+        key = tuple(names)
+        if self._hostlist_cache[0] != key:
+            self._hostlist_cache = (key, hostlist.encode(names))
+        return self._hostlist_cache[1]
+
+    # -- one group --------------------------------------------------------------------
+
+    def _prepare(self, group: Group, candidates: Candidates) -> Attempt | str:
+        """What to ask the service for `group`, or the outcome when there is nothing to ask."""
+        ctx = self.ctx
+        pods = sorted(group.pending.values(), key=lambda p: p.uid)
+        if self.binding.backing_off(pods):
+            return "backoff"  # a binding failed recently; the resync tick retries it
+        try:
+            reqs = {p.uid: pod_requests(p.raw) for p in pods}
+        except PodRequestError as exc:
+            return self._unschedulable(group, pods, str(exc), f"{exc}; fix the pod spec")
+        # Every pod gets exactly its own shape: a heterogeneous group is one jobspec with
+        # one slot kind per distinct shape, matched kind by kind in one service call.
+        shapes = {uid: (max(1, r.cores), r.gpus, r.memory_mib) for uid, r in reqs.items()}
+        if not candidates.names:
+            return self._waiting(pods, "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full); will retry")
+        try:
+            placements = [pod_placement(p.raw) for p in pods]
+        except NodeAffinityError as exc:
+            return self._unschedulable(group, pods, str(exc), f"{exc}; fix the pod spec")
+        names, hosts, why_none = self._eligible(candidates, placements)
+        if not names:
+            if candidates.excluded:  # reserved for another group now; may fit later
+                return self._waiting(pods, f"busy: {why_none}; will retry")
+            return self._unschedulable(group, pods, why_none)
+        # The graph holds each node's capacity, of which the outside-usage pins keep back
+        # what is not allocatable: a pod above every node's allocatable memory would wait
+        # forever as "busy", so it is reported unschedulable here in Kubernetes' terms.
+        biggest = max(r.memory_bytes for r in reqs.values())
+        if biggest > candidates.largest_memory:
+            return self._unschedulable(group, pods, f"a pod needs {biggest // MIB} MiB of memory but the largest "
+                                                    f"usable node allocates {candidates.largest_memory // MIB} MiB")
+        kinds = sorted(Counter(shapes.values()).items())
+        slot_kinds = [SlotKind(c, g, m, n) for (c, g, m), n in kinds]
+        spec = build_jobspec(slot_kinds, constraints={"hostlist": [hosts]}, name=str(group.key))
+        payload = {
+            "jobspec": spec,
+            "policy": ctx.config.policy,
+            "op": ctx.reservations.op_for_blocked(),
+            "labels": {"owner": ctx.owner, "kind": "group", "group": str(group.key), "pods": [p.uid for p in pods]},
+        }
+        labels = {label: (k.cores, k.gpus, k.memory_mib) for label, k in slot_labels(slot_kinds).items()}
+        return Attempt(group, pods, shapes, names, payload, labels)
+
+    def _request(self, batch: list[Attempt]) -> list[dict | RPCError]:
+        """Ask the service for `batch` in one round trip; one answer per request tried
+        (the service stops after the first one reserved)."""
+        sched = self.ctx.sched
+        t0 = time.perf_counter()
+        try:
+            if len(batch) == 1:
+                try:
+                    return [sched.rpc("sched.alloc", batch[0].payload)]
+                except RPCError as exc:
+                    return [exc]
+            answers = sched.rpc("sched.alloc", {"requests": [a.payload for a in batch]})["answers"]
+            return [RPCError(a["errnum"], a.get("errstr")) if "errnum" in a else a for a in answers]
+        finally:
+            self.ctx.metrics.attempt_duration.observe(time.perf_counter() - t0)
+
+    def _finish(self, attempt: Attempt, answer: dict | RPCError, excluded: set[str], binds: list[Bind]) -> str:
+        """Act on the service's answer for one group; placed pods go to `binds`."""
+        ctx = self.ctx
+        group, pods, shapes = attempt.group, attempt.pods, attempt.shapes
+        if isinstance(answer, RPCError):
+            if answer.errnum == errno.EBUSY:
+                return self._waiting(pods, f"{answer.errstr}; will retry when resources free up")
+            return self._unschedulable(group, pods, self._explain(shapes, attempt.usable) or answer.errstr)
+        ctx.sched_ok = True
+        if answer["status"] == "RESERVED":
+            ctx.reservations.hold(group.key, answer["id"])
+            excluded.update(n["hostname"] for n in answer["nodes"])
+            return self._waiting(pods, "busy: resources reserved for this group; will bind when they free up",
+                                 "reserved")
+        try:
+            if "kinds" in answer:
+                slots = assign_kinds(shapes, {attempt.labels.get(k["label"]): k["nodes"] for k in answer["kinds"]})
+            else:
+                slots = assign(shapes, answer["nodes"])
+        except AssignmentError as exc:
+            ctx.cancel(answer["id"], None)
+            return self._waiting(pods, f"busy: {exc}; will retry", "error")
+        ctx.state.placed(GroupAllocation(answer["id"], group.key, {uid: s.rank for uid, s in slots.items()}))
+        ctx.metrics.attempts.labels("scheduled").inc()
+        binds.extend((pod, slots[pod.uid], answer["id"], str(group.key)) for pod in pods)
+        return "scheduled"
+
+    # -- saying why a group waits -----------------------------------------------------
+
+    def _waiting(self, pods: list[PodInfo], message: str, attempt: str = "busy") -> str:
+        """The group cannot run now but may later: say so on its pods, count the attempt."""
+        self.ctx.report(pods, "WaitingForResources", message)
+        self.ctx.metrics.attempts.labels(attempt).inc()
+        return "busy"
+
+    def _unschedulable(self, group: Group, pods: list[PodInfo], reason: str, message: str | None = None) -> str:
+        """The group can never run as the cluster is: remember why (until the nodes change)
+        and say so on its pods."""
+        group.unsatisfiable, group.unsatisfiable_generation = reason, self.ctx.state.node_generation
+        if message is None:
+            message = f"unsatisfiable: {reason.removeprefix('unsatisfiable: ')}; will not fit until the cluster changes"
+        self.ctx.report(pods, "Unschedulable", message)
+        self.ctx.metrics.attempts.labels("unschedulable").inc()
+        return "unschedulable"
+
+    def _explain(self, shapes: dict[str, tuple[int, int, int]], usable: list[str]) -> str | None:
+        """Why a group can never fit, in numbers a user can act on."""
+        capacity = self.ctx.state.capacity
+        caps = [capacity[n] for n in usable if n in capacity]
+        if not caps:
+            return None
+        big_c = max(c.cores for c in caps)
+        big_g = max(c.gpus for c in caps)
+        big_m = max(c.memory_mib for c in caps)
+        for c, g, m in sorted(shapes.values(), reverse=True):
+            if c > big_c:
+                return f"a pod needs {c} cores but the largest usable node has {big_c}"
+            if g > big_g:
+                return f"a pod needs {g} GPUs but the largest usable node has {big_g}"
+            if m > big_m:
+                return f"a pod needs {m} MiB of memory but the largest usable node has {big_m} MiB in the graph"
+        total_c = sum(c for c, _g, _m in shapes.values())
+        total_g = sum(g for _c, g, _m in shapes.values())
+        have_c = sum(c.cores for c in caps)
+        have_g = sum(c.gpus for c in caps)
+        if total_c > have_c:
+            return f"the group needs {total_c} cores in {len(shapes)} pods but the {len(caps)} usable nodes have {have_c} in total"
+        if total_g > have_g:
+            return f"the group needs {total_g} GPUs but the {len(caps)} usable nodes have {have_g} in total"
+        return None
+
+    def _report_waiting(self) -> None:
+        """Pods of incomplete groups say what they wait for (once, after report_delay:
+        a group whose pods are being created right now should not churn pod status)."""
+        ctx = self.ctx
+        now = time.monotonic()
+        for key in list(ctx.state.with_pending):
+            group = ctx.state.groups.get(key)
+            if group is None:
+                continue
+            if group.problem:
+                ctx.report(list(group.pending.values()), "Unschedulable", group.problem)
+                continue
+            if group.placed or len(group.pending) >= group.size or now - group.since < ctx.config.report_delay:
+                continue
+            message = f"waiting for group {group.key.namespace}/{group.key.name}: {group.size} pods required"
+            ctx.report(list(group.pending.values()), "WaitingForGroup", message)
