@@ -24,7 +24,10 @@ ROOT_LOGGER = "fluxnode"
 
 def utc_timestamp(record: logging.LogRecord) -> str:
     """RFC 3339 UTC time of a record, in milliseconds: ``2024-05-01T12:00:00.123Z``."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+    return (
+        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        + f".{int(record.msecs):03d}Z"
+    )
 
 
 class JsonFormatter(logging.Formatter):
@@ -46,8 +49,10 @@ class LogfmtFormatter(logging.Formatter):
     """One line per record, key=value (Kubernetes-style structured logs)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return (f"time={utc_timestamp(record)} level={record.levelname.lower()} logger={record.name} "
-                f"msg={json.dumps(record.getMessage())}")
+        return (
+            f"time={utc_timestamp(record)} level={record.levelname.lower()} logger={record.name} "
+            f"msg={json.dumps(record.getMessage())}"
+        )
 
 
 def setup_logging(level: str | int, formatter: logging.Formatter) -> None:

@@ -17,11 +17,21 @@ from fluxnode.agent.node.selection import NodeSelection
 
 def node(i: int) -> dict:
     name = f"node{i:05d}"
-    return {"metadata": {"name": name, "creationTimestamp": f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
-                         "labels": {"kubernetes.io/hostname": name}},
-            "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}],
-                                   "capacity": {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": "4"},
-                                   "addresses": [{"type": "InternalIP", "address": f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"}]}}
+    return {
+        "metadata": {
+            "name": name,
+            "creationTimestamp": f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
+            "labels": {"kubernetes.io/hostname": name},
+        },
+        "spec": {},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "capacity": {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": "4"},
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"}
+            ],
+        },
+    }
 
 
 def timed(fn, repeat: int = 3) -> tuple[float, object]:
@@ -43,20 +53,26 @@ def measure(n: int, settings: overlay_config.OverlaySettings) -> str:
     t_toml, text = timed(lambda: overlay_config.render(rank_map, nodes, settings))
     t_R, _ = timed(lambda: node_resources.cluster_R(rank_map, nodes))
     t_place, _ = timed(lambda: overlay_config.placement(rank_map, nodes, settings, "node00000"))
-    return (f"{n:>6} {t_plan * 1e3:>10.1f}ms {t_join * 1e3:>11.1f}ms {t_toml * 1e3:>10.1f}ms {t_R * 1e3:>7.1f}ms "
-            f"{t_place * 1e3:>8.2f}ms   (broker.toml {len(text) / 1024:.0f} KiB)")
+    return (
+        f"{n:>6} {t_plan * 1e3:>10.1f}ms {t_join * 1e3:>11.1f}ms {t_toml * 1e3:>10.1f}ms {t_R * 1e3:>7.1f}ms "
+        f"{t_place * 1e3:>8.2f}ms   (broker.toml {len(text) / 1024:.0f} KiB)"
+    )
 
 
 def main(sizes: list[int]) -> None:
     settings = overlay_config.OverlaySettings(port=8050, bind_address="0.0.0.0", topo="kary:2",
                                               cert_path="/etc/fluxnode/curve.cert")
-    print(f"{'nodes':>6} {'select+plan':>12} {'plan(1 join)':>13} {'broker.toml':>12} {'R':>9} {'placement':>10}")
+    print(
+        f"{'nodes':>6} {'select+plan':>12} {'plan(1 join)':>13} {'broker.toml':>12} {'R':>9} {'placement':>10}"
+    )
     for n in sizes:
         print(measure(n, settings))
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("sizes", nargs="*", type=int, default=[10, 100, 1000], metavar="N",
                         help="node counts (default: 10 100 1000)")
     main(parser.parse_args().sizes)

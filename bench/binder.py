@@ -67,16 +67,29 @@ def cpu_times(pid: int) -> tuple[float, float]:
 
 
 def pod(name: str, group: str | None, size: int | None) -> dict:
-    labels = {"scheduling.x-k8s.io/pod-group": group, "fluence.flux-framework.org/group-size": str(size)} if group else {}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": labels},
-            "spec": {"schedulerName": "fluxnode", "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]},
-            "status": {"phase": "Pending"}}
+    labels = (
+        {"scheduling.x-k8s.io/pod-group": group, "fluence.flux-framework.org/group-size": str(size)}
+        if group
+        else {}
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": {
+            "schedulerName": "fluxnode",
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+        },
+        "status": {"phase": "Pending"},
+    }
 
 
 def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
     """groups: (group name or None, pods); creates all pods in a burst and waits for all bindings."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-binder-"))
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "bench"), os.environ.get("PYTHONPATH", "")])
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT / "bench"), os.environ.get("PYTHONPATH", "")]
+    )
     os.environ["FLUXNODE_BENCH_NODES"] = str(args.nodes)
     os.environ["FLUXNODE_BENCH_CORES"] = str(args.cores)
     kube = TimedEmulator().start()
@@ -88,20 +101,59 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
         for i in range(args.nodes):
             kube.add_node(f"sim{i}", cpu=str(args.cores), memory="64Gi")
         binder = subprocess.Popen(
-            [sys.executable, "-m", "fluxnode", "binder", "--kubeconfig", str(kube.kubeconfig_path), "--uri", inst.tcp_uri(0),
-             "--curve-cert", inst.cert_path, "--no-leader-elect", "--http-port", "0", "--bind-workers", str(args.bind_workers), "--alloc-batch", str(args.alloc_batch), "--log-level", args.binder_log_level],
-            stderr=binder_log)
+            [
+                sys.executable,
+                "-m",
+                "fluxnode",
+                "binder",
+                "--kubeconfig",
+                str(kube.kubeconfig_path),
+                "--uri",
+                inst.tcp_uri(0),
+                "--curve-cert",
+                inst.cert_path,
+                "--no-leader-elect",
+                "--http-port",
+                "0",
+                "--bind-workers",
+                str(args.bind_workers),
+                "--alloc-batch",
+                str(args.alloc_batch),
+                "--log-level",
+                args.binder_log_level,
+            ],
+            stderr=binder_log,
+        )
         # warm up: one pod through the whole path, so startup/sync is not counted
         kube.create("pods", pod("warmup", None, None), "default")
         wait_for(lambda: "warmup" in kube.store.bound_at, 120, what="warm-up pod bound")
         kube.delete("pods", "warmup", "default")  # give its core back before the burst
-        wait_for(lambda: not inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"], 30,
-                 what="warm-up allocation freed")
+        wait_for(
+            lambda: not inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"],
+            30,
+            what="warm-up allocation freed",
+        )
         spy = None
         if args.py_spy:
             out_path = f"{args.py_spy}-{title.replace(' ', '_')}.txt"
-            spy = subprocess.Popen([args.py_spy_cmd, "record", "--pid", str(binder.pid), "--rate", str(args.py_spy_rate), "--nonblocking", "--gil",
-                                    "--format", "raw", "--output", out_path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            spy = subprocess.Popen(
+                [
+                    args.py_spy_cmd,
+                    "record",
+                    "--pid",
+                    str(binder.pid),
+                    "--rate",
+                    str(args.py_spy_rate),
+                    "--nonblocking",
+                    "--gil",
+                    "--format",
+                    "raw",
+                    "--output",
+                    out_path,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             time.sleep(1.0)  # let py-spy attach before the burst (bench only, not a test)
         cpu0 = cpu_times(binder.pid)
         created: dict[str, float] = {}
@@ -134,10 +186,13 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
             "binder_system_ms_per_pod": 1000 * system / len(names),
             "last_created_to_last_bound_ms": 1000 * (last_bind - last_created),
         }
-        print(f"{title}: {out['pods']} pods, {out['pods_per_s']:.0f} pods/s, p50 {out['p50_ms']:.0f} ms, "
-              f"p99 {out['p99_ms']:.0f} ms, binder CPU {out['binder_cpu_ms_per_pod']:.2f} ms/pod "
-              f"(user {out['binder_user_ms_per_pod']:.2f}, system {out['binder_system_ms_per_pod']:.2f}), "
-              f"last creation -> last binding {out['last_created_to_last_bound_ms']:.0f} ms", flush=True)
+        print(
+            f"{title}: {out['pods']} pods, {out['pods_per_s']:.0f} pods/s, p50 {out['p50_ms']:.0f} ms, "
+            f"p99 {out['p99_ms']:.0f} ms, binder CPU {out['binder_cpu_ms_per_pod']:.2f} ms/pod "
+            f"(user {out['binder_user_ms_per_pod']:.2f}, system {out['binder_system_ms_per_pod']:.2f}), "
+            f"last creation -> last binding {out['last_created_to_last_bound_ms']:.0f} ms",
+            flush=True,
+        )
         finished = True
         return out
     finally:
@@ -168,13 +223,25 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--binder-log-level", default="warning")
     p.add_argument("--bind-workers", type=int, default=16)
-    p.add_argument("--alloc-batch", type=int, default=64, help="groups per sched.alloc round trip (1: one per group)")
-    p.add_argument("--py-spy", metavar="PREFIX", help="profile the binder with py-spy during each burst "
-                   "(raw folded stacks in PREFIX-<scenario>.txt; py-spy is not a dependency: pip install it to measure)")
+    p.add_argument(
+        "--alloc-batch",
+        type=int,
+        default=64,
+        help="groups per sched.alloc round trip (1: one per group)",
+    )
+    p.add_argument(
+        "--py-spy",
+        metavar="PREFIX",
+        help="profile the binder with py-spy during each burst "
+        "(raw folded stacks in PREFIX-<scenario>.txt; py-spy is not a dependency: pip install it to measure)",
+    )
     p.add_argument("--py-spy-rate", type=int, default=500, help="py-spy samples per second")
     p.add_argument("--py-spy-cmd", default=str(Path(sys.executable).parent / "py-spy"))
     args = p.parse_args()
-    print(f"binder bench: {args.nodes} simulated nodes x {args.cores} cores, {os.cpu_count()} CPUs", flush=True)
+    print(
+        f"binder bench: {args.nodes} simulated nodes x {args.cores} cores, {os.cpu_count()} CPUs",
+        flush=True,
+    )
     if args.singles:
         scenario(f"{args.singles} single pods", args, [(None, 1)] * args.singles)
     if args.groups:

@@ -20,8 +20,14 @@ class SimulatedNodes:
         self._broker = broker
         self.rank, self.size, self.attrs = broker.rank, broker.size, broker.attrs
         self.statedir, self.log = broker.statedir, broker.log
-        self._R = build_R([NodeResources(rank=i, hostname=f"sim{i}", cores=list(range(cores)), memory_mib=65536)
-                           for i in range(nodes)])
+        self._R = build_R(
+            [
+                NodeResources(
+                    rank=i, hostname=f"sim{i}", cores=list(range(cores)), memory_mib=65536
+                )
+                for i in range(nodes)
+            ]
+        )
 
     def register(self, topic, handler):
         self._broker.register(topic, handler)

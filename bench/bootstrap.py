@@ -61,11 +61,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1,16,64,256")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--with-scheduler", action="store_true", help="rank 0 loads the default scheduler module")
+    ap.add_argument(
+        "--with-scheduler", action="store_true", help="rank 0 loads the default scheduler module"
+    )
     args = ap.parse_args()
     if args.with_scheduler:
         MODULES.clear()
-    print(f"{'N':>5} {'median s':>9} {'min s':>7} {'RSS MiB max':>12} {'RSS MiB avg':>12} {'PSS MiB avg':>12}")
+    print(
+        f"{'N':>5} {'median s':>9} {'min s':>7} {'RSS MiB max':>12} {'RSS MiB avg':>12} {'PSS MiB avg':>12}"
+    )
     results = []
     for n in (int(x) for x in args.sizes.split(",")):
         times = [run(n, ["true"])[0] for _ in range(args.repeat)]
@@ -73,8 +77,14 @@ def main() -> None:
         mem = json.loads(out)
         rss = [r / 1024 for r, _ in mem]
         pss = [p / 1024 for _, p in mem]
-        row = {"n": n, "median_s": statistics.median(times), "min_s": min(times), "rss_max_mib": max(rss),
-               "rss_avg_mib": statistics.mean(rss), "pss_avg_mib": statistics.mean(pss)}
+        row = {
+            "n": n,
+            "median_s": statistics.median(times),
+            "min_s": min(times),
+            "rss_max_mib": max(rss),
+            "rss_avg_mib": statistics.mean(rss),
+            "pss_avg_mib": statistics.mean(pss),
+        }
         results.append(row)
         print(f"{n:>5} {row['median_s']:>9.2f} {row['min_s']:>7.2f} {row['rss_max_mib']:>12.1f} "
               f"{row['rss_avg_mib']:>12.1f} {row['pss_avg_mib']:>12.1f}", flush=True)

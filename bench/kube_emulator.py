@@ -41,7 +41,9 @@ def main(n: int) -> None:
         w = watch.Watch()
 
         def consume() -> None:
-            for e in w.stream(api.list_namespaced_pod, "default", resource_version=str(rv), deserialize=False):
+            for e in w.stream(
+                api.list_namespaced_pod, "default", resource_version=str(rv), deserialize=False
+            ):
                 name = e["object"]["metadata"]["name"]
                 latencies.append(time.perf_counter() - sent[name])
                 if len(latencies) >= min(n, 200):
@@ -55,17 +57,23 @@ def main(n: int) -> None:
         for i in range(min(n, 200)):
             name = f"p{i:05d}"
             sent[name] = time.perf_counter()
-            api.patch_namespaced_pod_status(name, "default", {"status": {"phase": "Running"}}, _preload_content=False)
+            api.patch_namespaced_pod_status(
+                name, "default", {"status": {"phase": "Running"}}, _preload_content=False
+            )
         done.wait(60)
         t_patch = time.perf_counter() - t0
-        print(f"pods={n}: create {n / t_create:.0f}/s, list raw {t_list_raw * 1e3:.0f} ms "
-              f"({len(raw.data) / 1024:.0f} KiB), list as models {t_list_model * 1e3:.0f} ms, "
-              f"patch+watch {len(latencies) / t_patch:.0f}/s, watch latency median "
-              f"{statistics.median(latencies) * 1e3:.1f} ms, p95 {sorted(latencies)[int(len(latencies) * .95)] * 1e3:.1f} ms")
+        print(
+            f"pods={n}: create {n / t_create:.0f}/s, list raw {t_list_raw * 1e3:.0f} ms "
+            f"({len(raw.data) / 1024:.0f} KiB), list as models {t_list_model * 1e3:.0f} ms, "
+            f"patch+watch {len(latencies) / t_patch:.0f}/s, watch latency median "
+            f"{statistics.median(latencies) * 1e3:.1f} ms, p95 {sorted(latencies)[int(len(latencies) * 0.95)] * 1e3:.1f} ms"
+        )
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("n", nargs="?", type=int, default=1000, metavar="N",
                         help="pods to create, list and patch (default: 1000)")
     main(parser.parse_args().n)

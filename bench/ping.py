@@ -34,8 +34,11 @@ def inner(count: int) -> None:
                 assert resp["pad"] == padding
             times.sort()
             p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
-            print(f"pad={pad:>6}  n={count}  median={statistics.median(times):.3f} ms  p99={p99:.3f} ms  "
-                  f"route={resp['route']}", flush=True)
+            print(
+                f"pad={pad:>6}  n={count}  median={statistics.median(times):.3f} ms  p99={p99:.3f} ms  "
+                f"route={resp['route']}",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -46,9 +49,28 @@ def main() -> None:
     if args.inner:
         inner(args.count)
         return
-    p = subprocess.run([sys.executable, "-m", "fluxnode", "start", "--test-size", "8", "--topo", "kary:2", "-q",
-                        "-S", "broker.modules=", "--", sys.executable, __file__, INNER, "--count", str(args.count)],
-                       timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fluxnode",
+            "start",
+            "--test-size",
+            "8",
+            "--topo",
+            "kary:2",
+            "-q",
+            "-S",
+            "broker.modules=",
+            "--",
+            sys.executable,
+            __file__,
+            INNER,
+            "--count",
+            str(args.count),
+        ],
+        timeout=600,
+    )
     print(f"(load average: {os.getloadavg()[0]:.2f}; cpus: {os.cpu_count()})")
     sys.exit(p.returncode)
 

@@ -36,16 +36,26 @@ def one(nodes: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("sizes", nargs="*", type=int, default=[1000, 5000, 16384], metavar="SIZE",
-                        help="node counts, each built in a fresh process (default: 1000 5000 16384)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "sizes",
+        nargs="*",
+        type=int,
+        default=[1000, 5000, 16384],
+        metavar="SIZE",
+        help="node counts, each built in a fresh process (default: 1000 5000 16384)",
+    )
     parser.add_argument("--one", type=int, metavar="N", help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args()
     if args.one is not None:
         print(json.dumps(one(args.one)))
         return
     sizes = args.sizes
-    print(f"{'nodes':>7} {'vertices':>9} {'read s':>8} {'init s':>8} {'total s':>8} {'peak MiB':>9}")
+    print(
+        f"{'nodes':>7} {'vertices':>9} {'read s':>8} {'init s':>8} {'total s':>8} {'peak MiB':>9}"
+    )
     for n in sizes:
         out = subprocess.run([sys.executable, __file__, "--one", str(n)], capture_output=True,
                              text=True, check=True).stdout

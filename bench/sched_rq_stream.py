@@ -25,11 +25,33 @@ import yaml
 from sched_common import jobspec, write_grug
 
 SHAPES = {
-    "core1": [{"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}],
-    "core8gpu1": [{"type": "slot", "count": 1, "label": "task", "with": [
-        {"type": "core", "count": 8}, {"type": "gpu", "count": 1}]}],
-    "node2": [{"type": "node", "count": 2, "with": [{"type": "slot", "count": 1, "label": "task",
-              "with": [{"type": "socket", "count": 2, "with": [{"type": "core", "count": 32}]}]}]}],
+    "core1": [
+        {"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}
+    ],
+    "core8gpu1": [
+        {
+            "type": "slot",
+            "count": 1,
+            "label": "task",
+            "with": [{"type": "core", "count": 8}, {"type": "gpu", "count": 1}],
+        }
+    ],
+    "node2": [
+        {
+            "type": "node",
+            "count": 2,
+            "with": [
+                {
+                    "type": "slot",
+                    "count": 1,
+                    "label": "task",
+                    "with": [
+                        {"type": "socket", "count": 2, "with": [{"type": "core", "count": 32}]}
+                    ],
+                }
+            ],
+        }
+    ],
 }
 
 

@@ -33,8 +33,10 @@ def stats(samples: list[float]) -> str:
         return "no samples"
     s = sorted(samples)
     p99 = s[min(len(s) - 1, int(len(s) * 0.99))]
-    return (f"{len(s):6d} matches  {len(s) / sum(s):8.1f}/s  median {statistics.median(s) * 1e3:8.2f} ms"
-            f"  p99 {p99 * 1e3:8.2f} ms")
+    return (
+        f"{len(s):6d} matches  {len(s) / sum(s):8.1f}/s  median {statistics.median(s) * 1e3:8.2f} ms"
+        f"  p99 {p99 * 1e3:8.2f} ms"
+    )
 
 
 def run_policy(path: Path, policy: str, budget: float, gang_runs: int) -> None:
@@ -64,8 +66,21 @@ def run_policy(path: Path, policy: str, budget: float, gang_runs: int) -> None:
     for label in GANGS:
         took: list[float] = []
         for _ in range(gang_runs):
-            out = subprocess.run([sys.executable, __file__, "--one-gang", label, "--policies", policy,
-                                  "--graph", str(path)], capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--one-gang",
+                    label,
+                    "--policies",
+                    policy,
+                    "--graph",
+                    str(path),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             ms = out.stdout.strip()
             if not ms.replace(".", "", 1).isdigit():
                 print(f"  {policy:8s} {label}: {ms}")
@@ -76,7 +91,10 @@ def run_policy(path: Path, policy: str, budget: float, gang_runs: int) -> None:
                   f"min {min(took):.1f}, max {max(took):.1f} ({len(took)} runs)")
 
 
-GANGS = {"1000x1-node gang": lambda: gang_nodes(1000), "4000x8-core gang": lambda: gang_cores(4000, 8)}
+GANGS = {
+    "1000x1-node gang": lambda: gang_nodes(1000),
+    "4000x8-core gang": lambda: gang_cores(4000, 8),
+}
 
 
 def one_gang(path: Path, policy: str, label: str) -> None:
@@ -98,7 +116,9 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--policies", default="low,high,lonode,first")
     ap.add_argument("--budget", type=float, default=20.0, help="seconds per fill phase")
-    ap.add_argument("--gang-runs", type=int, default=5, help="fresh graphs per gang (median, min, max)")
+    ap.add_argument(
+        "--gang-runs", type=int, default=5, help="fresh graphs per gang (median, min, max)"
+    )
     ap.add_argument("--one-gang", choices=sorted(GANGS), help=argparse.SUPPRESS)
     ap.add_argument("--graph", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -20,8 +20,14 @@ from fluxnode.scheduler.service.live_graph import LiveGraph
 
 
 def machine(n: int) -> dict:
-    return build_R([NodeResources(rank=i, hostname=f"node{i}", cores=list(range(8)), sockets=2, memory_mib=65536)
-                    for i in range(n)])
+    return build_R(
+        [
+            NodeResources(
+                rank=i, hostname=f"node{i}", cores=list(range(8)), sockets=2, memory_mib=65536
+            )
+            for i in range(n)
+        ]
+    )
 
 
 def timed(fn) -> float:

@@ -33,7 +33,9 @@ import zmq
 
 __all__ = ["Certificate", "CertificateError", "generate", "write", "load", "loads", "dumps"]
 
-_Z85_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#")
+_Z85_CHARS = frozenset(
+    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+)
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.")
 _VALUE_EXTRA = frozenset(".-:+=^!/*?&<>()[]{}@%$# \t_,~")
 
@@ -95,10 +97,16 @@ def generate(name: str | None = None) -> Certificate:
 
 def _check_meta(key: str, value: str) -> None:
     if not key or any(c not in _KEY_CHARS for c in key):
-        raise CertificateError(f"metadata key {key!r} may only contain letters, digits, '-' and '.'")
-    bad = next((c for c in value if not (c.isascii() and c.isalnum()) and c not in _VALUE_EXTRA), None)
+        raise CertificateError(
+            f"metadata key {key!r} may only contain letters, digits, '-' and '.'"
+        )
+    bad = next(
+        (c for c in value if not (c.isascii() and c.isalnum()) and c not in _VALUE_EXTRA), None
+    )
     if bad is not None:
-        raise CertificateError(f"metadata {key} value {value!r} contains {bad!r}, which ZPL cannot hold")
+        raise CertificateError(
+            f"metadata {key} value {value!r} contains {bad!r}, which ZPL cannot hold"
+        )
 
 
 def dumps(cert: Certificate) -> str:
@@ -111,7 +119,12 @@ def dumps(cert: Certificate) -> str:
     for key, value in cert.metadata.items():
         _check_meta(key, value)
         lines.append(f'    {key} = "{value}"')
-    lines += ["curve", f'    public-key = "{public_key.decode()}"', f'    secret-key = "{secret_key.decode()}"', ""]
+    lines += [
+        "curve",
+        f'    public-key = "{public_key.decode()}"',
+        f'    secret-key = "{secret_key.decode()}"',
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -127,14 +140,18 @@ def write(path: str | Path, cert: Certificate, *, force: bool = False) -> Path:
     try:
         p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
-        raise CertificateError(f"{p}: cannot create directory {p.parent}: {exc.strerror or exc}") from None
+        raise CertificateError(
+            f"{p}: cannot create directory {p.parent}: {exc.strerror or exc}"
+        ) from None
     if p.is_dir():
         raise CertificateError(f"{p}: is a directory")
     if p.exists() and not force:
         raise CertificateError(f"{p}: already exists (use --force to replace it)")
     target = p.with_name(f".{p.name}.{os.getpid()}.tmp") if force else p
     try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        fd = os.open(
+            target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600
+        )
     except FileExistsError:
         raise CertificateError(f"{p}: already exists (use --force to replace it)") from None
     except OSError as exc:
@@ -163,7 +180,9 @@ def _parse_keyval(line: str, path: Path, lineno: int) -> tuple[str, str]:
     return key, rest[1:-1]
 
 
-def loads(text: str, path: str | Path = "<certificate>", *, require_secret: bool = True) -> Certificate:
+def loads(
+    text: str, path: str | Path = "<certificate>", *, require_secret: bool = True
+) -> Certificate:
     """Parse ZPL certificate text; `path` names the source in errors."""
     p = Path(path)
     section = None
@@ -176,7 +195,9 @@ def loads(text: str, path: str | Path = "<certificate>", *, require_secret: bool
         indented = raw[0] in " \t"
         if not indented:
             if stripped not in ("metadata", "curve"):
-                raise CertificateError(f"{p}:{lineno}: unknown section {stripped!r} (expected 'metadata' or 'curve')")
+                raise CertificateError(
+                    f"{p}:{lineno}: unknown section {stripped!r} (expected 'metadata' or 'curve')"
+                )
             section = stripped
             continue
         if section is None:
@@ -188,13 +209,17 @@ def loads(text: str, path: str | Path = "<certificate>", *, require_secret: bool
             meta[key] = value
         else:
             if key not in ("public-key", "secret-key"):
-                raise CertificateError(f"{p}:{lineno}: unknown curve key {key!r} (expected public-key or secret-key)")
+                raise CertificateError(
+                    f"{p}:{lineno}: unknown curve key {key!r} (expected public-key or secret-key)"
+                )
             try:
                 keys[key] = _check_key(value, key)
             except CertificateError as exc:
                 raise CertificateError(f"{p}:{lineno}: {exc}") from None
     if "public-key" not in keys:
-        raise CertificateError(f"{p}: no curve public-key (is this a certificate from 'fluxnode keygen'?)")
+        raise CertificateError(
+            f"{p}: no curve public-key (is this a certificate from 'fluxnode keygen'?)"
+        )
     secret = keys.get("secret-key")
     if secret is None and require_secret:
         raise CertificateError(f"{p}: no curve secret-key (brokers need the secret certificate)")
@@ -212,7 +237,9 @@ def load(path: str | Path, *, require_secret: bool = True) -> Certificate:
     try:
         data = p.read_bytes()
     except FileNotFoundError:
-        raise CertificateError(f"{p}: no such file (create one with 'fluxnode keygen {p}')") from None
+        raise CertificateError(
+            f"{p}: no such file (create one with 'fluxnode keygen {p}')"
+        ) from None
     except IsADirectoryError:
         raise CertificateError(f"{p}: is a directory") from None
     except OSError as exc:

@@ -174,7 +174,9 @@ class BrokerConfig:
     def _host(self, rank: int) -> ResolvedHost:
         hosts = self.hosts
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < len(hosts):
-            raise self._error("bootstrap.hosts", f"rank {rank!r} is out of range (size {len(hosts)})")
+            raise self._error(
+                "bootstrap.hosts", f"rank {rank!r} is out of range (size {len(hosts)})"
+            )
         return hosts[rank]
 
     def _substitute(self, pattern: str, host: str, key: str) -> str:
@@ -189,7 +191,10 @@ class BrokerConfig:
         if h.bind is not None:
             return self._substitute(h.bind, h.host, f"bootstrap.hosts[{h.entry}].bind")
         if self.bootstrap.default_bind is None:
-            raise self._error(f"bootstrap.hosts[{h.entry}].bind", f"no bind URI for {h.host!r} and no bootstrap.default_bind")
+            raise self._error(
+                f"bootstrap.hosts[{h.entry}].bind",
+                f"no bind URI for {h.host!r} and no bootstrap.default_bind",
+            )
         return self._substitute(self.bootstrap.default_bind, h.host, "bootstrap.default_bind")
 
     def connect_uri(self, rank: int) -> str:
@@ -199,7 +204,8 @@ class BrokerConfig:
             return self._substitute(h.connect, h.host, f"bootstrap.hosts[{h.entry}].connect")
         if self.bootstrap.default_connect is None:
             raise self._error(
-                f"bootstrap.hosts[{h.entry}].connect", f"no connect URI for {h.host!r} and no bootstrap.default_connect"
+                f"bootstrap.hosts[{h.entry}].connect",
+                f"no connect URI for {h.host!r} and no bootstrap.default_connect",
             )
         return self._substitute(self.bootstrap.default_connect, h.host, "bootstrap.default_connect")
 
@@ -213,11 +219,18 @@ class BrokerConfig:
                 continue
             key = f"bootstrap.hosts[{h.entry}].parent"
             if not self.tbon.topo.startswith("custom"):
-                raise self._error(key, f"parent is only allowed with tbon.topo = \"custom\" (topo is {self.tbon.topo!r})")
+                raise self._error(
+                    key,
+                    f"parent is only allowed with tbon.topo = \"custom\" (topo is {self.tbon.topo!r})",
+                )
             if h.parent not in by_name:
-                raise self._error(key, f"parent {h.parent!r} of {h.host!r} is not a host in bootstrap.hosts")
+                raise self._error(
+                    key, f"parent {h.parent!r} of {h.host!r} is not a host in bootstrap.hosts"
+                )
             if h.rank == 0:
-                raise self._error(key, f"rank 0 ({h.host}) may not have a parent in a tree topology")
+                raise self._error(
+                    key, f"rank 0 ({h.host}) may not have a parent in a tree topology"
+                )
             parents[h.rank] = by_name[h.parent]
         try:
             return Topology.from_spec(self.tbon.topo, max(1, len(hosts)), parents or None)
@@ -240,12 +253,16 @@ class BrokerConfig:
             out = set()
             for name in hostlist.decode(spec):
                 if name not in ranks_by_name:
-                    raise self._error("resource.exclude", f"{name!r} is not a host in bootstrap.hosts") from None
+                    raise self._error(
+                        "resource.exclude", f"{name!r} is not a host in bootstrap.hosts"
+                    ) from None
                 out.add(ranks_by_name[name])
             return sorted(out)
         for r in ranks:
             if r >= self.size:
-                raise self._error("resource.exclude", f"rank {r} is out of range (size {self.size})")
+                raise self._error(
+                    "resource.exclude", f"rank {r} is out of range (size {self.size})"
+                )
         return ranks
 
     # -- serialization -----------------------------------------------------------
@@ -260,7 +277,16 @@ class BrokerConfig:
             boot["enable_ipv6"] = True
         if b.hosts:
             boot["hosts"] = [
-                {k: v for k, v in (("host", e.host), ("bind", e.bind), ("connect", e.connect), ("parent", e.parent)) if v is not None}
+                {
+                    k: v
+                    for k, v in (
+                        ("host", e.host),
+                        ("bind", e.bind),
+                        ("connect", e.connect),
+                        ("parent", e.parent),
+                    )
+                    if v is not None
+                }
                 for e in b.hosts
             ]
         t = self.tbon
@@ -273,12 +299,19 @@ class BrokerConfig:
         if t.interface_hint is not None:
             tbon["interface-hint"] = t.interface_hint
         r = self.resource
-        res: dict[str, Any] = {k: getattr(r, k) for k in ("path", "scheduling", "exclude", "override") if getattr(r, k) is not None}
+        res: dict[str, Any] = {
+            k: getattr(r, k)
+            for k in ("path", "scheduling", "exclude", "override")
+            if getattr(r, k) is not None
+        }
         res.update({k: getattr(r, k) for k in ("noverify", "norestrict") if getattr(r, k)})
         out: dict[str, Any] = {"bootstrap": boot, "tbon": tbon}
         if res:
             out["resource"] = res
-        out["access"] = {"allow-guest-user": self.access.allow_guest_user, "allow-root-owner": self.access.allow_root_owner}
+        out["access"] = {
+            "allow-guest-user": self.access.allow_guest_user,
+            "allow-root-owner": self.access.allow_root_owner,
+        }
         return out
 
     def dumps(self) -> str:
@@ -350,7 +383,13 @@ class _Reader:
     def boolean(self, name: str, default: bool = False) -> bool:
         return self.get(name, (bool,), "a boolean (true/false)", default)
 
-    def integer(self, name: str, default: int | None = None, minimum: int | None = None, maximum: int | None = None) -> int | None:
+    def integer(
+        self,
+        name: str,
+        default: int | None = None,
+        minimum: int | None = None,
+        maximum: int | None = None,
+    ) -> int | None:
         value = self.get(name, (int,), "an integer", default)
         if value is not None and name in self.table:
             if minimum is not None and value < minimum:
@@ -371,7 +410,10 @@ class _Reader:
     def uri(self, name: str) -> str | None:
         value = self.string(name)
         if value is not None and not value.startswith(URI_SCHEMES):
-            raise self.error(self.key(name), f"{value!r} is not a ZeroMQ endpoint (expected tcp://HOST:PORT, %h/%p allowed)")
+            raise self.error(
+                self.key(name),
+                f"{value!r} is not a ZeroMQ endpoint (expected tcp://HOST:PORT, %h/%p allowed)",
+            )
         return value
 
     def finish(self, known: list[str] | tuple[str, ...]) -> None:
@@ -384,9 +426,14 @@ class _Reader:
 
 
 def _tname(value: Any) -> str:
-    return {dict: "a table", list: "an array", str: "a string", int: "an integer", float: "a float", bool: "a boolean"}.get(
-        type(value), type(value).__name__
-    )
+    return {
+        dict: "a table",
+        list: "an array",
+        str: "a string",
+        int: "an integer",
+        float: "a float",
+        bool: "a boolean",
+    }.get(type(value), type(value).__name__)
 
 
 def _short(value: Any) -> str:
@@ -415,9 +462,13 @@ def _parse_bootstrap(table: Any, origins: _Origins) -> BootstrapConfig:
         except hostlist.HostlistError as exc:
             raise h.error(h.key("host"), str(exc)) from None
         parent = h.string("parent")
-        cfg.hosts.append(HostEntry(host=host, bind=h.uri("bind"), connect=h.uri("connect"), parent=parent))
+        cfg.hosts.append(
+            HostEntry(host=host, bind=h.uri("bind"), connect=h.uri("connect"), parent=parent)
+        )
         h.finish(("host", "bind", "connect", "parent"))
-    r.finish(("curve_cert", "default_port", "default_bind", "default_connect", "enable_ipv6", "hosts"))
+    r.finish(
+        ("curve_cert", "default_port", "default_bind", "default_connect", "enable_ipv6", "hosts")
+    )
     return cfg
 
 
@@ -440,8 +491,19 @@ def _parse_tbon(table: Any, origins: _Origins) -> TbonConfig:
         prefertcp=r.boolean("prefertcp", d.prefertcp),
         interface_hint=r.string("interface-hint"),
     )
-    r.finish(("topo", "tcp_user_timeout", "connect_timeout", "torpid_min", "torpid_max", "zmqdebug", "child_rcvhwm",
-              "prefertcp", "interface-hint"))
+    r.finish(
+        (
+            "topo",
+            "tcp_user_timeout",
+            "connect_timeout",
+            "torpid_min",
+            "torpid_max",
+            "zmqdebug",
+            "child_rcvhwm",
+            "prefertcp",
+            "interface-hint",
+        )
+    )
     return cfg
 
 
@@ -462,14 +524,19 @@ def _parse_resource(table: Any, origins: _Origins) -> ResourceConfig:
             try:
                 hostlist.decode(cfg.exclude)
             except hostlist.HostlistError as exc:
-                raise r.error("resource.exclude", f"must be an idset of ranks or a hostlist: {exc}") from None
+                raise r.error(
+                    "resource.exclude", f"must be an idset of ranks or a hostlist: {exc}"
+                ) from None
     r.finish(("path", "scheduling", "exclude", "noverify", "norestrict", "override"))
     return cfg
 
 
 def _parse_access(table: Any, origins: _Origins) -> AccessConfig:
     r = _Reader(table, "access", origins)
-    cfg = AccessConfig(allow_guest_user=r.boolean("allow-guest-user"), allow_root_owner=r.boolean("allow-root-owner"))
+    cfg = AccessConfig(
+        allow_guest_user=r.boolean("allow-guest-user"),
+        allow_root_owner=r.boolean("allow-root-owner"),
+    )
     r.finish(("allow-guest-user", "allow-root-owner"))
     return cfg
 
@@ -504,21 +571,37 @@ def _resolve_hosts(entries: list[HostEntry], path: Path | None) -> list[Resolved
                 rec[k] = v
                 rec["set_by"].setdefault(k, i)
     return [
-        ResolvedHost(rank=r, host=d["host"], bind=d["bind"], connect=d["connect"], parent=d["parent"], entry=d["entry"])
+        ResolvedHost(
+            rank=r,
+            host=d["host"],
+            bind=d["bind"],
+            connect=d["connect"],
+            parent=d["parent"],
+            entry=d["entry"],
+        )
         for r, d in enumerate(resolved)
     ]
 
 
-_TABLES = {"bootstrap": _parse_bootstrap, "tbon": _parse_tbon, "resource": _parse_resource, "access": _parse_access}
+_TABLES = {
+    "bootstrap": _parse_bootstrap,
+    "tbon": _parse_tbon,
+    "resource": _parse_resource,
+    "access": _parse_access,
+}
 
 
-def from_dict(data: Mapping[str, Any], path: str | Path | None = None, *, origins: _Origins | None = None) -> BrokerConfig:
+def from_dict(
+    data: Mapping[str, Any], path: str | Path | None = None, *, origins: _Origins | None = None
+) -> BrokerConfig:
     """Validate a parsed TOML mapping into a BrokerConfig (every check `load` does)."""
     origins = origins or _Origins(Path(path) if path is not None else None)
     unknown = sorted(set(data) - set(_TABLES))
     if unknown:
         raise ConfigError(
-            origins.file_for(unknown[0]), unknown[0], f"unknown table {unknown[0]!r} (known: {', '.join(_TABLES)})"
+            origins.file_for(unknown[0]),
+            unknown[0],
+            f"unknown table {unknown[0]!r} (known: {', '.join(_TABLES)})",
         )
     parts = {name: parse(data.get(name, {}), origins) for name, parse in _TABLES.items()}
     cfg = BrokerConfig(**parts, path=Path(path) if path is not None else origins.default)
@@ -535,13 +618,26 @@ def _validate(cfg: BrokerConfig, origins: _Origins) -> None:
     except ConfigError as exc:
         raise err(exc.key, exc.problem) from None
     if len(hosts) > 1 and cfg.bootstrap.curve_cert is None:
-        raise err("bootstrap.curve_cert", f"is required when bootstrap.hosts has more than one host ({len(hosts)})")
+        raise err(
+            "bootstrap.curve_cert",
+            f"is required when bootstrap.hosts has more than one host ({len(hosts)})",
+        )
     for h in hosts:
-        for kind, default in (("bind", cfg.bootstrap.default_bind), ("connect", cfg.bootstrap.default_connect)):
+        for kind, default in (
+            ("bind", cfg.bootstrap.default_bind),
+            ("connect", cfg.bootstrap.default_connect),
+        ):
             pattern = getattr(h, kind) or default
-            key = f"bootstrap.hosts[{h.entry}].{kind}" if getattr(h, kind) else f"bootstrap.default_{kind}"
+            key = (
+                f"bootstrap.hosts[{h.entry}].{kind}"
+                if getattr(h, kind)
+                else f"bootstrap.default_{kind}"
+            )
             if len(hosts) > 1 and pattern is None:
-                raise err(f"bootstrap.hosts[{h.entry}].{kind}", f"no {kind} URI for {h.host!r} and no bootstrap.default_{kind}")
+                raise err(
+                    f"bootstrap.hosts[{h.entry}].{kind}",
+                    f"no {kind} URI for {h.host!r} and no bootstrap.default_{kind}",
+                )
             if pattern is not None and "%p" in pattern and cfg.bootstrap.default_port is None:
                 raise err(key, f"{pattern!r} uses %p but bootstrap.default_port is not set")
     try:
@@ -575,7 +671,9 @@ def _read_toml(file: Path) -> dict[str, Any]:
         raise ConfigError(file, "", f"TOML syntax error: {exc}") from None
 
 
-def _merge(dst: dict[str, Any], src: dict[str, Any], file: Path, origins: _Origins, prefix: str = "") -> None:
+def _merge(
+    dst: dict[str, Any], src: dict[str, Any], file: Path, origins: _Origins, prefix: str = ""
+) -> None:
     for key, value in src.items():
         dotted = f"{prefix}.{key}" if prefix else key
         if key in dst:

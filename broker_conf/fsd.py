@@ -49,7 +49,12 @@ def _num(x: float) -> str:
 
 def format(seconds: float) -> str:  # noqa: A001 - mirrors fsd_format_duration
     """Render seconds as the shortest exact FSD string (``90.0 -> "1.5m"``)."""
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds) or seconds < 0:
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or math.isnan(seconds)
+        or seconds < 0
+    ):
         raise FSDError(f"invalid duration {seconds!r}: must be a non-negative number of seconds")
     if math.isinf(seconds):
         return "infinity"

@@ -72,11 +72,17 @@ def _expand_idlist(idlist: str, whole: str) -> list[str]:
     for item in items:
         lo_s, sep, hi_s = item.partition("-")
         lo = idset.parse_id(lo_s, whole, what="hostlist", error=HostlistError, leading_zeros=True)
-        hi = idset.parse_id(hi_s, whole, what="hostlist", error=HostlistError, leading_zeros=True) if sep else lo
+        hi = (
+            idset.parse_id(hi_s, whole, what="hostlist", error=HostlistError, leading_zeros=True)
+            if sep
+            else lo
+        )
         if hi < lo:
             raise HostlistError(f"invalid hostlist {whole!r}: range {item!r} is descending")
         if len(out) + (hi - lo + 1) > MAX_HOSTS:
-            raise HostlistError(f"invalid hostlist {whole!r}: expands to more than {MAX_HOSTS} hosts")
+            raise HostlistError(
+                f"invalid hostlist {whole!r}: expands to more than {MAX_HOSTS} hosts"
+            )
         out.extend(str(n).zfill(width) for n in range(lo, hi + 1))
     return out
 
@@ -134,7 +140,9 @@ class _Run:
         if self.count == 1:
             return self.prefix + self.first_digits
         fmt = [
-            str(lo).zfill(self.width) if lo == hi else f"{str(lo).zfill(self.width)}-{str(hi).zfill(self.width)}"
+            str(lo).zfill(self.width)
+            if lo == hi
+            else f"{str(lo).zfill(self.width)}-{str(hi).zfill(self.width)}"
             for lo, hi in self.ranges
         ]
         return f"{self.prefix}[{','.join(fmt)}]"

@@ -47,7 +47,9 @@ _env.filters["toml"] = _toml_value
 _env.filters["toml_inline"] = _toml_inline
 
 
-def _entries(hosts: Sequence[str], overrides: Mapping[str, Mapping[str, str]]) -> list[dict[str, str]]:
+def _entries(
+    hosts: Sequence[str], overrides: Mapping[str, Mapping[str, str]]
+) -> list[dict[str, str]]:
     entries: list[dict[str, str]] = []
     run: list[str] = []
     for host in hosts:
@@ -60,8 +62,12 @@ def _entries(hosts: Sequence[str], overrides: Mapping[str, Mapping[str, str]]) -
             run = []
         bad = sorted(set(extra) - set(_HOST_KEYS))
         if bad:
-            raise RenderError(f"host_overrides[{host!r}]: unknown key {bad[0]!r} (known: {', '.join(_HOST_KEYS)})")
-        entries.append({"host": host, **{k: extra[k] for k in _HOST_KEYS if extra.get(k) is not None}})
+            raise RenderError(
+                f"host_overrides[{host!r}]: unknown key {bad[0]!r} (known: {', '.join(_HOST_KEYS)})"
+            )
+        entries.append(
+            {"host": host, **{k: extra[k] for k in _HOST_KEYS if extra.get(k) is not None}}
+        )
     if run:
         entries.append({"host": hostlist.encode(run)})
     return entries
@@ -103,7 +109,11 @@ def render_broker_toml(
         raise RenderError(f"hosts: {exc}") from None
     tbon_out: dict[str, Any] = {}
     for key, value in (tbon or {}).items():
-        if key in _TBON_DURATIONS and isinstance(value, int | float) and not isinstance(value, bool):
+        if (
+            key in _TBON_DURATIONS
+            and isinstance(value, int | float)
+            and not isinstance(value, bool)
+        ):
             try:
                 value = fsd.format(float(value))
             except fsd.FSDError as exc:
@@ -125,5 +135,7 @@ def render_broker_toml(
     try:
         config.loads(text, "<rendered broker.toml>")
     except config.ConfigError as exc:
-        raise RenderError(f"rendered config is invalid: {exc.key}: {exc.problem}" if exc.key else str(exc)) from None
+        raise RenderError(
+            f"rendered config is invalid: {exc.key}: {exc.problem}" if exc.key else str(exc)
+        ) from None
     return text

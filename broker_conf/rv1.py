@@ -45,7 +45,15 @@ __all__ = [
 ]
 
 MEMORY_UNIT = "MiB"
-_UNIT_TO_MIB = {"MiB": 1, "MB": 1, "GiB": 1024, "GB": 1024, "TiB": 1024 * 1024, "KiB": 1 / 1024, "B": 1 / (1 << 20)}
+_UNIT_TO_MIB = {
+    "MiB": 1,
+    "MB": 1,
+    "GiB": 1024,
+    "GB": 1024,
+    "TiB": 1024 * 1024,
+    "KiB": 1 / 1024,
+    "B": 1 / (1 << 20),
+}
 _DIGITS = re.compile(r"^(.*?)(\d+)$")
 
 
@@ -101,15 +109,23 @@ class NodeResources:
         if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 0:
             raise RError(f"{who}: rank must be a non-negative integer, not {self.rank!r}")
         if not isinstance(self.hostname, str) or not self.hostname:
-            raise RError(f"rank {self.rank}: hostname must be a non-empty string, not {self.hostname!r}")
+            raise RError(
+                f"rank {self.rank}: hostname must be a non-empty string, not {self.hostname!r}"
+            )
         try:
             hostlist.encode([self.hostname])
         except hostlist.HostlistError as exc:
             raise RError(f"rank {self.rank}: {exc}") from None
         if isinstance(self.sockets, bool) or not isinstance(self.sockets, int) or self.sockets < 1:
             raise RError(f"{who}: sockets must be an integer >= 1, not {self.sockets!r}")
-        if isinstance(self.memory_mib, bool) or not isinstance(self.memory_mib, int) or self.memory_mib < 0:
-            raise RError(f"{who}: memory_mib must be a non-negative integer, not {self.memory_mib!r}")
+        if (
+            isinstance(self.memory_mib, bool)
+            or not isinstance(self.memory_mib, int)
+            or self.memory_mib < 0
+        ):
+            raise RError(
+                f"{who}: memory_mib must be a non-negative integer, not {self.memory_mib!r}"
+            )
         self.cores, self.core_sockets = self._placed("cores", self.cores, self.core_sockets)
         self.gpus, self.gpu_sockets = self._placed("gpus", self.gpus, self.gpu_sockets)
 
@@ -124,10 +140,14 @@ class NodeResources:
             order = sorted(range(len(ids)), key=lambda i: ids[i])
             return [ids[i] for i in order], where
         if len(where) != len(ids):
-            raise RError(f"{who}: {kind[:-1]}_sockets has {len(where)} entries for {len(ids)} {kind}")
+            raise RError(
+                f"{who}: {kind[:-1]}_sockets has {len(where)} entries for {len(ids)} {kind}"
+            )
         for s in where:
             if s >= self.sockets:
-                raise RError(f"{who}: {kind[:-1]}_sockets names socket {s} but the node has {self.sockets} socket(s)")
+                raise RError(
+                    f"{who}: {kind[:-1]}_sockets names socket {s} but the node has {self.sockets} socket(s)"
+                )
         pairs = sorted(zip(ids, where, strict=True))
         return [p[0] for p in pairs], [p[1] for p in pairs]
 
@@ -143,14 +163,26 @@ def _vertex(uid: int, type_: str, basename: str, name: str, id_: int, rank: int,
     return {
         "id": str(uid),
         "metadata": {
-            "type": type_, "basename": basename, "name": name, "id": id_, "uniq_id": uid, "rank": rank,
-            "exclusive": False, "unit": unit, "size": size, "paths": {"containment": path},
+            "type": type_,
+            "basename": basename,
+            "name": name,
+            "id": id_,
+            "uniq_id": uid,
+            "rank": rank,
+            "exclusive": False,
+            "unit": unit,
+            "size": size,
+            "paths": {"containment": path},
         },
     }
 
 
 def _edge(source: dict, target: dict) -> dict[str, Any]:
-    return {"source": source["id"], "target": target["id"], "metadata": {"subsystem": "containment"}}
+    return {
+        "source": source["id"],
+        "target": target["id"],
+        "metadata": {"subsystem": "containment"},
+    }
 
 
 def _jgf(nodes: list[NodeResources]) -> dict[str, Any]:
@@ -169,16 +201,29 @@ def _jgf(nodes: list[NodeResources]) -> dict[str, Any]:
         node = add("node", basename, n.hostname, node_id, n.rank, npath)
         edges.append(_edge(cluster, node))
         if n.memory_mib > 0:
-            mem = add("memory", "memory", "memory0", 0, n.rank, f"{npath}/memory0", size=n.memory_mib, unit=MEMORY_UNIT)
+            mem = add(
+                "memory",
+                "memory",
+                "memory0",
+                0,
+                n.rank,
+                f"{npath}/memory0",
+                size=n.memory_mib,
+                unit=MEMORY_UNIT,
+            )
             edges.append(_edge(node, mem))
         for s in range(n.sockets):
             spath = f"{npath}/socket{s}"
             sock = add("socket", "socket", f"socket{s}", s, n.rank, spath)
             edges.append(_edge(node, sock))
             for c in n.socket_cores(s):
-                edges.append(_edge(sock, add("core", "core", f"core{c}", c, n.rank, f"{spath}/core{c}")))
+                edges.append(
+                    _edge(sock, add("core", "core", f"core{c}", c, n.rank, f"{spath}/core{c}"))
+                )
             for g in n.socket_gpus(s):
-                edges.append(_edge(sock, add("gpu", "gpu", f"gpu{g}", g, n.rank, f"{spath}/gpu{g}")))
+                edges.append(
+                    _edge(sock, add("gpu", "gpu", f"gpu{g}", g, n.rank, f"{spath}/gpu{g}"))
+                )
     return {"graph": {"nodes": vertices, "edges": edges}}
 
 
@@ -228,7 +273,9 @@ def _get(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
     value = obj[key]
     if not isinstance(value, kind) or isinstance(value, bool):
         name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise RError(f"{where + '.' if where else ''}{key}: must be {name}, not {type(value).__name__}")
+        raise RError(
+            f"{where + '.' if where else ''}{key}: must be {name}, not {type(value).__name__}"
+        )
     return value
 
 
@@ -258,7 +305,9 @@ def _graph_layout(graph: Any) -> dict[int, dict[str, Any]]:
                 raise RError(f"{where}.{end}: no vertex with id {vid!r}")
         md = e.get("metadata") or {}
         subsystem = md.get("subsystem", "containment")
-        if isinstance(md.get("name"), Mapping):  # older Fluxion: {"name": {"containment": "contains"}}
+        if isinstance(
+            md.get("name"), Mapping
+        ):  # older Fluxion: {"name": {"containment": "contains"}}
             subsystem, relation = next(iter(md["name"].items()))
             if relation != "contains":
                 continue
@@ -271,7 +320,13 @@ def _graph_layout(graph: Any) -> dict[int, dict[str, Any]]:
         rank = md.get("rank")
         if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
             raise RError(f"scheduling: node vertex {md.get('name', vid)!r} has bad rank {rank!r}")
-        info: dict[str, Any] = {"name": md.get("name"), "sockets": 0, "cores": {}, "gpus": {}, "memory_mib": 0}
+        info: dict[str, Any] = {
+            "name": md.get("name"),
+            "sockets": 0,
+            "cores": {},
+            "gpus": {},
+            "memory_mib": 0,
+        }
         sockets: list[str] = []
         stack = [(c, None) for c in children.get(vid, [])]
         while stack:
@@ -286,7 +341,9 @@ def _graph_layout(graph: Any) -> dict[int, dict[str, Any]]:
             elif t == "memory":
                 unit = cmd.get("unit") or MEMORY_UNIT
                 if unit not in _UNIT_TO_MIB:
-                    raise RError(f"scheduling: memory vertex of {info['name']!r} has unknown unit {unit!r}")
+                    raise RError(
+                        f"scheduling: memory vertex of {info['name']!r} has unknown unit {unit!r}"
+                    )
                 info["memory_mib"] += int(int(cmd.get("size", 0)) * _UNIT_TO_MIB[unit])
             else:
                 stack.extend((c, sock) for c in children.get(cid, []))
@@ -316,7 +373,9 @@ def R_lite_ranks(R: Any, types: Collection[str] | None = None) -> dict[int, dict
         if types is not None:
             unknown = sorted(set(children) - set(types))
             if unknown:
-                raise RError(f"{where}.children: unknown resource type {unknown[0]!r} (R version 1 has core and gpu)")
+                raise RError(
+                    f"{where}.children: unknown resource type {unknown[0]!r} (R version 1 has core and gpu)"
+                )
         if types is not None:
             _get(children, "core", str, f"{where}.children")
         for t, v in children.items():
@@ -356,7 +415,9 @@ def parse_R(R: Any) -> list[NodeResources]:
     hosts = R_hosts(R)
     ranks = list(per_rank)
     if len(hosts) != len(ranks):
-        raise RError(f"execution.nodelist: {len(hosts)} hostnames for {len(ranks)} ranks ({idset.encode(ranks)})")
+        raise RError(
+            f"execution.nodelist: {len(hosts)} hostnames for {len(ranks)} ranks ({idset.encode(ranks)})"
+        )
     layout = _graph_layout(R["scheduling"]) if R.get("scheduling") is not None else {}
     nodes = []
     for rank, host in zip(ranks, hosts, strict=True):
@@ -371,8 +432,16 @@ def parse_R(R: Any) -> list[NodeResources]:
                 f"{idset.encode(info['gpus'])} in the graph but cores {idset.encode(cores)} gpus "
                 f"{idset.encode(gpus)} in R_lite"
             )
-        nodes.append(NodeResources(
-            rank=rank, hostname=host, cores=cores, gpus=gpus, sockets=info["sockets"], memory_mib=info["memory_mib"],
-            core_sockets=[info["cores"][c] for c in cores], gpu_sockets=[info["gpus"][g] for g in gpus],
-        ))
+        nodes.append(
+            NodeResources(
+                rank=rank,
+                hostname=host,
+                cores=cores,
+                gpus=gpus,
+                sockets=info["sockets"],
+                memory_mib=info["memory_mib"],
+                core_sockets=[info["cores"][c] for c in cores],
+                gpu_sockets=[info["gpus"][g] for g in gpus],
+            )
+        )
     return nodes

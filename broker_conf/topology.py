@@ -36,10 +36,14 @@ def _parse_k(spec: str, arg: str, scheme: str) -> int:
 def validate_spec(spec: str) -> None:
     """Raise TopologyError if `spec` is not a known topology URI (size-independent check)."""
     if not isinstance(spec, str) or spec == "":
-        raise TopologyError(f"invalid topology {spec!r}: expected e.g. 'kary:2', 'binomial' or 'custom'")
+        raise TopologyError(
+            f"invalid topology {spec!r}: expected e.g. 'kary:2', 'binomial' or 'custom'"
+        )
     scheme, sep, arg = spec.partition(":")
     if scheme not in SCHEMES:
-        raise TopologyError(f"invalid topology {spec!r}: unknown scheme {scheme!r} (known: {', '.join(SCHEMES)})")
+        raise TopologyError(
+            f"invalid topology {spec!r}: unknown scheme {scheme!r} (known: {', '.join(SCHEMES)})"
+        )
     if scheme == "kary":
         if not sep:
             raise TopologyError(f"invalid topology {spec!r}: kary needs a fanout, e.g. 'kary:2'")
@@ -79,7 +83,9 @@ class Topology:
         for rank in range(1, size):
             parent = self.parents[rank]
             if parent is None or not 0 <= parent < size:
-                raise TopologyError(f"rank {rank}: parent {parent} is not a rank of this instance (size {size})")
+                raise TopologyError(
+                    f"rank {rank}: parent {parent} is not a rank of this instance (size {size})"
+                )
             if parent == rank:
                 raise TopologyError(f"rank {rank}: a rank cannot be its own parent")
             children[parent].append(rank)
@@ -91,7 +97,9 @@ class Topology:
             while r is not None and levels[r] < 0:
                 if r in path:
                     cycle = path[path.index(r):] + [r]
-                    raise TopologyError(f"parent cycle: {' -> '.join(map(str, cycle))} never reaches rank 0")
+                    raise TopologyError(
+                        f"parent cycle: {' -> '.join(map(str, cycle))} never reaches rank 0"
+                    )
                 path.append(r)
                 r = self.parents[r]
             base = levels[r] if r is not None else 0
@@ -137,7 +145,9 @@ class Topology:
                 if not 0 <= rank < size:
                     raise TopologyError(f"rank {rank} is not a rank of this instance (size {size})")
                 if rank == 0:
-                    raise TopologyError(f"rank 0 may not have a parent in a tree topology (got {parent})")
+                    raise TopologyError(
+                        f"rank 0 may not have a parent in a tree topology (got {parent})"
+                    )
                 table[rank] = parent
         return cls(spec, tuple(table))
 

@@ -49,7 +49,9 @@ class LazyGroup(click.Group):
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             if exc.name and module_name.startswith(exc.name):
-                raise click.ClickException(f"command {name!r} is not available in this build") from exc
+                raise click.ClickException(
+                    f"command {name!r} is not available in this build"
+                ) from exc
             raise
         return getattr(module, attr)
 
@@ -61,7 +63,9 @@ class LazyGroup(click.Group):
             except click.ClickException:
                 continue
             if command is not None and not command.hidden:
-                rows.append((name, command.get_short_help_str(limit=formatter.width - 6 - len(name))))
+                rows.append(
+                    (name, command.get_short_help_str(limit=formatter.width - 6 - len(name)))
+                )
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)

@@ -23,8 +23,10 @@ def _sel(result):
 
 
 def simple(result) -> str:
-    return "".join(f"{PREFIX}{'---' * e.level}{e.vertex.name}[{e.needs}:{'x' if e.exclusive else 's'}]\n"
-                   for e in _sel(result))
+    return "".join(
+        f"{PREFIX}{'---' * e.level}{e.vertex.name}[{e.needs}:{'x' if e.exclusive else 's'}]\n"
+        for e in _sel(result)
+    )
 
 
 def pretty_simple(result) -> str:
@@ -101,7 +103,10 @@ def rlite(result) -> list[dict]:
         v = e.vertex
         if v.type in ("core", "gpu"):
             by_rank.setdefault(_rank_of(v), {}).setdefault(v.type, []).append(v.id)
-    kids = {r: {t: idset.encode(sorted(set(ids))) for t, ids in sorted(types.items())} for r, types in by_rank.items()}
+    kids = {
+        r: {t: idset.encode(sorted(set(ids))) for t, ids in sorted(types.items())}
+        for r, types in by_rank.items()
+    }
     # a graph without ranks (GRUG) puts every node at rank -1, as Fluxion writes it: never grouped
     unranked = [{"rank": str(r), "children": kids[r]} for r in sorted(kids) if r < 0]
     return unranked + R_lite({r: k for r, k in kids.items() if r >= 0})

@@ -11,7 +11,9 @@ from fluxnode.testing.kube_emulator import KubeEmulator
 
 @pytest.fixture
 def kube(tmp_path) -> Iterator[KubeEmulator]:
-    with KubeEmulator(directory=tmp_path / "kube", namespaces=("default", "kube-system", "fluxnode")) as emulator:
+    with KubeEmulator(
+        directory=tmp_path / "kube", namespaces=("default", "kube-system", "fluxnode")
+    ) as emulator:
         yield emulator
 
 

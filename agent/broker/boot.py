@@ -70,11 +70,15 @@ def parse_quorum(value: str | None, size: int) -> int:
         except ValueError as exc:
             raise BrokerError(f"broker.quorum: {exc}") from None
     if not 1 <= n <= size:
-        raise BrokerError(f"broker.quorum: {value!r} must be between 1 and the instance size {size}")
+        raise BrokerError(
+            f"broker.quorum: {value!r} must be between 1 and the instance size {size}"
+        )
     return n
 
 
-def boot(config: BrokerConfig, hostname: str, attrs: dict[str, str], topology: Topology | None = None) -> InstanceState:
+def boot(
+    config: BrokerConfig, hostname: str, attrs: dict[str, str], topology: Topology | None = None
+) -> InstanceState:
     """This broker's place in the instance; `topology` may be passed already built (the launcher shares it)."""
     hostnames = list(config.hostnames)
     singleton = not hostnames
@@ -93,7 +97,9 @@ def boot(config: BrokerConfig, hostname: str, attrs: dict[str, str], topology: T
     else:
         tree = Topology.from_spec(topo_spec, size)
     rundir = attrs.get("rundir")
-    local_uri = attrs.get("local-uri") or (f"local://{rundir}/local" if rundir else attributes.DEFAULT_LOCAL_URI)
+    local_uri = attrs.get("local-uri") or (
+        f"local://{rundir}/local" if rundir else attributes.DEFAULT_LOCAL_URI
+    )
     statedir = Path(attrs.get("statedir") or rundir or DEFAULT_STATEDIR)
     quorum = parse_quorum(attrs.get("broker.quorum"), size)
     all_attrs: dict[str, str] = {
@@ -110,6 +116,17 @@ def boot(config: BrokerConfig, hostname: str, attrs: dict[str, str], topology: T
     }
     if rundir:
         all_attrs["rundir"] = rundir
-    return InstanceState(config=config, hostname=hostname, rank=rank, size=size, hostnames=hostnames,
-                         topology=tree, quorum=quorum, singleton=singleton, statedir=statedir, attrs=all_attrs,
-                         given=frozenset(attrs), topo_override=attrs.get("tbon.topo") or None)
+    return InstanceState(
+        config=config,
+        hostname=hostname,
+        rank=rank,
+        size=size,
+        hostnames=hostnames,
+        topology=tree,
+        quorum=quorum,
+        singleton=singleton,
+        statedir=statedir,
+        attrs=all_attrs,
+        given=frozenset(attrs),
+        topo_override=attrs.get("tbon.topo") or None,
+    )

@@ -54,14 +54,26 @@ from fluxnode.broker_conf.topology import Topology
 class Broker:
     """One broker: builds its parts from the config and runs them on one event loop."""
 
-    def __init__(self, config: BrokerConfig, hostname: str, attrs: dict[str, str], log: logging.Logger,
-                 topology: Topology | None = None, tbon_fd: int | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        hostname: str,
+        attrs: dict[str, str],
+        log: logging.Logger,
+        topology: Topology | None = None,
+        tbon_fd: int | None = None,
+    ) -> None:
         self.log = log
         self.state = state = boot(config, hostname, attrs, topology)
         self.reactor = Reactor()
         self.services = ServiceRegistry(log)
-        self.connector = LocalConnector(self.reactor, state.attrs["local-uri"], log, self._from_local,
-                                        allow_root=bool(getattr(config.access, "allow_root_owner", False)))
+        self.connector = LocalConnector(
+            self.reactor,
+            state.attrs["local-uri"],
+            log,
+            self._from_local,
+            allow_root=bool(getattr(config.access, "allow_root_owner", False)),
+        )
         self.cert = _load_certificate(state)  # before any socket: a bad certificate fails cleanly
         self.ctx = zmq.Context(io_threads=1)
         self.ctx.setsockopt(zmq.BLOCKY, 0)
@@ -70,9 +82,16 @@ class Broker:
         self.events = EventBus(state, self.overlay, self.connector, self.router.request, log)
         self.quorum = Quorum(state, self.overlay, log)
         self.shutdown = Shutdown(self.reactor, self.overlay, log)
-        self.resources = ResourceService(ResourceServiceContext(
-            state=state, services=self.services, request=self.router.request, down_ranks=self.quorum.down_ranks,
-            call_later=self.reactor.call_later, log=log))
+        self.resources = ResourceService(
+            ResourceServiceContext(
+                state=state,
+                services=self.services,
+                request=self.router.request,
+                down_ranks=self.quorum.down_ranks,
+                call_later=self.reactor.call_later,
+                log=log,
+            )
+        )
         self.config_reload = ConfigReload(state, self.overlay, self.resources, self.quorum,
                                           on_applied=self._overlay_changed, log=log)
         self.modules = ModuleLoader(log)
@@ -82,15 +101,27 @@ class Broker:
         parent = state.topology.parent(state.rank)
         children = state.topology.children(state.rank)
         bind = (children or state.rank == 0) and not state.singleton
-        assert self.cert.secret_key is not None  # certificate.load(require_secret=True) and generate() give one
+        assert (
+            self.cert.secret_key is not None
+        )  # certificate.load(require_secret=True) and generate() give one
         return Overlay(
-            self.reactor, self.ctx, self.log, rank=state.rank, hostnames=state.hostnames, parent=parent,
-            children=children, bind_uri=state.attrs["tbon.endpoint"] if bind else None,
+            self.reactor,
+            self.ctx,
+            self.log,
+            rank=state.rank,
+            hostnames=state.hostnames,
+            parent=parent,
+            children=children,
+            bind_uri=state.attrs["tbon.endpoint"] if bind else None,
             parent_uri=state.config.connect_uri(parent) if parent is not None else None,
-            public_key=self.cert.public_key, secret_key=self.cert.secret_key,
-            params=TbonParams.from_config(state.config.tbon), bind_fd=tbon_fd,
+            public_key=self.cert.public_key,
+            secret_key=self.cert.secret_key,
+            params=TbonParams.from_config(state.config.tbon),
+            bind_fd=tbon_fd,
             subtrees={c: state.topology.subtree(c) for c in children},
-            deliver=self._from_overlay, on_change=self._overlay_changed, on_parent_join=self._joined_parent,
+            deliver=self._from_overlay,
+            on_change=self._overlay_changed,
+            on_parent_join=self._joined_parent,
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -101,7 +132,9 @@ class Broker:
         except OSError as exc:
             if "statedir" in state.given:
                 raise BrokerError(f"statedir {state.statedir}: {exc.strerror}") from None
-            self.log.warning("broker: statedir %s: %s (modules cannot keep state)", state.statedir, exc.strerror)
+            self.log.warning(
+                "broker: statedir %s: %s (modules cannot keep state)", state.statedir, exc.strerror
+            )
         self._register_services()
         self.resources.discover_local()  # before any socket: a bad override fails cleanly
         try:
@@ -112,7 +145,9 @@ class Broker:
             try:
                 self.overlay.start()
             except zmq.ZMQError as exc:
-                raise BrokerError(f"overlay: cannot bind/connect {state.attrs['tbon.endpoint']}: {exc}") from None
+                raise BrokerError(
+                    f"overlay: cannot bind/connect {state.attrs['tbon.endpoint']}: {exc}"
+                ) from None
         except BaseException:
             self._close()
             raise
@@ -136,8 +171,9 @@ class Broker:
         self.ctx.term()
 
     def _module_handle(self, name: str) -> BrokerHandle:
-        return BrokerHandle(name, self.state, self.services, self.events, self.resources, self.quorum,
-                            self.reactor)
+        return BrokerHandle(
+            name, self.state, self.services, self.events, self.resources, self.quorum, self.reactor
+        )
 
     # -- services --------------------------------------------------------------------------
     def _register_services(self) -> None:
@@ -163,7 +199,11 @@ class Broker:
         rank = (msg.payload or {}).get("rank", state.rank)
         if not isinstance(rank, int) or not 0 <= rank < state.size:
             raise ServiceError(errno.EINVAL, f"overlay.topology: no such rank {rank!r}")
-        return {"size": state.size, "hostnames": state.hostnames, "tree": state.topology.json_subtree(rank)}
+        return {
+            "size": state.size,
+            "hostnames": state.hostnames,
+            "tree": state.topology.json_subtree(rank),
+        }
 
     # -- input from clients and the overlay -----------------------------------------------
     def _from_local(self, msg: Message, client_id: str) -> None:
@@ -194,7 +234,9 @@ def _load_certificate(state: InstanceState) -> Certificate:
     cert_path = state.config.bootstrap.curve_cert
     if cert_path is None:
         if not state.singleton:
-            raise BrokerError(f"{state.config.path}: bootstrap.curve_cert is required for a multi-broker instance")
+            raise BrokerError(
+                f"{state.config.path}: bootstrap.curve_cert is required for a multi-broker instance"
+            )
         return certificate.generate()  # the key is never used
     try:
         return certificate.load(Path(cert_path), require_secret=True)
@@ -207,8 +249,15 @@ def load_config(config_path: str) -> BrokerConfig:
     return config_mod.load(config_path)
 
 
-def main(config_path: str, attrs: dict[str, str], hostname: str | None = None, *, config: BrokerConfig | None = None,
-         topology: Topology | None = None, tbon_fd: int | None = None) -> int:
+def main(
+    config_path: str,
+    attrs: dict[str, str],
+    hostname: str | None = None,
+    *,
+    config: BrokerConfig | None = None,
+    topology: Topology | None = None,
+    tbon_fd: int | None = None,
+) -> int:
     """Run one broker until shutdown; returns the exit code. Errors are one line on stderr.
 
     `config`/`topology` may be passed already loaded (the fork launcher shares them), and

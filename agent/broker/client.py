@@ -50,7 +50,9 @@ class _LocalTransport:
             self.sock.connect(path)
         except OSError as exc:
             self.sock.close()
-            raise ConnectError(f"fluxnode: cannot connect to {uri}: {exc.strerror or exc}") from None
+            raise ConnectError(
+                f"fluxnode: cannot connect to {uri}: {exc.strerror or exc}"
+            ) from None
         self.sock.setblocking(False)
         self.decoder = StreamDecoder()
 
@@ -97,7 +99,9 @@ class _TcpTransport:
         from fluxnode.broker_conf import certificate
 
         if curve_cert is None:
-            raise ConnectError(f"fluxnode: cannot connect to {uri}: a CURVE certificate is required (curve_cert=PATH)")
+            raise ConnectError(
+                f"fluxnode: cannot connect to {uri}: a CURVE certificate is required (curve_cert=PATH)"
+            )
         _probe(uri)
         try:
             cert = certificate.load(Path(curve_cert), require_secret=True)
@@ -139,7 +143,9 @@ def _probe(uri: str) -> None:
 class Client:
     """A connection to one broker. Not thread-safe; one per thread."""
 
-    def __init__(self, transport: _LocalTransport | _TcpTransport, uri: str, timeout: float) -> None:
+    def __init__(
+        self, transport: _LocalTransport | _TcpTransport, uri: str, timeout: float
+    ) -> None:
         self._t = transport
         self.uri = uri
         self.timeout = timeout
@@ -159,8 +165,12 @@ class Client:
         if uri.startswith("tcp://"):
             return cls(_TcpTransport(uri, curve_cert), uri, timeout)
         if uri.startswith("ssh://"):
-            raise ConnectError(f"fluxnode: cannot connect to {uri}: use `fluxnode proxy {uri}` for ssh:// URIs")
-        raise ConnectError(f"fluxnode: cannot connect to {uri}: unknown URI scheme (expected local:// or tcp://)")
+            raise ConnectError(
+                f"fluxnode: cannot connect to {uri}: use `fluxnode proxy {uri}` for ssh:// URIs"
+            )
+        raise ConnectError(
+            f"fluxnode: cannot connect to {uri}: unknown URI scheme (expected local:// or tcp://)"
+        )
 
     def __enter__(self) -> Client:
         return self
@@ -201,7 +211,9 @@ class Client:
                 raise RPCError(msg.errnum, msg.errstr)
             self._pending[msg.matchtag] = msg
 
-    def rpc(self, topic: str, payload: dict | None = None, nodeid: int = 0, timeout: float | None = None) -> dict:
+    def rpc(
+        self, topic: str, payload: dict | None = None, nodeid: int = 0, timeout: float | None = None
+    ) -> dict:
         msg = self.recv(self.send(topic, payload, nodeid), timeout)
         if msg.errnum:
             raise RPCError(msg.errnum, msg.errstr)

@@ -28,13 +28,22 @@ from fluxnode.broker_conf.topology import Topology, TopologyError
 
 
 class ConfigReload:
-    def __init__(self, state: InstanceState, overlay: Overlay, resources: ResourceService, quorum: Quorum,
-                 on_applied: Callable[[], None], log: logging.Logger) -> None:
+    def __init__(
+        self,
+        state: InstanceState,
+        overlay: Overlay,
+        resources: ResourceService,
+        quorum: Quorum,
+        on_applied: Callable[[], None],
+        log: logging.Logger,
+    ) -> None:
         self.state = state
         self.overlay = overlay
         self.resources = resources
         self.quorum = quorum
-        self.on_applied = on_applied  # the instance changed: recheck the online set like an overlay change
+        self.on_applied = (
+            on_applied  # the instance changed: recheck the online set like an overlay change
+        )
         self.log = log
 
     def __call__(self, msg: Message) -> dict:
@@ -42,7 +51,9 @@ class ConfigReload:
         state = self.state
         path = state.config.path
         if path is None:
-            raise ServiceError(errno.EINVAL, "config.reload: this broker was not started from a config file")
+            raise ServiceError(
+                errno.EINVAL, "config.reload: this broker was not started from a config file"
+            )
         try:
             new = config_mod.load(path)
         except config_mod.ConfigError as exc:
@@ -51,7 +62,11 @@ class ConfigReload:
         self._apply(new, topology, quorum)
         self.log.info("broker: config.reload: size %d, children %s", state.size,
                       ",".join(map(str, state.topology.children(state.rank))) or "none")
-        return {"rank": state.rank, "size": state.size, "children": state.topology.children(state.rank)}
+        return {
+            "rank": state.rank,
+            "size": state.size,
+            "children": state.topology.children(state.rank),
+        }
 
     def _plan(self, new: BrokerConfig) -> tuple[Topology, int]:
         """Check that `new` can be applied in place; returns (topology, quorum)."""
@@ -59,7 +74,10 @@ class ConfigReload:
         old = state.config
 
         def restart(problem: str) -> ServiceError:
-            return ServiceError(errno.EOPNOTSUPP, f"config.reload: {new.path}: {problem}; restart the broker to apply it")
+            return ServiceError(
+                errno.EOPNOTSUPP,
+                f"config.reload: {new.path}: {problem}; restart the broker to apply it",
+            )
 
         if not new.hostnames and not state.singleton:
             raise restart("bootstrap.hosts is now empty (a single broker)")
@@ -68,7 +86,9 @@ class ConfigReload:
         try:
             rank = new.rank_of(state.hostname)
             spec = state.topo_override or new.tbon.topo
-            topology = new.topology() if spec == new.tbon.topo else Topology.from_spec(spec, new.size)
+            topology = (
+                new.topology() if spec == new.tbon.topo else Topology.from_spec(spec, new.size)
+            )
             bind = "" if state.singleton else new.bind_uri(rank)
             parent = topology.parent(rank)
             parent_uri = new.connect_uri(parent) if parent is not None else None
@@ -78,14 +98,20 @@ class ConfigReload:
         if rank != state.rank:
             raise restart(f"rank of {state.hostname} changed from {state.rank} to {rank}")
         if self.overlay.router is not None and bind != state.attrs["tbon.endpoint"]:
-            raise restart(f"bind endpoint of rank {rank} changed from {state.attrs['tbon.endpoint']} to {bind}")
+            raise restart(
+                f"bind endpoint of rank {rank} changed from {state.attrs['tbon.endpoint']} to {bind}"
+            )
         old_parent = self.overlay.parent_rank
         if parent != old_parent:
             raise restart(f"parent of rank {rank} changed from {old_parent} to {parent}")
         if parent_uri != self.overlay.parent_uri:
-            raise restart(f"endpoint of parent rank {parent} changed from {self.overlay.parent_uri} to {parent_uri}")
+            raise restart(
+                f"endpoint of parent rank {parent} changed from {self.overlay.parent_uri} to {parent_uri}"
+            )
         for table in ("tbon", "access"):
-            if getattr(new, table) != getattr(old, table) and not (table == "tbon" and _tbon_same(old, new)):
+            if getattr(new, table) != getattr(old, table) and not (
+                table == "tbon" and _tbon_same(old, new)
+            ):
                 raise restart(f"[{table}] changed")
         if new.bootstrap.curve_cert != old.bootstrap.curve_cert:
             raise restart("bootstrap.curve_cert changed")
@@ -101,22 +127,39 @@ class ConfigReload:
         hostnames = list(new.hostnames) if new.hostnames else [state.hostname]
         children = topology.children(state.rank)
         bind = state.attrs["tbon.endpoint"] if state.singleton else new.bind_uri(state.rank)
-        kept = (state.config, state.size, state.hostnames, state.topology, state.quorum, dict(state.attrs))
+        kept = (
+            state.config,
+            state.size,
+            state.hostnames,
+            state.topology,
+            state.quorum,
+            dict(state.attrs),
+        )
         state.config, state.size, state.hostnames, state.topology, state.quorum = (
             new, new.size, hostnames, topology, quorum)
-        state.attrs.update({"size": str(state.size), "tbon.endpoint": bind, "broker.quorum": str(quorum),
-                            "tbon.topo": state.topo_override or new.tbon.topo})
+        state.attrs.update(
+            {
+                "size": str(state.size),
+                "tbon.endpoint": bind,
+                "broker.quorum": str(quorum),
+                "tbon.topo": state.topo_override or new.tbon.topo,
+            }
+        )
         if state.rank == 0:
             self.resources.reconfigure()
             self.quorum.forget_online()  # log the online set against the new size
         try:
-            self.overlay.reconfigure(hostnames, children, {c: topology.subtree(c) for c in children}, bind)
+            self.overlay.reconfigure(
+                hostnames, children, {c: topology.subtree(c) for c in children}, bind
+            )
         except zmq.ZMQError as exc:
             state.config, state.size, state.hostnames, state.topology, state.quorum, attrs = kept
             state.attrs.clear()
             state.attrs.update(attrs)
-            raise ServiceError(exc.errno or errno.EIO,
-                               f"config.reload: cannot bind {bind} for the new children: {exc}") from None
+            raise ServiceError(
+                exc.errno or errno.EIO,
+                f"config.reload: cannot bind {bind} for the new children: {exc}",
+            ) from None
         self.on_applied()
 
 

@@ -44,7 +44,9 @@ def prepare_directory(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = directory.stat()
     if st.st_uid != os.getuid():
-        raise ConnectorError(f"{directory}: owned by uid {st.st_uid}, not by the broker's uid {os.getuid()}")
+        raise ConnectorError(
+            f"{directory}: owned by uid {st.st_uid}, not by the broker's uid {os.getuid()}"
+        )
     if stat.S_IMODE(st.st_mode) & 0o077:
         os.chmod(directory, 0o700)
 
@@ -120,10 +122,16 @@ class LocalConnector:
             except OSError as exc:
                 self.log.error("local connector: accept failed: %s", exc)
                 return
-            pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+            pid, uid, _gid = struct.unpack(
+                "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+            )
             if uid != os.getuid() and not (uid == 0 and self.allow_root):
-                self.log.warning("local connector: refused connection from pid %d uid %d (only uid %d may connect)",
-                                 pid, uid, os.getuid())
+                self.log.warning(
+                    "local connector: refused connection from pid %d uid %d (only uid %d may connect)",
+                    pid,
+                    uid,
+                    os.getuid(),
+                )
                 conn.close()
                 continue
             conn.setblocking(False)
@@ -157,7 +165,9 @@ class LocalConnector:
                 frames = client.decoder.next()
             except MessageError as exc:
                 # The stream cannot be resynchronized: answer once, then hang up.
-                self.log.error("local connector: client %s: %s; disconnecting", client.id, exc.errstr)
+                self.log.error(
+                    "local connector: client %s: %s; disconnecting", client.id, exc.errstr
+                )
                 err = Message("response", "", -1, 0, None, exc.errnum, exc.errstr)
                 self._write(client, err)
                 self._flush(client)
@@ -168,21 +178,35 @@ class LocalConnector:
             try:
                 msg = Message.from_frames(frames)
             except MessageError as exc:
-                self.log.error("local connector: client %s sent a malformed message: %s", client.id, exc.errstr)
+                self.log.error(
+                    "local connector: client %s sent a malformed message: %s", client.id, exc.errstr
+                )
                 p = exc.partial
-                err = Message("response", p.get("topic") if isinstance(p.get("topic"), str) else "", -1,
-                              p.get("matchtag") if isinstance(p.get("matchtag"), int) else 0,
-                              None, exc.errnum, exc.errstr)
+                err = Message(
+                    "response",
+                    p.get("topic") if isinstance(p.get("topic"), str) else "",
+                    -1,
+                    p.get("matchtag") if isinstance(p.get("matchtag"), int) else 0,
+                    None,
+                    exc.errnum,
+                    exc.errstr,
+                )
                 self._write(client, err)
                 continue
             if msg.type == "request" and msg.topic == "event.subscribe":
                 self._subscribe(client, msg)
                 continue
             if msg.type != "request":
-                self.log.error("local connector: client %s sent a %s message; only requests are accepted",
-                               client.id, msg.type)
+                self.log.error(
+                    "local connector: client %s sent a %s message; only requests are accepted",
+                    client.id,
+                    msg.type,
+                )
                 if msg.type != "response":
-                    self._write(client, msg.error(errno.EPROTO, f"clients may only send requests, not {msg.type}"))
+                    self._write(
+                        client,
+                        msg.error(errno.EPROTO, f"clients may only send requests, not {msg.type}"),
+                    )
                 continue
             msg.route.append(client.id)
             self.on_message(msg, client.id)
@@ -194,7 +218,9 @@ class LocalConnector:
             self._write(client, msg.error(exc.errnum, exc.errstr))
             return
         if not isinstance(topic, str):
-            self._write(client, msg.error(errno.EINVAL, "event.subscribe needs a string 'topic' prefix"))
+            self._write(
+                client, msg.error(errno.EINVAL, "event.subscribe needs a string 'topic' prefix")
+            )
             return
         client.subscriptions.append(topic)
         self._write(client, msg.response({}))

@@ -37,7 +37,15 @@ PROC_CPUINFO = Path("/proc/cpuinfo")
 PROC_MEMINFO = Path("/proc/meminfo")
 DEV = Path("/dev")
 
-_OVERRIDE_KEYS = ("cores", "sockets", "gpus", "memory_mib", "hostname", "core_sockets", "gpu_sockets")
+_OVERRIDE_KEYS = (
+    "cores",
+    "sockets",
+    "gpus",
+    "memory_mib",
+    "hostname",
+    "core_sockets",
+    "gpu_sockets",
+)
 
 
 class ResourceDiscoveryError(ValueError):
@@ -49,7 +57,9 @@ def _cpu_sockets(cpus: list[int], sys_cpu: Path, cpuinfo: Path) -> dict[int, int
     packages: dict[int, int] = {}
     for cpu in cpus:
         try:
-            packages[cpu] = int((sys_cpu / f"cpu{cpu}" / "topology" / "physical_package_id").read_text().strip())
+            packages[cpu] = int(
+                (sys_cpu / f"cpu{cpu}" / "topology" / "physical_package_id").read_text().strip()
+            )
         except (OSError, ValueError):
             packages = {}
             break
@@ -62,7 +72,9 @@ def _cpu_sockets(cpus: list[int], sys_cpu: Path, cpuinfo: Path) -> dict[int, int
         return {}
     for block in text.split("\n\n"):
         fields = dict(
-            (k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in block.splitlines()) if k.strip()
+            (k.strip(), v.strip())
+            for k, _, v in (line.partition(":") for line in block.splitlines())
+            if k.strip()
         )
         if "processor" in fields and "physical id" in fields:
             try:
@@ -103,7 +115,9 @@ def _gpus(dev: Path) -> list[int]:
     if smi is None:
         return []
     try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10, check=False).stdout
+        out = subprocess.run(
+            [smi, "-L"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return [int(m.group(1)) for m in re.finditer(r"^GPU (\d+):", out, re.MULTILINE)]
@@ -111,7 +125,9 @@ def _gpus(dev: Path) -> list[int]:
 
 def _ids(value: Any, key: str, source: Path) -> list[int]:
     if isinstance(value, bool):
-        raise ResourceDiscoveryError(f"{source}: {key}: must be a count, a list of ids or an idset string, not a boolean")
+        raise ResourceDiscoveryError(
+            f"{source}: {key}: must be a count, a list of ids or an idset string, not a boolean"
+        )
     if isinstance(value, int):
         if value < 0:
             raise ResourceDiscoveryError(f"{source}: {key}: count must be >= 0, not {value}")
@@ -121,27 +137,39 @@ def _ids(value: Any, key: str, source: Path) -> list[int]:
             return idset.decode(value)
         except idset.IdsetError as exc:
             raise ResourceDiscoveryError(f"{source}: {key}: {exc}") from None
-    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+    if isinstance(value, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+    ):
         return list(value)
-    raise ResourceDiscoveryError(f"{source}: {key}: must be a count, a list of ids or an idset string, not {value!r}")
+    raise ResourceDiscoveryError(
+        f"{source}: {key}: must be a count, a list of ids or an idset string, not {value!r}"
+    )
 
 
 def _read_override(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ResourceDiscoveryError(f"{path}: cannot read resource override: {exc.strerror or exc}") from None
+        raise ResourceDiscoveryError(
+            f"{path}: cannot read resource override: {exc.strerror or exc}"
+        ) from None
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ResourceDiscoveryError(f"{path}: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise ResourceDiscoveryError(
+            f"{path}: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ResourceDiscoveryError(f"{path}: invalid TOML: {exc}") from None
     if not isinstance(data, dict):
-        raise ResourceDiscoveryError(f"{path}: resource override must be an object like {{\"cores\": 4}}")
+        raise ResourceDiscoveryError(
+            f"{path}: resource override must be an object like {{\"cores\": 4}}"
+        )
     unknown = sorted(set(data) - set(_OVERRIDE_KEYS))
     if unknown:
-        raise ResourceDiscoveryError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(_OVERRIDE_KEYS)})")
+        raise ResourceDiscoveryError(
+            f"{path}: unknown key {unknown[0]!r} (known: {', '.join(_OVERRIDE_KEYS)})"
+        )
     return data
 
 

@@ -42,7 +42,9 @@ class EventBus:
     def publish(self, topic: str, payload: dict | None = None) -> int:
         """Publish an event; returns its sequence number on the leader, -1 elsewhere."""
         if self.state.rank != 0:
-            self.request(Message.request("event.pub", {"topic": topic, "payload": payload}, nodeid=0))
+            self.request(
+                Message.request("event.pub", {"topic": topic, "payload": payload}, nodeid=0)
+            )
             return -1
         self.seq += 1
         self._deliver(Message("event", topic, NODEID_ANY, 0, payload, seq=self.seq))
@@ -61,7 +63,9 @@ class EventBus:
         self.overlay.broadcast_children(msg)
         self.connector.deliver_event(msg)
         for ident, prefixes in list(self.tcp_subscribers.items()):
-            if any(msg.topic.startswith(p) for p in prefixes) and not self.overlay.send_hop(ident, msg):
+            if any(msg.topic.startswith(p) for p in prefixes) and not self.overlay.send_hop(
+                ident, msg
+            ):
                 del self.tcp_subscribers[ident]  # the client is gone
 
     def _subscribe(self, msg: Message) -> dict:
@@ -70,7 +74,10 @@ class EventBus:
         if not isinstance(topic, str):
             raise ServiceError(errno.EINVAL, "event.subscribe needs a string 'topic' prefix")
         if len(msg.route) != 1 or not msg.route[0].startswith("t"):
-            raise ServiceError(errno.EPROTO, "event.subscribe must be sent to the broker the client is connected to")
+            raise ServiceError(
+                errno.EPROTO,
+                "event.subscribe must be sent to the broker the client is connected to",
+            )
         self.tcp_subscribers.setdefault(msg.route[0], []).append(topic)
         return {}
 

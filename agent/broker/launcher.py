@@ -67,7 +67,10 @@ class TestInstance:
             "rundir": str(self.rundir),
             "config": str(self.config_path),
             "hostnames": self.hostnames,
-            "brokers": [{"rank": b.rank, "hostname": b.hostname, "pid": b.pid, "attrs": b.attrs} for b in self.brokers],
+            "brokers": [
+                {"rank": b.rank, "hostname": b.hostname, "pid": b.pid, "attrs": b.attrs}
+                for b in self.brokers
+            ],
         }
 
 
@@ -113,9 +116,17 @@ def listen_ports(count: int) -> list[socket.socket]:
     return socks
 
 
-def prepare(size: int, *, topo: str = "kary:2", attrs: dict[str, str] | None = None,
-            rundir: str | None = None, prefix: str | None = None, tbon: dict[str, str] | None = None,
-            resource_override_dir: str | None = None, log_level: str = "4") -> TestInstance:
+def prepare(
+    size: int,
+    *,
+    topo: str = "kary:2",
+    attrs: dict[str, str] | None = None,
+    rundir: str | None = None,
+    prefix: str | None = None,
+    tbon: dict[str, str] | None = None,
+    resource_override_dir: str | None = None,
+    log_level: str = "4",
+) -> TestInstance:
     """Write certificate and broker.toml into a private rundir; plan one broker per host."""
     if size < 1:
         raise LaunchError(f"--test-size must be at least 1 (got {size})")
@@ -129,15 +140,26 @@ def prepare(size: int, *, topo: str = "kary:2", attrs: dict[str, str] | None = N
         root = Path(tempfile.mkdtemp(prefix="fluxnode-"))
         keep = False
     try:
-        return _prepare(root, keep, size, topo, attrs, prefix, tbon, resource_override_dir, log_level)
+        return _prepare(
+            root, keep, size, topo, attrs, prefix, tbon, resource_override_dir, log_level
+        )
     except BaseException:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
         raise
 
 
-def _prepare(root: Path, keep: bool, size: int, topo: str, attrs: dict[str, str], prefix: str | None,
-             tbon: dict[str, str] | None, resource_override_dir: str | None, log_level: str) -> TestInstance:
+def _prepare(
+    root: Path,
+    keep: bool,
+    size: int,
+    topo: str,
+    attrs: dict[str, str],
+    prefix: str | None,
+    tbon: dict[str, str] | None,
+    resource_override_dir: str | None,
+    log_level: str,
+) -> TestInstance:
     prefix = prefix or hostname_prefix()
     hosts = [f"{prefix}{i}" for i in range(size)]
     spec = attrs.pop("tbon.topo", None) or topo
@@ -148,9 +170,14 @@ def _prepare(root: Path, keep: bool, size: int, topo: str, attrs: dict[str, str]
     interior = [r for r in range(size) if r == 0 or topology.children(r)]
     listeners = dict(zip(interior, listen_ports(len(interior)), strict=True))
     ports = {r: s.getsockname()[1] for r, s in listeners.items()}
-    overrides = {hosts[r]: {"bind": f"tcp://127.0.0.1:{p}", "connect": f"tcp://127.0.0.1:{p}"} for r, p in ports.items()}
+    overrides = {
+        hosts[r]: {"bind": f"tcp://127.0.0.1:{p}", "connect": f"tcp://127.0.0.1:{p}"}
+        for r, p in ports.items()
+    }
     cert_path = root / "curve.cert"
-    cert_path.unlink(missing_ok=True)  # every instance gets a fresh certificate, also in a reused --rundir
+    cert_path.unlink(
+        missing_ok=True
+    )  # every instance gets a fresh certificate, also in a reused --rundir
     certificate.write(cert_path, certificate.generate())
     text = render.render_broker_toml(hosts, curve_cert=str(cert_path), port=LEAF_PORT, topo=spec,
                                      bind="tcp://127.0.0.1:%p", connect="tcp://127.0.0.1:%p",
@@ -201,8 +228,14 @@ def fork_brokers(inst: TestInstance) -> None:
                     if rank != b.rank:
                         s.close()
                 mine = inst.listeners.get(b.rank)
-                code = broker_mod.main(config_path, dict(b.attrs), b.hostname, config=config, topology=topology,
-                                       tbon_fd=mine.fileno() if mine else None)
+                code = broker_mod.main(
+                    config_path,
+                    dict(b.attrs),
+                    b.hostname,
+                    config=config,
+                    topology=topology,
+                    tbon_fd=mine.fileno() if mine else None,
+                )
             except BaseException as exc:  # never return into the launcher's stack
                 try:
                     print(f"fluxnode-broker[{b.rank}]: {exc}", file=sys.stderr)
@@ -237,8 +270,10 @@ def wait_quorum(inst: TestInstance, timeout: float, progress=None) -> None:
             reap(inst)
             dead = next((b for b in inst.brokers if b.exit_code is not None), None)
             if dead is not None:
-                raise LaunchError(f"broker {dead.hostname} (rank {dead.rank}) exited with code {dead.exit_code} "
-                                  "before quorum")
+                raise LaunchError(
+                    f"broker {dead.hostname} (rank {dead.rank}) exited with code {dead.exit_code} "
+                    "before quorum"
+                )
             try:
                 if client is None:
                     client = Client.connect(inst.uri, timeout=5.0)
@@ -253,7 +288,9 @@ def wait_quorum(inst: TestInstance, timeout: float, progress=None) -> None:
                     client.close()
                     client = None
             if time.monotonic() > deadline:
-                raise LaunchError(f"quorum not reached within {timeout:g}s ({max(last, 0)}/{inst.size} brokers online)")
+                raise LaunchError(
+                    f"quorum not reached within {timeout:g}s ({max(last, 0)}/{inst.size} brokers online)"
+                )
             time.sleep(0.01)
     finally:
         if client is not None:
@@ -274,8 +311,12 @@ def shutdown(inst: TestInstance, grace: float = 10.0) -> None:
             for b in inst.brokers:
                 if b.exit_code is None:
                     # say so: a broker that does not stop must not be hidden by the fallback
-                    print(f"fluxnode-start: broker {b.hostname} (rank {b.rank}, pid {b.pid}) did not stop;"
-                          f" sending {sig.name}", file=sys.stderr, flush=True)
+                    print(
+                        f"fluxnode-start: broker {b.hostname} (rank {b.rank}, pid {b.pid}) did not stop;"
+                        f" sending {sig.name}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     try:
                         os.kill(b.pid, sig)
                     except ProcessLookupError:

@@ -19,7 +19,9 @@ def setup_logging(rank: int, hostname: str, attrs: dict[str, str]) -> logging.Lo
     root = logging.getLogger("fluxnode")
     root.handlers.clear()
     root.setLevel(logging.DEBUG)
-    fmt = logging.Formatter(f"%(asctime)s {hostname} broker[{rank}]: %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S")
+    fmt = logging.Formatter(
+        f"%(asctime)s {hostname} broker[{rank}]: %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S"
+    )
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(level)
     handler.setFormatter(fmt)

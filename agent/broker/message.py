@@ -61,15 +61,28 @@ class Message:
     encoded_payload: bytes | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def request(cls, topic: str, payload: dict | None = None, nodeid: int = 0, matchtag: int = 0) -> Message:
+    def request(
+        cls, topic: str, payload: dict | None = None, nodeid: int = 0, matchtag: int = 0
+    ) -> Message:
         return cls("request", topic, nodeid, matchtag, payload)
 
     def response(self, payload: dict | None = None) -> Message:
-        return Message("response", self.topic, self.nodeid, self.matchtag, payload, route=list(self.route))
+        return Message(
+            "response", self.topic, self.nodeid, self.matchtag, payload, route=list(self.route)
+        )
 
     def error(self, errnum: int, errstr: str | None = None) -> Message:
         errstr = errstr or errno.errorcode.get(errnum, f"error {errnum}")
-        return Message("response", self.topic, self.nodeid, self.matchtag, None, errnum, errstr, list(self.route))
+        return Message(
+            "response",
+            self.topic,
+            self.nodeid,
+            self.matchtag,
+            None,
+            errnum,
+            errstr,
+            list(self.route),
+        )
 
     def decode_payload(self) -> dict | None:
         """Parse the raw payload (once); bad JSON or a non-object raises MessageError(EPROTO)."""
@@ -90,7 +103,12 @@ class Message:
         return self.encoded_payload or b""
 
     def header(self) -> dict[str, Any]:
-        h: dict[str, Any] = {"type": self.type, "topic": self.topic, "nodeid": self.nodeid, "matchtag": self.matchtag}
+        h: dict[str, Any] = {
+            "type": self.type,
+            "topic": self.topic,
+            "nodeid": self.nodeid,
+            "matchtag": self.matchtag,
+        }
         if self.errnum:
             h["errnum"] = self.errnum
             h["errstr"] = self.errstr
@@ -101,7 +119,11 @@ class Message:
         return h
 
     def to_frames(self) -> list[bytes]:
-        return [MAGIC, json.dumps(self.header(), separators=(",", ":")).encode(), self.payload_bytes()]
+        return [
+            MAGIC,
+            json.dumps(self.header(), separators=(",", ":")).encode(),
+            self.payload_bytes(),
+        ]
 
     @classmethod
     def from_frames(cls, frames: list[bytes]) -> Message:
@@ -125,13 +147,29 @@ class Message:
             raise MessageError(errno.EINVAL, "message has no topic", partial)
         nodeid, matchtag = h.get("nodeid", NODEID_ANY), h.get("matchtag", 0)
         route, errnum, seq = h.get("route", []), h.get("errnum", 0), h.get("seq")
-        if not isinstance(nodeid, int) or not isinstance(matchtag, int) or not isinstance(errnum, int):
-            raise MessageError(errno.EPROTO, "nodeid, matchtag and errnum must be integers", partial)
+        if (
+            not isinstance(nodeid, int)
+            or not isinstance(matchtag, int)
+            or not isinstance(errnum, int)
+        ):
+            raise MessageError(
+                errno.EPROTO, "nodeid, matchtag and errnum must be integers", partial
+            )
         if not isinstance(route, list) or not all(isinstance(r, str) for r in route):
             raise MessageError(errno.EPROTO, "route must be a list of strings", partial)
         errstr = h.get("errstr")
-        return cls(mtype, topic, nodeid, matchtag, None, errnum, errstr if isinstance(errstr, str) else None,
-                   route, seq if isinstance(seq, int) else None, frames[2] or None)
+        return cls(
+            mtype,
+            topic,
+            nodeid,
+            matchtag,
+            None,
+            errnum,
+            errstr if isinstance(errstr, str) else None,
+            route,
+            seq if isinstance(seq, int) else None,
+            frames[2] or None,
+        )
 
 
 def encode_stream(frames: list[bytes]) -> bytes:
@@ -156,7 +194,9 @@ class StreamDecoder:
             return None
         (total,) = _U32.unpack_from(self.buf, 0)
         if total > self.max_size:
-            raise MessageError(errno.EMSGSIZE, f"message of {total} bytes exceeds the {self.max_size} byte limit")
+            raise MessageError(
+                errno.EMSGSIZE, f"message of {total} bytes exceeds the {self.max_size} byte limit"
+            )
         if len(self.buf) < 4 + total:
             return None
         body = bytes(self.buf[4 : 4 + total])

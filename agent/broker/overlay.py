@@ -52,8 +52,13 @@ class TbonParams:
 
     @classmethod
     def from_config(cls, tbon: TbonConfig) -> TbonParams:
-        return cls(torpid_min=tbon.torpid_min, torpid_max=tbon.torpid_max, tcp_user_timeout=tbon.tcp_user_timeout,
-                   connect_timeout=tbon.connect_timeout, hwm=tbon.child_rcvhwm)
+        return cls(
+            torpid_min=tbon.torpid_min,
+            torpid_max=tbon.torpid_max,
+            tcp_user_timeout=tbon.tcp_user_timeout,
+            connect_timeout=tbon.connect_timeout,
+            hwm=tbon.child_rcvhwm,
+        )
 
     def tune(self, sock: zmq.Socket) -> None:
         """Apply these settings to a TBON socket (ROUTER or DEALER)."""
@@ -109,13 +114,27 @@ def subtree_status(child_states: list[str]) -> str:
 class Overlay:
     """Owns the TBON sockets of one broker; hands non-control messages to `deliver`."""
 
-    def __init__(self, reactor: Reactor, ctx: zmq.Context, log: logging.Logger, *, rank: int,
-                 hostnames: list[str], parent: int | None, children: list[int], bind_uri: str | None,
-                 parent_uri: str | None, public_key: bytes, secret_key: bytes, params: TbonParams,
-                 deliver: Callable[[Message, str], None],
-                 on_change: Callable[[], None] | None = None,
-                 on_parent_join: Callable[[], None] | None = None, bind_fd: int | None = None,
-                 subtrees: dict[int, list[int]] | None = None) -> None:
+    def __init__(
+        self,
+        reactor: Reactor,
+        ctx: zmq.Context,
+        log: logging.Logger,
+        *,
+        rank: int,
+        hostnames: list[str],
+        parent: int | None,
+        children: list[int],
+        bind_uri: str | None,
+        parent_uri: str | None,
+        public_key: bytes,
+        secret_key: bytes,
+        params: TbonParams,
+        deliver: Callable[[Message, str], None],
+        on_change: Callable[[], None] | None = None,
+        on_parent_join: Callable[[], None] | None = None,
+        bind_fd: int | None = None,
+        subtrees: dict[int, list[int]] | None = None,
+    ) -> None:
         self.reactor = reactor
         self.ctx = ctx
         self.log = log
@@ -123,7 +142,9 @@ class Overlay:
         self.hostnames = hostnames
         self.parent_rank = parent
         self.parent_hop = str(parent) if parent is not None else None
-        self.children = {r: Child(r, hostnames[r], subtree=set((subtrees or {}).get(r, ()))) for r in children}
+        self.children = {
+            r: Child(r, hostnames[r], subtree=set((subtrees or {}).get(r, ()))) for r in children
+        }
         self.bind_uri = bind_uri
         self.bind_fd = bind_fd
         self.parent_uri = parent_uri
@@ -216,14 +237,21 @@ class Overlay:
                 child = Child(r, hostnames[r])
             elif child.hostname != hostnames[r]:
                 # Another host took over this rank: whatever we knew was about the old one.
-                self.log.info("overlay: rank %d is now %s (was %s)", r, hostnames[r], child.hostname)
+                self.log.info(
+                    "overlay: rank %d is now %s (was %s)", r, hostnames[r], child.hostname
+                )
                 child = Child(r, hostnames[r])
             self._strangers.discard(str(r))
             child.subtree = set(subtrees.get(r, ()))
             child.online &= child.subtree
             self.children[r] = child
         for r in sorted(set(old) - set(children)):
-            self.log.info("overlay: %s (rank %d) is no longer a child of rank %d", old[r].hostname, r, self.rank)
+            self.log.info(
+                "overlay: %s (rank %d) is no longer a child of rank %d",
+                old[r].hostname,
+                r,
+                self.rank,
+            )
         self._recompute()
 
     # -- receiving -------------------------------------------------------------------------
@@ -266,14 +294,24 @@ class Overlay:
             # A broker we do not know (we restarted, or it is not our child): make it say hello.
             self._reset(ident)
             if msg.type == "request":
-                self._send_ident(ident, msg.error(errno.EAGAIN, "not joined to this parent yet; say hello first"))
+                self._send_ident(
+                    ident, msg.error(errno.EAGAIN, "not joined to this parent yet; say hello first")
+                )
             return
         if msg.type == "event":
-            self.log.error("overlay: %s sent an event upstream (%s); events only flow from the leader", name, msg.topic)
+            self.log.error(
+                "overlay: %s sent an event upstream (%s); events only flow from the leader",
+                name,
+                msg.topic,
+            )
             return
         if child is None and msg.type != "request":
-            self.log.error("overlay: client %s sent a %s (%s); clients may only send requests", name, msg.type,
-                           msg.topic)
+            self.log.error(
+                "overlay: client %s sent a %s (%s); clients may only send requests",
+                name,
+                msg.type,
+                msg.topic,
+            )
             return
         if msg.type == "request":
             msg.route.append(name)
@@ -311,8 +349,12 @@ class Overlay:
             if name.isdigit() and name not in self._strangers:
                 # Logged once per rank: until our config.reload it keeps sending keepalives.
                 self._strangers.add(name)
-                self.log.error("overlay: rank %s is not a child of rank %d; ignoring its %s (and what follows)",
-                               name, self.rank, msg.topic)
+                self.log.error(
+                    "overlay: rank %s is not a child of rank %d; ignoring its %s (and what follows)",
+                    name,
+                    self.rank,
+                    msg.topic,
+                )
             return
         try:
             body = msg.decode_payload() or {}
@@ -390,11 +432,17 @@ class Overlay:
         now = time.monotonic()
         # Three missed keepalives (torpid_max - one period) mean lost, so a dead child is
         # declared lost within torpid_max of its last sign of life.
-        limit = max(self.params.torpid_max - self.params.keepalive_period, self.params.keepalive_period)
+        limit = max(
+            self.params.torpid_max - self.params.keepalive_period, self.params.keepalive_period
+        )
         for child in self.children.values():
             if child.connected and now - child.last_seen > limit:
-                self.log.error("overlay: %s (rank %d) has been unresponsive for %.3gs; marking it lost",
-                               child.hostname, child.rank, now - child.last_seen)
+                self.log.error(
+                    "overlay: %s (rank %d) has been unresponsive for %.3gs; marking it lost",
+                    child.hostname,
+                    child.rank,
+                    now - child.last_seen,
+                )
                 self._child_down(child, "lost", "lost connection")
         if self.dealer is not None and not self.shutting_down:
             self._send_parent_control("keepalive", None)
@@ -486,8 +534,13 @@ class Overlay:
             "status": self.status,
             "duration": now - self.since,
             "children": [
-                {"rank": c.rank, "hostname": c.hostname, "status": c.status, "duration": now - c.since,
-                 **({"error": c.error} if c.error else {})}
+                {
+                    "rank": c.rank,
+                    "hostname": c.hostname,
+                    "status": c.status,
+                    "duration": now - c.since,
+                    **({"error": c.error} if c.error else {}),
+                }
                 for c in self.children.values()
             ],
         }

@@ -21,7 +21,9 @@ ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 
 
 class InstanceKeyAuthenticator:
-    def __init__(self, reactor: Reactor, ctx: zmq.Context, log: logging.Logger, public_key: bytes) -> None:
+    def __init__(
+        self, reactor: Reactor, ctx: zmq.Context, log: logging.Logger, public_key: bytes
+    ) -> None:
         self.reactor = reactor
         self.ctx = ctx
         self.log = log
@@ -39,7 +41,9 @@ class InstanceKeyAuthenticator:
 
     def watch(self, router: zmq.Socket) -> None:
         """Log the failed handshakes of `router` that never reach ZAP."""
-        self.monitor = router.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+        self.monitor = router.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+        )
         self.reactor.add(self.monitor, zmq.POLLIN, self._monitor_ready)
 
     def unwatch(self, router: zmq.Socket | None) -> None:
@@ -68,9 +72,15 @@ class InstanceKeyAuthenticator:
                 self.zap.send_multipart([version, request_id, b"200", b"OK", b"instance", b""])
             else:
                 self.refused += 1
-                self.log.warning("overlay: refused %s connection from %s: public key is not the instance "
-                                 "certificate", mechanism.decode(errors="replace"), address.decode(errors="replace"))
-                self.zap.send_multipart([version, request_id, b"400", b"unknown public key", b"", b""])
+                self.log.warning(
+                    "overlay: refused %s connection from %s: public key is not the instance "
+                    "certificate",
+                    mechanism.decode(errors="replace"),
+                    address.decode(errors="replace"),
+                )
+                self.zap.send_multipart(
+                    [version, request_id, b"400", b"unknown public key", b"", b""]
+                )
 
     def _monitor_ready(self, _revents: int) -> None:
         assert self.monitor is not None
@@ -81,5 +91,8 @@ class InstanceKeyAuthenticator:
                 return
             if event["event"] != zmq.EVENT_HANDSHAKE_FAILED_AUTH:  # ZAP refusals are logged above
                 self.refused += 1
-                self.log.warning("overlay: refused connection on %s: CURVE handshake failed (peer does not "
-                                 "have the instance certificate)", event["endpoint"].decode(errors="replace"))
+                self.log.warning(
+                    "overlay: refused connection on %s: CURVE handshake failed (peer does not "
+                    "have the instance certificate)",
+                    event["endpoint"].decode(errors="replace"),
+                )

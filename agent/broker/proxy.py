@@ -107,7 +107,10 @@ def run_command(command: Sequence[str], uri: str) -> int:
     # Pass SIGTERM/SIGHUP on to the command and keep running until it exits, so the
     # tunnel and its private directory are always cleaned up.
     forwarded = (signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in forwarded}
+    previous = {
+        sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
+        for sig in forwarded
+    }
     try:
         while True:
             try:

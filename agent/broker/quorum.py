@@ -31,8 +31,11 @@ class Quorum:
         if online == self._last_online:
             return False
         self._last_online = online
-        self.log.info("online: %s (ranks %s)", hostlist.encode(self.state.hostnames[r] for r in online),
-                      idset.encode(online))
+        self.log.info(
+            "online: %s (ranks %s)",
+            hostlist.encode(self.state.hostnames[r] for r in online),
+            idset.encode(online),
+        )
         if not self.reached and len(online) >= self.state.quorum:
             self.reached = True
             self.log.info("quorum reached")
@@ -48,5 +51,11 @@ class Quorum:
     def status(self, msg: Message) -> dict:
         """The `broker.status` service."""
         online = sorted(self.overlay.online)
-        return {"rank": self.state.rank, "size": self.state.size, "online": idset.encode(online),
-                "count": len(online), "quorum": self.state.quorum, "state": "run" if self.reached else "quorum"}
+        return {
+            "rank": self.state.rank,
+            "size": self.state.size,
+            "online": idset.encode(online),
+            "count": len(online),
+            "quorum": self.state.quorum,
+            "state": "run" if self.reached else "quorum",
+        }

@@ -39,16 +39,28 @@ class Reactor:
 
     def add(self, sock: Any, events: int, handler: Callable[[int], None]) -> None:
         """Watch a zmq socket or file descriptor; `handler(revents)` runs when ready."""
-        key = sock if isinstance(sock, zmq.Socket) else int(sock if isinstance(sock, int) else sock.fileno())
+        key = (
+            sock
+            if isinstance(sock, zmq.Socket)
+            else int(sock if isinstance(sock, int) else sock.fileno())
+        )
         self._handlers[key] = handler
         self.poller.register(key, events)
 
     def modify(self, sock: Any, events: int) -> None:
-        key = sock if isinstance(sock, zmq.Socket) else int(sock if isinstance(sock, int) else sock.fileno())
+        key = (
+            sock
+            if isinstance(sock, zmq.Socket)
+            else int(sock if isinstance(sock, int) else sock.fileno())
+        )
         self.poller.modify(key, events)
 
     def remove(self, sock: Any) -> None:
-        key = sock if isinstance(sock, zmq.Socket) else int(sock if isinstance(sock, int) else sock.fileno())
+        key = (
+            sock
+            if isinstance(sock, zmq.Socket)
+            else int(sock if isinstance(sock, int) else sock.fileno())
+        )
         if self._handlers.pop(key, None) is not None:
             self.poller.unregister(key)
 

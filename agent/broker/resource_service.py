@@ -31,7 +31,9 @@ class ResourceServiceContext:
 
     state: InstanceState  # rank, hostname, config; size and hostnames follow config.reload
     services: ServiceRegistry  # to offer resource.* and to ask a module's sched.resource-status in-process
-    request: Callable[[Message], None]  # send a request from this broker (its response is only logged)
+    request: Callable[
+        [Message], None
+    ]  # send a request from this broker (its response is only logged)
     down_ranks: Callable[[], list[int]]
     call_later: Callable[[float, Callable[[], None]], Timer]
     log: logging.Logger
@@ -47,11 +49,15 @@ def _node_from_dict(data: dict) -> Any:
     names = {f.name for f in dataclasses.fields(NodeResources)}
     unknown = set(data) - names
     if unknown:
-        raise ServiceError(errno.EPROTO, f"resource.register: unknown node field(s) {sorted(unknown)}")
+        raise ServiceError(
+            errno.EPROTO, f"resource.register: unknown node field(s) {sorted(unknown)}"
+        )
     try:
         return NodeResources(**data)
     except (TypeError, ValueError) as exc:
-        raise ServiceError(errno.EPROTO, f"resource.register: bad node description: {exc}") from None
+        raise ServiceError(
+            errno.EPROTO, f"resource.register: bad node description: {exc}"
+        ) from None
 
 
 def allocated_by_rank(status: dict) -> dict[int, tuple[set[int], set[int]]]:
@@ -92,7 +98,9 @@ class ResourceService:
 
     def discover_local(self) -> None:
         state = self.context.state
-        override = state.attrs.get("resource.override") or getattr(state.config.resource, "override", None)
+        override = state.attrs.get("resource.override") or getattr(
+            state.config.resource, "override", None
+        )
         self.local = discovery.discover(rank=state.rank, hostname=state.hostname, override=override)
         if state.rank == 0:
             self._store(self.local)
@@ -107,7 +115,9 @@ class ResourceService:
     def report(self) -> None:
         """Tell the leader what this node has (after every join to the parent)."""
         if self.local is not None and self.context.state.rank != 0:
-            self.context.request(Message.request("resource.register", {"node": _node_to_dict(self.local)}, nodeid=0))
+            self.context.request(
+                Message.request("resource.register", {"node": _node_to_dict(self.local)}, nodeid=0)
+            )
 
     def _register(self, msg: Message) -> dict:
         node = (msg.payload or {}).get("node")
@@ -191,8 +201,14 @@ class ResourceService:
         out: dict[str, list[dict]] = {"free": [], "allocated": [], "down": []}
 
         def entry(rank: int, cores: set[int] | list[int], gpus: set[int] | list[int]) -> dict:
-            return {"rank": rank, "hostname": state.hostnames[rank], "ncores": len(cores), "ngpus": len(gpus),
-                    "cores": idset.encode(sorted(cores)), "gpus": idset.encode(sorted(gpus))}
+            return {
+                "rank": rank,
+                "hostname": state.hostnames[rank],
+                "ncores": len(cores),
+                "ngpus": len(gpus),
+                "cores": idset.encode(sorted(cores)),
+                "gpus": idset.encode(sorted(gpus)),
+            }
 
         for rank in range(state.size):
             if rank in self._excluded():

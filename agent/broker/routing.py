@@ -60,14 +60,20 @@ class Router:
                 self.respond(msg.error(errno.ENOSYS, f"unknown service method {msg.topic!r}"))
             return
         if not 0 <= nodeid < state.size:
-            self.respond(msg.error(errno.EHOSTUNREACH, f"no such rank {nodeid} (instance size {state.size})"))
+            self.respond(
+                msg.error(errno.EHOSTUNREACH, f"no such rank {nodeid} (instance size {state.size})")
+            )
             return
         child = state.topology.child_route(state.rank, nodeid)
         if child is not None:
             if not self.overlay.send_child(child, msg):
                 status = self.overlay.children[child].status
-                self.respond(msg.error(errno.EHOSTUNREACH,
-                                       f"rank {nodeid} is unreachable: {state.hostnames[child]} (rank {child}) is {status}"))
+                self.respond(
+                    msg.error(
+                        errno.EHOSTUNREACH,
+                        f"rank {nodeid} is unreachable: {state.hostnames[child]} (rank {child}) is {status}",
+                    )
+                )
             return
         if self.overlay.parent_rank is None:
             self.respond(msg.error(errno.EHOSTUNREACH, f"rank {nodeid} is unreachable"))

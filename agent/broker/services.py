@@ -51,6 +51,8 @@ class ServiceRegistry:
             self.log.exception("broker: service %s failed", msg.topic)
             return msg.error(errno.EIO, f"{msg.topic}: internal error: {exc}")
         if result is not None and not isinstance(result, dict):
-            self.log.error("broker: service %s returned %s, not a dict", msg.topic, type(result).__name__)
+            self.log.error(
+                "broker: service %s returned %s, not a dict", msg.topic, type(result).__name__
+            )
             return msg.error(errno.EIO, f"{msg.topic}: service returned a non-object")
         return msg.response(result or {})

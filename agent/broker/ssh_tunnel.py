@@ -41,7 +41,9 @@ def _to_stderr(line: str) -> None:
 
 
 def _known_hosts_file(option: str | None) -> Path:
-    return Path(option or os.environ.get("FLUXNODE_SSH_KNOWN_HOSTS") or Path.home() / ".ssh" / "known_hosts")
+    return Path(
+        option or os.environ.get("FLUXNODE_SSH_KNOWN_HOSTS") or Path.home() / ".ssh" / "known_hosts"
+    )
 
 
 def _host_key_label(host: str, port: int) -> str:
@@ -66,7 +68,9 @@ class Tunnel:
         self.known_hosts = _known_hosts_file(known_hosts)
         self.accept_new = accept_new
         self.rcmd = rcmd or os.environ.get("FLUXNODE_SSH_RCMD") or DEFAULT_RCMD
-        self.report = report  # one line for the user, from any thread (a new host key, a failed relay)
+        self.report = (
+            report  # one line for the user, from any thread (a new host key, a failed relay)
+        )
         self.client = None
         self.tmpdir: str | None = None
         self.socket_path: str | None = None
@@ -95,7 +99,12 @@ class Tunnel:
         env_ids = os.environ.get("FLUXNODE_SSH_IDENTITY")
         if env_ids:
             identities += env_ids.split(os.pathsep)
-        return host, port or 22, user or getpass.getuser(), [i for i in identities if Path(i).is_file()]
+        return (
+            host,
+            port or 22,
+            user or getpass.getuser(),
+            [i for i in identities if Path(i).is_file()],
+        )
 
     def connect(self) -> None:
         host, port, user, identities = self._resolve()
@@ -128,7 +137,9 @@ class Tunnel:
                 fd = os.open(known_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                 with os.fdopen(fd, "a") as f:
                     f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
-                report(f"fluxnode-proxy: added host key for {hostname} ({fingerprint}) to {known_file}")
+                report(
+                    f"fluxnode-proxy: added host key for {hostname} ({fingerprint}) to {known_file}"
+                )
 
         client.set_missing_host_key_policy(_Policy())
         try:
@@ -158,10 +169,14 @@ class Tunnel:
             raise ProxyError(f"ssh to {where} failed: {exc or type(exc).__name__}") from None
         except OSError as exc:
             client.close()
-            causes = getattr(exc, "errors", None)  # paramiko's NoValidConnectionsError: one per address
+            causes = getattr(
+                exc, "errors", None
+            )  # paramiko's NoValidConnectionsError: one per address
             if causes:
                 exc = next(iter(causes.values()))
-            raise ProxyError(f"cannot connect to {host} port {port}: {exc.strerror or exc}") from None
+            raise ProxyError(
+                f"cannot connect to {host} port {port}: {exc.strerror or exc}"
+            ) from None
         self.client = client
         transport = client.get_transport()
         if transport is not None:
@@ -186,7 +201,9 @@ class Tunnel:
             return
         lines = out.decode(errors="replace").strip().splitlines()
         if status == 127:
-            raise ProxyError(f"{self.target.display}: remote command {self.rcmd!r} not found (set FLUXNODE_SSH_RCMD)")
+            raise ProxyError(
+                f"{self.target.display}: remote command {self.rcmd!r} not found (set FLUXNODE_SSH_RCMD)"
+            )
         msg = (lines[-1] if lines else f"exit status {status}").removeprefix("fluxnode-relay: ")
         raise ProxyError(f"{self.target.display}: {msg}")
 
@@ -236,7 +253,9 @@ class Tunnel:
                     except OSError:
                         return
                     conn.setblocking(True)
-                    threading.Thread(target=self._serve, args=(conn,), name="proxy-conn", daemon=True).start()
+                    threading.Thread(
+                        target=self._serve, args=(conn,), name="proxy-conn", daemon=True
+                    ).start()
         finally:
             sel.close()
 
@@ -250,7 +269,9 @@ class Tunnel:
             except ProxyError as exc:
                 self.report(f"fluxnode-proxy: {exc}")
                 return
-            upstream = threading.Thread(target=_copy_to_channel, args=(conn, chan), name="proxy-up", daemon=True)
+            upstream = threading.Thread(
+                target=_copy_to_channel, args=(conn, chan), name="proxy-up", daemon=True
+            )
             upstream.start()
             while True:
                 data = chan.recv(CHUNK)
@@ -270,7 +291,9 @@ class Tunnel:
             upstream.join()
         except OSError:
             pass
-        except Exception as exc:  # never a traceback from a relay thread: one line, the rest keeps working
+        except (
+            Exception
+        ) as exc:  # never a traceback from a relay thread: one line, the rest keeps working
             self.report(f"fluxnode-proxy: connection relay failed: {type(exc).__name__}: {exc}")
         finally:
             if chan is not None:

@@ -24,7 +24,9 @@ class Backoff:
 
     def next_delay(self) -> float:
         """Seconds to wait before the next try."""
-        self._current = self.initial if self._current == 0 else min(self.maximum, self._current * self.factor)
+        self._current = (
+            self.initial if self._current == 0 else min(self.maximum, self._current * self.factor)
+        )
         return random.uniform(self._current / 2, self._current) if self.jitter else self._current
 
     def reset(self) -> None:

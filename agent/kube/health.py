@@ -33,7 +33,9 @@ def problem_probe(check: Callable[[], str | None]) -> Probe:
 
 
 class HealthServer:
-    def __init__(self, host: str, port: int, live: Probe, ready: Probe, registry: CollectorRegistry):
+    def __init__(
+        self, host: str, port: int, live: Probe, ready: Probe, registry: CollectorRegistry
+    ):
         probes = {"/healthz": live, "/livez": live, "/readyz": ready}
 
         class Handler(BaseHTTPRequestHandler):
@@ -44,9 +46,17 @@ class HealthServer:
                 elif path in probes:
                     ok, detail = probes[path]()
                     text = ("ok" if ok else "not ok") + (f": {detail}" if detail else "")
-                    body, ctype, code = (text + "\n").encode(), "text/plain; charset=utf-8", 200 if ok else 503
+                    body, ctype, code = (
+                        (text + "\n").encode(),
+                        "text/plain; charset=utf-8",
+                        200 if ok else 503,
+                    )
                 else:
-                    body, ctype, code = b"not found: try /healthz, /readyz or /metrics\n", "text/plain; charset=utf-8", 404
+                    body, ctype, code = (
+                        b"not found: try /healthz, /readyz or /metrics\n",
+                        "text/plain; charset=utf-8",
+                        404,
+                    )
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
@@ -59,7 +69,9 @@ class HealthServer:
         self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, name="health", daemon=True)
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, name="health", daemon=True
+        )
 
     def start(self) -> HealthServer:
         self._thread.start()

@@ -176,7 +176,9 @@ class Informer:
             )
         except ApiException as exc:
             if exc.status == 410:
-                raise WatchExpired(f"watch from resourceVersion {self.resource_version} is gone") from None
+                raise WatchExpired(
+                    f"watch from resourceVersion {self.resource_version} is gone"
+                ) from None
             raise
         self._response = response
         ended = False
@@ -191,7 +193,9 @@ class Informer:
             ended = True
         finally:
             self._response = None
-            if not ended:  # unread stream: close it, or the server keeps the watch and the pool a dirty socket
+            if (
+                not ended
+            ):  # unread stream: close it, or the server keeps the watch and the pool a dirty socket
                 response.close()
             response.release_conn()
 

@@ -84,7 +84,12 @@ class LeaderElector:
             if won:
                 self._last_renew = now
                 if not self.is_leader.is_set():
-                    log.info("became leader (lease %s/%s, identity %s)", self.namespace, self.name, self.identity)
+                    log.info(
+                        "became leader (lease %s/%s, identity %s)",
+                        self.namespace,
+                        self.name,
+                        self.identity,
+                    )
                     self.is_leader.set()
                     self.on_started()
             elif self.is_leader.is_set() and now - self._last_renew > self.renew_deadline:
@@ -141,7 +146,9 @@ class LeaderElector:
             if now - self._observed_at < duration:
                 return False  # someone else holds it and renewed within the duration
         if holder == self.identity:
-            new_spec = self._spec(int(spec.get("leaseTransitions") or 0), spec.get("acquireTime") or _micro_now())
+            new_spec = self._spec(
+                int(spec.get("leaseTransitions") or 0), spec.get("acquireTime") or _micro_now()
+            )
         else:
             new_spec = self._spec(int(spec.get("leaseTransitions") or 0) + 1, _micro_now())
         lease["spec"] = new_spec

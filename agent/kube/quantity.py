@@ -15,7 +15,9 @@ from decimal import Decimal
 
 from kubernetes.utils.quantity import parse_quantity
 
-_GRAMMAR = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+|[kMGTPE]|[KMGTPE]i|m)?")
+_GRAMMAR = re.compile(
+    r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+|[kMGTPE]|[KMGTPE]i|m)?"
+)
 """resource.Quantity's serialized form: a signed decimal, then an exponent or an SI/binary suffix."""
 
 
@@ -29,10 +31,14 @@ def parse(value: object, where: str) -> Decimal:
     ``where`` names the field for the error, e.g. ``node n1 status.capacity.memory``.
     """
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise QuantityError(f"{where}: invalid quantity {value!r} (expected a string like '500m' or '2Gi')")
+        raise QuantityError(
+            f"{where}: invalid quantity {value!r} (expected a string like '500m' or '2Gi')"
+        )
     if isinstance(value, str) and not _GRAMMAR.fullmatch(value):
-        raise QuantityError(f"{where}: invalid quantity {value!r} (expected a number with an optional "
-                            "suffix m, k, M, G, T, P, E, Ki..Ei or an exponent like 1e3)")
+        raise QuantityError(
+            f"{where}: invalid quantity {value!r} (expected a number with an optional "
+            "suffix m, k, M, G, T, P, E, Ki..Ei or an exponent like 1e3)"
+        )
     try:
         result = parse_quantity(value)
     except (ValueError, ArithmeticError) as exc:

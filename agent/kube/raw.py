@@ -51,7 +51,9 @@ class RawApi:
         self._direct = None
         self._prefix = ""
         if not isinstance(self._pool, ProxyManager):
-            self._direct = self._pool.connection_from_url(self._host, pool_kwargs={"maxsize": connections})
+            self._direct = self._pool.connection_from_url(
+                self._host, pool_kwargs={"maxsize": connections}
+            )
             self._prefix = (parse_url(self._host).path or "").rstrip("/")
 
     def _headers(self, content_type: str) -> dict[str, str]:
@@ -62,7 +64,9 @@ class RawApi:
                 headers[auth["key"]] = auth["value"]
         return headers
 
-    def request(self, method: str, path: str, body: Any, content_type: str = "application/json") -> None:
+    def request(
+        self, method: str, path: str, body: Any, content_type: str = "application/json"
+    ) -> None:
         """Send one write; an HTTP error raises ApiException. The answer's body is not parsed:
         the binder's writes need only the status (parsing every Event back costs CPU per pod)."""
         data = json.dumps(body).encode()

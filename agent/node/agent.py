@@ -90,10 +90,19 @@ class NodeAgent:
         self.opts = opts
         self.files = HostFiles(opts.host_dir, opts.run_dir, opts.bin_dir)
         self.selection = NodeSelection(include_control_plane=opts.include_control_plane)
-        self.settings = OverlaySettings(port=opts.port, bind_address=opts.bind_address, topo=opts.topo,
-                                        cert_path=str(self.files.cert), tbon=opts.tbon)
-        self.supervisor = BrokerSupervisor(self.files, opts.node_name, opts.state_dir,
-                                           Backoff(opts.backoff_min, opts.backoff_max, jitter=False))
+        self.settings = OverlaySettings(
+            port=opts.port,
+            bind_address=opts.bind_address,
+            topo=opts.topo,
+            cert_path=str(self.files.cert),
+            tbon=opts.tbon,
+        )
+        self.supervisor = BrokerSupervisor(
+            self.files,
+            opts.node_name,
+            opts.state_dir,
+            Backoff(opts.backoff_min, opts.backoff_max, jitter=False),
+        )
         self.metrics = AgentMetrics()
         self.heartbeat = time.monotonic()
         self.events: queue.Queue = queue.Queue()
@@ -130,24 +139,39 @@ class NodeAgent:
                 if isinstance(exc, KubeAccessError) and "permission denied" in str(exc):
                     raise
                 if time.monotonic() + delay > deadline or self._abort.is_set():
-                    raise AgentExit(f"cannot reach the Kubernetes API at {self.api.api_client.configuration.host}: "
-                                    f"{_one_line(exc)}") from None
-                log.warning("Kubernetes API not reachable yet (%s); retrying in %.1fs", _one_line(exc), delay)
+                    raise AgentExit(
+                        f"cannot reach the Kubernetes API at {self.api.api_client.configuration.host}: "
+                        f"{_one_line(exc)}"
+                    ) from None
+                log.warning(
+                    "Kubernetes API not reachable yet (%s); retrying in %.1fs",
+                    _one_line(exc),
+                    delay,
+                )
                 self._abort.wait(delay)
                 delay = min(delay * 2, 5.0)
         self.files.write_cert(certificate.dumps(cert))
 
     def _render_connect_script(self) -> None:
-        env = jinja2.Environment(loader=jinja2.PackageLoader("fluxnode.templates", ""), autoescape=False,
-                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+        env = jinja2.Environment(
+            loader=jinja2.PackageLoader("fluxnode.templates", ""),
+            autoescape=False,
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+        )
         text = env.get_template("connect.sh.j2").render(
             node=self.opts.node_name, run_dir=str(self.files.run_dir), pid_name=host_files.PID_NAME,
             uri_name=host_files.URI_NAME, cli_path=str(Path(sys.executable).parent))
         try:
             self.files.write_connect_script(text)
-        except OSError as exc:  # e.g. a read-only /usr (Container-Optimized OS): the broker still runs
-            log.warning("cannot write the connect script %s: %s; pass a writable --bin-dir (e.g. /opt/bin)",
-                        self.files.connect_script, exc.strerror or exc)
+        except (
+            OSError
+        ) as exc:  # e.g. a read-only /usr (Container-Optimized OS): the broker still runs
+            log.warning(
+                "cannot write the connect script %s: %s; pass a writable --bin-dir (e.g. /opt/bin)",
+                self.files.connect_script,
+                exc.strerror or exc,
+            )
 
     def _start_informers(self) -> None:
         def changed(what: str) -> EventHandler:
@@ -165,8 +189,13 @@ class NodeAgent:
         self.nodes = Informer("nodes", self.api.list_node, changed("nodes"), on_fatal=fatal,
                               label_selector=self.opts.selector or None).start()
         self.rank_configmaps = Informer(
-            "configmaps", self.api.list_namespaced_config_map, changed("configmaps"), on_fatal=fatal,
-            namespace=self.opts.namespace, field_selector=f"metadata.name={self.opts.rank_configmap}").start()
+            "configmaps",
+            self.api.list_namespaced_config_map,
+            changed("configmaps"),
+            on_fatal=fatal,
+            namespace=self.opts.namespace,
+            field_selector=f"metadata.name={self.opts.rank_configmap}",
+        ).start()
         self.rank_store = RankStore(self.api, self.opts.namespace, self.opts.rank_configmap)
 
     def _live(self) -> tuple[bool, str]:
@@ -198,15 +227,24 @@ class NodeAgent:
             self._install_certificate()
             self._render_connect_script()
             if self.opts.health_port is not None:
-                health = HealthServer(self.opts.health_address, self.opts.health_port, self._live, self._ready,
-                                      self.metrics.registry).start()
+                health = HealthServer(
+                    self.opts.health_address,
+                    self.opts.health_port,
+                    self._live,
+                    self._ready,
+                    self.metrics.registry,
+                ).start()
                 self._write_health_port(health.port)
             self._start_informers()
             stopping = False
-            if not wait_synced([self.nodes, self.rank_configmaps], SYNC_TIMEOUT, self._abort.is_set):
+            if not wait_synced(
+                [self.nodes, self.rank_configmaps], SYNC_TIMEOUT, self._abort.is_set
+            ):
                 stopping = self._drain(block=False)
                 if not stopping:
-                    raise AgentExit(f"could not list nodes and configmaps within {SYNC_TIMEOUT:.0f}s")
+                    raise AgentExit(
+                        f"could not list nodes and configmaps within {SYNC_TIMEOUT:.0f}s"
+                    )
             while not stopping:
                 try:
                     self._reconcile()
@@ -214,15 +252,22 @@ class NodeAgent:
                     raise
                 except (ApiException, HTTPError, OSError, RuntimeError) as exc:
                     # Transient (API restarting, conflict storm, disk hiccup): the next turn retries.
-                    self._set_status(f"reconcile failed, will retry: {_one_line(exc)}", logging.WARNING)
+                    self._set_status(
+                        f"reconcile failed, will retry: {_one_line(exc)}", logging.WARNING
+                    )
                 except ValueError as exc:
                     # A rank map someone edited into nonsense: keep what runs, say what to fix.
-                    self._set_status(f"ConfigMap {self.opts.namespace}/{self.opts.rank_configmap}: {exc}; "
-                                     "fix it or delete it (the agents then rebuild it)", logging.ERROR)
+                    self._set_status(
+                        f"ConfigMap {self.opts.namespace}/{self.opts.rank_configmap}: {exc}; "
+                        "fix it or delete it (the agents then rebuild it)",
+                        logging.ERROR,
+                    )
                 wait = self.supervisor.tick()
                 self._publish_metrics()
                 self.heartbeat = time.monotonic()
-                stopping = self._drain(block=True, timeout=min(wait, IDLE_TICK) if wait else IDLE_TICK)
+                stopping = self._drain(
+                    block=True, timeout=min(wait, IDLE_TICK) if wait else IDLE_TICK
+                )
             log.info("agent stopping")
             return 0
         except KubeAccessError as exc:
@@ -280,26 +325,45 @@ class NodeAgent:
         nodes = self.nodes.snapshot()
         members = self.selection.members(nodes)
         view_rv = self.nodes.resource_version_number
-        rank_map = self.rank_store.reconcile(set(members), self.selection.joinable(nodes), view_rv,
-                                             self.rank_configmaps.get(f"{self.opts.namespace}/{self.opts.rank_configmap}"),
-                                             self._may_write(nodes), self.rank_configmaps.resource_version_number)
+        rank_map = self.rank_store.reconcile(
+            set(members),
+            self.selection.joinable(nodes),
+            view_rv,
+            self.rank_configmaps.get(f"{self.opts.namespace}/{self.opts.rank_configmap}"),
+            self._may_write(nodes),
+            self.rank_configmaps.resource_version_number,
+        )
         unknown = [h for h in rank_map.live() if h not in nodes]
         if unknown and view_rv < rank_map.nodes_resource_version:
-            self._set_status(f"waiting for the node list to catch up with the rank map ({', '.join(unknown)})")
+            self._set_status(
+                f"waiting for the node list to catch up with the rank map ({', '.join(unknown)})"
+            )
             return
         config_changed = False
         if rank_map.size:
             # Rendering is cheap next to R for big clusters, but both only change with the
             # rank map, node addresses/ports or capacities, not with every node heartbeat.
-            render_key = (rank_map.hosts, rank_map.vacant, tuple(overlay_config.endpoints(rank_map, nodes, self.settings)))
+            render_key = (
+                rank_map.hosts,
+                rank_map.vacant,
+                tuple(overlay_config.endpoints(rank_map, nodes, self.settings)),
+            )
             if render_key != self._render_key:
                 if self.files.write_config(overlay_config.render(rank_map, nodes, self.settings)):
                     config_changed = True
                     self.metrics.renders.inc()
                     log.info("rendered %s: %d rank(s)", self.files.config, rank_map.size)
                 self._render_key = render_key
-            r_key = tuple((h, r, json.dumps((nodes.get(h) or {}).get("status", {}).get("capacity"), sort_keys=True))
-                          for h, r in rank_map.live().items())
+            r_key = tuple(
+                (
+                    h,
+                    r,
+                    json.dumps(
+                        (nodes.get(h) or {}).get("status", {}).get("capacity"), sort_keys=True
+                    ),
+                )
+                for h, r in rank_map.live().items()
+            )
             if r_key != self._r_key:
                 self.files.write_resources(node_resources.cluster_R(rank_map, nodes))
                 self._r_key = r_key
@@ -308,19 +372,30 @@ class NodeAgent:
         stop_in_place = False
         placement = overlay_config.placement(rank_map, nodes, self.settings, self.opts.node_name)
         if me is None or self.opts.node_name not in members:
-            self._set_status(f"node {self.opts.node_name} is not selected (missing, control-plane, cordoned "
-                             "or outside --selector): no broker here")
+            self._set_status(
+                f"node {self.opts.node_name} is not selected (missing, control-plane, cordoned "
+                "or outside --selector): no broker here"
+            )
             placement = None
         elif not is_ready(me) and self.rank == 0:
             # Stopping the leader would take the whole overlay down with it; keep it.
-            self._set_status(f"node {self.opts.node_name} is NotReady but hosts the leader (rank 0): "
-                             "its broker keeps running", logging.WARNING)
+            self._set_status(
+                f"node {self.opts.node_name} is NotReady but hosts the leader (rank 0): "
+                "its broker keeps running",
+                logging.WARNING,
+            )
         elif not is_ready(me):
             if self.supervisor.running:
-                self.record_event("BrokerStopped", f"node is NotReady: broker rank {self.rank} stopped, "
-                                  "the overlay shows it down", "Warning")
-            self._set_status(f"node {self.opts.node_name} is NotReady: broker stopped so the overlay marks "
-                             f"rank {self.rank} down", logging.WARNING)
+                self.record_event(
+                    "BrokerStopped",
+                    f"node is NotReady: broker rank {self.rank} stopped, the overlay shows it down",
+                    "Warning",
+                )
+            self._set_status(
+                f"node {self.opts.node_name} is NotReady: broker stopped so the overlay marks "
+                f"rank {self.rank} down",
+                logging.WARNING,
+            )
             # A leaf says goodbye (offline at once); a broker with children is killed so its
             # subtree keeps running and rejoins when the node is Ready again (lost meanwhile).
             stop_in_place = bool(placement and placement.children)
@@ -330,7 +405,9 @@ class NodeAgent:
         else:
             self._set_status(f"node {self.opts.node_name} is rank {self.rank} of {rank_map.size}")
         self.metrics.size.set(rank_map.size)
-        self.supervisor.ensure(placement, why=self.status, stop_in_place=stop_in_place, config_changed=config_changed)
+        self.supervisor.ensure(
+            placement, why=self.status, stop_in_place=stop_in_place, config_changed=config_changed
+        )
 
     def _publish_metrics(self) -> None:
         m, s = self.metrics, self.supervisor

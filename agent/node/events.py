@@ -29,10 +29,19 @@ class NodeEvents:
     def record(self, reason: str, note: str, type_: str = "Normal", action: str = "Broker") -> None:
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         body = {
-            "apiVersion": "events.k8s.io/v1", "kind": "Event",
-            "metadata": {"name": f"{self.node}.{uuid.uuid4().hex[:16]}", "namespace": self.namespace},
-            "eventTime": now, "reportingController": CONTROLLER, "reportingInstance": self.instance,
-            "action": action, "reason": reason, "note": note[:1024], "type": type_,
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{self.node}.{uuid.uuid4().hex[:16]}",
+                "namespace": self.namespace,
+            },
+            "eventTime": now,
+            "reportingController": CONTROLLER,
+            "reportingInstance": self.instance,
+            "action": action,
+            "reason": reason,
+            "note": note[:1024],
+            "type": type_,
             # the kubelet refers to its Node with the name as UID too
             "regarding": {"kind": "Node", "apiVersion": "v1", "name": self.node, "uid": self.node},
         }
@@ -40,5 +49,7 @@ class NodeEvents:
             self.api.create_namespaced_event(self.namespace, body, _preload_content=False)
         except (ApiException, HTTPError, OSError) as exc:
             if not self._warned:
-                log.warning("cannot post Events (%s); continuing without them", getattr(exc, "status", exc))
+                log.warning(
+                    "cannot post Events (%s); continuing without them", getattr(exc, "status", exc)
+                )
                 self._warned = True

@@ -24,10 +24,14 @@ class OverlaySettings:
     bind_address: str
     topo: str
     cert_path: str
-    tbon: tuple[tuple[str, object], ...] = ()  # extra [tbon] keys (flux-config-tbon(5)), e.g. torpid_max
+    tbon: tuple[
+        tuple[str, object], ...
+    ] = ()  # extra [tbon] keys (flux-config-tbon(5)), e.g. torpid_max
 
 
-def endpoints(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings) -> list[tuple[str, int, str]]:
+def endpoints(
+    rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings
+) -> list[tuple[str, int, str]]:
     """(host, port, connect address) per rank."""
     out = []
     for host in rank_map.hosts:
@@ -48,9 +52,16 @@ def render(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings) -> str
             extra["bind"] = f"tcp://{s.bind_address}:{port}"
         if extra:
             overrides[host] = extra
-    return render_broker_toml(list(rank_map.hosts), curve_cert=s.cert_path, port=s.port, topo=s.topo,
-                              bind=f"tcp://{s.bind_address}:%p", connect="tcp://%h:%p", host_overrides=overrides,
-                              tbon=dict(s.tbon))
+    return render_broker_toml(
+        list(rank_map.hosts),
+        curve_cert=s.cert_path,
+        port=s.port,
+        topo=s.topo,
+        bind=f"tcp://{s.bind_address}:%p",
+        connect="tcp://%h:%p",
+        host_overrides=overrides,
+        tbon=dict(s.tbon),
+    )
 
 
 @dataclass(frozen=True)
@@ -65,7 +76,9 @@ class Placement:
     topo: str
 
 
-def placement(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings, node: str) -> Placement | None:
+def placement(
+    rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings, node: str
+) -> Placement | None:
     """``node``'s placement in the overlay described by ``rank_map`` (None: not ranked)."""
     rank = rank_map.rank_of(node)
     if rank is None:

@@ -132,7 +132,9 @@ class RankStore:
     def read(self) -> tuple[RankMap, dict | None]:
         """The stored map and the raw ConfigMap (None if it does not exist yet)."""
         try:
-            resp = self.api.read_namespaced_config_map(self.name, self.namespace, _preload_content=False)
+            resp = self.api.read_namespaced_config_map(
+                self.name, self.namespace, _preload_content=False
+            )
         except ApiException as exc:
             if exc.status == 404:
                 return RankMap(), None
@@ -147,8 +149,16 @@ class RankStore:
         text = (cm.get("data") or {}).get(DATA_KEY)
         return RankMap.from_json(text) if text else RankMap()
 
-    def reconcile(self, members: set[str], joinable: list[str], view_rv: int, cached: dict | None,
-                  may_write: Callable[[RankMap, RankMap], bool], cache_rv: int = 0, attempts: int = 20) -> RankMap:
+    def reconcile(
+        self,
+        members: set[str],
+        joinable: list[str],
+        view_rv: int,
+        cached: dict | None,
+        may_write: Callable[[RankMap, RankMap], bool],
+        cache_rv: int = 0,
+        attempts: int = 20,
+    ) -> RankMap:
         """Apply ``plan`` to the stored map and write it back if it changed; returns the stored map.
 
         ``cached`` is the ConfigMap as the informer last saw it (None: not seen) as of
@@ -173,7 +183,9 @@ class RankStore:
                     "data": {DATA_KEY: wanted.to_json()}}
             try:
                 if cm is None:
-                    resp = self.api.create_namespaced_config_map(self.namespace, body, _preload_content=False)
+                    resp = self.api.create_namespaced_config_map(
+                        self.namespace, body, _preload_content=False
+                    )
                 else:
                     body["metadata"]["resourceVersion"] = cm["metadata"]["resourceVersion"]
                     resp = self.api.replace_namespaced_config_map(self.name, self.namespace, body,

@@ -41,5 +41,8 @@ def node_resources(rank: int, node: dict) -> NodeResources:
 
 def cluster_R(rank_map: RankMap, nodes: dict[str, dict]) -> dict:
     """R for the live ranks whose node we know."""
-    return build_R(node_resources(r, nodes[h]) for h, r in sorted(rank_map.live().items(), key=lambda kv: kv[1])
-                   if h in nodes)
+    return build_R(
+        node_resources(r, nodes[h])
+        for h, r in sorted(rank_map.live().items(), key=lambda kv: kv[1])
+        if h in nodes
+    )

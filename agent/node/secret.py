@@ -37,7 +37,9 @@ def _decode(secret: dict, where: str) -> certificate.Certificate:
         raise SecretError(f"{where}[{DATA_KEY}]: {exc}") from None
 
 
-def ensure_curve_secret(api: client.CoreV1Api, namespace: str, name: str) -> certificate.Certificate:
+def ensure_curve_secret(
+    api: client.CoreV1Api, namespace: str, name: str
+) -> certificate.Certificate:
     """Read the certificate Secret, creating it first if it does not exist (create-if-absent)."""
     where = f"Secret {namespace}/{name}"
     for _ in range(5):
@@ -50,10 +52,20 @@ def ensure_curve_secret(api: client.CoreV1Api, namespace: str, name: str) -> cer
             if exc.status != 404:
                 raise KubeAccessError(f"cannot read {where}: {status_message(exc)}") from None
         cert = certificate.generate(name="fluxnode")
-        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": name, "namespace": namespace,
-                             "labels": {"app.kubernetes.io/name": "fluxnode", "app.kubernetes.io/component": "curve-cert"}},
-                "data": {DATA_KEY: base64.b64encode(certificate.dumps(cert).encode()).decode()}}
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {
+                    "app.kubernetes.io/name": "fluxnode",
+                    "app.kubernetes.io/component": "curve-cert",
+                },
+            },
+            "data": {DATA_KEY: base64.b64encode(certificate.dumps(cert).encode()).decode()},
+        }
         try:
             api.create_namespaced_secret(namespace, body, _preload_content=False)
             log.info("created %s with a new CURVE certificate", where)

@@ -17,7 +17,9 @@ PORT_ANNOTATION = "fluxnode.io/broker-port"
 def is_control_plane(node: dict) -> bool:
     labels = node.get("metadata", {}).get("labels") or {}
     taints = (node.get("spec") or {}).get("taints") or []
-    return any(k in labels for k in CONTROL_PLANE_KEYS) or any(t.get("key") in CONTROL_PLANE_KEYS for t in taints)
+    return any(k in labels for k in CONTROL_PLANE_KEYS) or any(
+        t.get("key") in CONTROL_PLANE_KEYS for t in taints
+    )
 
 
 def is_ready(node: dict) -> bool:

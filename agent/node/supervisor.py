@@ -31,8 +31,15 @@ STABLE_AFTER = 60.0  # a broker that ran this long is healthy: the next restart 
 
 
 class BrokerSupervisor:
-    def __init__(self, files: HostFiles, node: str, state_dir: Path, backoff: Backoff,
-                 python: str = sys.executable, notify: Callable[[str, str, str], None] | None = None):
+    def __init__(
+        self,
+        files: HostFiles,
+        node: str,
+        state_dir: Path,
+        backoff: Backoff,
+        python: str = sys.executable,
+        notify: Callable[[str, str, str], None] | None = None,
+    ):
         self.files, self.node, self.state_dir, self.backoff = files, node, state_dir, backoff
         self.python = python
         self.notify = notify or (lambda reason, note, type_: None)
@@ -67,7 +74,9 @@ class BrokerSupervisor:
         self.starts += 1
         self.files.write_broker(self.proc.pid, self.files.local_uri)
         log.info("broker started: pid %d, rank %d", self.proc.pid, placement.rank)
-        self.notify("BrokerStarted", f"broker rank {placement.rank} started (pid {self.proc.pid})", "Normal")
+        self.notify(
+            "BrokerStarted", f"broker rank {placement.rank} started (pid {self.proc.pid})", "Normal"
+        )
 
     def stop(self, why: str = "stopping", *, in_place: bool = False) -> None:
         """Stop the broker: SIGTERM (then SIGKILL after a grace period), or SIGKILL when ``in_place``.
@@ -112,11 +121,17 @@ class BrokerSupervisor:
         if self.running and self.placement == placement and config_changed and reload:
             self._reload()
         if self.running and self.placement != placement:
-            if placement.rank == (self.placement.rank if self.placement else None) and reload and self._reload():
+            if (
+                placement.rank == (self.placement.rank if self.placement else None)
+                and reload
+                and self._reload()
+            ):
                 self.placement = placement
                 return
-            self.stop(f"placement changed to rank {placement.rank} (parent/children/size), restarting in place",
-                      in_place=True)
+            self.stop(
+                f"placement changed to rank {placement.rank} (parent/children/size), restarting in place",
+                in_place=True,
+            )
             self.next_start = 0.0
         self.tick(placement)
 
@@ -156,7 +171,9 @@ class BrokerSupervisor:
                 self.backoff.reset()
             delay = self.backoff.next_delay()
             self.next_start = time.monotonic() + delay
-            log.warning("broker exited with status %s after %.1fs; restarting in %.1fs", code, uptime, delay)
+            log.warning(
+                "broker exited with status %s after %.1fs; restarting in %.1fs", code, uptime, delay
+            )
             self.notify("BrokerExited", f"broker exited with status {code} after {uptime:.1f}s; "
                         f"restarting in {delay:.1f}s", "Warning")
         if not self.wanted or self.running or placement is None:
@@ -169,7 +186,9 @@ class BrokerSupervisor:
         return None
 
     def describe(self) -> str:
-        return f"pid {self.pid}" if self.running else ("stopped" if not self.wanted else "restarting")
+        return (
+            f"pid {self.pid}" if self.running else ("stopped" if not self.wanted else "restarting")
+        )
 
 
 def pid_alive(pid: int) -> bool:

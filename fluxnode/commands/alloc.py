@@ -17,7 +17,9 @@ from fluxnode.broker_conf import hostlist, idset
 from fluxnode.scheduler.jobspec.builder import JobspecBuildError, SlotKind, build_jobspec
 from fluxnode.scheduler.policies.policy import POLICIES
 
-uri_option = click.option("--uri", envvar="FLUXNODE_URI", help="Broker URI (default $FLUXNODE_URI).")
+uri_option = click.option(
+    "--uri", envvar="FLUXNODE_URI", help="Broker URI (default $FLUXNODE_URI)."
+)
 cert_option = click.option(
     "--curve-cert", type=click.Path(dir_okay=False), help="CURVE certificate for a tcp:// URI."
 )
@@ -63,27 +65,50 @@ def _count(node: dict, key: str) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print the service's JSON answer.")
 @uri_option
 @cert_option
-def alloc(jobspec, nodes, slots, cores_per_slot, gpus_per_slot, memory_per_slot, policy, reserve, as_json, uri, curve_cert):
+def alloc(
+    jobspec,
+    nodes,
+    slots,
+    cores_per_slot,
+    gpus_per_slot,
+    memory_per_slot,
+    policy,
+    reserve,
+    as_json,
+    uri,
+    curve_cert,
+):
     """Allocate resources for JOBSPEC (a YAML/JSON file, - for stdin) or for the given counts."""
     if jobspec is not None:
         spec = _load_jobspec(jobspec)
     else:
         count = slots if slots is not None else (nodes or 1)
         try:
-            spec = build_jobspec([SlotKind(cores_per_slot, gpus_per_slot, memory_per_slot, count)], nnodes=nodes)
+            spec = build_jobspec(
+                [SlotKind(cores_per_slot, gpus_per_slot, memory_per_slot, count)], nnodes=nodes
+            )
         except JobspecBuildError as exc:
             raise click.ClickException(str(exc)) from None
-    payload = {"jobspec": spec, "policy": policy, "op": "allocate_orelse_reserve" if reserve else "allocate"}
+    payload = {
+        "jobspec": spec,
+        "policy": policy,
+        "op": "allocate_orelse_reserve" if reserve else "allocate",
+    }
     payload["labels"] = {"owner": "cli"}
     answer = _rpc(uri, curve_cert, "sched.alloc", payload)
     if as_json:
         click.echo(json.dumps(answer, indent=2))
         return
-    click.echo(f"allocation {answer['id']}: {answer['status']}" + (f" at {answer['at']}" if answer["status"] == "RESERVED" else ""))
+    click.echo(
+        f"allocation {answer['id']}: {answer['status']}"
+        + (f" at {answer['at']}" if answer["status"] == "RESERVED" else "")
+    )
     click.echo(f"{'RANK':>5} {'HOSTNAME':<16} {'CORES':<12} {'GPUS':<8} MEMORY")
     for node in answer.get("nodes", []):
         memory = f"{node.get('memory_mib', 0)}MiB" if node.get("memory_mib") else "-"
-        click.echo(f"{node['rank']:>5} {node['hostname']:<16} {node['cores'] or '-':<12} {node.get('gpus') or '-':<8} {memory}")
+        click.echo(
+            f"{node['rank']:>5} {node['hostname']:<16} {node['cores'] or '-':<12} {node.get('gpus') or '-':<8} {memory}"
+        )
 
 
 @click.command()
@@ -96,16 +121,22 @@ def allocs(as_json, uri, curve_cert):
     if as_json:
         click.echo(json.dumps(answer, indent=2))
         return
-    click.echo(f"{'ID':>6} {'STATE':<9} {'GROUP':<28} {'PODS':>4} {'NCORES':>6} {'NGPUS':>5} NODELIST")
+    click.echo(
+        f"{'ID':>6} {'STATE':<9} {'GROUP':<28} {'PODS':>4} {'NCORES':>6} {'NGPUS':>5} NODELIST"
+    )
     for a in answer.get("allocations", []):
         labels = a.get("labels") or {}
         pods = labels.get("pods")
         npods = len(pods) if isinstance(pods, dict | list) else "-"
         cores = sum(_count(n, "cores") for n in a["nodes"])
         gpus = sum(_count(n, "gpus") for n in a["nodes"])
-        hosts = hostlist.encode(dict.fromkeys(n["hostname"] for n in a["nodes"])) if a["nodes"] else "-"
+        hosts = (
+            hostlist.encode(dict.fromkeys(n["hostname"] for n in a["nodes"])) if a["nodes"] else "-"
+        )
         group = labels.get("group") or labels.get("owner") or "-"
-        click.echo(f"{a['id']:>6} {a['status']:<9} {group:<28} {npods:>4} {cores:>6} {gpus:>5} {hosts}")
+        click.echo(
+            f"{a['id']:>6} {a['status']:<9} {group:<28} {npods:>4} {cores:>6} {gpus:>5} {hosts}"
+        )
 
 
 @click.command()

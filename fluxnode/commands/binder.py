@@ -23,17 +23,53 @@ log = logging.getLogger("fluxnode.binder")
 
 
 @click.command()
-@click.option("--kubeconfig", envvar="KUBECONFIG", type=click.Path(dir_okay=False), help="Kubeconfig (default: $KUBECONFIG, else in-cluster).")
-@click.option("--uri", envvar="FLUXNODE_URI", help="Lead broker URI: tcp://HOST:PORT or local://PATH (default: rank 0 from --rank-configmap).")
-@click.option("--rank-configmap", default="fluxnode/fluxnode-ranks", show_default=True, help="NAMESPACE/NAME of the agents' rank map.")
+@click.option(
+    "--kubeconfig",
+    envvar="KUBECONFIG",
+    type=click.Path(dir_okay=False),
+    help="Kubeconfig (default: $KUBECONFIG, else in-cluster).",
+)
+@click.option(
+    "--uri",
+    envvar="FLUXNODE_URI",
+    help="Lead broker URI: tcp://HOST:PORT or local://PATH (default: rank 0 from --rank-configmap).",
+)
+@click.option(
+    "--rank-configmap",
+    default="fluxnode/fluxnode-ranks",
+    show_default=True,
+    help="NAMESPACE/NAME of the agents' rank map.",
+)
 @click.option("--broker-port", default=8050, show_default=True, type=click.IntRange(1, 65535))
-@click.option("--curve-cert", type=click.Path(dir_okay=False), help="CURVE certificate for a tcp:// URI.")
-@click.option("--scheduler-name", default="fluxnode", show_default=True, help="spec.schedulerName to serve.")
+@click.option(
+    "--curve-cert", type=click.Path(dir_okay=False), help="CURVE certificate for a tcp:// URI."
+)
+@click.option(
+    "--scheduler-name", default="fluxnode", show_default=True, help="spec.schedulerName to serve."
+)
 @click.option("--policy", default="first", show_default=True, help="Match policy for groups.")
 @click.option("--bind-workers", default=16, show_default=True, type=click.IntRange(1, 256))
-@click.option("--alloc-batch", default=64, show_default=True, type=click.IntRange(1, 1024), help="Groups asked for in one sched.alloc round trip.")
-@click.option("--reserve-depth", default=1, show_default=True, type=click.IntRange(0, 64), help="Blocked groups that get a reservation.")
-@click.option("--resync", default=5.0, show_default=True, type=click.FloatRange(0.1), help="Seconds between forced retries.")
+@click.option(
+    "--alloc-batch",
+    default=64,
+    show_default=True,
+    type=click.IntRange(1, 1024),
+    help="Groups asked for in one sched.alloc round trip.",
+)
+@click.option(
+    "--reserve-depth",
+    default=1,
+    show_default=True,
+    type=click.IntRange(0, 64),
+    help="Blocked groups that get a reservation.",
+)
+@click.option(
+    "--resync",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Seconds between forced retries.",
+)
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
 @click.option("--lease-namespace", default="kube-system", show_default=True)
 @click.option("--lease-name", default="fluxnode-binder", show_default=True)
@@ -42,16 +78,50 @@ log = logging.getLogger("fluxnode.binder")
 @click.option("--retry-period", default=2.0, show_default=True, type=float)
 @click.option("--identity", default="", help="Leader election identity (default: hostname-pid).")
 @click.option("--http-host", default="0.0.0.0", show_default=True)
-@click.option("--http-port", default=10259, show_default=True, type=click.IntRange(0, 65535), help="Health and metrics port (0: any free port).")
-@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
-def binder(kubeconfig, uri, rank_configmap, broker_port, curve_cert, scheduler_name, policy, bind_workers, alloc_batch, reserve_depth, resync, leader_elect,
-           lease_namespace, lease_name, lease_duration, renew_deadline, retry_period, identity, http_host, http_port, log_level):
+@click.option(
+    "--http-port",
+    default=10259,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Health and metrics port (0: any free port).",
+)
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
+def binder(
+    kubeconfig,
+    uri,
+    rank_configmap,
+    broker_port,
+    curve_cert,
+    scheduler_name,
+    policy,
+    bind_workers,
+    alloc_batch,
+    reserve_depth,
+    resync,
+    leader_elect,
+    lease_namespace,
+    lease_name,
+    lease_duration,
+    renew_deadline,
+    retry_period,
+    identity,
+    http_host,
+    http_port,
+    log_level,
+):
     """Place pods with spec.schedulerName through the lead broker's graph scheduler."""
     setup_logging(log_level, JsonFormatter())
     if policy not in POLICIES:
         raise click.ClickException(f"--policy: unknown {policy!r} (one of {', '.join(POLICIES)})")
     if not uri and "/" not in rank_configmap:
-        raise click.ClickException(f"--rank-configmap: expected NAMESPACE/NAME, got {rank_configmap!r}")
+        raise click.ClickException(
+            f"--rank-configmap: expected NAMESPACE/NAME, got {rank_configmap!r}"
+        )
     if not retry_period < renew_deadline < lease_duration:
         raise click.ClickException("need --retry-period < --renew-deadline < --lease-duration")
     try:
@@ -59,17 +129,37 @@ def binder(kubeconfig, uri, rank_configmap, broker_port, curve_cert, scheduler_n
     except KubeConfigError as exc:
         raise click.ClickException(f"cannot load Kubernetes configuration: {exc.reason}") from None
     config = BinderConfig(
-        scheduler_name=scheduler_name, uri=uri, rank_configmap=rank_configmap, broker_port=broker_port, curve_cert=curve_cert, policy=policy, bind_workers=bind_workers, alloc_batch=alloc_batch,
-        reserve_depth=reserve_depth, resync=resync, leader_elect=leader_elect, lease_namespace=lease_namespace,
-        lease_name=lease_name, identity=identity, lease_duration=lease_duration, renew_deadline=renew_deadline,
-        retry_period=retry_period, http_host=http_host, http_port=http_port,
+        scheduler_name=scheduler_name,
+        uri=uri,
+        rank_configmap=rank_configmap,
+        broker_port=broker_port,
+        curve_cert=curve_cert,
+        policy=policy,
+        bind_workers=bind_workers,
+        alloc_batch=alloc_batch,
+        reserve_depth=reserve_depth,
+        resync=resync,
+        leader_elect=leader_elect,
+        lease_namespace=lease_namespace,
+        lease_name=lease_name,
+        identity=identity,
+        lease_duration=lease_duration,
+        renew_deadline=renew_deadline,
+        retry_period=retry_period,
+        http_host=http_host,
+        http_port=http_port,
     )
     try:
         b = Binder(api_client, config).start()
     except OSError as exc:
         raise click.ClickException(f"cannot start: {exc}") from None
     if b.health is not None:
-        log.info("binder %s serving /healthz /readyz /metrics on %s:%d", b.identity, http_host, b.health.port)
+        log.info(
+            "binder %s serving /healthz /readyz /metrics on %s:%d",
+            b.identity,
+            http_host,
+            b.health.port,
+        )
     signal.signal(signal.SIGTERM, lambda *_: b.stop_event.set())
     frozen = False
     try:

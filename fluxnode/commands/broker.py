@@ -16,7 +16,11 @@ from fluxnode.agent.broker import broker as broker_mod
 @click.option("--setattr", "-S", "settings", multiple=True, metavar="ATTR=VALUE",
               help="set a broker attribute (tbon.topo, rundir, statedir, local-uri, broker.quorum, "
                    "log-stderr-level, log-filename, broker.modules, resource.override)")
-@click.option("--hostname", metavar="NAME", help="act as this host of [bootstrap] hosts (default: this machine's name)")
+@click.option(
+    "--hostname",
+    metavar="NAME",
+    help="act as this host of [bootstrap] hosts (default: this machine's name)",
+)
 def broker(config_path: str, settings: tuple[str, ...], hostname: str | None) -> None:
     """Run a broker: join the overlay and serve the local connector until shut down."""
     try:

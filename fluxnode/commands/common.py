@@ -6,7 +6,9 @@ import click
 
 from fluxnode.agent.broker.client import Client, ConnectError, RPCError
 
-URI_OPTION = click.option("--uri", envvar="FLUXNODE_URI", metavar="URI", help="broker URI (default $FLUXNODE_URI)")
+URI_OPTION = click.option(
+    "--uri", envvar="FLUXNODE_URI", metavar="URI", help="broker URI (default $FLUXNODE_URI)"
+)
 
 
 def connect(uri: str | None, timeout: float = 10.0) -> Client:
@@ -16,7 +18,13 @@ def connect(uri: str | None, timeout: float = 10.0) -> Client:
         raise click.ClickException(str(exc).removeprefix("fluxnode: ")) from None
 
 
-def rpc(client: Client, topic: str, payload: dict | None = None, nodeid: int = 0, timeout: float | None = None) -> dict:
+def rpc(
+    client: Client,
+    topic: str,
+    payload: dict | None = None,
+    nodeid: int = 0,
+    timeout: float | None = None,
+) -> dict:
     try:
         return client.rpc(topic, payload, nodeid=nodeid, timeout=timeout)
     except RPCError as exc:

@@ -32,7 +32,12 @@ def config() -> None:
 @config.command("check")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--hostname", help="Also show the rank and endpoints this host would use.")
-@click.option("--cert/--no-cert", "check_cert", default=False, help="Also load and verify bootstrap.curve_cert.")
+@click.option(
+    "--cert/--no-cert",
+    "check_cert",
+    default=False,
+    help="Also load and verify bootstrap.curve_cert.",
+)
 def check(path: Path, hostname: str | None, check_cert: bool) -> None:
     """Validate a broker.toml file or config directory; print a summary or the error."""
     try:
@@ -40,16 +45,22 @@ def check(path: Path, hostname: str | None, check_cert: bool) -> None:
         topo = cfg.topology()
         if check_cert:
             if cfg.bootstrap.curve_cert is None:
-                raise config_mod.ConfigError(cfg.path, "bootstrap.curve_cert", "is not set (--cert asks to verify it)")
+                raise config_mod.ConfigError(
+                    cfg.path, "bootstrap.curve_cert", "is not set (--cert asks to verify it)"
+                )
             certificate.load(cfg.bootstrap.curve_cert)
         rank = cfg.rank_of(hostname) if hostname else None
-        lines = [f"{path}: ok: size {cfg.size}, tbon.topo {cfg.tbon.topo}, maxlevel {topo.maxlevel}"]
+        lines = [
+            f"{path}: ok: size {cfg.size}, tbon.topo {cfg.tbon.topo}, maxlevel {topo.maxlevel}"
+        ]
         if cfg.hostnames:
             lines.append(f"hosts: {hostlist.encode(cfg.hostnames)}")
         if rank is not None and cfg.hostnames:
             parent = topo.parent(rank)
-            lines.append(f"{hostname}: rank {rank}, parent {parent if parent is not None else '-'}, "
-                         f"children {idset.encode(topo.children(rank)) or '-'}")
+            lines.append(
+                f"{hostname}: rank {rank}, parent {parent if parent is not None else '-'}, "
+                f"children {idset.encode(topo.children(rank)) or '-'}"
+            )
             if topo.children(rank) or rank == 0:
                 lines.append(f"{hostname}: bind {cfg.bind_uri(rank)}")
             if parent is not None:
@@ -63,21 +74,62 @@ def check(path: Path, hostname: str | None, check_cert: bool) -> None:
 
 
 @config.command("render")
-@click.option("--hosts", "hosts_spec", required=True, metavar="HOSTLIST", help="Hosts in rank order, e.g. 'node[0-7]'.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8050, show_default=True, help="bootstrap.default_port")
-@click.option("--topo", default="kary:2", show_default=True, help="tbon.topo: kary:K, binomial, mincrit[:K], custom")
-@click.option("--curve-cert", metavar="PATH", help="bootstrap.curve_cert (required for more than one host).")
-@click.option("--bind", default="tcp://0.0.0.0:%p", show_default=True, help="bootstrap.default_bind (%h, %p)")
-@click.option("--connect", default="tcp://%h:%p", show_default=True, help="bootstrap.default_connect (%h, %p)")
+@click.option(
+    "--hosts",
+    "hosts_spec",
+    required=True,
+    metavar="HOSTLIST",
+    help="Hosts in rank order, e.g. 'node[0-7]'.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8050,
+    show_default=True,
+    help="bootstrap.default_port",
+)
+@click.option(
+    "--topo",
+    default="kary:2",
+    show_default=True,
+    help="tbon.topo: kary:K, binomial, mincrit[:K], custom",
+)
+@click.option(
+    "--curve-cert", metavar="PATH", help="bootstrap.curve_cert (required for more than one host)."
+)
+@click.option(
+    "--bind", default="tcp://0.0.0.0:%p", show_default=True, help="bootstrap.default_bind (%h, %p)"
+)
+@click.option(
+    "--connect", default="tcp://%h:%p", show_default=True, help="bootstrap.default_connect (%h, %p)"
+)
 @click.option("--torpid-min", metavar="FSD", help="tbon.torpid_min, e.g. 5s")
 @click.option("--torpid-max", metavar="FSD", help="tbon.torpid_max, e.g. 30s (0 disables)")
 @click.option("--tcp-user-timeout", metavar="FSD", help="tbon.tcp_user_timeout")
 @click.option("--connect-timeout", metavar="FSD", help="tbon.connect_timeout")
-@click.option("--resource-override", metavar="PATH", help="resource.override (a resource description file)")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here instead of stdout.")
-def render_cmd(hosts_spec: str, port: int, topo: str, curve_cert: str | None, bind: str, connect: str,
-               torpid_min: str | None, torpid_max: str | None, tcp_user_timeout: str | None,
-               connect_timeout: str | None, resource_override: str | None, output: Path | None) -> None:
+@click.option(
+    "--resource-override", metavar="PATH", help="resource.override (a resource description file)"
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write here instead of stdout.",
+)
+def render_cmd(
+    hosts_spec: str,
+    port: int,
+    topo: str,
+    curve_cert: str | None,
+    bind: str,
+    connect: str,
+    torpid_min: str | None,
+    torpid_max: str | None,
+    tcp_user_timeout: str | None,
+    connect_timeout: str | None,
+    resource_override: str | None,
+    output: Path | None,
+) -> None:
     """Render a broker.toml for HOSTLIST (validated before it is written)."""
     try:
         hosts = hostlist.decode(hosts_spec)
@@ -85,11 +137,25 @@ def render_cmd(hosts_spec: str, port: int, topo: str, curve_cert: str | None, bi
         _fail(f"--hosts: {exc}")
     if curve_cert is None and len(hosts) > 1:
         _fail(f"--curve-cert PATH is required for more than one host ({len(hosts)} in --hosts)")
-    tbon = {k: v for k, v in (("torpid_min", torpid_min), ("torpid_max", torpid_max),
-                               ("tcp_user_timeout", tcp_user_timeout), ("connect_timeout", connect_timeout)) if v}
+    tbon = {
+        k: v
+        for k, v in (
+            ("torpid_min", torpid_min),
+            ("torpid_max", torpid_max),
+            ("tcp_user_timeout", tcp_user_timeout),
+            ("connect_timeout", connect_timeout),
+        )
+        if v
+    }
     try:
         text = render.render_broker_toml(
-            hosts, curve_cert=curve_cert, port=port, topo=topo, bind=bind, connect=connect, tbon=tbon,
+            hosts,
+            curve_cert=curve_cert,
+            port=port,
+            topo=topo,
+            bind=bind,
+            connect=connect,
+            tbon=tbon,
             resource={"override": resource_override} if resource_override else None,
         )
     except render.RenderError as exc:
@@ -106,7 +172,12 @@ def render_cmd(hosts_spec: str, port: int, topo: str, curve_cert: str | None, bi
 @config.command("topology")
 @click.option("--topo", help="Topology spec (kary:K, binomial, mincrit[:K], custom).")
 @click.option("--size", type=int, help="Number of brokers.")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="Take topo, size and hostnames from a config.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    help="Take topo, size and hostnames from a config.",
+)
 def topology_cmd(topo: str | None, size: int | None, config_path: Path | None) -> None:
     """Print each rank's parent, children and level, like the TBON flux would build."""
     names: list[str] = []
@@ -124,18 +195,36 @@ def topology_cmd(topo: str | None, size: int | None, config_path: Path | None) -
     rows = [("RANK", "PARENT", "LEVEL", "CHILDREN") + (("HOSTNAME",) if names else ())]
     for r in range(tree.size):
         p = tree.parent(r)
-        row = (str(r), "-" if p is None else str(p), str(tree.level(r)), idset.encode(tree.children(r)) or "-")
+        row = (
+            str(r),
+            "-" if p is None else str(p),
+            str(tree.level(r)),
+            idset.encode(tree.children(r)) or "-",
+        )
         rows.append(row + ((names[r],) if names else ()))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        click.echo("  ".join(cell.rjust(w) if i < 3 else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip())
+        click.echo(
+            "  ".join(
+                cell.rjust(w) if i < 3 else cell.ljust(w)
+                for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+            ).rstrip()
+        )
     click.echo(f"# {tree.spec}: size {tree.size}, maxlevel {tree.maxlevel}")
 
 
 @config.command("reload")
-@click.option("--rank", type=click.IntRange(min=0), help="Reload this broker's config (default: the broker at URI).")
-@click.option("--uri", envvar="FLUXNODE_URI", metavar="URI", help="Broker URI (default $FLUXNODE_URI).")
-@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the broker.")
+@click.option(
+    "--rank",
+    type=click.IntRange(min=0),
+    help="Reload this broker's config (default: the broker at URI).",
+)
+@click.option(
+    "--uri", envvar="FLUXNODE_URI", metavar="URI", help="Broker URI (default $FLUXNODE_URI)."
+)
+@click.option(
+    "--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the broker."
+)
 def reload_cmd(rank: int | None, uri: str | None, timeout: float) -> None:
     """Make a running broker re-read its --config-path and apply it in place (``flux config reload``).
 
@@ -144,7 +233,9 @@ def reload_cmd(rank: int | None, uri: str | None, timeout: float) -> None:
     """
     try:
         with Client.connect(uri, timeout=timeout) as client:
-            client.rpc("config.reload", {}, nodeid=NODEID_ANY if rank is None else rank, timeout=timeout)
+            client.rpc(
+                "config.reload", {}, nodeid=NODEID_ANY if rank is None else rank, timeout=timeout
+            )
     except ConnectError as exc:
         _fail(str(exc).removeprefix("fluxnode: "))
     except RPCError as exc:

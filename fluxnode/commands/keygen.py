@@ -15,7 +15,12 @@ from fluxnode.broker_conf.certificate import CertificateError, generate, write
 
 
 @click.command("keygen")
-@click.option("-n", "--name", metavar="NAME", help="Certificate metadata 'name' (default: the local hostname).")
+@click.option(
+    "-n",
+    "--name",
+    metavar="NAME",
+    help="Certificate metadata 'name' (default: the local hostname).",
+)
 @click.option("-f", "--force", is_flag=True, help="Replace PATH if it already exists.")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 def keygen(name: str | None, force: bool, path: Path) -> None:

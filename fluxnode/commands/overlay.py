@@ -54,7 +54,10 @@ def collect(client, root: int, tree: dict, timeout: float) -> dict[int, dict]:
                 continue
             rtt = (time.monotonic() - t0) * 1000.0
             if msg.errnum:
-                info[rank] = {"status": info.get(rank, {}).get("status", "lost"), "error": msg.errstr}
+                info[rank] = {
+                    "status": info.get(rank, {}).get("status", "lost"),
+                    "error": msg.errstr,
+                }
                 _ghost(info, node, info[rank]["status"])
                 continue
             health = msg.decode_payload() or {}
@@ -66,8 +69,12 @@ def collect(client, root: int, tree: dict, timeout: float) -> dict[int, dict]:
                 if c is None:
                     continue
                 if c["status"] in ("lost", "offline"):
-                    info[child["rank"]] = {"status": c["status"], "duration": c["duration"], "hostname": c["hostname"],
-                                           **({"error": c["error"]} if c.get("error") else {})}
+                    info[child["rank"]] = {
+                        "status": c["status"],
+                        "duration": c["duration"],
+                        "hostname": c["hostname"],
+                        **({"error": c["error"]} if c.get("error") else {}),
+                    }
                     _ghost(info, child, c["status"])
                 else:
                     next_level.append(child)
@@ -81,8 +88,16 @@ def _ghost(info: dict[int, dict], node: dict, status: str) -> None:
         _ghost(info, child, status)
 
 
-def render(tree: dict, info: dict[int, dict], hostnames: list[str], *, verbose: int = 0, down: bool = False,
-           summary: bool = False, ghost: bool = True) -> list[str]:
+def render(
+    tree: dict,
+    info: dict[int, dict],
+    hostnames: list[str],
+    *,
+    verbose: int = 0,
+    down: bool = False,
+    summary: bool = False,
+    ghost: bool = True,
+) -> list[str]:
     lines: list[str] = []
 
     def label(rank: int) -> str:
@@ -111,16 +126,35 @@ def render(tree: dict, info: dict[int, dict], hostnames: list[str], *, verbose: 
 
 @overlay.command("status")
 @click.option("--verbose", "-v", count=True, help="-v: time in state; -vv: also round-trip time")
-@click.option("--rank", "-r", type=click.IntRange(min=0), default=0, help="root of the subtree to show")
-@click.option("--timeout", "-t", type=float, default=0.5, show_default=True, help="per-broker RPC timeout (s)")
+@click.option(
+    "--rank", "-r", type=click.IntRange(min=0), default=0, help="root of the subtree to show"
+)
+@click.option(
+    "--timeout", "-t", type=float, default=0.5, show_default=True, help="per-broker RPC timeout (s)"
+)
 @click.option("--summary", is_flag=True, help="show only the root subtree status")
 @click.option("--down", is_flag=True, help="show only partial/degraded subtrees (hide full ones)")
 @click.option("--no-ghost", is_flag=True, help="do not show brokers behind a lost/offline parent")
 @click.option("--no-pretty", is_flag=True, help="no indentation or line drawing")
-@click.option("--wait", "-w", "wait_state", type=click.Choice(STATES), help="wait until the subtree is in STATE")
+@click.option(
+    "--wait",
+    "-w",
+    "wait_state",
+    type=click.Choice(STATES),
+    help="wait until the subtree is in STATE",
+)
 @URI_OPTION
-def status(verbose: int, rank: int, timeout: float, summary: bool, down: bool, no_ghost: bool, no_pretty: bool,
-           wait_state: str | None, uri: str | None) -> None:
+def status(
+    verbose: int,
+    rank: int,
+    timeout: float,
+    summary: bool,
+    down: bool,
+    no_ghost: bool,
+    no_pretty: bool,
+    wait_state: str | None,
+    uri: str | None,
+) -> None:
     """Show the status of each subtree of the overlay network."""
     with connect(uri) as client:
         if wait_state is not None:
@@ -129,14 +163,23 @@ def status(verbose: int, rank: int, timeout: float, summary: bool, down: bool, n
         topo = rpc(client, "overlay.topology", {"rank": rank}, nodeid=0)
         tree = {**topo["tree"], "children": []} if summary else topo["tree"]
         info = collect(client, rank, tree, timeout if timeout > 0 else 3600.0)
-    lines = render(topo["tree"], info, topo["hostnames"], verbose=verbose, down=down, summary=summary,
-                   ghost=not no_ghost)
+    lines = render(
+        topo["tree"],
+        info,
+        topo["hostnames"],
+        verbose=verbose,
+        down=down,
+        summary=summary,
+        ghost=not no_ghost,
+    )
     for line in lines:
         click.echo(line.lstrip("│├└─ ") if no_pretty else line)
 
 
 @overlay.command("errors")
-@click.option("--timeout", "-t", type=float, default=0.5, show_default=True, help="per-broker RPC timeout (s)")
+@click.option(
+    "--timeout", "-t", type=float, default=0.5, show_default=True, help="per-broker RPC timeout (s)"
+)
 @URI_OPTION
 def errors(timeout: float, uri: str | None) -> None:
     """Summarize why brokers are lost or offline: one line per distinct error."""
@@ -147,8 +190,13 @@ def errors(timeout: float, uri: str | None) -> None:
     for rank, i in sorted(info.items()):
         if i["status"] not in ("lost", "offline"):
             continue
-        reason = i.get("error") or ("lost parent" if i.get("ghost") and i["status"] == "lost"
-                                    else "never joined or shut down" if i["status"] == "offline" else "lost")
+        reason = i.get("error") or (
+            "lost parent"
+            if i.get("ghost") and i["status"] == "lost"
+            else "never joined or shut down"
+            if i["status"] == "offline"
+            else "lost"
+        )
         by_error.setdefault(reason, []).append(topo["hostnames"][rank])
     for reason, hosts in by_error.items():
         click.echo(f"{hostlist.encode(hosts)}: {reason}")
@@ -189,7 +237,9 @@ def lookup(target: str, uri: str | None) -> None:
     try:
         hosts = hostlist.decode(target)
     except ValueError as exc:
-        raise click.ClickException(f"{target!r} is neither an idset nor a hostlist: {exc}") from None
+        raise click.ClickException(
+            f"{target!r} is neither an idset nor a hostlist: {exc}"
+        ) from None
     index = {h: r for r, h in reversed(list(enumerate(names)))}
     unknown = [h for h in hosts if h not in index]
     if unknown:
@@ -197,7 +247,9 @@ def lookup(target: str, uri: str | None) -> None:
     click.echo(idset.encode(sorted(index[h] for h in hosts)))
 
 
-def _parents(tree: dict, parent: int | None = None, out: dict[int, int | None] | None = None) -> dict:
+def _parents(
+    tree: dict, parent: int | None = None, out: dict[int, int | None] | None = None
+) -> dict:
     out = {} if out is None else out
     out[tree["rank"]] = parent
     for child in tree["children"]:

@@ -15,7 +15,11 @@ def parse_target(target: str) -> tuple[int, str, str]:
     """`rank!service`, `rank` (service broker), `any`/`upstream`, or a bare service -> (nodeid, label, topic)."""
     rank_s, sep, service = target.partition("!")
     if not sep:
-        rank_s, service = (target, "broker") if (target.isdigit() or target in ("any", "upstream")) else ("any", target)
+        rank_s, service = (
+            (target, "broker")
+            if (target.isdigit() or target in ("any", "upstream"))
+            else ("any", target)
+        )
     if rank_s == "any":
         nodeid = NODEID_ANY
     elif rank_s == "upstream":
@@ -23,16 +27,33 @@ def parse_target(target: str) -> tuple[int, str, str]:
     elif rank_s.isdigit():
         nodeid = int(rank_s)
     else:
-        raise click.BadParameter(f"{target!r}: expected RANK, RANK!SERVICE, any or upstream", param_hint="TARGET")
+        raise click.BadParameter(
+            f"{target!r}: expected RANK, RANK!SERVICE, any or upstream", param_hint="TARGET"
+        )
     if not service:
         raise click.BadParameter(f"{target!r}: empty service name", param_hint="TARGET")
     return nodeid, rank_s, f"{service}.ping"
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--count", "-c", type=click.IntRange(min=0), default=0, help="number of requests (0: until interrupted)")
-@click.option("--pad", "-p", type=click.IntRange(min=0), default=0, metavar="BYTES", help="payload pad size")
-@click.option("--interval", "-i", type=click.FloatRange(min=0), default=1.0, metavar="SEC", help="delay between requests")
+@click.option(
+    "--count",
+    "-c",
+    type=click.IntRange(min=0),
+    default=0,
+    help="number of requests (0: until interrupted)",
+)
+@click.option(
+    "--pad", "-p", type=click.IntRange(min=0), default=0, metavar="BYTES", help="payload pad size"
+)
+@click.option(
+    "--interval",
+    "-i",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    metavar="SEC",
+    help="delay between requests",
+)
 @click.option("--uri", envvar="FLUXNODE_URI", help="broker URI (default $FLUXNODE_URI)")
 @click.argument("target")
 def ping(count: int, pad: int, interval: float, uri: str | None, target: str) -> None:
@@ -56,8 +77,10 @@ def ping(count: int, pad: int, interval: float, uri: str | None, target: str) ->
                 ms = (time.monotonic() - t0) * 1000.0
                 if resp.get("pad") != padding:
                     raise click.ClickException("error in ping pad")
-                click.echo(f"{prefix}{topic} pad={pad} seq={resp.get('seq', seq)} time={ms:0.3f} ms "
-                           f"({resp.get('route', '')})")
+                click.echo(
+                    f"{prefix}{topic} pad={pad} seq={resp.get('seq', seq)} time={ms:0.3f} ms "
+                    f"({resp.get('route', '')})"
+                )
                 seq += 1
                 if (count == 0 or seq < count) and interval:
                     time.sleep(interval)

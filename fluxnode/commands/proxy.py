@@ -38,14 +38,27 @@ def _report(line: str) -> None:
     click.echo(line, err=True)
 
 
-@click.command("proxy", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False,
-                                          "help_option_names": ["-h", "--help"]})
+@click.command(
+    "proxy",
+    context_settings={
+        "ignore_unknown_options": True,
+        "allow_interspersed_args": False,
+        "help_option_names": ["-h", "--help"],
+    },
+)
 @click.option("-i", "--identity", "identities", multiple=True, type=click.Path(dir_okay=False),
               help="SSH private key to try first (repeatable; also FLUXNODE_SSH_IDENTITY).")
-@click.option("--known-hosts", type=click.Path(dir_okay=False),
-              help="known_hosts file to use instead of ~/.ssh/known_hosts (also FLUXNODE_SSH_KNOWN_HOSTS).")
-@click.option("--accept-new-host-key", is_flag=True, envvar="FLUXNODE_SSH_ACCEPT_NEW",
-              help="Trust and record the key of a host seen for the first time (never a changed key).")
+@click.option(
+    "--known-hosts",
+    type=click.Path(dir_okay=False),
+    help="known_hosts file to use instead of ~/.ssh/known_hosts (also FLUXNODE_SSH_KNOWN_HOSTS).",
+)
+@click.option(
+    "--accept-new-host-key",
+    is_flag=True,
+    envvar="FLUXNODE_SSH_ACCEPT_NEW",
+    help="Trust and record the key of a host seen for the first time (never a changed key).",
+)
 @click.argument("uri")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def proxy(identities: tuple[str, ...], known_hosts: str | None, accept_new_host_key: bool, uri: str,
@@ -59,8 +72,13 @@ def proxy(identities: tuple[str, ...], known_hosts: str | None, accept_new_host_
         # Lazy: paramiko takes ~170 ms to import, which `fluxnode relay` (this module too) must not pay.
         from fluxnode.agent.broker.ssh_tunnel import Tunnel
 
-        tunnel = Tunnel(target, identities=identities, known_hosts=known_hosts, accept_new=accept_new_host_key,
-                        report=_report)
+        tunnel = Tunnel(
+            target,
+            identities=identities,
+            known_hosts=known_hosts,
+            accept_new=accept_new_host_key,
+            report=_report,
+        )
         try:
             tunnel.connect()
             tunnel.check_remote()

@@ -23,22 +23,66 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
     return out
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "allow_interspersed_args": False})
-@click.option("--test-size", type=int, required=True, metavar="N", help="number of brokers to start on this machine")
-@click.option("--topo", default="kary:2", show_default=True, help="TBON topology (kary:K, binomial)")
-@click.option("--setattr", "-S", "settings", multiple=True, metavar="ATTR=VALUE", help="broker attribute for every broker")
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"], "allow_interspersed_args": False}
+)
+@click.option(
+    "--test-size",
+    type=int,
+    required=True,
+    metavar="N",
+    help="number of brokers to start on this machine",
+)
+@click.option(
+    "--topo", default="kary:2", show_default=True, help="TBON topology (kary:K, binomial)"
+)
+@click.option(
+    "--setattr",
+    "-S",
+    "settings",
+    multiple=True,
+    metavar="ATTR=VALUE",
+    help="broker attribute for every broker",
+)
 @click.option("--tbon", "tbon", multiple=True, metavar="KEY=VALUE",
               help="[tbon] setting for broker.toml, e.g. torpid_max=2s")
-@click.option("--resource-override-dir", type=click.Path(exists=True, file_okay=False), metavar="DIR",
-              help="per-host resource files DIR/<hostname>.json (or .toml) for fake resources")
-@click.option("--rundir", type=click.Path(file_okay=False), help="keep the instance files here (default: a temporary 0700 dir, removed)")
-@click.option("--hostname-prefix", metavar="PREFIX", help="hosts are PREFIX0..PREFIX{N-1} (default: this machine's name)")
-@click.option("--quorum-timeout", type=float, default=60.0, show_default=True, help="seconds to wait for all brokers")
+@click.option(
+    "--resource-override-dir",
+    type=click.Path(exists=True, file_okay=False),
+    metavar="DIR",
+    help="per-host resource files DIR/<hostname>.json (or .toml) for fake resources",
+)
+@click.option(
+    "--rundir",
+    type=click.Path(file_okay=False),
+    help="keep the instance files here (default: a temporary 0700 dir, removed)",
+)
+@click.option(
+    "--hostname-prefix",
+    metavar="PREFIX",
+    help="hosts are PREFIX0..PREFIX{N-1} (default: this machine's name)",
+)
+@click.option(
+    "--quorum-timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="seconds to wait for all brokers",
+)
 @click.option("--quiet", "-q", is_flag=True, help="no progress display")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def start(test_size: int, topo: str, settings: tuple[str, ...], tbon: tuple[str, ...], resource_override_dir: str | None,
-          rundir: str | None, hostname_prefix: str | None, quorum_timeout: float, quiet: bool,
-          command: tuple[str, ...]) -> None:
+def start(
+    test_size: int,
+    topo: str,
+    settings: tuple[str, ...],
+    tbon: tuple[str, ...],
+    resource_override_dir: str | None,
+    rundir: str | None,
+    hostname_prefix: str | None,
+    quorum_timeout: float,
+    quiet: bool,
+    command: tuple[str, ...],
+) -> None:
     """Start TEST-SIZE brokers, run COMMAND (or a shell) with FLUXNODE_URI set, then shut down.
 
     The exit code is COMMAND's.
@@ -49,12 +93,21 @@ def start(test_size: int, topo: str, settings: tuple[str, ...], tbon: tuple[str,
         raise click.UsageError(str(exc)) from None
     tbon_settings = _pairs(tbon, "--tbon")
     try:
-        inst = launcher.prepare(test_size, topo=topo, attrs=attributes, rundir=rundir, prefix=hostname_prefix,
-                                tbon=tbon_settings, resource_override_dir=resource_override_dir)
+        inst = launcher.prepare(
+            test_size,
+            topo=topo,
+            attrs=attributes,
+            rundir=rundir,
+            prefix=hostname_prefix,
+            tbon=tbon_settings,
+            resource_override_dir=resource_override_dir,
+        )
     except (launcher.LaunchError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
 
-    stopped_by = [signal.SIGINT]  # what interrupted us: the exit code is 128 + its number, as in a shell
+    stopped_by = [
+        signal.SIGINT
+    ]  # what interrupted us: the exit code is 128 + its number, as in a shell
 
     def on_term(signum: int, _frame: object) -> None:
         stopped_by[0] = signum

@@ -92,9 +92,15 @@ class ForbidRule:
 class KubeEmulator:
     """The HTTP server (own thread and event loop) around a KubeStore."""
 
-    def __init__(self, *, namespaces: tuple[str, ...] = DEFAULT_NAMESPACES, token: str = "emulator-token",
-                 user: str = "system:serviceaccount:default:emulator-user", directory: str | Path | None = None,
-                 bookmark_interval: float | None = None):
+    def __init__(
+        self,
+        *,
+        namespaces: tuple[str, ...] = DEFAULT_NAMESPACES,
+        token: str = "emulator-token",
+        user: str = "system:serviceaccount:default:emulator-user",
+        directory: str | Path | None = None,
+        bookmark_interval: float | None = None,
+    ):
         self.store = KubeStore(namespaces)
         self.token, self.user = token, user
         self.bookmark_interval = bookmark_interval
@@ -136,14 +142,18 @@ class KubeEmulator:
         self._thread.start()
         ready.wait(10)
         if errors or not self.port:
-            raise RuntimeError(f"kube emulator failed to start: {errors[0] if errors else 'timeout'}")
+            raise RuntimeError(
+                f"kube emulator failed to start: {errors[0] if errors else 'timeout'}"
+            )
         self._write_kubeconfig()
         return self
 
     async def _serve(self, ready: threading.Event) -> None:
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0, access_log=None)
+        self._runner = web.AppRunner(
+            app, handle_signals=False, shutdown_timeout=1.0, access_log=None
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
@@ -170,10 +180,14 @@ class KubeEmulator:
 
     def _write_kubeconfig(self) -> None:
         config = {
-            "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "emulator",
             "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
             "users": [{"name": "emulator", "user": {"token": self.token}}],
-            "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "emulator"}}],
+            "contexts": [
+                {"name": "emulator", "context": {"cluster": "emulator", "user": "emulator"}}
+            ],
         }
         self.directory.mkdir(parents=True, exist_ok=True)
         self.kubeconfig_path.write_text(yaml.safe_dump(config))
@@ -191,7 +205,9 @@ class KubeEmulator:
 
     def list(self, resource: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict]:
-        return self.store.list(resource, namespace, selector_predicate(label_selector, field_selector, resource))[0]
+        return self.store.list(
+            resource, namespace, selector_predicate(label_selector, field_selector, resource)
+        )[0]
 
     def create(self, resource: str, obj: dict, namespace: str | None = None) -> dict:
         return self.store.create(resource, namespace, obj)
@@ -200,7 +216,14 @@ class KubeEmulator:
         meta = obj.get("metadata") or {}
         return self.store.update(resource, namespace or meta.get("namespace"), meta["name"], obj)
 
-    def patch(self, resource: str, name: str, patch: Any, namespace: str | None = None, patch_type: str = "strategic") -> dict:
+    def patch(
+        self,
+        resource: str,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        patch_type: str = "strategic",
+    ) -> dict:
         return self.store.patch(resource, namespace, name, patch, patch_type)
 
     def delete(self, resource: str, name: str, namespace: str | None = None) -> dict:
@@ -210,10 +233,20 @@ class KubeEmulator:
     def resource_version(self) -> int:
         return self.store.rv
 
-    def add_node(self, name: str, *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
-                 ready: bool = True,
-                 unschedulable: bool = False, control_plane: bool = False, taints: list[dict] | None = None,
-                 cpu: str = "4", memory: str = "8Gi", address: str = "127.0.0.1") -> dict:
+    def add_node(
+        self,
+        name: str,
+        *,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+        ready: bool = True,
+        unschedulable: bool = False,
+        control_plane: bool = False,
+        taints: list[dict] | None = None,
+        cpu: str = "4",
+        memory: str = "8Gi",
+        address: str = "127.0.0.1",
+    ) -> dict:
         """A node as the kubelet registers it (Ready condition, capacity, hostname label)."""
         labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **(labels or {})}
         taints = list(taints or [])
@@ -227,37 +260,64 @@ class KubeEmulator:
         if taints:
             spec["taints"] = taints
         node = {
-            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels, "annotations": dict(annotations or {})},
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels, "annotations": dict(annotations or {})},
             "spec": spec,
             "status": {
                 "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
                 "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
-                "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": name}],
+                "addresses": [
+                    {"type": "InternalIP", "address": address},
+                    {"type": "Hostname", "address": name},
+                ],
                 "conditions": [self._ready_condition(ready)],
-                "nodeInfo": {"kubeletVersion": "v1.33.0", "kubeProxyVersion": "", "architecture": "amd64",
-                             "operatingSystem": "linux", "osImage": "Debian GNU/Linux 12 (bookworm)",
-                             "kernelVersion": "6.1.0", "containerRuntimeVersion": "containerd://1.7.24",
-                             "bootID": f"boot-{name}", "machineID": f"machine-{name}", "systemUUID": f"uuid-{name}"},
+                "nodeInfo": {
+                    "kubeletVersion": "v1.33.0",
+                    "kubeProxyVersion": "",
+                    "architecture": "amd64",
+                    "operatingSystem": "linux",
+                    "osImage": "Debian GNU/Linux 12 (bookworm)",
+                    "kernelVersion": "6.1.0",
+                    "containerRuntimeVersion": "containerd://1.7.24",
+                    "bootID": f"boot-{name}",
+                    "machineID": f"machine-{name}",
+                    "systemUUID": f"uuid-{name}",
+                },
             },
         }
         return self.store.create("nodes", None, node)
 
     @staticmethod
     def _ready_condition(ready: bool) -> dict:
-        return {"type": "Ready", "status": "True" if ready else "Unknown",
-                "reason": "KubeletReady" if ready else "NodeStatusUnknown",
-                "message": "kubelet is posting ready status" if ready else "Kubelet stopped posting node status.",
-                "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()}
+        return {
+            "type": "Ready",
+            "status": "True" if ready else "Unknown",
+            "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+            "message": "kubelet is posting ready status"
+            if ready
+            else "Kubelet stopped posting node status.",
+            "lastHeartbeatTime": now_rfc3339(),
+            "lastTransitionTime": now_rfc3339(),
+        }
 
     def set_node_ready(self, name: str, ready: bool) -> dict:
         """What the node lifecycle controller does when a kubelet stops (or resumes) reporting."""
-        return self.store.patch("nodes", None, name, {"status": {"conditions": [self._ready_condition(ready)]}}, "strategic")
+        return self.store.patch(
+            "nodes",
+            None,
+            name,
+            {"status": {"conditions": [self._ready_condition(ready)]}},
+            "strategic",
+        )
 
     def set_pod_phase(self, name: str, phase: str, namespace: str = "default") -> dict:
         return self.store.patch("pods", namespace, name, {"status": {"phase": phase}}, "merge")
 
     # -- hooks -------------------------------------------------------------------------------
-    def forbid(self, verb: str, resource: str, namespace: str | None = None, name: str | None = None) -> ForbidRule:
+    def forbid(
+        self, verb: str, resource: str, namespace: str | None = None, name: str | None = None
+    ) -> ForbidRule:
         """Answer 403 for (verb, resource[/subresource]) e.g. ("get", "secrets"), ("create", "pods/binding")."""
         rule = ForbidRule(verb, resource, namespace, name)
         self.forbidden.append(rule)
@@ -287,8 +347,10 @@ class KubeEmulator:
         deadline = time.monotonic() + timeout
         while self.watch_count(resource) < count:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"timed out after {timeout}s waiting for {count} watch(es) on {resource} "
-                                   f"(open: {self.watch_count(resource)})")
+                raise TimeoutError(
+                    f"timed out after {timeout}s waiting for {count} watch(es) on {resource} "
+                    f"(open: {self.watch_count(resource)})"
+                )
             time.sleep(0.01)
 
     def count_requests(self, verb: str, resource: str) -> int:
@@ -302,7 +364,11 @@ class KubeEmulator:
             discovery = self._discovery(request.path)
             if discovery is not None:
                 if request.method != "GET":
-                    raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+                    raise ApiError(
+                        405,
+                        "MethodNotAllowed",
+                        "the server does not allow this method on the requested resource",
+                    )
                 return web.json_response(discovery)
             info = self._parse(request)
             self.requests.append(info)
@@ -322,13 +388,27 @@ class KubeEmulator:
         if path == "/version":
             return SERVER_VERSION
         if path == "/api":
-            return {"kind": "APIVersions", "versions": ["v1"],
-                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self.port}"}]}
+            return {
+                "kind": "APIVersions",
+                "versions": ["v1"],
+                "serverAddressByClientCIDRs": [
+                    {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self.port}"}
+                ],
+            }
         groups = sorted({(r.group, r.version) for r in RESOURCES if r.group})
         if path == "/apis":
-            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-                {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
-                 "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v}} for g, v in groups]}
+            return {
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": [
+                    {
+                        "name": g,
+                        "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
+                        "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v},
+                    }
+                    for g, v in groups
+                ],
+            }
         for g, v in [("", "v1"), *groups]:
             prefix = "/api/v1" if not g else f"/apis/{g}/{v}"
             if path == prefix:
@@ -338,7 +418,10 @@ class KubeEmulator:
                         "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
                         "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v}}
         if path == "/":
-            return {"paths": ["/api", "/api/v1", "/apis", "/version"] + [f"/apis/{g}/{v}" for g, v in groups]}
+            return {
+                "paths": ["/api", "/api/v1", "/apis", "/version"]
+                + [f"/apis/{g}/{v}" for g, v in groups]
+            }
         return None
 
     @staticmethod
@@ -349,14 +432,32 @@ class KubeEmulator:
                 continue
             verbs = ["create"] if r.plural == "bindings" else \
                 ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-            resources.append({"name": r.plural, "singularName": r.kind.lower(), "namespaced": r.namespaced,
-                              "kind": r.kind, "verbs": verbs, "shortNames": list(r.short_names)})
+            resources.append(
+                {
+                    "name": r.plural,
+                    "singularName": r.kind.lower(),
+                    "namespaced": r.namespaced,
+                    "kind": r.kind,
+                    "verbs": verbs,
+                    "shortNames": list(r.short_names),
+                }
+            )
             for sub in r.subresources:
-                resources.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
-                                  "kind": "Binding" if sub == "binding" else r.kind,
-                                  "verbs": ["create"] if sub == "binding" else ["get", "patch", "update"]})
-        return {"kind": "APIResourceList", "apiVersion": "v1",
-                "groupVersion": version if not group else f"{group}/{version}", "resources": resources}
+                resources.append(
+                    {
+                        "name": f"{r.plural}/{sub}",
+                        "singularName": "",
+                        "namespaced": r.namespaced,
+                        "kind": "Binding" if sub == "binding" else r.kind,
+                        "verbs": ["create"] if sub == "binding" else ["get", "patch", "update"],
+                    }
+                )
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": version if not group else f"{group}/{version}",
+            "resources": resources,
+        }
 
     @staticmethod
     def _parse(request: web.Request) -> RequestInfo:
@@ -377,7 +478,9 @@ class KubeEmulator:
         ref = rest[0] if not group else f"{rest[0]}.{group}"
         rt = BY_REF.get(ref)
         if rt is None or (namespace is not None and not rt.namespaced):
-            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({ref})")
+            raise ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({ref})"
+            )
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
         if len(rest) > 3 or (sub is not None and sub not in rt.subresources):
@@ -390,7 +493,11 @@ class KubeEmulator:
         elif method == "POST":
             verb = "create"
             if name and not sub:
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+                raise ApiError(
+                    405,
+                    "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource",
+                )
         elif method == "PUT":
             verb = "update"
         elif method == "PATCH":
@@ -398,9 +505,17 @@ class KubeEmulator:
         elif method == "DELETE":
             verb = "delete" if name else "deletecollection"
         else:
-            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+            raise ApiError(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            )
         if verb in ("update", "patch") and not name:
-            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+            raise ApiError(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            )
         return RequestInfo(verb, ref, sub, namespace, name, rt.group, query)
 
     def _authorize(self, info: RequestInfo) -> None:
@@ -413,12 +528,21 @@ class KubeEmulator:
             return
         rt = BY_REF[info.resource]
         what = f'{info.resource_path} "{info.name}"' if info.name else info.resource_path
-        scope = f' in the namespace "{info.namespace}"' if info.namespace else " at the cluster scope"
-        message = (f'{what} is forbidden: User "{self.user}" cannot {info.verb} resource "{info.resource_path}" '
-                   f'in API group "{rt.group}"{scope}')
+        scope = (
+            f' in the namespace "{info.namespace}"' if info.namespace else " at the cluster scope"
+        )
+        message = (
+            f'{what} is forbidden: User "{self.user}" cannot {info.verb} resource "{info.resource_path}" '
+            f'in API group "{rt.group}"{scope}'
+        )
         if reason != "forbidden by the test":
             message += f": {reason}"
-        raise ApiError(403, "Forbidden", message, {"name": info.name or "", "group": rt.group, "kind": rt.plural})
+        raise ApiError(
+            403,
+            "Forbidden",
+            message,
+            {"name": info.name or "", "group": rt.group, "kind": rt.plural},
+        )
 
     async def _body(self, request: web.Request) -> Any:
         raw = await request.read()
@@ -437,7 +561,11 @@ class KubeEmulator:
         if info.verb == "get":
             obj = store.get(info.resource, info.namespace, info.name)  # type: ignore[arg-type]
             if info.subresource == "binding":
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+                raise ApiError(
+                    405,
+                    "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource",
+                )
             return web.json_response(obj)
         if info.verb == "list":
             return web.json_response(self._list(rt, info))
@@ -452,7 +580,9 @@ class KubeEmulator:
                 result = store.bind(info.namespace, info.name, body)  # type: ignore[arg-type]
                 return web.json_response(result, status=201)
             if rt.plural == "bindings":
-                result = store.bind(info.namespace, (body.get("metadata") or {}).get("name", ""), body)
+                result = store.bind(
+                    info.namespace, (body.get("metadata") or {}).get("name", ""), body
+                )
                 return web.json_response(result, status=201)
             obj = store.create(info.resource, info.namespace, body, as_client=True, dry_run=dry_run)
             return web.json_response(obj, status=201)
@@ -467,7 +597,11 @@ class KubeEmulator:
             kinds = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
                      "application/strategic-merge-patch+json": "strategic"}
             if ctype not in kinds:
-                raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: {', '.join(kinds)}")
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    f"the body of the request was in an unknown format - accepted media types include: {', '.join(kinds)}",
+                )
             obj = store.patch(info.resource, info.namespace, info.name, body, kinds[ctype],  # type: ignore[arg-type]
                               subresource=info.subresource, as_client=True)
             return web.json_response(obj)
@@ -475,26 +609,53 @@ class KubeEmulator:
             obj, gone = store.delete(info.resource, info.namespace, info.name, body)  # type: ignore[arg-type]
             if not gone or rt.ref in RETURNS_DELETED_OBJECT:
                 return web.json_response(obj)
-            return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                                      "details": {"name": info.name, "group": rt.group, "kind": rt.plural,
-                                                  "uid": obj["metadata"]["uid"]}})
+            return web.json_response(
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "details": {
+                        "name": info.name,
+                        "group": rt.group,
+                        "kind": rt.plural,
+                        "uid": obj["metadata"]["uid"],
+                    },
+                }
+            )
         if info.verb == "deletecollection":
             items = self._list(rt, info)["items"]
             for item in items:
                 try:
-                    store.delete(info.resource, item["metadata"].get("namespace"), item["metadata"]["name"])
+                    store.delete(
+                        info.resource, item["metadata"].get("namespace"), item["metadata"]["name"]
+                    )
                 except ApiError:
                     pass
-            return web.json_response({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
-                                      "metadata": {"resourceVersion": str(store.rv)}, "items": items})
-        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+            return web.json_response(
+                {
+                    "kind": f"{rt.kind}List",
+                    "apiVersion": rt.api_version,
+                    "metadata": {"resourceVersion": str(store.rv)},
+                    "items": items,
+                }
+            )
+        raise ApiError(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
 
     def _list(self, rt: ResourceType, info: RequestInfo) -> dict:
         q = info.query
         matches = selector_predicate(q.get("labelSelector"), q.get("fieldSelector"), rt.ref)
         rv_asked, rv_match = q.get("resourceVersion"), q.get("resourceVersionMatch")
         if rv_match == "Exact" and rv_asked and int(rv_asked) < self.store.compacted_rv:
-            raise ApiError(410, "Expired", f"too old resource version: {rv_asked} ({self.store.compacted_rv + 1})")
+            raise ApiError(
+                410,
+                "Expired",
+                f"too old resource version: {rv_asked} ({self.store.compacted_rv + 1})",
+            )
         items, rv = self.store.list(rt.ref, info.namespace, matches)
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         start: tuple[str, str] | None = None
@@ -505,20 +666,41 @@ class KubeEmulator:
             except (ValueError, KeyError, TypeError) as exc:
                 raise bad_request(f"invalid continue token: {exc}") from exc
             if token_rv < self.store.compacted_rv:
-                raise ApiError(410, "Expired", "The provided continue parameter is too old to display a consistent "
-                               "list result. You can start a new list without the continue parameter.")
-            items = [i for i in items if (i["metadata"].get("namespace", ""), i["metadata"]["name"]) > start]
+                raise ApiError(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent "
+                    "list result. You can start a new list without the continue parameter.",
+                )
+            items = [
+                i
+                for i in items
+                if (i["metadata"].get("namespace", ""), i["metadata"]["name"]) > start
+            ]
             meta["resourceVersion"] = str(token_rv)
         limit = int(q.get("limit") or 0)
         if limit and len(items) > limit:
             last = items[limit - 1]["metadata"]
-            meta["continue"] = base64.urlsafe_b64encode(json.dumps(
-                {"rv": int(meta["resourceVersion"]), "start": [last.get("namespace", ""), last["name"]]}).encode()).decode()
+            meta["continue"] = base64.urlsafe_b64encode(
+                json.dumps(
+                    {
+                        "rv": int(meta["resourceVersion"]),
+                        "start": [last.get("namespace", ""), last["name"]],
+                    }
+                ).encode()
+            ).decode()
             meta["remainingItemCount"] = len(items) - limit
             items = items[:limit]
-        return {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta, "items": items}
+        return {
+            "kind": f"{rt.kind}List",
+            "apiVersion": rt.api_version,
+            "metadata": meta,
+            "items": items,
+        }
 
-    async def _watch(self, request: web.Request, rt: ResourceType, info: RequestInfo) -> web.StreamResponse:
+    async def _watch(
+        self, request: web.Request, rt: ResourceType, info: RequestInfo
+    ) -> web.StreamResponse:
         q = info.query
         matches = selector_predicate(q.get("labelSelector"), q.get("fieldSelector"), rt.ref)
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
@@ -538,7 +720,9 @@ class KubeEmulator:
 
         try:
             if start.gone is not None:
-                await send({"type": "ERROR", "object": ApiError(410, "Expired", start.gone).status()})
+                await send(
+                    {"type": "ERROR", "object": ApiError(410, "Expired", start.gone).status()}
+                )
                 return response
             watcher = start.watcher
             assert watcher is not None
@@ -572,7 +756,9 @@ class KubeEmulator:
                     if bookmarks:
                         await send(bookmark(item[1]))
                 elif item[0] == "gone":
-                    await send({"type": "ERROR", "object": ApiError(410, "Expired", item[1]).status()})
+                    await send(
+                        {"type": "ERROR", "object": ApiError(410, "Expired", item[1]).status()}
+                    )
                     break
                 else:  # close
                     break

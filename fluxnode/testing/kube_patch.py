@@ -72,8 +72,17 @@ def strategic_merge_patch(target: Any, patch: Any, field: str | None = None) -> 
         result = copy.deepcopy(target)
         for item in patch:
             if not isinstance(item, dict) or key not in item:
-                raise PatchError(f"{field}: every element must be an object with the merge key {key!r}")
-            index = next((i for i, cur in enumerate(result) if isinstance(cur, dict) and cur.get(key) == item[key]), None)
+                raise PatchError(
+                    f"{field}: every element must be an object with the merge key {key!r}"
+                )
+            index = next(
+                (
+                    i
+                    for i, cur in enumerate(result)
+                    if isinstance(cur, dict) and cur.get(key) == item[key]
+                ),
+                None,
+            )
             if item.get("$patch") == "delete":
                 if index is not None:
                     del result[index]

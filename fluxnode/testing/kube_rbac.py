@@ -34,7 +34,11 @@ def _matches(rule: dict, info: RequestInfo) -> bool:
     if not ("*" in verbs or info.verb in verbs):
         return False
     res = info.resource_path
-    if not ("*" in resources or res in resources or (info.subresource and f"*/{info.subresource}" in resources)):
+    if not (
+        "*" in resources
+        or res in resources
+        or (info.subresource and f"*/{info.subresource}" in resources)
+    ):
         return False
     if not names:
         return True
@@ -53,16 +57,25 @@ class RbacAuthorizer:
         self.grants = list(grants)
 
     @classmethod
-    def from_manifests(cls, paths: Iterable[Path], namespace: str, service_account: str) -> RbacAuthorizer:
+    def from_manifests(
+        cls, paths: Iterable[Path], namespace: str, service_account: str
+    ) -> RbacAuthorizer:
         docs = [d for p in paths for d in yaml.safe_load_all(Path(p).read_text()) if d]
-        roles = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d.get("rules") or []
-                 for d in docs if d["kind"] in ("Role", "ClusterRole")}
+        roles = {
+            (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d.get("rules") or []
+            for d in docs
+            if d["kind"] in ("Role", "ClusterRole")
+        }
         grants = []
         for d in docs:
             if d["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
                 continue
-            if not any(s.get("kind") == "ServiceAccount" and s.get("name") == service_account
-                       and s.get("namespace", d["metadata"].get("namespace")) == namespace for s in d.get("subjects") or []):
+            if not any(
+                s.get("kind") == "ServiceAccount"
+                and s.get("name") == service_account
+                and s.get("namespace", d["metadata"].get("namespace")) == namespace
+                for s in d.get("subjects") or []
+            ):
                 continue
             ref = d["roleRef"]
             scope = None if d["kind"] == "ClusterRoleBinding" else d["metadata"]["namespace"]

@@ -62,7 +62,9 @@ class LabelSelector:
             if m:
                 values = tuple(v.strip() for v in m["values"].split(",") if v.strip())
                 if not values:
-                    raise SelectorError(f"unable to parse requirement: {text!r}: {m['op']} needs at least one value")
+                    raise SelectorError(
+                        f"unable to parse requirement: {text!r}: {m['op']} needs at least one value"
+                    )
                 reqs.append(Requirement(m["key"], m["op"], values))
             else:
                 m = _CMP_RE.match(rest)
@@ -77,7 +79,9 @@ class LabelSelector:
             rest = rest[m.end():]
             if rest.strip():
                 if not rest.lstrip().startswith(","):
-                    raise SelectorError(f"unable to parse requirement: {text!r}: expected ',' at {rest!r}")
+                    raise SelectorError(
+                        f"unable to parse requirement: {text!r}: expected ',' at {rest!r}"
+                    )
                 rest = rest.lstrip()[1:]
                 if not rest.strip():
                     raise SelectorError(f"unable to parse requirement: {text!r}: trailing ','")
@@ -105,18 +109,37 @@ def _get_path(obj: Mapping[str, Any], path: str) -> str:
 # as registered by the API server's field label conversion functions.
 FIELD_LABELS: dict[str, tuple[str, ...]] = {
     "pods": (
-        "spec.nodeName", "spec.schedulerName", "spec.restartPolicy", "spec.serviceAccountName",
-        "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName",
+        "spec.nodeName",
+        "spec.schedulerName",
+        "spec.restartPolicy",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
     ),
     "nodes": ("spec.unschedulable",),
     "secrets": ("type",),
     "events": (
-        "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
-        "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
-        "reason", "reportingComponent", "source", "type",
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
     ),
     "events.events.k8s.io": (
-        "regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid", "reason", "type",
+        "regarding.kind",
+        "regarding.namespace",
+        "regarding.name",
+        "regarding.uid",
+        "reason",
+        "type",
         "reportingController",
     ),
     "namespaces": ("status.phase",),
@@ -155,7 +178,9 @@ class FieldSelector:
         return names or None
 
 
-def selector_predicate(label: str | None, field: str | None, resource: str) -> Callable[[Mapping[str, Any]], bool]:
+def selector_predicate(
+    label: str | None, field: str | None, resource: str
+) -> Callable[[Mapping[str, Any]], bool]:
     """Both selectors as one predicate over an object (raises SelectorError on bad input)."""
     ls = LabelSelector.parse(label)
     fs = FieldSelector.parse(field, resource)

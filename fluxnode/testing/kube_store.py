@@ -51,7 +51,9 @@ class ResourceType:
 
 
 RESOURCES: tuple[ResourceType, ...] = (
-    ResourceType("namespaces", "Namespace", namespaced=False, subresources=("status",), short_names=("ns",)),
+    ResourceType(
+        "namespaces", "Namespace", namespaced=False, subresources=("status",), short_names=("ns",)
+    ),
     ResourceType("nodes", "Node", namespaced=False, subresources=("status",), short_names=("no",)),
     ResourceType("pods", "Pod", subresources=("status", "binding"), short_names=("po",)),
     ResourceType("bindings", "Binding"),
@@ -63,8 +65,12 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("events", "Event", group="events.k8s.io", short_names=("ev",)),
     ResourceType("leases", "Lease", group="coordination.k8s.io"),
     ResourceType("jobs", "Job", group="batch", subresources=("status",)),
-    ResourceType("daemonsets", "DaemonSet", group="apps", subresources=("status",), short_names=("ds",)),
-    ResourceType("deployments", "Deployment", group="apps", subresources=("status",), short_names=("deploy",)),
+    ResourceType(
+        "daemonsets", "DaemonSet", group="apps", subresources=("status",), short_names=("ds",)
+    ),
+    ResourceType(
+        "deployments", "Deployment", group="apps", subresources=("status",), short_names=("deploy",)
+    ),
 )
 BY_REF: dict[str, ResourceType] = {r.ref: r for r in RESOURCES}
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -93,7 +99,12 @@ class ApiError(Exception):
 
 
 def not_found(rt: ResourceType, name: str) -> ApiError:
-    return ApiError(404, "NotFound", f'{rt.ref} "{name}" not found', {"name": name, "group": rt.group, "kind": rt.plural})
+    return ApiError(
+        404,
+        "NotFound",
+        f'{rt.ref} "{name}" not found',
+        {"name": name, "group": rt.group, "kind": rt.plural},
+    )
 
 
 def conflict(rt: ResourceType, name: str, why: str) -> ApiError:
@@ -103,9 +114,19 @@ def conflict(rt: ResourceType, name: str, why: str) -> ApiError:
 
 def invalid(rt: ResourceType, name: str, causes: list[tuple[str, str]]) -> ApiError:
     text = "; ".join(f"{f}: {m}" for f, m in causes)
-    return ApiError(422, "Invalid", f'{rt.kind} "{name}" is invalid: {text}',
-                    {"name": name, "group": rt.group, "kind": rt.kind,
-                     "causes": [{"reason": "FieldValueInvalid", "field": f, "message": m} for f, m in causes]})
+    return ApiError(
+        422,
+        "Invalid",
+        f'{rt.kind} "{name}" is invalid: {text}',
+        {
+            "name": name,
+            "group": rt.group,
+            "kind": rt.kind,
+            "causes": [
+                {"reason": "FieldValueInvalid", "field": f, "message": m} for f, m in causes
+            ],
+        },
+    )
 
 
 def bad_request(message: str) -> ApiError:
@@ -146,7 +167,10 @@ class Watcher:
     def _visible(self, obj: dict | None) -> bool:
         if obj is None:
             return False
-        if self.namespace is not None and obj.get("metadata", {}).get("namespace") != self.namespace:
+        if (
+            self.namespace is not None
+            and obj.get("metadata", {}).get("namespace") != self.namespace
+        ):
             return False
         return self.matches(obj)
 
@@ -180,7 +204,9 @@ class WatchStart:
 class KubeStore:
     """Objects by resource, namespace and name, with history and watchers."""
 
-    def __init__(self, namespaces: Iterable[str] = DEFAULT_NAMESPACES, history_limit: int = 100_000):
+    def __init__(
+        self, namespaces: Iterable[str] = DEFAULT_NAMESPACES, history_limit: int = 100_000
+    ):
         self.lock = threading.RLock()
         self.rv = 0
         self.compacted_rv = 0
@@ -196,7 +222,9 @@ class KubeStore:
     def resource(ref: str) -> ResourceType:
         rt = BY_REF.get(ref)
         if rt is None:
-            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({ref})")
+            raise ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({ref})"
+            )
         return rt
 
     def _key(self, rt: ResourceType, namespace: str | None, name: str) -> tuple[str, str]:
@@ -227,7 +255,9 @@ class KubeStore:
             self._objects[rt.ref].pop(key, None)
         else:
             self._objects[rt.ref][key] = obj
-        change = Change(self.rv, rt.ref, type_, copy.deepcopy(obj), copy.deepcopy(prev) if prev else None)
+        change = Change(
+            self.rv, rt.ref, type_, copy.deepcopy(obj), copy.deepcopy(prev) if prev else None
+        )
         self._history.append(change)
         if len(self._history) > self.history_limit:
             dropped = self._history[: len(self._history) - self.history_limit]
@@ -245,19 +275,27 @@ class KubeStore:
             return None
         body_ns = meta.get("namespace")
         if namespace and body_ns and body_ns != namespace:
-            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+            raise bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
         ns = namespace or body_ns or "default"
         if ("", ns) not in self._objects["namespaces"]:
-            raise ApiError(404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"})
+            raise ApiError(
+                404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"}
+            )
         meta["namespace"] = ns
         return ns
 
     def _check_type(self, rt: ResourceType, obj: dict) -> None:
         api, kind = obj.get("apiVersion"), obj.get("kind")
         if api and api != rt.api_version:
-            raise bad_request(f"the API version in the data ({api}) does not match the expected API version ({rt.api_version})")
+            raise bad_request(
+                f"the API version in the data ({api}) does not match the expected API version ({rt.api_version})"
+            )
         if kind and kind != rt.kind:
-            raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+            raise bad_request(
+                f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
+            )
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
 
     def _validate(self, rt: ResourceType, obj: dict) -> None:
@@ -268,13 +306,32 @@ class KubeStore:
         if not name:
             causes.append(("metadata.name", "Required value: name or generateName is required"))
         elif len(name) > 253 or not pattern.match(name):
-            causes.append(("metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 name must consist of lower case alphanumeric characters, \'-\' or \'.\''))
+            causes.append(
+                (
+                    "metadata.name",
+                    f'Invalid value: "{name}": a lowercase RFC 1123 name must consist of lower case alphanumeric characters, \'-\' or \'.\'',
+                )
+            )
         for key, value in (meta.get("labels") or {}).items():
             label_name = key.rsplit("/", 1)[-1]
-            if not _LABEL_NAME.match(label_name) or len(label_name) > 63 or ("/" in key and not _SUBDOMAIN.match(key.rsplit("/", 1)[0])):
-                causes.append(("metadata.labels", f'Invalid value: "{key}": name part must consist of alphanumeric characters, \'-\', \'_\' or \'.\''))
+            if (
+                not _LABEL_NAME.match(label_name)
+                or len(label_name) > 63
+                or ("/" in key and not _SUBDOMAIN.match(key.rsplit("/", 1)[0]))
+            ):
+                causes.append(
+                    (
+                        "metadata.labels",
+                        f'Invalid value: "{key}": name part must consist of alphanumeric characters, \'-\', \'_\' or \'.\'',
+                    )
+                )
             if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
-                causes.append(("metadata.labels", f'Invalid value: "{value}": a valid label must be an empty string or consist of alphanumeric characters, \'-\', \'_\' or \'.\''))
+                causes.append(
+                    (
+                        "metadata.labels",
+                        f'Invalid value: "{value}": a valid label must be an empty string or consist of alphanumeric characters, \'-\', \'_\' or \'.\'',
+                    )
+                )
         if rt.ref == "pods":
             containers = (obj.get("spec") or {}).get("containers")
             if not containers:
@@ -331,7 +388,12 @@ class KubeStore:
                 meta.pop(drop, None)
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now_rfc3339()
-            if "spec" in obj or rt.ref in ("pods", "jobs.batch", "daemonsets.apps", "deployments.apps"):
+            if "spec" in obj or rt.ref in (
+                "pods",
+                "jobs.batch",
+                "daemonsets.apps",
+                "deployments.apps",
+            ):
                 meta["generation"] = 1
             if as_client:
                 self._create_strategy(rt, obj)
@@ -360,14 +422,32 @@ class KubeStore:
         if old is None:
             raise not_found(rt, name)
         if precondition_rv and precondition_rv != old["metadata"]["resourceVersion"]:
-            raise conflict(rt, name, "the object has been modified; please apply your changes to the latest version and try again")
+            raise conflict(
+                rt,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            )
         self._check_type(rt, new)
         meta = new.setdefault("metadata", {})
         if meta.get("name", name) != name:
-            raise bad_request(f'the name of the object ({meta.get("name")}) does not match the name on the URL ({name})')
-        if rt.namespaced and meta.get("namespace", old["metadata"]["namespace"]) != old["metadata"]["namespace"]:
-            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
-        for keep in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "generation"):
+            raise bad_request(
+                f'the name of the object ({meta.get("name")}) does not match the name on the URL ({name})'
+            )
+        if (
+            rt.namespaced
+            and meta.get("namespace", old["metadata"]["namespace"]) != old["metadata"]["namespace"]
+        ):
+            raise bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        for keep in (
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "generation",
+        ):
             if keep in old["metadata"]:
                 meta[keep] = old["metadata"][keep]
         if as_client and rt.has_status:
@@ -401,8 +481,17 @@ class KubeStore:
             rv = (new.get("metadata") or {}).get("resourceVersion")
             return self._write(rt, namespace, name, new, subresource, as_client, rv)
 
-    def patch(self, ref: str, namespace: str | None, name: str, patch: Any, patch_type: str = "merge", *,
-              subresource: str | None = None, as_client: bool = False) -> dict:
+    def patch(
+        self,
+        ref: str,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        patch_type: str = "merge",
+        *,
+        subresource: str | None = None,
+        as_client: bool = False,
+    ) -> dict:
         """PATCH semantics for ``merge``, ``strategic`` and ``json`` patches."""
         rt = self.resource(ref)
         with self.lock:
@@ -419,11 +508,21 @@ class KubeStore:
                 else:
                     new = merge_patch(old, patch)
             except PatchError as exc:
-                raise ApiError(422 if patch_type == "json" else 400, "Invalid" if patch_type == "json" else "BadRequest", str(exc)) from exc
-            precondition = (patch.get("metadata") or {}).get("resourceVersion") if isinstance(patch, dict) else None
+                raise ApiError(
+                    422 if patch_type == "json" else 400,
+                    "Invalid" if patch_type == "json" else "BadRequest",
+                    str(exc),
+                ) from exc
+            precondition = (
+                (patch.get("metadata") or {}).get("resourceVersion")
+                if isinstance(patch, dict)
+                else None
+            )
             return self._write(rt, namespace, name, new, subresource, as_client, precondition)
 
-    def delete(self, ref: str, namespace: str | None, name: str, options: dict | None = None) -> tuple[dict, bool]:
+    def delete(
+        self, ref: str, namespace: str | None, name: str, options: dict | None = None
+    ) -> tuple[dict, bool]:
         """DELETE semantics; returns (last state, deleted now?). Finalizers defer the removal."""
         rt = self.resource(ref)
         pre = (options or {}).get("preconditions") or {}
@@ -433,8 +532,15 @@ class KubeStore:
             if old is None:
                 raise not_found(rt, name)
             if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
-                raise conflict(rt, name, f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {old['metadata']['uid']}")
-            if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"]["resourceVersion"]:
+                raise conflict(
+                    rt,
+                    name,
+                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {old['metadata']['uid']}",
+                )
+            if (
+                pre.get("resourceVersion")
+                and pre["resourceVersion"] != old["metadata"]["resourceVersion"]
+            ):
                 raise conflict(rt, name, "Precondition failed: the object has been modified")
             if old["metadata"].get("finalizers"):
                 if old["metadata"].get("deletionTimestamp"):
@@ -459,7 +565,9 @@ class KubeStore:
             raise bad_request("the request body must be a JSON object")
         body_name = (binding.get("metadata") or {}).get("name")
         if body_name and body_name != pod_name:
-            raise bad_request(f"the name of the object ({body_name}) does not match the name on the URL ({pod_name})")
+            raise bad_request(
+                f"the name of the object ({body_name}) does not match the name on the URL ({pod_name})"
+            )
         target = (binding.get("target") or {}).get("name")
         if not target:
             raise invalid(BY_REF["bindings"], pod_name, [("target.name", "Required value")])
@@ -469,22 +577,40 @@ class KubeStore:
             if old is None:
                 raise not_found(rt, pod_name)
             if old["metadata"].get("deletionTimestamp"):
-                raise conflict(BY_REF["bindings"], pod_name, f"pod {pod_name} is being deleted, cannot be assigned to a host")
+                raise conflict(
+                    BY_REF["bindings"],
+                    pod_name,
+                    f"pod {pod_name} is being deleted, cannot be assigned to a host",
+                )
             bound = (old.get("spec") or {}).get("nodeName")
             if bound:
-                raise conflict(BY_REF["bindings"], pod_name, f'pod {pod_name} is already assigned to node "{bound}"')
+                raise conflict(
+                    BY_REF["bindings"],
+                    pod_name,
+                    f'pod {pod_name} is already assigned to node "{bound}"',
+                )
             new = copy.deepcopy(old)
             new["spec"]["nodeName"] = target
             # Like setPodHostAndAnnotations: the Binding's annotations land on the pod in the same write.
             annotations = (binding.get("metadata") or {}).get("annotations") or {}
             if annotations:
                 new["metadata"].setdefault("annotations", {}).update(annotations)
-            conditions = [c for c in new.setdefault("status", {}).get("conditions", []) if c.get("type") != "PodScheduled"]
+            conditions = [
+                c
+                for c in new.setdefault("status", {}).get("conditions", [])
+                if c.get("type") != "PodScheduled"
+            ]
             conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                                "lastTransitionTime": now_rfc3339()})
             new["status"]["conditions"] = conditions
             self._commit(rt, "MODIFIED", new, old)
-            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+            return {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "code": 201,
+            }
 
     # -- watching ----------------------------------------------------------------------------
     def open_watch(self, ref: str, namespace: str | None, matches: Callable[[dict], bool],
@@ -502,7 +628,11 @@ class KubeStore:
                 except ValueError as exc:
                     raise bad_request(f'invalid resource version "{resource_version}"') from exc
                 if since < self.compacted_rv:
-                    return WatchStart([], None, gone=f"too old resource version: {since} ({self.compacted_rv + 1})")
+                    return WatchStart(
+                        [],
+                        None,
+                        gone=f"too old resource version: {since} ({self.compacted_rv + 1})",
+                    )
                 events = [e for c in self._history if c.rv > since and c.ref == ref
                           for e in [watcher.event_for(c)] if e is not None]
             self._watchers.add(watcher)

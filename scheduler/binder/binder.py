@@ -61,7 +61,9 @@ class Binder:
         else:
             namespace, _, name = config.rank_configmap.partition("/")
             sched = SchedClient(
-                LeaderLocator(self.core, namespace, name, config.broker_port), config.curve_cert, config.rpc_timeout
+                LeaderLocator(self.core, namespace, name, config.broker_port),
+                config.curve_cert,
+                config.rpc_timeout,
             )
         self._job_sizes: dict[tuple[str, str], int | None] = {}
         self.ctx = BinderContext(
@@ -98,12 +100,25 @@ class Binder:
 
     def start(self) -> Binder:
         self.informers = [
-            Informer("pods", self.core.list_pod_for_all_namespaces, self._enqueue("pod"), watch_timeout=self.config.watch_timeout).start(),
-            Informer("nodes", self.core.list_node, self._enqueue("node"), watch_timeout=self.config.watch_timeout).start(),
+            Informer(
+                "pods",
+                self.core.list_pod_for_all_namespaces,
+                self._enqueue("pod"),
+                watch_timeout=self.config.watch_timeout,
+            ).start(),
+            Informer(
+                "nodes",
+                self.core.list_node,
+                self._enqueue("node"),
+                watch_timeout=self.config.watch_timeout,
+            ).start(),
         ]
         if self.config.http_port is not None:
             self.health = HealthServer(
-                self.config.http_host, self.config.http_port, problem_probe(self._live), problem_probe(self._ready),
+                self.config.http_host,
+                self.config.http_port,
+                problem_probe(self._live),
+                problem_probe(self._ready),
                 self.ctx.metrics.registry,
             ).start()
         if self.config.leader_elect:
@@ -180,9 +195,16 @@ class Binder:
         key = (namespace, name)
         if key not in self._job_sizes:
             try:
-                self._job_sizes[key] = job_size(kube_raw.call(self.batch.read_namespaced_job, name, namespace))
+                self._job_sizes[key] = job_size(
+                    kube_raw.call(self.batch.read_namespaced_job, name, namespace)
+                )
             except Exception as exc:
-                log.info("job %s/%s size unknown (%s); group size from annotations or 1", namespace, name, exc)
+                log.info(
+                    "job %s/%s size unknown (%s); group size from annotations or 1",
+                    namespace,
+                    name,
+                    exc,
+                )
                 self._job_sizes[key] = None
         return self._job_sizes[key]
 

@@ -53,7 +53,9 @@ def _now() -> str:
 
 def _now_micro() -> str:
     now = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1_000_000):06d}Z"
+    return (
+        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1_000_000):06d}Z"
+    )
 
 
 def _api_message(exc: ApiException) -> str:
@@ -81,16 +83,28 @@ class PodWriter:
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid, "annotations": annotations},
+            "metadata": {
+                "name": pod.name,
+                "namespace": pod.namespace,
+                "uid": pod.uid,
+                "annotations": annotations,
+            },
             "target": {"apiVersion": "v1", "kind": "Node", "name": slot.hostname},
         }
         try:
-            self.api.request("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding", body)
+            self.api.request(
+                "POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding", body
+            )
         except ApiException as exc:
             raise BindError(exc.status, _api_message(exc)) from None
         except Exception as exc:  # connection trouble: the bind may or may not have happened
             raise BindError(0, f"{type(exc).__name__}: {exc}") from None
-        self.event(pod, "Normal", "Scheduled", f"Successfully assigned {pod.ref} to {slot.hostname} (allocation {alloc_id}, cores {slot.cores or '-'}, gpus {slot.gpus or '-'})")
+        self.event(
+            pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {pod.ref} to {slot.hostname} (allocation {alloc_id}, cores {slot.cores or '-'}, gpus {slot.gpus or '-'})",
+        )
 
     def not_scheduled(self, pod: PodInfo, reason: str, message: str, event: bool = True) -> None:
         """PodScheduled=False with `reason`, and a FailedScheduling event."""
@@ -121,8 +135,17 @@ class PodWriter:
             "kind": "Event",
             # named like client-go's recorder (object name + hex nanoseconds), plus a process
             # counter so two workers never collide: unique, and cheaper than a UUID per pod
-            "metadata": {"name": f"{pod.name}.{time.time_ns():x}{next(_EVENT_SEQ) & 0xff:02x}", "namespace": pod.namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
+            "metadata": {
+                "name": f"{pod.name}.{time.time_ns():x}{next(_EVENT_SEQ) & 0xFF:02x}",
+                "namespace": pod.namespace,
+            },
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "uid": pod.uid,
+            },
             "reason": reason,
             "message": message[:1024],
             "type": type_,

@@ -52,7 +52,9 @@ class BindingCycle:
         self.ctx = ctx
         self.inbox = inbox  # results go back to the loop as ("bound", [PodResult, ...])
         self.inflight: dict[str, int] = {}  # pod uid -> alloc id, binding submitted
-        self.retry_after: dict[str, tuple[float, float]] = {}  # pod uid -> (monotonic time, delay) after a failed bind
+        self.retry_after: dict[
+            str, tuple[float, float]
+        ] = {}  # pod uid -> (monotonic time, delay) after a failed bind
         self._binds_running = threading.Condition()
         self._nbinds = 0  # bindings submitted and not finished (counted by the workers)
 
@@ -113,7 +115,9 @@ class BindingCycle:
         except BindError as exc:
             return PodResult(pod.uid, alloc_id, False, exc.status, str(exc), pod.created)
         except Exception as exc:  # never lose a result
-            return PodResult(pod.uid, alloc_id, False, 0, f"{type(exc).__name__}: {exc}", pod.created)
+            return PodResult(
+                pod.uid, alloc_id, False, 0, f"{type(exc).__name__}: {exc}", pod.created
+            )
 
     def bound(self, result: PodResult) -> None:
         """Account for one binding's outcome (on the loop thread)."""
@@ -126,14 +130,26 @@ class BindingCycle:
                 ctx.metrics.latency.observe(max(0.0, result.finished - result.created))
             return
         ctx.metrics.bindings.labels("failed").inc()
-        delay = min(BIND_RETRY_MAX, max(BIND_RETRY_MIN, 2 * self.retry_after.get(result.uid, (0.0, 0.0))[1]))
+        delay = min(
+            BIND_RETRY_MAX, max(BIND_RETRY_MIN, 2 * self.retry_after.get(result.uid, (0.0, 0.0))[1])
+        )
         self.retry_after[result.uid] = (time.monotonic() + delay, delay)
         pod = ctx.state.pods.get(result.uid)
-        log.warning("binding %s failed (HTTP %s): %s", pod.ref if pod else result.uid, result.status, result.message)
+        log.warning(
+            "binding %s failed (HTTP %s): %s",
+            pod.ref if pod else result.uid,
+            result.status,
+            result.message,
+        )
         if result.status == 409:
             # Already bound (a replayed bind after a restart, or someone else): it runs, so its
             # share stays held; the watch shows where. Never free what a running pod uses.
             return
         ctx.state.unplace(result.uid)
         if pod is not None and result.status != 404:
-            ctx.pool.submit(ctx.writer.not_scheduled, pod, "WaitingForResources", f"binding failed: {result.message}; will retry")
+            ctx.pool.submit(
+                ctx.writer.not_scheduled,
+                pod,
+                "WaitingForResources",
+                f"binding failed: {result.message}; will retry",
+            )

@@ -159,7 +159,9 @@ class NodeCapacity:
 
 
 class ClusterState:
-    def __init__(self, scheduler_name: str = "fluxnode", job_size_lookup: JobSizeLookup | None = None):
+    def __init__(
+        self, scheduler_name: str = "fluxnode", job_size_lookup: JobSizeLookup | None = None
+    ):
         self.scheduler_name = scheduler_name
         self.job_size_lookup = job_size_lookup
         self.pods: dict[str, PodInfo] = {}
@@ -228,7 +230,12 @@ class ClusterState:
             del self.foreign[old.node][old.uid]
             self.dirty_nodes.add(old.node)
             self.changed = True
-        if new is not None and new.node and new.uid not in self.pod_allocation and not self._placing(new):
+        if (
+            new is not None
+            and new.node
+            and new.uid not in self.pod_allocation
+            and not self._placing(new)
+        ):
             try:
                 req = pod_requests(new.raw)
             except PodRequestError as exc:
@@ -302,7 +309,13 @@ class ClusterState:
         """The largest allocatable memory among `nodes` (cached per node generation)."""
         key = (self.node_generation, hash(tuple(nodes)))
         if self._largest[0] != key:
-            self._largest = (key, max((self.nodes[n].allocatable.memory_bytes for n in nodes if n in self.nodes), default=0))
+            self._largest = (
+                key,
+                max(
+                    (self.nodes[n].allocatable.memory_bytes for n in nodes if n in self.nodes),
+                    default=0,
+                ),
+            )
         return self._largest[1]
 
     def _end_pod(self, uid: str, alloc_id: int) -> None:
@@ -390,8 +403,10 @@ class ClusterState:
         else:
             new = self.nodes[name] = node_info(obj)
         if (old is None) != (new is None) or (
-            old is not None and new is not None
-            and (old.usable, old.allocatable, old.traits) != (new.usable, new.allocatable, new.traits)
+            old is not None
+            and new is not None
+            and (old.usable, old.allocatable, old.traits)
+            != (new.usable, new.allocatable, new.traits)
         ):
             self.node_generation += 1
             self.dirty_nodes.add(name)
@@ -446,13 +461,18 @@ def node_info(obj: dict) -> NodeInfo:
     status = obj.get("status") or {}
     name = meta.get("name") or ""
     reason = ""
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
     if spec.get("unschedulable"):
         reason = "cordoned"
     elif not ready:
         reason = "NotReady"
     try:
-        allocatable = resource_list(status.get("allocatable") or status.get("capacity"), f"node {name} status.allocatable")
+        allocatable = resource_list(
+            status.get("allocatable") or status.get("capacity"), f"node {name} status.allocatable"
+        )
     except PodRequestError as exc:
         log.warning("%s; node not used", exc)
         allocatable, reason = ZERO, "bad allocatable"

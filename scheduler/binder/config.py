@@ -19,7 +19,9 @@ class BinderConfig:
     policy: str = "first"
     bind_workers: int = 16
     reserve_depth: int = 1
-    queue_depth: int = 32  # busy attempts per cycle before waiting for a change (a batch is finished)
+    queue_depth: int = (
+        32  # busy attempts per cycle before waiting for a change (a batch is finished)
+    )
     alloc_batch: int = 64  # groups asked for in one sched.alloc round trip
     resync: float = 5.0
     leader_elect: bool = True

@@ -37,7 +37,9 @@ class BinderContext:
     pool: ThreadPoolExecutor  # bind workers; pod status writes go through it too
     metrics: BinderMetrics
     reservations: Reservations
-    reported: dict[str, tuple[str, str]] = field(default_factory=dict)  # pod uid -> (reason, message) last written
+    reported: dict[str, tuple[str, str]] = field(
+        default_factory=dict
+    )  # pod uid -> (reason, message) last written
     sched_ok: bool = False  # the service answered last time (readiness)
 
     def cancel(self, alloc_id: int, ranks: list[int] | None) -> None:

@@ -35,17 +35,29 @@ class LeaderLocator:
             cm = kube_raw.call(self.core.read_namespaced_config_map, self.configmap, self.namespace)
             hosts = json.loads((cm.get("data") or {})[RANKS_KEY])["hosts"]
         except Exception as exc:
-            raise LeaderNotFound(f"configmap {self.namespace}/{self.configmap}: no usable {RANKS_KEY} ({exc})") from None
+            raise LeaderNotFound(
+                f"configmap {self.namespace}/{self.configmap}: no usable {RANKS_KEY} ({exc})"
+            ) from None
         if not hosts:
-            raise LeaderNotFound(f"configmap {self.namespace}/{self.configmap}: the rank map is empty")
+            raise LeaderNotFound(
+                f"configmap {self.namespace}/{self.configmap}: the rank map is empty"
+            )
         try:
             node = kube_raw.call(self.core.read_node, hosts[0])
         except Exception as exc:
             raise LeaderNotFound(f"node {hosts[0]} (rank 0): {exc}") from None
-        addresses = {a.get("type"): a.get("address") for a in (node.get("status") or {}).get("addresses") or []}
-        address = addresses.get("InternalIP") or addresses.get("ExternalIP") or addresses.get("Hostname")
+        addresses = {
+            a.get("type"): a.get("address")
+            for a in (node.get("status") or {}).get("addresses") or []
+        }
+        address = (
+            addresses.get("InternalIP") or addresses.get("ExternalIP") or addresses.get("Hostname")
+        )
         if not address:
             raise LeaderNotFound(f"node {hosts[0]} (rank 0) has no address")
-        port = int(((node.get("metadata") or {}).get("annotations") or {}).get(PORT_ANNOTATION) or self.port)
+        port = int(
+            ((node.get("metadata") or {}).get("annotations") or {}).get(PORT_ANNOTATION)
+            or self.port
+        )
         host = f"[{address}]" if ":" in address else address
         return f"tcp://{host}:{port}"

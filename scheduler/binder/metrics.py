@@ -21,15 +21,27 @@ class BinderMetrics:
             "fluxnode_binder_schedule_attempts", "Group scheduling attempts by result "
             "(scheduled, busy, reserved, unschedulable, error).", ["result"], registry=r)
         self.bindings = Counter(
-            "fluxnode_binder_pod_bindings", "Pod bindings by result (bound, failed).", ["result"], registry=r)
+            "fluxnode_binder_pod_bindings",
+            "Pod bindings by result (bound, failed).",
+            ["result"],
+            registry=r,
+        )
         self.latency = Histogram(
             "fluxnode_binder_pod_scheduling_duration_seconds",
-            "Seconds from pod creation to a successful binding.", buckets=LATENCY_BUCKETS, registry=r)
+            "Seconds from pod creation to a successful binding.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.attempt_duration = Histogram(
             "fluxnode_binder_scheduling_attempt_duration_seconds",
             "Seconds spent in one sched.alloc round trip.", buckets=LATENCY_BUCKETS, registry=r)
         self.pending_groups = Gauge(
             "fluxnode_binder_pending_groups", "Complete groups waiting in the queue.", registry=r)
         self.pending_pods = Gauge(
-            "fluxnode_binder_pending_pods", "Our pods not yet placed (incl. incomplete groups).", registry=r)
-        self.leader = Gauge("fluxnode_binder_leader", "1 while this replica holds the lease.", registry=r)
+            "fluxnode_binder_pending_pods",
+            "Our pods not yet placed (incl. incomplete groups).",
+            registry=r,
+        )
+        self.leader = Gauge(
+            "fluxnode_binder_leader", "1 while this replica holds the lease.", registry=r
+        )

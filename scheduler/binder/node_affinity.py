@@ -159,19 +159,30 @@ def pod_placement(pod: dict) -> PodPlacement:
             raise NodeAffinityError(f"{path}.nodeSelectorTerms: required list")
         terms = tuple(_term(t, f"{path}.nodeSelectorTerms[{i}]") for i, t in enumerate(raw_terms))
     tolerations = tuple(
-        _toleration(t, f"{where}: spec.tolerations[{i}]") for i, t in enumerate(spec.get("tolerations") or [])
+        _toleration(t, f"{where}: spec.tolerations[{i}]")
+        for i, t in enumerate(spec.get("tolerations") or [])
     )
-    return PodPlacement(tuple(sorted((str(k), str(v)) for k, v in selector.items())), terms, tolerations)
+    return PodPlacement(
+        tuple(sorted((str(k), str(v)) for k, v in selector.items())), terms, tolerations
+    )
 
 
 def _term(raw: object, path: str) -> Term:
     if not isinstance(raw, dict):
         raise NodeAffinityError(f"{path}: must be an object")
-    exprs = tuple(_requirement(r, f"{path}.matchExpressions[{i}]") for i, r in enumerate(raw.get("matchExpressions") or []))
-    fields = tuple(_requirement(r, f"{path}.matchFields[{i}]") for i, r in enumerate(raw.get("matchFields") or []))
+    exprs = tuple(
+        _requirement(r, f"{path}.matchExpressions[{i}]")
+        for i, r in enumerate(raw.get("matchExpressions") or [])
+    )
+    fields = tuple(
+        _requirement(r, f"{path}.matchFields[{i}]")
+        for i, r in enumerate(raw.get("matchFields") or [])
+    )
     for i, r in enumerate(fields):
         if r.key != "metadata.name" or r.operator not in ("In", "NotIn"):
-            raise NodeAffinityError(f"{path}.matchFields[{i}]: only metadata.name with In or NotIn is supported")
+            raise NodeAffinityError(
+                f"{path}.matchFields[{i}]: only metadata.name with In or NotIn is supported"
+            )
     return Term(exprs, fields)
 
 
@@ -208,7 +219,9 @@ def _toleration(raw: object, path: str) -> Toleration:
     return Toleration(key, op, str(raw.get("value") or ""), str(raw.get("effect") or ""))
 
 
-def eligible_nodes(placements: Iterable[PodPlacement], nodes: Iterable[NodeTraits]) -> tuple[list[str], dict[str, int]]:
+def eligible_nodes(
+    placements: Iterable[PodPlacement], nodes: Iterable[NodeTraits]
+) -> tuple[list[str], dict[str, int]]:
     """Nodes every one of ``placements`` may run on, and how many nodes each reason excluded."""
     distinct = set(placements)  # a group's pods mostly share one template
     ok: list[str] = []

@@ -48,7 +48,9 @@ class Reconciler:
     def reconcile(self) -> None:
         """Rebuild our allocations from the service and the pods (start or takeover)."""
         ctx = self.ctx
-        self.binding.wait_idle(BIND_DRAIN_TIMEOUT)  # let bindings in flight land before rebuilding from the API
+        self.binding.wait_idle(
+            BIND_DRAIN_TIMEOUT
+        )  # let bindings in flight land before rebuilding from the API
         ctx.state = ctx.state.rebuilt()
         self.binding.inflight.clear()
         ctx.reservations.release_all()
@@ -67,9 +69,18 @@ class Reconciler:
                 continue
             self._rebuild(a, pending_binds)
         ctx.state.changed = True
-        log.info("reconciled: %d allocations adopted, %d pods to bind", len(ctx.state.allocations), len(pending_binds))
-        self.binding.submit([(ctx.state.pods[uid], slot, alloc_id, group)
-                             for alloc_id, uid, group, slot in pending_binds if uid in ctx.state.pods])
+        log.info(
+            "reconciled: %d allocations adopted, %d pods to bind",
+            len(ctx.state.allocations),
+            len(pending_binds),
+        )
+        self.binding.submit(
+            [
+                (ctx.state.pods[uid], slot, alloc_id, group)
+                for alloc_id, uid, group, slot in pending_binds
+                if uid in ctx.state.pods
+            ]
+        )
 
     def _rebuild(self, a: dict, pending_binds: list) -> dict | None:
         """Adopt one of our group allocations: bound pods keep their node and cores, the
@@ -102,7 +113,9 @@ class Reconciler:
                         set(idset.decode(annotations.get("fluxnode.io/gpus") or "")))
                 take_share(free_nodes[rank], used, shape[2])
                 if kinds is not None:
-                    share = kinds.get(shape, {}).get(rank) or next((k[rank] for k in kinds.values() if rank in k), None)
+                    share = kinds.get(shape, {}).get(rank) or next(
+                        (k[rank] for k in kinds.values() if rank in k), None
+                    )
                     if share is not None:
                         take_share(share, used, shape[2])
             else:
@@ -112,14 +125,25 @@ class Reconciler:
                 slots = None
                 if kinds is not None:
                     try:
-                        slots = assign_kinds(unbound, {shape: list(per_rank.values()) for shape, per_rank in kinds.items()})
-                    except AssignmentError:  # pods that match no kind (changed requests): the totals may still do
+                        slots = assign_kinds(
+                            unbound,
+                            {shape: list(per_rank.values()) for shape, per_rank in kinds.items()},
+                        )
+                    except (
+                        AssignmentError
+                    ):  # pods that match no kind (changed requests): the totals may still do
                         slots = None
                 if slots is None:
                     slots = assign(unbound, list(free_nodes.values()))
             except AssignmentError as exc:
-                log.warning("allocation %d of %s: cannot split what is left among its %d unbound pods (%s); "
-                            "they are asked for again", a["id"], key, len(unbound), exc)
+                log.warning(
+                    "allocation %d of %s: cannot split what is left among its %d unbound pods (%s); "
+                    "they are asked for again",
+                    a["id"],
+                    key,
+                    len(unbound),
+                    exc,
+                )
                 slots = {}
             for uid, slot in slots.items():
                 pods[uid] = slot.rank
@@ -153,7 +177,11 @@ def kind_shares(kinds: list[dict] | None) -> dict[tuple[int, int, int], dict[int
     out: dict[tuple[int, int, int], dict[int, dict]] = {}
     for kind in kinds:
         slot = kind["slot"]
-        shape = (int(slot.get("cores") or 0), int(slot.get("gpus") or 0), int(slot.get("memory_mib") or 0))
+        shape = (
+            int(slot.get("cores") or 0),
+            int(slot.get("gpus") or 0),
+            int(slot.get("memory_mib") or 0),
+        )
         if shape in out:
             return None
         out[shape] = {int(n["rank"]): dict(n) for n in kind.get("nodes") or []}

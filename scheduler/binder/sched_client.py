@@ -25,7 +25,12 @@ class SchedUnavailable(RuntimeError):
 class SchedClient:
     """Not thread-safe: used by the binder loop only."""
 
-    def __init__(self, uri: str | Callable[[], str] | None, curve_cert: str | None = None, timeout: float = 30.0):
+    def __init__(
+        self,
+        uri: str | Callable[[], str] | None,
+        curve_cert: str | None = None,
+        timeout: float = 30.0,
+    ):
         self.uri = uri  # or a locator called on every (re)connect (the leader may move)
         self.curve_cert = curve_cert
         self.timeout = timeout

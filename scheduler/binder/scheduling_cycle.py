@@ -80,7 +80,9 @@ class SchedulingCycle:
     def __init__(self, ctx: BinderContext, binding: BindingCycle):
         self.ctx = ctx
         self.binding = binding
-        self.retry_outside: set[str] = set()  # nodes whose outside usage the graph could not hold yet
+        self.retry_outside: set[str] = (
+            set()
+        )  # nodes whose outside usage the graph could not hold yet
         self._hostlist_cache: tuple[tuple[str, ...], str] = ((), "")
 
     def run(self) -> None:
@@ -105,7 +107,10 @@ class SchedulingCycle:
                 group = ctx.state.groups.get(todo.popleft())
                 if group is None or not group.ready:
                     continue
-                if group.unsatisfiable and group.unsatisfiable_generation == ctx.state.node_generation:
+                if (
+                    group.unsatisfiable
+                    and group.unsatisfiable_generation == ctx.state.node_generation
+                ):
                     continue
                 if candidates is None or candidates.excluded != len(excluded):
                     candidates = self._candidates(usable, excluded)
@@ -132,7 +137,9 @@ class SchedulingCycle:
     def update_gauges(self) -> None:
         state, metrics = self.ctx.state, self.ctx.metrics
         metrics.pending_groups.set(len(state.queue))
-        metrics.pending_pods.set(sum(len(state.groups[k].pending) for k in state.with_pending if k in state.groups))
+        metrics.pending_pods.set(
+            sum(len(state.groups[k].pending) for k in state.with_pending if k in state.groups)
+        )
 
     # -- the graph's view of the cluster ---------------------------------------------
 
@@ -152,7 +159,11 @@ class SchedulingCycle:
         for name in sorted(dirty):
             usage = state.outside_usage(name)
             old = state.outside.get(name)
-            if old is not None and old[1] == usage and (old[0] is not None or usage == OutsideUsage(0, 0, 0)):
+            if (
+                old is not None
+                and old[1] == usage
+                and (old[0] is not None or usage == OutsideUsage(0, 0, 0))
+            ):
                 continue
             if old is not None and old[0] is not None:
                 ctx.cancel(old[0], None)
@@ -178,7 +189,12 @@ class SchedulingCycle:
             except RPCError as exc:
                 # Our accounting cannot hold what is already there (e.g. rounding): keep the
                 # node out of our placements until it can.
-                log.warning("node %s: cannot hold outside usage %s: %s; node not used until it fits", name, usage, exc.errstr)
+                log.warning(
+                    "node %s: cannot hold outside usage %s: %s; node not used until it fits",
+                    name,
+                    usage,
+                    exc.errstr,
+                )
                 state.outside[name] = (None, usage)
                 self.retry_outside.add(name)
             state.changed = True
@@ -191,9 +207,13 @@ class SchedulingCycle:
         most = state.largest_memory(names) if names else 0
         nodes = state.nodes
         tainted = any(nodes[n].traits.taints for n in names if n in nodes)
-        return Candidates(names, self._hostlist(names) if names else "", most, len(excluded), tainted)
+        return Candidates(
+            names, self._hostlist(names) if names else "", most, len(excluded), tainted
+        )
 
-    def _eligible(self, candidates: Candidates, placements: list[PodPlacement]) -> tuple[list[str], str, str]:
+    def _eligible(
+        self, candidates: Candidates, placements: list[PodPlacement]
+    ) -> tuple[list[str], str, str]:
         """The candidates every pod of a group may run on (nodeSelector, required node
         affinity, taints), their hostlist, and kube-scheduler's summary when there are none.
         Computed once per distinct set of rules per cycle change: the pods of a burst
@@ -207,7 +227,10 @@ class SchedulingCycle:
             nodes = [state.nodes[n].traits for n in candidates.names if n in state.nodes]
             names, excluded = eligible_nodes(key, nodes)
             hit = candidates.eligible[key] = (
-                names, hostlist.encode(names) if names else "", explain(excluded, len(nodes)) if not names else "")
+                names,
+                hostlist.encode(names) if names else "",
+                explain(excluded, len(nodes)) if not names else "",
+            )
         return hit
 
     def _hostlist(self, names: list[str]) -> str:
@@ -233,7 +256,10 @@ class SchedulingCycle:
         # one slot kind per distinct shape, matched kind by kind in one service call.
         shapes = {uid: (max(1, r.cores), r.gpus, r.memory_mib) for uid, r in reqs.items()}
         if not candidates.names:
-            return self._waiting(pods, "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full); will retry")
+            return self._waiting(
+                pods,
+                "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full); will retry",
+            )
         try:
             placements = [pod_placement(p.raw) for p in pods]
         except NodeAffinityError as exc:
@@ -248,8 +274,12 @@ class SchedulingCycle:
         # forever as "busy", so it is reported unschedulable here in Kubernetes' terms.
         biggest = max(r.memory_bytes for r in reqs.values())
         if biggest > candidates.largest_memory:
-            return self._unschedulable(group, pods, f"a pod needs {biggest // MIB} MiB of memory but the largest "
-                                                    f"usable node allocates {candidates.largest_memory // MIB} MiB")
+            return self._unschedulable(
+                group,
+                pods,
+                f"a pod needs {biggest // MIB} MiB of memory but the largest "
+                f"usable node allocates {candidates.largest_memory // MIB} MiB",
+            )
         kinds = sorted(Counter(shapes.values()).items())
         slot_kinds = [SlotKind(c, g, m, n) for (c, g, m), n in kinds]
         spec = build_jobspec(slot_kinds, constraints={"hostlist": [hosts]}, name=str(group.key))
@@ -257,9 +287,16 @@ class SchedulingCycle:
             "jobspec": spec,
             "policy": ctx.config.policy,
             "op": ctx.reservations.op_for_blocked(),
-            "labels": {"owner": ctx.owner, "kind": "group", "group": str(group.key), "pods": [p.uid for p in pods]},
+            "labels": {
+                "owner": ctx.owner,
+                "kind": "group",
+                "group": str(group.key),
+                "pods": [p.uid for p in pods],
+            },
         }
-        labels = {label: (k.cores, k.gpus, k.memory_mib) for label, k in slot_labels(slot_kinds).items()}
+        labels = {
+            label: (k.cores, k.gpus, k.memory_mib) for label, k in slot_labels(slot_kinds).items()
+        }
         return Attempt(group, pods, shapes, names, payload, labels)
 
     def _request(self, batch: list[Attempt]) -> list[dict | RPCError]:
@@ -278,29 +315,40 @@ class SchedulingCycle:
         finally:
             self.ctx.metrics.attempt_duration.observe(time.perf_counter() - t0)
 
-    def _finish(self, attempt: Attempt, answer: dict | RPCError, excluded: set[str], binds: list[Bind]) -> str:
+    def _finish(
+        self, attempt: Attempt, answer: dict | RPCError, excluded: set[str], binds: list[Bind]
+    ) -> str:
         """Act on the service's answer for one group; placed pods go to `binds`."""
         ctx = self.ctx
         group, pods, shapes = attempt.group, attempt.pods, attempt.shapes
         if isinstance(answer, RPCError):
             if answer.errnum == errno.EBUSY:
                 return self._waiting(pods, f"{answer.errstr}; will retry when resources free up")
-            return self._unschedulable(group, pods, self._explain(shapes, attempt.usable) or answer.errstr)
+            return self._unschedulable(
+                group, pods, self._explain(shapes, attempt.usable) or answer.errstr
+            )
         ctx.sched_ok = True
         if answer["status"] == "RESERVED":
             ctx.reservations.hold(group.key, answer["id"])
             excluded.update(n["hostname"] for n in answer["nodes"])
-            return self._waiting(pods, "busy: resources reserved for this group; will bind when they free up",
-                                 "reserved")
+            return self._waiting(
+                pods,
+                "busy: resources reserved for this group; will bind when they free up",
+                "reserved",
+            )
         try:
             if "kinds" in answer:
-                slots = assign_kinds(shapes, {attempt.labels.get(k["label"]): k["nodes"] for k in answer["kinds"]})
+                slots = assign_kinds(
+                    shapes, {attempt.labels.get(k["label"]): k["nodes"] for k in answer["kinds"]}
+                )
             else:
                 slots = assign(shapes, answer["nodes"])
         except AssignmentError as exc:
             ctx.cancel(answer["id"], None)
             return self._waiting(pods, f"busy: {exc}; will retry", "error")
-        ctx.state.placed(GroupAllocation(answer["id"], group.key, {uid: s.rank for uid, s in slots.items()}))
+        ctx.state.placed(
+            GroupAllocation(answer["id"], group.key, {uid: s.rank for uid, s in slots.items()})
+        )
         ctx.metrics.attempts.labels("scheduled").inc()
         binds.extend((pod, slots[pod.uid], answer["id"], str(group.key)) for pod in pods)
         return "scheduled"
@@ -313,7 +361,9 @@ class SchedulingCycle:
         self.ctx.metrics.attempts.labels(attempt).inc()
         return "busy"
 
-    def _unschedulable(self, group: Group, pods: list[PodInfo], reason: str, message: str | None = None) -> str:
+    def _unschedulable(
+        self, group: Group, pods: list[PodInfo], reason: str, message: str | None = None
+    ) -> str:
         """The group can never run as the cluster is: remember why (until the nodes change)
         and say so on its pods."""
         group.unsatisfiable, group.unsatisfiable_generation = reason, self.ctx.state.node_generation
@@ -361,7 +411,11 @@ class SchedulingCycle:
             if group.problem:
                 ctx.report(list(group.pending.values()), "Unschedulable", group.problem)
                 continue
-            if group.placed or len(group.pending) >= group.size or now - group.since < ctx.config.report_delay:
+            if (
+                group.placed
+                or len(group.pending) >= group.size
+                or now - group.since < ctx.config.report_delay
+            ):
                 continue
             message = f"waiting for group {group.key.namespace}/{group.key.name}: {group.size} pods required"
             ctx.report(list(group.pending.values()), "WaitingForGroup", message)

@@ -35,18 +35,30 @@ class PodSlot:
     gpus: str
 
     def to_dict(self) -> dict:
-        return {"rank": self.rank, "hostname": self.hostname, "cores": self.cores, "gpus": self.gpus}
+        return {
+            "rank": self.rank,
+            "hostname": self.hostname,
+            "cores": self.cores,
+            "gpus": self.gpus,
+        }
 
 
 def assign(pods: dict[str, tuple[int, int, int]], nodes: list[dict]) -> dict[str, PodSlot]:
     """Split `nodes` (service answer) among `pods` (uid -> (cores, gpus, memory MiB))."""
     free = [
-        (int(n["rank"]), n["hostname"], idset.decode(n.get("cores") or ""), idset.decode(n.get("gpus") or ""),
-         [int(n.get("memory_mib") or 0)])
+        (
+            int(n["rank"]),
+            n["hostname"],
+            idset.decode(n.get("cores") or ""),
+            idset.decode(n.get("gpus") or ""),
+            [int(n.get("memory_mib") or 0)],
+        )
         for n in nodes
     ]
     out: dict[str, PodSlot] = {}
-    for uid, (ncores, ngpus, mib) in sorted(pods.items(), key=lambda kv: (-kv[1][1], -kv[1][0], -kv[1][2], kv[0])):
+    for uid, (ncores, ngpus, mib) in sorted(
+        pods.items(), key=lambda kv: (-kv[1][1], -kv[1][0], -kv[1][2], kv[0])
+    ):
         for rank, hostname, cores, gpus, memory in free:
             if len(cores) >= ncores and len(gpus) >= ngpus and memory[0] >= mib:
                 mine_c, mine_g = cores[:ncores], gpus[:ngpus]
@@ -73,7 +85,9 @@ def assign_kinds(pods: dict[str, Shape], kinds: dict[Shape, list[dict]]) -> dict
         by_shape.setdefault(shape, {})[uid] = shape
     missing = set(by_shape) - set(kinds)
     if missing:
-        raise AssignmentError(f"allocation has no slots of shape {sorted(missing)[0]} (cores, GPUs, MiB)")
+        raise AssignmentError(
+            f"allocation has no slots of shape {sorted(missing)[0]} (cores, GPUs, MiB)"
+        )
     out: dict[str, PodSlot] = {}
     for shape, group in by_shape.items():
         out.update(assign(group, kinds[shape]))

@@ -80,14 +80,20 @@ def build_jobspec(
             raise JobspecBuildError(f"--nodes: must be >= 1, not {nnodes}")
         if kind.count % nnodes:
             raise JobspecBuildError(f"--slots {kind.count} is not a multiple of --nodes {nnodes}")
-        node: dict[str, Any] = {"type": "node", "count": nnodes, "with": [_slot(kind, labels[0], kind.count // nnodes)]}
+        node: dict[str, Any] = {
+            "type": "node",
+            "count": nnodes,
+            "with": [_slot(kind, labels[0], kind.count // nnodes)],
+        }
         if exclusive_nodes:
             node["exclusive"] = True
         resources = [node]
     elif exclusive_nodes:
         raise JobspecBuildError("exclusive nodes need --nodes")
     else:
-        resources = [_slot(kind, label, kind.count) for label, kind in zip(labels, kinds, strict=True)]
+        resources = [
+            _slot(kind, label, kind.count) for label, kind in zip(labels, kinds, strict=True)
+        ]
     system: dict = {"duration": duration}
     if constraints:
         system["constraints"] = constraints
@@ -96,6 +102,8 @@ def build_jobspec(
     return {
         "version": 1,
         "resources": resources,
-        "tasks": [{"command": ["pod"], "slot": label, "count": {"per_slot": 1}} for label in labels],
+        "tasks": [
+            {"command": ["pod"], "slot": label, "count": {"per_slot": 1}} for label in labels
+        ],
         "attributes": {"system": system},
     }

@@ -360,7 +360,9 @@ def _parse_count(cnode: DocNode, path: str) -> Count:
 _RESOURCE_KEYS = ("type", "count", "unit", "exclusive", "with", "label", "id")
 
 
-def _parse_resources(node: DocNode, path: str, known: Collection[str] | None) -> tuple[Resource, ...]:
+def _parse_resources(
+    node: DocNode, path: str, known: Collection[str] | None
+) -> tuple[Resource, ...]:
     if node.kind != "seq":
         raise error_at(node, path, '"resources" is not a sequence')
     return tuple(_parse_resource(r, f"{path}[{i}]", known) for i, r in enumerate(node.value))

@@ -34,7 +34,9 @@ def _info(obj: ET.Element, key: str) -> str | None:
     return None
 
 
-def read_hwloc(path: str | Path, allowlist: list[str] | None = None, rank: int = -1) -> ResourceGraph:
+def read_hwloc(
+    path: str | Path, allowlist: list[str] | None = None, rank: int = -1
+) -> ResourceGraph:
     try:
         root = ET.parse(str(path)).getroot()
     except (OSError, ET.ParseError) as exc:

@@ -63,11 +63,26 @@ def add_flat_nodes(g: ResourceGraph, nodes: Iterable[NodeResources]) -> None:
             g.add_edge(cluster, node)
             for type_, ids in (("core", n.cores), ("gpu", n.gpus)):
                 for i in ids:
-                    g.add_edge(node, _vertex(g, type_, type_, f"{type_}{i}", i, n.rank, f"{npath}/{type_}{i}"))
+                    g.add_edge(
+                        node,
+                        _vertex(g, type_, type_, f"{type_}{i}", i, n.rank, f"{npath}/{type_}{i}"),
+                    )
             granule = memory_granule_mib(n.memory_mib)
             for k in range(n.memory_mib // granule):
-                g.add_edge(node, _vertex(g, "memory", "memory", f"memory{k}", k, n.rank, f"{npath}/memory{k}",
-                                         size=granule, unit=MEMORY_UNIT))
+                g.add_edge(
+                    node,
+                    _vertex(
+                        g,
+                        "memory",
+                        "memory",
+                        f"memory{k}",
+                        k,
+                        n.rank,
+                        f"{npath}/memory{k}",
+                        size=granule,
+                        unit=MEMORY_UNIT,
+                    ),
+                )
 
 
 def flat_graph(nodes: Iterable[NodeResources]) -> ResourceGraph:

@@ -52,7 +52,9 @@ class JournalEntry:
     nodes: list[dict]
     labels: dict
     created: float
-    kinds: list[dict] | None = None  # several slot kinds: where each landed (service answer's "kinds")
+    kinds: list[dict] | None = (
+        None  # several slot kinds: where each landed (service answer's "kinds")
+    )
 
 
 class Journal:
@@ -65,7 +67,9 @@ class Journal:
         self._id_limit = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+            self._db = sqlite3.connect(
+                str(self.path), check_same_thread=False, isolation_level=None
+            )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
@@ -93,7 +97,8 @@ class Journal:
                 start = (row[0] if row else 0) + 1
                 self._id_limit = start + ID_BLOCK
                 self._db.execute(
-                    "INSERT OR REPLACE INTO counter(name, value) VALUES ('alloc', ?)", (self._id_limit - 1,)
+                    "INSERT OR REPLACE INTO counter(name, value) VALUES ('alloc', ?)",
+                    (self._id_limit - 1,),
                 )
                 self._db.execute("COMMIT")
                 self._next_id = start
@@ -118,13 +123,16 @@ class Journal:
                 ),
             )
 
-    def shrink(self, alloc_id: int, R: dict, nodes: list[dict], kinds: list[dict] | None = None) -> None:
+    def shrink(
+        self, alloc_id: int, R: dict, nodes: list[dict], kinds: list[dict] | None = None
+    ) -> None:
         """Record what is left of an allocation after a partial cancel (or a replay that
         re-placed it); `kinds`, when given, replaces the per-kind placement too."""
         with self._lock:
             if kinds is None:
                 self._db.execute(
-                    "UPDATE allocation SET R=?, nodes=? WHERE id=?", (json.dumps(R), json.dumps(nodes), alloc_id)
+                    "UPDATE allocation SET R=?, nodes=? WHERE id=?",
+                    (json.dumps(R), json.dumps(nodes), alloc_id),
                 )
             else:
                 self._db.execute(
@@ -142,7 +150,15 @@ class Journal:
                 "SELECT id, jobspec, policy, R, nodes, labels, created, kinds FROM allocation ORDER BY id"
             ).fetchall()
         return [
-            JournalEntry(row[0], json.loads(row[1]), row[2], json.loads(row[3]), json.loads(row[4]), json.loads(row[5]),
-                         row[6], None if row[7] is None else json.loads(row[7]))
+            JournalEntry(
+                row[0],
+                json.loads(row[1]),
+                row[2],
+                json.loads(row[3]),
+                json.loads(row[4]),
+                json.loads(row[5]),
+                row[6],
+                None if row[7] is None else json.loads(row[7]),
+            )
             for row in rows
         ]

@@ -44,7 +44,9 @@ class Placement:
     at: int
     nodes: list[dict]
     jobspec: dict
-    kinds: list[dict] | None = None  # several slot kinds: [{"label", "count", "slot", "nodes"}] per kind
+    kinds: list[dict] | None = (
+        None  # several slot kinds: [{"label", "count", "slot", "nodes"}] per kind
+    )
 
 
 def nodes_to_R(nodes: list[dict], hostnames: dict[int, str] | None = None) -> dict:
@@ -59,9 +61,18 @@ def nodes_to_R(nodes: list[dict], hostnames: dict[int, str] | None = None) -> di
         if node.get("hostname"):
             names[rank] = node["hostname"]
     return build_R(
-        [NodeResources(rank=r, hostname=names.get(r, f"rank{r}"), cores=sorted(cores[r]), gpus=sorted(gpus[r]))
-         for r in cores],
-        scheduling=False, starttime=0, expiration=0,
+        [
+            NodeResources(
+                rank=r,
+                hostname=names.get(r, f"rank{r}"),
+                cores=sorted(cores[r]),
+                gpus=sorted(gpus[r]),
+            )
+            for r in cores
+        ],
+        scheduling=False,
+        starttime=0,
+        expiration=0,
     )
 
 
@@ -175,7 +186,9 @@ class LiveGraph:
             raise InvalidRequest(f"jobspec: {exc}") from None
         if not spec.duration:
             system = {**(spec.attributes.get("system") or {}), "duration": HORIZON}
-            spec = dataclasses.replace(spec, duration=HORIZON, attributes={**spec.attributes, "system": system})
+            spec = dataclasses.replace(
+                spec, duration=HORIZON, attributes={**spec.attributes, "system": system}
+            )
         kinds = split_slot_kinds(spec)
         if kinds is not None:
             return self._allocate_kinds(jobid, spec, kinds, policy, op)
@@ -184,7 +197,9 @@ class LiveGraph:
         self._parts[jobid] = [part]
         return Placement(result.status, result.at, self._nodes_of(result), spec.to_dict())
 
-    def _allocate_kinds(self, jobid: int, spec: Jobspec, kinds: list[Jobspec], policy: str, op: str) -> Placement:
+    def _allocate_kinds(
+        self, jobid: int, spec: Jobspec, kinds: list[Jobspec], policy: str, op: str
+    ) -> Placement:
         """All slot kinds or none: each kind matched in turn (largest first); the ones
         already matched are rolled back when one fails. The service holds its lock for the
         whole call, so nothing else is placed in between. One allocation id covers every
@@ -211,7 +226,9 @@ class LiveGraph:
             self._rollback(parts)
             raise
         self._parts[jobid] = parts
-        return Placement("ALLOCATED", 0, merge_nodes([k["nodes"] for k in placed]), spec.to_dict(), placed)
+        return Placement(
+            "ALLOCATED", 0, merge_nodes([k["nodes"] for k in placed]), spec.to_dict(), placed
+        )
 
     def _rollback(self, parts: list[int]) -> None:
         for part in parts:
@@ -244,7 +261,9 @@ class LiveGraph:
                 raise Unsatisfiable(f"the slots together need {describe({type_: need[type_]})} "
                                     f"but the machine has {describe({type_: total})}")
 
-    def _reserve_largest(self, jobid: int, spec: Jobspec, kinds: list[Jobspec], policy: str, busy: Busy) -> Placement:
+    def _reserve_largest(
+        self, jobid: int, spec: Jobspec, kinds: list[Jobspec], policy: str, busy: Busy
+    ) -> Placement:
         """A multi-kind request that cannot run now is booked as N slots of its largest
         shape (the library reserves one slot shape at a time): the booking holds at least
         what every slot needs, so backfill never takes what it waits for. If that shape fits
@@ -294,11 +313,16 @@ class LiveGraph:
                 rank = int(node["rank"])
                 if rank not in self._nodes:
                     raise Unsatisfiable(f"rank {rank} is not in the resources")
-                held = SlotKind(len(idset.decode(node.get("cores") or "")), len(idset.decode(node.get("gpus") or "")),
-                                int(node.get("memory_mib") or 0))
+                held = SlotKind(
+                    len(idset.decode(node.get("cores") or "")),
+                    len(idset.decode(node.get("gpus") or "")),
+                    int(node.get("memory_mib") or 0),
+                )
                 if held == SlotKind(0, 0, 0):
                     continue
-                spec = Jobspec.parse(build_jobspec([held], constraints={"ranks": [str(rank)]}, duration=HORIZON))
+                spec = Jobspec.parse(
+                    build_jobspec([held], constraints={"ranks": [str(rank)]}, duration=HORIZON)
+                )
                 part, result = self._match(spec, "first", "allocate")
                 parts.append(part)
                 restored.extend(self._nodes_of(result))

@@ -77,7 +77,14 @@ class SchedService:
         self.graph = LiveGraph(broker.resources())
         for entry in self.journal.entries():
             alloc = Allocation(
-                entry.id, "ALLOCATED", 0, entry.jobspec, entry.policy, entry.nodes, entry.labels, entry.created,
+                entry.id,
+                "ALLOCATED",
+                0,
+                entry.jobspec,
+                entry.policy,
+                entry.nodes,
+                entry.labels,
+                entry.created,
                 kinds=entry.kinds,
             )
             self.allocations[alloc.id] = alloc
@@ -137,7 +144,11 @@ class SchedService:
                 alloc.restored = True
             except (Busy, Unsatisfiable, InvalidRequest) as exc:
                 alloc.restored = False
-                self.log.error("sched: allocation %d could not be replayed: %s (kept; retried on resource change)", alloc.id, exc)
+                self.log.error(
+                    "sched: allocation %d could not be replayed: %s (kept; retried on resource change)",
+                    alloc.id,
+                    exc,
+                )
 
     def _get(self, payload: dict) -> Allocation:
         alloc_id = payload.get("id")
@@ -164,11 +175,19 @@ class SchedService:
         the usual answer, or ``{"errnum", "errstr"}``."""
         requests = payload["requests"]
         if set(payload) - {"requests"}:
-            raise ServiceError(errno.EINVAL, "requests: cannot be combined with " + ", ".join(sorted(set(payload) - {"requests"})))
+            raise ServiceError(
+                errno.EINVAL,
+                "requests: cannot be combined with "
+                + ", ".join(sorted(set(payload) - {"requests"})),
+            )
         if not isinstance(requests, list) or not requests:
-            raise ServiceError(errno.EINVAL, "requests: must be a non-empty list of sched.alloc payloads")
+            raise ServiceError(
+                errno.EINVAL, "requests: must be a non-empty list of sched.alloc payloads"
+            )
         if len(requests) > MAX_BATCH:
-            raise ServiceError(errno.EINVAL, f"requests: at most {MAX_BATCH} per call, not {len(requests)}")
+            raise ServiceError(
+                errno.EINVAL, f"requests: at most {MAX_BATCH} per call, not {len(requests)}"
+            )
         for i, request in enumerate(requests):
             if not isinstance(request, dict):
                 raise ServiceError(errno.EINVAL, f"requests[{i}]: must be an object")
@@ -192,7 +211,9 @@ class SchedService:
             raise ServiceError(errno.EINVAL, "jobspec: required (an RFC 14 jobspec object)")
         policy = payload.get("policy") or "first"
         if policy not in POLICIES:
-            raise ServiceError(errno.EINVAL, f"policy: unknown {policy!r} (one of {', '.join(POLICIES)})")
+            raise ServiceError(
+                errno.EINVAL, f"policy: unknown {policy!r} (one of {', '.join(POLICIES)})"
+            )
         op = payload.get("op") or "allocate"
         if op not in OPS:
             raise ServiceError(errno.EINVAL, f"op: unknown {op!r} (one of {', '.join(OPS)})")
@@ -209,13 +230,29 @@ class SchedService:
         except Unsatisfiable as exc:
             raise ServiceError(errno.ENODEV, f"unsatisfiable: {exc}") from None
         alloc = Allocation(
-            alloc_id, placement.status, placement.at, placement.jobspec, policy, placement.nodes, labels, time.time(),
+            alloc_id,
+            placement.status,
+            placement.at,
+            placement.jobspec,
+            policy,
+            placement.nodes,
+            labels,
+            time.time(),
             kinds=placement.kinds,
         )
         if alloc.status == "ALLOCATED":
             try:
                 self.journal.record(
-                    JournalEntry(alloc.id, alloc.jobspec, policy, {}, alloc.nodes, labels, alloc.created, alloc.kinds)
+                    JournalEntry(
+                        alloc.id,
+                        alloc.jobspec,
+                        policy,
+                        {},
+                        alloc.nodes,
+                        labels,
+                        alloc.created,
+                        alloc.kinds,
+                    )
                 )
             except Exception:
                 self.graph.cancel(alloc.id)
@@ -255,10 +292,17 @@ class SchedService:
             remaining = self.graph.partial_cancel(alloc.id, sorted(ranks), remaining)
         alloc.nodes = remaining
         if alloc.kinds is not None:
-            alloc.kinds = [{**k, "nodes": [n for n in k["nodes"] if n["rank"] not in ranks]} for k in alloc.kinds]
+            alloc.kinds = [
+                {**k, "nodes": [n for n in k["nodes"] if n["rank"] not in ranks]}
+                for k in alloc.kinds
+            ]
         if alloc.status == "ALLOCATED":
             self.journal.shrink(alloc.id, {}, alloc.nodes, alloc.kinds)
-        return {"id": alloc.id, "freed": idset.encode(ranks), "remaining": idset.encode(n["rank"] for n in alloc.nodes)}
+        return {
+            "id": alloc.id,
+            "freed": idset.encode(ranks),
+            "remaining": idset.encode(n["rank"] for n in alloc.nodes),
+        }
 
     def _cancel_all(self, alloc: Allocation) -> dict:
         if alloc.restored:
@@ -266,7 +310,11 @@ class SchedService:
         del self.allocations[alloc.id]
         if alloc.status == "ALLOCATED":
             self.journal.remove(alloc.id)
-        return {"id": alloc.id, "freed": idset.encode(n["rank"] for n in alloc.nodes), "remaining": ""}
+        return {
+            "id": alloc.id,
+            "freed": idset.encode(n["rank"] for n in alloc.nodes),
+            "remaining": "",
+        }
 
     def info(self, payload: dict) -> dict:
         alloc = self._get(payload)
@@ -286,7 +334,9 @@ class SchedService:
         return {"allocations": out}
 
     def resource_status(self, payload: dict) -> dict:
-        allocated = [n for a in self.allocations.values() if a.status == "ALLOCATED" for n in a.nodes]
+        allocated = [
+            n for a in self.allocations.values() if a.status == "ALLOCATED" for n in a.nodes
+        ]
         return {
             "all": {"version": 1, "execution": (self.graph.R or {}).get("execution", {})},
             "allocated": nodes_to_R(allocated, self.graph.hostnames()),
@@ -307,12 +357,17 @@ class SchedService:
                 return
             added = self.graph.grow(R)
             if added is not None:
-                self.log.info("sched: resources grew; ranks %s added to the graph", idset.encode(added) or "none")
+                self.log.info(
+                    "sched: resources grew; ranks %s added to the graph",
+                    idset.encode(added) or "none",
+                )
                 self.down = new_down
                 self._replay(pending_only=True)
                 self.graph.set_down(new_down)
                 return
-            self.log.info("sched: resources changed; rebuilding the graph and replaying allocations")
+            self.log.info(
+                "sched: resources changed; rebuilding the graph and replaying allocations"
+            )
             self.graph = LiveGraph(R)
             self.down = new_down
             for alloc_id in [a.id for a in self.allocations.values() if a.status == "RESERVED"]:

@@ -39,7 +39,11 @@ def slot_shape(slot: Resource) -> dict[str, int]:
     """What one slot of a kind holds, in the words of the per-node summaries: a caller
     (the binder after a restart) tells the kinds apart by it without the jobspec."""
     totals = slot_totals(slot)
-    return {"cores": totals.get("core", 0), "gpus": totals.get("gpu", 0), "memory_mib": totals.get("memory", 0)}
+    return {
+        "cores": totals.get("core", 0),
+        "gpus": totals.get("gpu", 0),
+        "memory_mib": totals.get("memory", 0),
+    }
 
 
 def describe(totals: dict[str, int]) -> str:
@@ -69,8 +73,11 @@ def split_slot_kinds(spec: Jobspec) -> list[Jobspec] | None:
     if len(spec.resources) < 2 or any(not r.is_slot for r in spec.resources):
         return None
     kinds = [
-        dataclasses.replace(spec, resources=(slot,),
-                            tasks=tuple(t for t in spec.tasks if t.slot == slot.label) or (_pod_task(slot.label),))
+        dataclasses.replace(
+            spec,
+            resources=(slot,),
+            tasks=tuple(t for t in spec.tasks if t.slot == slot.label) or (_pod_task(slot.label),),
+        )
         for slot in spec.resources
     ]
 
@@ -100,13 +107,21 @@ def merge_nodes(parts: list[list[dict]]) -> list[dict]:
     per_rank: dict[int, dict] = {}
     for nodes in parts:
         for n in nodes:
-            m = per_rank.setdefault(n["rank"], {"hostname": n["hostname"], "cores": set(), "gpus": set(), "memory_mib": 0})
+            m = per_rank.setdefault(
+                n["rank"],
+                {"hostname": n["hostname"], "cores": set(), "gpus": set(), "memory_mib": 0},
+            )
             m["cores"].update(idset.decode(n.get("cores") or ""))
             m["gpus"].update(idset.decode(n.get("gpus") or ""))
             m["memory_mib"] += int(n.get("memory_mib") or 0)
     return [
-        {"rank": rank, "hostname": m["hostname"], "cores": idset.encode(m["cores"]), "gpus": idset.encode(m["gpus"]),
-         "memory_mib": m["memory_mib"]}
+        {
+            "rank": rank,
+            "hostname": m["hostname"],
+            "cores": idset.encode(m["cores"]),
+            "gpus": idset.encode(m["gpus"]),
+            "memory_mib": m["memory_mib"],
+        }
         for rank, m in sorted(per_rank.items())
     ]
 
@@ -135,8 +150,16 @@ def kinds_on(kinds: list[dict], old: list[dict], new: list[dict]) -> list[dict]:
             if rank not in maps:
                 continue
             cores, gpus = maps[rank]
-            nodes.append({**n,
-                          "cores": idset.encode(sorted(cores[c] for c in idset.decode(n.get("cores") or "") if c in cores)),
-                          "gpus": idset.encode(sorted(gpus[g] for g in idset.decode(n.get("gpus") or "") if g in gpus))})
+            nodes.append(
+                {
+                    **n,
+                    "cores": idset.encode(
+                        sorted(cores[c] for c in idset.decode(n.get("cores") or "") if c in cores)
+                    ),
+                    "gpus": idset.encode(
+                        sorted(gpus[g] for g in idset.decode(n.get("gpus") or "") if g in gpus)
+                    ),
+                }
+            )
         out.append({**kind, "nodes": nodes})
     return out

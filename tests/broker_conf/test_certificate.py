@@ -28,8 +28,13 @@ def test_generate_write_load_round_trip(tmp_path):
     assert len(loaded.public_key) == 40 and zmq.curve_public(loaded.secret_key) == loaded.public_key
     text = path.read_text()
     assert text.startswith("#  ZeroMQ CURVE **Secret** Certificate\n")
-    for line in ("metadata\n", '    name = "cluster0"\n', "curve\n",
-                 f'    public-key = "{cert.public_key.decode()}"\n', f'    secret-key = "{cert.secret_key.decode()}"\n'):
+    for line in (
+        "metadata\n",
+        '    name = "cluster0"\n',
+        "curve\n",
+        f'    public-key = "{cert.public_key.decode()}"\n',
+        f'    secret-key = "{cert.secret_key.decode()}"\n',
+    ):
         assert line in text
     assert "keygen.zmq-version" in loaded.metadata and "keygen.hostname" in loaded.metadata
 
@@ -89,19 +94,32 @@ def test_reads_czmq_style_certificate(tmp_path):
 
 def good_text() -> tuple[str, bytes, bytes]:
     pub, sec = zmq.curve_keypair()
-    return f'metadata\n    name = "x"\ncurve\n    public-key = "{pub.decode()}"\n    secret-key = "{sec.decode()}"\n', pub, sec
+    return (
+        f'metadata\n    name = "x"\ncurve\n    public-key = "{pub.decode()}"\n    secret-key = "{sec.decode()}"\n',
+        pub,
+        sec,
+    )
 
 
 @pytest.mark.parametrize(
     ("mutate", "fragment"),
     [
-        (lambda t, p, s: t.replace(s.decode(), s.decode()[:-1]), ":5: secret-key must be 40 Z85 characters, got 39"),
+        (
+            lambda t, p, s: t.replace(s.decode(), s.decode()[:-1]),
+            ":5: secret-key must be 40 Z85 characters, got 39",
+        ),
         (lambda t, p, s: t.replace(s.decode(), "~" + s.decode()[1:]), "is not a Z85 character"),
-        (lambda t, p, s: t.replace(p.decode(), zmq.curve_keypair()[0].decode()), "public-key does not belong to secret-key"),
+        (
+            lambda t, p, s: t.replace(p.decode(), zmq.curve_keypair()[0].decode()),
+            "public-key does not belong to secret-key",
+        ),
         (lambda t, p, s: t.replace("    secret-key", "#"), "no curve secret-key"),
         (lambda t, p, s: t.replace("    public-key", "#"), "no curve public-key"),
         (lambda t, p, s: t.replace("curve\n", "kurve\n"), ":3: unknown section 'kurve'"),
-        (lambda t, p, s: t.replace('name = "x"', "name = x"), ":2: value of name must be in double quotes"),
+        (
+            lambda t, p, s: t.replace('name = "x"', "name = x"),
+            ":2: value of name must be in double quotes",
+        ),
         (lambda t, p, s: t.replace('name = "x"', 'name "x"'), ":2: expected 'name = \"value\"'"),
         (lambda t, p, s: "    " + t, ":1: indented line outside a section"),
         (lambda t, p, s: t + '    other-key = "1"\n', "unknown curve key 'other-key'"),
@@ -145,7 +163,9 @@ def test_metadata_is_validated_before_writing(tmp_path):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "fluxnode", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "fluxnode", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_keygen_cli(tmp_path):
@@ -155,7 +175,9 @@ def test_keygen_cli(tmp_path):
     assert mode(path) == 0o600 and certificate.load(path).name == "mycluster"
     r = run_cli("keygen", str(path))
     assert r.returncode == 1
-    assert r.stderr.strip() == f"fluxnode-keygen: {path}: already exists (use --force to replace it)"
+    assert (
+        r.stderr.strip() == f"fluxnode-keygen: {path}: already exists (use --force to replace it)"
+    )
     assert "Traceback" not in r.stderr
     r = run_cli("keygen", "--force", str(path))
     assert r.returncode == 0 and certificate.load(path).name != "mycluster"

@@ -65,8 +65,12 @@ def test_explicit_entries_and_defaults(tmp_path):
     # flux defaults: custom topology (rank 0 parents everyone), documented tbon defaults
     assert cfg.tbon.topo == "custom"
     assert cfg.topology().parents == (None, 0)
-    assert (cfg.tbon.torpid_min, cfg.tbon.torpid_max, cfg.tbon.tcp_user_timeout, cfg.tbon.connect_timeout) == (
-        5.0, 30.0, 20.0, 30.0)
+    assert (
+        cfg.tbon.torpid_min,
+        cfg.tbon.torpid_max,
+        cfg.tbon.tcp_user_timeout,
+        cfg.tbon.connect_timeout,
+    ) == (5.0, 30.0, 20.0, 30.0)
     assert cfg.access == config.AccessConfig(False, False)
 
 
@@ -106,7 +110,13 @@ def test_all_tables(tmp_path):
         allow-guest-user = true
         allow-root-owner = true
     """))
-    assert cfg.hostnames == ["kind-control-plane", "kind-worker", "kind-worker2", "kind-worker3", "kind-worker4"]
+    assert cfg.hostnames == [
+        "kind-control-plane",
+        "kind-worker",
+        "kind-worker2",
+        "kind-worker3",
+        "kind-worker4",
+    ]
     assert cfg.connect_uri(3) == "tcp://kind-worker3:9000"
     assert cfg.tbon == config.TbonConfig("kary:2", 120.0, 1.5, 10.0, 0.0, 1, 10, True, "eth0")
     assert cfg.excluded_ranks() == [0]
@@ -132,8 +142,14 @@ def test_exclude_idset(tmp_path):
 def test_directory_merge(tmp_path):
     d = tmp_path / "conf.d"
     d.mkdir()
-    write(d, '[bootstrap]\ncurve_cert = "/c"\ndefault_port = 1\ndefault_bind = "tcp://*:%p"\n', "a.toml")
-    write(d, '[bootstrap]\ndefault_connect = "tcp://%h:%p"\nhosts = [{host = "n[0-2]"}]\n', "b.toml")
+    write(
+        d,
+        '[bootstrap]\ncurve_cert = "/c"\ndefault_port = 1\ndefault_bind = "tcp://*:%p"\n',
+        "a.toml",
+    )
+    write(
+        d, '[bootstrap]\ndefault_connect = "tcp://%h:%p"\nhosts = [{host = "n[0-2]"}]\n', "b.toml"
+    )
     write(d, '[tbon]\ntopo = "binomial"\n', "c.toml")
     write(d, "not toml, ignored", "README")
     cfg = config.load(d)
@@ -165,27 +181,65 @@ BASE = '[bootstrap]\ncurve_cert = "/c"\ndefault_port = 8050\ndefault_bind = "tcp
 
 ERRORS = [
     # (toml text, dotted key, problem fragment)
-    (BASE + "hosts = [{host = \"a\"}, {host = \"b\"}, {host = \"c\", parent = \"zz\"}]",
-     "bootstrap.hosts[2].parent", "parent 'zz' of 'c' is not a host"),
-    (BASE + "hosts = [{host = \"a\", parent = \"b\"}, {host = \"b\"}]",
-     "bootstrap.hosts[0].parent", "rank 0 (a) may not have a parent"),
-    (BASE + "hosts = [{host = \"a\"}, {host = \"b\", parent = \"c\"}, {host = \"c\", parent = \"b\"}]",
-     "bootstrap.hosts", "parent cycle"),
-    (BASE + "hosts = [{host = \"a\"}, {host = \"b\", parent = \"a\"}]\n[tbon]\ntopo = \"kary:2\"",
-     "bootstrap.hosts[1].parent", "only allowed with tbon.topo = \"custom\""),
-    (BASE + "hosts = [{host = \"a\"}, {bind = \"tcp://*:1\"}]", "bootstrap.hosts[1].host", "is required"),
+    (
+        BASE + "hosts = [{host = \"a\"}, {host = \"b\"}, {host = \"c\", parent = \"zz\"}]",
+        "bootstrap.hosts[2].parent",
+        "parent 'zz' of 'c' is not a host",
+    ),
+    (
+        BASE + "hosts = [{host = \"a\", parent = \"b\"}, {host = \"b\"}]",
+        "bootstrap.hosts[0].parent",
+        "rank 0 (a) may not have a parent",
+    ),
+    (
+        BASE
+        + "hosts = [{host = \"a\"}, {host = \"b\", parent = \"c\"}, {host = \"c\", parent = \"b\"}]",
+        "bootstrap.hosts",
+        "parent cycle",
+    ),
+    (
+        BASE
+        + "hosts = [{host = \"a\"}, {host = \"b\", parent = \"a\"}]\n[tbon]\ntopo = \"kary:2\"",
+        "bootstrap.hosts[1].parent",
+        "only allowed with tbon.topo = \"custom\"",
+    ),
+    (
+        BASE + "hosts = [{host = \"a\"}, {bind = \"tcp://*:1\"}]",
+        "bootstrap.hosts[1].host",
+        "is required",
+    ),
     (BASE + "hosts = [{host = \"n[1-\"}]", "bootstrap.hosts[0].host", "unmatched '['"),
     (BASE + "hosts = [{host = \"a\", port = 3}]", "bootstrap.hosts[0].port", "unknown key 'port'"),
-    (BASE + "hosts = [{host = \"a\", bind = \"http://x\"}]", "bootstrap.hosts[0].bind", "not a ZeroMQ endpoint"),
-    (BASE + "hosts = [{host = \"n[0-1]\", connect = \"tcp://x:1\"}, {host = \"n1\", connect = \"tcp://y:1\"}]",
-     "bootstrap.hosts[1].connect", "conflicting"),
+    (
+        BASE + "hosts = [{host = \"a\", bind = \"http://x\"}]",
+        "bootstrap.hosts[0].bind",
+        "not a ZeroMQ endpoint",
+    ),
+    (
+        BASE
+        + "hosts = [{host = \"n[0-1]\", connect = \"tcp://x:1\"}, {host = \"n1\", connect = \"tcp://y:1\"}]",
+        "bootstrap.hosts[1].connect",
+        "conflicting",
+    ),
     (BASE + "hosts = \"a,b\"", "bootstrap.hosts", "must be an array"),
     (BASE + "hosts = [\"a\"]", "bootstrap.hosts[0]", "must be a table"),
-    ('[bootstrap]\ndefault_port = 1\ndefault_bind = "tcp://*:%p"\ndefault_connect = "tcp://%h:%p"\n'
-     'hosts = [{host = "a"}, {host = "b"}]', "bootstrap.curve_cert", "is required when"),
-    ('[bootstrap]\ncurve_cert = "/c"\ndefault_bind = "tcp://*:%p"\ndefault_connect = "tcp://%h:1"\n'
-     'hosts = [{host = "a"}, {host = "b"}]', "bootstrap.default_bind", "default_port is not set"),
-    ('[bootstrap]\ncurve_cert = "/c"\nhosts = [{host = "a"}, {host = "b"}]', "bootstrap.hosts[0].bind", "no bind URI"),
+    (
+        '[bootstrap]\ndefault_port = 1\ndefault_bind = "tcp://*:%p"\ndefault_connect = "tcp://%h:%p"\n'
+        'hosts = [{host = "a"}, {host = "b"}]',
+        "bootstrap.curve_cert",
+        "is required when",
+    ),
+    (
+        '[bootstrap]\ncurve_cert = "/c"\ndefault_bind = "tcp://*:%p"\ndefault_connect = "tcp://%h:1"\n'
+        'hosts = [{host = "a"}, {host = "b"}]',
+        "bootstrap.default_bind",
+        "default_port is not set",
+    ),
+    (
+        '[bootstrap]\ncurve_cert = "/c"\nhosts = [{host = "a"}, {host = "b"}]',
+        "bootstrap.hosts[0].bind",
+        "no bind URI",
+    ),
     ("[bootstrap]\ndefault_port = 70000", "bootstrap.default_port", "must be <= 65535"),
     ("[bootstrap]\ndefault_port = \"8050\"", "bootstrap.default_port", "must be an integer"),
     ("[bootstrap]\ndefault_port = true", "bootstrap.default_port", "not a boolean"),
@@ -200,9 +254,16 @@ ERRORS = [
     ("[tbon]\nprefertcp = 1", "tbon.prefertcp", "must be a boolean"),
     ("tbon = 3", "tbon", "must be a table"),
     ("[resource]\nexclude = \"n[1-\"", "resource.exclude", "idset of ranks or a hostlist"),
-    (BASE + "hosts = [{host = \"a\"}, {host = \"b\"}]\n[resource]\nexclude = \"5\"", "resource.exclude", "out of range"),
-    (BASE + "hosts = [{host = \"a\"}, {host = \"b\"}]\n[resource]\nexclude = \"c\"", "resource.exclude",
-     "'c' is not a host in bootstrap.hosts"),
+    (
+        BASE + "hosts = [{host = \"a\"}, {host = \"b\"}]\n[resource]\nexclude = \"5\"",
+        "resource.exclude",
+        "out of range",
+    ),
+    (
+        BASE + "hosts = [{host = \"a\"}, {host = \"b\"}]\n[resource]\nexclude = \"c\"",
+        "resource.exclude",
+        "'c' is not a host in bootstrap.hosts",
+    ),
     ("[resource]\nnoverify = \"yes\"", "resource.noverify", "must be a boolean"),
     ("[access]\nallow_guest_user = true", "access.allow_guest_user", "unknown key"),
     ("[bootstap]\nx = 1", "bootstap", "unknown table 'bootstap'"),
@@ -225,7 +286,11 @@ def test_toml_syntax_error_has_line_number(tmp_path):
     path = write(tmp_path, '[bootstrap]\ncurve_cert = "/c"\ndefault_port = = 3\n')
     with pytest.raises(ConfigError) as exc:
         config.load(path)
-    assert str(path) in str(exc.value) and "TOML syntax error" in str(exc.value) and "line 3" in str(exc.value)
+    assert (
+        str(path) in str(exc.value)
+        and "TOML syntax error" in str(exc.value)
+        and "line 3" in str(exc.value)
+    )
 
 
 def test_missing_and_non_utf8_files(tmp_path):

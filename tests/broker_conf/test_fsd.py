@@ -31,7 +31,9 @@ def test_parse(text, seconds):
     assert fsd.parse(text) == seconds
 
 
-@pytest.mark.parametrize("bad", ["", "s", "10x", "-1s", "1.5.3m", "1 h", "nan", True, None, [1], -3])
+@pytest.mark.parametrize(
+    "bad", ["", "s", "10x", "-1s", "1.5.3m", "1 h", "nan", True, None, [1], -3]
+)
 def test_parse_errors_name_input(bad):
     with pytest.raises(fsd.FSDError) as exc:
         fsd.parse(bad)

@@ -15,7 +15,10 @@ RFC29_VECTORS = [
     ("[00-02]", ["00", "01", "02"]),
     ("[00-2]", ["00", "01", "02"]),
     ("foo[1,1,2,1]", ["foo1", "foo1", "foo2", "foo1"]),
-    ("kind-worker,kind-worker[2-4]", ["kind-worker", "kind-worker2", "kind-worker3", "kind-worker4"]),
+    (
+        "kind-worker,kind-worker[2-4]",
+        ["kind-worker", "kind-worker2", "kind-worker3", "kind-worker4"],
+    ),
     ("node[1-4,7]", ["node1", "node2", "node3", "node4", "node7"]),
     ("node[01-10]", [f"node{i:02d}" for i in range(1, 11)]),
     ("node[9-11]", ["node9", "node10", "node11"]),
@@ -31,7 +34,10 @@ def test_hostlist_decode(text, hosts):
 
 ENCODE_TABLE = [
     ([], ""),
-    (["kind-worker", "kind-worker2", "kind-worker3", "kind-worker4"], "kind-worker,kind-worker[2-4]"),
+    (
+        ["kind-worker", "kind-worker2", "kind-worker3", "kind-worker4"],
+        "kind-worker,kind-worker[2-4]",
+    ),
     (["node1", "node2", "node3", "node4", "node7"], "node[1-4,7]"),
     ([f"node{i:02d}" for i in range(1, 11)], "node[01-10]"),
     (["node9", "node10"], "node[9-10]"),

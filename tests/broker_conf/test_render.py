@@ -25,16 +25,24 @@ def test_kind_cluster(tmp_path):
 
 def test_test_size_instance_with_per_host_ports():
     hosts = [f"test{i}" for i in range(4)]
-    overrides = {h: {"bind": f"tcp://127.0.0.1:{5000 + i}", "connect": f"tcp://127.0.0.1:{5000 + i}"}
-                 for i, h in enumerate(hosts)}
+    overrides = {
+        h: {"bind": f"tcp://127.0.0.1:{5000 + i}", "connect": f"tcp://127.0.0.1:{5000 + i}"}
+        for i, h in enumerate(hosts)
+    }
     text = render.render_broker_toml(
         hosts, curve_cert="/tmp/x/curve.cert", port=5000, topo="binomial", host_overrides=overrides,
         tbon={"torpid_max": 0, "tcp_user_timeout": "2s"}, resource={"override": "/tmp/x/res.json"},
         access={"allow-guest-user": True},
     )
     cfg = config.loads(text)
-    assert [cfg.connect_uri(r) for r in range(4)] == [f"tcp://127.0.0.1:{5000 + r}" for r in range(4)]
-    assert cfg.tbon.topo == "binomial" and cfg.tbon.torpid_max == 0.0 and cfg.tbon.tcp_user_timeout == 2.0
+    assert [cfg.connect_uri(r) for r in range(4)] == [
+        f"tcp://127.0.0.1:{5000 + r}" for r in range(4)
+    ]
+    assert (
+        cfg.tbon.topo == "binomial"
+        and cfg.tbon.torpid_max == 0.0
+        and cfg.tbon.tcp_user_timeout == 2.0
+    )
     assert cfg.resource.override == "/tmp/x/res.json" and cfg.access.allow_guest_user
 
 
@@ -55,7 +63,9 @@ def test_single_broker_without_cert():
 
 
 def test_quoting_is_toml_safe():
-    text = render.render_broker_toml(["a", "b"], curve_cert='/path/with "quote"\\and\\backslash', port=1)
+    text = render.render_broker_toml(
+        ["a", "b"], curve_cert='/path/with "quote"\\and\\backslash', port=1
+    )
     assert config.loads(text).bootstrap.curve_cert == '/path/with "quote"\\and\\backslash'
 
 

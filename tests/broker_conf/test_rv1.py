@@ -13,10 +13,22 @@ from fluxnode.broker_conf.rv1 import NodeResources, RError
 NODES = [
     NodeResources(rank=0, hostname="kind-control-plane", cores=[0, 1, 2, 3], memory_mib=7936),
     NodeResources(rank=1, hostname="kind-worker", cores=[0, 1, 2, 3], memory_mib=7936),
-    NodeResources(rank=2, hostname="kind-worker2", cores=[0, 1, 2, 3, 4, 5, 6, 7], gpus=[0, 1], sockets=2,
-                  memory_mib=64000),
-    NodeResources(rank=3, hostname="kind-worker3", cores=[0, 2, 4, 1, 3, 5], sockets=2,
-                  core_sockets=[0, 0, 0, 1, 1, 1], memory_mib=1024),
+    NodeResources(
+        rank=2,
+        hostname="kind-worker2",
+        cores=[0, 1, 2, 3, 4, 5, 6, 7],
+        gpus=[0, 1],
+        sockets=2,
+        memory_mib=64000,
+    ),
+    NodeResources(
+        rank=3,
+        hostname="kind-worker3",
+        cores=[0, 2, 4, 1, 3, 5],
+        sockets=2,
+        core_sockets=[0, 0, 0, 1, 1, 1],
+        memory_mib=1024,
+    ),
 ]
 
 
@@ -39,15 +51,31 @@ def test_build_R_jgf_shape():
     by_path = {v["metadata"]["paths"]["containment"]: v for v in graph["nodes"]}
     assert by_path["/cluster0"]["metadata"]["rank"] == -1
     node = by_path["/cluster0/kind-worker2"]["metadata"]
-    assert (node["type"], node["basename"], node["name"], node["id"], node["rank"]) == ("node", "kind-worker", "kind-worker2", 2, 2)
+    assert (node["type"], node["basename"], node["name"], node["id"], node["rank"]) == (
+        "node",
+        "kind-worker",
+        "kind-worker2",
+        2,
+        2,
+    )
     mem = by_path["/cluster0/kind-worker2/memory0"]["metadata"]
     assert (mem["type"], mem["size"], mem["unit"]) == ("memory", 64000, "MiB")
     assert "/cluster0/kind-worker2/socket1/core7" in by_path
     assert "/cluster0/kind-worker2/socket1/gpu1" in by_path
     assert "/cluster0/kind-worker3/socket1/core1" in by_path  # explicit core->socket mapping kept
     core = by_path["/cluster0/kind-worker2/socket0/core0"]
-    assert set(core["metadata"]) == {"type", "basename", "name", "id", "uniq_id", "rank", "exclusive", "unit", "size",
-                                     "paths"}
+    assert set(core["metadata"]) == {
+        "type",
+        "basename",
+        "name",
+        "id",
+        "uniq_id",
+        "rank",
+        "exclusive",
+        "unit",
+        "size",
+        "paths",
+    }
     assert core["id"] == str(core["metadata"]["uniq_id"])
     ids = [v["id"] for v in graph["nodes"]]
     assert len(set(ids)) == len(ids)
@@ -144,21 +172,53 @@ def mutated(fn):
         ({"version": 2}, "version: must be 1, not 2"),
         ({"version": 1}, "execution: missing"),
         ({"version": 1, "execution": {"R_lite": {}}}, "execution.R_lite: must be list"),
-        (mutated(lambda R: R["execution"]["R_lite"][1].pop("rank")), "execution.R_lite[1].rank: missing"),
-        (mutated(lambda R: R["execution"]["R_lite"][1].update(rank="2-")), "execution.R_lite[1]: invalid idset '2-'"),
-        (mutated(lambda R: R["execution"]["R_lite"][1]["children"].update(core="x")), "execution.R_lite[1]: invalid idset 'x'"),
-        (mutated(lambda R: R["execution"]["R_lite"][1]["children"].update(nic="0")), "unknown resource type 'nic'"),
-        (mutated(lambda R: R["execution"]["R_lite"][2].update(rank="2")), "rank 2 appears in more than one"),
+        (
+            mutated(lambda R: R["execution"]["R_lite"][1].pop("rank")),
+            "execution.R_lite[1].rank: missing",
+        ),
+        (
+            mutated(lambda R: R["execution"]["R_lite"][1].update(rank="2-")),
+            "execution.R_lite[1]: invalid idset '2-'",
+        ),
+        (
+            mutated(lambda R: R["execution"]["R_lite"][1]["children"].update(core="x")),
+            "execution.R_lite[1]: invalid idset 'x'",
+        ),
+        (
+            mutated(lambda R: R["execution"]["R_lite"][1]["children"].update(nic="0")),
+            "unknown resource type 'nic'",
+        ),
+        (
+            mutated(lambda R: R["execution"]["R_lite"][2].update(rank="2")),
+            "rank 2 appears in more than one",
+        ),
         (mutated(lambda R: R["execution"].update(nodelist=["a"])), "1 hostnames for 4 ranks (0-3)"),
-        (mutated(lambda R: R["execution"].update(nodelist=["a[1-"])), "execution.nodelist: invalid hostlist"),
-        (mutated(lambda R: R["execution"].update(nodelist="a")), "must be a list of hostlist strings"),
-        (mutated(lambda R: R["execution"]["R_lite"][1]["children"].update(core="0-6")),
-         "rank 2 (kind-worker2) has cores 0-7 gpus 0-1 in the graph but cores 0-6"),
-        (mutated(lambda R: R["scheduling"]["graph"]["edges"][0].update(target="999")),
-         "scheduling.graph.edges[0].target: no vertex with id '999'"),
-        (mutated(lambda R: next(v for v in R["scheduling"]["graph"]["nodes"] if v["metadata"]["type"] == "memory")[
-            "metadata"].update(unit="furlong")),
-         "unknown unit 'furlong'"),
+        (
+            mutated(lambda R: R["execution"].update(nodelist=["a[1-"])),
+            "execution.nodelist: invalid hostlist",
+        ),
+        (
+            mutated(lambda R: R["execution"].update(nodelist="a")),
+            "must be a list of hostlist strings",
+        ),
+        (
+            mutated(lambda R: R["execution"]["R_lite"][1]["children"].update(core="0-6")),
+            "rank 2 (kind-worker2) has cores 0-7 gpus 0-1 in the graph but cores 0-6",
+        ),
+        (
+            mutated(lambda R: R["scheduling"]["graph"]["edges"][0].update(target="999")),
+            "scheduling.graph.edges[0].target: no vertex with id '999'",
+        ),
+        (
+            mutated(
+                lambda R: next(
+                    v
+                    for v in R["scheduling"]["graph"]["nodes"]
+                    if v["metadata"]["type"] == "memory"
+                )["metadata"].update(unit="furlong")
+            ),
+            "unknown unit 'furlong'",
+        ),
         (mutated(lambda R: R["scheduling"].pop("graph")), "scheduling.graph: missing"),
     ],
 )

@@ -55,8 +55,12 @@ def test_subtree_and_routes():
     assert topo.child_route(1, 4) == 4
     assert topo.child_route(2, 4) is None
     assert topo.json_subtree(1) == {
-        "rank": 1, "size": 3,
-        "children": [{"rank": 3, "size": 1, "children": []}, {"rank": 4, "size": 1, "children": []}],
+        "rank": 1,
+        "size": 3,
+        "children": [
+            {"rank": 3, "size": 1, "children": []},
+            {"rank": 4, "size": 1, "children": []},
+        ],
     }
 
 

@@ -10,15 +10,33 @@ from fluxnode.broker_conf import config
 
 
 def run(*args):
-    r = subprocess.run([sys.executable, "-m", "fluxnode", "config", *args], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "fluxnode", "config", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "Traceback" not in r.stderr
     return r
 
 
 def test_render_then_check(tmp_path):
     out = tmp_path / "broker.toml"
-    r = run("render", "--hosts", "kind-control-plane,kind-worker[1-3]", "--port", "9000", "--topo", "binomial",
-            "--curve-cert", "/etc/fluxnode/curve.cert", "--torpid-max", "1m", "-o", str(out))
+    r = run(
+        "render",
+        "--hosts",
+        "kind-control-plane,kind-worker[1-3]",
+        "--port",
+        "9000",
+        "--topo",
+        "binomial",
+        "--curve-cert",
+        "/etc/fluxnode/curve.cert",
+        "--torpid-max",
+        "1m",
+        "-o",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     cfg = config.load(out)
     assert cfg.size == 4 and cfg.tbon.topo == "binomial" and cfg.tbon.torpid_max == 60.0
@@ -44,12 +62,18 @@ def test_check_error_is_one_line(tmp_path):
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == [
         f"fluxnode-config: {bad}: tbon.torpid_max: invalid duration 'soon': expected a number with optional "
-        "suffix ms, s, m, h or d (e.g. '30s')"]
+        "suffix ms, s, m, h or d (e.g. '30s')"
+    ]
 
 
 def test_check_cert(tmp_path):
     cert = tmp_path / "curve.cert"
-    assert subprocess.run([sys.executable, "-m", "fluxnode", "keygen", str(cert)], timeout=60).returncode == 0
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "fluxnode", "keygen", str(cert)], timeout=60
+        ).returncode
+        == 0
+    )
     conf = tmp_path / "broker.toml"
     conf.write_text(f'[bootstrap]\ncurve_cert = "{cert}"\n')
     assert run("check", "--cert", str(conf)).returncode == 0
@@ -62,7 +86,10 @@ def test_render_errors():
     r = run("render", "--hosts", "a,b")
     assert r.returncode == 1 and "--curve-cert PATH is required" in r.stderr
     r = run("render", "--hosts", "n[1-")
-    assert r.returncode == 1 and r.stderr.strip() == "fluxnode-config: --hosts: invalid hostlist 'n[1-': unmatched '['"
+    assert (
+        r.returncode == 1
+        and r.stderr.strip() == "fluxnode-config: --hosts: invalid hostlist 'n[1-': unmatched '['"
+    )
     r = run("render", "--hosts", "a,b", "--curve-cert", "/c", "--topo", "ring")
     assert r.returncode == 1 and "unknown scheme 'ring'" in r.stderr
 
@@ -83,11 +110,16 @@ def test_topology_table():
 
 def test_topology_from_config(tmp_path):
     conf = tmp_path / "b.toml"
-    conf.write_text('[bootstrap]\ncurve_cert = "/c"\ndefault_port = 1\ndefault_bind = "tcp://*:%p"\n'
-                    'default_connect = "tcp://%h:%p"\nhosts = [{host = "n[0-2]"}, {host = "n2", parent = "n1"}]\n')
+    conf.write_text(
+        '[bootstrap]\ncurve_cert = "/c"\ndefault_port = 1\ndefault_bind = "tcp://*:%p"\n'
+        'default_connect = "tcp://%h:%p"\nhosts = [{host = "n[0-2]"}, {host = "n2", parent = "n1"}]\n'
+    )
     r = run("topology", "--config", str(conf))
     assert r.returncode == 0
-    assert r.stdout.splitlines()[-2:] == ["   2       1      2  -         n2", "# custom: size 3, maxlevel 2"]
+    assert r.stdout.splitlines()[-2:] == [
+        "   2       1      2  -         n2",
+        "# custom: size 3, maxlevel 2",
+    ]
 
 
 def test_topology_errors():
@@ -98,8 +130,13 @@ def test_topology_errors():
 
 def test_reload_without_a_broker_is_one_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "FLUXNODE_URI"}
-    r = subprocess.run([sys.executable, "-m", "fluxnode", "config", "reload"], capture_output=True, text=True,
-                       timeout=60, env=env)
+    r = subprocess.run(
+        [sys.executable, "-m", "fluxnode", "config", "reload"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1
     assert r.stderr.startswith("fluxnode-config: no broker URI given")
     r = run("reload", "--uri", f"local://{tmp_path}/nothing")

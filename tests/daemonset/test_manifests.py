@@ -29,7 +29,12 @@ def documents(name: str) -> list[dict]:
 
 
 def all_documents() -> list[dict]:
-    return [d for name in kustomization()["resources"] if (DAEMONSET / name).exists() for d in documents(name)]
+    return [
+        d
+        for name in kustomization()["resources"]
+        if (DAEMONSET / name).exists()
+        for d in documents(name)
+    ]
 
 
 def by_kind(kind: str) -> list[dict]:
@@ -42,11 +47,15 @@ def test_kustomization_lists_every_manifest():
     assert set(on_disk) <= set(listed), f"not in kustomization.yaml: {set(on_disk) - set(listed)}"
     missing = [n for n in listed if not (DAEMONSET / n).exists()]
     if missing and set(missing) <= set(OWNED_BY_OTHERS):
-        pytest.skip(f"{', '.join(missing)} not written yet ({', '.join(OWNED_BY_OTHERS[m] for m in missing)})")
+        pytest.skip(
+            f"{', '.join(missing)} not written yet ({', '.join(OWNED_BY_OTHERS[m] for m in missing)})"
+        )
     assert not missing
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in DAEMONSET.glob("*.yaml") if p.name != "kustomization.yaml"))
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in DAEMONSET.glob("*.yaml") if p.name != "kustomization.yaml")
+)
 def test_manifest_is_valid_for_current_kubernetes(name):
     for doc in documents(name):
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
@@ -61,7 +70,10 @@ def test_daemonset_shape():
     (c,) = spec["containers"]
     assert c["securityContext"]["privileged"] is True
     assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"]
-    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz" and c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert (
+        c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        and c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    )
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
     assert env == {"NODE_NAME": "spec.nodeName", "POD_NAMESPACE": "metadata.namespace"}
     # the container's arguments are ones `fluxnode agent` accepts
@@ -71,7 +83,9 @@ def test_daemonset_shape():
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
     host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]}
     assert host[[n for n, p in mounts.items() if p == "/etc/fluxnode"][0]] == "/etc/fluxnode"
-    assert host["run"] == "/run/fluxnode" and mounts["run"] == "/run/fluxnode"  # pid/uri paths match on both sides
+    assert (
+        host["run"] == "/run/fluxnode" and mounts["run"] == "/run/fluxnode"
+    )  # pid/uri paths match on both sides
     assert host["bin"] == "/usr/local/bin"
 
 
@@ -82,10 +96,16 @@ def agent_roles(kind: str) -> list[dict]:
 
 def test_rbac_is_least_privilege():
     (cluster_role,) = agent_roles("ClusterRole")
-    assert cluster_role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    assert cluster_role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
+    ]
     (role,) = agent_roles("Role")
     for rule in role["rules"]:
-        assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
+        assert (
+            "*" not in rule["verbs"]
+            and "*" not in rule["resources"]
+            and "*" not in rule["apiGroups"]
+        )
         if rule["verbs"] != ["create"]:
             assert rule.get("resourceNames"), f"{rule} is not restricted to named objects"
     secret_rules = [r for r in role["rules"] if r["resources"] == ["secrets"]]
@@ -99,7 +119,9 @@ def rbac(kube):
     return kube.authorizer
 
 
-def info(verb: str, resource: str, namespace: str | None = None, name: str | None = None, **query: str) -> RequestInfo:
+def info(
+    verb: str, resource: str, namespace: str | None = None, name: str | None = None, **query: str
+) -> RequestInfo:
     group = resource.split(".", 1)[1] if "." in resource else ""
     return RequestInfo(verb, resource, None, namespace, name, group, query)
 
@@ -112,7 +134,10 @@ def test_rbac_denies_what_the_agent_does_not_need(rbac):
     assert rbac(info("create", "secrets", "default")) is not None
     assert rbac(info("update", "nodes", None, "n1")) is not None
     assert rbac(info("list", "pods")) is not None
-    assert rbac(info("watch", "configmaps", "fluxnode", fieldSelector="metadata.name=fluxnode-ranks")) is None
+    assert (
+        rbac(info("watch", "configmaps", "fluxnode", fieldSelector="metadata.name=fluxnode-ranks"))
+        is None
+    )
     assert rbac(info("watch", "configmaps", "fluxnode")) is not None
 
 

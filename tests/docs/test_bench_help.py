@@ -15,7 +15,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # A script has a `__main__` block; the other files (sched_common.py, binder_sim_nodes.py)
 # are helpers the scripts import.
-SCRIPTS = sorted(p for p in (ROOT / "bench").glob("*.py") if '__name__ == "__main__"' in p.read_text())
+SCRIPTS = sorted(
+    p for p in (ROOT / "bench").glob("*.py") if '__name__ == "__main__"' in p.read_text()
+)
 
 
 def test_there_are_bench_scripts():

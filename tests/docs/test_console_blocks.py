@@ -174,7 +174,21 @@ def test_output_matcher(expected, actual, ok):
 
 
 def test_parse_steps_reads_status_and_continuations():
-    steps = parse_steps([(1, "$ false \\"), (2, "  --flag"), (3, "[1]"), (4, "$ echo hi"), (5, "hi"),
-                         (6, "$ sh -c 'echo a"), (7, "  echo b'"), (8, "a"), (9, "b")])
+    steps = parse_steps(
+        [
+            (1, "$ false \\"),
+            (2, "  --flag"),
+            (3, "[1]"),
+            (4, "$ echo hi"),
+            (5, "hi"),
+            (6, "$ sh -c 'echo a"),
+            (7, "  echo b'"),
+            (8, "a"),
+            (9, "b"),
+        ]
+    )
     assert [(s.command, s.expected, s.status) for s in steps] == [
-        ("false \\\n  --flag", [], 1), ("echo hi", ["hi"], 0), ("sh -c 'echo a\n  echo b'", ["a", "b"], 0)]
+        ("false \\\n  --flag", [], 1),
+        ("echo hi", ["hi"], 0),
+        ("sh -c 'echo a\n  echo b'", ["a", "b"], 0),
+    ]

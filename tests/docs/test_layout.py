@@ -46,7 +46,9 @@ def test_every_path_in_the_layout_table_exists():
     absent = [p for p in paths if not (ROOT / p).exists()]
     assert not absent, f"docs/layout.md names paths that do not exist: {absent}"
     dirs_named_as_files = [p for p in paths if (ROOT / p).is_dir() != p.endswith("/")]
-    assert not dirs_named_as_files, f"write folders with a trailing / and files without: {dirs_named_as_files}"
+    assert not dirs_named_as_files, (
+        f"write folders with a trailing / and files without: {dirs_named_as_files}"
+    )
 
 
 def test_the_checks_see_a_missing_and_an_extra_package(tmp_path):

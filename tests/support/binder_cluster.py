@@ -48,9 +48,17 @@ class BinderCluster:
         try:
             names = sorted(self.nodes, key=lambda n: int(n.removeprefix("node")))
             assert names == [f"node{i}" for i in range(len(names))], "nodes must be node0..nodeN-1"
-            resources = {n: {"cores": self.nodes[n], "gpus": self.gpus.get(n, 0), "memory_mib": 64 * 1024} for n in names}
-            self.inst = Instance(size=len(names), tmp_path=self.tmp_path, modules=None, resources=resources,
-                                 tbon={"torpid_min": "0.2s", "torpid_max": "1s"}).start()
+            resources = {
+                n: {"cores": self.nodes[n], "gpus": self.gpus.get(n, 0), "memory_mib": 64 * 1024}
+                for n in names
+            }
+            self.inst = Instance(
+                size=len(names),
+                tmp_path=self.tmp_path,
+                modules=None,
+                resources=resources,
+                tbon={"torpid_min": "0.2s", "torpid_max": "1s"},
+            ).start()
             wait_for(lambda: len(self.inst.rpc("sched.resource-status")["nodes"]) == len(names), 30,
                      what="every rank in the scheduler graph")
             if self.kube is None:
@@ -69,7 +77,9 @@ class BinderCluster:
             b.stop()
         try:
             if self.inst is not None:
-                self.inst.stop(check=not exc or exc[0] is None)  # a failing test keeps its own error
+                self.inst.stop(
+                    check=not exc or exc[0] is None
+                )  # a failing test keeps its own error
         finally:
             if self.kube is not None and self._own_kube:
                 self.kube.stop()
@@ -78,8 +88,16 @@ class BinderCluster:
     def add_node(self, name: str, cores: int, gpus: int = 0, **kw) -> dict:
         node = self.kube.add_node(name, cpu=str(cores), memory="64Gi", **kw)
         if gpus:
-            node = self.kube.patch("nodes", name, {"status": {"capacity": {"nvidia.com/gpu": str(gpus)},
-                                                               "allocatable": {"nvidia.com/gpu": str(gpus)}}})
+            node = self.kube.patch(
+                "nodes",
+                name,
+                {
+                    "status": {
+                        "capacity": {"nvidia.com/gpu": str(gpus)},
+                        "allocatable": {"nvidia.com/gpu": str(gpus)},
+                    }
+                },
+            )
         return node
 
     def config(self, **overrides) -> BinderConfig:
@@ -99,9 +117,21 @@ class BinderCluster:
         self.binders.remove(b)
 
     # -- pods -----------------------------------------------------------------------
-    def pod(self, name: str, cpu: str | None = "1", *, group: str | None = None, size: int | None = None,
-            scheduler: str = "fluxnode", gpus: int = 0, memory: str | None = None, priority: int | None = None, node: str | None = None,
-            labels: dict | None = None, namespace: str = "default") -> dict:
+    def pod(
+        self,
+        name: str,
+        cpu: str | None = "1",
+        *,
+        group: str | None = None,
+        size: int | None = None,
+        scheduler: str = "fluxnode",
+        gpus: int = 0,
+        memory: str | None = None,
+        priority: int | None = None,
+        node: str | None = None,
+        labels: dict | None = None,
+        namespace: str = "default",
+    ) -> dict:
         labels = dict(labels or {})
         if group:
             labels[GROUP_LABEL] = group
@@ -114,14 +144,23 @@ class BinderCluster:
             requests["nvidia.com/gpu"] = str(gpus)
         if memory:
             requests["memory"] = memory
-        spec: dict = {"schedulerName": scheduler,
-                      "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}]}
+        spec: dict = {
+            "schedulerName": scheduler,
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": requests}}
+            ],
+        }
         if priority is not None:
             spec["priority"] = priority
         if node:
             spec["nodeName"] = node
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels},
-                "spec": spec, "status": {"phase": "Pending"}}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": spec,
+            "status": {"phase": "Pending"},
+        }
 
     def create_pod(self, name: str, cpu: str | None = "1", **kw) -> dict:
         obj = self.pod(name, cpu, **kw)
@@ -145,12 +184,18 @@ class BinderCluster:
         return next((c for c in conds if c.get("type") == "PodScheduled"), None)
 
     def wait_condition(self, name: str, reason: str, timeout: float = 20.0) -> dict:
-        return wait_for(lambda: (c := self.condition(name)) and c.get("reason") == reason and c, timeout,
-                        what=f"pod {name} PodScheduled reason {reason}")
+        return wait_for(
+            lambda: (c := self.condition(name)) and c.get("reason") == reason and c,
+            timeout,
+            what=f"pod {name} PodScheduled reason {reason}",
+        )
 
     def events(self, name: str, reason: str) -> list[dict]:
-        return [e for e in self.kube.list("events", "default")
-                if (e.get("involvedObject") or {}).get("name") == name and e.get("reason") == reason]
+        return [
+            e
+            for e in self.kube.list("events", "default")
+            if (e.get("involvedObject") or {}).get("name") == name and e.get("reason") == reason
+        ]
 
     def finish(self, name: str, phase: str = "Succeeded") -> None:
         self.kube.set_pod_phase(name, phase)
@@ -192,11 +237,18 @@ class BinderCluster:
             cores = parse_idset(ann.get("fluxnode.io/cores") or "")
             given_gpus = parse_idset(ann.get("fluxnode.io/gpus") or "")
             want_cores = max(1, -(-milli // 1000))  # whole cores, at least one
-            assert len(cores) == want_cores, \
+            assert len(cores) == want_cores, (
                 f"{name} asks for {milli}m CPU (= {want_cores} whole cores) but was given cores {sorted(cores)}"
-            assert len(given_gpus) == gpus, f"{name} asks for {gpus} GPUs but was given {sorted(given_gpus)}"
-            assert cores <= set(range(self.nodes[node])), f"{name}: cores {sorted(cores)} not all on {node}"
-            assert given_gpus <= set(range(self.gpus.get(node, 0))), f"{name}: GPUs {sorted(given_gpus)} not all on {node}"
+            )
+            assert len(given_gpus) == gpus, (
+                f"{name} asks for {gpus} GPUs but was given {sorted(given_gpus)}"
+            )
+            assert cores <= set(range(self.nodes[node])), (
+                f"{name}: cores {sorted(cores)} not all on {node}"
+            )
+            assert given_gpus <= set(range(self.gpus.get(node, 0))), (
+                f"{name}: GPUs {sorted(given_gpus)} not all on {node}"
+            )
             for kind, ids in (("core", cores), ("gpu", given_gpus)):
                 for i in ids:
                     other = owner.setdefault((node, kind, i), name)
@@ -209,8 +261,14 @@ class BinderCluster:
             cpu = math.floor(parse_quantity(alloc.get("cpu", "0")) * 1000)
             mem = math.floor(parse_quantity(alloc.get("memory", "0")))
             gpus = math.floor(parse_quantity(alloc.get(GPU, "0")))
-            assert used_milli[name] <= cpu, f"{name}: pods hold {used_milli[name]}m CPU > {cpu}m allocatable"
-            assert used_mem[name] <= mem, f"{name}: {used_mem[name]} bytes of memory requested > {mem} allocatable"
-            assert used_gpus[name] <= gpus, f"{name}: pods hold {used_gpus[name]} GPUs > {gpus} allocatable"
+            assert used_milli[name] <= cpu, (
+                f"{name}: pods hold {used_milli[name]}m CPU > {cpu}m allocatable"
+            )
+            assert used_mem[name] <= mem, (
+                f"{name}: {used_mem[name]} bytes of memory requested > {mem} allocatable"
+            )
+            assert used_gpus[name] <= gpus, (
+                f"{name}: pods hold {used_gpus[name]} GPUs > {gpus} allocatable"
+            )
         return dict(requested_milli)
 

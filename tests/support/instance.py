@@ -36,10 +36,20 @@ WAIT_STDIN = "import sys; sys.stdin.read()"
 
 
 class Instance:
-    def __init__(self, size: int, tmp_path: Path | None = None, *, topo: str = "kary:2", attrs: dict[str, str] | None = None,
-                 tbon: dict[str, str] | None = None, resources: dict[str, dict] | None = None,
-                 hostname_prefix: str = "node", modules: str | None = "", timeout: float = 60.0,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        size: int,
+        tmp_path: Path | None = None,
+        *,
+        topo: str = "kary:2",
+        attrs: dict[str, str] | None = None,
+        tbon: dict[str, str] | None = None,
+        resources: dict[str, dict] | None = None,
+        hostname_prefix: str = "node",
+        modules: str | None = "",
+        timeout: float = 60.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
         """`resources` maps hostname -> override dict (cores, gpus, ...); `modules` sets broker.modules
         ("" loads none, None keeps the default scheduler service)."""
         self.size = size
@@ -59,16 +69,32 @@ class Instance:
         self.info: dict = {}
         self.restarted: dict[int, subprocess.Popen] = {}
         self.spawned: list[subprocess.Popen] = []  # every restart, also those replaced since
-        self.killed_by_test: set[int] = set()  # pids inst.kill() signalled: their exit codes are expected
+        self.killed_by_test: set[int] = (
+            set()
+        )  # pids inst.kill() signalled: their exit codes are expected
         self.forked: ExitWatcher | None = None  # the brokers `fluxnode start` forked
         self.code: int | None = None  # `fluxnode start`'s exit code once stopped
         self.stderr_path = self.tmp_path / "start.stderr"
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> Instance:
-        argv = [sys.executable, "-m", "fluxnode", "start", "--test-size", str(self.size), "--topo", self.topo,
-                "--rundir", str(self.rundir), "--hostname-prefix", self.prefix, "--quiet",
-                "--quorum-timeout", str(self.timeout)]
+        argv = [
+            sys.executable,
+            "-m",
+            "fluxnode",
+            "start",
+            "--test-size",
+            str(self.size),
+            "--topo",
+            self.topo,
+            "--rundir",
+            str(self.rundir),
+            "--hostname-prefix",
+            self.prefix,
+            "--quiet",
+            "--quorum-timeout",
+            str(self.timeout),
+        ]
         for k, v in self.attrs.items():
             argv += ["-S", f"{k}={v}"]
         for k, v in self.tbon.items():
@@ -79,16 +105,27 @@ class Instance:
             for host, spec in self.resources.items():
                 (d / f"{host}.json").write_text(json.dumps(spec))
             argv += ["--resource-override-dir", str(d)]
-        argv += ["--", sys.executable, "-c", f"import pathlib; pathlib.Path({str(self.rundir / 'ready')!r}).touch(); "
-                 + WAIT_STDIN]
+        argv += [
+            "--",
+            sys.executable,
+            "-c",
+            f"import pathlib; pathlib.Path({str(self.rundir / 'ready')!r}).touch(); " + WAIT_STDIN,
+        ]
         self._stderr = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr,
-                                     env=self.env)
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+            env=self.env,
+        )
         try:
             deadline = time.monotonic() + self.timeout
             while not self._ready():
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{self.size}-broker instance not ready within {self.timeout}s: {self.stderr()}")
+                    raise TimeoutError(
+                        f"{self.size}-broker instance not ready within {self.timeout}s: {self.stderr()}"
+                    )
                 time.sleep(0.01)
         except BaseException:
             self.stop(check=False)
@@ -100,7 +137,9 @@ class Instance:
     def _ready(self) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:
-            raise RuntimeError(f"fluxnode start exited with {self.proc.returncode}: {self.stderr()}")
+            raise RuntimeError(
+                f"fluxnode start exited with {self.proc.returncode}: {self.stderr()}"
+            )
         return (self.rundir / "ready").exists()
 
     def stop(self, check: bool = True) -> int | None:
@@ -143,7 +182,9 @@ class Instance:
         problems += [line for line in err.splitlines() if "did not stop; sending SIGKILL" in line]
         if self.forked is not None and not self.forked.wait(2):
             for rank in self.forked.running():
-                problems.append(f"broker rank {rank} (pid {self.forked.pids[rank]}) outlived fluxnode start; SIGKILL")
+                problems.append(
+                    f"broker rank {rank} (pid {self.forked.pids[rank]}) outlived fluxnode start; SIGKILL"
+                )
                 self.forked.kill(rank)
         # Restarted brokers in the tree got the shutdown too and finish about when `fluxnode
         # start` does; one cut off from the tree (its parent gone) is asked to leave (SIGTERM).
@@ -217,7 +258,9 @@ class Instance:
     def client(self, rank: int = 0, timeout: float = 10.0) -> Client:
         return Client.connect(self.broker_uri(rank), timeout=timeout)
 
-    def rpc(self, topic: str, payload: dict | None = None, nodeid: int = 0, timeout: float = 10.0) -> dict:
+    def rpc(
+        self, topic: str, payload: dict | None = None, nodeid: int = 0, timeout: float = 10.0
+    ) -> dict:
         with self.client(timeout=timeout) as c:
             return c.rpc(topic, payload, nodeid=nodeid)
 
@@ -247,14 +290,21 @@ class Instance:
                 "--hostname", b["hostname"]]
         for k, v in b["attrs"].items():
             argv += ["-S", f"{k}={v}"]
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
-                             env=self.env, preexec_fn=_die_with_parent)
+        p = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+            env=self.env,
+            preexec_fn=_die_with_parent,
+        )
         self.restarted[rank] = p
         self.spawned.append(p)
         return p
 
-
-    def add_broker(self, rank: int, hostname: str, resources: dict | None = None) -> subprocess.Popen:
+    def add_broker(
+        self, rank: int, hostname: str, resources: dict | None = None
+    ) -> subprocess.Popen:
         """Start a broker for a rank the instance did not start with (after its config grew).
 
         It gets the attributes `fluxnode start` gives its own brokers (rundir, local-uri, log)

@@ -29,22 +29,53 @@ def free_port() -> int:
 
 
 class AgentProcess:
-    def __init__(self, kube: KubeEmulator, node: str, root: Path, *extra: str, namespace: str = "fluxnode"):
+    def __init__(
+        self, kube: KubeEmulator, node: str, root: Path, *extra: str, namespace: str = "fluxnode"
+    ):
         self.kube, self.node, self.root = kube, node, root / node
         self.host_dir, self.run_dir = self.root / "etc", self.root / "run"
         self.bin_dir, self.state_dir = self.root / "bin", self.root / "state"
         self.log_path = self.root / "agent.log"
-        self.args = [sys.executable, "-m", "fluxnode", "agent", "--node-name", node, "--namespace", namespace,
-                     "--kubeconfig", str(kube.kubeconfig_path), "--host-dir", str(self.host_dir),
-                     "--run-dir", str(self.run_dir), "--bin-dir", str(self.bin_dir), "--state-dir", str(self.state_dir),
-                     "--bind-address", "127.0.0.1", "--health-address", "127.0.0.1", "--health-port", "0",
-                     "--restart-backoff", "0.2", "2", *extra]
+        self.args = [
+            sys.executable,
+            "-m",
+            "fluxnode",
+            "agent",
+            "--node-name",
+            node,
+            "--namespace",
+            namespace,
+            "--kubeconfig",
+            str(kube.kubeconfig_path),
+            "--host-dir",
+            str(self.host_dir),
+            "--run-dir",
+            str(self.run_dir),
+            "--bin-dir",
+            str(self.bin_dir),
+            "--state-dir",
+            str(self.state_dir),
+            "--bind-address",
+            "127.0.0.1",
+            "--health-address",
+            "127.0.0.1",
+            "--health-port",
+            "0",
+            "--restart-backoff",
+            "0.2",
+            "2",
+            *extra,
+        ]
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> AgentProcess:
         self.root.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
-        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "FLUXNODE_URI", "NODE_NAME")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("KUBECONFIG", "FLUXNODE_URI", "NODE_NAME")
+        }
         self.proc = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
         return self
@@ -101,8 +132,13 @@ class AgentProcess:
     def connect(self, *command: str, timeout: float = 30.0) -> subprocess.CompletedProcess:
         """Run a command through the rendered fluxnode-connect script."""
         env = {k: v for k, v in os.environ.items() if k != "FLUXNODE_URI"}
-        return subprocess.run([str(self.bin_dir / "fluxnode-connect"), *command], capture_output=True, text=True,
-                              timeout=timeout, env=env)
+        return subprocess.run(
+            [str(self.bin_dir / "fluxnode-connect"), *command],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
 
     def http(self, path: str) -> tuple[int, str]:
         port = int((self.run_dir / "agent.health").read_text())

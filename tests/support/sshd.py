@@ -33,7 +33,10 @@ def ensure_sshd() -> str | None:
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         return "sshd is not installed (install openssh-server, or run the tests as root with apt-get available)"
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "openssh-server"]):
+    for argv in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "openssh-server"],
+    ):
         r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
             return f"cannot install openssh-server ({' '.join(argv)} failed: {r.stderr.strip()[-200:]})"
@@ -100,8 +103,13 @@ class SSHServer:
             self.port = _free_port()
             conf = self._write_config()
             log = open(self.log_path, "ab")
-            self.proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(conf)], stdout=log, stderr=log,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [str(SSHD), "-D", "-e", "-f", str(conf)],
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             log.close()
             try:
                 wait_for(self._ready, timeout=15, what=f"sshd on 127.0.0.1:{self.port}")

@@ -9,7 +9,12 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_for(condition: Callable[[], T], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> T:
+def wait_for(
+    condition: Callable[[], T],
+    timeout: float = 10.0,
+    interval: float = 0.02,
+    what: str = "condition",
+) -> T:
     """Poll `condition` until it returns a truthy value; raise TimeoutError naming `what`."""
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
@@ -21,5 +26,8 @@ def wait_for(condition: Callable[[], T], timeout: float = 10.0, interval: float 
         except Exception as exc:  # the condition may fail until the thing is up
             last_exc = exc
         if time.monotonic() >= deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc})" if last_exc else ""))
+            raise TimeoutError(
+                f"timed out after {timeout}s waiting for {what}"
+                + (f" (last error: {last_exc})" if last_exc else "")
+            )
         time.sleep(interval)

@@ -13,8 +13,13 @@ MODULES_DIR = str(Path(__file__).parent / "modules")
 def inst8(tmp_path_factory):
     """An 8-broker kary:2 instance (depth 3: 0 -> 1 -> 3 -> 7), shared by read-only tests."""
     resources = {f"node{i}": {"cores": i + 1, "gpus": i % 2} for i in range(8)}
-    with Instance(8, tmp_path_factory.mktemp("inst8"), resources=resources, modules="overlay_testmod",
-                  env={"PYTHONPATH": MODULES_DIR + os.pathsep + os.environ.get("PYTHONPATH", "")}) as inst:
+    with Instance(
+        8,
+        tmp_path_factory.mktemp("inst8"),
+        resources=resources,
+        modules="overlay_testmod",
+        env={"PYTHONPATH": MODULES_DIR + os.pathsep + os.environ.get("PYTHONPATH", "")},
+    ) as inst:
         yield inst
 
 

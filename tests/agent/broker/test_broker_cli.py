@@ -49,8 +49,21 @@ def test_lone_broker_without_hosts_serves_and_stops_on_sigterm(tmp_path):
     cfg = tmp_path / "broker.toml"
     cfg.write_text("[bootstrap]\n")
     rundir = tmp_path / "run"
-    p = subprocess.Popen([*BROKER, "--config-path", str(cfg), "--hostname", "solo", "-S", f"rundir={rundir}",
-                          "-S", "broker.modules="], stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            *BROKER,
+            "--config-path",
+            str(cfg),
+            "--hostname",
+            "solo",
+            "-S",
+            f"rundir={rundir}",
+            "-S",
+            "broker.modules=",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         sock = rundir / "local"
         wait_for(sock.exists, timeout=20, what="local socket")

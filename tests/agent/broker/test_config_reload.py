@@ -31,7 +31,10 @@ def per_host(inst: Instance) -> tuple[dict, list[dict]]:
     """The instance's config as a TOML mapping, with one hosts entry per host."""
     cfg = config_mod.load(inst.config_path)
     data = cfg.to_dict()
-    hosts = [{k: v for k, v in (("host", h.host), ("bind", h.bind), ("connect", h.connect)) if v} for h in cfg.hosts]
+    hosts = [
+        {k: v for k, v in (("host", h.host), ("bind", h.bind), ("connect", h.connect)) if v}
+        for h in cfg.hosts
+    ]
     data["bootstrap"]["hosts"] = hosts
     return data, hosts
 
@@ -60,8 +63,13 @@ def free_port() -> int:
 
 
 def reload_cli(inst: Instance, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*FLUXNODE, "config", "reload", *args], env={**os.environ, "FLUXNODE_URI": inst.uri},
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [*FLUXNODE, "config", "reload", *args],
+        env={**os.environ, "FLUXNODE_URI": inst.uri},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def resource_hosts(inst: Instance) -> dict[str, list[str]]:
@@ -85,7 +93,11 @@ def alive(pid: int) -> bool:
 
 def test_grow_then_shrink_without_restarting_any_broker():
     """kary:2 from 3 to 5 brokers: rank 1 (a leaf) gains children 3 and 4, rank 0 the size."""
-    env = {"PYTHONPATH": str(Path(__file__).parent / "modules") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        "PYTHONPATH": str(Path(__file__).parent / "modules")
+        + os.pathsep
+        + os.environ.get("PYTHONPATH", "")
+    }
     with Instance(3, resources=CORES, modules="overlay_testmod", env=env) as inst:
         pids = dict(inst.pids)
         write_config(inst, grown(inst, 5, {"node1": free_port()}))
@@ -93,7 +105,9 @@ def test_grow_then_shrink_without_restarting_any_broker():
         assert p.returncode == 0 and p.stdout == "" and p.stderr == "", p.stderr
         reply = inst.rpc("config.reload", {}, nodeid=0)
         assert reply == {"rank": 0, "size": 5, "children": [1, 2]}
-        assert inst.rpc("config.reload", {}, nodeid=2)["size"] == 5  # unaffected, but learns the size
+        assert (
+            inst.rpc("config.reload", {}, nodeid=2)["size"] == 5
+        )  # unaffected, but learns the size
         status = inst.rpc("broker.status")
         assert (status["size"], status["online"], status["state"]) == (5, "0-2", "run")
         assert resource_hosts(inst)["down"] == ["node3", "node4"]
@@ -103,8 +117,18 @@ def test_grow_then_shrink_without_restarting_any_broker():
         inst.add_broker(4, "node4", CORES["node4"])
         wait_for(lambda: inst.online() == "0-4", 30, what="node3 and node4 joined under rank 1")
         # the test module reports rank 1's two cores allocated
-        wait_for(lambda: resource_hosts(inst) == {"free": ["node0", "node2", "node3", "node4"], "allocated": ["node1"],
-                                                  "down": []}, 10, what="resource list with the new nodes")
+        wait_for(
+            lambda: (
+                resource_hosts(inst)
+                == {
+                    "free": ["node0", "node2", "node3", "node4"],
+                    "allocated": ["node1"],
+                    "down": [],
+                }
+            ),
+            10,
+            what="resource list with the new nodes",
+        )
         listed = inst.rpc("resource.list")
         assert {e["hostname"]: e["ncores"] for e in listed["free"] + listed["allocated"]} == {
             f"node{i}": i + 1 for i in range(5)}
@@ -125,8 +149,17 @@ def test_grow_then_shrink_without_restarting_any_broker():
         for rank in (1, 0, 2):
             assert inst.rpc("config.reload", {}, nodeid=rank)["size"] == 3
         status = inst.rpc("broker.status")
-        assert (status["size"], status["online"], status["count"], status["quorum"]) == (3, "0-2", 3, 3)
-        assert resource_hosts(inst) == {"free": ["node0", "node2"], "allocated": ["node1"], "down": []}
+        assert (status["size"], status["online"], status["count"], status["quorum"]) == (
+            3,
+            "0-2",
+            3,
+            3,
+        )
+        assert resource_hosts(inst) == {
+            "free": ["node0", "node2"],
+            "allocated": ["node1"],
+            "down": [],
+        }
         assert inst.health(1)["children"] == [] and inst.health(1)["status"] == "full"
         assert inst.rpc("resource.R")["R"]["execution"]["nodelist"] == ["node[0-2]"]
         info = wait_for(lambda: module_info(inst, 3), 10, what="the module saw R shrink")
@@ -178,13 +211,19 @@ def test_changes_that_need_a_restart_are_refused():
         write_config(inst, config_mod.dumps(config_mod.from_dict(data)))
         with pytest.raises(RPCError) as exc:
             inst.rpc("config.reload", nodeid=1)
-        assert exc.value.errnum == errno.EOPNOTSUPP and "rank of node1 changed from 1 to 2" in exc.value.errstr
+        assert (
+            exc.value.errnum == errno.EOPNOTSUPP
+            and "rank of node1 changed from 1 to 2" in exc.value.errstr
+        )
         # the leader's own endpoint moves
         data, hosts = per_host(inst)
         hosts[0]["bind"] = f"tcp://127.0.0.1:{free_port()}"
         write_config(inst, config_mod.dumps(config_mod.from_dict(data)))
         p = reload_cli(inst)
-        assert p.returncode == 1 and "bind endpoint of rank 0 changed from tcp://127.0.0.1:" in p.stderr
+        assert (
+            p.returncode == 1
+            and "bind endpoint of rank 0 changed from tcp://127.0.0.1:" in p.stderr
+        )
         assert inst.rpc("broker.status")["online"] == "0-2"
 
 
@@ -194,7 +233,11 @@ def test_a_new_broker_that_arrives_before_the_reload_joins_after_it():
         pid0 = inst.pids[0]
         write_config(inst, grown(inst, 3, {}))  # kary:2: rank 2 is a second child of rank 0
         inst.add_broker(2, "node2")
-        wait_for(lambda: "rank 2 is not a child of rank 0" in inst.log(0), 20, what="rank 0 ignoring rank 2")
+        wait_for(
+            lambda: "rank 2 is not a child of rank 0" in inst.log(0),
+            20,
+            what="rank 0 ignoring rank 2",
+        )
         assert inst.online() == "0-1"
         assert inst.rpc("config.reload")["children"] == [1, 2]
         wait_for(lambda: inst.online() == "0-2", 20, what="rank 2 joined after the reload")

@@ -30,11 +30,15 @@ def test_cpu_affinity_is_respected():
         f"import os, json; os.sched_setaffinity(0, {{{cpu}}}); "
         "from fluxnode.agent.broker.discovery import discover; print(json.dumps(discover(hostname='x').cores))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
     assert json.loads(out) == [cpu]
 
 
-def make_tree(tmp_path, packages: dict[int, int] | None, cpuinfo: str | None, meminfo: str, gpus=()):
+def make_tree(
+    tmp_path, packages: dict[int, int] | None, cpuinfo: str | None, meminfo: str, gpus=()
+):
     sys_cpu = tmp_path / "sys"
     for cpu, pkg in (packages or {}).items():
         d = sys_cpu / f"cpu{cpu}" / "topology"
@@ -47,7 +51,12 @@ def make_tree(tmp_path, packages: dict[int, int] | None, cpuinfo: str | None, me
     dev.mkdir()
     for name in gpus:
         (dev / name).write_text("")
-    return {"sys_cpu": sys_cpu, "cpuinfo": tmp_path / "cpuinfo", "meminfo": tmp_path / "meminfo", "dev": dev}
+    return {
+        "sys_cpu": sys_cpu,
+        "cpuinfo": tmp_path / "cpuinfo",
+        "meminfo": tmp_path / "meminfo",
+        "dev": dev,
+    }
 
 
 def test_sockets_from_sysfs_and_gpus_from_dev(tmp_path):
@@ -66,7 +75,10 @@ def test_sockets_from_sysfs_and_gpus_from_dev(tmp_path):
 
 def test_sockets_from_cpuinfo_when_sysfs_missing(tmp_path):
     cpus = sorted(os.sched_getaffinity(0))
-    info = "\n\n".join(f"processor\t: {c}\nphysical id\t: {7 if c >= max(cpus) and len(cpus) > 1 else 3}" for c in cpus)
+    info = "\n\n".join(
+        f"processor\t: {c}\nphysical id\t: {7 if c >= max(cpus) and len(cpus) > 1 else 3}"
+        for c in cpus
+    )
     tree = make_tree(tmp_path, None, info + "\n", "MemTotal: 2048 kB\n")
     node = resources.discover(hostname="n", **tree)
     assert node.sockets == (2 if len(cpus) > 1 else 1)
@@ -83,12 +95,25 @@ def test_single_socket_fallback(tmp_path):
 @pytest.mark.parametrize(
     ("name", "text", "expected"),
     [
-        ("o.json", '{"cores": 4, "sockets": 2, "gpus": 1, "memory_mib": 8192, "hostname": "node7"}',
-         NodeResources(rank=2, hostname="node7", cores=[0, 1, 2, 3], gpus=[0], sockets=2, memory_mib=8192)),
-        ("o.toml", 'cores = "0-1,4"\nmemory_mib = 100\n',
-         NodeResources(rank=2, hostname="given", cores=[0, 1, 4], memory_mib=100)),
-        ("o.json", '{"cores": [3, 1], "gpus": "0-1", "sockets": 2, "core_sockets": [1, 0]}',
-         NodeResources(rank=2, hostname="given", cores=[1, 3], gpus=[0, 1], sockets=2, core_sockets=[0, 1])),
+        (
+            "o.json",
+            '{"cores": 4, "sockets": 2, "gpus": 1, "memory_mib": 8192, "hostname": "node7"}',
+            NodeResources(
+                rank=2, hostname="node7", cores=[0, 1, 2, 3], gpus=[0], sockets=2, memory_mib=8192
+            ),
+        ),
+        (
+            "o.toml",
+            'cores = "0-1,4"\nmemory_mib = 100\n',
+            NodeResources(rank=2, hostname="given", cores=[0, 1, 4], memory_mib=100),
+        ),
+        (
+            "o.json",
+            '{"cores": [3, 1], "gpus": "0-1", "sockets": 2, "core_sockets": [1, 0]}',
+            NodeResources(
+                rank=2, hostname="given", cores=[1, 3], gpus=[0, 1], sockets=2, core_sockets=[0, 1]
+            ),
+        ),
     ],
 )
 def test_override(tmp_path, name, text, expected):
@@ -134,8 +159,10 @@ GPU 2: Tesla V100-SXM2-16GB (UUID: GPU-0b610645-cc68-d906-0b75-f88e8d241313)
 GPU 3: Tesla V100-SXM2-16GB (UUID: GPU-362ffce9-16cd-679a-9e46-0da23373846d)
 """
 # What nvidia-smi prints (exit code 9) on a node whose driver is not loaded.
-NVIDIA_SMI_NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
-                        "Make sure that the latest NVIDIA driver is installed and running.\n")
+NVIDIA_SMI_NO_DRIVER = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+    "Make sure that the latest NVIDIA driver is installed and running.\n"
+)
 
 
 def stub_nvidia_smi(bindir, stdout: str, code: int = 0):
@@ -163,7 +190,14 @@ def gpus_with_path(tmp_path, bindir) -> list[int]:
     code = ("import json, pathlib; from fluxnode.agent.broker.discovery import discover; "
             f"print(json.dumps(discover(hostname='g', dev=pathlib.Path({str(dev)!r})).gpus))")
     env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=env,
+    )
     return json.loads(out.stdout)
 
 

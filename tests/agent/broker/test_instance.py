@@ -21,7 +21,14 @@ def run(inst, *args, check=True):
 def test_4_brokers_reach_quorum_and_leader_logs_progress(tmp_path):
     with Instance(4, tmp_path) as inst:
         status = inst.rpc("broker.status")
-        assert status == {"rank": 0, "size": 4, "online": "0-3", "count": 4, "quorum": 4, "state": "run"}
+        assert status == {
+            "rank": 0,
+            "size": 4,
+            "online": "0-3",
+            "count": 4,
+            "quorum": 4,
+            "state": "run",
+        }
         log = inst.log(0)
         assert "online: node[0-3] (ranks 0-3)" in log
         assert "quorum reached" in log
@@ -92,15 +99,47 @@ def test_overlay_status_draws_the_tree(inst8):
 
 def test_start_test_size_8_resource_list_shows_this_machines_cores():
     ncores = len(os.sched_getaffinity(0))
-    p = subprocess.run([*FLUXNODE, "start", "--test-size", "8", "--hostname-prefix", "t", "-S", "broker.modules=",
-                        "--", *FLUXNODE, "resource", "list"], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            *FLUXNODE,
+            "start",
+            "--test-size",
+            "8",
+            "--hostname-prefix",
+            "t",
+            "-S",
+            "broker.modules=",
+            "--",
+            *FLUXNODE,
+            "resource",
+            "list",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[1].split() == ["free", "8", str(8 * ncores), "0", "t[0-7]"]
 
 
 def test_start_exit_code_is_the_commands():
-    p = subprocess.run([*FLUXNODE, "start", "--test-size", "2", "-S", "broker.modules=", "--", "sh", "-c", "exit 7"],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            *FLUXNODE,
+            "start",
+            "--test-size",
+            "2",
+            "-S",
+            "broker.modules=",
+            "--",
+            "sh",
+            "-c",
+            "exit 7",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 7, p.stderr
 
 
@@ -110,7 +149,10 @@ def test_cli_errors_are_one_line_without_traceback(tmp_path):
         p = subprocess.run([*FLUXNODE, *args], env=env, capture_output=True, text=True, timeout=30)
         assert p.returncode != 0
         assert "Traceback" not in p.stderr
-        assert f"cannot connect to local://{tmp_path}/nothing/local: No such file or directory" in p.stderr
+        assert (
+            f"cannot connect to local://{tmp_path}/nothing/local: No such file or directory"
+            in p.stderr
+        )
         assert len(p.stderr.strip().splitlines()) == 1
 
 
@@ -127,8 +169,9 @@ def test_resource_list_states_format_include_and_R(inst8):
         "        up      8       36        4 node[0-7]",
         "       all      8       36        4 node[0-7]",
     ]
-    assert run(inst8, "resource", "list", "-o", "{nodelist} {ranks} {ncores}", "-s", "allocated").stdout == (
-        "NODELIST RANKS NCORES\nnode1 1 2\n")
+    assert run(
+        inst8, "resource", "list", "-o", "{nodelist} {ranks} {ncores}", "-s", "allocated"
+    ).stdout == ("NODELIST RANKS NCORES\nnode1 1 2\n")
     assert run(inst8, "resource", "list", "-n", "-i", "node[6-7]", "-s", "free").stdout == (
         "      free      2       15        1 node[6-7]\n")
     assert run(inst8, "resource", "info", "-s", "allocated").stdout == "1 Nodes, 2 Cores, 0 GPUs\n"

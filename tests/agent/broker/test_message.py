@@ -19,24 +19,51 @@ def test_frames_round_trip_keeps_payload_encoded_until_asked():
     back = Message.from_frames(msg.to_frames())
     assert back.payload is None and back.encoded_payload == b'{"pad":"x"}'
     assert back.decode_payload() == {"pad": "x"}
-    assert (back.type, back.topic, back.nodeid, back.matchtag, back.route) == ("request", "broker.ping", 7, 42, ["c1", "0"])
+    assert (back.type, back.topic, back.nodeid, back.matchtag, back.route) == (
+        "request",
+        "broker.ping",
+        7,
+        42,
+        ["c1", "0"],
+    )
 
 
 def test_error_response_keeps_route_and_matchtag():
     req = Message("request", "x.y", 3, 9, None, route=["c2", "0"])
     err = req.error(errno.ENOSYS)
-    assert (err.type, err.matchtag, err.errnum, err.errstr, err.route) == ("response", 9, errno.ENOSYS, "ENOSYS", ["c2", "0"])
+    assert (err.type, err.matchtag, err.errnum, err.errstr, err.route) == (
+        "response",
+        9,
+        errno.ENOSYS,
+        "ENOSYS",
+        ["c2", "0"],
+    )
 
 
-@pytest.mark.parametrize(("frames", "errnum", "text"), [
-    ([MAGIC, b'{"type":"request","topic":"a","matchtag":1}'], errno.EPROTO, "expected 3 frames"),
-    ([b"nope", b"{}", b""], errno.EPROTO, "bad magic"),
-    ([MAGIC, b"[1]", b""], errno.EPROTO, "header must be a JSON object"),
-    ([MAGIC, b'{"type":"bogus","topic":"a"}', b""], errno.EPROTO, "unknown message type"),
-    ([MAGIC, b'{"type":"request"}', b""], errno.EINVAL, "no topic"),
-    ([MAGIC, b'{"type":"request","topic":"a","nodeid":"x"}', b""], errno.EPROTO, "must be integers"),
-    ([MAGIC, b'{"type":"request","topic":"a","route":[1]}', b""], errno.EPROTO, "route must be a list of strings"),
-])
+@pytest.mark.parametrize(
+    ("frames", "errnum", "text"),
+    [
+        (
+            [MAGIC, b'{"type":"request","topic":"a","matchtag":1}'],
+            errno.EPROTO,
+            "expected 3 frames",
+        ),
+        ([b"nope", b"{}", b""], errno.EPROTO, "bad magic"),
+        ([MAGIC, b"[1]", b""], errno.EPROTO, "header must be a JSON object"),
+        ([MAGIC, b'{"type":"bogus","topic":"a"}', b""], errno.EPROTO, "unknown message type"),
+        ([MAGIC, b'{"type":"request"}', b""], errno.EINVAL, "no topic"),
+        (
+            [MAGIC, b'{"type":"request","topic":"a","nodeid":"x"}', b""],
+            errno.EPROTO,
+            "must be integers",
+        ),
+        (
+            [MAGIC, b'{"type":"request","topic":"a","route":[1]}', b""],
+            errno.EPROTO,
+            "route must be a list of strings",
+        ),
+    ],
+)
 def test_malformed_frames_raise_message_error(frames, errnum, text):
     with pytest.raises(MessageError) as exc:
         Message.from_frames(frames)

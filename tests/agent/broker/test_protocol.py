@@ -88,8 +88,12 @@ def test_malformed_frames_on_the_tbon_router_get_errors(inst8):
     sock.curve_secretkey = cert.secret_key
     sock.connect(inst8.tcp_uri(0))
     try:
-        sock.send_multipart([MAGIC, header(type="request", topic="broker.ping", nodeid=0, matchtag=9)])
-        sock.send_multipart([MAGIC, header(type="request", topic="x.y", nodeid=3, matchtag=10), b""])
+        sock.send_multipart(
+            [MAGIC, header(type="request", topic="broker.ping", nodeid=0, matchtag=9)]
+        )
+        sock.send_multipart(
+            [MAGIC, header(type="request", topic="x.y", nodeid=3, matchtag=10), b""]
+        )
         sock.send_multipart([b"junk"])  # no header at all: logged and dropped
         got = {}
         while len(got) < 2:
@@ -106,8 +110,11 @@ def test_malformed_frames_on_the_tbon_router_get_errors(inst8):
 
 def test_unknown_rank_and_service_errors(inst8):
     with inst8.client() as c:
-        for nodeid, topic, err in ((99, "broker.ping", errno.EHOSTUNREACH), (5, "nope.nope", errno.ENOSYS),
-                                   (-1, "nope.nope", errno.ENOSYS)):
+        for nodeid, topic, err in (
+            (99, "broker.ping", errno.EHOSTUNREACH),
+            (5, "nope.nope", errno.ENOSYS),
+            (-1, "nope.nope", errno.ENOSYS),
+        ):
             try:
                 c.rpc(topic, {}, nodeid=nodeid)
                 raise AssertionError("expected an error")
@@ -121,7 +128,9 @@ def test_many_clients_pipeline_requests_to_all_ranks_concurrently(inst8):
     def worker(n):
         try:
             with Client.connect(inst8.uri) as c:
-                tags = {c.send("broker.ping", {"n": n, "i": i}, nodeid=i % 8): i for i in range(200)}
+                tags = {
+                    c.send("broker.ping", {"n": n, "i": i}, nodeid=i % 8): i for i in range(200)
+                }
                 for tag, i in tags.items():
                     msg = c.recv(tag)
                     assert msg.errnum == 0 and msg.decode_payload()["i"] == i
@@ -129,7 +138,10 @@ def test_many_clients_pipeline_requests_to_all_ranks_concurrently(inst8):
             errors.append(exc)
 
     # daemon threads: a worker stuck in recv must not keep the test process alive after the failure
-    threads = [threading.Thread(target=worker, args=(n,), name=f"client-{n}", daemon=True) for n in range(6)]
+    threads = [
+        threading.Thread(target=worker, args=(n,), name=f"client-{n}", daemon=True)
+        for n in range(6)
+    ]
     for t in threads:
         t.start()
     deadline = time.monotonic() + 60
@@ -157,7 +169,9 @@ def test_service_errors_and_module_interface(inst8):
 
 
 def test_events_from_the_leader_reach_every_broker_with_sequence_numbers(inst8):
-    tcp = Client.connect(inst8.tcp_uri(1), curve_cert=inst8.cert_path)  # a TCP peer of interior rank 1
+    tcp = Client.connect(
+        inst8.tcp_uri(1), curve_cert=inst8.cert_path
+    )  # a TCP peer of interior rank 1
     clients = [inst8.client(rank=r) for r in (0, 4, 7)] + [tcp]
     try:
         for c in clients:
@@ -166,7 +180,12 @@ def test_events_from_the_leader_reach_every_broker_with_sequence_numbers(inst8):
         inst8.rpc("event.pub", {"topic": "test.again", "payload": {"x": 2}})
         for c in clients:
             e1, e2 = c.recv_event(), c.recv_event()
-            assert (e1.topic, e1.payload, e2.topic, e2.payload) == ("test.hello", {"x": 1}, "test.again", {"x": 2})
+            assert (e1.topic, e1.payload, e2.topic, e2.payload) == (
+                "test.hello",
+                {"x": 1},
+                "test.again",
+                {"x": 2},
+            )
             assert e2.seq == e1.seq + 1
     finally:
         for c in clients:
@@ -189,10 +208,20 @@ def test_random_garbage_never_takes_a_broker_down(inst8):
     sock.curve_publickey = cert.public_key
     sock.curve_secretkey = cert.secret_key
     sock.connect(inst8.tcp_uri(1))
-    pieces = [MAGIC, b"{", b"{}", b"[]", b"null", header(type="request", topic="broker.ping", nodeid=7),
-              header(type="control", topic="hello"), header(type="event", topic="x"),
-              header(type="response", topic="", route=["0", "c9"]), header(type="request", topic="a", route=[1]),
-              bytes(rng.randrange(256) for _ in range(64)), b"\xff" * 3]
+    pieces = [
+        MAGIC,
+        b"{",
+        b"{}",
+        b"[]",
+        b"null",
+        header(type="request", topic="broker.ping", nodeid=7),
+        header(type="control", topic="hello"),
+        header(type="event", topic="x"),
+        header(type="response", topic="", route=["0", "c9"]),
+        header(type="request", topic="a", route=[1]),
+        bytes(rng.randrange(256) for _ in range(64)),
+        b"\xff" * 3,
+    ]
     try:
         for _ in range(300):
             sock.send_multipart([rng.choice(pieces) for _ in range(rng.randint(1, 5))])

@@ -26,7 +26,9 @@ def test_tcp_client_with_wrong_key_is_refused_and_gets_nothing(inst8, tmp_path):
         with pytest.raises(RPCError) as exc:
             c.rpc("broker.ping", {}, nodeid=0)
         assert exc.value.errnum == errno.ETIMEDOUT
-    wait_for(lambda: "CURVE handshake failed" in inst8.log(0), timeout=5, what="failed handshake logged")
+    wait_for(
+        lambda: "CURVE handshake failed" in inst8.log(0), timeout=5, what="failed handshake logged"
+    )
     # the broker keeps serving
     assert inst8.rpc("broker.ping", {}, nodeid=0)
 
@@ -47,7 +49,11 @@ def test_peer_knowing_the_server_key_but_not_the_instance_secret_is_refused_by_z
     finally:
         sock.close()
         ctx.term()
-    wait_for(lambda: "refused CURVE connection from 127.0.0.1" in inst8.log(0), timeout=5, what="ZAP refusal logged")
+    wait_for(
+        lambda: "refused CURVE connection from 127.0.0.1" in inst8.log(0),
+        timeout=5,
+        what="ZAP refusal logged",
+    )
 
 
 def test_tcp_client_without_certificate_is_a_clear_error(inst8):
@@ -64,7 +70,10 @@ def test_local_socket_is_0600_in_a_0700_directory(inst8):
 def test_connect_error_names_the_uri(tmp_path):
     with pytest.raises(ConnectError) as exc:
         Client.connect(f"local://{tmp_path}/x/local")
-    assert str(exc.value) == f"fluxnode: cannot connect to local://{tmp_path}/x/local: No such file or directory"
+    assert (
+        str(exc.value)
+        == f"fluxnode: cannot connect to local://{tmp_path}/x/local: No such file or directory"
+    )
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to connect as another uid")

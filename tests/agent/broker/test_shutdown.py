@@ -32,14 +32,35 @@ def start(tmp_path: Path) -> tuple[subprocess.Popen, dict, int, Path]:
     rundir = tmp_path / "run"
     pidfile = tmp_path / "command.pid"
     stderr = tmp_path / "start.stderr"
-    argv = [sys.executable, "-m", "fluxnode", "start", "--test-size", str(SIZE), "--topo", "kary:2",
-            "--rundir", str(rundir), "--hostname-prefix", "node", "--quiet", "-S", "broker.modules=",
-            "--", sys.executable, "-c",
-            f"import os, pathlib, sys; pathlib.Path({str(pidfile)!r}).write_text(str(os.getpid())); sys.stdin.read()"]
+    argv = [
+        sys.executable,
+        "-m",
+        "fluxnode",
+        "start",
+        "--test-size",
+        str(SIZE),
+        "--topo",
+        "kary:2",
+        "--rundir",
+        str(rundir),
+        "--hostname-prefix",
+        "node",
+        "--quiet",
+        "-S",
+        "broker.modules=",
+        "--",
+        sys.executable,
+        "-c",
+        f"import os, pathlib, sys; pathlib.Path({str(pidfile)!r}).write_text(str(os.getpid())); sys.stdin.read()",
+    ]
     with open(stderr, "wb") as err:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)
     try:
-        wait_for(lambda: pidfile.exists() and pidfile.read_text(), 60, what="the instance to run its command")
+        wait_for(
+            lambda: pidfile.exists() and pidfile.read_text(),
+            60,
+            what="the instance to run its command",
+        )
     except BaseException:
         proc.kill()
         proc.wait()
@@ -52,7 +73,11 @@ def tbon_ports(info: dict) -> list[int]:
     from fluxnode.broker_conf import config
 
     conf = config.load(info["config"])
-    return [int(conf.connect_uri(r).rsplit(":", 1)[1]) for r in range(SIZE) if r == 0 or 2 * r + 1 < SIZE]
+    return [
+        int(conf.connect_uri(r).rsplit(":", 1)[1])
+        for r in range(SIZE)
+        if r == 0 or 2 * r + 1 < SIZE
+    ]
 
 
 def listening(port: int) -> bool:
@@ -74,7 +99,10 @@ def test_start_stops_cleanly_on_a_signal_leaves_first(tmp_path, sig):
     watcher = ExitWatcher({**brokers, "command": command_pid})
     frozen = 3
     try:
-        sockets = {b["rank"]: Path(b["attrs"]["local-uri"].removeprefix("local://")) for b in info["brokers"]}
+        sockets = {
+            b["rank"]: Path(b["attrs"]["local-uri"].removeprefix("local://"))
+            for b in info["brokers"]
+        }
         ports = tbon_ports(info)
         assert all(p.exists() for p in sockets.values()) and all(listening(p) for p in ports)
 

@@ -14,7 +14,10 @@ from support.waiting import wait_for
 
 from fluxnode.testing.kube_emulator import KubeEmulator
 
-POD = {"metadata": {"name": "p1", "labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+POD = {
+    "metadata": {"name": "p1", "labels": {"app": "web"}},
+    "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+}
 
 
 def message(exc: pytest.ExceptionInfo) -> str:
@@ -22,7 +25,10 @@ def message(exc: pytest.ExceptionInfo) -> str:
 
 
 def pod(name: str, **labels: str) -> dict:
-    return {"metadata": {"name": name, "labels": labels}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
 
 
 class Stream:
@@ -70,7 +76,9 @@ def test_crud_and_errors(kube, core):
         core.create_namespaced_pod("missing-ns", POD)
     assert exc.value.status == 404 and message(exc) == 'namespaces "missing-ns" not found'
     with pytest.raises(client.ApiException) as exc:
-        core.create_namespaced_pod("default", {"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}})
+        core.create_namespaced_pod(
+            "default", {"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}}
+        )
     body = json.loads(exc.value.body)
     assert exc.value.status == 422 and body["reason"] == "Invalid"
     assert {c["field"] for c in body["details"]["causes"]} == {"metadata.name", "spec.containers"}
@@ -79,10 +87,20 @@ def test_crud_and_errors(kube, core):
 
 
 def test_resource_version_is_global_and_monotonic(kube, core):
-    rvs = [int(core.create_namespace({"metadata": {"name": "ns1"}}).metadata.resource_version),
-           int(core.create_namespaced_config_map("ns1", {"metadata": {"name": "c"}, "data": {"a": "1"}}).metadata.resource_version),
-           int(kube.add_node("n1")["metadata"]["resourceVersion"]),
-           int(core.patch_namespaced_config_map("c", "ns1", {"data": {"a": "2"}}).metadata.resource_version)]
+    rvs = [
+        int(core.create_namespace({"metadata": {"name": "ns1"}}).metadata.resource_version),
+        int(
+            core.create_namespaced_config_map(
+                "ns1", {"metadata": {"name": "c"}, "data": {"a": "1"}}
+            ).metadata.resource_version
+        ),
+        int(kube.add_node("n1")["metadata"]["resourceVersion"]),
+        int(
+            core.patch_namespaced_config_map(
+                "c", "ns1", {"data": {"a": "2"}}
+            ).metadata.resource_version
+        ),
+    ]
     assert rvs == sorted(rvs) and len(set(rvs)) == 4
     assert int(core.list_node().metadata.resource_version) == rvs[-1] == kube.resource_version
 
@@ -92,7 +110,9 @@ def test_label_selectors(kube, core):
         core.create_namespaced_pod("default", pod(name, **labels))
 
     def names(sel: str) -> list[str]:
-        return [p.metadata.name for p in core.list_namespaced_pod("default", label_selector=sel).items]
+        return [
+            p.metadata.name for p in core.list_namespaced_pod("default", label_selector=sel).items
+        ]
 
     assert names("tier=web") == ["a"]
     assert names("tier==web") == ["a"]
@@ -111,13 +131,22 @@ def test_field_selectors(kube, core):
     kube.add_node("n1")
     for name in ("a", "b", "c"):
         core.create_namespaced_pod("default", pod(name))
-    kube.create("pods", {**pod("d"), "spec": {**pod("d")["spec"], "schedulerName": "fluxnode"}}, "default")
-    core.create_namespaced_binding("default", {"metadata": {"name": "a"}, "target": {"kind": "Node", "name": "n1"}},
-                                   _preload_content=False)
+    kube.create(
+        "pods", {**pod("d"), "spec": {**pod("d")["spec"], "schedulerName": "fluxnode"}}, "default"
+    )
+    core.create_namespaced_binding(
+        "default",
+        {"metadata": {"name": "a"}, "target": {"kind": "Node", "name": "n1"}},
+        _preload_content=False,
+    )
     kube.set_pod_phase("b", "Succeeded")
 
     def names(sel: str, ns: str | None = "default") -> list[str]:
-        items = core.list_namespaced_pod(ns, field_selector=sel).items if ns else core.list_pod_for_all_namespaces(field_selector=sel).items
+        items = (
+            core.list_namespaced_pod(ns, field_selector=sel).items
+            if ns
+            else core.list_pod_for_all_namespaces(field_selector=sel).items
+        )
         return [p.metadata.name for p in items]
 
     assert names("spec.nodeName=") == ["b", "c", "d"]
@@ -141,8 +170,11 @@ def test_watch_from_list_resource_version(kube, core):
     kube.set_node_ready("n1", False)
     core.delete_node("n2")
     (t1, o1), (t2, o2), (t3, o3) = stream.next(), stream.next(), stream.next()
-    assert [(t1, o1["metadata"]["name"]), (t2, o2["metadata"]["name"]), (t3, o3["metadata"]["name"])] == [
-        ("ADDED", "n2"), ("MODIFIED", "n1"), ("DELETED", "n2")]
+    assert [
+        (t1, o1["metadata"]["name"]),
+        (t2, o2["metadata"]["name"]),
+        (t3, o3["metadata"]["name"]),
+    ] == [("ADDED", "n2"), ("MODIFIED", "n1"), ("DELETED", "n2")]
     assert [c["status"] for c in o2["status"]["conditions"] if c["type"] == "Ready"] == ["Unknown"]
     rvs = [int(o["metadata"]["resourceVersion"]) for o in (o1, o2, o3)]
     assert rvs == sorted(rvs) and rvs[0] > int(listed.metadata.resource_version)
@@ -163,11 +195,17 @@ def test_watch_selector_transitions(kube, core):
     core.create_namespaced_pod("default", pod("a"))
     core.create_namespaced_pod("default", pod("b"))
     rv = core.list_namespaced_pod("default").metadata.resource_version
-    stream = Stream(core.list_pod_for_all_namespaces, field_selector="spec.nodeName=", resource_version=rv)
+    stream = Stream(
+        core.list_pod_for_all_namespaces, field_selector="spec.nodeName=", resource_version=rv
+    )
     kube.wait_for_watches("pods")
     kube.add_node("n1")
-    core.create_namespaced_pod_binding("a", "default", {"metadata": {"name": "a"}, "target": {"kind": "Node", "name": "n1"}},
-                                       _preload_content=False)
+    core.create_namespaced_pod_binding(
+        "a",
+        "default",
+        {"metadata": {"name": "a"}, "target": {"kind": "Node", "name": "n1"}},
+        _preload_content=False,
+    )
     kube.patch("pods", "b", {"metadata": {"labels": {"x": "y"}}}, "default")
     assert stream.names(2) == [("DELETED", "a"), ("MODIFIED", "b")]
     stream.stop()
@@ -180,7 +218,10 @@ def test_expired_watch_resumes_or_reports_410(kube, core):
     kube.wait_for_watches("nodes")
     assert kube.expire_watches("nodes") == 1
     # The client resumes once from the last resourceVersion it saw; history still has it.
-    wait_for(lambda: kube.count_requests("watch", "nodes") == 2 and kube.watch_count("nodes") == 1, what="resumed watch")
+    wait_for(
+        lambda: kube.count_requests("watch", "nodes") == 2 and kube.watch_count("nodes") == 1,
+        what="resumed watch",
+    )
     kube.add_node("n2")
     assert stream.names(1) == [("ADDED", "n2")]
     # Once history past what the client saw is compacted (writes elsewhere moved the revision
@@ -205,12 +246,18 @@ def test_watch_from_compacted_resource_version_is_gone(kube, core):
     # A raw watch sees the ERROR event with a 410 Status, as from a real API server.
     resp = core.list_node(watch=True, resource_version=old, _preload_content=False)
     event = json.loads(resp.data.decode().splitlines()[0])
-    assert event["type"] == "ERROR" and event["object"]["code"] == 410 and event["object"]["reason"] == "Expired"
+    assert (
+        event["type"] == "ERROR"
+        and event["object"]["code"] == 410
+        and event["object"]["reason"] == "Expired"
+    )
 
 
 def test_bookmarks_and_timeout(kube, core):
     rv = core.list_node().metadata.resource_version
-    stream = Stream(core.list_node, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=30)
+    stream = Stream(
+        core.list_node, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=30
+    )
     kube.wait_for_watches("nodes")
     kube.add_node("n1")
     kube.send_bookmarks("nodes")
@@ -219,7 +266,12 @@ def test_bookmarks_and_timeout(kube, core):
     assert kind == "BOOKMARK" and obj["metadata"]["resourceVersion"] == str(kube.resource_version)
     stream.stop()
     w = watch.Watch()
-    assert list(w.stream(core.list_node, resource_version=str(kube.resource_version), timeout_seconds=1)) == []
+    assert (
+        list(
+            w.stream(core.list_node, resource_version=str(kube.resource_version), timeout_seconds=1)
+        )
+        == []
+    )
 
 
 def test_forbidden_hook(kube, core):
@@ -234,7 +286,9 @@ def test_forbidden_hook(kube, core):
     kube.forbid("create", "pods/binding")
     core.create_namespaced_pod("default", POD)
     with pytest.raises(client.ApiException) as exc:
-        core.create_namespaced_pod_binding("p1", "default", {"metadata": {"name": "p1"}, "target": {"name": "n"}})
+        core.create_namespaced_pod_binding(
+            "p1", "default", {"metadata": {"name": "p1"}, "target": {"name": "n"}}
+        )
     assert exc.value.status == 403
     kube.allow(rule)
     with pytest.raises(client.ApiException) as exc:
@@ -250,31 +304,45 @@ def test_unauthenticated_is_401(kube):
 def test_binding_once(kube, core):
     kube.add_node("n1")
     core.create_namespaced_pod("default", POD)
-    body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p1", "annotations": {"fluxnode.io/alloc": "7"}},
-            "target": {"kind": "Node", "name": "n1"}}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "p1", "annotations": {"fluxnode.io/alloc": "7"}},
+        "target": {"kind": "Node", "name": "n1"},
+    }
     # The real server answers a Status, which the client cannot load as V1Binding; read it raw.
     resp = core.create_namespaced_pod_binding("p1", "default", body, _preload_content=False)
     assert resp.status == 201 and json.loads(resp.data)["status"] == "Success"
     bound = core.read_namespaced_pod("p1", "default")
     assert bound.spec.node_name == "n1"
-    assert bound.metadata.annotations == {"fluxnode.io/alloc": "7"}  # copied from the Binding, as the API server does
+    assert bound.metadata.annotations == {
+        "fluxnode.io/alloc": "7"
+    }  # copied from the Binding, as the API server does
     assert [(c.type, c.status) for c in bound.status.conditions] == [("PodScheduled", "True")]
     with pytest.raises(client.ApiException) as exc:
         core.create_namespaced_binding("default", body, _preload_content=False)
     assert exc.value.status == 409 and 'already assigned to node "n1"' in message(exc)
     with pytest.raises(client.ApiException) as exc:
-        core.create_namespaced_pod_binding("nope", "default", {**body, "metadata": {"name": "nope"}}, _preload_content=False)
+        core.create_namespaced_pod_binding(
+            "nope", "default", {**body, "metadata": {"name": "nope"}}, _preload_content=False
+        )
     assert exc.value.status == 404
 
 
 def test_patch_flavours_and_status_subresource(kube, core):
     kube.add_node("n1")
     # strategic merge (the client's default for dict bodies) merges conditions by type
-    core.patch_node_status("n1", {"status": {"conditions": [{"type": "MemoryPressure", "status": "False"}]}})
+    core.patch_node_status(
+        "n1", {"status": {"conditions": [{"type": "MemoryPressure", "status": "False"}]}}
+    )
     types = sorted(c.type for c in core.read_node("n1").status.conditions)
     assert types == ["MemoryPressure", "Ready"]
     # merge patch replaces lists
-    core.patch_node("n1", {"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}}, _content_type="application/merge-patch+json")
+    core.patch_node(
+        "n1",
+        {"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}},
+        _content_type="application/merge-patch+json",
+    )
     assert [t.key for t in core.read_node("n1").spec.taints] == ["a"]
     # json patch (list body)
     core.patch_node("n1", [{"op": "add", "path": "/metadata/labels/extra", "value": "1"}])
@@ -288,7 +356,9 @@ def test_patch_flavours_and_status_subresource(kube, core):
 
 
 def test_optimistic_concurrency(kube, core):
-    cm = core.create_namespaced_config_map("fluxnode", {"metadata": {"name": "ranks"}, "data": {"n1": "0"}})
+    cm = core.create_namespaced_config_map(
+        "fluxnode", {"metadata": {"name": "ranks"}, "data": {"n1": "0"}}
+    )
     cm.data["n2"] = "1"
     core.replace_namespaced_config_map("ranks", "fluxnode", cm)
     cm.data["n3"] = "2"  # still carries the old resourceVersion
@@ -296,7 +366,11 @@ def test_optimistic_concurrency(kube, core):
         core.replace_namespaced_config_map("ranks", "fluxnode", cm)
     assert exc.value.status == 409 and json.loads(exc.value.body)["reason"] == "Conflict"
     with pytest.raises(client.ApiException) as exc:
-        core.patch_namespaced_config_map("ranks", "fluxnode", {"metadata": {"resourceVersion": cm.metadata.resource_version}, "data": {"x": "1"}})
+        core.patch_namespaced_config_map(
+            "ranks",
+            "fluxnode",
+            {"metadata": {"resourceVersion": cm.metadata.resource_version}, "data": {"x": "1"}},
+        )
     assert exc.value.status == 409
 
 
@@ -304,7 +378,10 @@ def test_pagination(kube, core):
     for i in range(5):
         kube.add_node(f"n{i}")
     first = core.list_node(limit=2)
-    assert [n.metadata.name for n in first.items] == ["n0", "n1"] and first.metadata.remaining_item_count == 3
+    assert [n.metadata.name for n in first.items] == [
+        "n0",
+        "n1",
+    ] and first.metadata.remaining_item_count == 3
     second = core.list_node(limit=2, _continue=first.metadata._continue)
     assert [n.metadata.name for n in second.items] == ["n2", "n3"]
     kube.add_node("n9")
@@ -317,19 +394,62 @@ def test_pagination(kube, core):
 def test_other_resources(kube, core):
     api_client = core.api_client
     lease = CoordinationV1Api(api_client).create_namespaced_lease(
-        "fluxnode", {"metadata": {"name": "leader"}, "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 15}})
+        "fluxnode",
+        {
+            "metadata": {"name": "leader"},
+            "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 15},
+        },
+    )
     assert lease.spec.holder_identity == "n1"
-    core.create_namespaced_event("default", {"metadata": {"name": "e1"}, "involvedObject": {"kind": "Pod", "name": "p1", "namespace": "default"},
-                                             "reason": "Scheduled", "message": "bound", "type": "Normal"})
-    assert [e.reason for e in core.list_namespaced_event("default", field_selector="involvedObject.name=p1").items] == ["Scheduled"]
-    EventsV1Api(api_client).create_namespaced_event("default", {"metadata": {"name": "e2"}, "eventTime": "2026-01-01T00:00:00.000000Z",
-                                                                "reportingController": "fluxnode", "reportingInstance": "x",
-                                                                "action": "Binding", "reason": "Scheduled", "type": "Normal"})
-    assert [e.reason for e in EventsV1Api(api_client).list_namespaced_event("default").items] == ["Scheduled"]
-    job = BatchV1Api(api_client).create_namespaced_job("default", {"metadata": {"name": "j"}, "spec": {"template": {
-        "spec": {"containers": [{"name": "c", "image": "busybox"}], "restartPolicy": "Never"}}}})
+    core.create_namespaced_event(
+        "default",
+        {
+            "metadata": {"name": "e1"},
+            "involvedObject": {"kind": "Pod", "name": "p1", "namespace": "default"},
+            "reason": "Scheduled",
+            "message": "bound",
+            "type": "Normal",
+        },
+    )
+    assert [
+        e.reason
+        for e in core.list_namespaced_event(
+            "default", field_selector="involvedObject.name=p1"
+        ).items
+    ] == ["Scheduled"]
+    EventsV1Api(api_client).create_namespaced_event(
+        "default",
+        {
+            "metadata": {"name": "e2"},
+            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reportingController": "fluxnode",
+            "reportingInstance": "x",
+            "action": "Binding",
+            "reason": "Scheduled",
+            "type": "Normal",
+        },
+    )
+    assert [e.reason for e in EventsV1Api(api_client).list_namespaced_event("default").items] == [
+        "Scheduled"
+    ]
+    job = BatchV1Api(api_client).create_namespaced_job(
+        "default",
+        {
+            "metadata": {"name": "j"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "c", "image": "busybox"}],
+                        "restartPolicy": "Never",
+                    }
+                }
+            },
+        },
+    )
     assert job.metadata.generation == 1
-    secret = core.create_namespaced_secret("fluxnode", {"metadata": {"name": "s"}, "stringData": {"k": "v"}})
+    secret = core.create_namespaced_secret(
+        "fluxnode", {"metadata": {"name": "s"}, "stringData": {"k": "v"}}
+    )
     assert secret.data == {"k": "dg=="} and secret.type == "Opaque"
 
 
@@ -346,7 +466,12 @@ def test_direct_state_and_restart(tmp_path):
     emulator.start()
     try:
         emulator.add_node("n1", control_plane=True)
-        assert emulator.list("nodes", label_selector="node-role.kubernetes.io/control-plane")[0]["metadata"]["name"] == "n1"
+        assert (
+            emulator.list("nodes", label_selector="node-role.kubernetes.io/control-plane")[0][
+                "metadata"
+            ]["name"]
+            == "n1"
+        )
         api = client.CoreV1Api(emulator.api_client())
         assert [n.metadata.name for n in api.list_node().items] == ["n1"]
     finally:

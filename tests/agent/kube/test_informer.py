@@ -27,8 +27,15 @@ class Recorder:
     def kinds(self) -> list[tuple[str, object]]:
         """(kind, name) per event; a SYNC's names as a sorted list."""
         with self.lock:
-            return [(k, sorted(o["metadata"]["name"] for o in obj) if k == "SYNC" else obj["metadata"]["name"])
-                    for k, obj in self.events]
+            return [
+                (
+                    k,
+                    sorted(o["metadata"]["name"] for o in obj)
+                    if k == "SYNC"
+                    else obj["metadata"]["name"],
+                )
+                for k, obj in self.events
+            ]
 
 
 @pytest.fixture
@@ -55,7 +62,12 @@ def test_lists_then_watches_and_delivers_events(kube, core, informers):
     kube.set_node_ready("n1", False)
     kube.delete("nodes", "n2")
     wait_for(lambda: len(events.kinds()) == 4, 10, what="four events")
-    assert events.kinds() == [("SYNC", ["n1"]), ("ADDED", "n2"), ("MODIFIED", "n1"), ("DELETED", "n2")]
+    assert events.kinds() == [
+        ("SYNC", ["n1"]),
+        ("ADDED", "n2"),
+        ("MODIFIED", "n1"),
+        ("DELETED", "n2"),
+    ]
     assert list(nodes.snapshot()) == ["n1"]
     assert nodes.get("n1") == kube.get("nodes", "n1")
     assert nodes.get("n2") is None
@@ -76,11 +88,17 @@ def test_namespaced_objects_are_keyed_namespace_slash_name(kube, core, informers
     assert cms.get("fluxnode/ranks")["data"] == {"a": "1"}
 
 
-def test_watch_timeout_resumes_from_the_last_resource_version_without_listing(kube, core, informers):
+def test_watch_timeout_resumes_from_the_last_resource_version_without_listing(
+    kube, core, informers
+):
     events = Recorder()
     nodes = informers("nodes", core.list_node, events, watch_timeout=1, backoff=FAST)
     assert nodes.synced.wait(10)
-    wait_for(lambda: kube.count_requests("watch", "nodes") >= 2, 10, what="a second watch after the timeout")
+    wait_for(
+        lambda: kube.count_requests("watch", "nodes") >= 2,
+        10,
+        what="a second watch after the timeout",
+    )
     kube.add_node("n1")
     wait_for(lambda: ("ADDED", "n1") in events.kinds(), 10, what="n1 added")
     assert nodes.relists == 1 and kube.count_requests("list", "nodes") == 1
@@ -94,7 +112,9 @@ def test_bookmarks_advance_the_resource_version_without_events(kube, core, infor
     kube.create("configmaps", {"metadata": {"name": "elsewhere"}}, "default")
     assert nodes.resource_version_number < kube.resource_version
     kube.send_bookmarks("nodes")
-    wait_for(lambda: nodes.resource_version_number == kube.resource_version, 10, what="bookmark seen")
+    wait_for(
+        lambda: nodes.resource_version_number == kube.resource_version, 10, what="bookmark seen"
+    )
     assert events.kinds() == [("SYNC", [])]
 
 
@@ -131,7 +151,9 @@ def test_changes_missed_while_the_watch_was_down_are_repaired_by_the_relist(kube
     assert events.kinds() == [("SYNC", ["n1", "n2"]), ("SYNC", ["n2", "n3"])]
     assert nodes.alive
     kube.delete("nodes", "n2")
-    wait_for(lambda: sorted(nodes.snapshot()) == ["n3"], 10, what="watching again after the re-list")
+    wait_for(
+        lambda: sorted(nodes.snapshot()) == ["n3"], 10, what="watching again after the re-list"
+    )
 
 
 def test_forbidden_list_calls_the_fatal_handler_and_stops(kube, core, informers):

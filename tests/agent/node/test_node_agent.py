@@ -66,17 +66,30 @@ def test_single_node_renders_files_and_serves_the_connect_script(kube, agents):
     R = json.loads((agent.host_dir / "R.json").read_text())
     assert R["version"] == 1 and R["execution"]["nodelist"] == ["w1"]
     assert stat.S_IMODE((agent.bin_dir / "fluxnode-connect").stat().st_mode) == 0o755
-    assert wait_for(lambda: resource_list(agent).get("free") == ["w1"], 20, what="w1 free in resource list")
+    assert wait_for(
+        lambda: resource_list(agent).get("free") == ["w1"], 20, what="w1 free in resource list"
+    )
     status, text = agent.http("/readyz")
     assert status == 200 and "rank 0" in text
     assert agent.http("/healthz")[0] == 200
     status, metrics = agent.http("/metrics")
     assert "fluxnode_agent_rank 0.0" in metrics and "fluxnode_agent_broker_up 1.0" in metrics
-    (event,) = [e for e in kube.list("events.events.k8s.io", "fluxnode") if e["reason"] == "BrokerStarted"]
-    assert event["regarding"]["kind"] == "Node" and event["regarding"]["name"] == "w1" and event["type"] == "Normal"
+    (event,) = [
+        e for e in kube.list("events.events.k8s.io", "fluxnode") if e["reason"] == "BrokerStarted"
+    ]
+    assert (
+        event["regarding"]["kind"] == "Node"
+        and event["regarding"]["name"] == "w1"
+        and event["type"] == "Normal"
+    )
     # without a command the script opens a shell connected to the broker
-    shell = subprocess.run([str(agent.bin_dir / "fluxnode-connect")], input="echo uri=$FLUXNODE_URI\nexit\n",
-                           capture_output=True, text=True, timeout=30)
+    shell = subprocess.run(
+        [str(agent.bin_dir / "fluxnode-connect")],
+        input="echo uri=$FLUXNODE_URI\nexit\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert f"uri=local://{agent.run_dir}/local" in shell.stdout
     agent.stop()
     gone = agent.connect("fluxnode", "resource", "list")
@@ -109,7 +122,9 @@ def test_config_follows_node_events_and_ranks_stay_stable(kube, agents):
     kube.set_node_ready("late", True)
     wait_for(lambda: hosts_in(agent) == ["w1", "w4", "late"], 20, what="late joins once Ready")
     # every change of size and children reached the leader by config.reload: never restarted
-    wait_for(lambda: "reloaded its configuration" in agent.log, 20, what="the leader's broker reloaded")
+    wait_for(
+        lambda: "reloaded its configuration" in agent.log, 20, what="the leader's broker reloaded"
+    )
     assert agent.broker_pid() == leader_pid
 
 
@@ -118,8 +133,12 @@ def test_selector_and_include_control_plane(kube, agents):
     add_node(kube, "w1", labels={"fluxnode": "yes"})
     add_node(kube, "w2")
     # w1 has no agent in this test, so cp's agent takes over rank-map writes after the grace
-    agent = agents("cp", "--include-control-plane", "--selector", "fluxnode=yes", "--writer-grace", "0.5")
-    wait_for(lambda: "is not selected" in agent.log, 20, what="cp not selected (outside the selector)")
+    agent = agents(
+        "cp", "--include-control-plane", "--selector", "fluxnode=yes", "--writer-grace", "0.5"
+    )
+    wait_for(
+        lambda: "is not selected" in agent.log, 20, what="cp not selected (outside the selector)"
+    )
     assert ranks(kube)["hosts"] == ["w1"]
     assert agent.broker_pid() is None
     status, text = agent.http("/readyz")  # nothing to run here is a fine state: ready
@@ -137,8 +156,16 @@ def test_broker_is_restarted_when_it_dies(kube, agents):
     second = agent.wait_broker(other_than=first)
     assert second != first
     wait_for(lambda: "broker exited with status -9" in agent.log, 10, what="crash logged")
-    assert [e["type"] for e in kube.list("events.events.k8s.io", "fluxnode") if e["reason"] == "BrokerExited"] == ["Warning"]
-    wait_for(lambda: "fluxnode_agent_broker_crashes_total 1.0" in agent.http("/metrics")[1], 10, what="crash metric")
+    assert [
+        e["type"]
+        for e in kube.list("events.events.k8s.io", "fluxnode")
+        if e["reason"] == "BrokerExited"
+    ] == ["Warning"]
+    wait_for(
+        lambda: "fluxnode_agent_broker_crashes_total 1.0" in agent.http("/metrics")[1],
+        10,
+        what="crash metric",
+    )
 
 
 def test_watch_expiry_relists_and_keeps_following(kube, agents):
@@ -150,21 +177,40 @@ def test_watch_expiry_relists_and_keeps_following(kube, agents):
     kube.create("configmaps", {"metadata": {"name": "unrelated"}}, "default")
     kube.compact()
     kube.expire_watches("nodes")
-    wait_for(lambda: kube.count_requests("list", "nodes") > lists_before, 20, what="re-list after 410")
+    wait_for(
+        lambda: kube.count_requests("list", "nodes") > lists_before, 20, what="re-list after 410"
+    )
     add_node(kube, "w2")
     wait_for(lambda: hosts_in(agent) == ["w1", "w2"], 20, what="w2 seen after the re-list")
 
 
-@pytest.mark.parametrize("verb,resource,expected", [
-    ("get", "secrets", "cannot read Secret fluxnode/fluxnode-curve: permission denied (403)"),
-    ("create", "secrets", "cannot create Secret fluxnode/fluxnode-curve: permission denied (403)"),
-    ("list", "nodes", "cannot list/watch nodes: permission denied (403)"),
-    ("update", "configmaps", "cannot write ConfigMap fluxnode/fluxnode-ranks: permission denied (403)"),
-])
-def test_permission_errors_exit_non_zero_with_a_clear_message(kube, agents, verb, resource, expected):
+@pytest.mark.parametrize(
+    "verb,resource,expected",
+    [
+        ("get", "secrets", "cannot read Secret fluxnode/fluxnode-curve: permission denied (403)"),
+        (
+            "create",
+            "secrets",
+            "cannot create Secret fluxnode/fluxnode-curve: permission denied (403)",
+        ),
+        ("list", "nodes", "cannot list/watch nodes: permission denied (403)"),
+        (
+            "update",
+            "configmaps",
+            "cannot write ConfigMap fluxnode/fluxnode-ranks: permission denied (403)",
+        ),
+    ],
+)
+def test_permission_errors_exit_non_zero_with_a_clear_message(
+    kube, agents, verb, resource, expected
+):
     add_node(kube, "w1")
     if verb == "update":  # the map exists already, so the agent must update it
-        kube.create("configmaps", {"metadata": {"name": "fluxnode-ranks"}, "data": {"ranks.json": '{"hosts": []}'}}, "fluxnode")
+        kube.create(
+            "configmaps",
+            {"metadata": {"name": "fluxnode-ranks"}, "data": {"ranks.json": '{"hosts": []}'}},
+            "fluxnode",
+        )
     kube.forbid(verb, resource)
     agent = agents("w1")
     assert agent.wait_exit(30) == 2
@@ -175,7 +221,11 @@ def test_permission_errors_exit_non_zero_with_a_clear_message(kube, agents, verb
 
 def test_bad_secret_exits_non_zero(kube, agents):
     add_node(kube, "w1")
-    kube.create("secrets", {"metadata": {"name": "fluxnode-curve"}, "stringData": {"curve.cert": "nonsense"}}, "fluxnode")
+    kube.create(
+        "secrets",
+        {"metadata": {"name": "fluxnode-curve"}, "stringData": {"curve.cert": "nonsense"}},
+        "fluxnode",
+    )
     agent = agents("w1")
     assert agent.wait_exit(30) == 2
     assert "fluxnode agent: Secret fluxnode/fluxnode-curve[curve.cert]" in agent.log
@@ -189,7 +239,9 @@ def test_multi_node_overlay_grows_shrinks_and_marks_not_ready_down(kube, agents)
     nodes = {name: agents(name) for name in ("w1", "w2", "w3")}
     pids = {name: a.wait_broker() for name, a in nodes.items()}
     leader = nodes["w1"]
-    wait_for(lambda: resource_list(leader).get("free") == ["w1", "w2", "w3"], 60, what="3 brokers up")
+    wait_for(
+        lambda: resource_list(leader).get("free") == ["w1", "w2", "w3"], 60, what="3 brokers up"
+    )
     # three agents raced to create the CURVE Secret: one won, all use its certificate
     assert len(kube.list("secrets", "fluxnode")) == 1
     assert len({(a.host_dir / "curve.cert").read_text() for a in nodes.values()}) == 1
@@ -201,7 +253,9 @@ def test_multi_node_overlay_grows_shrinks_and_marks_not_ready_down(kube, agents)
     add_node(kube, "w4")
     nodes["w4"] = agents("w4")
     nodes["w4"].wait_broker()
-    wait_for(lambda: resource_list(leader).get("free") == ["w1", "w2", "w3", "w4"], 60, what="w4 joined")
+    wait_for(
+        lambda: resource_list(leader).get("free") == ["w1", "w2", "w3", "w4"], 60, what="w4 joined"
+    )
     assert nodes["w3"].broker_pid() == pids["w3"]
     # the leader (new size) and w2 (new child) applied the new broker.toml with config.reload
     assert leader.broker_pid() == pids["w1"] and nodes["w2"].broker_pid() == pids["w2"]
@@ -213,16 +267,26 @@ def test_multi_node_overlay_grows_shrinks_and_marks_not_ready_down(kube, agents)
     wait_for(lambda: resource_list(leader).get("down") == ["w3"], 60, what="w3 down")
     assert nodes["w3"].broker_pid() is None
     kube.set_node_ready("w3", True)
-    wait_for(lambda: resource_list(leader).get("free") == ["w1", "w2", "w3", "w4"], 60, what="w3 back")
+    wait_for(
+        lambda: resource_list(leader).get("free") == ["w1", "w2", "w3", "w4"], 60, what="w3 back"
+    )
     pids["w3"] = nodes["w3"].broker_pid()
 
     # w4 leaves: the overlay shrinks back to three ranks
     kube.delete("nodes", "w4")
     nodes["w4"].stop()
     wait_for(lambda: hosts_in(leader) == ["w1", "w2", "w3"], 20, what="w4 removed from broker.toml")
-    wait_for(lambda: resource_list(leader).get("free") == ["w1", "w2", "w3"] and not resource_list(leader).get("down"),
-             60, what="overlay of three")
-    assert {name: nodes[name].broker_pid() for name in ("w1", "w2", "w3")} == {k: pids[k] for k in ("w1", "w2", "w3")}
+    wait_for(
+        lambda: (
+            resource_list(leader).get("free") == ["w1", "w2", "w3"]
+            and not resource_list(leader).get("down")
+        ),
+        60,
+        what="overlay of three",
+    )
+    assert {name: nodes[name].broker_pid() for name in ("w1", "w2", "w3")} == {
+        k: pids[k] for k in ("w1", "w2", "w3")
+    }
 
 
 def test_unreachable_api_exits_non_zero_after_retrying(kube, tmp_path):
@@ -244,19 +308,35 @@ def test_restarting_the_leaders_agent_keeps_the_subtree_running(kube, agents):
         add_node(kube, name)
     nodes = {name: agents(name) for name in ("w1", "w2", "w3")}
     pids = {name: a.wait_broker() for name, a in nodes.items()}
-    wait_for(lambda: resource_list(nodes["w1"]).get("free") == ["w1", "w2", "w3"], 60, what="3 brokers up")
+    wait_for(
+        lambda: resource_list(nodes["w1"]).get("free") == ["w1", "w2", "w3"],
+        60,
+        what="3 brokers up",
+    )
     nodes["w1"].stop()  # e.g. a rolling update replaces the leader's pod
     nodes["w1"] = agents("w1")
     nodes["w1"].wait_broker()
-    wait_for(lambda: resource_list(nodes["w1"]).get("free") == ["w1", "w2", "w3"], 60, what="overlay back")
+    wait_for(
+        lambda: resource_list(nodes["w1"]).get("free") == ["w1", "w2", "w3"],
+        60,
+        what="overlay back",
+    )
     assert nodes["w2"].broker_pid() == pids["w2"] and nodes["w3"].broker_pid() == pids["w3"]
 
 
 def test_garbled_rank_map_is_reported_and_rebuilt_once_deleted(kube, agents):
     add_node(kube, "w1")
-    kube.create("configmaps", {"metadata": {"name": "fluxnode-ranks"}, "data": {"ranks.json": "{not json"}}, "fluxnode")
+    kube.create(
+        "configmaps",
+        {"metadata": {"name": "fluxnode-ranks"}, "data": {"ranks.json": "{not json"}},
+        "fluxnode",
+    )
     agent = agents("w1")
-    wait_for(lambda: "ConfigMap fluxnode/fluxnode-ranks: rank map ranks.json:" in agent.log, 20, what="error logged")
+    wait_for(
+        lambda: "ConfigMap fluxnode/fluxnode-ranks: rank map ranks.json:" in agent.log,
+        20,
+        what="error logged",
+    )
     assert agent.proc.poll() is None and "Traceback" not in agent.log
     kube.delete("configmaps", "fluxnode-ranks", "fluxnode")
     agent.wait_broker()
@@ -265,7 +345,9 @@ def test_garbled_rank_map_is_reported_and_rebuilt_once_deleted(kube, agents):
     pid = agent.broker_pid()
     kube.delete("configmaps", "fluxnode-ranks", "fluxnode")
     wait_for(lambda: kube.list("configmaps", "fluxnode"), 20, what="rank map recreated")
-    assert ranks(kube)["hosts"] == ["w1"] and agent.broker_pid() == pid  # same placement: no restart
+    assert (
+        ranks(kube)["hosts"] == ["w1"] and agent.broker_pid() == pid
+    )  # same placement: no restart
     add_node(kube, "w2")
     wait_for(lambda: hosts_in(agent) == ["w1", "w2"], 20, what="w2 added to the rebuilt map")
 
@@ -276,7 +358,9 @@ def test_unwritable_bin_dir_is_a_warning_not_a_failure(kube, agents, tmp_path):
     blocker.write_text("")
     agent = agents("w1", "--bin-dir", str(blocker / "bin"))
     agent.wait_broker()
-    assert "cannot write the connect script" in agent.log and "pass a writable --bin-dir" in agent.log
+    assert (
+        "cannot write the connect script" in agent.log and "pass a writable --bin-dir" in agent.log
+    )
 
 
 def test_not_ready_interior_broker_keeps_its_subtree_and_the_leader_stays(kube, agents):
@@ -294,9 +378,15 @@ def test_not_ready_interior_broker_keeps_its_subtree_and_the_leader_stays(kube, 
     wait_for(lambda: "w2" in resource_list(leader).get("down", []), 30, what="w2 down")
     assert nodes["w4"].broker_pid() == pids["w4"]  # the subtree below w2 was not shut down
     kube.set_node_ready("w2", True)
-    wait_for(lambda: resource_list(leader).get("free") == list(names), 60, what="w2 and its subtree back")
+    wait_for(
+        lambda: resource_list(leader).get("free") == list(names), 60, what="w2 and its subtree back"
+    )
     assert nodes["w4"].broker_pid() == pids["w4"]
     # the leader's node going NotReady does not take the overlay down
     kube.set_node_ready("w1", False)
-    wait_for(lambda: "hosts the leader (rank 0): its broker keeps running" in leader.log, 20, what="leader kept")
+    wait_for(
+        lambda: "hosts the leader (rank 0): its broker keeps running" in leader.log,
+        20,
+        what="leader kept",
+    )
     assert leader.broker_pid() == pids["w1"] and resource_list(leader).get("free")

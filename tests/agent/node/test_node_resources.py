@@ -13,7 +13,13 @@ def node(capacity: dict) -> dict:
 
 def test_capacity_becomes_cores_gpus_and_memory():
     res = node_resources(3, node({"cpu": "3500m", "memory": "1.5Gi", "nvidia.com/gpu": "2"}))
-    assert (res.rank, res.hostname, res.cores, res.gpus, res.memory_mib) == (3, "n1", [0, 1, 2], [0, 1], 1536)
+    assert (res.rank, res.hostname, res.cores, res.gpus, res.memory_mib) == (
+        3,
+        "n1",
+        [0, 1, 2],
+        [0, 1],
+        1536,
+    )
 
 
 def test_unreadable_capacity_counts_as_zero_and_says_which(caplog):

@@ -7,7 +7,9 @@ from fluxnode.agent.node.overlay_config import OverlaySettings, placement, rende
 from fluxnode.agent.node.ranks import RankMap
 from fluxnode.broker_conf import config
 
-SETTINGS = OverlaySettings(port=8050, bind_address="0.0.0.0", topo="kary:2", cert_path="/etc/fluxnode/curve.cert")
+SETTINGS = OverlaySettings(
+    port=8050, bind_address="0.0.0.0", topo="kary:2", cert_path="/etc/fluxnode/curve.cert"
+)
 
 
 def nodes(kube, names: list[str]) -> dict[str, dict]:
@@ -42,5 +44,8 @@ def test_a_vacancy_changes_nobody_but_the_renderer(kube):
     names = ["a", "b", "c", "d"]
     ns = nodes(kube, names)
     full, holed = RankMap(tuple(names)), RankMap(tuple(names), frozenset({1}))
-    assert all(placement(full, ns, SETTINGS, n) == placement(holed, ns, SETTINGS, n) for n in ("a", "c", "d"))
+    assert all(
+        placement(full, ns, SETTINGS, n) == placement(holed, ns, SETTINGS, n)
+        for n in ("a", "c", "d")
+    )
     assert placement(holed, ns, SETTINGS, "b") is None

@@ -68,7 +68,9 @@ def test_leader_stays_while_it_lives_and_is_replaced_when_gone():
 def test_not_ready_members_keep_their_rank_but_do_not_join():
     m = step(RankMap(), ["a", "b"], ["a"])
     assert m.hosts == ("a",)
-    m = step(RankMap(("a", "b")), ["a", "b"], ["a"])  # b went NotReady: still a member, keeps rank 1
+    m = step(
+        RankMap(("a", "b")), ["a", "b"], ["a"]
+    )  # b went NotReady: still a member, keeps rank 1
     assert m.hosts == ("a", "b") and not m.vacant
 
 
@@ -87,7 +89,10 @@ def test_node_selection(kube):
     kube.add_node("w2")
     kube.add_node("w1")
     kube.add_node("cp", control_plane=True)
-    kube.add_node("tainted-cp", taints=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}])
+    kube.add_node(
+        "tainted-cp",
+        taints=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
+    )
     kube.add_node("cordoned", unschedulable=True)
     kube.add_node("down", ready=False)
     nodes = {n["metadata"]["name"]: n for n in kube.list("nodes")}
@@ -96,8 +101,17 @@ def test_node_selection(kube):
         nodes[name]["metadata"]["creationTimestamp"] = "2020-01-01T00:00:01Z"
     assert NodeSelection().joinable(nodes) == ["w1", "w2"]
     nodes["w2"]["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
-    assert is_control_plane(nodes["cp"]) and is_control_plane(nodes["tainted-cp"]) and not is_control_plane(nodes["w1"])
+    assert (
+        is_control_plane(nodes["cp"])
+        and is_control_plane(nodes["tainted-cp"])
+        and not is_control_plane(nodes["w1"])
+    )
     default = NodeSelection()
     assert sorted(default.members(nodes)) == ["down", "w1", "w2"]
     assert default.joinable(nodes) == ["w2", "w1"]  # creation order, not name order
-    assert NodeSelection(include_control_plane=True).joinable(nodes) == ["w2", "cp", "tainted-cp", "w1"]
+    assert NodeSelection(include_control_plane=True).joinable(nodes) == [
+        "w2",
+        "cp",
+        "tainted-cp",
+        "w1",
+    ]

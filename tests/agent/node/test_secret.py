@@ -20,7 +20,9 @@ def test_created_once_under_a_race(kube):
         api_client = kube.api_client()
         try:
             barrier.wait(10)
-            results[i] = ensure_curve_secret(client.CoreV1Api(api_client), "fluxnode", "fluxnode-curve")
+            results[i] = ensure_curve_secret(
+                client.CoreV1Api(api_client), "fluxnode", "fluxnode-curve"
+            )
         except Exception as exc:  # reported below
             errors.append(exc)
         finally:
@@ -49,18 +51,27 @@ def test_existing_secret_is_reused(kube, core):
 
 def test_forbidden_read_is_a_clear_error(kube, core):
     kube.forbid("get", "secrets")
-    with pytest.raises(KubeAccessError, match=r"cannot read Secret fluxnode/fluxnode-curve: permission denied \(403\)"):
+    with pytest.raises(
+        KubeAccessError,
+        match=r"cannot read Secret fluxnode/fluxnode-curve: permission denied \(403\)",
+    ):
         ensure_curve_secret(core, "fluxnode", "fluxnode-curve")
 
 
 def test_forbidden_create_is_a_clear_error(kube, core):
     kube.forbid("create", "secrets")
-    with pytest.raises(KubeAccessError, match=r"cannot create Secret fluxnode/fluxnode-curve: permission denied"):
+    with pytest.raises(
+        KubeAccessError, match=r"cannot create Secret fluxnode/fluxnode-curve: permission denied"
+    ):
         ensure_curve_secret(core, "fluxnode", "fluxnode-curve")
 
 
 def test_secret_without_a_certificate_is_rejected(kube, core):
-    kube.create("secrets", {"metadata": {"name": "fluxnode-curve"}, "stringData": {"other": "x"}}, "fluxnode")
+    kube.create(
+        "secrets",
+        {"metadata": {"name": "fluxnode-curve"}, "stringData": {"other": "x"}},
+        "fluxnode",
+    )
     with pytest.raises(SecretError, match="has no 'curve.cert' key"):
         ensure_curve_secret(core, "fluxnode", "fluxnode-curve")
     kube.update("secrets", {"metadata": {"name": "fluxnode-curve", "namespace": "fluxnode"},

@@ -39,7 +39,10 @@ def test_group_of_8_waits_for_its_8th_pod_then_binds_at_once(cluster):
     assert all(cluster.node_of(f"g-{i}") is None for i in range(7))
     cluster.create_pod("g-7", cpu="1", group="g", size=8)
     nodes = cluster.wait_bound([f"g-{i}" for i in range(8)])
-    allocs = {cluster.get_pod(f"g-{i}")["metadata"]["annotations"]["fluxnode.io/allocation"] for i in range(8)}
+    allocs = {
+        cluster.get_pod(f"g-{i}")["metadata"]["annotations"]["fluxnode.io/allocation"]
+        for i in range(8)
+    }
     assert len(allocs) == 1, "one allocation for the whole group"
     assert len(set(nodes.values())) >= 2  # 8 cores do not fit one 4-core node
     cluster.assert_no_overcommit()
@@ -71,8 +74,13 @@ def test_finished_pods_free_resources_and_a_waiting_group_binds(cluster):
     cluster.wait_bound(["b-0", "b-1"])
     cluster.assert_no_overcommit()
     cluster.finish("a-2", "Failed")
-    wait_for(lambda: len(cluster.inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"]) == 1, 10,
-             what="group a's allocation gone")
+    wait_for(
+        lambda: (
+            len(cluster.inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"]) == 1
+        ),
+        10,
+        what="group a's allocation gone",
+    )
 
 
 def test_pods_of_other_schedulers_reduce_what_fluxnode_places(cluster):
@@ -94,8 +102,14 @@ def test_cordoned_and_notready_nodes_are_skipped(cluster):
     cluster.kube.patch("nodes", "node0", {"spec": {"unschedulable": True}})
     cluster.kube.set_node_ready("node1", False)
     # the node and pod watches are separate streams: let the binder see the nodes first
-    wait_for(lambda: b.state.nodes["node0"].reason == "cordoned" and b.state.nodes["node1"].reason == "NotReady",
-             10, what="binder sees node0 cordoned and node1 NotReady")
+    wait_for(
+        lambda: (
+            b.state.nodes["node0"].reason == "cordoned"
+            and b.state.nodes["node1"].reason == "NotReady"
+        ),
+        10,
+        what="binder sees node0 cordoned and node1 NotReady",
+    )
     for i in range(4):
         cluster.create_pod(f"c-{i}", cpu="1")
     nodes = cluster.wait_bound([f"c-{i}" for i in range(4)])

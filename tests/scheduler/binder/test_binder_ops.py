@@ -14,8 +14,12 @@ def group_allocs(cluster):
 
 
 def held_cores(cluster):
-    return sum(len(idset.decode(n["cores"])) for a in group_allocs(cluster) if a["status"] == "ALLOCATED"
-               for n in a["nodes"])
+    return sum(
+        len(idset.decode(n["cores"]))
+        for a in group_allocs(cluster)
+        if a["status"] == "ALLOCATED"
+        for n in a["nodes"]
+    )
 
 
 def test_binder_restart_mid_run_binds_nothing_twice(tmp_path):
@@ -32,7 +36,9 @@ def test_binder_restart_mid_run_binds_nothing_twice(tmp_path):
         c.start_binder()
         c.wait_bound(names)
         c.assert_no_overcommit()
-        ids = Counter(c.get_pod(n)["metadata"]["annotations"]["fluxnode.io/allocation"] for n in names)
+        ids = Counter(
+            c.get_pod(n)["metadata"]["annotations"]["fluxnode.io/allocation"] for n in names
+        )
         assert len(ids) == 12 + 4 and sorted(ids.values()) == [1] * 12 + [4] * 4
         assert {str(x["id"]) for x in group_allocs(c)} == set(ids)
         assert held_cores(c) == len(names)  # every pod holds exactly its one core in the graph
@@ -54,16 +60,28 @@ def test_watch_ending_with_410_gone_recovers(tmp_path):
 
 def test_two_replicas_only_the_lease_holder_binds(tmp_path):
     with BinderCluster(tmp_path, {"node0": 4, "node1": 4}) as c:
-        opts = dict(leader_elect=True, lease_namespace="default", lease_duration=3.0, renew_deadline=2.0, retry_period=0.2)
+        opts = dict(
+            leader_elect=True,
+            lease_namespace="default",
+            lease_duration=3.0,
+            renew_deadline=2.0,
+            retry_period=0.2,
+        )
         one = c.start_binder(identity="replica-1", **opts)
         two = c.start_binder(identity="replica-2", **opts)
-        leader = wait_for(lambda: [b for b in (one, two) if b.leading.is_set()], 10, what="a leader")
+        leader = wait_for(
+            lambda: [b for b in (one, two) if b.leading.is_set()], 10, what="a leader"
+        )
         assert len(leader) == 1
         leader, standby = leader[0], (two if leader[0] is one else one)
         for i in range(4):
             c.create_pod(f"p-{i}", cpu="1")
         c.wait_bound([f"p-{i}" for i in range(4)])
-        reporters = {e["reportingInstance"] for e in c.kube.list("events", "default") if e["reason"] == "Scheduled"}
+        reporters = {
+            e["reportingInstance"]
+            for e in c.kube.list("events", "default")
+            if e["reason"] == "Scheduled"
+        }
         assert reporters == {leader.identity}
         assert not standby.leading.is_set()
         c.stop_binder(leader)  # releases the lease
@@ -133,12 +151,28 @@ def test_a_reservation_in_a_batch_keeps_later_groups_off_its_nodes(tmp_path):
 def test_indexed_job_pods_form_one_group_sized_by_the_job(tmp_path):
     with BinderCluster(tmp_path, {"node0": 4, "node1": 4}) as c:
         c.start_binder()
-        job = c.kube.create("jobs.batch", {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "default"},
-                                     "spec": {"completions": 3, "parallelism": 3, "completionMode": "Indexed",
-                                              "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}, "default")
+        job = c.kube.create(
+            "jobs.batch",
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "train", "namespace": "default"},
+                "spec": {
+                    "completions": 3,
+                    "parallelism": 3,
+                    "completionMode": "Indexed",
+                    "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}},
+                },
+            },
+            "default",
+        )
         uid = job["metadata"]["uid"]
         for i in range(3):
-            labels = {"batch.kubernetes.io/job-completion-index": str(i), "job-name": "train", "controller-uid": uid}
+            labels = {
+                "batch.kubernetes.io/job-completion-index": str(i),
+                "job-name": "train",
+                "controller-uid": uid,
+            }
             if i < 2:
                 c.create_pod(f"train-{i}", cpu="2", labels=labels)
         c.wait_condition("train-0", "WaitingForGroup")
@@ -151,7 +185,13 @@ def test_heterogeneous_group_gets_exactly_its_pods_shapes_and_gpus_are_assigned(
         c.start_binder()
         # 2 pods of 3 cores and 3 pods of 1 core + 1 GPU: one group, one allocation of
         # exactly 9 cores and 3 GPUs (at its largest shape it would need 15 cores and 5 GPUs)
-        shapes = {"h-big-0": (3, 0), "h-big-1": (3, 0), "h-gpu-0": (1, 1), "h-gpu-1": (1, 1), "h-gpu-2": (1, 1)}
+        shapes = {
+            "h-big-0": (3, 0),
+            "h-big-1": (3, 0),
+            "h-gpu-0": (1, 1),
+            "h-gpu-1": (1, 1),
+            "h-gpu-2": (1, 1),
+        }
         for name, (cores, gpus) in shapes.items():
             c.create_pod(name, cpu=str(cores), gpus=gpus, group="h", size=len(shapes))
         nodes = c.wait_bound(list(shapes))
@@ -184,7 +224,10 @@ def test_heterogeneous_group_that_fits_only_at_its_exact_shapes_is_placed(tmp_pa
             c.create_pod(f"x-{i}", cpu="1", group="x", size=5)
         nodes = c.wait_bound(["x-big"] + [f"x-{i}" for i in range(4)])
         assert {nodes[f"x-{i}"] for i in range(4)} == {"node0", "node1"} - {nodes["x-big"]}
-        assert len(idset.decode(c.get_pod("x-big")["metadata"]["annotations"]["fluxnode.io/cores"])) == 4
+        assert (
+            len(idset.decode(c.get_pod("x-big")["metadata"]["annotations"]["fluxnode.io/cores"]))
+            == 4
+        )
         c.assert_no_overcommit()
 
 
@@ -238,20 +281,32 @@ def test_memory_requests_never_overcommit_a_node(tmp_path):
     with BinderCluster(tmp_path, {"node0": 4, "node1": 4}) as c:
         for n in ("node0", "node1"):
             c.kube.patch("nodes", n, {"status": {"allocatable": {"memory": "4Gi"}}})
-        c.create_pod("kube-mem", cpu="100m", memory="2Gi", scheduler="default-scheduler", node="node0")
+        c.create_pod(
+            "kube-mem", cpu="100m", memory="2Gi", scheduler="default-scheduler", node="node0"
+        )
         c.start_binder()
         for i in range(3):
             c.create_pod(f"m-{i}", cpu="1", memory="2Gi")
         c.create_pod("huge", cpu="1", memory="10Gi")
         cond = c.wait_condition("huge", "Unschedulable")
         assert "10240 MiB" in cond["message"] and "4096 MiB" in cond["message"]
-        nodes = wait_for(lambda: (b := [n for n in (f"m-{i}" for i in range(3)) if c.node_of(n)]) and len(b) == 3 and b, 20,
-                         what="3 pods bound")
+        nodes = wait_for(
+            lambda: (
+                (b := [n for n in (f"m-{i}" for i in range(3)) if c.node_of(n)])
+                and len(b) == 3
+                and b
+            ),
+            20,
+            what="3 pods bound",
+        )
         assert nodes
         assert Counter(c.node_of(f"m-{i}") for i in range(3)) == {"node1": 2, "node0": 1}
         # the graph holds the memory (2 GiB is whole 512 MiB granules of a 64 GiB node)
-        wait_for(lambda: sum(n["memory_mib"] for a in group_allocs(c) for n in a["nodes"]) == 3 * 2048, 10,
-                 what="3 x 2048 MiB held in the graph")
+        wait_for(
+            lambda: sum(n["memory_mib"] for a in group_allocs(c) for n in a["nodes"]) == 3 * 2048,
+            10,
+            what="3 x 2048 MiB held in the graph",
+        )
         c.create_pod("m-3", cpu="1", memory="2Gi")
         c.wait_condition("m-3", "WaitingForResources")
         c.assert_no_overcommit()

@@ -24,12 +24,35 @@ def test_node_selector_affinity_and_taints_decide_where_pods_go(cluster):
     cluster.kube.patch("nodes", "node1", {"metadata": {"labels": {"rack": "r2"}},
                                           "spec": {"taints": [{"key": "dedicated", "value": "ml",
                                                                "effect": "NoSchedule"}]}})
-    wait_for(lambda: b.state.nodes["node0"].traits.labels.get("disk") == "ssd"
-             and b.state.nodes["node1"].traits.taints, 10, what="binder sees the labels and the taint")
+    wait_for(
+        lambda: (
+            b.state.nodes["node0"].traits.labels.get("disk") == "ssd"
+            and b.state.nodes["node1"].traits.taints
+        ),
+        10,
+        what="binder sees the labels and the taint",
+    )
 
     create(cluster, "on-ssd", {"nodeSelector": {"disk": "ssd"}})
-    create(cluster, "not-r1", {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "NotIn", "values": ["r1"]}]}]}}}})
+    create(
+        cluster,
+        "not-r1",
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "rack", "operator": "NotIn", "values": ["r1"]}
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
+        },
+    )
     create(cluster, "ml", {"nodeSelector": {"rack": "r2"},
                            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml",
                                             "effect": "NoSchedule"}]})
@@ -49,7 +72,10 @@ def test_a_group_no_node_admits_is_unschedulable_in_kube_schedulers_words(cluste
     for i in range(2):
         create(cluster, f"gpu-{i}", {"nodeSelector": {"accelerator": "h100"}}, group="gpu", size=2)
     cond = cluster.wait_condition("gpu-0", "Unschedulable")
-    assert "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector" in cond["message"]
+    assert (
+        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector"
+        in cond["message"]
+    )
     wait_for(lambda: cluster.events("gpu-0", "FailedScheduling"), 10, what="FailedScheduling event")
     # the cluster changes: a node gets the label, and the group is placed there
     cluster.kube.patch("nodes", "node2", {"metadata": {"labels": {"accelerator": "h100"}}})
@@ -58,8 +84,25 @@ def test_a_group_no_node_admits_is_unschedulable_in_kube_schedulers_words(cluste
 
 def test_malformed_affinity_is_unschedulable_naming_the_field(cluster):
     cluster.start_binder()
-    create(cluster, "bad", {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "Near", "values": ["r1"]}]}]}}}})
+    create(
+        cluster,
+        "bad",
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "rack", "operator": "Near", "values": ["r1"]}
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
+        },
+    )
     cond = cluster.wait_condition("bad", "Unschedulable")
     assert "matchExpressions[0].operator" in cond["message"] and "'Near'" in cond["message"]
     create(cluster, "good", {})

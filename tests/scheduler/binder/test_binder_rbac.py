@@ -18,13 +18,30 @@ def test_least_privilege_manifest_is_enough(tmp_path):
     with KubeEmulator(namespaces=("default", "kube-system", "fluxnode")) as kube:
         with BinderCluster(tmp_path, {"node0": 4, "node1": 4}, emulator=kube) as c:
             port = urlparse(c.inst.tcp_uri(0)).port
-            kube.patch("nodes", "node0", {"metadata": {"annotations": {"fluxnode.io/broker-port": str(port)}}})
-            kube.create("configmaps", {"metadata": {"name": "fluxnode-ranks", "namespace": "fluxnode"},
-                                       "data": {"ranks.json": json.dumps({"hosts": ["node0", "node1"], "vacant": []})}},
-                        "fluxnode")
-            kube.authorizer = RbacAuthorizer.from_manifests([MANIFEST], "fluxnode", "fluxnode-binder")
-            b = c.start_binder(uri=None, leader_elect=True, lease_namespace="fluxnode", lease_duration=3.0,
-                               renew_deadline=2.0, retry_period=0.2)
+            kube.patch(
+                "nodes",
+                "node0",
+                {"metadata": {"annotations": {"fluxnode.io/broker-port": str(port)}}},
+            )
+            kube.create(
+                "configmaps",
+                {
+                    "metadata": {"name": "fluxnode-ranks", "namespace": "fluxnode"},
+                    "data": {"ranks.json": json.dumps({"hosts": ["node0", "node1"], "vacant": []})},
+                },
+                "fluxnode",
+            )
+            kube.authorizer = RbacAuthorizer.from_manifests(
+                [MANIFEST], "fluxnode", "fluxnode-binder"
+            )
+            b = c.start_binder(
+                uri=None,
+                leader_elect=True,
+                lease_namespace="fluxnode",
+                lease_duration=3.0,
+                renew_deadline=2.0,
+                retry_period=0.2,
+            )
             wait_for(b.leading.is_set, 10, what="leadership")
             for i in range(2):
                 c.create_pod(f"r-{i}", cpu="2", group="r", size=2)

@@ -15,8 +15,16 @@ def test_rank_0_address_from_the_rank_map():
             locate()
         kube.add_node("w1", address="10.0.0.7")
         kube.add_node("w2", address="10.0.0.8")
-        kube.create("configmaps", {"metadata": {"name": "fluxnode-ranks", "namespace": "fluxnode"},
-                                   "data": {"ranks.json": json.dumps({"hosts": ["w2", "w1"], "vacant": []})}}, "fluxnode")
+        kube.create(
+            "configmaps",
+            {
+                "metadata": {"name": "fluxnode-ranks", "namespace": "fluxnode"},
+                "data": {"ranks.json": json.dumps({"hosts": ["w2", "w1"], "vacant": []})},
+            },
+            "fluxnode",
+        )
         assert locate() == "tcp://10.0.0.8:8050"
-        kube.patch("nodes", "w2", {"metadata": {"annotations": {"fluxnode.io/broker-port": "9000"}}})
+        kube.patch(
+            "nodes", "w2", {"metadata": {"annotations": {"fluxnode.io/broker-port": "9000"}}}
+        )
         assert locate() == "tcp://10.0.0.8:9000"

@@ -65,7 +65,10 @@ def test_terms_are_ored_expressions_anded_empty_term_matches_nothing():
     p = pod_placement(pod(required(
         {"matchExpressions": [expr("gpu", "Exists"), expr("zone", "In", "z2")]},
         {"matchFields": [expr("metadata.name", "In", "c")]})))
-    assert [n.name for n in (GPU_A100, GPU_H100, PLAIN) if p.reason_against(n) is None] == ["b", "c"]
+    assert [n.name for n in (GPU_A100, GPU_H100, PLAIN) if p.reason_against(n) is None] == [
+        "b",
+        "c",
+    ]
     nothing = pod_placement(pod(required({})))
     assert all(nothing.reason_against(n) == MISMATCH for n in (GPU_A100, GPU_H100, PLAIN))
 
@@ -74,28 +77,58 @@ def test_hard_taints_need_a_toleration():
     cp = node("cp", taints=[CONTROL_PLANE_TAINT, {"key": "soft", "effect": "PreferNoSchedule"}])
     assert pod_placement(pod({})).reason_against(cp) == \
         "node(s) had untolerated taint {node-role.kubernetes.io/control-plane}"
-    for tol in ({"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
-                {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"},
-                {"operator": "Exists"}):
+    for tol in (
+        {
+            "key": "node-role.kubernetes.io/control-plane",
+            "operator": "Exists",
+            "effect": "NoSchedule",
+        },
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"},
+        {"operator": "Exists"},
+    ):
         assert pod_placement(pod({"tolerations": [tol]})).reason_against(cp) is None, tol
-    wrong_effect = {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoExecute"}
+    wrong_effect = {
+        "key": "node-role.kubernetes.io/control-plane",
+        "operator": "Exists",
+        "effect": "NoExecute",
+    }
     assert pod_placement(pod({"tolerations": [wrong_effect]})).reason_against(cp) is not None
     gpu = node("g", taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoExecute"}])
-    assert pod_placement(pod({"tolerations": [{"key": "nvidia.com/gpu", "value": "present"}]})).reason_against(gpu) is None
-    assert pod_placement(pod({"tolerations": [{"key": "nvidia.com/gpu", "value": "absent"}]})).reason_against(gpu) \
+    assert (
+        pod_placement(
+            pod({"tolerations": [{"key": "nvidia.com/gpu", "value": "present"}]})
+        ).reason_against(gpu)
+        is None
+    )
+    assert (
+        pod_placement(
+            pod({"tolerations": [{"key": "nvidia.com/gpu", "value": "absent"}]})
+        ).reason_against(gpu)
         == "node(s) had untolerated taint {nvidia.com/gpu: present}"
+    )
 
 
-@pytest.mark.parametrize(("spec", "named"), [
-    ({"nodeSelector": ["gpu"]}, "spec.nodeSelector"),
-    (required({"matchExpressions": [{"key": "gpu", "operator": "Near", "values": ["x"]}]}),
-     "nodeSelectorTerms[0].matchExpressions[0].operator"),
-    (required({"matchExpressions": [expr("gpu", "In")]}), "matchExpressions[0].values"),
-    (required({"matchExpressions": [expr("cores", "Gt", "many")]}), "matchExpressions[0].values"),
-    (required({"matchFields": [expr("metadata.uid", "In", "x")]}), "matchFields[0]"),
-    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}}, "nodeSelectorTerms"),
-    ({"tolerations": [{"operator": "Equal", "value": "x"}]}, "spec.tolerations[0].key"),
-])
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ({"nodeSelector": ["gpu"]}, "spec.nodeSelector"),
+        (
+            required({"matchExpressions": [{"key": "gpu", "operator": "Near", "values": ["x"]}]}),
+            "nodeSelectorTerms[0].matchExpressions[0].operator",
+        ),
+        (required({"matchExpressions": [expr("gpu", "In")]}), "matchExpressions[0].values"),
+        (
+            required({"matchExpressions": [expr("cores", "Gt", "many")]}),
+            "matchExpressions[0].values",
+        ),
+        (required({"matchFields": [expr("metadata.uid", "In", "x")]}), "matchFields[0]"),
+        (
+            {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}},
+            "nodeSelectorTerms",
+        ),
+        ({"tolerations": [{"operator": "Equal", "value": "x"}]}, "spec.tolerations[0].key"),
+    ],
+)
 def test_malformed_rules_name_the_field(spec, named):
     with pytest.raises(NodeAffinityError) as exc:
         pod_placement(pod(spec))
@@ -107,7 +140,10 @@ def test_eligible_nodes_for_a_group_and_the_reason_summary():
     placements = [pod_placement(pod({"nodeSelector": {"zone": "z1"}}))] * 8
     ok, excluded = eligible_nodes(placements, [GPU_A100, GPU_H100, PLAIN, cp])
     assert ok == ["a", "c"]
-    assert excluded == {MISMATCH: 1, "node(s) had untolerated taint {node-role.kubernetes.io/control-plane}": 1}
+    assert excluded == {
+        MISMATCH: 1,
+        "node(s) had untolerated taint {node-role.kubernetes.io/control-plane}": 1,
+    }
     assert explain(excluded, 4) == ("0/4 nodes are available: 1 node(s) didn't match Pod's node "
                                     "affinity/selector, 1 node(s) had untolerated taint "
                                     "{node-role.kubernetes.io/control-plane}")

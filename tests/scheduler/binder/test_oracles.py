@@ -25,11 +25,20 @@ def cluster(tmp_path):
 
 def bound(c, name, node, cpu, *, cores=None, gpus="", gpu_request=0, rank=None):
     """A running pod on `node`; with `cores` it carries the annotations of a fluxnode Binding."""
-    obj = c.pod(name, cpu, gpus=gpu_request, node=node, scheduler="fluxnode" if cores is not None else "default-scheduler")
+    obj = c.pod(
+        name,
+        cpu,
+        gpus=gpu_request,
+        node=node,
+        scheduler="fluxnode" if cores is not None else "default-scheduler",
+    )
     if cores is not None:
         obj["metadata"]["annotations"] = {
-            "fluxnode.io/allocation": "1", "fluxnode.io/rank": str(node[-1] if rank is None else rank),
-            "fluxnode.io/cores": cores, "fluxnode.io/gpus": gpus, "fluxnode.io/group": "",
+            "fluxnode.io/allocation": "1",
+            "fluxnode.io/rank": str(node[-1] if rank is None else rank),
+            "fluxnode.io/cores": cores,
+            "fluxnode.io/gpus": gpus,
+            "fluxnode.io/group": "",
         }
     obj["status"]["phase"] = "Running"
     return c.kube.create("pods", obj, "default")
@@ -43,13 +52,25 @@ def test_a_correct_placement_passes(cluster):
     assert cluster.assert_no_overcommit() == {"node0": 3500, "node1": 4000}
 
 
-@pytest.mark.parametrize("pods, message", [
-    ([("a", "node0", "1500m", "0")], "1500m CPU (= 2 whole cores) but was given cores [0]"),  # rounded down
-    ([("a", "node0", "1", "0-1")], "1000m CPU (= 1 whole cores) but was given cores [0, 1]"),  # one too many
-    ([("a", "node0", "1", "0"), ("b", "node0", "1", "0")], "core 0 of node0 given to a and b"),
-    ([("a", "node0", "2", "3-4")], "cores [3, 4] not all on node0"),
-    ([("a", "node0", "2", "0-1"), ("k", "node0", "3", None)], "node0: pods hold 5000m CPU > 4000m allocatable"),
-])
+@pytest.mark.parametrize(
+    "pods, message",
+    [
+        (
+            [("a", "node0", "1500m", "0")],
+            "1500m CPU (= 2 whole cores) but was given cores [0]",
+        ),  # rounded down
+        (
+            [("a", "node0", "1", "0-1")],
+            "1000m CPU (= 1 whole cores) but was given cores [0, 1]",
+        ),  # one too many
+        ([("a", "node0", "1", "0"), ("b", "node0", "1", "0")], "core 0 of node0 given to a and b"),
+        ([("a", "node0", "2", "3-4")], "cores [3, 4] not all on node0"),
+        (
+            [("a", "node0", "2", "0-1"), ("k", "node0", "3", None)],
+            "node0: pods hold 5000m CPU > 4000m allocatable",
+        ),
+    ],
+)
 def test_what_a_broken_binder_would_leave_fails(cluster, pods, message):
     for name, node, cpu, cores in pods:
         bound(cluster, name, node, cpu, cores=cores)
@@ -72,9 +93,15 @@ def test_the_oracles_parse_on_their_own():
     for bad in ("3-1", "0-2,2", "x"):
         with pytest.raises((AssertionError, ValueError)):
             parse_idset(bad)
-    pod = {"spec": {"containers": [{"resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}},
-                                   {"resources": {"limits": {"cpu": "250m", "nvidia.com/gpu": "1"}}}],
-                    "initContainers": [{"resources": {"requests": {"cpu": "3"}}}],
-                    "overhead": {"cpu": "100m"}}}
+    pod = {
+        "spec": {
+            "containers": [
+                {"resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}},
+                {"resources": {"limits": {"cpu": "250m", "nvidia.com/gpu": "1"}}},
+            ],
+            "initContainers": [{"resources": {"requests": {"cpu": "3"}}}],
+            "overhead": {"cpu": "100m"},
+        }
+    }
     # max(1.5 + 0.25, 3 for the init container) + 0.1 overhead
     assert spec_requests(pod) == (3100, 1 << 30, 1)

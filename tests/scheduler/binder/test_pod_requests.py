@@ -16,14 +16,18 @@ def c(requests=None, limits=None, **extra):
 
 
 def test_containers_are_summed_and_rounded_to_whole_cores():
-    req = pod_requests(pod([c({"cpu": "500m", "memory": "100Mi"}), c({"cpu": "1", "memory": "1Gi"})]))
+    req = pod_requests(
+        pod([c({"cpu": "500m", "memory": "100Mi"}), c({"cpu": "1", "memory": "1Gi"})])
+    )
     assert req == PodRequests(1500, (100 + 1024) * 1024 * 1024, 0)
     assert req.cores == 2
     assert req.memory_mib == 1124
 
 
 def test_init_containers_count_as_max_not_sum():
-    req = pod_requests(pod([c({"cpu": "1"})], init=[c({"cpu": "3", "memory": "1Mi"}), c({"cpu": "2"})]))
+    req = pod_requests(
+        pod([c({"cpu": "1"})], init=[c({"cpu": "3", "memory": "1Mi"}), c({"cpu": "2"})])
+    )
     assert req.millicpu == 3000
     assert req.memory_bytes == 1024 * 1024
 
@@ -36,7 +40,9 @@ def test_sidecar_init_containers_add_to_the_app():
 
 
 def test_overhead_is_added_and_limits_default_requests():
-    req = pod_requests(pod([c(limits={"cpu": "2", "nvidia.com/gpu": "1"})], overhead={"cpu": "250m"}))
+    req = pod_requests(
+        pod([c(limits={"cpu": "2", "nvidia.com/gpu": "1"})], overhead={"cpu": "250m"})
+    )
     assert req == PodRequests(2250, 0, 1)
 
 

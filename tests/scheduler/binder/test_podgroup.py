@@ -3,7 +3,15 @@ from fluxnode.scheduler.binder.podgroup import GroupKey, PodGroupError, group_of
 
 
 def pod(name="p", uid="u1", labels=None, annotations=None):
-    return {"metadata": {"name": name, "namespace": "ns", "uid": uid, "labels": labels or {}, "annotations": annotations or {}}}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": uid,
+            "labels": labels or {},
+            "annotations": annotations or {},
+        }
+    }
 
 
 def test_pod_without_group_is_a_group_of_one_keyed_by_uid():
@@ -12,14 +20,30 @@ def test_pod_without_group_is_a_group_of_one_keyed_by_uid():
 
 
 def test_scheduler_plugins_and_fluence_labels_with_size_label_or_annotation():
-    a = group_of(pod(labels={"scheduling.x-k8s.io/pod-group": "g", "fluence.flux-framework.org/group-size": "8"}))
-    b = group_of(pod(labels={"fluence.flux-framework.org/pod-group": "g"}, annotations={"fluence.flux-framework.org/group-size": "8"}))
+    a = group_of(
+        pod(
+            labels={
+                "scheduling.x-k8s.io/pod-group": "g",
+                "fluence.flux-framework.org/group-size": "8",
+            }
+        )
+    )
+    b = group_of(
+        pod(
+            labels={"fluence.flux-framework.org/pod-group": "g"},
+            annotations={"fluence.flux-framework.org/group-size": "8"},
+        )
+    )
     assert a == b
     assert a.key == GroupKey("ns", "group", "g") and a.size == 8
 
 
 def test_indexed_job_pods_form_one_group_sized_by_the_job():
-    labels = {"batch.kubernetes.io/job-completion-index": "3", "job-name": "train", "controller-uid": "cu1"}
+    labels = {
+        "batch.kubernetes.io/job-completion-index": "3",
+        "job-name": "train",
+        "controller-uid": "cu1",
+    }
     seen = []
 
     def lookup(ns, name):
@@ -39,7 +63,14 @@ def test_job_size_is_pods_at_once():
 
 def test_bad_size_is_a_clear_error():
     with pytest.raises(PodGroupError, match="pod ns/p labels: group size 'x' is not an integer"):
-        group_of(pod(labels={"scheduling.x-k8s.io/pod-group": "g", "fluence.flux-framework.org/group-size": "x"}))
+        group_of(
+            pod(
+                labels={
+                    "scheduling.x-k8s.io/pod-group": "g",
+                    "fluence.flux-framework.org/group-size": "x",
+                }
+            )
+        )
 
 
 def test_key_round_trips():

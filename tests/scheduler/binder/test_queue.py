@@ -19,7 +19,11 @@ def test_priority_first_then_creation_time():
 
 def test_pod_fields():
     pod = {"metadata": {"creationTimestamp": "2026-01-01T00:00:01Z"}, "spec": {"priority": 7}}
-    assert creation_time(pod) - creation_time({"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}}) == 1.0
+    assert (
+        creation_time(pod)
+        - creation_time({"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}})
+        == 1.0
+    )
     assert priority(pod) == 7 and priority({}) == 0
 
 

@@ -3,7 +3,9 @@ from fluxnode.scheduler.service.journal import Journal, JournalEntry, JournalErr
 
 
 def entry(i, nodes=None):
-    return JournalEntry(i, {"version": 1}, "first", {"version": 1}, nodes or [{"rank": 0}], {"group": "g"}, 1.0)
+    return JournalEntry(
+        i, {"version": 1}, "first", {"version": 1}, nodes or [{"rank": 0}], {"group": "g"}, 1.0
+    )
 
 
 def test_entries_survive_reopen_and_ids_are_never_reused(tmp_path):
@@ -16,7 +18,12 @@ def test_entries_survive_reopen_and_ids_are_never_reused(tmp_path):
     j.close()
     j = Journal(tmp_path / "sched.db")
     [live] = j.entries()
-    assert live.id == b and live.nodes == [{"rank": 1}] and live.R["left"] and live.labels == {"group": "g"}
+    assert (
+        live.id == b
+        and live.nodes == [{"rank": 1}]
+        and live.R["left"]
+        and live.labels == {"group": "g"}
+    )
     assert j.next_id() > b
     j.close()
 

@@ -13,17 +13,27 @@ from support.oracles import parse_idset
 from support.sched_leader import restart_leader
 from support.waiting import wait_for
 
-RESOURCES = {f"node{i}": {"cores": 4, "gpus": 1 if i == 0 else 0, "memory_mib": 4096} for i in range(3)}
+RESOURCES = {
+    f"node{i}": {"cores": 4, "gpus": 1 if i == 0 else 0, "memory_mib": 4096} for i in range(3)
+}
 
 
 def spec(cores, count, gpus=0, hosts=None):
-    return build_jobspec([SlotKind(cores, gpus, 0, count)], constraints={"hostlist": [hosts]} if hosts else None)
+    return build_jobspec(
+        [SlotKind(cores, gpus, 0, count)], constraints={"hostlist": [hosts]} if hosts else None
+    )
 
 
 @pytest.fixture(scope="module")
 def inst(tmp_path_factory):
-    with Instance(size=3, tmp_path=tmp_path_factory.mktemp("sched"), modules=None, resources=RESOURCES) as inst:
-        wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 3, 20, what="3 ranks in the graph")
+    with Instance(
+        size=3, tmp_path=tmp_path_factory.mktemp("sched"), modules=None, resources=RESOURCES
+    ) as inst:
+        wait_for(
+            lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 3,
+            20,
+            what="3 ranks in the graph",
+        )
         yield inst
 
 
@@ -99,15 +109,25 @@ def test_batch_answers_in_order_and_stops_after_a_reservation(inst):
     listed = {x["id"]: x["labels"] for x in inst.rpc("sched.list", {})["allocations"]}
     assert listed[first["id"]] == {"n": "a"} and listed[second["id"]] == {"n": "b"}
     # one node is left: a refusal does not stop the batch
-    out = inst.rpc("sched.alloc", {"requests": [{"jobspec": spec(4, 2)}, {"jobspec": spec(5, 1)}, {"jobspec": spec(4, 1)}]})
+    out = inst.rpc(
+        "sched.alloc",
+        {"requests": [{"jobspec": spec(4, 2)}, {"jobspec": spec(5, 1)}, {"jobspec": spec(4, 1)}]},
+    )
     busy, never, third = out["answers"]
     assert busy["errnum"] == errno.EBUSY and busy["errstr"].startswith("busy")
     assert never["errnum"] == errno.ENODEV and never["errstr"].startswith("unsatisfiable")
     assert third["status"] == "ALLOCATED"
     assert len(inst.rpc("sched.list", {})["allocations"]) == 3
     # a reservation ends the batch: what comes after may depend on it
-    out = inst.rpc("sched.alloc", {"requests": [{"jobspec": spec(4, 1), "op": "allocate_orelse_reserve"},
-                                                 {"jobspec": spec(1, 1)}]})
+    out = inst.rpc(
+        "sched.alloc",
+        {
+            "requests": [
+                {"jobspec": spec(4, 1), "op": "allocate_orelse_reserve"},
+                {"jobspec": spec(1, 1)},
+            ]
+        },
+    )
     assert [a["status"] for a in out["answers"]] == ["RESERVED"]
     for a in (first, second, third, out["answers"][0]):
         inst.rpc("sched.cancel", {"id": a["id"]})
@@ -116,7 +136,10 @@ def test_batch_answers_in_order_and_stops_after_a_reservation(inst):
                       ({"requests": [{"requests": []}]}, "nest")):
         n, msg = errnum(inst, "sched.alloc", bad)
         assert n == errno.EINVAL and word in msg, msg
-    out = inst.rpc("sched.alloc", {"requests": [{"jobspec": spec(1, 1), "policy": "fastest"}, {"jobspec": spec(1, 1)}]})
+    out = inst.rpc(
+        "sched.alloc",
+        {"requests": [{"jobspec": spec(1, 1), "policy": "fastest"}, {"jobspec": spec(1, 1)}]},
+    )
     bad, good = out["answers"]
     assert bad["errnum"] == errno.EINVAL and "policy" in bad["errstr"]
     assert good["status"] == "ALLOCATED"
@@ -126,18 +149,29 @@ def test_batch_answers_in_order_and_stops_after_a_reservation(inst):
 
 def kinds_spec(*kinds, hosts=None):
     """A jobspec of several slot kinds: (cores, gpus, count) each."""
-    return build_jobspec([SlotKind(c, g, 0, n) for c, g, n in kinds], constraints={"hostlist": [hosts]} if hosts else None)
+    return build_jobspec(
+        [SlotKind(c, g, 0, n) for c, g, n in kinds],
+        constraints={"hostlist": [hosts]} if hosts else None,
+    )
 
 
 def held(nodes):
-    return sum(len(idset.decode(n["cores"])) for n in nodes), sum(len(idset.decode(n["gpus"])) for n in nodes)
+    return sum(len(idset.decode(n["cores"])) for n in nodes), sum(
+        len(idset.decode(n["gpus"])) for n in nodes
+    )
 
 
 def test_several_slot_kinds_are_one_exact_allocation(inst):
     # 2 slots of 3 cores, 3 slots of 1 core and 1 slot of 1 core + 1 GPU (only node0 has one)
-    a = inst.rpc("sched.alloc", {"jobspec": kinds_spec((3, 0, 2), (1, 0, 3), (1, 1, 1)), "labels": {"g": "mixed"}})
+    a = inst.rpc(
+        "sched.alloc",
+        {"jobspec": kinds_spec((3, 0, 2), (1, 0, 3), (1, 1, 1)), "labels": {"g": "mixed"}},
+    )
     assert a["status"] == "ALLOCATED"
-    assert held(a["nodes"]) == (2 * 3 + 3 + 1, 1)  # exactly the slots' sum, not 6 slots of the largest
+    assert held(a["nodes"]) == (
+        2 * 3 + 3 + 1,
+        1,
+    )  # exactly the slots' sum, not 6 slots of the largest
     kinds = {k["label"]: k for k in a["kinds"]}
     assert {label: (k["count"], held(k["nodes"])) for label, k in kinds.items()} == {
         "s0": (2, (6, 0)), "s1": (3, (3, 0)), "s2": (1, (1, 1))}
@@ -146,7 +180,9 @@ def test_several_slot_kinds_are_one_exact_allocation(inst):
     assert [(x["id"], x["nodes"]) for x in listed] == [(a["id"], a["nodes"])]
     assert inst.rpc("sched.info", {"id": a["id"]})["jobspec"]["resources"][0]["label"] == "s0"
     # 2 cores are left in all: a 2-core + 1-core request is busy, and holds nothing after
-    assert errnum(inst, "sched.alloc", {"jobspec": kinds_spec((2, 0, 1), (1, 0, 1))})[0] == errno.EBUSY
+    assert (
+        errnum(inst, "sched.alloc", {"jobspec": kinds_spec((2, 0, 1), (1, 0, 1))})[0] == errno.EBUSY
+    )
     n, msg = errnum(inst, "sched.alloc", {"jobspec": kinds_spec((4, 0, 3), (1, 0, 1))})
     assert n == errno.ENODEV and "13 cores" in msg and "12 cores" in msg, msg
     n, msg = errnum(inst, "sched.alloc", {"jobspec": kinds_spec((1, 2, 1), (1, 0, 1))})
@@ -155,7 +191,10 @@ def test_several_slot_kinds_are_one_exact_allocation(inst):
     assert held(left["nodes"]) == (2, 0)
     inst.rpc("sched.cancel", {"id": left["id"]})
     # a reservation books the largest shape for every slot
-    r = inst.rpc("sched.alloc", {"jobspec": kinds_spec((2, 0, 1), (1, 0, 2)), "op": "allocate_orelse_reserve"})
+    r = inst.rpc(
+        "sched.alloc",
+        {"jobspec": kinds_spec((2, 0, 1), (1, 0, 2)), "op": "allocate_orelse_reserve"},
+    )
     assert r["status"] == "RESERVED" and held(r["nodes"]) == (6, 0) and "kinds" not in r
     inst.rpc("sched.cancel", {"id": r["id"]})
     # partial cancel by ranks frees that rank of every kind
@@ -172,14 +211,22 @@ def test_cli_alloc_allocs_cancel(inst):
     env = {"FLUXNODE_URI": inst.broker_uri(0), "PATH": "/usr/bin:/bin"}
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "fluxnode", *args], env=env, capture_output=True, text=True, timeout=30)
+        return subprocess.run(
+            [sys.executable, "-m", "fluxnode", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
 
     out = run("alloc", "--slots", "2", "--cores-per-slot", "2")
     assert out.returncode == 0, out.stderr
     alloc_id = int(out.stdout.split()[1].rstrip(":"))
     assert "ALLOCATED" in out.stdout and "node" in out.stdout
     listing = run("allocs")
-    assert listing.returncode == 0 and str(alloc_id) in listing.stdout and "NCORES" in listing.stdout
+    assert (
+        listing.returncode == 0 and str(alloc_id) in listing.stdout and "NCORES" in listing.stdout
+    )
     bad = run("alloc", "--nodes", "2", "--slots", "3")
     assert bad.returncode != 0 and "not a multiple" in bad.stderr and "Traceback" not in bad.stderr
     done = run("cancel", str(alloc_id))
@@ -194,13 +241,26 @@ def test_tcp_client_with_curve(inst):
 
 
 def test_allocations_survive_a_leader_restart(tmp_path):
-    with Instance(size=2, tmp_path=tmp_path, modules=None, resources={k: RESOURCES[k] for k in ("node0", "node1")},
-                  tbon={"torpid_min": "0.2s", "torpid_max": "1s"}) as inst:
+    with Instance(
+        size=2,
+        tmp_path=tmp_path,
+        modules=None,
+        resources={k: RESOURCES[k] for k in ("node0", "node1")},
+        tbon={"torpid_min": "0.2s", "torpid_max": "1s"},
+    ) as inst:
         wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 2, 20, what="2 ranks")
-        a = inst.rpc("sched.alloc", {"jobspec": spec(4, 1, hosts="node1"), "labels": {"group": "keep"}})
+        a = inst.rpc(
+            "sched.alloc", {"jobspec": spec(4, 1, hosts="node1"), "labels": {"group": "keep"}}
+        )
         b = inst.rpc("sched.alloc", {"jobspec": spec(3, 1, hosts="node0")})
         inst.rpc("sched.cancel", {"id": b["id"]})
-        m = inst.rpc("sched.alloc", {"jobspec": kinds_spec((1, 0, 1), (1, 1, 1), hosts="node0"), "labels": {"group": "mixed"}})
+        m = inst.rpc(
+            "sched.alloc",
+            {
+                "jobspec": kinds_spec((1, 0, 1), (1, 1, 1), hosts="node0"),
+                "labels": {"group": "mixed"},
+            },
+        )
         allocs = restart_leader(inst, 2)
         assert [(x["id"], x["labels"], x["nodes"]) for x in allocs] == [
             (a["id"], {"group": "keep"}, a["nodes"]), (m["id"], {"group": "mixed"}, m["nodes"])]
@@ -217,7 +277,11 @@ def test_down_ranks_are_never_allocated(tmp_path):
                   tbon={"torpid_min": "0.2s", "torpid_max": "1s"}) as inst:
         wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 3, 20, what="3 ranks")
         inst.kill(2)
-        wait_for(lambda: inst.rpc("sched.resource-status")["down"]["execution"]["R_lite"], 30, what="rank 2 down")
+        wait_for(
+            lambda: inst.rpc("sched.resource-status")["down"]["execution"]["R_lite"],
+            30,
+            what="rank 2 down",
+        )
         a = inst.rpc("sched.alloc", {"jobspec": spec(2, 2)})
         assert sorted(n["hostname"] for n in a["nodes"]) == ["node0", "node1"]
         assert errnum(inst, "sched.alloc", {"jobspec": spec(1, 1)})[0] == errno.EBUSY
@@ -227,7 +291,20 @@ def test_down_ranks_are_never_allocated(tmp_path):
 
 
 def test_binder_cli_errors_are_one_line(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "fluxnode", "binder", "--kubeconfig", str(tmp_path / "missing"),
-                          "--uri", "tcp://127.0.0.1:1"], capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fluxnode",
+            "binder",
+            "--kubeconfig",
+            str(tmp_path / "missing"),
+            "--uri",
+            "tcp://127.0.0.1:1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert "cannot load Kubernetes configuration" in out.stderr

@@ -29,9 +29,18 @@ def spec(cores, count, memory=0, nnodes=None, hosts=None):
 
 @pytest.fixture(scope="module")
 def inst(tmp_path_factory):
-    with Instance(size=2, tmp_path=tmp_path_factory.mktemp("sgraph"), modules=None, resources=RESOURCES,
-                  tbon={"torpid_min": "0.2s", "torpid_max": "1s"}) as inst:
-        wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 2, 20, what="2 ranks in the graph")
+    with Instance(
+        size=2,
+        tmp_path=tmp_path_factory.mktemp("sgraph"),
+        modules=None,
+        resources=RESOURCES,
+        tbon={"torpid_min": "0.2s", "torpid_max": "1s"},
+    ) as inst:
+        wait_for(
+            lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 2,
+            20,
+            what="2 ranks in the graph",
+        )
         yield inst
 
 
@@ -53,7 +62,10 @@ def test_R_keeps_sockets_and_the_graph_holds_all_memory(inst):
     types = {v["metadata"]["type"] for v in R["scheduling"]["graph"]["nodes"]}
     assert "socket" in types  # R is unchanged; only the service graph is flat
     nodes = inst.rpc("sched.resource-status")["nodes"]
-    assert [(n["hostname"], n["cores"], n["memory_mib"]) for n in nodes] == [("node0", 8, MEMORY), ("node1", 8, MEMORY)]
+    assert [(n["hostname"], n["cores"], n["memory_mib"]) for n in nodes] == [
+        ("node0", 8, MEMORY),
+        ("node1", 8, MEMORY),
+    ]
 
 
 def test_slots_of_cores_and_memory(clean):
@@ -83,8 +95,12 @@ def test_memory_only_slot_takes_what_it_asks_rounded_to_a_granule(clean):
     a = inst.rpc("sched.alloc", {"jobspec": spec(0, 1, memory=100, hosts="node0")})
     [node] = a["nodes"]
     assert node["cores"] == "" and 100 <= node["memory_mib"] < 100 + GRANULE
-    b = inst.rpc("sched.alloc", {"jobspec": spec(0, 1, memory=MEMORY - node["memory_mib"], hosts="node0")})
-    assert b["nodes"][0]["memory_mib"] == MEMORY - node["memory_mib"]  # the rest of the node, exactly
+    b = inst.rpc(
+        "sched.alloc", {"jobspec": spec(0, 1, memory=MEMORY - node["memory_mib"], hosts="node0")}
+    )
+    assert (
+        b["nodes"][0]["memory_mib"] == MEMORY - node["memory_mib"]
+    )  # the rest of the node, exactly
     assert errnum(inst, {"jobspec": spec(0, 1, memory=1, hosts="node0")})[0] == errno.EBUSY
 
 
@@ -100,12 +116,21 @@ def test_a_slot_wider_than_one_socket(clean):
 
 def test_node_slot_jobspec(clean):
     a = clean.rpc("sched.alloc", {"jobspec": spec(1, 4, nnodes=2)})
-    assert [(n["hostname"], len(idset.decode(n["cores"]))) for n in a["nodes"]] == [("node0", 2), ("node1", 2)]
+    assert [(n["hostname"], len(idset.decode(n["cores"]))) for n in a["nodes"]] == [
+        ("node0", 2),
+        ("node1", 2),
+    ]
 
 
 def run_cli(inst, *args):
     env = {"FLUXNODE_URI": inst.broker_uri(0), "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "fluxnode", *args], env=env, capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-m", "fluxnode", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def test_cli_nodes_form_and_memory_slots(clean):
@@ -113,9 +138,14 @@ def test_cli_nodes_form_and_memory_slots(clean):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert "ALLOCATED" in lines[0] and [line.split()[1] for line in lines[2:]] == ["node0", "node1"]
-    out = run_cli(clean, "alloc", "--slots", "2", "--cores-per-slot", "3", "--memory-per-slot", "1024")
+    out = run_cli(
+        clean, "alloc", "--slots", "2", "--cores-per-slot", "3", "--memory-per-slot", "1024"
+    )
     assert out.returncode == 0, out.stderr
-    assert sum(int(line.split()[-1].removesuffix("MiB")) for line in out.stdout.splitlines()[2:]) == 2048
+    assert (
+        sum(int(line.split()[-1].removesuffix("MiB")) for line in out.stdout.splitlines()[2:])
+        == 2048
+    )
     out = run_cli(clean, "alloc", "--cores-per-slot", "1", "--memory-per-slot", str(MEMORY * 2))
     assert out.returncode != 0 and "unsatisfiable" in out.stderr and "Traceback" not in out.stderr
 
@@ -128,8 +158,13 @@ def test_memory_allocations_survive_a_leader_restart(tmp_path):
         [x] = restart_leader(inst, 2)
         assert (x["nodes"], x["restored"]) == (a["nodes"], True)
         left = MEMORY - a["nodes"][0]["memory_mib"]
-        assert errnum(inst, {"jobspec": spec(1, 1, memory=left + 1, hosts="node1")})[0] == errno.EBUSY
-        assert inst.rpc("sched.alloc", {"jobspec": spec(1, 1, memory=left, hosts="node1")})["status"] == "ALLOCATED"
+        assert (
+            errnum(inst, {"jobspec": spec(1, 1, memory=left + 1, hosts="node1")})[0] == errno.EBUSY
+        )
+        assert (
+            inst.rpc("sched.alloc", {"jobspec": spec(1, 1, memory=left, hosts="node1")})["status"]
+            == "ALLOCATED"
+        )
 
 
 class Handle:
@@ -156,15 +191,23 @@ class Handle:
 
 
 def machine(n):
-    return build_R([NodeResources(rank=i, hostname=f"node{i}", cores=list(range(8)), sockets=2, memory_mib=MEMORY)
-                    for i in range(n)])
+    return build_R(
+        [
+            NodeResources(
+                rank=i, hostname=f"node{i}", cores=list(range(8)), sockets=2, memory_mib=MEMORY
+            )
+            for i in range(n)
+        ]
+    )
 
 
 def test_graph_growth_and_down_ranks_keep_memory_allocations(tmp_path):
     svc = SchedService(Handle(tmp_path, machine(1)))
     try:
         a = svc.alloc({"jobspec": spec(6, 1, memory=MEMORY)})
-        svc.resources_changed(machine(2), [])  # R grows: node1 added to the live graph, allocations kept
+        svc.resources_changed(
+            machine(2), []
+        )  # R grows: node1 added to the live graph, allocations kept
         assert [n["hostname"] for n in svc.graph.capacity()] == ["node0", "node1"]
         assert svc.allocations[a["id"]].restored and svc.allocations[a["id"]].nodes == a["nodes"]
         b = svc.alloc({"jobspec": spec(1, 1, memory=1)})
@@ -195,7 +238,10 @@ def test_growth_adds_nodes_in_place_keeping_allocations_and_reservations(tmp_pat
         assert set(svc.allocations) == {a["id"], r["id"]}  # the reservation is kept too
         assert svc.allocations[a["id"]].restored and svc.allocations[a["id"]].nodes == a["nodes"]
         b = svc.alloc({"jobspec": spec(8, 2)})
-        assert sorted(n["hostname"] for n in b["nodes"]) == ["node1", "node2"]  # node0 is still held
+        assert sorted(n["hostname"] for n in b["nodes"]) == [
+            "node1",
+            "node2",
+        ]  # node0 is still held
         with pytest.raises(Exception) as info:
             svc.alloc({"jobspec": spec(1, 1)})
         assert getattr(info.value, "errnum", None) == errno.EBUSY
@@ -215,17 +261,29 @@ def test_changed_resources_rebuild_the_graph_and_replay_the_journal(tmp_path):
         r = svc.alloc({"jobspec": spec(8, 1, hosts="node0"), "op": "allocate_orelse_reserve"})
         assert r["status"] == "RESERVED"
         live = svc.graph
-        smaller = build_R([NodeResources(rank=0, hostname="node0", cores=list(range(8)), sockets=2, memory_mib=MEMORY),
-                           NodeResources(rank=1, hostname="node1", cores=list(range(6)), sockets=2, memory_mib=MEMORY)])
+        smaller = build_R(
+            [
+                NodeResources(
+                    rank=0, hostname="node0", cores=list(range(8)), sockets=2, memory_mib=MEMORY
+                ),
+                NodeResources(
+                    rank=1, hostname="node1", cores=list(range(6)), sockets=2, memory_mib=MEMORY
+                ),
+            ]
+        )
         svc.resources_changed(smaller, [])
         assert svc.graph is not live
         assert r["id"] not in svc.allocations
         replayed = svc.allocations[a["id"]]
-        assert replayed.restored and [(n["rank"], len(idset.decode(n["cores"]))) for n in replayed.nodes] == [(1, 4)]
+        assert replayed.restored and [
+            (n["rank"], len(idset.decode(n["cores"]))) for n in replayed.nodes
+        ] == [(1, 4)]
         assert svc.journal.entries()[0].nodes == replayed.nodes  # re-placed on the new graph
         assert [n["cores"] for n in svc.graph.capacity()] == [8, 6]
         with pytest.raises(Exception) as info:
-            svc.alloc({"jobspec": spec(3, 1, hosts="node1")})  # 6 cores, 4 held by the replayed allocation
+            svc.alloc(
+                {"jobspec": spec(3, 1, hosts="node1")}
+            )  # 6 cores, 4 held by the replayed allocation
         assert getattr(info.value, "errnum", None) == errno.EBUSY
     finally:
         svc.close()
@@ -235,8 +293,12 @@ def test_growth_below_a_known_rank_keeps_rank_order(tmp_path):
     """A rank lower than one already in the graph joins late (its node vertex comes after
     the higher rank's): placement is still as on a graph built from all nodes at once."""
     def nodes(*ranks):
-        return build_R([NodeResources(rank=i, hostname=f"node{i}", cores=list(range(8)), memory_mib=MEMORY)
-                        for i in ranks])
+        return build_R(
+            [
+                NodeResources(rank=i, hostname=f"node{i}", cores=list(range(8)), memory_mib=MEMORY)
+                for i in ranks
+            ]
+        )
 
     svc = SchedService(Handle(tmp_path, nodes(0, 2)))
     try:

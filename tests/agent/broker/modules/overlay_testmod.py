@@ -23,10 +23,17 @@ class TestModule:
             len(_ids(e["rank"])) for e in R["execution"]["R_lite"]), "down": down})
 
     def info(self, msg) -> dict:
-        return {"rank": self.broker.rank, "size": self.broker.size, "statedir": str(self.broker.statedir),
-                "down": self.broker.down_ranks(), "changes": self.changes[-3:],
-                "nnodes": sum(len(_ids(e["rank"])) for e in self.broker.resources()["execution"]["R_lite"]),
-                "attr_rank": self.broker.attrs["rank"]}
+        return {
+            "rank": self.broker.rank,
+            "size": self.broker.size,
+            "statedir": str(self.broker.statedir),
+            "down": self.broker.down_ranks(),
+            "changes": self.changes[-3:],
+            "nnodes": sum(
+                len(_ids(e["rank"])) for e in self.broker.resources()["execution"]["R_lite"]
+            ),
+            "attr_rank": self.broker.attrs["rank"],
+        }
 
     def publish(self, msg) -> dict:
         self.broker.publish(msg.payload["topic"], msg.payload.get("payload"))

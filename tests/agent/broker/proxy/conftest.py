@@ -79,8 +79,12 @@ def ssh_env(tmp_path, sshd):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SSH_", "FLUXNODE_"))}
     home = tmp_path / "home"
     home.mkdir()
-    env.update(HOME=str(home), FLUXNODE_SSH_RCMD=f"{sys.executable} -m fluxnode relay",
-               FLUXNODE_SSH_KNOWN_HOSTS=str(sshd.known_hosts), FLUXNODE_SSH_IDENTITY=str(sshd.identity))
+    env.update(
+        HOME=str(home),
+        FLUXNODE_SSH_RCMD=f"{sys.executable} -m fluxnode relay",
+        FLUXNODE_SSH_KNOWN_HOSTS=str(sshd.known_hosts),
+        FLUXNODE_SSH_IDENTITY=str(sshd.identity),
+    )
     return env
 
 

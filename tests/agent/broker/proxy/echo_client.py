@@ -29,7 +29,9 @@ def one(i: int) -> None:
             got += chunk
         sender.join()
     if bytes(got) != payload:
-        errors.append(f"connection {i}: sent {len(payload)} bytes, got {len(got)} back (equal={bytes(got) == payload})")
+        errors.append(
+            f"connection {i}: sent {len(payload)} bytes, got {len(got)} back (equal={bytes(got) == payload})"
+        )
 
 
 threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
