@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from fluxnode.scheduler.traversers.dfu import Emit
+from fluxnode.scheduler.traversers.dfu_impl import Emit
 
 KEYS = ("status", "sched-now", "sched-future", "jobid-alloc", "jobid-span", "jobid-tag",
         "jobid-reserved", "agfilter", "property", "names")

@@ -16,13 +16,8 @@ from itertools import product
 
 from fluxnode.scheduler.jobspec.request import Request, calc_count, effective_max, to_requests
 from fluxnode.scheduler.policies.scoring import Scoring
-from fluxnode.scheduler.traversers.dfu import (
-    MatchResult,
-    NoMatch,
-    Traverser,
-    Unsatisfiable,
-    take_slot,
-)
+from fluxnode.scheduler.traversers.dfu import MatchResult, NoMatch, Traverser, Unsatisfiable
+from fluxnode.scheduler.traversers.dfu_select import take_slot
 
 
 class FlexibleTraverser(Traverser):
