@@ -146,15 +146,20 @@ class DfuSelect(DfuImpl):
                 slot_r = r
                 nslots = effective_max(r)
                 matched = True
-        if slot_r is not None:
-            child_types = self._child_types.get(u.uniq_id)
-            if child_types is None:
-                child_types = self._child_types[u.uniq_id] = {c.type for c in u.children}
-            if all(c.type in child_types for c in slot_r.with_):
-                return slot_r.with_, "slot", nslots, slot_r.label, False
+        if slot_r is not None and self._slot_sits_at(u, slot_r.with_):
+            return slot_r.with_, "slot", nslots, slot_r.label, False
         if match_r is not None:
             return match_r.with_, "resource", nslots, "", False
         return resources, ("pristine" if pristine else "none"), nslots, "", pristine
+
+    def _slot_sits_at(self, u: Vertex, shape: list[Request]) -> bool:
+        """Is ``u`` the vertex a slot of ``shape`` is matched at: is every type the
+        slot holds among the types of ``u``'s children (one level down, as Fluxion's
+        dom_dfv decides it)? Both traversers' ``_test`` ask this one question."""
+        child_types = self._child_types.get(u.uniq_id)
+        if child_types is None:
+            child_types = self._child_types[u.uniq_id] = {c.type for c in u.children}
+        return all(c.type in child_types for c in shape)
 
     # ------------------------------------------------------------------ walk
     def _user_data(self, r: Request) -> dict[str, int]:
