@@ -22,7 +22,7 @@ from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
 from fluxnode.scheduler.policies.policy import PolicyError
 from fluxnode.scheduler.readers.grug import GrugError, read_grug
 from fluxnode.scheduler.readers.hwloc import HwlocError, read_hwloc
-from fluxnode.scheduler.readers.jgf import JgfError, read_jgf
+from fluxnode.scheduler.readers.jgf import JgfError, add_jgf, load_jgf_document, read_jgf
 from fluxnode.scheduler.readers.rv1 import RError, ranks_in_R, read_rv1
 from fluxnode.scheduler.traversers.dfu import (
     DEFAULT_PRUNE_FILTERS,
@@ -32,6 +32,7 @@ from fluxnode.scheduler.traversers.dfu import (
     Unsatisfiable,
 )
 from fluxnode.scheduler.traversers.find import FindError, find
+from fluxnode.scheduler.traversers.flexible import FlexibleTraverser
 
 SEP = "INFO: =============================\n"
 HELP = """Usage: resource-query [OPTIONS...]
@@ -430,8 +431,7 @@ class Session:
         if len(args) != 2:
             return self.error("ERROR: malformed command")
         try:
-            from fluxnode.scheduler.readers.jgf import _load, add_jgf
-            add_jgf(self.t.g, _load(args[1]))
+            add_jgf(self.t.g, load_jgf_document(args[1]))
             self.t.reinit()
         except (JgfError, OSError) as exc:
             self.error("ERROR: can't attach JGF subgraph ")
@@ -557,9 +557,7 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     if ns.traverser not in ("simple", "flexible"):
         stderr.write(f"ERROR: unknown traverser {ns.traverser}\n")
         return 1
-    cls = Traverser
-    if ns.traverser == "flexible":
-        from fluxnode.scheduler.traversers.flexible import FlexibleTraverser as cls
+    cls = FlexibleTraverser if ns.traverser == "flexible" else Traverser
     try:
         trav = cls(graph, ns.match_policy, prune_filters=ns.prune_filters)
     except PolicyError as exc:
