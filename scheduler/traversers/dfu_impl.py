@@ -74,7 +74,11 @@ def free_during(p: Planner, at: int, duration: int) -> int:
 
 
 class DfuImpl:
-    """The traverser's state, and the reads of a vertex both walks make."""
+    """The traverser's state, and the reads of a vertex both walks make.
+
+    The mixins call one another through ``self`` (``DfuReservation._satisfiable``
+    runs ``DfuSelect._select``; ``DfuUpdate._update`` reads ``_avail``), as
+    Fluxion's dfu_impl_t methods do; only ``dfu.Traverser`` has them all."""
 
     g: ResourceGraph
     policy: Policy
@@ -143,7 +147,6 @@ class DfuImpl:
                 used = 0
             out[t] = f"used:{used}, total:{total}"
         return dict(sorted(out.items()))
-
 
     def _avail(self, u: Vertex, m: JobMeta) -> int:
         p = u.schedule
