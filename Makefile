@@ -1,4 +1,5 @@
-# fluxnode: `make demo` installs and runs an 8-broker overlay; `make test` runs lint and tests.
+# fluxnode: `make demo` installs and runs an 8-broker overlay; `make test` runs lint, import
+# contracts, the docs build and the tests; `make docs` builds the documentation site.
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
@@ -6,7 +7,7 @@ STAMP   := $(VENV)/.installed
 IMAGE   ?= fluxnode:dev
 CLUSTER ?= fluxnode
 
-.PHONY: install system-deps lint imports test demo bench image kind-up kind-load deploy undeploy e2e-kind clean
+.PHONY: install system-deps lint imports docs test demo bench image kind-up kind-load deploy undeploy e2e-kind clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -37,7 +38,12 @@ imports: install
 	$(BIN)/pip install --quiet --no-deps --no-compile --target $(IMPORTS_SITE) .
 	cd $(IMPORTS_SITE) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
 
-test: install system-deps lint imports
+# The documentation site (docs/, mkdocs.yml) into build/site; --strict makes a broken link,
+# anchor or nav entry an error. Its examples are run by tests/docs (part of pytest).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+test: install system-deps lint imports docs
 	$(BIN)/pytest -q
 
 demo: install

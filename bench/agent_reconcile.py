@@ -6,16 +6,13 @@ rendering for N nodes, and the emulator-backed informer list of N nodes.
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from fluxnode.agent import overlay_config  # noqa: E402
+from fluxnode.agent.node import overlay_config
 from fluxnode.agent.node import resources as node_resources
-from fluxnode.agent.node.ranks import RankMap, plan  # noqa: E402
-from fluxnode.agent.node.selection import NodeSelection  # noqa: E402
+from fluxnode.agent.node.ranks import RankMap, plan
+from fluxnode.agent.node.selection import NodeSelection
 
 
 def node(i: int) -> dict:
@@ -59,4 +56,7 @@ def main(sizes: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [10, 100, 1000])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sizes", nargs="*", type=int, default=[10, 100, 1000], metavar="N",
+                        help="node counts (default: 10 100 1000)")
+    main(parser.parse_args().sizes)

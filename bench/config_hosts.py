@@ -9,7 +9,7 @@ cost (what each lookup used to cost) and the per-call cost now.
 
 from __future__ import annotations
 
-import sys
+import argparse
 import timeit
 
 from fluxnode.broker_conf import config, render
@@ -34,4 +34,7 @@ def main(sizes: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [16, 256, 1024])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sizes", nargs="*", type=int, default=[16, 256, 1024], metavar="N",
+                        help="host counts (default: 16 256 1024)")
+    main(parser.parse_args().sizes)

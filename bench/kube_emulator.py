@@ -6,16 +6,14 @@ patches, and watch delivery latency (what the installer and binder tests lean on
 
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
 import threading
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from kubernetes import client, watch
 
-from kubernetes import client, watch  # noqa: E402
-from support.kube_emulator import KubeEmulator  # noqa: E402
+from fluxnode.testing.kube_emulator import KubeEmulator
 
 
 def pod(i: int) -> dict:
@@ -67,4 +65,7 @@ def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("n", nargs="?", type=int, default=1000, metavar="N",
+                        help="pods to create, list and patch (default: 1000)")
+    main(parser.parse_args().n)

@@ -7,6 +7,7 @@ Nodes are 2 sockets x 32 cores + 4 GPUs (71 vertices per node).
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
 import subprocess
@@ -15,14 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fluxnode.scheduler.readers.grug import read_grug
+from fluxnode.scheduler.traversers.dfu import Traverser
+from sched_common import write_grug
 
 
 def one(nodes: int) -> dict:
-    from fluxnode.scheduler.readers.grug import read_grug
-    from fluxnode.scheduler.traversers.dfu import Traverser
-    from sched_common import write_grug
-
     with tempfile.TemporaryDirectory() as d:
         path = write_grug(Path(d) / "g.graphml", nodes)
         t0 = time.perf_counter()
@@ -37,10 +36,15 @@ def one(nodes: int) -> dict:
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--one":
-        print(json.dumps(one(int(sys.argv[2]))))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sizes", nargs="*", type=int, default=[1000, 5000, 16384], metavar="SIZE",
+                        help="node counts, each built in a fresh process (default: 1000 5000 16384)")
+    parser.add_argument("--one", type=int, metavar="N", help=argparse.SUPPRESS)  # the child process
+    args = parser.parse_args()
+    if args.one is not None:
+        print(json.dumps(one(args.one)))
         return
-    sizes = [int(a) for a in sys.argv[1:]] or [1000, 5000, 16384]
+    sizes = args.sizes
     print(f"{'nodes':>7} {'vertices':>9} {'read s':>8} {'init s':>8} {'total s':>8} {'peak MiB':>9}")
     for n in sizes:
         out = subprocess.run([sys.executable, __file__, "--one", str(n)], capture_output=True,

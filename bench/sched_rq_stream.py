@@ -22,10 +22,7 @@ import time
 from pathlib import Path
 
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from sched_common import jobspec, write_grug  # noqa: E402
+from sched_common import jobspec, write_grug
 
 SHAPES = {
     "core1": [{"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}],

@@ -22,12 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fluxnode.scheduler.jobspec.request import from_jobspec  # noqa: E402
-from fluxnode.scheduler.readers.grug import read_grug  # noqa: E402
-from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser  # noqa: E402
-from sched_common import gang_cores, gang_nodes, single_core, write_grug  # noqa: E402
+from fluxnode.scheduler.jobspec.request import from_jobspec
+from fluxnode.scheduler.readers.grug import read_grug
+from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser
+from sched_common import gang_cores, gang_nodes, single_core, write_grug
 
 
 def stats(samples: list[float]) -> str:

@@ -25,15 +25,13 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import click
 import zmq
 
-__all__ = ["Certificate", "CertificateError", "generate", "write", "load", "dumps", "keygen"]
+__all__ = ["Certificate", "CertificateError", "generate", "write", "load", "loads", "dumps"]
 
 _Z85_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#")
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.")
@@ -77,6 +75,7 @@ def generate(name: str | None = None) -> Certificate:
     """A fresh keypair from libzmq, with flux-keygen-style metadata."""
     public_key, secret_key = zmq.curve_keypair()
     try:
+        # Lazy: importlib.metadata costs ~30 ms, paid by every CLI command that reads a certificate.
         from importlib.metadata import version
 
         our_version = version("fluxnode")
@@ -224,15 +223,3 @@ def load(path: str | Path, *, require_secret: bool = True) -> Certificate:
         raise CertificateError(f"{p}: not a ZPL text certificate (non-ASCII bytes)") from None
     return loads(text, p, require_secret=require_secret)
 
-
-@click.command("keygen")
-@click.option("-n", "--name", metavar="NAME", help="Certificate metadata 'name' (default: the local hostname).")
-@click.option("-f", "--force", is_flag=True, help="Replace PATH if it already exists.")
-@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
-def keygen(name: str | None, force: bool, path: Path) -> None:
-    """Generate the instance CURVE certificate at PATH (mode 0600), like `flux keygen`."""
-    try:
-        write(path, generate(name), force=force)
-    except CertificateError as exc:
-        click.echo(f"fluxnode-keygen: {exc}", err=True)
-        sys.exit(1)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from fluxnode.broker_conf import idset
+
 __all__ = ["HostlistError", "decode", "encode", "MAX_HOSTS"]
 
 #: Refuse to expand more hosts than this from one string (guards against ``n[0-999999999]``).
@@ -60,12 +62,6 @@ def _split_top_level(s: str) -> list[str]:
     return parts
 
 
-def _parse_id(token: str, whole: str) -> int:
-    if not token or not token.isascii() or not token.isdigit():
-        raise HostlistError(f"invalid hostlist {whole!r}: {token!r} is not a non-negative integer")
-    return int(token)
-
-
 def _expand_idlist(idlist: str, whole: str) -> list[str]:
     if idlist == "":
         raise HostlistError(f"invalid hostlist {whole!r}: empty brackets")
@@ -75,8 +71,8 @@ def _expand_idlist(idlist: str, whole: str) -> list[str]:
     out: list[str] = []
     for item in items:
         lo_s, sep, hi_s = item.partition("-")
-        lo = _parse_id(lo_s, whole)
-        hi = _parse_id(hi_s, whole) if sep else lo
+        lo = idset.parse_id(lo_s, whole, what="hostlist", error=HostlistError, leading_zeros=True)
+        hi = idset.parse_id(hi_s, whole, what="hostlist", error=HostlistError, leading_zeros=True) if sep else lo
         if hi < lo:
             raise HostlistError(f"invalid hostlist {whole!r}: range {item!r} is descending")
         if len(out) + (hi - lo + 1) > MAX_HOSTS:

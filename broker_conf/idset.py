@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["IdsetError", "decode", "encode", "MAX_IDS"]
+__all__ = ["IdsetError", "decode", "encode", "parse_id", "MAX_IDS"]
 
 #: Refuse to expand more ids than this from one string (guards against ``0-4294967295``).
 MAX_IDS = 1 << 24
@@ -18,11 +18,16 @@ class IdsetError(ValueError):
     """An idset string or id collection that does not follow RFC 22."""
 
 
-def _parse_id(token: str, whole: str) -> int:
+def parse_id(token: str, whole: str, *, what: str = "idset", error: type[ValueError] = IdsetError,
+             leading_zeros: bool = False) -> int:
+    """One decimal id of `whole` (an idset, or a hostlist's bracketed ids, which may be zero-padded).
+
+    Errors are `error` and read ``invalid <what> '<whole>': <problem>``.
+    """
     if not token or not token.isascii() or not token.isdigit():
-        raise IdsetError(f"invalid idset {whole!r}: {token!r} is not a non-negative integer")
-    if len(token) > 1 and token.startswith("0"):
-        raise IdsetError(f"invalid idset {whole!r}: {token!r} has a leading zero")
+        raise error(f"invalid {what} {whole!r}: {token!r} is not a non-negative integer")
+    if not leading_zeros and len(token) > 1 and token.startswith("0"):
+        raise error(f"invalid {what} {whole!r}: {token!r} has a leading zero")
     return int(token)
 
 
@@ -38,8 +43,8 @@ def decode(s: str) -> list[int]:
     ids: set[int] = set()
     for item in body.split(","):
         lo_s, sep, hi_s = item.partition("-")
-        lo = _parse_id(lo_s, s)
-        hi = _parse_id(hi_s, s) if sep else lo
+        lo = parse_id(lo_s, s)
+        hi = parse_id(hi_s, s) if sep else lo
         if hi < lo:
             raise IdsetError(f"invalid idset {s!r}: range {item!r} is descending")
         if len(ids) + (hi - lo + 1) > MAX_IDS:

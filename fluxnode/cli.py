@@ -19,11 +19,11 @@ COMMANDS: dict[str, str] = {
     "ping": "fluxnode.commands.ping:ping",
     "overlay": "fluxnode.commands.overlay:overlay",
     "resource": "fluxnode.commands.resource:resource",
-    "proxy": "fluxnode.agent.broker.proxy:proxy",
-    "relay": "fluxnode.agent.broker.proxy:relay",
+    "proxy": "fluxnode.commands.proxy:proxy",
+    "relay": "fluxnode.commands.proxy:relay",
     "agent": "fluxnode.agent.node.agent:agent",
     # configuration (broker_conf/)
-    "keygen": "fluxnode.broker_conf.certificate:keygen",
+    "keygen": "fluxnode.commands.keygen:keygen",
     "config": "fluxnode.commands.config:config",
     # scheduling (scheduler/)
     "resource-query": "fluxnode.scheduler.resource_query.command:main",

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from support.kube_emulator import KubeEmulator
+
+from fluxnode.testing.kube_emulator import KubeEmulator
 
 
 @pytest.fixture

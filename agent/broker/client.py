@@ -92,6 +92,7 @@ class _LocalTransport:
 
 class _TcpTransport:
     def __init__(self, uri: str, curve_cert: str | os.PathLike | None) -> None:
+        # Lazy: only tcp:// needs ZeroMQ and CURVE (~60 ms of imports); local:// CLI commands skip them.
         import zmq
         from fluxnode.broker_conf import certificate
 
@@ -99,19 +100,16 @@ class _TcpTransport:
             raise ConnectError(f"fluxnode: cannot connect to {uri}: a CURVE certificate is required (curve_cert=PATH)")
         _probe(uri)
         try:
-            cert = certificate.load(Path(curve_cert))
+            cert = certificate.load(Path(curve_cert), require_secret=True)
         except Exception as exc:
             raise ConnectError(f"fluxnode: cannot connect to {uri}: {exc}") from None
-        if not cert.secret_key:
-            raise ConnectError(f"fluxnode: cannot connect to {uri}: {curve_cert} has no secret key")
-        self.zmq = zmq
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.linger = 0
         self.sock.routing_id = b"t" + uuid.uuid4().hex[:12].encode()
-        self.sock.curve_serverkey = _key(cert.public_key)
-        self.sock.curve_publickey = _key(cert.public_key)
-        self.sock.curve_secretkey = _key(cert.secret_key)
+        self.sock.curve_serverkey = cert.public_key
+        self.sock.curve_publickey = cert.public_key
+        self.sock.curve_secretkey = cert.secret_key
         self.sock.connect(uri)
 
     def send(self, frames: list[bytes]) -> None:
@@ -136,10 +134,6 @@ def _probe(uri: str) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
     except OSError as exc:
         raise ConnectError(f"fluxnode: cannot connect to {uri}: {exc.strerror or exc}") from None
-
-
-def _key(k: bytes | str) -> bytes:
-    return k.encode() if isinstance(k, str) else k
 
 
 class Client:

@@ -14,6 +14,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import sys
@@ -22,10 +23,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Import the broker's dependencies now so forked children start warm.
-from fluxnode.agent.broker import broker as broker_mod  # noqa: F401
-from fluxnode.agent.broker import discovery as _resources  # noqa: F401
+# Importing the broker (and through it discovery, the overlay, broker_conf) here also
+# means forked children start warm.
+from fluxnode.agent.broker import broker as broker_mod
 from fluxnode.agent.broker.client import Client, ConnectError, RPCError
+from fluxnode.broker_conf import certificate, render
+from fluxnode.broker_conf.topology import Topology
 
 LEAF_PORT = 1  # placeholder port for brokers without children (they never bind)
 
@@ -129,17 +132,12 @@ def prepare(size: int, *, topo: str = "kary:2", attrs: dict[str, str] | None = N
         return _prepare(root, keep, size, topo, attrs, prefix, tbon, resource_override_dir, log_level)
     except BaseException:
         if not keep:
-            import shutil
-
             shutil.rmtree(root, ignore_errors=True)
         raise
 
 
 def _prepare(root: Path, keep: bool, size: int, topo: str, attrs: dict[str, str], prefix: str | None,
              tbon: dict[str, str] | None, resource_override_dir: str | None, log_level: str) -> TestInstance:
-    from fluxnode.broker_conf import certificate, render
-    from fluxnode.broker_conf.topology import Topology
-
     prefix = prefix or hostname_prefix()
     hosts = [f"{prefix}{i}" for i in range(size)]
     spec = attrs.pop("tbon.topo", None) or topo
@@ -275,6 +273,9 @@ def shutdown(inst: TestInstance, grace: float = 10.0) -> None:
         if sig is not None:
             for b in inst.brokers:
                 if b.exit_code is None:
+                    # say so: a broker that does not stop must not be hidden by the fallback
+                    print(f"fluxnode-start: broker {b.hostname} (rank {b.rank}, pid {b.pid}) did not stop;"
+                          f" sending {sig.name}", file=sys.stderr, flush=True)
                     try:
                         os.kill(b.pid, sig)
                     except ProcessLookupError:
@@ -292,6 +293,4 @@ def shutdown(inst: TestInstance, grace: float = 10.0) -> None:
 
 def cleanup(inst: TestInstance) -> None:
     if not inst.keep_rundir:
-        import shutil
-
         shutil.rmtree(inst.rundir, ignore_errors=True)

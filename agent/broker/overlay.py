@@ -2,7 +2,7 @@
 
 Each broker binds one ZeroMQ ROUTER (children and non-broker clients connect to
 it) and connects one DEALER to its parent, both under CURVE with the single
-instance certificate (as Flux does); an in-loop ZAP handler accepts only peers
+instance certificate (as Flux does); an in-loop ZAP handler (overlay_auth.py) accepts only peers
 presenting the instance public key. Children say hello, send keepalives and
 report their subtree status and online ranks; the parent marks a silent child
 `lost` after torpid_max and computes its own subtree status from its children,
@@ -25,25 +25,55 @@ from dataclasses import dataclass, field
 
 import zmq
 from fluxnode.agent.broker.message import MAX_MESSAGE_SIZE, Message, MessageError
+from fluxnode.agent.broker.overlay_auth import InstanceKeyAuthenticator
 from fluxnode.agent.broker.reactor import Reactor, Timer
-from zmq.utils import z85
-from zmq.utils.monitor import recv_monitor_message
+from fluxnode.broker_conf.config import TbonConfig
 
-ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 STATES = ("full", "partial", "degraded", "lost", "offline")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TbonParams:
-    torpid_min: float = 5.0
-    torpid_max: float = 30.0
-    tcp_user_timeout: float = 20.0
-    connect_timeout: float = 30.0
+    """The overlay's timing and socket settings.
+
+    The [tbon] ones come from `TbonConfig` (`from_config`), which owns their defaults
+    (flux-config-tbon(5)); the TCP keepalive ones are the overlay's own and have no key.
+    """
+
+    torpid_min: float
+    torpid_max: float
+    tcp_user_timeout: float
+    connect_timeout: float
+    hwm: int  # [tbon] child_rcvhwm; 0: no limit
     keepalive_enable: bool = True
     keepalive_count: int = -1
     keepalive_idle: int = -1
     keepalive_interval: int = -1
-    hwm: int = 0
+
+    @classmethod
+    def from_config(cls, tbon: TbonConfig) -> TbonParams:
+        return cls(torpid_min=tbon.torpid_min, torpid_max=tbon.torpid_max, tcp_user_timeout=tbon.tcp_user_timeout,
+                   connect_timeout=tbon.connect_timeout, hwm=tbon.child_rcvhwm)
+
+    def tune(self, sock: zmq.Socket) -> None:
+        """Apply these settings to a TBON socket (ROUTER or DEALER)."""
+        sock.linger = 0
+        sock.sndhwm = self.hwm
+        sock.rcvhwm = self.hwm
+        sock.maxmsgsize = MAX_MESSAGE_SIZE
+        sock.tcp_keepalive = 1 if self.keepalive_enable else 0
+        if self.keepalive_count > 0:
+            sock.tcp_keepalive_cnt = self.keepalive_count
+        if self.keepalive_idle > 0:
+            sock.tcp_keepalive_idle = self.keepalive_idle
+        if self.keepalive_interval > 0:
+            sock.tcp_keepalive_intvl = self.keepalive_interval
+        if self.tcp_user_timeout > 0:
+            sock.setsockopt(zmq.TCP_MAXRT, int(self.tcp_user_timeout * 1000))
+        if self.connect_timeout > 0:
+            sock.setsockopt(zmq.CONNECT_TIMEOUT, int(self.connect_timeout * 1000))
+        sock.setsockopt(zmq.RECONNECT_IVL, 50)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
 
     @property
     def keepalive_period(self) -> float:
@@ -109,43 +139,20 @@ class Overlay:
         self.parent_joined = False
         self.router: zmq.Socket | None = None
         self.dealer: zmq.Socket | None = None
-        self.zap: zmq.Socket | None = None
-        self.monitor: zmq.Socket | None = None
+        self.auth = InstanceKeyAuthenticator(reactor, ctx, log, public_key)
         self._report_timer: Timer | None = None
         self._keepalive: Timer | None = None
         self.shutting_down = False
-        self.refused = 0
-        self._raw_key = z85.decode(public_key)
         self._resets: dict[bytes, float] = {}
         self._strangers: set[str] = set()  # ranks that contacted us but are not our children
 
     # -- sockets -------------------------------------------------------------------------
-    def _tune(self, sock: zmq.Socket) -> None:
-        p = self.params
-        sock.linger = 0
-        sock.sndhwm = p.hwm
-        sock.rcvhwm = p.hwm
-        sock.maxmsgsize = MAX_MESSAGE_SIZE
-        sock.tcp_keepalive = 1 if p.keepalive_enable else 0
-        if p.keepalive_count > 0:
-            sock.tcp_keepalive_cnt = p.keepalive_count
-        if p.keepalive_idle > 0:
-            sock.tcp_keepalive_idle = p.keepalive_idle
-        if p.keepalive_interval > 0:
-            sock.tcp_keepalive_intvl = p.keepalive_interval
-        if p.tcp_user_timeout > 0:
-            sock.setsockopt(zmq.TCP_MAXRT, int(p.tcp_user_timeout * 1000))
-        if p.connect_timeout > 0:
-            sock.setsockopt(zmq.CONNECT_TIMEOUT, int(p.connect_timeout * 1000))
-        sock.setsockopt(zmq.RECONNECT_IVL, 50)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
-
     def start(self) -> None:
         if self.bind_uri is not None:
             self._open_router(self.bind_uri)
         if self.parent_uri is not None:
             self.dealer = self.ctx.socket(zmq.DEALER)
-            self._tune(self.dealer)
+            self.params.tune(self.dealer)
             self.dealer.routing_id = str(self.rank).encode()
             self.dealer.curve_serverkey = self.public_key
             self.dealer.curve_publickey = self.public_key
@@ -157,12 +164,9 @@ class Overlay:
 
     def _open_router(self, bind_uri: str) -> None:
         """Bind the ROUTER children and clients connect to, with its ZAP handler and monitor."""
-        self.zap = self.ctx.socket(zmq.REP)
-        self.zap.linger = 0
-        self.zap.bind(ZAP_ENDPOINT)
-        self.reactor.add(self.zap, zmq.POLLIN, self._zap_ready)
+        self.auth.open()
         self.router = self.ctx.socket(zmq.ROUTER)
-        self._tune(self.router)
+        self.params.tune(self.router)
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.router.setsockopt(zmq.ROUTER_HANDOVER, 1)
         self.router.setsockopt(zmq.ZAP_DOMAIN, b"fluxnode")
@@ -174,29 +178,23 @@ class Overlay:
         try:
             self.router.bind(bind_uri)
         except zmq.ZMQError:
-            self.reactor.remove(self.zap)
-            self.zap.close()
+            self.auth.close()
             self.router.close()
-            self.zap = self.router = None
+            self.router = None
             raise
         self.reactor.add(self.router, zmq.POLLIN, self._router_ready)
-        # A peer encrypting to the wrong server key never reaches ZAP: log failed handshakes too.
-        self.monitor = self.router.get_monitor_socket(
-            zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
-        self.reactor.add(self.monitor, zmq.POLLIN, self._monitor_ready)
+        self.auth.watch(self.router)
 
     def close(self) -> None:
         if self._keepalive:
             self._keepalive.cancel()
-        if self.monitor is not None and self.router is not None:
-            self.reactor.remove(self.monitor)
-            self.router.disable_monitor()
-            self.monitor.close(0)
-        for sock in (self.router, self.dealer, self.zap):
+        self.auth.unwatch(self.router)
+        for sock in (self.router, self.dealer):
             if sock is not None:
                 self.reactor.remove(sock)
                 sock.close()
-        self.router = self.dealer = self.zap = self.monitor = None
+        self.auth.close()
+        self.router = self.dealer = None
 
     def reconfigure(self, hostnames: list[str], children: list[int], subtrees: dict[int, list[int]],
                     bind_uri: str | None) -> None:
@@ -227,36 +225,6 @@ class Overlay:
         for r in sorted(set(old) - set(children)):
             self.log.info("overlay: %s (rank %d) is no longer a child of rank %d", old[r].hostname, r, self.rank)
         self._recompute()
-
-    # -- ZAP (RFC 27): only the instance public key may connect --------------------------
-    def _zap_ready(self, _revents: int) -> None:
-        assert self.zap is not None
-        while True:
-            try:
-                frames = self.zap.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            version, request_id, _domain, address, _identity, mechanism = frames[:6]
-            ok = mechanism == b"CURVE" and len(frames) >= 7 and frames[6] == self._raw_key
-            if ok:
-                self.zap.send_multipart([version, request_id, b"200", b"OK", b"instance", b""])
-            else:
-                self.refused += 1
-                self.log.warning("overlay: refused %s connection from %s: public key is not the instance "
-                                 "certificate", mechanism.decode(errors="replace"), address.decode(errors="replace"))
-                self.zap.send_multipart([version, request_id, b"400", b"unknown public key", b"", b""])
-
-    def _monitor_ready(self, _revents: int) -> None:
-        assert self.monitor is not None
-        while True:
-            try:
-                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            if event["event"] != zmq.EVENT_HANDSHAKE_FAILED_AUTH:  # ZAP refusals are logged above
-                self.refused += 1
-                self.log.warning("overlay: refused connection on %s: CURVE handshake failed (peer does not "
-                                 "have the instance certificate)", event["endpoint"].decode(errors="replace"))
 
     # -- receiving -------------------------------------------------------------------------
     def _router_ready(self, _revents: int) -> None:

@@ -10,14 +10,31 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-from typing import TYPE_CHECKING, Any
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
+from fluxnode.agent.broker import discovery
+from fluxnode.agent.broker.boot import InstanceState
 from fluxnode.agent.broker.message import Message, ServiceError
-
-if TYPE_CHECKING:
-    from fluxnode.agent.broker.broker import Broker
+from fluxnode.agent.broker.reactor import Timer
+from fluxnode.agent.broker.services import ServiceRegistry
+from fluxnode.broker_conf import idset
 
 NOTIFY_DELAY = 0.01
+
+
+@dataclass(frozen=True)
+class ResourceServiceContext:
+    """What the resource service needs of the broker that runs it, and nothing more."""
+
+    state: InstanceState  # rank, hostname, config; size and hostnames follow config.reload
+    services: ServiceRegistry  # to offer resource.* and to ask a module's sched.resource-status in-process
+    request: Callable[[Message], None]  # send a request from this broker (its response is only logged)
+    down_ranks: Callable[[], list[int]]
+    call_later: Callable[[float, Callable[[], None]], Timer]
+    log: logging.Logger
 
 
 def _node_to_dict(node: Any) -> dict:
@@ -43,8 +60,6 @@ def allocated_by_rank(status: dict) -> dict[int, tuple[set[int], set[int]]]:
     Accepts flux's shape (`allocated` is an R with execution.R_lite) or a plain
     mapping ``{"<rank>": {"cores": "0-3", "gpus": "0"}}``.
     """
-    from fluxnode.broker_conf import idset
-
     alloc = status.get("allocated") or {}
     out: dict[int, tuple[set[int], set[int]]] = {}
     if isinstance(alloc, dict) and "execution" in alloc:
@@ -65,8 +80,8 @@ def allocated_by_rank(status: dict) -> dict[int, tuple[set[int], set[int]]]:
 
 
 class ResourceService:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, context: ResourceServiceContext) -> None:
+        self.context = context
         self.local: Any = None
         self.nodes: dict[int, Any] = {}
         self.watchers: list = []
@@ -76,24 +91,23 @@ class ResourceService:
         self._exclude: set[int] | None = None
 
     def discover_local(self) -> None:
-        from fluxnode.agent.broker import discovery as resources
-
-        b = self.broker
-        override = b.attrs.get("resource.override") or getattr(b.config.resource, "override", None)
-        self.local = resources.discover(rank=b.rank, hostname=b.hostname, override=override)
-        if b.rank == 0:
+        state = self.context.state
+        override = state.attrs.get("resource.override") or getattr(state.config.resource, "override", None)
+        self.local = discovery.discover(rank=state.rank, hostname=state.hostname, override=override)
+        if state.rank == 0:
             self._store(self.local)
 
     def register(self) -> None:
-        if self.broker.rank == 0:
-            self.broker.register("resource.register", self._register)
-            self.broker.register("resource.list", self._list)
-            self.broker.register("resource.R", lambda m: {"R": self.R(), "down": self._down_idset()})
+        if self.context.state.rank == 0:
+            services = self.context.services
+            services.register("resource.register", self._register)
+            services.register("resource.list", self._list)
+            services.register("resource.R", lambda m: {"R": self.R(), "down": self._down_idset()})
 
     def report(self) -> None:
         """Tell the leader what this node has (after every join to the parent)."""
-        if self.local is not None and self.broker.rank != 0:
-            self.broker.request(Message.request("resource.register", {"node": _node_to_dict(self.local)}, nodeid=0))
+        if self.local is not None and self.context.state.rank != 0:
+            self.context.request(Message.request("resource.register", {"node": _node_to_dict(self.local)}, nodeid=0))
 
     def _register(self, msg: Message) -> dict:
         node = (msg.payload or {}).get("node")
@@ -104,10 +118,10 @@ class ResourceService:
 
     def reconfigure(self) -> None:
         """After ``config.reload``: forget ranks that are gone, excluded now, or held by another host."""
-        b = self.broker
+        state = self.context.state
         self._exclude = None
         gone = [r for r, node in self.nodes.items()
-                if r >= b.size or r in self._excluded() or node.hostname != b.hostnames[r]]
+                if r >= state.size or r in self._excluded() or node.hostname != state.hostnames[r]]
         for r in gone:
             del self.nodes[r]
         self._R = None
@@ -117,14 +131,14 @@ class ResourceService:
         """[resource] exclude: ranks that run a broker but offer nothing to schedule (as Flux)."""
         if self._exclude is None:
             try:
-                self._exclude = set(self.broker.config.excluded_ranks())
+                self._exclude = set(self.context.state.config.excluded_ranks())
             except (AttributeError, ValueError) as exc:
-                self.broker.log.error("resource.exclude: %s", exc)
+                self.context.log.error("resource.exclude: %s", exc)
                 self._exclude = set()
         return self._exclude
 
     def _store(self, node: Any) -> None:
-        if not 0 <= node.rank < self.broker.size:
+        if not 0 <= node.rank < self.context.state.size:
             raise ServiceError(errno.EINVAL, f"resource.register: rank {node.rank} is out of range")
         if node.rank in self._excluded():
             return
@@ -141,18 +155,16 @@ class ResourceService:
         return self._R
 
     def _down_idset(self) -> str:
-        from fluxnode.broker_conf import idset
-
-        return idset.encode(self.broker.down_ranks())
+        return idset.encode(self.context.down_ranks())
 
     def changed(self) -> None:
         """Coalesce joins/leaves into one notification of the module watchers."""
         if self._notify_timer is None and self.watchers:
-            self._notify_timer = self.broker.reactor.call_later(NOTIFY_DELAY, self._notify)
+            self._notify_timer = self.context.call_later(NOTIFY_DELAY, self._notify)
 
     def _notify(self) -> None:
         self._notify_timer = None
-        down = self.broker.down_ranks()
+        down = self.context.down_ranks()
         key = (tuple(sorted(self.nodes)), id(self._R) if self._R is not None else None, tuple(down))
         if key == self._last_notified:
             return
@@ -162,28 +174,27 @@ class ResourceService:
             try:
                 callback(R, down)
             except Exception:
-                self.broker.log.exception("resource watcher %r failed", callback)
+                self.context.log.exception("resource watcher %r failed", callback)
 
     def _list(self, msg: Message) -> dict:
-        from fluxnode.broker_conf import idset
-
-        b = self.broker
+        context = self.context
+        state = context.state
         allocated: dict[int, tuple[set[int], set[int]]] = {}
-        handler = b.services.get("sched.resource-status")
+        handler = context.services.get("sched.resource-status")
         if handler is not None:
             try:
                 status = handler(Message.request("sched.resource-status", {}, nodeid=0)) or {}
                 allocated = allocated_by_rank(status)
             except Exception as exc:
-                b.log.error("resource.list: sched.resource-status failed: %s", exc)
-        down = set(b.down_ranks())
+                context.log.error("resource.list: sched.resource-status failed: %s", exc)
+        down = set(context.down_ranks())
         out: dict[str, list[dict]] = {"free": [], "allocated": [], "down": []}
 
         def entry(rank: int, cores: set[int] | list[int], gpus: set[int] | list[int]) -> dict:
-            return {"rank": rank, "hostname": b.hostnames[rank], "ncores": len(cores), "ngpus": len(gpus),
+            return {"rank": rank, "hostname": state.hostnames[rank], "ncores": len(cores), "ngpus": len(gpus),
                     "cores": idset.encode(sorted(cores)), "gpus": idset.encode(sorted(gpus))}
 
-        for rank in range(b.size):
+        for rank in range(state.size):
             if rank in self._excluded():
                 continue
             node = self.nodes.get(rank)

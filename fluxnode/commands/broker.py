@@ -6,6 +6,9 @@ import sys
 
 import click
 
+from fluxnode.agent.broker import attributes as attrs
+from fluxnode.agent.broker import broker as broker_mod
+
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config-path", "-c", required=True, metavar="PATH",
@@ -16,9 +19,6 @@ import click
 @click.option("--hostname", metavar="NAME", help="act as this host of [bootstrap] hosts (default: this machine's name)")
 def broker(config_path: str, settings: tuple[str, ...], hostname: str | None) -> None:
     """Run a broker: join the overlay and serve the local connector until shut down."""
-    from fluxnode.agent.broker import attributes as attrs
-    from fluxnode.agent.broker import broker as broker_mod
-
     try:
         attributes = attrs.parse_settings(settings)
     except attrs.AttrError as exc:

@@ -12,6 +12,8 @@ from typing import NoReturn
 
 import click
 
+from fluxnode.agent.broker.client import Client, ConnectError, RPCError
+from fluxnode.agent.broker.message import NODEID_ANY
 from fluxnode.broker_conf import certificate, hostlist, idset, render
 from fluxnode.broker_conf import config as config_mod
 from fluxnode.broker_conf.topology import Topology, TopologyError
@@ -140,9 +142,6 @@ def reload_cmd(rank: int | None, uri: str | None, timeout: float) -> None:
     A change the broker cannot apply without a restart (its rank, endpoint or parent), or an
     invalid config, is an error; the broker keeps running with the config it had.
     """
-    from fluxnode.agent.broker.client import Client, ConnectError, RPCError
-    from fluxnode.agent.broker.message import NODEID_ANY
-
     try:
         with Client.connect(uri, timeout=timeout) as client:
             client.rpc("config.reload", {}, nodeid=NODEID_ANY if rank is None else rank, timeout=timeout)

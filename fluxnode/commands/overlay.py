@@ -13,6 +13,7 @@ import time
 import click
 
 from fluxnode.agent.broker.client import RPCError
+from fluxnode.broker_conf import hostlist, idset
 from fluxnode.commands.common import URI_OPTION, connect, rpc
 
 STATES = ("full", "partial", "degraded", "lost", "offline")
@@ -139,8 +140,6 @@ def status(verbose: int, rank: int, timeout: float, summary: bool, down: bool, n
 @URI_OPTION
 def errors(timeout: float, uri: str | None) -> None:
     """Summarize why brokers are lost or offline: one line per distinct error."""
-    from fluxnode.broker_conf import hostlist
-
     with connect(uri) as client:
         topo = rpc(client, "overlay.topology", {"rank": 0}, nodeid=0)
         info = collect(client, 0, topo["tree"], timeout if timeout > 0 else 3600.0)
@@ -175,8 +174,6 @@ def parentof(rank: int, uri: str | None) -> None:
 @URI_OPTION
 def lookup(target: str, uri: str | None) -> None:
     """Translate a rank idset to a hostlist, or a hostlist to a rank idset."""
-    from fluxnode.broker_conf import hostlist, idset
-
     with connect(uri) as client:
         names = rpc(client, "overlay.topology", {"rank": 0}, nodeid=0)["hostnames"]
     try:

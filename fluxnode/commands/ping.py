@@ -7,6 +7,7 @@ import time
 
 import click
 
+from fluxnode.agent.broker.client import Client, ConnectError, RPCError
 from fluxnode.agent.broker.message import NODEID_ANY, NODEID_UPSTREAM
 
 
@@ -36,8 +37,6 @@ def parse_target(target: str) -> tuple[int, str, str]:
 @click.argument("target")
 def ping(count: int, pad: int, interval: float, uri: str | None, target: str) -> None:
     """Send ping requests to TARGET (RANK or RANK!SERVICE) and print round-trip times."""
-    from fluxnode.agent.broker.client import Client, ConnectError, RPCError
-
     nodeid, label, topic = parse_target(target)
     prefix = "" if label == "any" else f"{label}!"
     padding = "p" * pad

@@ -7,6 +7,7 @@ import string
 
 import click
 
+from fluxnode.broker_conf import hostlist, idset
 from fluxnode.commands.common import URI_OPTION, connect, rpc
 
 STATES = ("free", "allocated", "down", "up", "all")
@@ -44,8 +45,6 @@ def select(listing: dict, state: str, include: set[int] | None = None) -> list[d
 
 
 def summarize(state: str, entries: list[dict]) -> dict:
-    from fluxnode.broker_conf import hostlist, idset
-
     return {"state": state, "nnodes": len(entries), "ncores": sum(e["ncores"] for e in entries),
             "ngpus": sum(e["ngpus"] for e in entries), "ranks": idset.encode([e["rank"] for e in entries]),
             "nodelist": hostlist.encode([e["hostname"] for e in entries]) if entries else ""}
@@ -73,8 +72,6 @@ def parse_include(value: str | None, listing: dict) -> set[int] | None:
     """`-i TARGETS`: an idset of ranks or a hostlist (unknown ones are not an error, as in flux)."""
     if value is None:
         return None
-    from fluxnode.broker_conf import hostlist, idset
-
     try:
         return set(idset.decode(value))
     except ValueError:

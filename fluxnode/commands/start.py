@@ -9,6 +9,9 @@ import sys
 
 import click
 
+from fluxnode.agent.broker import attributes as attrs_mod
+from fluxnode.agent.broker import launcher
+
 
 def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
     out = {}
@@ -40,9 +43,6 @@ def start(test_size: int, topo: str, settings: tuple[str, ...], tbon: tuple[str,
 
     The exit code is COMMAND's.
     """
-    from fluxnode.agent.broker import attributes as attrs_mod
-    from fluxnode.agent.broker import launcher
-
     try:
         attributes = attrs_mod.parse_settings(settings)
     except attrs_mod.AttrError as exc:
@@ -54,7 +54,10 @@ def start(test_size: int, topo: str, settings: tuple[str, ...], tbon: tuple[str,
     except (launcher.LaunchError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
 
+    stopped_by = [signal.SIGINT]  # what interrupted us: the exit code is 128 + its number, as in a shell
+
     def on_term(signum: int, _frame: object) -> None:
+        stopped_by[0] = signum
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
@@ -85,9 +88,11 @@ def start(test_size: int, topo: str, settings: tuple[str, ...], tbon: tuple[str,
         click.echo(f"fluxnode-start: {exc}", err=True)
         code = 1
     except KeyboardInterrupt:
-        code = 130
+        code = 128 + stopped_by[0]
     finally:
+        # the shutdown is under way: a second SIGINT or SIGTERM must not cut it short
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         launcher.shutdown(inst)
         launcher.cleanup(inst)
     sys.exit(code)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -96,8 +97,6 @@ def test_topology_errors():
 
 
 def test_reload_without_a_broker_is_one_line(tmp_path):
-    import os
-
     env = {k: v for k, v in os.environ.items() if k != "FLUXNODE_URI"}
     r = subprocess.run([sys.executable, "-m", "fluxnode", "config", "reload"], capture_output=True, text=True,
                        timeout=60, env=env)

@@ -8,10 +8,11 @@ import pytest
 import yaml
 from fluxnode.agent.node.agent import agent as agent_command
 from support.kube_agents import AgentProcess, add_node, stop_all
-from support.kube_emulator import RequestInfo
-from support.kube_rbac import RbacAuthorizer
 from support.paths import REPO
 from support.waiting import wait_for
+
+from fluxnode.testing.kube_emulator import RequestInfo
+from fluxnode.testing.kube_rbac import RbacAuthorizer
 
 ROOT = REPO
 DAEMONSET = ROOT / "daemonset"

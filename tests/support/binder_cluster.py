@@ -14,15 +14,17 @@ kubernetes client (through the emulator's kubeconfig) and the real overlay clien
 
 from __future__ import annotations
 
+import math
+import sys
 from collections import defaultdict
 from pathlib import Path
 
-from fluxnode.broker_conf import idset
 from fluxnode.scheduler.binder.binder import Binder, BinderConfig
-from fluxnode.scheduler.binder.pod_requests import pod_requests, resource_list
+from kubernetes.utils import parse_quantity
 
+from fluxnode.testing.kube_emulator import KubeEmulator
 from support.instance import Instance
-from support.kube_emulator import KubeEmulator
+from support.oracles import GPU, parse_idset, spec_requests
 from support.waiting import wait_for
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -57,17 +59,19 @@ class BinderCluster:
             for n, cores in self.kube_only.items():
                 self.add_node(n, cores)
         except BaseException:
-            self.__exit__()
+            self.__exit__(*sys.exc_info())  # the start-up error is the one to report
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
         for b in self.binders:
             b.stop()
-        if self.inst is not None:
-            self.inst.stop()
-        if self.kube is not None and self._own_kube:
-            self.kube.stop()
+        try:
+            if self.inst is not None:
+                self.inst.stop(check=not exc or exc[0] is None)  # a failing test keeps its own error
+        finally:
+            if self.kube is not None and self._own_kube:
+                self.kube.stop()
 
     # -- parts ----------------------------------------------------------------------
     def add_node(self, name: str, cores: int, gpus: int = 0, **kw) -> dict:
@@ -152,30 +156,60 @@ class BinderCluster:
 
     # -- invariants -----------------------------------------------------------------
     def assert_no_overcommit(self) -> dict[str, int]:
-        """From the API objects alone: per node, the requests of running pods fit allocatable,
-        fluxnode pods' whole cores fit the node, and no core id is given to two pods."""
-        used_milli: dict[str, int] = defaultdict(int)
+        """From the API objects alone, never through the binder's own accounting: per node,
+        what each running fluxnode pod was given (its Binding's fluxnode.io/cores and
+        fluxnode.io/gpus annotations) is exactly what its spec asks for rounded up to whole
+        cores, lies within the node this cluster gave that broker, is owned by no other pod,
+        and together with other schedulers' pods fits the node's allocatable.
+
+        Quantities are parsed with the official client's `parse_quantity` and idsets by
+        `parse_idset` below, so a rounding or counting bug in the binder cannot hide here.
+        Returns the CPU each node's running pods request, in millicores.
+        """
+        requested_milli: dict[str, int] = defaultdict(int)
+        used_milli: dict[str, int] = defaultdict(int)  # a fluxnode pod uses its whole cores
         used_mem: dict[str, int] = defaultdict(int)
-        used_cores: dict[str, int] = defaultdict(int)
-        core_owner: dict[tuple[str, int], str] = {}
+        used_gpus: dict[str, int] = defaultdict(int)
+        owner: dict[tuple[str, str, int], str] = {}
         for pod in self.kube.list("pods"):
             node = (pod.get("spec") or {}).get("nodeName")
             phase = (pod.get("status") or {}).get("phase")
             if not node or phase in ("Succeeded", "Failed"):
                 continue
-            req = pod_requests(pod)
-            used_milli[node] += req.millicpu
-            used_mem[node] += req.memory_bytes
-            ann = (pod["metadata"].get("annotations") or {})
-            if "fluxnode.io/allocation" in ann:
-                used_cores[node] += max(1, req.cores)
-                for core in idset.decode(ann.get("fluxnode.io/cores") or ""):
-                    other = core_owner.setdefault((node, core), pod["metadata"]["name"])
-                    assert other == pod["metadata"]["name"], f"core {core} of {node} given to {other} and {pod['metadata']['name']}"
+            name = pod["metadata"]["name"]
+            milli, mem, gpus = spec_requests(pod)
+            requested_milli[node] += milli
+            used_mem[node] += mem
+            ann = pod["metadata"].get("annotations") or {}
+            if "fluxnode.io/allocation" not in ann:
+                used_milli[node] += milli
+                used_gpus[node] += gpus
+                continue
+            assert node in self.nodes, f"{name}: bound by fluxnode to {node}, which runs no broker"
+            assert ann.get("fluxnode.io/rank") == str(int(node.removeprefix("node"))), \
+                f"{name} on {node}: fluxnode.io/rank is {ann.get('fluxnode.io/rank')!r}"
+            cores = parse_idset(ann.get("fluxnode.io/cores") or "")
+            given_gpus = parse_idset(ann.get("fluxnode.io/gpus") or "")
+            want_cores = max(1, -(-milli // 1000))  # whole cores, at least one
+            assert len(cores) == want_cores, \
+                f"{name} asks for {milli}m CPU (= {want_cores} whole cores) but was given cores {sorted(cores)}"
+            assert len(given_gpus) == gpus, f"{name} asks for {gpus} GPUs but was given {sorted(given_gpus)}"
+            assert cores <= set(range(self.nodes[node])), f"{name}: cores {sorted(cores)} not all on {node}"
+            assert given_gpus <= set(range(self.gpus.get(node, 0))), f"{name}: GPUs {sorted(given_gpus)} not all on {node}"
+            for kind, ids in (("core", cores), ("gpu", given_gpus)):
+                for i in ids:
+                    other = owner.setdefault((node, kind, i), name)
+                    assert other == name, f"{kind} {i} of {node} given to {other} and {name}"
+            used_milli[node] += 1000 * len(cores)
+            used_gpus[node] += len(given_gpus)
         for node in self.kube.list("nodes"):
             name = node["metadata"]["name"]
-            alloc = resource_list(node["status"]["allocatable"], name)
-            assert used_milli[name] <= alloc.millicpu, f"{name}: {used_milli[name]}m requested > {alloc.millicpu}m allocatable"
-            assert used_cores[name] <= alloc.millicpu // 1000, f"{name}: {used_cores[name]} fluxnode cores > allocatable"
-            assert used_mem[name] <= alloc.memory_bytes, f"{name}: {used_mem[name]} bytes of memory requested > allocatable"
-        return dict(used_milli)
+            alloc = node["status"]["allocatable"]
+            cpu = math.floor(parse_quantity(alloc.get("cpu", "0")) * 1000)
+            mem = math.floor(parse_quantity(alloc.get("memory", "0")))
+            gpus = math.floor(parse_quantity(alloc.get(GPU, "0")))
+            assert used_milli[name] <= cpu, f"{name}: pods hold {used_milli[name]}m CPU > {cpu}m allocatable"
+            assert used_mem[name] <= mem, f"{name}: {used_mem[name]} bytes of memory requested > {mem} allocatable"
+            assert used_gpus[name] <= gpus, f"{name}: pods hold {used_gpus[name]} GPUs > {gpus} allocatable"
+        return dict(requested_milli)
+

@@ -8,7 +8,11 @@
 
 `fluxnode start --test-size N` runs in a subprocess whose COMMAND waits on its stdin;
 stopping closes stdin, so the instance shuts down cleanly (and also if the test process
-dies). Every broker pid, including restarted ones, is killed at teardown.
+dies). Teardown checks that it did, from the outside, and fails the test if not: `fluxnode
+start` must exit 0 without having to SIGKILL a broker (it names each broker its fallback
+signals), no broker it forked may outlive it, and a broker the test restarted must exit 0
+by itself or on SIGTERM. Whatever is still running is then killed, so nothing leaks even
+when the check fails.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from fluxnode.agent.broker.client import Client
+from fluxnode.agent.broker.client import Client, ConnectError, RPCError
 
+from support.exits import ExitWatcher
 from support.waiting import wait_for
 
 WAIT_STDIN = "import sys; sys.stdin.read()"
@@ -53,6 +58,10 @@ class Instance:
         self.proc: subprocess.Popen | None = None
         self.info: dict = {}
         self.restarted: dict[int, subprocess.Popen] = {}
+        self.spawned: list[subprocess.Popen] = []  # every restart, also those replaced since
+        self.killed_by_test: set[int] = set()  # pids inst.kill() signalled: their exit codes are expected
+        self.forked: ExitWatcher | None = None  # the brokers `fluxnode start` forked
+        self.code: int | None = None  # `fluxnode start`'s exit code once stopped
         self.stderr_path = self.tmp_path / "start.stderr"
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -82,9 +91,10 @@ class Instance:
                     raise TimeoutError(f"{self.size}-broker instance not ready within {self.timeout}s: {self.stderr()}")
                 time.sleep(0.01)
         except BaseException:
-            self.stop()
+            self.stop(check=False)
             raise
         self.info = json.loads((self.rundir / "instance.json").read_text())
+        self.forked = ExitWatcher({b["rank"]: b["pid"] for b in self.info["brokers"] if b["pid"]})
         return self
 
     def _ready(self) -> bool:
@@ -93,36 +103,74 @@ class Instance:
             raise RuntimeError(f"fluxnode start exited with {self.proc.returncode}: {self.stderr()}")
         return (self.rundir / "ready").exists()
 
-    def stop(self) -> int | None:
-        """Shut down cleanly (close the command's stdin), then kill anything left."""
-        code = None
-        if self.proc is not None:
-            try:
-                if self.proc.stdin:
-                    self.proc.stdin.close()
-                code = self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for p in self.restarted.values():
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-        for pid in self.pids.values():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+    def stop(self, check: bool = True) -> int | None:
+        """Shut down cleanly (close the command's stdin), check that it was clean, then kill
+        anything left. Returns `fluxnode start`'s exit code; with `check`, raises
+        AssertionError naming every broker that did not stop by itself (after cleaning up)."""
+        problems = self._shutdown()
         if hasattr(self, "_stderr"):
             self._stderr.close()
+        if self.forked is not None:
+            self.forked.close()
         shutil.rmtree(self.tmp_path, ignore_errors=True)
-        return code
+        if check and problems:
+            raise AssertionError("unclean instance shutdown:\n  " + "\n  ".join(problems))
+        return self.code
+
+    def _shutdown(self) -> list[str]:
+        problems: list[str] = []
+        self.code = None
+        if self.proc is None:
+            return problems
+        leader = self.restarted.get(0)
+        if leader is not None and leader.poll() is None:
+            # `fluxnode start` only knows the rank 0 it forked: shut the restarted one's tree down
+            try:
+                self.rpc("broker.shutdown", timeout=5)
+            except (ConnectError, RPCError, OSError) as exc:
+                problems.append(f"restarted rank 0 refused broker.shutdown: {exc}")
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            problems.append("fluxnode start did not exit within 30 s of its command; killed it")
+            self.proc.kill()
+            self.proc.wait()
+        err = self.stderr()
+        if self.code not in (0, None):
+            problems.append(f"fluxnode start exited with code {self.code}: {err[-500:]}")
+        problems += [line for line in err.splitlines() if "did not stop; sending SIGKILL" in line]
+        if self.forked is not None and not self.forked.wait(2):
+            for rank in self.forked.running():
+                problems.append(f"broker rank {rank} (pid {self.forked.pids[rank]}) outlived fluxnode start; SIGKILL")
+                self.forked.kill(rank)
+        # Restarted brokers in the tree got the shutdown too and finish about when `fluxnode
+        # start` does; one cut off from the tree (its parent gone) is asked to leave (SIGTERM).
+        deadline = time.monotonic() + 5
+        for p in self.spawned:
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.terminate()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    problems.append(f"restarted broker pid {p.pid} ignored SIGTERM; SIGKILL")
+                    p.kill()
+                    p.wait()
+                    continue
+                if p.returncode == -signal.SIGTERM:
+                    continue  # the signal met it while exiting anyway (Python restores SIG_DFL then)
+            if p.returncode != 0 and p.pid not in self.killed_by_test:
+                problems.append(f"restarted broker pid {p.pid} exited with code {p.returncode}")
+        return problems
 
     def __enter__(self) -> Instance:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.stop(check=exc_type is None)  # a failing test keeps its own error
 
     # -- access -------------------------------------------------------------------------
     @property
@@ -185,6 +233,7 @@ class Instance:
     # -- fault injection ----------------------------------------------------------------
     def kill(self, rank: int, sig: int = signal.SIGKILL) -> None:
         pid = self.pids[rank]
+        self.killed_by_test.add(pid)
         os.kill(pid, sig)
         if rank in self.restarted:
             self.restarted[rank].wait(timeout=10)
@@ -201,6 +250,7 @@ class Instance:
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
                              env=self.env, preexec_fn=_die_with_parent)
         self.restarted[rank] = p
+        self.spawned.append(p)
         return p
 
 

@@ -16,7 +16,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from support.kube_emulator import KubeEmulator
+from fluxnode.testing.kube_emulator import KubeEmulator
 from support.waiting import wait_for
 
 PORT_ANNOTATION = "fluxnode.io/broker-port"

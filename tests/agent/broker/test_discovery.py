@@ -123,3 +123,55 @@ def test_bad_override_names_file_and_problem(tmp_path, name, text, fragment):
 def test_missing_override(tmp_path):
     with pytest.raises(ResourceDiscoveryError, match="cannot read resource override"):
         resources.discover(tmp_path / "nope.json")
+
+
+# `nvidia-smi -L` on a 4-GPU V100 node, as captured in public notes (one line per GPU:
+# "GPU <index>: <product name> (UUID: GPU-<uuid>)").
+NVIDIA_SMI_L = """\
+GPU 0: Tesla V100-SXM2-16GB (UUID: GPU-ccf578c6-5369-9ff4-e1c2-d4c0c9d4d338)
+GPU 1: Tesla V100-SXM2-16GB (UUID: GPU-7bbcd9e7-b1e2-5e53-fb9a-6d27e364dd40)
+GPU 2: Tesla V100-SXM2-16GB (UUID: GPU-0b610645-cc68-d906-0b75-f88e8d241313)
+GPU 3: Tesla V100-SXM2-16GB (UUID: GPU-362ffce9-16cd-679a-9e46-0da23373846d)
+"""
+# What nvidia-smi prints (exit code 9) on a node whose driver is not loaded.
+NVIDIA_SMI_NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+                        "Make sure that the latest NVIDIA driver is installed and running.\n")
+
+
+def stub_nvidia_smi(bindir, stdout: str, code: int = 0):
+    """An `nvidia-smi` executable that answers `-L` (`--list-gpus`) like the real one and refuses anything else
+    (so a change in how discovery calls it fails here instead of passing on made-up output)."""
+    bindir.mkdir()
+    (bindir / "listing").write_text(stdout)
+    exe = bindir / "nvidia-smi"
+    exe.write_text(f"""#!/bin/sh
+if [ "$*" != "-L" ] && [ "$*" != "--list-gpus" ]; then
+    echo "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help." >&2
+    exit 2
+fi
+cat '{bindir / "listing"}'
+exit {code}
+""")
+    exe.chmod(0o755)
+
+
+def gpus_with_path(tmp_path, bindir) -> list[int]:
+    """Discovery in a fresh process whose PATH starts with `bindir` and whose /dev has no GPU nodes."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    (dev / "nvidiactl").write_text("")  # the control node is not a GPU
+    code = ("import json, pathlib; from fluxnode.agent.broker.discovery import discover; "
+            f"print(json.dumps(discover(hostname='g', dev=pathlib.Path({str(dev)!r})).gpus))")
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True, env=env)
+    return json.loads(out.stdout)
+
+
+def test_gpus_from_nvidia_smi_when_dev_has_no_device_nodes(tmp_path):
+    stub_nvidia_smi(tmp_path / "bin", NVIDIA_SMI_L)
+    assert gpus_with_path(tmp_path, tmp_path / "bin") == [0, 1, 2, 3]
+
+
+def test_nvidia_smi_without_a_driver_means_no_gpus(tmp_path):
+    stub_nvidia_smi(tmp_path / "bin", NVIDIA_SMI_NO_DRIVER, code=9)
+    assert gpus_with_path(tmp_path, tmp_path / "bin") == []

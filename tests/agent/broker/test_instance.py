@@ -1,5 +1,6 @@
 """Real multi-broker instances: quorum, routing through the tree, CLI output."""
 
+import json
 import os
 import subprocess
 import sys
@@ -133,7 +134,6 @@ def test_resource_list_states_format_include_and_R(inst8):
     assert run(inst8, "resource", "info", "-s", "allocated").stdout == "1 Nodes, 2 Cores, 0 GPUs\n"
     p = run(inst8, "resource", "list", "-s", "bogus", check=False)
     assert p.returncode == 2 and "unknown state 'bogus'" in p.stderr
-    import json
 
     R = json.loads(run(inst8, "resource", "R").stdout)
     assert R["version"] == 1 and R["execution"]["nodelist"]

@@ -2,9 +2,11 @@
 
 import errno
 import json
+import random
 import socket
 import struct
 import threading
+import time
 
 import zmq
 from fluxnode.agent.broker.client import Client, RPCError
@@ -126,11 +128,16 @@ def test_many_clients_pipeline_requests_to_all_ranks_concurrently(inst8):
         except Exception as exc:  # reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    # daemon threads: a worker stuck in recv must not keep the test process alive after the failure
+    threads = [threading.Thread(target=worker, args=(n,), name=f"client-{n}", daemon=True) for n in range(6)]
     for t in threads:
         t.start()
+    deadline = time.monotonic() + 60
     for t in threads:
-        t.join(60)
+        t.join(max(0.0, deadline - time.monotonic()))
+    # a join that timed out returns quietly: a hung worker must fail the test, not pass it
+    hung = [t.name for t in threads if t.is_alive()]
+    assert not hung, f"workers still running after 60 s: {hung}"
     assert not errors
 
 
@@ -173,8 +180,6 @@ def test_upstream_requests_are_handled_by_the_parent(inst8):
 
 
 def test_random_garbage_never_takes_a_broker_down(inst8):
-    import random
-
     rng = random.Random(1234)
     cert = certificate.load(inst8.cert_path)
     ctx = zmq.Context()

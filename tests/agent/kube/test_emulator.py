@@ -9,8 +9,9 @@ import threading
 import pytest
 import urllib3
 from kubernetes import client, watch
-from support.kube_emulator import KubeEmulator
 from support.waiting import wait_for
+
+from fluxnode.testing.kube_emulator import KubeEmulator
 
 POD = {"metadata": {"name": "p1", "labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
 

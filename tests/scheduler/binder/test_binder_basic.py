@@ -2,6 +2,7 @@
 
 import pytest
 from support.binder_cluster import BinderCluster
+from support.oracles import parse_idset
 from support.waiting import wait_for
 
 
@@ -18,7 +19,10 @@ def test_single_pod_is_bound_annotated_and_reported(cluster):
     pod = cluster.get_pod("solo")
     ann = pod["metadata"]["annotations"]
     assert ann["fluxnode.io/allocation"].isdigit()
-    assert len(ann["fluxnode.io/cores"].replace("-", ",").split(",")) >= 1
+    cores = parse_idset(ann["fluxnode.io/cores"])
+    assert len(cores) == 2, f"1500m must get 2 whole cores, got {sorted(cores)}"
+    assert cores <= set(range(4))  # every node has cores 0-3
+    assert parse_idset(ann["fluxnode.io/gpus"]) == set()
     wait_for(lambda: cluster.events("solo", "Scheduled"), 10, what="Scheduled event")
     assert node in ("node0", "node1", "node2")
     allocs = cluster.inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"]

@@ -5,10 +5,11 @@ import json
 from urllib.parse import urlparse
 
 from support.binder_cluster import BinderCluster
-from support.kube_emulator import KubeEmulator
-from support.kube_rbac import RbacAuthorizer
 from support.paths import REPO
 from support.waiting import wait_for
+
+from fluxnode.testing.kube_emulator import KubeEmulator
+from fluxnode.testing.kube_rbac import RbacAuthorizer
 
 MANIFEST = REPO / "daemonset" / "binder.yaml"
 

@@ -3,7 +3,8 @@ import json
 import pytest
 from fluxnode.scheduler.binder.leader_locator import LeaderLocator, LeaderNotFound
 from kubernetes.client import CoreV1Api
-from support.kube_emulator import KubeEmulator
+
+from fluxnode.testing.kube_emulator import KubeEmulator
 
 
 def test_rank_0_address_from_the_rank_map():

@@ -9,6 +9,7 @@ from fluxnode.agent.broker.client import Client, RPCError
 from fluxnode.broker_conf import idset
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 from support.instance import Instance
+from support.oracles import parse_idset
 from support.sched_leader import restart_leader
 from support.waiting import wait_for
 
@@ -35,7 +36,9 @@ def errnum(inst, topic, payload):
 def test_alloc_list_info_cancel(inst):
     a = inst.rpc("sched.alloc", {"jobspec": spec(2, 3), "labels": {"group": "g1"}})
     assert a["status"] == "ALLOCATED"
-    assert sum(len(n["cores"].replace("-", ",").split(",")) for n in a["nodes"]) >= 2
+    # 3 slots of 2 cores: exactly 6 cores, each node's a whole number of slots
+    per_node = [len(parse_idset(n["cores"])) for n in a["nodes"]]
+    assert sum(per_node) == 6 and all(k % 2 == 0 for k in per_node), a["nodes"]
     assert a["R"]["execution"]["R_lite"]
     listed = inst.rpc("sched.list", {"labels": {"group": "g1"}})["allocations"]
     assert [x["id"] for x in listed] == [a["id"]]

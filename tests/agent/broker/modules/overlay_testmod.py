@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 
 from fluxnode.agent.broker.message import ServiceError
+from fluxnode.broker_conf import idset
 
 
 class TestModule:
@@ -40,8 +41,6 @@ class TestModule:
 
 
 def _ids(s: str) -> list[int]:
-    from fluxnode.broker_conf import idset
-
     return idset.decode(s)
 
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.instance import Instance
+from support.waiting import wait_for
 
 CLIENT = str(Path(__file__).with_name("echo_client.py"))
 FLUXNODE = [sys.executable, "-m", "fluxnode"]
@@ -171,8 +175,6 @@ def test_ssh_auth_failure(sshd, ssh_env, echo, tmp_path):
 
 
 def test_ssh_connection_refused(ssh_env, echo):
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -186,7 +188,6 @@ def test_ssh_connection_refused(ssh_env, echo):
 
 def test_ssh_proxy_to_real_instance(sshd, ssh_env, tmp_path):
     pytest.importorskip("fluxnode.commands.ping")
-    from support.instance import Instance
 
     with Instance(size=2, tmp_path=tmp_path) as inst:
         path = inst.uri.removeprefix("local://")
@@ -201,10 +202,6 @@ def test_ssh_proxy_to_real_instance(sshd, ssh_env, tmp_path):
 
 
 def test_sigterm_is_forwarded_and_tunnel_cleaned_up(sshd, ssh_env, echo, tmp_path):
-    import signal
-
-    from support.waiting import wait_for
-
     marker = tmp_path / "uri"
     code = ("import os, signal, sys, pathlib; signal.signal(signal.SIGTERM, lambda *a: sys.exit(3)); "
             f"pathlib.Path({str(marker)!r}).write_text(os.environ['FLUXNODE_URI']); signal.pause()")

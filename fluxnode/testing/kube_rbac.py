@@ -16,8 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from support.kube_emulator import RequestInfo
-from support.kube_selectors import FieldSelector
+from fluxnode.testing.kube_emulator import RequestInfo
+from fluxnode.testing.kube_selectors import FieldSelector
 
 
 @dataclass(frozen=True)

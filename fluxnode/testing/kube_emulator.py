@@ -5,7 +5,7 @@ Why not kmock's ``KubernetesEmulator``: it keeps no resourceVersion (lists say
 resourceVersion, has no label/field selectors, no subresources (binding, status),
 no history to return 410 Gone from, and merges patches naively. Informers and the
 binder depend on all of those, so this module serves the API directly on aiohttp
-(kmock's own transport) with a store (support.kube_store) that behaves like etcd plus
+(kmock's own transport) with a store (fluxnode.testing.kube_store) that behaves like etcd plus
 the registry strategies.
 
 Usage::
@@ -18,7 +18,7 @@ Usage::
 Hooks for tests: ``forbid(verb, resource, ...)`` (403), ``expire_watches()`` (ERROR
 410 on open watches), ``compact()`` (resuming older resourceVersions gets 410),
 ``send_bookmarks()``, ``wait_for_watches(resource, n)``, ``authorizer`` (e.g. RBAC
-rules from manifests, see support.kube_rbac), ``requests`` (what was asked), and direct
+rules from manifests, see fluxnode.testing.kube_rbac), ``requests`` (what was asked), and direct
 state access: ``get/list/create/update/patch/delete``, ``add_node``,
 ``set_node_ready``, ``set_pod_phase``. Direct writes skip authorization and the
 client-side strategies (so they can set ``status``), and notify watches like any write.
@@ -40,8 +40,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from support.kube_selectors import SelectorError, selector_predicate
-from support.kube_store import (
+from fluxnode.testing.kube_selectors import SelectorError, selector_predicate
+from fluxnode.testing.kube_store import (
     BY_REF,
     DEFAULT_NAMESPACES,
     RESOURCES,

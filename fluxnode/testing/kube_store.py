@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from support.kube_patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from fluxnode.testing.kube_patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,33 @@
+"""Where the broker's log lines go: stderr at `log-stderr-level`, and everything to `log-filename`.
+
+Every line carries the host and rank (``host broker[rank]: LEVEL message``) because an
+instance's logs are read side by side: many brokers on one machine under
+``fluxnode start``, or one per node collected by Kubernetes. Modules log under
+``fluxnode.module.NAME`` and share the same handlers.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from fluxnode.agent.broker import attributes
+
+
+def setup_logging(rank: int, hostname: str, attrs: dict[str, str]) -> logging.Logger:
+    level = attributes.stderr_level(attrs.get("log-stderr-level", "6"))
+    root = logging.getLogger("fluxnode")
+    root.handlers.clear()
+    root.setLevel(logging.DEBUG)
+    fmt = logging.Formatter(f"%(asctime)s {hostname} broker[{rank}]: %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(level)
+    handler.setFormatter(fmt)
+    root.addHandler(handler)
+    if attrs.get("log-filename"):
+        fh = logging.FileHandler(attrs["log-filename"])
+        fh.setLevel(logging.DEBUG)
+        fh.setFormatter(fmt)
+        root.addHandler(fh)
+    root.propagate = False
+    return logging.getLogger("fluxnode.broker")

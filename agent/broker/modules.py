@@ -1,0 +1,112 @@
+"""Broker modules: Python modules the leader loads by name (flux-core's module.c).
+
+`broker.modules` (default `DEFAULT_MODULES`, the scheduler service) is a comma list
+of importable names; each must define ``load(broker: BrokerHandle) -> object``, and
+the object's ``close()``, if any, is called on shutdown in reverse order. The broker
+runtime never imports a module's package itself, so the scheduler stays a plug-in.
+
+A module sees the broker only through `BrokerHandle` (notes/INTERFACES.md): it may
+offer services, publish events, read R and the down ranks, watch R change, and run
+callbacks on the broker's one event loop. A default module that is not installed is
+skipped quietly; one named explicitly, or one whose load fails, is logged as an error
+and the broker keeps running without it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fluxnode.agent.broker.boot import InstanceState
+from fluxnode.agent.broker.events import EventBus
+from fluxnode.agent.broker.quorum import Quorum
+from fluxnode.agent.broker.reactor import Reactor
+from fluxnode.agent.broker.resource_service import ResourceService
+from fluxnode.agent.broker.services import Handler, ServiceRegistry
+
+DEFAULT_MODULES = "fluxnode.scheduler.service"
+
+
+class BrokerHandle:
+    """What a broker module sees of the broker (see notes/INTERFACES.md)."""
+
+    def __init__(self, name: str, state: InstanceState, services: ServiceRegistry, events: EventBus,
+                 resources: ResourceService, quorum: Quorum, reactor: Reactor) -> None:
+        self.name = name
+        self.rank = state.rank
+        self.attrs = state.attrs
+        self.statedir: Path = state.statedir
+        self.log = logging.getLogger(f"fluxnode.module.{name}")
+        self._state = state
+        self._services = services
+        self._events = events
+        self._resources = resources
+        self._quorum = quorum
+        self._reactor = reactor
+
+    @property
+    def size(self) -> int:
+        """The instance size now (``config.reload`` may change it)."""
+        return self._state.size
+
+    def register(self, topic: str, handler: Handler) -> None:
+        self._services.register(topic, handler)
+
+    def publish(self, topic: str, payload: dict | None = None) -> None:
+        self._events.publish(topic, payload)
+
+    def resources(self) -> dict:
+        return self._resources.R()
+
+    def down_ranks(self) -> list[int]:
+        return self._quorum.down_ranks()
+
+    def on_resources_changed(self, callback: Callable[[dict, list[int]], None]) -> None:
+        self._resources.watchers.append(callback)
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        """Run `callback` on the broker's event loop after `delay` seconds."""
+        self._reactor.call_later(delay, callback)
+
+
+class ModuleLoader:
+    """Loads the `broker.modules` on the leader and closes them on shutdown."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self.log = log
+        self.loaded: list[tuple[str, Any]] = []
+
+    def load(self, spec: str | None, make_handle: Callable[[str], BrokerHandle]) -> None:
+        """Load each module of `spec` (None: the defaults); `make_handle(short_name)` builds its handle."""
+        explicit = spec is not None
+        names = [n.strip() for n in (spec if explicit else DEFAULT_MODULES).split(",") if n.strip()]
+        for name in names:
+            try:
+                module = importlib.import_module(name)
+            except ImportError as exc:
+                level = logging.ERROR if explicit else logging.INFO
+                self.log.log(level, "broker: module %s not loaded: %s", name, exc)
+                continue
+            loader = getattr(module, "load", None)
+            if loader is None:
+                self.log.error("broker: module %s has no load(broker) function", name)
+                continue
+            try:
+                obj = loader(make_handle(name.rsplit(".", 1)[-1]))
+            except Exception:
+                self.log.exception("broker: module %s failed to load", name)
+                continue
+            self.loaded.append((name, obj))
+            self.log.info("broker: loaded module %s", name)
+
+    def close(self) -> None:
+        for name, obj in reversed(self.loaded):
+            close = getattr(obj, "close", None)
+            if close:
+                try:
+                    close()
+                except Exception:
+                    self.log.exception("module %s: close failed", name)

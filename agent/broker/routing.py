@@ -1,0 +1,95 @@
+"""Request and response routing over the tree (Flux RFC 3/6; the routing half of flux-core's broker.c).
+
+A request for this rank (or for NODEID_ANY with a local service) is handled here;
+a request for a rank in a child's subtree goes down to that child; anything else
+goes up to the parent. Every hop pushes where the request came from onto the
+route, and a response pops it to retrace the path: ``c…`` is a local client,
+``t…`` a TCP client, a rank number an overlay peer, and `SELF_HOP` a request
+this broker sent itself (its response is only logged on error).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+
+from fluxnode.agent.broker.boot import InstanceState
+from fluxnode.agent.broker.connector import LocalConnector
+from fluxnode.agent.broker.message import NODEID_ANY, NODEID_UPSTREAM, Message
+from fluxnode.agent.broker.overlay import Overlay
+from fluxnode.agent.broker.services import ServiceRegistry
+
+SELF_HOP = "b"  # route hop of requests the broker itself originates
+
+
+class Router:
+    def __init__(self, state: InstanceState, services: ServiceRegistry, overlay: Overlay,
+                 connector: LocalConnector, log: logging.Logger) -> None:
+        self.state = state
+        self.services = services
+        self.overlay = overlay
+        self.connector = connector
+        self.log = log
+
+    def from_local(self, msg: Message, client_id: str) -> None:
+        """A request from a local client: NODEID_UPSTREAM skips this broker."""
+        if msg.nodeid == NODEID_UPSTREAM:
+            msg.nodeid = NODEID_ANY
+            if self.overlay.parent_rank is not None:
+                self._forward_up(msg)
+                return
+        self.route_request(msg)
+
+    def request(self, msg: Message) -> None:
+        """Send a request originated by this broker; its response is only logged on error."""
+        msg.route = [SELF_HOP]
+        self.route_request(msg)
+
+    def route_request(self, msg: Message) -> None:
+        state = self.state
+        nodeid = msg.nodeid
+        if nodeid == NODEID_UPSTREAM:
+            nodeid = msg.nodeid = NODEID_ANY
+        if nodeid == state.rank or (nodeid == NODEID_ANY and msg.topic in self.services):
+            self.respond(self.services.call(msg))
+            return
+        if nodeid == NODEID_ANY:
+            if self.overlay.parent_rank is not None:
+                self._forward_up(msg)
+            else:
+                self.respond(msg.error(errno.ENOSYS, f"unknown service method {msg.topic!r}"))
+            return
+        if not 0 <= nodeid < state.size:
+            self.respond(msg.error(errno.EHOSTUNREACH, f"no such rank {nodeid} (instance size {state.size})"))
+            return
+        child = state.topology.child_route(state.rank, nodeid)
+        if child is not None:
+            if not self.overlay.send_child(child, msg):
+                status = self.overlay.children[child].status
+                self.respond(msg.error(errno.EHOSTUNREACH,
+                                       f"rank {nodeid} is unreachable: {state.hostnames[child]} (rank {child}) is {status}"))
+            return
+        if self.overlay.parent_rank is None:
+            self.respond(msg.error(errno.EHOSTUNREACH, f"rank {nodeid} is unreachable"))
+            return
+        self._forward_up(msg)
+
+    def _forward_up(self, msg: Message) -> None:
+        if not self.overlay.send_parent(msg):
+            self.respond(msg.error(errno.EHOSTUNREACH, "parent is unreachable"))
+
+    def respond(self, msg: Message) -> None:
+        """Send a response back along its route (pop the last hop)."""
+        if not msg.route:
+            self.log.error("broker: dropping %s response with an empty route", msg.topic)
+            return
+        hop = msg.route.pop()
+        if hop == SELF_HOP:
+            if msg.errnum:
+                self.log.error("broker: %s failed: %s", msg.topic, msg.errstr)
+            return
+        if hop.startswith("c"):
+            self.connector.send(hop, msg)
+            return
+        if not self.overlay.send_hop(hop, msg):
+            self.log.debug("broker: cannot route %s response to %s", msg.topic, hop)

@@ -1,0 +1,56 @@
+"""The service registry: topic -> handler, and the one place a handler is called (flux-core's service.c).
+
+Every request this broker answers, built in or offered by a module, goes through
+`ServiceRegistry.call`, so every handler gets the same contract: it returns a dict
+(or None for an empty answer) and reports failure by raising `ServiceError` with
+an errno. Anything else it raises becomes an EIO response and a logged traceback,
+never a dead broker.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import Callable
+
+from fluxnode.agent.broker.message import Message, MessageError, ServiceError
+
+Handler = Callable[[Message], "dict | None"]
+
+
+class ServiceRegistry:
+    def __init__(self, log: logging.Logger) -> None:
+        self.log = log
+        self._handlers: dict[str, Handler] = {}
+
+    def register(self, topic: str, handler: Handler) -> None:
+        if not topic or topic in self._handlers:
+            raise ValueError(f"service topic {topic!r} is empty or already registered")
+        self._handlers[topic] = handler
+
+    def __contains__(self, topic: str) -> bool:
+        return topic in self._handlers
+
+    def get(self, topic: str) -> Handler | None:
+        return self._handlers.get(topic)
+
+    def call(self, msg: Message) -> Message:
+        """The response (or error response) of the handler registered for `msg.topic`."""
+        handler = self._handlers.get(msg.topic)
+        if handler is None:
+            return msg.error(errno.ENOSYS, f"unknown service method {msg.topic!r}")
+        try:
+            msg.decode_payload()
+            result = handler(msg)
+        except MessageError as exc:
+            self.log.error("broker: %s: %s", msg.topic, exc.errstr)
+            return msg.error(exc.errnum, exc.errstr)
+        except ServiceError as exc:
+            return msg.error(exc.errnum, exc.errstr)
+        except Exception as exc:
+            self.log.exception("broker: service %s failed", msg.topic)
+            return msg.error(errno.EIO, f"{msg.topic}: internal error: {exc}")
+        if result is not None and not isinstance(result, dict):
+            self.log.error("broker: service %s returned %s, not a dict", msg.topic, type(result).__name__)
+            return msg.error(errno.EIO, f"{msg.topic}: service returned a non-object")
+        return msg.response(result or {})
