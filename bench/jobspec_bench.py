@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import yaml
+from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 from fluxnode.scheduler.jobspec.jobspec import Jobspec
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "fluxion-corpus"
@@ -24,8 +25,8 @@ def samples() -> dict[str, str]:
              "min_max/test001.yaml"]
     out = {p: (js / p).read_text() for p in picks if (js / p).is_file()}
     if not out:
-        built = Jobspec.build(4, {"core": 2, "gpu": 1}, nnodes=2, duration=3600)
-        out["built"] = yaml.safe_dump(built.to_dict())
+        built = build_jobspec([SlotKind(2, 1, 0, 4)], nnodes=2, duration=3600)
+        out["built"] = yaml.safe_dump(built)
     return out
 
 

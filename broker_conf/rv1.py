@@ -1,5 +1,11 @@
 """RFC 20 resource set *R* version 1, with Fluxion's JGF graph in the ``scheduling`` key.
 
+The one place R is read and written: everything else that needs R or R_lite
+(the broker's resource service, the scheduler service, the graph library's
+rv1exec reader and match writers) goes through `build_R` / `parse_R` /
+`R_lite` / `R_lite_ranks` / `R_hosts`, so R_lite grouping and idset/hostlist
+encoding are decided once.
+
 `build_R` turns what each broker discovered (`NodeResources`) into the instance R:
 
 * ``execution.R_lite`` -- ``[{"rank": "0-3", "children": {"core": "0-7", "gpu": "0"}}]``,
@@ -12,19 +18,31 @@
   MemTotal), so a jobspec ``{"type": "memory", "count": 512}`` means 512 MiB.
 
 `parse_R` is the inverse: ``parse_R(build_R(nodes)) == nodes``. Without a ``scheduling`` key
-it falls back to R_lite alone (one socket, memory 0).
+it falls back to R_lite alone (one socket, memory 0). `R_lite_ranks` reads R_lite alone and
+keeps every child type (Fluxion's rv1exec reader builds a vertex for whatever R_lite lists).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from fluxnode.broker_conf import hostlist, idset
 
-__all__ = ["NodeResources", "RError", "build_R", "parse_R", "MEMORY_UNIT"]
+__all__ = [
+    "MEMORY_UNIT",
+    "NodeResources",
+    "RError",
+    "R_hosts",
+    "R_lite",
+    "R_lite_ranks",
+    "build_R",
+    "node_children",
+    "parse_R",
+    "split_hostname",
+]
 
 MEMORY_UNIT = "MiB"
 _UNIT_TO_MIB = {"MiB": 1, "MB": 1, "GiB": 1024, "GB": 1024, "TiB": 1024 * 1024, "KiB": 1 / 1024, "B": 1 / (1 << 20)}
@@ -33,6 +51,13 @@ _DIGITS = re.compile(r"^(.*?)(\d+)$")
 
 class RError(ValueError):
     """A malformed R or node description; the message names the offending part."""
+
+
+def split_hostname(name: str) -> tuple[str, int] | None:
+    """``("node", 12)`` for ``"node12"``: a host's basename and trailing number (None without
+    one), as Fluxion names node vertices."""
+    m = _DIGITS.match(name)
+    return (m.group(1), int(m.group(2))) if m else None
 
 
 def _int_list(value: Any, what: str) -> list[int]:
@@ -139,8 +164,7 @@ def _jgf(nodes: list[NodeResources]) -> dict[str, Any]:
 
     cluster = add("cluster", "cluster", "cluster0", 0, -1, "/cluster0")
     for n in nodes:
-        m = _DIGITS.match(n.hostname)
-        basename, node_id = (m.group(1), int(m.group(2))) if m else (n.hostname, n.rank)
+        basename, node_id = split_hostname(n.hostname) or (n.hostname, n.rank)
         npath = f"/cluster0/{n.hostname}"
         node = add("node", basename, n.hostname, node_id, n.rank, npath)
         edges.append(_edge(cluster, node))
@@ -158,31 +182,44 @@ def _jgf(nodes: list[NodeResources]) -> dict[str, Any]:
     return {"graph": {"nodes": vertices, "edges": edges}}
 
 
-def build_R(nodes: Iterable[NodeResources]) -> dict[str, Any]:
-    """RFC 20 R version 1 (with the Fluxion JGF ``scheduling`` key) for `nodes`."""
+def node_children(cores: Iterable[int], gpus: Iterable[int]) -> dict[str, str]:
+    """One rank's R_lite ``children``: ``core`` always, ``gpu`` only when it has some."""
+    children = {"core": idset.encode(sorted(cores))}
+    gpu = idset.encode(sorted(gpus))
+    if gpu:
+        children["gpu"] = gpu
+    return children
+
+
+def R_lite(children: Mapping[int, Mapping[str, str]]) -> list[dict[str, Any]]:
+    """R_lite for rank -> children (type -> idset): ranks with identical children grouped
+    into one idset entry, entries in order of their lowest rank."""
+    groups: dict[tuple, list[int]] = {}
+    for rank in sorted(children):
+        groups.setdefault(tuple(children[rank].items()), []).append(rank)
+    return [{"rank": idset.encode(ranks), "children": dict(kids)} for kids, ranks in groups.items()]
+
+
+def build_R(nodes: Iterable[NodeResources], *, scheduling: bool = True,
+            starttime: float = 0.0, expiration: float = 0.0) -> dict[str, Any]:
+    """RFC 20 R version 1 for `nodes` (with the Fluxion JGF ``scheduling`` key unless
+    `scheduling` is False: an allocation's R names cores and GPUs, not a topology)."""
     ordered = sorted(nodes, key=lambda n: n.rank)
     for a, b in zip(ordered, ordered[1:], strict=False):
         if a.rank == b.rank:
             raise RError(f"rank {a.rank} appears twice ({a.hostname!r} and {b.hostname!r})")
-    groups: dict[tuple[str, str], list[int]] = {}
-    for n in ordered:
-        groups.setdefault((idset.encode(n.cores), idset.encode(n.gpus)), []).append(n.rank)
-    r_lite = []
-    for (cores, gpus), ranks in sorted(groups.items(), key=lambda kv: kv[1][0]):
-        children = {"core": cores}
-        if gpus:
-            children["gpu"] = gpus
-        r_lite.append({"rank": idset.encode(ranks), "children": children})
-    return {
+    R: dict[str, Any] = {
         "version": 1,
         "execution": {
-            "R_lite": r_lite,
+            "R_lite": R_lite({n.rank: node_children(n.cores, n.gpus) for n in ordered}),
             "nodelist": [hostlist.encode(n.hostname for n in ordered)] if ordered else [],
-            "starttime": 0.0,
-            "expiration": 0.0,
+            "starttime": starttime,
+            "expiration": expiration,
         },
-        "scheduling": _jgf(ordered),
     }
+    if scheduling:
+        R["scheduling"] = _jgf(ordered)
+    return R
 
 
 def _get(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -264,6 +301,50 @@ def _graph_layout(graph: Any) -> dict[int, dict[str, Any]]:
     return layout
 
 
+def R_lite_ranks(R: Any, types: Collection[str] | None = None) -> dict[int, dict[str, list[int]]]:
+    """rank -> {type: ids} from an R's ``execution.R_lite``, in rank order. `types`, when
+    given, are the only child types allowed (R version 1 has core and gpu); None keeps any."""
+    if not isinstance(R, Mapping):
+        raise RError(f"R must be a JSON object, not {type(R).__name__}")
+    execution = _get(R, "execution", dict, "")
+    r_lite = _get(execution, "R_lite", list, "execution")
+    per_rank: dict[int, dict[str, list[int]]] = {}
+    for i, entry in enumerate(r_lite):
+        where = f"execution.R_lite[{i}]"
+        ranks_s = _get(entry, "rank", str, where)
+        children = _get(entry, "children", dict, where)
+        if types is not None:
+            unknown = sorted(set(children) - set(types))
+            if unknown:
+                raise RError(f"{where}.children: unknown resource type {unknown[0]!r} (R version 1 has core and gpu)")
+        if types is not None:
+            _get(children, "core", str, f"{where}.children")
+        for t, v in children.items():
+            if not isinstance(v, str):
+                raise RError(f"{where}.children.{t}: must be an idset string")
+        try:
+            ranks = idset.decode(ranks_s)
+            ids = {t: idset.decode(v) for t, v in children.items()}
+        except idset.IdsetError as exc:
+            raise RError(f"{where}: {exc}") from None
+        for r in ranks:
+            if r in per_rank:
+                raise RError(f"{where}.rank: rank {r} appears in more than one R_lite entry")
+            per_rank[r] = ids
+    return dict(sorted(per_rank.items()))
+
+
+def R_hosts(R: Any) -> list[str]:
+    """The hostnames of ``execution.nodelist``, in rank order (RFC 29 decoded)."""
+    nodelist = _get(R, "execution", dict, "").get("nodelist", [])
+    if not isinstance(nodelist, list) or not all(isinstance(x, str) for x in nodelist):
+        raise RError("execution.nodelist: must be a list of hostlist strings")
+    try:
+        return [h for part in nodelist for h in hostlist.decode(part)]
+    except hostlist.HostlistError as exc:
+        raise RError(f"execution.nodelist: {exc}") from None
+
+
 def parse_R(R: Any) -> list[NodeResources]:
     """The nodes of an RFC 20 R version 1, in rank order (inverse of `build_R`)."""
     if not isinstance(R, Mapping):
@@ -271,42 +352,15 @@ def parse_R(R: Any) -> list[NodeResources]:
     version = R.get("version")
     if version != 1:
         raise RError(f"version: must be 1, not {version!r}")
-    execution = _get(R, "execution", dict, "")
-    r_lite = _get(execution, "R_lite", list, "execution")
-    per_rank: dict[int, tuple[list[int], list[int]]] = {}
-    for i, entry in enumerate(r_lite):
-        where = f"execution.R_lite[{i}]"
-        ranks_s = _get(entry, "rank", str, where)
-        children = _get(entry, "children", dict, where)
-        unknown = sorted(set(children) - {"core", "gpu"})
-        if unknown:
-            raise RError(f"{where}.children: unknown resource type {unknown[0]!r} (R version 1 has core and gpu)")
-        try:
-            ranks = idset.decode(ranks_s)
-            cores = idset.decode(_get(children, "core", str, f"{where}.children"))
-            gpus = idset.decode(children["gpu"]) if "gpu" in children else []
-        except idset.IdsetError as exc:
-            raise RError(f"{where}: {exc}") from None
-        except TypeError:
-            raise RError(f"{where}.children.gpu: must be an idset string") from None
-        for r in ranks:
-            if r in per_rank:
-                raise RError(f"{where}.rank: rank {r} appears in more than one R_lite entry")
-            per_rank[r] = (cores, gpus)
-    nodelist = execution.get("nodelist", [])
-    if not isinstance(nodelist, list) or not all(isinstance(x, str) for x in nodelist):
-        raise RError("execution.nodelist: must be a list of hostlist strings")
-    try:
-        hosts = [h for part in nodelist for h in hostlist.decode(part)]
-    except hostlist.HostlistError as exc:
-        raise RError(f"execution.nodelist: {exc}") from None
-    ranks = sorted(per_rank)
+    per_rank = R_lite_ranks(R, ("core", "gpu"))
+    hosts = R_hosts(R)
+    ranks = list(per_rank)
     if len(hosts) != len(ranks):
         raise RError(f"execution.nodelist: {len(hosts)} hostnames for {len(ranks)} ranks ({idset.encode(ranks)})")
     layout = _graph_layout(R["scheduling"]) if R.get("scheduling") is not None else {}
     nodes = []
     for rank, host in zip(ranks, hosts, strict=True):
-        cores, gpus = per_rank[rank]
+        cores, gpus = per_rank[rank]["core"], per_rank[rank].get("gpu", [])
         info = layout.get(rank)
         if info is None:
             nodes.append(NodeResources(rank=rank, hostname=host, cores=cores, gpus=gpus))

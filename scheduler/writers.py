@@ -3,6 +3,7 @@
 ``simple`` (post-order lines ``---name[N:x]``), ``pretty_simple`` (pre-order,
 flags spelled out), ``jgf`` (the selected subgraph), ``rlite`` (R_lite array),
 ``rv1`` (R with the JGF ``scheduling`` key) and ``rv1_nosched`` (R without it).
+R_lite is grouped by `broker_conf.rv1.R_lite`, the one R_lite grouping.
 Every function takes a :class:`~fluxnode.scheduler.traverser.MatchResult` (or
 its ``selection`` list) and returns text / a JSON-able dict.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 
 from fluxnode.broker_conf import hostlist, idset
+from fluxnode.broker_conf.rv1 import R_lite
 
 PREFIX = "      "
 
@@ -95,28 +97,14 @@ def _rank_of(v) -> int:
 
 def rlite(result) -> list[dict]:
     by_rank: dict[int, dict[str, list[int]]] = {}
-    order: list[int] = []
     for e in _sel(result):
         v = e.vertex
         if v.type in ("core", "gpu"):
-            r = _rank_of(v)
-            if r not in by_rank:
-                by_rank[r] = {}
-                order.append(r)
-            by_rank[r].setdefault(v.type, []).append(v.id)
-    # merge ranks with identical children into one idset entry
-    groups: list[tuple[str, dict]] = []
-    for r in sorted(order):
-        # a graph without ranks (GRUG) puts every node at rank -1, as Fluxion writes it
-        kids = {t: idset.encode(sorted(set(ids))) for t, ids in sorted(by_rank[r].items())}
-        for g in groups:
-            if g[1] == kids and r >= 0 and g[0][0] >= 0:
-                g[0].append(r)
-                break
-        else:
-            groups.append(([r], kids))
-    return [{"rank": idset.encode(ranks) if ranks[0] >= 0 else str(ranks[0]), "children": kids}
-            for ranks, kids in groups]
+            by_rank.setdefault(_rank_of(v), {}).setdefault(v.type, []).append(v.id)
+    kids = {r: {t: idset.encode(sorted(set(ids))) for t, ids in sorted(types.items())} for r, types in by_rank.items()}
+    # a graph without ranks (GRUG) puts every node at rank -1, as Fluxion writes it: never grouped
+    unranked = [{"rank": str(r), "children": kids[r]} for r in sorted(kids) if r < 0]
+    return unranked + R_lite({r: k for r, k in kids.items() if r >= 0})
 
 
 def _nodelist(result) -> list[str]:

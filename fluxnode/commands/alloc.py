@@ -15,7 +15,7 @@ import yaml
 from fluxnode.agent.broker.client import Client, ConnectError, RPCError
 from fluxnode.broker_conf import hostlist, idset
 from fluxnode.scheduler.jobspec.builder import JobspecBuildError, SlotKind, build_jobspec
-from fluxnode.scheduler.service.live_graph import POLICIES
+from fluxnode.scheduler.policies.policy import POLICIES
 
 uri_option = click.option("--uri", envvar="FLUXNODE_URI", help="Broker URI (default $FLUXNODE_URI).")
 cert_option = click.option(

@@ -67,7 +67,7 @@ from fluxnode.scheduler.binder.podgroup import GroupKey, job_size
 from fluxnode.scheduler.binder.queue import Reservations
 from fluxnode.scheduler.binder.sched_client import SchedClient, SchedUnavailable
 from fluxnode.scheduler.binder.slot_assignment import AssignmentError, PodSlot, assign, assign_kinds
-from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
+from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec, slot_labels
 
 log = logging.getLogger("fluxnode.binder")
 
@@ -625,18 +625,15 @@ class Binder:
             return self._unschedulable(group, pods, f"a pod needs {biggest // MIB} MiB of memory but the largest "
                                                     f"usable node allocates {candidates.largest_memory // MIB} MiB")
         kinds = sorted(Counter(shapes.values()).items())
-        spec = build_jobspec(
-            [SlotKind(c, g, m, n) for (c, g, m), n in kinds],
-            constraints={"hostlist": [hosts]},
-            name=str(group.key),
-        )
+        slot_kinds = [SlotKind(c, g, m, n) for (c, g, m), n in kinds]
+        spec = build_jobspec(slot_kinds, constraints={"hostlist": [hosts]}, name=str(group.key))
         payload = {
             "jobspec": spec,
             "policy": self.config.policy,
             "op": self.reservations.op_for_blocked(),
             "labels": {"owner": self.owner, "kind": "group", "group": str(group.key), "pods": [p.uid for p in pods]},
         }
-        labels = {f"s{i}": shape for i, (shape, _n) in enumerate(kinds)}  # build_jobspec's labels
+        labels = {label: (k.cores, k.gpus, k.memory_mib) for label, k in slot_labels(slot_kinds).items()}
         return Attempt(group, pods, shapes, names, payload, labels)
 
     def _request(self, batch: list[Attempt]) -> list[dict | RPCError]:
@@ -917,7 +914,7 @@ def binder(kubeconfig, uri, rank_configmap, broker_port, curve_cert, scheduler_n
     """Place pods with spec.schedulerName through the lead broker's graph scheduler."""
     import signal
 
-    from fluxnode.scheduler.service.live_graph import POLICIES
+    from fluxnode.scheduler.policies.policy import POLICIES
 
     setup_logging(log_level)
     if policy not in POLICIES:

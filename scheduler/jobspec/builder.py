@@ -1,16 +1,23 @@
-"""Jobspecs for requests described by counts (the CLI flags, a pod group).
+"""Jobspecs built from counts: the one way to make a jobspec in code (the CLI flags,
+a pod group, the service's replay of a record).
 
 A group of pods with different requests becomes ONE jobspec with one slot kind
-per distinct request (label ``s0``, ``s1``...), so the graph scheduler places
-the whole group in a single all-or-nothing match. The library's
-``Jobspec.build`` makes single-kind jobspecs; several kinds are built here.
-Memory is counted in MiB, as R models it; the service's graph splits each node's
-memory into equal vertices and a slot takes whole ones (see live_graph.service_R).
+per distinct request (label ``s0``, ``s1``... as `slot_labels` gives them), so
+the graph scheduler places the whole group in a single all-or-nothing match and
+the answer's per-kind placement names each kind by its label. The result is the
+jobspec as it goes over the wire (a plain mapping, RFC 14); ``Jobspec.parse`` of it
+is what the traverser matches. Why not a parsed `Jobspec`: parsing expands the
+hostlist constraint (a millisecond for a thousand nodes), which only the service
+needs; a binder would pay it on every attempt for nothing. Memory is counted in MiB, as R models it; the service's graph splits
+each node's memory into equal vertices and a slot takes whole ones (see
+scheduler/service/flat_graph.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 class JobspecBuildError(ValueError):
@@ -27,6 +34,11 @@ class SlotKind:
     count: int = 1
 
 
+def slot_labels(kinds: Sequence[SlotKind]) -> dict[str, SlotKind]:
+    """The label of each kind in the jobspec `build_jobspec` makes of `kinds`."""
+    return {f"s{i}": kind for i, kind in enumerate(kinds)}
+
+
 def _slot(kind: SlotKind, label: str, count: int) -> dict:
     with_: list[dict] = []
     if kind.cores:
@@ -41,14 +53,17 @@ def _slot(kind: SlotKind, label: str, count: int) -> dict:
 
 
 def build_jobspec(
-    kinds: list[SlotKind],
+    kinds: Sequence[SlotKind],
     *,
     nnodes: int | None = None,
+    exclusive_nodes: bool = False,
     constraints: dict | None = None,
     duration: float = 0,
     name: str | None = None,
-) -> dict:
-    """An RFC 14 jobspec asking for every slot kind in `kinds` at once."""
+) -> dict[str, Any]:
+    """An RFC 14 jobspec asking for every slot kind in `kinds` at once; with `nnodes`
+    (a single kind), its slots spread evenly over that many nodes (``flux submit -N``),
+    held whole when `exclusive_nodes`."""
     if not kinds:
         raise JobspecBuildError("at least one slot is required")
     for kind in kinds:
@@ -56,6 +71,7 @@ def build_jobspec(
             raise JobspecBuildError(f"slots: must be >= 1, not {kind.count}")
         if kind.cores < 0 or kind.gpus < 0 or kind.memory_mib < 0:
             raise JobspecBuildError("cores, gpus and memory per slot must be >= 0")
+    labels = list(slot_labels(kinds))
     if nnodes is not None:
         if len(kinds) != 1:
             raise JobspecBuildError("--nodes needs a single slot kind")
@@ -64,11 +80,14 @@ def build_jobspec(
             raise JobspecBuildError(f"--nodes: must be >= 1, not {nnodes}")
         if kind.count % nnodes:
             raise JobspecBuildError(f"--slots {kind.count} is not a multiple of --nodes {nnodes}")
-        resources = [{"type": "node", "count": nnodes, "with": [_slot(kind, "s0", kind.count // nnodes)]}]
-        labels = ["s0"]
+        node: dict[str, Any] = {"type": "node", "count": nnodes, "with": [_slot(kind, labels[0], kind.count // nnodes)]}
+        if exclusive_nodes:
+            node["exclusive"] = True
+        resources = [node]
+    elif exclusive_nodes:
+        raise JobspecBuildError("exclusive nodes need --nodes")
     else:
-        resources = [_slot(kind, f"s{i}", kind.count) for i, kind in enumerate(kinds)]
-        labels = [f"s{i}" for i in range(len(kinds))]
+        resources = [_slot(kind, label, kind.count) for label, kind in zip(labels, kinds, strict=True)]
     system: dict = {"duration": duration}
     if constraints:
         system["constraints"] = constraints

@@ -6,10 +6,9 @@ rather than a schema: e.g. version 1-9999 is accepted, ``attributes`` may be emp
 mapping may give ``min`` alone (meaning "at least min"), tasks need 3-5 keys.
 
 Fluxion parses with yaml-cpp, where every scalar is a string converted on use
-(``count: 010`` is octal 8, ``exclusive: True`` is not ``true``). To behave the same,
-text is composed (not constructed) with PyYAML and converted here with yaml-cpp's rules;
-an already-parsed ``dict`` is treated as the JSON it came from (``str`` values are quoted
-scalars, ``True`` is ``true``).
+(``count: 010`` is octal 8, ``exclusive: True`` is not ``true``); `document` gives this
+module that view of the text and yaml-cpp's conversions, and this module builds the model
+(`Count`, `Resource`, `Task`, `Constraint`, `Jobspec`) with libjobspec's checks.
 
 Errors are :class:`JobspecError` naming the path (``resources[0].with[1].count.min``);
 ``.reason`` keeps Fluxion's wording and ``.what`` is the exact text Fluxion's
@@ -19,15 +18,30 @@ Errors are :class:`JobspecError` naming the path (``resources[0].with[1].count.m
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from fluxnode.broker_conf import hostlist, idset
+from fluxnode.scheduler.jobspec.document import (
+    FLUXION_STATIC_TYPES,
+    INT_MAX,
+    INT_MIN,
+    UINT_MAX,
+    UNKNOWN_TYPE,
+    DocNode,
+    JobspecError,
+    as_char,
+    as_double,
+    as_int,
+    as_str,
+    as_unsigned,
+    error_at,
+    join_path,
+    load_document,
+    map_items,
+    to_python,
+)
 
 __all__ = [
     "FLUXION_STATIC_TYPES",
@@ -39,244 +53,6 @@ __all__ = [
     "Resource",
     "Task",
 ]
-
-UINT_MAX = 0xFFFFFFFF
-INT_MIN, INT_MAX = -(2**31), 2**31 - 1
-
-#: Resource types Fluxion interns at start-up (resource/schema/data_std); resource-query
-#: also knows the loaded graph's types and its prune-filter types before it closes the set.
-FLUXION_STATIC_TYPES = frozenset({
-    "cluster", "rack", "node", "socket", "core", "gpu", "slot", "xor_slot", "ssd",
-    "storage_node",
-})
-
-_UNKNOWN_TYPE = 'Value of "type" must be a resource type known to fluxion'
-_BAD_CONVERSION = "bad conversion"
-_INVALID_NODE = (
-    "invalid node; this may result from using a map iterator as a sequence iterator, "
-    "or vice-versa"
-)
-
-
-class JobspecError(ValueError):
-    """A jobspec Fluxion would reject: ``path: reason``.
-
-    ``path`` is where the problem is (``""`` for the document itself), ``reason`` is
-    Fluxion's wording, ``line``/``column`` (1-based/0-based like libjobspec's
-    ``parse_error``) locate it in YAML text when known, ``what`` is Fluxion's full message.
-    """
-
-    def __init__(
-        self,
-        path: str,
-        reason: str,
-        *,
-        line: int | None = None,
-        column: int | None = None,
-        yaml_cpp: bool = False,
-    ) -> None:
-        self.path = path
-        self.reason = reason
-        self.line = line
-        self.column = column
-        self.yaml_cpp = yaml_cpp
-        super().__init__(f"{path or 'jobspec'}: {reason}")
-
-    @property
-    def what(self) -> str:
-        """The message Fluxion's ``parse_error`` carries (``Jobspec error for N: <what>``)."""
-        if self.yaml_cpp and self.line is not None and self.column is not None:
-            return f"yaml-cpp: error at line {self.line}, column {self.column + 1}: {self.reason}"
-        return self.reason
-
-
-# --------------------------------------------------------------------------------------
-# A yaml-cpp-like view of the document: every scalar is text, null is its own kind.
-
-
-@dataclass(slots=True)
-class _Node:
-    kind: str  # "map" | "seq" | "scalar" | "null"
-    value: Any  # list[tuple[_Node, _Node]] | list[_Node] | str | None
-    quoted: bool = False  # yaml-cpp Tag() == "!" (a non-plain scalar)
-    line: int | None = None  # 0-based, like yaml-cpp's Mark
-    column: int | None = None
-    py: Any = None  # the original Python value when built from a parsed mapping
-
-    def get(self, key: str) -> _Node | None:
-        """First value whose key is the scalar ``key`` (yaml-cpp ``node[key]``)."""
-        if self.kind != "map":
-            return None
-        for k, v in self.value:
-            if k.kind == "scalar" and k.value == key:
-                return v
-        return None
-
-    def __len__(self) -> int:
-        return len(self.value) if self.kind in ("map", "seq") else 0
-
-
-def _from_yaml(node: yaml.Node) -> _Node:
-    line, col = node.start_mark.line, node.start_mark.column
-    if isinstance(node, yaml.MappingNode):
-        pairs = [(_from_yaml(k), _from_yaml(v)) for k, v in node.value]
-        return _Node("map", pairs, line=line, column=col)
-    if isinstance(node, yaml.SequenceNode):
-        return _Node("seq", [_from_yaml(v) for v in node.value], line=line, column=col)
-    plain = not node.style  # None (PyYAML) or "" (libyaml) for plain scalars
-    if plain and node.tag == "tag:yaml.org,2002:null":
-        return _Node("null", None, line=line, column=col)
-    return _Node("scalar", node.value, quoted=not plain, line=line, column=col)
-
-
-def _from_python(obj: Any, path: str) -> _Node:
-    if obj is None:
-        return _Node("null", None)
-    if isinstance(obj, bool):
-        return _Node("scalar", "true" if obj else "false", py=obj)
-    if isinstance(obj, int):
-        return _Node("scalar", str(obj), py=obj)
-    if isinstance(obj, float):
-        text = repr(obj) if math.isfinite(obj) else _float_text(obj)
-        return _Node("scalar", text, py=obj)
-    if isinstance(obj, str):
-        return _Node("scalar", obj, quoted=True, py=obj)
-    if isinstance(obj, Mapping):
-        return _Node(
-            "map",
-            [(_Node("scalar", str(k), quoted=True), _from_python(v, _join(path, str(k))))
-             for k, v in obj.items()],
-        )
-    if isinstance(obj, list | tuple):
-        return _Node("seq", [_from_python(v, f"{path}[{i}]") for i, v in enumerate(obj)])
-    raise JobspecError(path, f"unsupported value of type {type(obj).__name__}")
-
-
-def _float_text(x: float) -> str:
-    if math.isnan(x):
-        return ".nan"
-    return ".inf" if x > 0 else "-.inf"
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-# libyaml's composer when PyYAML was built with it (10x faster), else the Python one
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _load(obj: Mapping | str | bytes) -> _Node:
-    if not isinstance(obj, str | bytes):
-        return _from_python(obj, "")
-    if isinstance(obj, bytes):
-        try:
-            obj = obj.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise JobspecError("", f"jobspec is not UTF-8 text: {e}") from None
-    try:
-        for doc in yaml.compose_all(obj, Loader=_LOADER):
-            return _from_yaml(doc)  # yaml-cpp's Load keeps the first document
-    except yaml.YAMLError as e:
-        # PyYAML (YAML 1.1) refuses a little JSON that yaml-cpp takes; JSON decides then.
-        try:
-            return _from_python(json.loads(obj), "")
-        except ValueError:
-            pass
-        mark = getattr(e, "problem_mark", None)
-        problem = getattr(e, "problem", None) or str(e)
-        raise JobspecError(
-            "",
-            problem,
-            line=mark.line + 1 if mark else None,
-            column=mark.column if mark else None,
-            yaml_cpp=mark is not None,
-        ) from None
-    return _Node("null", None)
-
-
-# --------------------------------------------------------------------------------------
-# yaml-cpp conversions (YAML_DEFINE_CONVERT_STREAMABLE: iostream parsing, base from prefix)
-
-_INT_RE = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)\s*\Z")
-_FLOAT_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*\Z")
-_INF = {".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"}
-_NINF = {"-.inf", "-.Inf", "-.INF"}
-_NAN = {".nan", ".NaN", ".NAN"}
-
-
-def _bad(node: _Node, path: str) -> JobspecError:
-    line = node.line + 1 if node.line is not None else None
-    return JobspecError(path, _BAD_CONVERSION, line=line, column=node.column, yaml_cpp=True)
-
-
-def _as_int(node: _Node, path: str, lo: int, hi: int, *, unsigned: bool) -> int:
-    if node.kind != "scalar":
-        raise _bad(node, path)
-    m = _INT_RE.match(node.value)
-    if m is None or (unsigned and m.group(1) == "-"):
-        raise _bad(node, path)
-    digits = m.group(2)
-    if digits[:2] in ("0x", "0X"):
-        value = int(digits, 16)
-    elif len(digits) > 1 and digits[0] == "0":
-        value = int(digits, 8)
-    else:
-        value = int(digits)
-    if m.group(1) == "-":
-        value = -value
-    if not lo <= value <= hi:
-        raise _bad(node, path)
-    return value
-
-
-def _as_unsigned(node: _Node, path: str) -> int:
-    return _as_int(node, path, 0, UINT_MAX, unsigned=True)
-
-
-def _as_double(node: _Node, path: str) -> float:
-    if node.kind == "scalar":
-        text = node.value
-        if _FLOAT_RE.match(text):
-            return float(text)
-        if text in _INF:
-            return math.inf
-        if text in _NINF:
-            return -math.inf
-        if text in _NAN:
-            return math.nan
-    raise _bad(node, path)
-
-
-def _as_str(node: _Node, path: str) -> str:
-    if node.kind == "null":
-        return "null"
-    if node.kind != "scalar":
-        raise _bad(node, path)
-    return node.value
-
-
-def _as_char(node: _Node, path: str) -> str:
-    if node.kind != "scalar" or len(node.value.rstrip()) != 1 or node.value[0].isspace():
-        raise _bad(node, path)
-    return node.value[0]
-
-
-def _err(node: _Node, path: str, reason: str) -> JobspecError:
-    line = node.line + 1 if node.line is not None else None
-    return JobspecError(path, reason, line=line, column=node.column)
-
-
-def _pairs(node: _Node, path: str) -> Iterator[tuple[str, _Node, str]]:
-    """Iterate a mapping like yaml-cpp: nothing for scalars/null, an error for sequences."""
-    if node.kind == "seq" and len(node):
-        raise JobspecError(path, _INVALID_NODE, yaml_cpp=True)
-    if node.kind != "map":
-        return
-    for k, v in node.value:
-        key = _as_str(k, path)
-        yield key, v, _join(path, key)
-
 
 # --------------------------------------------------------------------------------------
 # Data model
@@ -487,27 +263,27 @@ class Constraint:
         return {self.op: list(self.values)}
 
 
-def _parse_constraint(node: _Node, path: str) -> Constraint:
+def _parse_constraint(node: DocNode, path: str) -> Constraint:
     if node.kind != "map":
-        raise _err(node, path, "constraint is not a mapping")
+        raise error_at(node, path, "constraint is not a mapping")
     if len(node) > 1:
-        raise _err(node, path, "constraint map may not contain > 1 operation")
+        raise error_at(node, path, "constraint map may not contain > 1 operation")
     if len(node) == 0:
         return Constraint()
     key_node, operands = node.value[0]
-    op = _as_str(key_node, path)
-    opath = _join(path, op)
+    op = as_str(key_node, path)
+    opath = join_path(path, op)
     if operands.kind != "seq":
-        raise _err(operands, opath, f"{op} operator value must be an array")
+        raise error_at(operands, opath, f"{op} operator value must be an array")
     items = operands.value
     if op == "properties":
         values = []
         for i, item in enumerate(items):
             if item.kind != "scalar" or not item.quoted:
-                raise _err(operands, f"{opath}[{i}]", "non-string property specified")
+                raise error_at(operands, f"{opath}[{i}]", "non-string property specified")
             prop = item.value[1:] if item.value.startswith("^") else item.value
             if _BAD_PROPERTY_CHARS & set(prop):
-                raise _err(operands, f"{opath}[{i}]", f"{item.value} is invalid")
+                raise error_at(operands, f"{opath}[{i}]", f"{item.value} is invalid")
             values.append(item.value)
         return Constraint(op, tuple(values))
     if op in ("hostlist", "ranks"):
@@ -515,95 +291,95 @@ def _parse_constraint(node: _Node, path: str) -> Constraint:
         what = "hostlist" if op == "hostlist" else "idset"
         values, members = [], set()
         for i, item in enumerate(items):
-            text = _as_str(item, f"{opath}[{i}]")
+            text = as_str(item, f"{opath}[{i}]")
             try:
                 members.update(decode(text))
             except ValueError:
-                raise _err(item, f"{opath}[{i}]", f"Invalid {what} `{text}'") from None
+                raise error_at(item, f"{opath}[{i}]", f"Invalid {what} `{text}'") from None
             values.append(text)
         return Constraint(op, tuple(values), frozenset(members))
     if op in ("and", "or", "not"):
         return Constraint(
             op, tuple(_parse_constraint(c, f"{opath}[{i}]") for i, c in enumerate(items))
         )
-    raise _err(node, path, f"unknown constraint operator: {op}")
+    raise error_at(node, path, f"unknown constraint operator: {op}")
 
 
 # --------------------------------------------------------------------------------------
 # Parsing in libjobspec's order
 
 
-def _parse_count(cnode: _Node, path: str) -> Count:
+def _parse_count(cnode: DocNode, path: str) -> Count:
     if cnode.kind == "scalar":
-        n = _as_unsigned(cnode, path)
+        n = as_unsigned(cnode, path)
         return Count(n, n)
     if cnode.kind != "map":
-        raise _err(cnode, path, "count is not a mapping")
+        raise error_at(cnode, path, "count is not a mapping")
     mn = cnode.get("min")
     if mn is None:
-        raise _err(cnode, path, 'Key "min" missing from count')
+        raise error_at(cnode, path, 'Key "min" missing from count')
     if mn.kind != "scalar":
-        raise _err(mn, f"{path}.min", 'Value of "min" must be a scalar')
+        raise error_at(mn, f"{path}.min", 'Value of "min" must be a scalar')
     mx, op, opd = cnode.get("max"), cnode.get("operator"), cnode.get("operand")
     maximum, oper, operand = UINT_MAX, "+", 1
     if mx is not None or op is not None or opd is not None:
         if mx is None or op is None or opd is None:
-            raise _err(cnode, path,
+            raise error_at(cnode, path,
                        'All or none of "max", "operator", and "operand" must be specified')
         for name, node in (("max", mx), ("operator", op), ("operand", opd)):
             if node.kind != "scalar":
-                raise _err(node, f"{path}.{name}", f'Value of "{name}" must be a scalar')
-        maximum = _as_unsigned(mx, f"{path}.max")
-        oper = _as_char(op, f"{path}.operator")
-        operand = _as_int(opd, f"{path}.operand", INT_MIN, INT_MAX, unsigned=False)
-    minimum = _as_unsigned(mn, f"{path}.min")
+                raise error_at(node, f"{path}.{name}", f'Value of "{name}" must be a scalar')
+        maximum = as_unsigned(mx, f"{path}.max")
+        oper = as_char(op, f"{path}.operator")
+        operand = as_int(opd, f"{path}.operand", INT_MIN, INT_MAX, unsigned=False)
+    minimum = as_unsigned(mn, f"{path}.min")
     if minimum < 1:
-        raise _err(mn, f"{path}.min", '"min" must be greater than zero')
+        raise error_at(mn, f"{path}.min", '"min" must be greater than zero')
     if mx is not None and maximum < minimum:
-        raise _err(mx, f"{path}.max", '"max" must be greater than or equal to "min"')
+        raise error_at(mx, f"{path}.max", '"max" must be greater than or equal to "min"')
     if oper == "+":
         if operand < 1:
-            raise _err(opd, f"{path}.operand",
+            raise error_at(opd, f"{path}.operand",
                        "\"operand\" must be greater than zero for addition '+'")
     elif oper == "*":
         if operand < 2:
-            raise _err(opd, f"{path}.operand",
+            raise error_at(opd, f"{path}.operand",
                        "\"operand\" must be greater than one for multiplication '*'")
     elif oper == "^":
         if operand < 2:
-            raise _err(opd, f"{path}.operand",
+            raise error_at(opd, f"{path}.operand",
                        "\"operand\" must be greater than one for exponentiation '^'")
         if minimum < 2:
-            raise _err(mn, f"{path}.min",
+            raise error_at(mn, f"{path}.min",
                        "\"min\" must be greater than one for exponentiation '^'")
     else:
-        raise _err(op, f"{path}.operator", "Invalid count operator")
+        raise error_at(op, f"{path}.operator", "Invalid count operator")
     return Count(minimum, maximum, oper, operand)
 
 
 _RESOURCE_KEYS = ("type", "count", "unit", "exclusive", "with", "label", "id")
 
 
-def _parse_resources(node: _Node, path: str, known: Collection[str] | None) -> tuple[Resource, ...]:
+def _parse_resources(node: DocNode, path: str, known: Collection[str] | None) -> tuple[Resource, ...]:
     if node.kind != "seq":
-        raise _err(node, path, '"resources" is not a sequence')
+        raise error_at(node, path, '"resources" is not a sequence')
     return tuple(_parse_resource(r, f"{path}[{i}]", known) for i, r in enumerate(node.value))
 
 
-def _parse_resource(node: _Node, path: str, known: Collection[str] | None) -> Resource:
+def _parse_resource(node: DocNode, path: str, known: Collection[str] | None) -> Resource:
     if node.kind != "map":
-        raise _err(node, path, "resource is not a mapping")
+        raise error_at(node, path, "resource is not a mapping")
     tnode = node.get("type")
     if tnode is None:
-        raise _err(node, path, 'Key "type" missing from resource')
+        raise error_at(node, path, 'Key "type" missing from resource')
     if tnode.kind != "scalar":
-        raise _err(tnode, f"{path}.type", 'Value of "type" must be a scalar')
+        raise error_at(tnode, f"{path}.type", 'Value of "type" must be a scalar')
     rtype = tnode.value
     if known is not None and rtype not in known:
-        raise _err(tnode, f"{path}.type", _UNKNOWN_TYPE)
+        raise error_at(tnode, f"{path}.type", UNKNOWN_TYPE)
     cnode = node.get("count")
     if cnode is None:
-        raise _err(node, path, 'Key "count" missing from resource')
+        raise error_at(node, path, 'Key "count" missing from resource')
     count = _parse_count(cnode, f"{path}.count")
     fields = 2
     unit = label = rid = ""
@@ -611,15 +387,15 @@ def _parse_resource(node: _Node, path: str, known: Collection[str] | None) -> Re
     children: tuple[Resource, ...] = ()
     if (n := node.get("unit")) is not None:
         if n.kind != "scalar":
-            raise _err(n, f"{path}.unit", 'Value of "unit" must be a scalar')
+            raise error_at(n, f"{path}.unit", 'Value of "unit" must be a scalar')
         fields += 1
         unit = n.value
     if (n := node.get("exclusive")) is not None:
         if n.kind != "scalar":
-            raise _err(n, f"{path}.exclusive", 'Value of "exclusive" must be a scalar')
+            raise error_at(n, f"{path}.exclusive", 'Value of "exclusive" must be a scalar')
         fields += 1
         if n.value not in ("true", "false"):
-            raise _err(n, f"{path}.exclusive",
+            raise error_at(n, f"{path}.exclusive",
                        'Value of "exclusive" must be either "true" or "false"')
         exclusive = n.value == "true"
     if (n := node.get("with")) is not None:
@@ -627,79 +403,61 @@ def _parse_resource(node: _Node, path: str, known: Collection[str] | None) -> Re
         children = _parse_resources(n, f"{path}.with", known)
     if (n := node.get("label")) is not None:
         if n.kind != "scalar":
-            raise _err(n, f"{path}.label", 'Value of "label" must be a scalar')
+            raise error_at(n, f"{path}.label", 'Value of "label" must be a scalar')
         fields += 1
         label = n.value
     elif rtype == "slot":
-        raise _err(node, f"{path}.label", "All slots must be labeled")
+        raise error_at(node, f"{path}.label", "All slots must be labeled")
     if (n := node.get("id")) is not None:
         if n.kind != "scalar":
-            raise _err(n, f"{path}.id", 'Value of "id" must be a scalar')
+            raise error_at(n, f"{path}.id", 'Value of "id" must be a scalar')
         fields += 1
         rid = n.value
     if fields != len(node):
         extra = [k.value for k, _ in node.value
                  if not (k.kind == "scalar" and k.value in _RESOURCE_KEYS)]
-        where = _join(path, str(extra[0])) if extra else path
-        raise _err(node, where, "Unrecognized key in resource mapping")
+        where = join_path(path, str(extra[0])) if extra else path
+        raise error_at(node, where, "Unrecognized key in resource mapping")
     return Resource(rtype, count, unit, label, rid, exclusive, children)
 
 
-def _parse_task(node: _Node, path: str) -> Task:
+def _parse_task(node: DocNode, path: str) -> Task:
     if node.kind != "map":
-        raise _err(node, path, "task is not a mapping")
+        raise error_at(node, path, "task is not a mapping")
     cmd = node.get("command")
     if cmd is None:
-        raise _err(node, path, 'Key "command" missing from task')
+        raise error_at(node, path, 'Key "command" missing from task')
     if cmd.kind != "seq":
-        raise _err(cmd, f"{path}.command", '"command" value must be a sequence')
-    command = tuple(_as_str(a, f"{path}.command[{i}]") for i, a in enumerate(cmd.value))
+        raise error_at(cmd, f"{path}.command", '"command" value must be a sequence')
+    command = tuple(as_str(a, f"{path}.command[{i}]") for i, a in enumerate(cmd.value))
     snode = node.get("slot")
     if snode is None:
-        raise _err(node, path, 'Key "slot" missing from task')
+        raise error_at(node, path, 'Key "slot" missing from task')
     if snode.kind != "scalar":
-        raise _err(snode, f"{path}.slot", 'Value of task "slot" must be a YAML scalar')
+        raise error_at(snode, f"{path}.slot", 'Value of task "slot" must be a YAML scalar')
     count: dict[str, str] = {}
     if (c := node.get("count")) is not None:
         if c.kind != "map":
-            raise _err(c, f"{path}.count", '"count" in task is not a mapping')
+            raise error_at(c, f"{path}.count", '"count" in task is not a mapping')
         if len(c) != 1:
-            raise _err(c, f"{path}.count", '"count" in task must have exactly one entry')
-        for key, value, vpath in _pairs(c, f"{path}.count"):
-            count[key] = _as_str(value, vpath)
+            raise error_at(c, f"{path}.count", '"count" in task must have exactly one entry')
+        for key, value, vpath in map_items(c, f"{path}.count"):
+            count[key] = as_str(value, vpath)
     distribution = ""
     if (d := node.get("distribution")) is not None:
         if d.kind != "scalar":
-            raise _err(d, f"{path}.distribution",
+            raise error_at(d, f"{path}.distribution",
                        'Value of task "distribution" must be a YAML scalar')
         distribution = d.value
     attributes: dict[str, str] = {}
     if (a := node.get("attributes")) is not None:
         if a.kind != "map":
-            raise _err(a, f"{path}.attributes", '"attributes" in task is not a mapping')
-        for key, value, vpath in _pairs(a, f"{path}.attributes"):
-            attributes[key] = _as_str(value, vpath)
+            raise error_at(a, f"{path}.attributes", '"attributes" in task is not a mapping')
+        for key, value, vpath in map_items(a, f"{path}.attributes"):
+            attributes[key] = as_str(value, vpath)
     if not 3 <= len(node) <= 5:
-        raise _err(node, path, "impossible number of entries in task mapping")
+        raise error_at(node, path, "impossible number of entries in task mapping")
     return Task(command, snode.value, count, distribution, attributes)
-
-
-def _to_python(node: _Node) -> Any:
-    """Plain Python for pass-through data (user attributes, unknown system keys)."""
-    if node.kind == "null":
-        return None
-    if node.kind == "map":
-        return {_to_python(k): _to_python(v) for k, v in node.value}
-    if node.kind == "seq":
-        return [_to_python(v) for v in node.value]
-    if node.py is not None:
-        return node.py
-    if node.quoted or not node.value:
-        return node.value
-    try:
-        return yaml.load(node.value, Loader=_LOADER)  # _LOADER is a safe loader
-    except yaml.YAMLError:
-        return node.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -713,34 +471,34 @@ class _Attributes:
     user: Any = None
 
 
-def _parse_attributes(node: _Node, path: str) -> _Attributes:
+def _parse_attributes(node: DocNode, path: str) -> _Attributes:
     if node.kind != "map":
-        raise _err(node, path, '"attributes" is not a map')
+        raise error_at(node, path, '"attributes" is not a map')
     duration, queue, cwd = 0.0, "", ""
     env: dict[str, str] = {}
     constraints: Constraint | None = None
     system: dict[str, Any] = {}
     user: Any = None
-    for key, value, kpath in _pairs(node, path):
+    for key, value, kpath in map_items(node, path):
         if key == "user":
-            user = _to_python(value)
+            user = to_python(value)
         elif key == "system":
-            for skey, svalue, spath in _pairs(value, kpath):
+            for skey, svalue, spath in map_items(value, kpath):
                 if skey == "duration":
-                    duration = _as_double(svalue, spath)
+                    duration = as_double(svalue, spath)
                 elif skey == "queue":
-                    queue = _as_str(svalue, spath)
+                    queue = as_str(svalue, spath)
                 elif skey == "cwd":
-                    cwd = _as_str(svalue, spath)
+                    cwd = as_str(svalue, spath)
                 elif skey == "environment":
-                    for ekey, evalue, epath in _pairs(svalue, spath):
-                        env[ekey] = _as_str(evalue, epath)
+                    for ekey, evalue, epath in map_items(svalue, spath):
+                        env[ekey] = as_str(evalue, epath)
                 elif skey == "constraints":
                     constraints = _parse_constraint(svalue, spath)
                 else:
-                    system[skey] = _to_python(svalue)
+                    system[skey] = to_python(svalue)
         else:
-            raise _err(value, kpath, 'Unknown key in "attributes"')
+            raise error_at(value, kpath, 'Unknown key in "attributes"')
     return _Attributes(duration, queue, cwd, env, constraints, system, user)
 
 
@@ -773,88 +531,40 @@ class Jobspec:
 
     @classmethod
     def _parse(cls, obj: Mapping | str | bytes, known_types: Collection[str] | None) -> Jobspec:
-        top = _load(obj)
+        top = load_document(obj)
         if top.kind != "map":
-            raise _err(top, "", "Top level of jobspec is not a mapping")
+            raise error_at(top, "", "Top level of jobspec is not a mapping")
         for key, shown in (("version", "version"), ("resources", "resource"),
                            ("tasks", "tasks"), ("attributes", "attributes")):
             if top.get(key) is None:
-                raise _err(top, key, f'Missing key "{shown}" in top level mapping')
+                raise error_at(top, key, f'Missing key "{shown}" in top level mapping')
         if len(top) != 4:
             extra = [k.value for k, _ in top.value if not (
                 k.kind == "scalar" and k.value in ("version", "resources", "tasks", "attributes"))]
-            raise _err(top, str(extra[0]) if extra else "",
+            raise error_at(top, str(extra[0]) if extra else "",
                        "Top mapping in jobspec must have exactly four entries")
         vnode = top.get("version")
         if vnode.kind != "scalar":
-            raise _err(vnode, "version", '"version" must be an unsigned integer')
-        version = _as_unsigned(vnode, "version")
+            raise error_at(vnode, "version", '"version" must be an unsigned integer')
+        version = as_unsigned(vnode, "version")
         if not 1 <= version <= 9999:
-            raise _err(vnode, "version", 'Only jobspec "version" 1-9999 is supported')
+            raise error_at(vnode, "version", 'Only jobspec "version" 1-9999 is supported')
         anode = top.get("attributes")
         attrs = _Attributes() if anode.kind == "null" else _parse_attributes(anode, "attributes")
         resources = _parse_resources(top.get("resources"), "resources", known_types)
         tasks_node = top.get("tasks")
         if tasks_node.kind != "seq":
-            raise _err(tasks_node, "tasks", '"tasks" is not a sequence')
+            raise error_at(tasks_node, "tasks", '"tasks" is not a sequence')
         tasks = tuple(_parse_task(t, f"tasks[{i}]") for i, t in enumerate(tasks_node.value))
         return cls(
             version=version,
             resources=resources,
             tasks=tasks,
-            attributes=_to_python(anode) or {},
+            attributes=to_python(anode) or {},
             duration=attrs.duration,
             constraints=attrs.constraints,
             queue=attrs.queue,
         )
-
-    @classmethod
-    def build(
-        cls,
-        nslots: int,
-        slot: Mapping[str, int],
-        *,
-        nnodes: int | None = None,
-        exclusive_nodes: bool = False,
-        duration: float = 0,
-        constraints: Mapping[str, Any] | None = None,
-        label: str = "default",
-        command: tuple[str, ...] = ("true",),
-    ) -> Jobspec:
-        """A common jobspec: ``nslots`` slots of ``slot`` (type -> count per slot), spread
-        evenly over ``nnodes`` nodes when given (like ``flux submit -N nnodes -n nslots``)."""
-        if nslots < 1:
-            raise ValueError(f"nslots: must be >= 1, not {nslots}")
-        if not slot:
-            raise ValueError("slot: must request at least one resource type")
-        for rtype, n in slot.items():
-            if n < 1:
-                raise ValueError(f"slot.{rtype}: must be >= 1, not {n}")
-        children = [{"type": t, "count": n} for t, n in slot.items()]
-        slot_count = nslots
-        if nnodes is not None:
-            if nnodes < 1:
-                raise ValueError(f"nnodes: must be >= 1, not {nnodes}")
-            if nslots % nnodes:
-                raise ValueError(f"nslots: {nslots} slots do not spread evenly over {nnodes} nodes")
-            slot_count = nslots // nnodes
-        slot_obj = {"type": "slot", "count": slot_count, "label": label, "with": children}
-        if nnodes is not None:
-            node: dict[str, Any] = {"type": "node", "count": nnodes, "with": [slot_obj]}
-            if exclusive_nodes:
-                node["exclusive"] = True
-            resources = [node]
-        else:
-            resources = [slot_obj]
-        system: dict[str, Any] = {"duration": duration}
-        if constraints is not None:
-            system["constraints"] = dict(constraints)
-        return cls.parse({
-            "version": 1,
-            "resources": resources,
-            "tasks": [{"command": list(command), "slot": label, "count": {"per_slot": 1}}],
-            "attributes": {"system": system},
-        })
 
     def to_dict(self) -> dict[str, Any]:
         """The jobspec as a plain mapping; ``Jobspec.parse(js.to_dict()) == js``."""

@@ -26,6 +26,8 @@ NAMED = {
     "locality": "policy=high",
     "variation": "policy=low variation=true",
 }
+#: The policy names a user may give (the service, `fluxnode alloc`, the binder).
+POLICIES = tuple(NAMED)
 _OPTIONS = ("policy", "node_centric", "stop_on_1_matches", "node_exclusive", "variation")
 
 

@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from fluxnode.scheduler.graph.resource_graph import CONTAINMENT, ResourceGraph, Vertex, gc_paused
+from fluxnode.scheduler.readers.hostname import node_name_parts
 
 IO_TYPES = {"Bridge", "PCIDev", "OSDev", "Misc"}
 OSDEV_BLOCK, OSDEV_GPU, OSDEV_COPROC = "0", "1", "5"
@@ -24,11 +25,6 @@ OSDEV_BLOCK, OSDEV_GPU, OSDEV_COPROC = "0", "1", "5"
 
 class HwlocError(ValueError):
     """The hwloc XML cannot be read (message names the problem)."""
-
-
-def _split_host(name: str) -> tuple[str, int]:
-    m = re.match(r"^(.*?)(\d+)$", name)
-    return (m.group(1), int(m.group(2))) if m else (name, -1)
 
 
 def _info(obj: ET.Element, key: str) -> str | None:
@@ -74,7 +70,7 @@ def read_hwloc(path: str | Path, allowlist: list[str] | None = None, rank: int =
         if kind == "Machine":
             host = _info(obj, "HostName")
             if host and ok("node"):
-                base, nid = _split_host(host)
+                base, nid = node_name_parts(host)
                 here = add(parent, "node", base, nid, name=host)
         elif kind == "Group" and ok("group"):
             here = add(parent, "group", "group", idx)

@@ -2,37 +2,20 @@
 
 Uses R's ``scheduling`` key (JGF) when present, else builds ``cluster0 ->
 <host> -> core<N>/gpu<N>`` from ``execution.R_lite`` and ``nodelist`` like
-Fluxion's rv1exec reader.
+Fluxion's rv1exec reader. R itself is decoded by `broker_conf.rv1` (the one
+reader and writer of R); this module only turns what it says into vertices.
 """
 
 from __future__ import annotations
 
-import re
-
-from fluxnode.broker_conf import hostlist, idset
+from fluxnode.broker_conf.rv1 import R_hosts, R_lite_ranks, RError
 from fluxnode.scheduler.graph.resource_graph import CONTAINMENT, ResourceGraph, gc_paused
+from fluxnode.scheduler.readers.hostname import node_name_parts
 from fluxnode.scheduler.readers.jgf import JgfError, add_jgf
 
 
-class RError(ValueError):
-    """The R document is malformed (names the offending key)."""
-
-
-def _split_host(name: str) -> tuple[str, int]:
-    m = re.match(r"^(.*?)(\d+)$", name)
-    if m:
-        return m.group(1), int(m.group(2))
-    return name, -1
-
-
 def ranks_in_R(R: dict) -> list[int]:
-    try:
-        out: set[int] = set()
-        for entry in R["execution"]["R_lite"]:
-            out.update(idset.decode(str(entry["rank"])))
-        return sorted(out)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise RError(f"execution.R_lite: {exc}") from exc
+    return list(R_lite_ranks(R))
 
 
 def extend_rv1(g: ResourceGraph, R: dict) -> None:
@@ -44,32 +27,15 @@ def extend_rv1(g: ResourceGraph, R: dict) -> None:
         except JgfError as exc:
             raise RError(f"scheduling: {exc}") from exc
         return
-    try:
-        execution = R["execution"]
-        rlite = execution["R_lite"]
-    except (KeyError, TypeError) as exc:
-        raise RError("execution.R_lite: missing") from exc
-    hosts: list[str] = []
-    for h in execution.get("nodelist") or []:
-        hosts.extend(hostlist.decode(h))
+    per_rank = R_lite_ranks(R)
+    hosts = R_hosts(R)
     root = g.roots.get(CONTAINMENT)
     if root is None:
         root = g.add_vertex("cluster", "cluster", "cluster0", 0, size=1)
         g.set_path(root, CONTAINMENT, "/cluster0")
         g.roots[CONTAINMENT] = root
-    entries = []
-    for i, entry in enumerate(rlite):
-        try:
-            ranks = idset.decode(str(entry["rank"]))
-            children = entry.get("children") or {}
-        except (KeyError, TypeError, ValueError) as exc:
-            raise RError(f"execution.R_lite[{i}]: {exc}") from exc
-        for r in ranks:
-            entries.append((r, children))
-    entries.sort(key=lambda e: e[0])
-    rank_pos = {r: k for k, r in enumerate(sorted({r for r, _ in entries}))}
-    for r, children in entries:
-        host = hosts[rank_pos[r]] if rank_pos[r] < len(hosts) else f"node{r}"
+    for pos, (r, children) in enumerate(per_rank.items()):
+        host = hosts[pos] if pos < len(hosts) else f"node{r}"
         path = f"{root.path}/{host}"
         # one node per rank, as Fluxion's rv1exec reader makes: two brokers on one host
         # are two nodes of the same name (a rank already in the graph is extended)
@@ -77,22 +43,17 @@ def extend_rv1(g: ResourceGraph, R: dict) -> None:
         if existing:
             node = existing[0]
         else:
-            base, nid = _split_host(host)
+            base, nid = node_name_parts(host)
             node = g.add_vertex("node", base, host, nid, rank=r)
             g.set_path(node, CONTAINMENT, path)
             g.add_edge(root, node)
         have = {c.name for c in node.children}
         for t in sorted(children):
-            try:
-                ids = idset.decode(str(children[t]))
-            except ValueError as exc:
-                raise RError(f"execution.R_lite: children.{t}: {exc}") from exc
-            for i in ids:
-                cpath = f"{node.path}/{t}{i}"
+            for i in children[t]:
                 if f"{t}{i}" in have:
                     continue
                 v = g.add_vertex(t, t, f"{t}{i}", i, rank=r)
-                g.set_path(v, CONTAINMENT, cpath)
+                g.set_path(v, CONTAINMENT, f"{node.path}/{t}{i}")
                 g.add_edge(node, v)
 
 

@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import TextIO
 
 import click
+from fluxnode.broker_conf.rv1 import RError
 from fluxnode.scheduler import writers
 from fluxnode.scheduler.graph.resource_graph import ResourceGraph
 from fluxnode.scheduler.policies.policy import PolicyError
 from fluxnode.scheduler.readers.grug import GrugError, read_grug
 from fluxnode.scheduler.readers.hwloc import HwlocError, read_hwloc
 from fluxnode.scheduler.readers.jgf import JgfError, read_jgf
-from fluxnode.scheduler.readers.rv1 import RError, read_rv1
+from fluxnode.scheduler.readers.rv1 import read_rv1
 from fluxnode.scheduler.resource_query.session import HELP, Session
 from fluxnode.scheduler.traversers.dfu import DEFAULT_PRUNE_FILTERS, Traverser, TraverserError
 from fluxnode.scheduler.traversers.flexible import FlexibleTraverser

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import TextIO
 
 from fluxnode.broker_conf import idset
+from fluxnode.broker_conf.rv1 import RError
 from fluxnode.scheduler import writers
 from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
 from fluxnode.scheduler.readers.jgf import JgfError, add_jgf, load_jgf_document
-from fluxnode.scheduler.readers.rv1 import RError, ranks_in_R
+from fluxnode.scheduler.readers.rv1 import ranks_in_R
 from fluxnode.scheduler.resource_query.picks import jgf_picks, rv1exec_picks
 from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser, TraverserError, Unsatisfiable
 from fluxnode.scheduler.traversers.find import FindError, find

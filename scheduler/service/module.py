@@ -5,7 +5,9 @@ the only thing that hands resources out, so the binder, `fluxnode alloc` and
 anything else that asks over the overlay all see one consistent picture.
 Every allocation is committed to the journal before the answer goes out, and
 replayed into a fresh graph on start, so a leader restart loses nothing and
-hands nothing out twice. Down ranks are marked down in the graph (never
+hands nothing out twice. When brokers join, R grows and their nodes are added
+to the live graph in place (allocations and reservations kept); any other change
+of R builds a new graph and replays the journal into it. Down ranks are marked down in the graph (never
 allocated); allocations already there stay until they are cancelled.
 
 Topics (payloads in notes/INTERFACES.md):
@@ -28,16 +30,11 @@ from typing import Any
 
 from fluxnode.agent.broker.message import Message, ServiceError
 from fluxnode.broker_conf import idset
+from fluxnode.scheduler.policies.policy import POLICIES
+from fluxnode.scheduler.service.errors import Busy, InvalidRequest, Unsatisfiable
 from fluxnode.scheduler.service.journal import Journal, JournalEntry
-from fluxnode.scheduler.service.live_graph import (
-    POLICIES,
-    Busy,
-    InvalidRequest,
-    LiveGraph,
-    Unsatisfiable,
-    kinds_on,
-    nodes_to_R,
-)
+from fluxnode.scheduler.service.live_graph import LiveGraph, nodes_to_R
+from fluxnode.scheduler.service.slot_kinds import kinds_on
 
 OPS = ("allocate", "allocate_orelse_reserve")
 JOURNAL_FILE = "sched-journal.sqlite"
@@ -119,15 +116,16 @@ class SchedService:
 
         return handle
 
-    def _replay(self) -> None:
-        """Re-place every journaled allocation on its recorded resources.
+    def _replay(self, pending_only: bool = False) -> None:
+        """Re-place every journaled allocation on its recorded resources (`pending_only`:
+        only those not re-placed yet, after the graph grew with the others held in it).
 
         Called on a fresh graph before down ranks are marked: an allocation on a rank
         that is down (e.g. not yet back after a leader restart) is still held, as the
         library keeps allocations on vertices that go down.
         """
         for alloc in sorted(self.allocations.values(), key=lambda a: a.id):
-            if alloc.status != "ALLOCATED":
+            if alloc.status != "ALLOCATED" or (pending_only and alloc.restored):
                 continue
             try:
                 restored = self.graph.restore(alloc.id, alloc.nodes)
@@ -306,6 +304,13 @@ class SchedService:
                     self.log.info("sched: down ranks now %s", idset.encode(new_down) or "none")
                     self.graph.set_down(new_down)
                     self.down = new_down
+                return
+            added = self.graph.grow(R)
+            if added is not None:
+                self.log.info("sched: resources grew; ranks %s added to the graph", idset.encode(added) or "none")
+                self.down = new_down
+                self._replay(pending_only=True)
+                self.graph.set_down(new_down)
                 return
             self.log.info("sched: resources changed; rebuilding the graph and replaying allocations")
             self.graph = LiveGraph(R)

@@ -8,10 +8,11 @@ import subprocess
 import sys
 
 import pytest
+from fluxnode.broker_conf.rv1 import RError
 from fluxnode.scheduler.graph.resource_graph import FREEZE_MIN_VERTICES, GC_GEN0_THRESHOLD
 from fluxnode.scheduler.readers.grug import GrugError, read_grug
 from fluxnode.scheduler.readers.jgf import JgfError, read_jgf
-from fluxnode.scheduler.readers.rv1 import RError, read_rv1
+from fluxnode.scheduler.readers.rv1 import read_rv1
 from support.sched_graphs import R_TWO_NODES
 
 

@@ -7,6 +7,12 @@ import json
 
 import pytest
 import yaml
+from fluxnode.scheduler.jobspec.builder import (
+    JobspecBuildError,
+    SlotKind,
+    build_jobspec,
+    slot_labels,
+)
 from fluxnode.scheduler.jobspec.jobspec import (
     UINT_MAX,
     Constraint,
@@ -304,38 +310,50 @@ def test_constraint_match(expr, name, rank, props, expected) -> None:
 
 
 def test_build_slots_only() -> None:
-    js = Jobspec.build(4, {"core": 2, "gpu": 1}, duration=30)
+    js = Jobspec.parse(build_jobspec([SlotKind(2, 1, 0, 4)], duration=30))
     assert js.to_dict() == {
         "version": 1,
-        "resources": [{"type": "slot", "count": 4, "label": "default", "with": [
+        "resources": [{"type": "slot", "count": 4, "label": "s0", "with": [
             {"type": "core", "count": 2}, {"type": "gpu", "count": 1}]}],
-        "tasks": [{"command": ["true"], "slot": "default", "count": {"per_slot": 1}}],
+        "tasks": [{"command": ["pod"], "slot": "s0", "count": {"per_slot": 1}}],
         "attributes": {"system": {"duration": 30}},
     }
     assert js.duration == 30
 
 
 def test_build_nodes_exclusive_constraints() -> None:
-    js = Jobspec.build(4, {"core": 1, "memory": 512}, nnodes=2, exclusive_nodes=True,
-                       constraints={"hostlist": ["node[0-1]"]}, label="x")
+    js = Jobspec.parse(build_jobspec([SlotKind(1, 0, 512, 4)], nnodes=2, exclusive_nodes=True,
+                                     constraints={"hostlist": ["node[0-1]"]}))
     node = js.resources[0]
     assert (node.type, node.count, node.exclusive) == ("node", Count(2, 2), True)
-    assert node.with_[0].count == Count(2, 2) and node.with_[0].label == "x"
+    assert node.with_[0].count == Count(2, 2) and node.with_[0].label == "s0"
     assert [c.type for c in node.with_[0].with_] == ["core", "memory"]
     assert js.constraints.match("node1", 1)
     assert Jobspec.parse(js.to_dict()) == js
 
 
+def test_build_several_kinds_labels() -> None:
+    kinds = [SlotKind(1, 0, 0, 2), SlotKind(2, 1, 100, 1)]
+    js = Jobspec.parse(build_jobspec(kinds, name="g"))
+    assert [(r.label, r.count.min) for r in js.resources] == [("s0", 2), ("s1", 1)]
+    assert [t.slot for t in js.tasks] == ["s0", "s1"]
+    assert slot_labels(kinds) == {"s0": kinds[0], "s1": kinds[1]}
+    assert js.attributes["system"]["job"] == {"name": "g"}
+
+
 @pytest.mark.parametrize(("args", "kwargs", "message"), [
-    ((0, {"core": 1}), {}, "nslots: must be >= 1"),
-    ((1, {}), {}, "slot: must request"),
-    ((1, {"core": 0}), {}, "slot.core: must be >= 1"),
-    ((3, {"core": 1}), {"nnodes": 2}, "do not spread evenly"),
-    ((2, {"core": 1}), {"nnodes": 0}, "nnodes: must be >= 1"),
+    ([SlotKind(1, 0, 0, 0)], {}, "slots: must be >= 1"),
+    ([], {}, "at least one slot is required"),
+    ([SlotKind(0, 0, 0, 1)], {}, "slot s0: asks for nothing"),
+    ([SlotKind(-1, 0, 0, 1)], {}, "must be >= 0"),
+    ([SlotKind(1, 0, 0, 3)], {"nnodes": 2}, "--slots 3 is not a multiple of --nodes 2"),
+    ([SlotKind(1, 0, 0, 2)], {"nnodes": 0}, "--nodes: must be >= 1"),
+    ([SlotKind(1), SlotKind(2)], {"nnodes": 1}, "--nodes needs a single slot kind"),
+    ([SlotKind(1)], {"exclusive_nodes": True}, "exclusive nodes need --nodes"),
 ])
 def test_build_errors(args, kwargs, message) -> None:
-    with pytest.raises(ValueError, match=message):
-        Jobspec.build(*args, **kwargs)
+    with pytest.raises(JobspecBuildError, match=message):
+        build_jobspec(args, **kwargs)
 
 
 @pytest.mark.parametrize("doc", [

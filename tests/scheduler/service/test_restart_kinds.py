@@ -14,7 +14,7 @@ from fluxnode.scheduler.binder.cluster_state import PodInfo
 from fluxnode.scheduler.binder.slot_assignment import AssignmentError, PodSlot, assign
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 from fluxnode.scheduler.service.journal import Journal, JournalEntry
-from fluxnode.scheduler.service.live_graph import kinds_on
+from fluxnode.scheduler.service.slot_kinds import kinds_on
 from support.binder_cluster import BinderCluster
 from support.instance import Instance
 from support.sched_leader import restart_leader

@@ -11,7 +11,7 @@ from fluxnode.agent.broker.client import RPCError
 from fluxnode.broker_conf import idset
 from fluxnode.broker_conf.rv1 import NodeResources, build_R
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
-from fluxnode.scheduler.service.live_graph import memory_granule_mib
+from fluxnode.scheduler.service.flat_graph import memory_granule_mib
 from fluxnode.scheduler.service.module import SchedService
 from support.instance import Instance
 from support.sched_leader import restart_leader
@@ -164,7 +164,7 @@ def test_graph_growth_and_down_ranks_keep_memory_allocations(tmp_path):
     svc = SchedService(Handle(tmp_path, machine(1)))
     try:
         a = svc.alloc({"jobspec": spec(6, 1, memory=MEMORY)})
-        svc.resources_changed(machine(2), [])  # R grows: a new graph, the journal replayed into it
+        svc.resources_changed(machine(2), [])  # R grows: node1 added to the live graph, allocations kept
         assert [n["hostname"] for n in svc.graph.capacity()] == ["node0", "node1"]
         assert svc.allocations[a["id"]].restored and svc.allocations[a["id"]].nodes == a["nodes"]
         b = svc.alloc({"jobspec": spec(1, 1, memory=1)})
@@ -175,5 +175,76 @@ def test_graph_growth_and_down_ranks_keep_memory_allocations(tmp_path):
         assert getattr(info.value, "errnum", None) == errno.EBUSY
         svc.resources_changed(machine(2), [])
         assert svc.alloc({"jobspec": spec(1, 1, memory=1)})["nodes"][0]["hostname"] == "node1"
+    finally:
+        svc.close()
+
+
+def test_growth_adds_nodes_in_place_keeping_allocations_and_reservations(tmp_path):
+    """R that only grows is added to the live graph: the same graph object, nothing
+    replayed (the journal untouched), allocations and reservations still held."""
+    svc = SchedService(Handle(tmp_path, machine(1)))
+    try:
+        a = svc.alloc({"jobspec": spec(8, 1)})
+        r = svc.alloc({"jobspec": spec(8, 1, hosts="node0"), "op": "allocate_orelse_reserve"})
+        assert r["status"] == "RESERVED"
+        live, journal = svc.graph, svc.journal.entries()
+        svc.resources_changed(machine(3), [])
+        assert svc.graph is live  # no rebuild
+        assert svc.journal.entries() == journal  # no replay
+        assert [n["hostname"] for n in svc.graph.capacity()] == ["node0", "node1", "node2"]
+        assert set(svc.allocations) == {a["id"], r["id"]}  # the reservation is kept too
+        assert svc.allocations[a["id"]].restored and svc.allocations[a["id"]].nodes == a["nodes"]
+        b = svc.alloc({"jobspec": spec(8, 2)})
+        assert sorted(n["hostname"] for n in b["nodes"]) == ["node1", "node2"]  # node0 is still held
+        with pytest.raises(Exception) as info:
+            svc.alloc({"jobspec": spec(1, 1)})
+        assert getattr(info.value, "errnum", None) == errno.EBUSY
+        svc.cancel({"id": a["id"]})  # its traverser parts survived the growth
+        assert svc.alloc({"jobspec": spec(8, 1)})["nodes"][0]["hostname"] == "node0"
+    finally:
+        svc.close()
+
+
+def test_changed_resources_rebuild_the_graph_and_replay_the_journal(tmp_path):
+    """R whose nodes change (not only grow) gets a new graph, the journal replayed into it
+    and reservations dropped (their owner asks again)."""
+    svc = SchedService(Handle(tmp_path, machine(2)))
+    try:
+        a = svc.alloc({"jobspec": spec(4, 1, hosts="node1")})
+        svc.alloc({"jobspec": spec(8, 1, hosts="node0")})
+        r = svc.alloc({"jobspec": spec(8, 1, hosts="node0"), "op": "allocate_orelse_reserve"})
+        assert r["status"] == "RESERVED"
+        live = svc.graph
+        smaller = build_R([NodeResources(rank=0, hostname="node0", cores=list(range(8)), sockets=2, memory_mib=MEMORY),
+                           NodeResources(rank=1, hostname="node1", cores=list(range(6)), sockets=2, memory_mib=MEMORY)])
+        svc.resources_changed(smaller, [])
+        assert svc.graph is not live
+        assert r["id"] not in svc.allocations
+        replayed = svc.allocations[a["id"]]
+        assert replayed.restored and [(n["rank"], len(idset.decode(n["cores"]))) for n in replayed.nodes] == [(1, 4)]
+        assert svc.journal.entries()[0].nodes == replayed.nodes  # re-placed on the new graph
+        assert [n["cores"] for n in svc.graph.capacity()] == [8, 6]
+        with pytest.raises(Exception) as info:
+            svc.alloc({"jobspec": spec(3, 1, hosts="node1")})  # 6 cores, 4 held by the replayed allocation
+        assert getattr(info.value, "errnum", None) == errno.EBUSY
+    finally:
+        svc.close()
+
+
+def test_growth_below_a_known_rank_keeps_rank_order(tmp_path):
+    """A rank lower than one already in the graph joins late (its node vertex comes after
+    the higher rank's): placement is still as on a graph built from all nodes at once."""
+    def nodes(*ranks):
+        return build_R([NodeResources(rank=i, hostname=f"node{i}", cores=list(range(8)), memory_mib=MEMORY)
+                        for i in ranks])
+
+    svc = SchedService(Handle(tmp_path, nodes(0, 2)))
+    try:
+        svc.alloc({"jobspec": spec(8, 1, hosts="node0")})
+        live = svc.graph
+        svc.resources_changed(nodes(0, 1, 2), [])
+        assert svc.graph is live
+        assert [n["hostname"] for n in svc.graph.capacity()] == ["node0", "node1", "node2"]
+        assert svc.alloc({"jobspec": spec(1, 1)})["nodes"][0]["hostname"] == "node1"
     finally:
         svc.close()

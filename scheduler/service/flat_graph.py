@@ -1,0 +1,77 @@
+"""The graph the service schedules on: R's nodes, flat, as ``cluster0 -> <hostname> ->
+core<N> / gpu<N> / memory<K>``, built straight from the parsed nodes (`NodeResources`).
+
+Why flat while R keeps sockets: Fluxion's matcher (and ours, faithfully) matches a
+``slot`` at a vertex only when that vertex has *direct* children of every type in
+the slot. With R's ``node -> socket -> core`` and the memory pool under the node, a
+slot of cores + memory never matches, a slot of more cores than one socket has never
+matches, and ``node -> slot`` jobspecs select nothing. A pod's slot is node-local
+and may use any of its node's cores, GPUs and memory, so the service graph puts
+them all directly under the node (sockets are R's business: binding inside a node
+is the kubelet's). R itself is unchanged; only the service's graph is flat.
+
+Why memory is several vertices: a slot holds its resources exclusively, and an
+exclusive pool vertex is taken whole (Fluxion's semantics), so one pool per node
+would give all of a node's memory to its first pod. Each node's memory (MiB; none
+when 0) is split into equal vertices of ``memory_granule_mib`` MiB (a remainder
+smaller than one granule is left out): a request takes whole granules, so it gets
+at most one granule - 1 MiB more than it asked for and never more than the node has.
+
+Why straight from the nodes: the vertices are made with the graph's own API, no JGF
+document in between, and `add_flat_nodes` also grows a live graph when brokers
+join (the traverser is then told the shape changed; allocations stay).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fluxnode.broker_conf.rv1 import MEMORY_UNIT, NodeResources, split_hostname
+from fluxnode.scheduler.graph.resource_graph import CONTAINMENT, ResourceGraph, gc_paused
+
+# A node's memory becomes at most this many equal vertices.
+MEMORY_GRANULES = 128
+
+
+def memory_granule_mib(memory_mib: int) -> int:
+    """Size of one memory vertex of a node with `memory_mib`: the smallest power of two
+    (MiB) that splits it into at most MEMORY_GRANULES vertices."""
+    granule = 1
+    while granule * MEMORY_GRANULES < memory_mib:
+        granule *= 2
+    return granule
+
+
+def _vertex(g: ResourceGraph, type_: str, basename: str, name: str, id_: int, rank: int, path: str,
+            size: int = 1, unit: str = ""):
+    v = g.add_vertex(type_, basename, name, id_, rank=rank, size=size, unit=unit)
+    g.set_path(v, CONTAINMENT, path)
+    return v
+
+
+def add_flat_nodes(g: ResourceGraph, nodes: Iterable[NodeResources]) -> None:
+    """Add `nodes` (in rank order) under the graph's cluster vertex, made when missing."""
+    with gc_paused():
+        cluster = g.roots.get(CONTAINMENT)
+        if cluster is None:
+            cluster = _vertex(g, "cluster", "cluster", "cluster0", 0, -1, "/cluster0")
+            g.roots[CONTAINMENT] = cluster
+        for n in sorted(nodes, key=lambda n: n.rank):
+            basename, node_id = split_hostname(n.hostname) or (n.hostname, n.rank)
+            npath = f"/cluster0/{n.hostname}"
+            node = _vertex(g, "node", basename or n.hostname, n.hostname, node_id, n.rank, npath)
+            g.add_edge(cluster, node)
+            for type_, ids in (("core", n.cores), ("gpu", n.gpus)):
+                for i in ids:
+                    g.add_edge(node, _vertex(g, type_, type_, f"{type_}{i}", i, n.rank, f"{npath}/{type_}{i}"))
+            granule = memory_granule_mib(n.memory_mib)
+            for k in range(n.memory_mib // granule):
+                g.add_edge(node, _vertex(g, "memory", "memory", f"memory{k}", k, n.rank, f"{npath}/memory{k}",
+                                         size=granule, unit=MEMORY_UNIT))
+
+
+def flat_graph(nodes: Iterable[NodeResources]) -> ResourceGraph:
+    """A new service graph of `nodes` (just the cluster vertex when there are none)."""
+    g = ResourceGraph()
+    add_flat_nodes(g, nodes)
+    return g
