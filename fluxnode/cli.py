@@ -26,7 +26,7 @@ COMMANDS: dict[str, str] = {
     "keygen": "fluxnode.commands.keygen:keygen",
     "config": "fluxnode.commands.config:config",
     # scheduling (scheduler/)
-    "resource-query": "fluxnode.scheduler.resource_query:main",
+    "resource-query": "fluxnode.scheduler.resource_query.command:main",
     "alloc": "fluxnode.commands.alloc:alloc",
     "allocs": "fluxnode.commands.alloc:allocs",
     "cancel": "fluxnode.commands.alloc:cancel",

@@ -18,7 +18,8 @@ class JgfError(ValueError):
     """The JGF document is malformed (message names the offending part)."""
 
 
-def _load(obj_or_path) -> dict:
+def load_jgf_document(obj_or_path) -> dict:
+    """A JGF document from a dict (as is), JSON text or a file path."""
     if isinstance(obj_or_path, dict):
         return obj_or_path
     if isinstance(obj_or_path, (str, Path)) and not str(obj_or_path).lstrip().startswith("{"):
@@ -104,7 +105,7 @@ def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) ->
 def read_jgf(obj_or_path) -> ResourceGraph:
     g = ResourceGraph()
     with gc_paused():
-        add_jgf(g, _load(obj_or_path))
+        add_jgf(g, load_jgf_document(obj_or_path))
     if CONTAINMENT not in g.roots:
         raise JgfError("JGF has no containment root")
     return g

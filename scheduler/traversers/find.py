@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-from fluxnode.scheduler.traversers.dfu import Emit
+from fluxnode.broker_conf import hostlist
+from fluxnode.scheduler.traversers.dfu_impl import Emit
 
 KEYS = ("status", "sched-now", "sched-future", "jobid-alloc", "jobid-span", "jobid-tag",
         "jobid-reserved", "agfilter", "property", "names")
@@ -100,7 +101,6 @@ def _eval(node, v, ov) -> bool:
         k, sep, val = value.partition("=")
         return k in v.properties and (not sep or v.properties[k] == val)
     if key == "names":
-        from fluxnode.broker_conf import hostlist
         return v.name in hostlist.decode(value)
     return False
 

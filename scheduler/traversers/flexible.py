@@ -16,13 +16,8 @@ from itertools import product
 
 from fluxnode.scheduler.jobspec.request import Request, calc_count, effective_max, to_requests
 from fluxnode.scheduler.policies.scoring import Scoring
-from fluxnode.scheduler.traversers.dfu import (
-    MatchResult,
-    NoMatch,
-    Traverser,
-    Unsatisfiable,
-    take_slot,
-)
+from fluxnode.scheduler.traversers.dfu import MatchResult, NoMatch, Traverser, Unsatisfiable
+from fluxnode.scheduler.traversers.dfu_select import take_slot
 
 
 class FlexibleTraverser(Traverser):
@@ -68,6 +63,8 @@ class FlexibleTraverser(Traverser):
         raise NoMatch(True)
 
     def _test(self, u, resources: list[Request], pristine: bool):
+        # As the base test, but a level may hold sibling slots (or-slots): all of them
+        # are candidates, and when none sits at ``u`` the level passes on unmatched.
         slots: list[Request] | None = None
         match_r = None
         nslots = 0
@@ -89,8 +86,7 @@ class FlexibleTraverser(Traverser):
                 nslots = effective_max(r)
                 or_matched = True
         if slots is not None:
-            child_types = {c.type for c in u.children}
-            if any(all(c.type in child_types for c in s.with_) for s in slots):
+            if any(self._slot_sits_at(u, s.with_) for s in slots):
                 return slots, "slot", nslots, "", False
             return resources, ("pristine" if pristine else "none"), nslots, "", pristine
         if match_r is not None:

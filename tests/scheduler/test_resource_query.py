@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import yaml
 from support.rq_run import rq
-from support.sched_graphs import cores
+from support.sched_graphs import R_TWO_NODES, cores
 
 
 def test_match_cancel_and_info_blocks(tmp_path, tiny_grug):
@@ -53,10 +55,6 @@ def test_find_and_status(tmp_path, tiny_grug):
 def test_partial_cancel_refuses_a_jgf_whose_ranks_disagree_with_the_graph(tmp_path):
     """A release document naming a vertex with another rank than the graph's frees
     nothing (as Fluxion); a consistent one frees that rank."""
-    import json
-
-    from support.sched_graphs import R_TWO_NODES
-
     graph = tmp_path / "R.json"
     graph.write_text(json.dumps(R_TWO_NODES))
     js = tmp_path / "job.yaml"

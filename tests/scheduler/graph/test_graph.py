@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
+import sys
 
 import pytest
 from fluxnode.broker_conf.rv1 import RError
+from fluxnode.scheduler.graph.resource_graph import FREEZE_MIN_VERTICES, GC_GEN0_THRESHOLD
 from fluxnode.scheduler.readers.grug import GrugError, read_grug
 from fluxnode.scheduler.readers.jgf import JgfError, read_jgf
 from fluxnode.scheduler.readers.rv1 import read_rv1
@@ -72,10 +76,6 @@ def test_big_graph_is_frozen_out_of_the_gc_and_a_replaced_one_is_freed():
     would otherwise live forever). A weakly referenced object held by the old graph's root
     vertex is the outside witness: it must be dead, and the frozen set must hold one graph,
     not two."""
-    import json
-    import subprocess
-    import sys
-
     script = """
 import gc, json, weakref
 from fluxnode.scheduler.graph.resource_graph import FREEZE_MIN_VERTICES
@@ -101,8 +101,6 @@ out["after"] = gc.get_freeze_count()
 out["old_graph_alive"] = old_graph() is not None
 print(json.dumps(out))
 """
-    from fluxnode.scheduler.graph.resource_graph import FREEZE_MIN_VERTICES, GC_GEN0_THRESHOLD
-
     got = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                                     check=True, timeout=120).stdout)
     assert got["size"] >= FREEZE_MIN_VERTICES and got["frozen"] - got["before"] >= got["size"], got
@@ -119,10 +117,6 @@ def test_a_big_match_freezes_its_job_state_and_cancel_leaves_nothing_behind():
     """A gang's planner state is frozen out of the cyclic GC right after the match (no
     young collection rescans it), and since that state holds no reference cycles,
     match + cancel cycles do not grow what stays alive (fresh interpreter)."""
-    import json
-    import subprocess
-    import sys
-
     script = """
 import gc, json
 from fluxnode.scheduler.graph.resource_graph import FREEZE_MIN_VERTICES
@@ -149,8 +143,6 @@ print(json.dumps({"sizes": sizes, "young": young}))
 """
     got = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                                     check=True, timeout=120).stdout)
-    from fluxnode.scheduler.graph.resource_graph import GC_GEN0_THRESHOLD
-
     # frozen right after the match: the young generation did not fill up with job state
     assert all(n < GC_GEN0_THRESHOLD for n in got["young"]), got
     # the first cycles may build lasting caches (child orders); after that, nothing grows

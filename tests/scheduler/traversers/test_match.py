@@ -8,6 +8,7 @@ from fluxnode.scheduler.policies.policy import PolicyError
 from fluxnode.scheduler.readers.grug import read_grug
 from fluxnode.scheduler.readers.rv1 import read_rv1
 from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser, TraverserError, Unsatisfiable
+from fluxnode.scheduler.traversers.flexible import FlexibleTraverser
 from support.sched_graphs import R_TWO_NODES, cores, jobspec
 
 
@@ -204,8 +205,6 @@ def test_first_skips_a_node_held_exclusively(tiny_grug):
 def test_xor_slots_take_exactly_one_alternative_the_first_that_fits(tiny_grug):
     """Under -T flexible, sibling xor_slots are alternatives: a socket (4 cores, 1 GPU)
     takes the GPU shape while GPUs last, then the cores-only shape; never both."""
-    from fluxnode.scheduler.traversers.flexible import FlexibleTraverser
-
     def xor(label, *with_):
         return {"type": "xor_slot", "count": 1, "label": label, "with": list(with_)}
 
@@ -237,8 +236,6 @@ def test_find_jobid_span_means_the_jobs_subtree_filter_spans(tiny_grug):
 
 
 def test_xor_slots_that_can_never_fit_are_unsatisfiable_not_busy(tiny_grug):
-    from fluxnode.scheduler.traversers.flexible import FlexibleTraverser
-
     never = jobspec([{"type": "socket", "count": 1, "with": [
         {"type": "xor_slot", "count": 1, "label": "a", "with": [{"type": "core", "count": 9}]},
         {"type": "xor_slot", "count": 1, "label": "b", "with": [{"type": "gpu", "count": 3}]}]}])

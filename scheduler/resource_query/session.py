@@ -1,37 +1,26 @@
-"""``fluxnode resource-query``: Fluxion's resource-query, command for command.
+"""resource-query's command language: one method per command, writing what Fluxion writes.
 
-Loads a graph (``-L FILE``, ``-f grug|jgf|rv1exec|hwloc``), then reads commands
-(``match allocate JOBSPEC``, ``cancel``, ``find``, ``set-status`` ...) from stdin
-and writes exactly what Fluxion's resource-query writes to the ``-t`` file;
-errors go to stderr as ``ERROR: ...`` lines, never a traceback.
+A :class:`Session` holds the traverser and the jobs it placed; ``dispatch``
+reads one line (``match allocate FILE``, ``cancel 3``, ``find status=down``...),
+runs the command and writes its output to the ``-t`` file (or stdout) and its
+errors to stderr as ``ERROR: ...`` lines, never a traceback.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import TextIO
 
-import click
 from fluxnode.broker_conf import idset
 from fluxnode.broker_conf.rv1 import RError
 from fluxnode.scheduler import writers
-from fluxnode.scheduler.graph.resource_graph import ResourceGraph
 from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
-from fluxnode.scheduler.policies.policy import PolicyError
-from fluxnode.scheduler.readers.grug import GrugError, read_grug
-from fluxnode.scheduler.readers.hwloc import HwlocError, read_hwloc
-from fluxnode.scheduler.readers.jgf import JgfError, read_jgf
-from fluxnode.scheduler.readers.rv1 import ranks_in_R, read_rv1
-from fluxnode.scheduler.traversers.dfu import (
-    DEFAULT_PRUNE_FILTERS,
-    NoMatch,
-    Traverser,
-    TraverserError,
-    Unsatisfiable,
-)
+from fluxnode.scheduler.readers.jgf import JgfError, add_jgf, load_jgf_document
+from fluxnode.scheduler.readers.rv1 import ranks_in_R
+from fluxnode.scheduler.resource_query.picks import jgf_picks, rv1exec_picks
+from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser, TraverserError, Unsatisfiable
 from fluxnode.scheduler.traversers.find import FindError, find
 
 SEP = "INFO: =============================\n"
@@ -42,22 +31,6 @@ HELP = """Usage: resource-query [OPTIONS...]
   -p, --prune-filters=SPEC  -W, --load-allowlist=TYPES  -r, --reserve-vtx-vec=N
   -T, --traverser=simple|flexible  -o, --graph-format=FORMAT  -h, --help
 """
-
-
-def load_graph(path: str, fmt: str, allowlist: list[str] | None = None) -> ResourceGraph:
-    if fmt == "grug":
-        return read_grug(path)
-    if fmt in ("jgf",):
-        return read_jgf(path)
-    if fmt == "rv1exec":
-        try:
-            R = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise RError(f"cannot read {path}: {exc}") from exc
-        return read_rv1(R)
-    if fmt == "hwloc":
-        return read_hwloc(path, allowlist)
-    raise ValueError(f"unknown load format {fmt}")
 
 
 class Session:
@@ -353,7 +326,7 @@ class Session:
             return self.error(f"ERROR: {fn} is not JSON: {exc}")
         self.jobid = max(self.jobid, jobid + 1)
         try:
-            picks = self._jgf_picks(doc) if args[2] == "jgf" else self._rv1exec_picks(doc)
+            picks = jgf_picks(self.t.g, doc) if args[2] == "jgf" else rv1exec_picks(self.t.g, doc)
             # like a match's answer, a job that starts now is allocated, later reserved
             result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
         except (ValueError, TraverserError) as exc:
@@ -361,78 +334,11 @@ class Session:
             return self._not_placed(jobid)
         self._placed(jobid, result, fn)
 
-    def _rv1exec_picks(self, doc: dict) -> list[tuple]:
-        """(vertex, units, exclusive) for an R: the listed children of each rank's node
-        exclusively and whole; the node itself exclusively when all of it is listed;
-        what lies between and above shared."""
-        try:
-            entries = doc["execution"]["R_lite"]
-            ranked = [(idset.decode(str(e["rank"])), e.get("children", {})) for e in entries]
-        except (KeyError, TypeError, ValueError) as exc:  # IdsetError is a ValueError
-            raise ValueError(f"execution.R_lite: {exc}") from None
-        picks: dict[int, tuple] = {}
-
-        def share_up(v) -> None:
-            while v is not None and v.uniq_id not in picks:
-                picks[v.uniq_id] = (v, 1, False)
-                v = v.parent
-
-        for ranks, children in ranked:
-            if not isinstance(children, dict):
-                raise ValueError(f"R_lite children must be a mapping, not {children!r}")
-            for rank in ranks:
-                nodes = [v for v in self.t.g.by_rank.get(rank, []) if v.type == "node"]
-                if not nodes:
-                    raise ValueError(f"no node of rank {rank}")
-                node = nodes[0]
-                share_up(node)
-                below = {}
-                for v in self.t.g.walk(node):
-                    if v is not node:
-                        below.setdefault((v.type, v.id), v)
-                for rtype, ids in children.items():
-                    try:
-                        wanted = idset.decode(str(ids))
-                    except ValueError as exc:
-                        raise ValueError(f"rank {rank} {rtype}: {exc}") from None
-                    for i in wanted:
-                        v = below.get((rtype, i))
-                        if v is None:
-                            raise ValueError(f"no {rtype}{i} on rank {rank}")
-                        share_up(v.parent)
-                        picks[v.uniq_id] = (v, v.size, True)
-                if all(v.uniq_id in picks for v in below.values()):
-                    picks[node.uniq_id] = (node, 1, True)  # the whole node
-        return list(picks.values())
-
-    def _jgf_picks(self, doc: dict) -> list[tuple]:
-        """(vertex, units, exclusive) for each vertex of a match's JGF, found by path."""
-        try:
-            nodes = doc["graph"]["nodes"]
-        except (KeyError, TypeError):
-            raise ValueError("no graph.nodes in the JGF") from None
-        picks = []
-        for n in nodes:
-            md = n.get("metadata", {}) if isinstance(n, dict) else {}
-            path = md.get("paths", {}).get("containment") if isinstance(md, dict) else None
-            if not isinstance(path, str):
-                raise ValueError(f"JGF vertex {n.get('id') if isinstance(n, dict) else n!r} "
-                                 "has no containment path")
-            found = self.t.g.lookup(path)
-            if not found:
-                raise ValueError(f"no vertex at {path}")
-            size, excl = md.get("size", 1), md.get("exclusive", False)
-            if not isinstance(size, int) or not isinstance(excl, bool):
-                raise ValueError(f"{path}: bad size {size!r} or exclusive {excl!r}")
-            picks.append((found[0], size, excl))
-        return picks
-
     def cmd_attach(self, args: list[str]) -> None:
         if len(args) != 2:
             return self.error("ERROR: malformed command")
         try:
-            from fluxnode.scheduler.readers.jgf import _load, add_jgf
-            add_jgf(self.t.g, _load(args[1]))
+            add_jgf(self.t.g, load_jgf_document(args[1]))
             self.t.reinit()
         except (JgfError, OSError) as exc:
             self.error("ERROR: can't attach JGF subgraph ")
@@ -487,128 +393,3 @@ class Session:
             return True
         fn(args)
         return True
-
-
-SUBSYSTEM_LETTERS = {"C": "containment", "P": "power", "IB": "ibnet", "IBB": "ibnetbw",
-                     "PFS1B": "pfs1bw", "V": "virtual"}
-
-
-def _dominant(spec: str) -> str:
-    """``-S`` names subsystems by letters (``CA``, ``PA``, ``C+PA``; trailing A = all
-    relations); the first one is the dominant hierarchy the matcher walks."""
-    first = (spec or "CA").split("+")[0]
-    if first == "ALL":
-        return "containment"
-    if first.endswith("A") and first[:-1] in SUBSYSTEM_LETTERS:
-        first = first[:-1]
-    return SUBSYSTEM_LETTERS.get(first, "containment")
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="resource-query", add_help=False)
-    p.add_argument("-L", "--load-file")
-    p.add_argument("-f", "--load-format", default="grug")
-    p.add_argument("-W", "--load-allowlist")
-    p.add_argument("-S", "--match-subsystems", default="CA")
-    p.add_argument("-P", "--match-policy", default="first")
-    p.add_argument("-F", "--match-format", default="simple")
-    p.add_argument("-o", "--graph-format")
-    p.add_argument("-p", "--prune-filters", default=DEFAULT_PRUNE_FILTERS)
-    p.add_argument("-t", "--test-output")
-    p.add_argument("-r", "--reserve-vtx-vec")
-    p.add_argument("-T", "--traverser", default="simple")
-    p.add_argument("-e", "--elapse-time", action="store_true")
-    p.add_argument("-d", "--disable-prompt", action="store_true")
-    p.add_argument("-h", "--help", action="store_true")
-    return p
-
-
-def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    try:
-        ns, extra = _parser().parse_known_args(argv)
-    except SystemExit:
-        return 1
-    if ns.help:
-        stdout.write(HELP)
-        return 0
-    if extra:
-        stderr.write(f"ERROR: unknown option {extra[0]}\n")
-        return 1
-    if ns.match_format not in writers.FORMATS:
-        stderr.write(f"ERROR: unknown match format {ns.match_format}\n")
-        return 1
-    if ns.load_format not in ("grug", "jgf", "rv1exec", "hwloc"):
-        stderr.write(f"ERROR: unknown load format {ns.load_format}\n")
-        return 1
-    if not ns.load_file:
-        stderr.write("ERROR: -L/--load-file is required\n")
-        return 1
-    allow = [t for t in (ns.load_allowlist or "").split(",") if t]
-    try:
-        graph = load_graph(ns.load_file, ns.load_format, allow)
-    except (GrugError, JgfError, RError, HwlocError, OSError, ValueError) as exc:
-        stderr.write(f"ERROR: can't load {ns.load_file}: {exc}\n")
-        return 1
-    dom = _dominant(ns.match_subsystems)
-    if dom != "containment":
-        if dom not in graph.roots:
-            stderr.write(f"ERROR: graph has no {dom} subsystem for -S {ns.match_subsystems}\n")
-            return 1
-        graph = graph.project(dom)
-    if ns.traverser not in ("simple", "flexible"):
-        stderr.write(f"ERROR: unknown traverser {ns.traverser}\n")
-        return 1
-    cls = Traverser
-    if ns.traverser == "flexible":
-        from fluxnode.scheduler.traversers.flexible import FlexibleTraverser as cls
-    try:
-        trav = cls(graph, ns.match_policy, prune_filters=ns.prune_filters)
-    except PolicyError as exc:
-        stderr.write(f"ERROR: unknown match policy {ns.match_policy}: {exc}\n")
-        return 1
-    except TraverserError as exc:
-        stderr.write(f"ERROR: {exc}\n")
-        return 1
-    out = stdout
-    outfile = None
-    if ns.test_output:
-        try:
-            outfile = open(ns.test_output, "w")  # noqa: SIM115 - closed below
-        except OSError as exc:
-            stderr.write(f"ERROR: can't open {ns.test_output}: {exc.strerror}\n")
-            return 1
-        out = outfile
-    session = Session(trav, ns.match_format, out, stderr, ns.elapse_time)
-    try:
-        while True:
-            if not ns.disable_prompt:
-                stdout.write("resource-query> ")
-                stdout.flush()
-            line = stdin.readline()
-            if not line:
-                break
-            if not session.dispatch(line):
-                break
-    finally:
-        if outfile is not None:
-            outfile.close()
-    return 0
-
-
-@click.command(
-    "resource-query",
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                      "help_option_names": []},
-    add_help_option=False,
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def main(args: tuple[str, ...]) -> None:
-    """Fluxion's resource-query: load a graph and run match/cancel/find... commands from stdin."""
-    try:
-        rc = run(list(args), sys.stdin, sys.stdout, sys.stderr)
-    except KeyboardInterrupt:
-        rc = 130
-    except RecursionError:
-        sys.stderr.write("ERROR: resource graph too deep\n")
-        rc = 1
-    sys.exit(rc)

@@ -1,0 +1,167 @@
+"""The ``fluxnode resource-query`` command: options, graph loading, the command loop.
+
+Parses Fluxion's resource-query options (``-L FILE -f grug|jgf|rv1exec|hwloc``,
+``-P policy``, ``-F format``, ``-T simple|flexible``...), loads the graph, builds
+the traverser and feeds stdin's lines to a :class:`Session`. Bad options or
+input are one ``ERROR:`` line on stderr and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+import click
+from fluxnode.broker_conf.rv1 import RError
+from fluxnode.scheduler import writers
+from fluxnode.scheduler.graph.resource_graph import ResourceGraph
+from fluxnode.scheduler.policies.policy import PolicyError
+from fluxnode.scheduler.readers.grug import GrugError, read_grug
+from fluxnode.scheduler.readers.hwloc import HwlocError, read_hwloc
+from fluxnode.scheduler.readers.jgf import JgfError, read_jgf
+from fluxnode.scheduler.readers.rv1 import read_rv1
+from fluxnode.scheduler.resource_query.session import HELP, Session
+from fluxnode.scheduler.traversers.dfu import DEFAULT_PRUNE_FILTERS, Traverser, TraverserError
+from fluxnode.scheduler.traversers.flexible import FlexibleTraverser
+
+
+def load_graph(path: str, fmt: str, allowlist: list[str] | None = None) -> ResourceGraph:
+    if fmt == "grug":
+        return read_grug(path)
+    if fmt in ("jgf",):
+        return read_jgf(path)
+    if fmt == "rv1exec":
+        try:
+            R = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise RError(f"cannot read {path}: {exc}") from exc
+        return read_rv1(R)
+    if fmt == "hwloc":
+        return read_hwloc(path, allowlist)
+    raise ValueError(f"unknown load format {fmt}")
+
+
+SUBSYSTEM_LETTERS = {"C": "containment", "P": "power", "IB": "ibnet", "IBB": "ibnetbw",
+                     "PFS1B": "pfs1bw", "V": "virtual"}
+
+
+def _dominant(spec: str) -> str:
+    """``-S`` names subsystems by letters (``CA``, ``PA``, ``C+PA``; trailing A = all
+    relations); the first one is the dominant hierarchy the matcher walks."""
+    first = (spec or "CA").split("+")[0]
+    if first == "ALL":
+        return "containment"
+    if first.endswith("A") and first[:-1] in SUBSYSTEM_LETTERS:
+        first = first[:-1]
+    return SUBSYSTEM_LETTERS.get(first, "containment")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="resource-query", add_help=False)
+    p.add_argument("-L", "--load-file")
+    p.add_argument("-f", "--load-format", default="grug")
+    p.add_argument("-W", "--load-allowlist")
+    p.add_argument("-S", "--match-subsystems", default="CA")
+    p.add_argument("-P", "--match-policy", default="first")
+    p.add_argument("-F", "--match-format", default="simple")
+    p.add_argument("-o", "--graph-format")
+    p.add_argument("-p", "--prune-filters", default=DEFAULT_PRUNE_FILTERS)
+    p.add_argument("-t", "--test-output")
+    p.add_argument("-r", "--reserve-vtx-vec")
+    p.add_argument("-T", "--traverser", default="simple")
+    p.add_argument("-e", "--elapse-time", action="store_true")
+    p.add_argument("-d", "--disable-prompt", action="store_true")
+    p.add_argument("-h", "--help", action="store_true")
+    return p
+
+
+def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    try:
+        ns, extra = _parser().parse_known_args(argv)
+    except SystemExit:
+        return 1
+    if ns.help:
+        stdout.write(HELP)
+        return 0
+    if extra:
+        stderr.write(f"ERROR: unknown option {extra[0]}\n")
+        return 1
+    if ns.match_format not in writers.FORMATS:
+        stderr.write(f"ERROR: unknown match format {ns.match_format}\n")
+        return 1
+    if ns.load_format not in ("grug", "jgf", "rv1exec", "hwloc"):
+        stderr.write(f"ERROR: unknown load format {ns.load_format}\n")
+        return 1
+    if not ns.load_file:
+        stderr.write("ERROR: -L/--load-file is required\n")
+        return 1
+    allow = [t for t in (ns.load_allowlist or "").split(",") if t]
+    try:
+        graph = load_graph(ns.load_file, ns.load_format, allow)
+    except (GrugError, JgfError, RError, HwlocError, OSError, ValueError) as exc:
+        stderr.write(f"ERROR: can't load {ns.load_file}: {exc}\n")
+        return 1
+    dom = _dominant(ns.match_subsystems)
+    if dom != "containment":
+        if dom not in graph.roots:
+            stderr.write(f"ERROR: graph has no {dom} subsystem for -S {ns.match_subsystems}\n")
+            return 1
+        graph = graph.project(dom)
+    if ns.traverser not in ("simple", "flexible"):
+        stderr.write(f"ERROR: unknown traverser {ns.traverser}\n")
+        return 1
+    cls = FlexibleTraverser if ns.traverser == "flexible" else Traverser
+    try:
+        trav = cls(graph, ns.match_policy, prune_filters=ns.prune_filters)
+    except PolicyError as exc:
+        stderr.write(f"ERROR: unknown match policy {ns.match_policy}: {exc}\n")
+        return 1
+    except TraverserError as exc:
+        stderr.write(f"ERROR: {exc}\n")
+        return 1
+    out = stdout
+    outfile = None
+    if ns.test_output:
+        try:
+            outfile = open(ns.test_output, "w")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            stderr.write(f"ERROR: can't open {ns.test_output}: {exc.strerror}\n")
+            return 1
+        out = outfile
+    session = Session(trav, ns.match_format, out, stderr, ns.elapse_time)
+    try:
+        while True:
+            if not ns.disable_prompt:
+                stdout.write("resource-query> ")
+                stdout.flush()
+            line = stdin.readline()
+            if not line:
+                break
+            if not session.dispatch(line):
+                break
+    finally:
+        if outfile is not None:
+            outfile.close()
+    return 0
+
+
+@click.command(
+    "resource-query",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                      "help_option_names": []},
+    add_help_option=False,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def main(args: tuple[str, ...]) -> None:
+    """Fluxion's resource-query: load a graph and run match/cancel/find... commands from stdin."""
+    try:
+        rc = run(list(args), sys.stdin, sys.stdout, sys.stderr)
+    except KeyboardInterrupt:
+        rc = 130
+    except RecursionError:
+        sys.stderr.write("ERROR: resource graph too deep\n")
+        rc = 1
+    sys.exit(rc)

@@ -1,0 +1,79 @@
+"""An earlier match's allocation read back as vertices, for resource-query's ``update``.
+
+``update`` replays what a match wrote (as R or as JGF) on this graph; each
+reader here turns that document into ``(vertex, units, exclusive)`` picks for
+``Traverser.replay``, raising ValueError naming what does not fit the graph.
+"""
+
+from __future__ import annotations
+
+from fluxnode.broker_conf import idset
+from fluxnode.scheduler.graph.resource_graph import ResourceGraph
+
+
+def rv1exec_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
+    """(vertex, units, exclusive) for an R: the listed children of each rank's node
+    exclusively and whole; the node itself exclusively when all of it is listed;
+    what lies between and above shared."""
+    try:
+        entries = doc["execution"]["R_lite"]
+        ranked = [(idset.decode(str(e["rank"])), e.get("children", {})) for e in entries]
+    except (KeyError, TypeError, ValueError) as exc:  # IdsetError is a ValueError
+        raise ValueError(f"execution.R_lite: {exc}") from None
+    picks: dict[int, tuple] = {}
+
+    def share_up(v) -> None:
+        while v is not None and v.uniq_id not in picks:
+            picks[v.uniq_id] = (v, 1, False)
+            v = v.parent
+
+    for ranks, children in ranked:
+        if not isinstance(children, dict):
+            raise ValueError(f"R_lite children must be a mapping, not {children!r}")
+        for rank in ranks:
+            nodes = [v for v in graph.by_rank.get(rank, []) if v.type == "node"]
+            if not nodes:
+                raise ValueError(f"no node of rank {rank}")
+            node = nodes[0]
+            share_up(node)
+            below = {}
+            for v in graph.walk(node):
+                if v is not node:
+                    below.setdefault((v.type, v.id), v)
+            for rtype, ids in children.items():
+                try:
+                    wanted = idset.decode(str(ids))
+                except ValueError as exc:
+                    raise ValueError(f"rank {rank} {rtype}: {exc}") from None
+                for i in wanted:
+                    v = below.get((rtype, i))
+                    if v is None:
+                        raise ValueError(f"no {rtype}{i} on rank {rank}")
+                    share_up(v.parent)
+                    picks[v.uniq_id] = (v, v.size, True)
+            if all(v.uniq_id in picks for v in below.values()):
+                picks[node.uniq_id] = (node, 1, True)  # the whole node
+    return list(picks.values())
+
+
+def jgf_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
+    """(vertex, units, exclusive) for each vertex of a match's JGF, found by path."""
+    try:
+        nodes = doc["graph"]["nodes"]
+    except (KeyError, TypeError):
+        raise ValueError("no graph.nodes in the JGF") from None
+    picks = []
+    for n in nodes:
+        md = n.get("metadata", {}) if isinstance(n, dict) else {}
+        path = md.get("paths", {}).get("containment") if isinstance(md, dict) else None
+        if not isinstance(path, str):
+            raise ValueError(f"JGF vertex {n.get('id') if isinstance(n, dict) else n!r} "
+                             "has no containment path")
+        found = graph.lookup(path)
+        if not found:
+            raise ValueError(f"no vertex at {path}")
+        size, excl = md.get("size", 1), md.get("exclusive", False)
+        if not isinstance(size, int) or not isinstance(excl, bool):
+            raise ValueError(f"{path}: bad size {size!r} or exclusive {excl!r}")
+        picks.append((found[0], size, excl))
+    return picks

@@ -1,0 +1,161 @@
+"""What every part of the DFU traverser shares: its state, the job window, the emitted vertex.
+
+Fluxion splits its traverser into ``dfu`` (the public calls) and ``dfu_impl`` (the
+walks); here the walks are mixins of :class:`DfuImpl`, one file per concern:
+``dfu_select`` (test, prune, score, choose), ``dfu_update`` (record the choice in
+the planners, emit it, undo it), ``dfu_reservation`` (whether and when a request
+can run). ``dfu.Traverser`` combines them. They share state through ``self``
+(declared below) rather than passing it, so the hot walks read attributes exactly
+as one class would: a mixin's methods are looked up once per type, like any method.
+
+This module sits below all of them (and below ``find``), so the shared types
+(:class:`Emit`, :class:`Job`, :class:`JobMeta`) import downward only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fluxnode.scheduler.graph.resource_graph import ResourceGraph, Vertex
+from fluxnode.scheduler.planner.planner import Planner
+from fluxnode.scheduler.policies.policy import Policy
+
+INF = 2**63 - 1
+# Fluxion's edge weight before the first update through that edge (UINT64_MAX): an
+# untouched child is explored before every child a job has already gone through.
+UNSET_WEIGHT = 2**64 - 1
+X_CHECKER_NJOBS = 0x40000000
+
+
+@dataclass(slots=True)
+class Emit:
+    """One vertex of a selection: ``needs`` units, exclusively or shared, at ``level``."""
+
+    vertex: Vertex
+    needs: int
+    exclusive: bool
+    level: int
+    agfilter: dict | None = None
+
+
+@dataclass
+class Job:
+    """A placed job: its window, ALLOCATED or RESERVED, and the vertices it holds."""
+
+    jobid: int
+    at: int
+    duration: int
+    status: str
+    vertices: dict[int, Vertex] = field(default_factory=dict)
+
+
+class JobMeta:
+    """One walk's job window and mode (Fluxion's jobmeta_t): alloc, reserve or sat."""
+
+    __slots__ = ("at", "duration", "alloc", "jobid", "constraint", "sat")
+
+    def __init__(self, at: int, duration: int, jobid: int, constraint) -> None:
+        self.at = at
+        self.duration = duration
+        self.alloc = "alloc"  # alloc | reserve | sat
+        self.jobid = jobid
+        self.constraint = constraint
+        self.sat = False
+
+
+def free_during(p: Planner, at: int, duration: int) -> int:
+    """Units of ``p`` free during the window, cut at the horizon's end (a job of
+    unlimited duration reserved later still ends at INF)."""
+    if p.avail_lower_bound() == p.total:  # nothing planned: O(1)
+        return p.total
+    if at + duration > INF:
+        duration = INF - at
+    return p.avail_resources_during(at, duration)
+
+
+class DfuImpl:
+    """The traverser's state, and the reads of a vertex both walks make.
+
+    The mixins call one another through ``self`` (``DfuReservation._satisfiable``
+    runs ``DfuSelect._select``; ``DfuUpdate._update`` reads ``_avail``), as
+    Fluxion's dfu_impl_t methods do; only ``dfu.Traverser`` has them all."""
+
+    g: ResourceGraph
+    policy: Policy
+    subsystems: list[str]
+    prune_types: set[str]  # the types subtree filters track (the --prune-filters and leaf types)
+    prune_anchored: dict[str, list[str]]  # anchor vertex type (or ALL) -> the types it tracks
+    auto_anchored: list[str]  # leaf types no filter names, shown at the cluster vertex
+    jobs: dict[int, Job]
+    next_jobid: int
+    preorder: int  # visits of the last walk (Fluxion's preorder/postorder counts)
+    postorder: int
+    total_preorder: int  # visits of the last match, cancel... (what resource-query prints)
+    total_postorder: int
+    _totals: dict[int, dict[str, int]]  # vertex uniq_id -> {type: units below it}
+    _weights: dict[int, int]  # child uniq_id -> weight of the edge into it (first-match order)
+    _order: dict[int, list[tuple[int, int, int]]]  # parent uniq_id -> children by weight
+    _leaf_order: dict[int, list[Vertex]]  # parent uniq_id -> its leaf children, ordered once
+    _last_type: dict[str, str | None]  # vertex type -> last filter type (see _edge_weight)
+    _nodes_up: int | None
+    _tracked: dict[str, set[str]]  # vertex type -> the filter types checked when pruning
+    _child_types: dict[int, set[str]]  # vertex uniq_id -> its children's types
+    _subtree_cache: dict[int, tuple]  # see DfuSelect._dom_dfv
+    _cache_window: tuple | None
+    _cacheable: bool
+    _cache: dict[int, tuple] | None  # the subtree cache when this match may use it
+    _marks: dict[tuple[int, int], tuple[int, bool]]  # (parent, child) uniq_ids -> (needs, excl)
+    _mark_edges: list[tuple[Vertex, Vertex]]  # the marked edges, in marking order
+    _visited: set[int]
+    _req_xtypes: set[str]  # the types the current request asks for exclusively
+    _enforced: int  # marking passes of the current walk (see _dom_dfv)
+
+    def subplan_types(self, u: Vertex, shown: bool = False) -> list[str]:
+        """The resource types a vertex's subtree filter tracks, in Fluxion's order.
+
+        ``shown``: as ``find agfilter=t`` reports them, where leaf types no filter
+        names appear at the cluster vertex; they never prune a match (Fluxion's
+        or-slot cases show those are not checked)."""
+        if not u.children:
+            return []
+        own = [t for t in sorted(self.prune_anchored.get(u.type, [])) if t != u.type]
+        if shown and u.type == "cluster":
+            own += [t for t in getattr(self, "auto_anchored", []) if t not in own]
+        if u.type == "ALL":
+            return own
+        every = [t for t in sorted(self.prune_anchored.get("ALL", [])) if t != u.type]
+        return own + [t for t in every if t not in own]
+
+    def agfilter(self, u: Vertex, jobid: int | None = None) -> dict[str, str] | None:
+        """``{type: "used:N, total:M"}`` of the vertex's subtree filter (None if it has none)."""
+        types = self.subplan_types(u, shown=True)
+        if not types:
+            return None
+        tot = self._totals.get(u.uniq_id, {})
+        sp = u.subplan
+        planned = {}
+        if sp is not None and jobid is not None and jobid in u.agspans:
+            planned = sp.span_planned(u.agspans[jobid])
+        out = {}
+        for t in types:
+            total = tot.get(t, 0)
+            if jobid is not None:
+                used = planned.get(t, 0)
+            elif sp is not None and t in tot:
+                used = total - sp.planner(t).avail_resources_at(0)
+            else:
+                used = 0
+            out[t] = f"used:{used}, total:{total}"
+        return dict(sorted(out.items()))
+
+    def _avail(self, u: Vertex, m: JobMeta) -> int:
+        p = u.schedule
+        if p is None:
+            return u.size
+        return free_during(p, m.at, m.duration)
+
+    def _x_busy(self, u: Vertex, m: JobMeta) -> bool:
+        """Does any job hold something at or below ``u`` during the window (x_checker)?"""
+        p = u.x_checker
+        return p is not None and free_during(p, m.at, m.duration) < X_CHECKER_NJOBS
+

@@ -1,0 +1,76 @@
+"""Whether and when a request can run (Fluxion's schedule, is_satisfiable, request_feasible).
+
+A match first asks how many nodes the request needs at least (``_wanted``,
+Fluxion's primed counts) against the nodes up (``nodes_up``). When it cannot
+allocate now, a reservation is tried at the start times the root's subtree
+planner offers (``_candidate_times``), and satisfiability is a selection walk
+far in the future, where nothing is planned (``_satisfiable``).
+"""
+
+from __future__ import annotations
+
+from fluxnode.scheduler.jobspec.request import MatchRequest, Request
+from fluxnode.scheduler.traversers.dfu_impl import INF, DfuImpl, JobMeta
+
+
+class DfuReservation(DfuImpl):
+    """Feasibility counts, satisfiability and reservation start times."""
+
+    def _satisfiable(self, req: MatchRequest, m: JobMeta, excl: bool) -> bool:
+        sm = JobMeta(INF - m.duration - 1, m.duration, m.jobid, m.constraint)
+        sm.alloc = "sat"
+        sm.sat = True
+        rc, _n, _x = self._select(req, sm, excl)
+        return rc == 0
+
+    def nodes_up(self) -> int:
+        """Nodes that are up with every ancestor up (a down vertex hides its subtree)."""
+        if self._nodes_up is None:
+            self._nodes_up = self._count_nodes_up()
+        return self._nodes_up
+
+    def _count_nodes_up(self) -> int:
+        # from the node index up, not the root down: a 5,000-node graph has 71
+        # vertices per node and only the node's ancestors decide
+        root = self.g.root
+        n = 0
+        for v in self.g.by_type.get("node", ()):
+            u = v
+            while u is not None and u is not root and u.status == "up":
+                u = u.parent
+            if u is root and root.status == "up":
+                n += 1
+        return n
+
+    def _wanted(self, resources: list[Request], t: str) -> int:
+        """How many ``t`` vertices the request needs at least (Fluxion's primed dfv)."""
+        return sum(self._count_type(r, t, 1) for r in resources)
+
+    def _count_type(self, r: Request, t: str, mult: int) -> int:
+        n = 0
+        if r.type == t:
+            return mult * r.count.min
+        for c in r.with_:
+            n += self._count_type(c, t, mult * r.count.min)
+        return n
+
+    def _candidate_times(self, req: MatchRequest, m: JobMeta):
+        """Start times to try a reservation at, as Fluxion's schedule() asks them: the
+        root's subtree planner's avail_time_first/next from ``now + 1`` for the request's
+        aggregate counts (scheduled points only, with that planner's stale-count rules,
+        which decide what a graph grown by ``attach`` offers)."""
+        sp = self.g.root.subplan
+        if sp is None:  # nothing planned below the root: everything is free now
+            return
+        counts = dict.fromkeys(sp.totals, 0)
+        for r in req.resources:
+            if r.type in counts:
+                counts[r.type] += r.count.min
+            for t, n in self._user_data(r).items():
+                if t in counts:
+                    counts[t] += r.count.min * n
+        t = sp.avail_time_first(m.at + 1, m.duration, counts)
+        while t is not None:
+            yield t
+            t = sp.avail_time_next()
+

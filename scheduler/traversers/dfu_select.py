@@ -1,0 +1,431 @@
+"""The selection walk (Fluxion's dfu_impl.cpp): test, prune, score and choose.
+
+``_select`` walks the graph depth first from the root. Each vertex is tested
+against the current jobspec level (``_test``: a named type, a slot sitting at
+this vertex, or a pristine skip of unnamed levels), pruned by status,
+constraints, availability, exclusivity and its subtree aggregates (``_prune``),
+its children explored (``_explore``, in the policy's order, stopping early for
+the first-match policies), the candidates scored by the policy and the best
+``k`` chosen (``_resolve``/``_enforce``), which marks the chosen edges in
+``self._marks`` for the update walk (``dfu_update``) to apply.
+
+The exhaustive policies score every vertex on every match; ``_dom_dfv`` keeps a
+subtree's outcome per request level and job window until something below it
+changes (``_invalidate``). The loops here are the matcher's hot path: locals
+are bound before loops and helpers are whole methods, never a call per child
+that could be inlined.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from operator import attrgetter
+
+from fluxnode.scheduler.graph.resource_graph import Vertex
+from fluxnode.scheduler.jobspec.request import MatchRequest, Request, calc_count, effective_max
+from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
+from fluxnode.scheduler.traversers.dfu_impl import DfuImpl, JobMeta, free_during
+
+_children_of = attrgetter("children")
+_uniq_id = attrgetter("uniq_id")
+
+
+def take_slot(dfu_slot: Scoring, shape, label: str = "") -> EGroup | None:
+    """One slot's worth of the best remaining candidates of each type, as an exclusive group.
+
+    None when the candidates run out (Fluxion's dom_slot "not enough slots").
+    """
+    edges: list[Edge] = []
+    score = MATCH_MET
+    for elem in shape:
+        ev = dfu_slot.evals(elem.type)
+        count = calc_count(elem, ev.qual)
+        j = 0
+        while j < count:
+            eg = ev.next()
+            if eg is None:
+                return None
+            e0 = eg.edges[0]
+            edges.append(Edge(e0.vertex, e0.count, e0.count, True, e0.parent))
+            score += eg.score
+            j += e0.count
+    return EGroup(score, 1, True, label=label, edges=edges)
+
+
+@dataclass(slots=True)
+class _Level:
+    """One request level as the walk asks about it (see DfuSelect._level)."""
+
+    resources: list[Request]  # held, so its id is not reused by another list in the match
+    named: frozenset[str] | None  # the vertex types it can match; None when a slot is among them
+    xtypes: frozenset[str]  # the types it asks for exclusively
+    per_share: list[tuple[str, int]]  # (type, units per share), one per type (the last wins)
+    sig: tuple | None = None  # its structure (see DfuSelect._sig), once asked for
+
+
+class DfuSelect(DfuImpl):
+    """Choose the vertices of one request (marks the chosen edges; changes no planner)."""
+
+    _levels: dict[int, _Level]  # request list id -> _Level (see _level)
+
+    def _ag_enough(self, u: Vertex, t: str, m: JobMeta, need: int) -> bool:
+        """Does ``u``'s subtree have ``need`` free ``t`` units during the job's window?"""
+        total = self._totals.get(u.uniq_id, {}).get(t, 0)
+        if total < need:
+            return False
+        sp = u.subplan
+        if sp is None or need <= 0:
+            return True
+        p = sp.planner(t)
+        # every span counted at once (O(1)) is usually enough to say yes
+        return p.avail_lower_bound() >= need or free_during(p, m.at, m.duration) >= need
+
+
+    # ----------------------------------------------------------------- prune
+    def _prune(self, m: JobMeta, x_in: bool, u: Vertex, resources: list[Request]) -> bool:
+        if not m.sat and u.status != "up":
+            return True
+        if m.constraint is not None and u.type in ("node", "storage_node") \
+                and not m.constraint.match(u.name, u.rank, u.properties):
+            return True
+        if self._avail(u, m) == 0:
+            return True
+        return self._prune_resources(m, x_in, u, resources)
+
+    def _excl_busy(self, m: JobMeta, x_in: bool, u: Vertex, r: Request) -> bool:
+        if x_in and r.exclusive is False:
+            return True
+        if x_in or r.exclusive is True:
+            if m.alloc == "alloc" and u.allocations:
+                return True
+            if self._x_busy(u, m):
+                return True
+        return False
+
+    def _short(self, m: JobMeta, u: Vertex, r: Request) -> bool:
+        """Too few free units below ``u`` for one ``r`` (the --prune-filters types only)."""
+        ud = self._user_data(r)
+        if not ud or not u.children:
+            return False
+        tracked = self._tracked.get(u.type)
+        if tracked is None:
+            tracked = self._tracked[u.type] = set(self.subplan_types(u))
+        for t, n in ud.items():
+            if t in tracked and not self._ag_enough(u, t, m, n):
+                return True
+        return False
+
+    def _prune_resources(self, m: JobMeta, x_in: bool, u: Vertex, resources: list[Request]) -> bool:
+        for r in resources:
+            if r.type != u.type and r.type != "slot":
+                continue
+            if r.type != "slot" and self._excl_busy(m, x_in, u, r):
+                return True
+            if self._short(m, u, r):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ test
+    def _test(self, u: Vertex, resources: list[Request], pristine: bool):
+        slot_r = match_r = None
+        nslots = 0
+        matched = False
+        for r in resources:
+            if u.type == r.type:
+                if matched:
+                    return resources, "none", 0, "", pristine
+                match_r = r
+                for c in r.with_:
+                    if c.type == "slot":
+                        slot_r = c
+                        nslots = effective_max(c)
+                matched = True
+            elif r.type == "slot":
+                if matched:
+                    return resources, "none", 0, "", pristine
+                slot_r = r
+                nslots = effective_max(r)
+                matched = True
+        if slot_r is not None and self._slot_sits_at(u, slot_r.with_):
+            return slot_r.with_, "slot", nslots, slot_r.label, False
+        if match_r is not None:
+            return match_r.with_, "resource", nslots, "", False
+        return resources, ("pristine" if pristine else "none"), nslots, "", pristine
+
+    def _slot_sits_at(self, u: Vertex, shape: list[Request]) -> bool:
+        """Is ``u`` the vertex a slot of ``shape`` is matched at: is every type the
+        slot holds among the types of ``u``'s children (one level down, as Fluxion's
+        dom_dfv decides it)? Both traversers' ``_test`` ask this one question."""
+        child_types = self._child_types.get(u.uniq_id)
+        if child_types is None:
+            child_types = self._child_types[u.uniq_id] = {c.type for c in u.children}
+        return all(c.type in child_types for c in shape)
+
+    # ------------------------------------------------------------------ walk
+    def _user_data(self, r: Request) -> dict[str, int]:
+        """Aggregate counts one instance of ``r`` needs below it (for pruning)."""
+        return r.user_data
+
+    def _children(self, u: Vertex):
+        if not self.policy.stop_on_1:
+            return u.children
+        # Fluxion's by_outedges: children by (weight, uniq_id), heaviest first; kept
+        # sorted incrementally (see _set_weight) instead of re-sorted per match.
+        order = self._order.get(u.uniq_id)
+        if order is None:
+            leaves = self._leaf_order.get(u.uniq_id)
+            if leaves is not None:
+                return leaves
+            kids = u.children
+            if not any(map(_children_of, kids)):
+                # leaves never get an edge weight (only vertices with children do), so
+                # their order is by uniq_id alone, computed once
+                leaves = self._leaf_order[u.uniq_id] = sorted(kids, key=_uniq_id, reverse=True)
+                return leaves
+            weights = self._weights
+            order = sorted(((-weights.get(c.uniq_id, 0), -c.uniq_id, i) for i, c in
+                            enumerate(u.children)))
+            self._order[u.uniq_id] = order
+        kids = u.children
+        return (kids[i] for _w, _u, i in order)
+
+    def _explore(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool,
+                 excl: bool, dfu: Scoring, multiplier: int = 1) -> int:
+        rc2 = -1
+        dynamic = self.policy.stop_on_1
+        level = self._level(resources)
+        if dynamic:
+            # Fluxion's dynamic stop: per type, count whole shares as children qualify
+            # and stop once every type has ``multiplier`` of them
+            per_share = level.per_share
+            ntypes = len(per_share)
+            prev = [0] * ntypes
+            shares = [0] * ntypes
+            acc = [0] * ntypes
+            sat_types: set[str] = set()
+        # a child no request of this level names is seen (counted) and left, as
+        # _dom_dfv_walk's test would do, without the calls (half a gang's visits are GPUs)
+        named = None if pristine else level.named
+        direct = self._cache is None
+        visited = self._visited
+        for c in self._children(u):
+            if c.uniq_id in visited:
+                continue
+            if dynamic and c.type in sat_types:
+                continue
+            if named is not None and c.type not in named and (direct or not c.children):
+                self.preorder += 1
+                continue
+            ok, x_out = self._dom_dfv(m, c, resources, pristine, excl, dfu)
+            if ok:
+                count = dfu.avail
+                dfu.add(c.type, EGroup(dfu.overall, count, x_out,
+                                       edges=[Edge(c, count, count, x_out, u)]))
+                rc2 = 0
+                if dynamic:
+                    done = 0
+                    for i, (t, share) in enumerate(per_share):
+                        total = dfu.total_count(t)
+                        if total > prev[i]:
+                            # units accumulate until they make a share; what a share
+                            # leaves over is dropped, as Fluxion does
+                            acc[i] += total - prev[i]
+                            prev[i] = total
+                            if share and acc[i] >= share:
+                                shares[i] += 1
+                                acc[i] = 0
+                        if shares[i] >= multiplier:
+                            sat_types.add(t)
+                            done += 1
+                    if done == ntypes:
+                        break
+        return rc2
+
+    def _dom_slot(self, m: JobMeta, u: Vertex, shape: list[Request], nslots: int, pristine: bool,
+                  label: str, dfu: Scoring) -> int:
+        dfu_slot = Scoring()
+        if self._explore(m, u, shape, pristine, True, dfu_slot, nslots) != 0:
+            return -1
+        self.policy.finish_slot(dfu_slot)
+        qual = None
+        for elem in shape:
+            ev = dfu_slot.evals(elem.type)
+            count = calc_count(elem, ev.qual)
+            shares = 0
+            if count:
+                acc = 0
+                for eg in ev.egroups:
+                    acc += eg.edges[0].count
+                    if acc >= count:
+                        shares += 1
+                        acc = 0
+            fit = shares if count else 0
+            qual = fit if qual is None else min(qual, fit)
+            ev.reset()
+        qual = qual or 0
+        groups = []
+        for _ in range(qual):
+            group = take_slot(dfu_slot, shape, label)
+            if group is None:
+                return -1
+            groups.append(group)
+        for g in groups:
+            dfu.add("slot", g)
+        return 0 if qual else -1
+
+    def _dom_dfv(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool,
+                 excl: bool, to_parent: Scoring) -> tuple[bool, bool]:
+        """Score ``u``'s subtree for ``resources``; the exhaustive policies reuse the
+        outcome of an unchanged subtree for the same request level (see _subtree_cache)."""
+        cache = self._cache
+        if cache is None or not u.children or u.parent is None:
+            return self._dom_dfv_walk(m, u, resources, pristine, excl, to_parent)
+        policy = self.policy
+        key = (self._sig(resources), pristine, excl, policy.ml_scores)
+        hit = cache.get(u.uniq_id)
+        if hit is not None and hit[0] == key:
+            _key, ok, x, probe, dml, last = hit
+            policy.ml_scores += dml
+            if last is not None:
+                policy.last_factor = last
+            if ok:
+                to_parent.merge(probe)
+                to_parent.avail = probe.avail
+                to_parent.overall = probe.overall
+            return ok, x
+        probe = Scoring()
+        enforced = self._enforced
+        ml, last = policy.ml_scores, policy.last_factor
+        ok, x = self._dom_dfv_walk(m, u, resources, pristine, excl, probe)
+        if ok:
+            to_parent.merge(probe)
+            to_parent.avail = probe.avail
+            to_parent.overall = probe.overall
+        if self._enforced == enforced:  # no marks were set below u: the outcome is all there is
+            last = policy.last_factor if policy.last_factor != last else None
+            cache[u.uniq_id] = (key, ok, x, probe, policy.ml_scores - ml, last)
+        return ok, x
+
+    def _level(self, resources: list[Request]) -> _Level:
+        """What the walk asks of a request level, worked out once per match."""
+        level = self._levels.get(id(resources))
+        if level is None:
+            types = frozenset(r.type for r in resources)
+            level = self._levels[id(resources)] = _Level(
+                resources, None if "slot" in types else types,
+                frozenset(r.type for r in resources if r.exclusive is True),
+                list({r.type: effective_max(r) for r in resources}.items()))
+        return level
+
+    def _sig(self, resources: list[Request]) -> tuple:
+        """A request level's structure, equal for equal requests of different matches."""
+        level = self._level(resources)
+        if level.sig is None:
+            level.sig = tuple(
+                (r.type, r.count.min, r.count.max, r.count.operator, r.count.operand,
+                 r.exclusive, r.label, self._sig(r.with_)) for r in resources)
+        return level.sig
+
+    def _dom_dfv_walk(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool,
+                      excl: bool, to_parent: Scoring) -> tuple[bool, bool]:
+        x_in = excl or u.type in self.policy.exclusive_types \
+            or u.type in self._level(resources).xtypes
+        nxt, kind, nslots, label, pres = self._test(u, resources, pristine)
+        self.preorder += 1
+        if kind == "none":
+            return False, excl
+        if self._prune(m, x_in, u, resources):
+            return False, excl
+        self.policy.discover(u)
+        self._visited.add(u.uniq_id)
+        dfu = Scoring()
+        if kind == "slot":
+            self._dom_slot(m, u, nxt, nslots, pres, label, dfu)
+        else:
+            self._explore(m, u, nxt, pres, x_in, dfu)
+        avail = self._avail(u, m)
+        if avail == 0:
+            return False, x_in
+        if not self.policy.finish_vtx(u, resources, dfu):
+            return False, x_in
+        if self._resolve(dfu, to_parent) != 0:
+            return False, x_in
+        to_parent.avail = avail
+        to_parent.overall = dfu.overall
+        self.postorder += 1
+        return True, x_in
+
+    def _resolve(self, dfu: Scoring, to_parent: Scoring) -> int:
+        if dfu.overall > MATCH_UNMET:
+            if dfu.hier:
+                self._enforce(dfu, False)
+            else:
+                to_parent.merge(dfu)
+        return 0
+
+    def _enforce(self, dfu: Scoring, unconstrained: bool) -> None:
+        self._enforced += 1
+        marks = self._marks
+        for t in dfu.sorted_types():
+            ev = dfu.types[t]
+            if not ev.best_k:
+                continue
+            for i in range(ev.best_i):
+                eg = ev.egroups[i]
+                if eg.root:
+                    continue
+                for e in eg.edges:
+                    par = e.parent
+                    pid = par.uniq_id if par is not None else -1
+                    key0 = (pid, e.vertex.uniq_id)
+                    if key0 not in marks and par is not None:
+                        self._mark_edges.append((par, e.vertex))
+                    marks[key0] = (e.needs, bool(e.exclusive))
+                    if unconstrained:
+                        p = par
+                        while p is not None and p.parent is not None:
+                            key = (p.parent.uniq_id, p.uniq_id)
+                            if key in marks:
+                                break
+                            tgt = p
+                            p = p.parent
+                            ev2 = dfu.types.get(tgt.type)
+                            if ev2 is not None and not ev2.best_k:
+                                if key not in marks:
+                                    self._mark_edges.append((p, tgt))
+                                marks[key] = (tgt.size, False)
+
+    def _select(self, req: MatchRequest, m: JobMeta, excl: bool) -> tuple[int, int, bool]:
+        root = self.g.root
+        self._marks = {}
+        self._mark_edges: list[tuple[Vertex, Vertex]] = []
+        self._visited = set()
+        self.preorder = self.postorder = 0
+        self.policy.ml_scores = 0
+        self._levels: dict[int, _Level] = {}  # request list id -> _Level (see _level)
+        self._enforced = 0
+        self._cache = self._subtree_cache if self._cacheable and m.constraint is None else None
+        if self._cache is not None and self._cache_window != (m.at, m.duration, m.alloc, m.sat):
+            self._cache.clear()
+            self._cache_window = (m.at, m.duration, m.alloc, m.sat)
+        dfu = Scoring()
+        ok, x_in = self._dom_dfv(m, root, req.resources, True, excl, dfu)
+        if not ok:
+            return -1, 0, False
+        dfu.add(root.type, EGroup(dfu.overall, dfu.avail, excl, root=True,
+                                  edges=[Edge(root, dfu.avail, dfu.avail, excl)]))
+        if not self.policy.finish_graph(req.resources, dfu):
+            return -2, 0, False
+        needs = 1
+        for r in req.resources:
+            if r.type == root.type:
+                count = calc_count(r, dfu.avail)
+                if count == 0:
+                    return -2, 0, False
+                needs = count
+        for ev in dfu.types.values():
+            if ev.qual == 0:
+                return -2, 0, False
+        self._enforce(dfu, True)
+        return 0, needs, x_in
+

@@ -1,0 +1,241 @@
+"""The update walk (Fluxion's dfu_impl_update.cpp): record a selection, emit it, undo it.
+
+``_update`` walks the edges the selection walk marked (and whole subtrees below
+an exclusive vertex), adds the job's spans to each vertex's schedule planner,
+x_checker and subtree-filter planner, tags the vertex, and emits it in post
+order (the selection writers print). For the first-match policies it also
+re-weighs the edge into each updated vertex (``_edge_weight``), which orders
+the next match's children. ``_release`` takes one job's spans out of one
+vertex; cancels, partial cancels and graph removal use it, and
+``_rebuild_job`` recomputes a job's subtree counts after part of it went.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from fluxnode.scheduler.graph.resource_graph import Vertex
+from fluxnode.scheduler.planner.planner import Planner
+from fluxnode.scheduler.planner.planner_multi import PlannerMulti
+from fluxnode.scheduler.traversers.dfu_impl import INF, X_CHECKER_NJOBS, DfuImpl, Emit, Job, JobMeta
+
+
+class DfuUpdate(DfuImpl):
+    """Apply, emit and release what a job holds in the planners."""
+
+    def _ag_put(self, u: Vertex, jobid: int, at: int, end: int, counts: dict[str, int]) -> None:
+        """Plan ``counts`` units below ``u`` for ``jobid`` (replacing its previous span)."""
+        self._ag_drop(u, jobid)
+        sp = u.subplan
+        if sp is None:
+            sp = u.subplan = PlannerMulti(0, INF, self._totals.get(u.uniq_id, {}))
+        u.set_agspan(jobid, sp.add_span(at, end - at, counts))
+
+    def _ag_drop(self, u: Vertex, jobid: int) -> None:
+        sid = u.agspans.pop(jobid, None) if u.agspans else None
+        if sid is not None:
+            u.subplan.rem_span(sid)
+
+    def _invalidate(self, u: Vertex | None) -> None:
+        """``u``'s state changed: forget the cached outcomes of it and its ancestors."""
+        cache = self._subtree_cache
+        while u is not None:
+            cache.pop(u.uniq_id, None)
+            u = u.parent
+
+    def _set_weight(self, v: Vertex, w: int) -> None:
+        old = self._weights.get(v.uniq_id, 0)
+        self._weights[v.uniq_id] = w
+        if old == w or v.parent is None:
+            return
+        order = self._order.get(v.parent.uniq_id)
+        if order is None:
+            return
+        pos = bisect.bisect_left(order, (-old, -v.uniq_id))
+        if pos < len(order) and order[pos][0] == -old and order[pos][1] == -v.uniq_id:
+            item = order.pop(pos)
+            bisect.insort(order, (-w, item[1], item[2]))
+        else:  # not where expected (graph changed): rebuild lazily
+            self._order.pop(v.parent.uniq_id, None)
+
+    def _update(self, m: JobMeta, needs: int, excl: bool) -> list[Emit]:
+        out: list[Emit] = []
+        marks = self._marks
+        job = self.jobs[m.jobid]
+        end = m.at + m.duration
+        xtypes = self.policy.exclusive_types | self._req_xtypes
+        pxtypes = self.policy.exclusive_types
+        stop_on_1 = self.policy.stop_on_1
+        jobid, at, duration = m.jobid, m.at, m.duration
+        allocating = m.alloc == "alloc"
+        job_vertices = job.vertices
+        subtree_cache = self._subtree_cache
+        prune_types = self.prune_types
+        seen: set[int] = set()
+        marked: dict[int, list[Vertex]] = {}
+        for e_parent, e_child in self._mark_edges:
+            marked.setdefault(e_parent.uniq_id, []).append(e_child)
+
+        def upd(u: Vertex, needs: int, x: bool, level: int,
+                inherited: bool = False) -> tuple[int, dict[str, int]]:
+            n = 0
+            agg: dict[str, int] = {}
+            seen.add(u.uniq_id)
+            if u.type in pxtypes:
+                x = True
+            shadow = x and (inherited or u.type in xtypes)
+            if shadow:
+                kids = u.children
+            else:
+                kids = marked.get(u.uniq_id, ())
+                if len(kids) > 1:
+                    pos = {id(c): i for i, c in enumerate(u.children)} if len(kids) > 8 else None
+                    kids = sorted(kids, key=(lambda c: pos[id(c)]) if pos else u.children.index)
+            for c in kids:
+                if c.uniq_id in seen:
+                    continue
+                mk = marks.get((u.uniq_id, c.uniq_id))
+                if mk is None:
+                    if not shadow or c.status != "up":
+                        continue
+                    mk = (self._avail(c, m) or c.size, True)
+                if shadow and not mk[1]:
+                    mk = (mk[0], True)
+                sub, cagg = upd(c, mk[0], mk[1], level + 1, shadow)
+                if sub > 0:
+                    n += sub
+                    for t, k in cagg.items():
+                        agg[t] = agg.get(t, 0) + k
+            if x:
+                n += 1
+                if u.schedule is None:
+                    u.schedule = Planner(0, INF, u.size, u.type)
+                u.hold_units(jobid, u.schedule.add_span(at, duration, needs), allocating)
+            if n > 0:
+                uid = u.uniq_id
+                subtree_cache.pop(uid, None)
+                if u.x_checker is None:
+                    u.x_checker = Planner(0, INF, X_CHECKER_NJOBS, "x_checker")
+                u.hold(jobid, u.x_checker.add_span(at, duration, 1))
+                if agg:
+                    self._ag_put(u, jobid, at, end, agg)  # reads agg, keeps no reference
+                job_vertices[uid] = u
+                out.append(Emit(u, needs, x, level))
+                up: dict[str, int] = dict(agg)
+                if u.type in prune_types:
+                    up[u.type] = up.get(u.type, 0) + (u.size if x else u.size - needs)
+                if stop_on_1 and u.children:
+                    w = self._edge_weight(u)
+                    if w is not None:
+                        self._set_weight(u, w)
+                return n, up
+            return 0, {}
+
+        try:
+            upd(self.g.root, needs, excl, 1)
+        finally:
+            # a recursive closure is a reference cycle (function <-> cell) holding all of
+            # the above; break it so refcounting frees it (see freeze_job_state)
+            upd = None  # noqa: F841
+        return out
+
+    def _cancel_visits(self, jobid: int, job: Job) -> tuple[int, int]:
+        """The (preorder, postorder) visits of Fluxion's cancel walk for ``jobid``.
+
+        Fluxion walks down from the root through tagged vertices, visiting every
+        child of each; count those visits without walking untagged siblings."""
+        root = self.g.root
+        pre = 1
+        post = 0
+        if jobid in root.tags:
+            reached = [root]
+            seen = {root.uniq_id}
+            while reached:
+                u = reached.pop()
+                post += 1
+                pre += len(u.children)
+                for c in u.children if len(u.children) < 64 else ():
+                    if jobid in c.tags and c.uniq_id not in seen:
+                        seen.add(c.uniq_id)
+                        reached.append(c)
+                if len(u.children) >= 64:
+                    for v in job.vertices.values():
+                        if v.parent is u and v.uniq_id not in seen:
+                            seen.add(v.uniq_id)
+                            reached.append(v)
+        return pre, post
+
+    def _release(self, u: Vertex, jobid: int) -> None:
+        self._invalidate(u)
+        # an unwritten container is the shared read-only empty: nothing to take out
+        if u.tags:
+            u.tags.discard(jobid)
+            sid = u.xspans.pop(jobid, None)
+            if sid is not None:
+                u.x_checker.rem_span(sid)
+        self._ag_drop(u, jobid)
+        sid = u.spans.pop(jobid, None) if u.spans else None
+        if sid is not None:
+            u.schedule.rem_span(sid)
+        if u.allocations:
+            u.allocations.discard(jobid)
+        if u.reservations:
+            u.reservations.discard(jobid)
+
+    def _edge_weight(self, u: Vertex) -> int | None:
+        """Fluxion's upd_by_outedges: the new weight of the edge into ``u`` after an
+        update through it, the free units (now) of the LAST type its subtree filter
+        tracks (the scarcest, by Fluxion's heuristic); None leaves the weight as it is.
+        Cancels never change weights (Fluxion's cancel does not touch by_outedges)."""
+        t = self._last_type.get(u.type, "")
+        if t == "":
+            types = self.subplan_types(u)
+            t = self._last_type[u.type] = types[-1] if types else None
+        if t is None:
+            return None
+        total = self._totals.get(u.uniq_id, {}).get(t, 0)
+        sp = u.subplan
+        nspans = sp.span_count if sp is not None else 0
+        if sp is None or not sp.has_type(t):
+            avail = total
+        else:
+            avail = sp.planner(t).avail_resources_at(0)
+        if avail == 0 and nspans == 0:
+            return None
+        return avail
+
+    def _rebuild_job(self, jobid: int, job: Job) -> None:
+        """Recompute a job's subtree aggregates after part of it was released."""
+
+        def rec(u: Vertex) -> tuple[int, dict[str, int]]:
+            n = 0
+            agg: dict[str, int] = {}
+            for c in u.children:
+                if jobid not in c.tags:
+                    continue
+                sub, cagg = rec(c)
+                n += sub
+                for t, k in cagg.items():
+                    agg[t] = agg.get(t, 0) + k
+            own = u.spans.get(jobid)
+            if own is not None:
+                n += 1
+            if n == 0:
+                self._release(u, jobid)
+                job.vertices.pop(u.uniq_id, None)
+                return 0, {}
+            if agg:
+                self._ag_put(u, jobid, job.at, job.at + job.duration, agg)
+            else:
+                self._ag_drop(u, jobid)
+            up = dict(agg)
+            if u.type in self.prune_types and own is not None:
+                up[u.type] = up.get(u.type, 0) + u.size
+            return n, up
+
+        if jobid in self.g.root.tags:
+            try:
+                rec(self.g.root)
+            finally:
+                rec = None  # noqa: F841  (break the closure's reference cycle)
+
