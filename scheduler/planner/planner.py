@@ -250,7 +250,11 @@ class Planner:
             if start == base:
                 self._at, self._rem, self._ref = [base, last], [total - request, total], [2, 1]
             else:
-                self._at, self._rem, self._ref = [base, start, last], [total, total - request, total], [1, 1, 1]
+                self._at, self._rem, self._ref = (
+                    [base, start, last],
+                    [total, total - request, total],
+                    [1, 1, 1],
+                )
             self._counter += 1
             self._planned += request
             self._spans = {self._counter: (start, last, request)}

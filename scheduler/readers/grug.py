@@ -41,7 +41,11 @@ def read_grug(path: str | Path, rank: int = -1) -> ResourceGraph:
         keys[k.get("id")] = (k.get("for"), k.get("attr.name"), kind, dv)
 
     def attrs(elem, target: str) -> dict:
-        out = {name: dv for (for_, name, _kind, dv) in keys.values() if for_ == target and dv is not None}
+        out = {
+            name: dv
+            for (for_, name, _kind, dv) in keys.values()
+            if for_ == target and dv is not None
+        }
         for d in elem.findall(f"{NS}data"):
             key = keys.get(d.get("key"))
             if key is None:
@@ -144,7 +148,12 @@ class _Emitter:
         (a 16,384-node recipe makes 1.2M vertices here)."""
         spec = self.rnodes[e["tgt"]]
         ssys, esys = spec["subsystem"], e["e_subsystem"]
-        type_, base, unit, size = spec.get("type", ""), spec["basename"], spec["unit"], int(spec["size"])
+        type_, base, unit, size = (
+            spec.get("type", ""),
+            spec["basename"],
+            spec["unit"],
+            int(spec["size"]),
+        )
         scale, scope, start, stride = e["multi_scale"], e["id_scope"], e["id_start"], e["id_stride"]
         wrap = 1
         for h in range(min(scope, len(self.scales))):

@@ -83,7 +83,9 @@ class Session:
         except NoMatch:
             matched = False
         except JobspecError as exc:
-            self.error(f"ERROR: Jobspec error for {jobid}: {exc.what if hasattr(exc, 'what') else exc}")
+            self.error(
+                f"ERROR: Jobspec error for {jobid}: {exc.what if hasattr(exc, 'what') else exc}"
+            )
             matched = False
         except TraverserError as exc:
             self.error(f"ERROR: {exc}")

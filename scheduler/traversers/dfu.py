@@ -108,8 +108,13 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
 
     _subtree_cacheable = True  # subclasses whose walk differs opt out
 
-    def __init__(self, graph: ResourceGraph, policy: str | Policy = "first",
-                 prune_filters: str = DEFAULT_PRUNE_FILTERS, subsystems: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        graph: ResourceGraph,
+        policy: str | Policy = "first",
+        prune_filters: str = DEFAULT_PRUNE_FILTERS,
+        subsystems: list[str] | None = None,
+    ) -> None:
         self.g = graph
         self.policy = policy if isinstance(policy, Policy) else Policy.parse(policy)
         self.subsystems = subsystems or [CONTAINMENT]
@@ -156,7 +161,9 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         self._weights: dict[int, int] = {}
         self._order: dict[int, list[tuple[int, int, int]]] = {}
         self._leaf_order: dict[int, list[Vertex]] = {}
-        self._last_type: dict[str, str | None] = {}  # vertex type -> last filter type (_edge_weight)
+        self._last_type: dict[
+            str, str | None
+        ] = {}  # vertex type -> last filter type (_edge_weight)
         self._nodes_up: int | None = None
         self._tracked: dict[str, set[str]] = {}
         self._child_types: dict[int, set[str]] = {}

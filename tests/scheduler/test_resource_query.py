@@ -12,9 +12,13 @@ from support.sched_graphs import R_TWO_NODES, cores
 def test_match_cancel_and_info_blocks(tmp_path, tiny_grug):
     js = tmp_path / "job.yaml"
     js.write_text(yaml.safe_dump(cores(1)))
-    out, err, rc = rq(tmp_path, tiny_grug,
-                      f"match allocate {js}\nmatch allocate_orelse_reserve {js}\ncancel 1 stats\nquit\n",
-                      "-P", "high")
+    out, err, rc = rq(
+        tmp_path,
+        tiny_grug,
+        f"match allocate {js}\nmatch allocate_orelse_reserve {js}\ncancel 1 stats\nquit\n",
+        "-P",
+        "high",
+    )
     assert rc == 0 and err == ""
     assert out.startswith("      ---------------core7[1:x]\n      ------------socket1[1:s]\n")
     assert "INFO: JOBID=1\nINFO: RESOURCES=ALLOCATED\nINFO: SCHEDULED AT=Now\n" in out

@@ -44,12 +44,34 @@ def test_grug_bad_file(tmp_path):
 
 
 def test_jgf_roundtrip_and_errors():
-    doc = {"graph": {"nodes": [
-        {"id": "0", "metadata": {"type": "cluster", "name": "c0", "id": 0, "paths": {"containment": "/c0"}}},
-        {"id": "1", "metadata": {"type": "node", "name": "n0", "id": 0, "rank": 3,
-                                 "properties": {"foo": "bar"}, "paths": {"containment": "/c0/n0"}}},
-        {"id": "2", "metadata": {"type": "core", "paths": {"containment": "/c0/n0/core2"}}}],
-        "edges": [{"source": "0", "target": "1"}, {"source": "1", "target": "2"}]}}
+    doc = {
+        "graph": {
+            "nodes": [
+                {
+                    "id": "0",
+                    "metadata": {
+                        "type": "cluster",
+                        "name": "c0",
+                        "id": 0,
+                        "paths": {"containment": "/c0"},
+                    },
+                },
+                {
+                    "id": "1",
+                    "metadata": {
+                        "type": "node",
+                        "name": "n0",
+                        "id": 0,
+                        "rank": 3,
+                        "properties": {"foo": "bar"},
+                        "paths": {"containment": "/c0/n0"},
+                    },
+                },
+                {"id": "2", "metadata": {"type": "core", "paths": {"containment": "/c0/n0/core2"}}},
+            ],
+            "edges": [{"source": "0", "target": "1"}, {"source": "1", "target": "2"}],
+        }
+    }
     g = read_jgf(doc)
     n0 = g.lookup("/c0/n0")[0]
     assert n0.rank == 3 and n0.properties == {"foo": "bar"}
@@ -82,8 +104,9 @@ from fluxnode.scheduler.graph.resource_graph import FREEZE_MIN_VERTICES
 from fluxnode.scheduler.readers.rv1 import read_rv1
 from fluxnode.scheduler.traversers.dfu import Traverser
 nodes = FREEZE_MIN_VERTICES // 3 + 1  # a node and its 2 cores each
-R = {"version": 1, "execution": {"R_lite": [{"rank": f"0-{nodes - 1}", "children": {"core": "0-1"}}],
-     "nodelist": [f"n[0-{nodes - 1}]"], "starttime": 0, "expiration": 0}}
+R = {"version": 1, "execution": {
+    "R_lite": [{"rank": f"0-{nodes - 1}", "children": {"core": "0-1"}}],
+    "nodelist": [f"n[0-{nodes - 1}]"], "starttime": 0, "expiration": 0}}
 before = gc.get_freeze_count()
 first = Traverser(read_rv1(R), "first")
 first.match({"version": 1, "resources": [{"type": "slot", "count": 1, "label": "t",
@@ -123,8 +146,9 @@ from fluxnode.scheduler.graph.resource_graph import FREEZE_MIN_VERTICES
 from fluxnode.scheduler.readers.rv1 import read_rv1
 from fluxnode.scheduler.traversers.dfu import Traverser
 nodes = FREEZE_MIN_VERTICES // 3 + 1
-R = {"version": 1, "execution": {"R_lite": [{"rank": f"0-{nodes - 1}", "children": {"core": "0-1"}}],
-     "nodelist": [f"n[0-{nodes - 1}]"], "starttime": 0, "expiration": 0}}
+R = {"version": 1, "execution": {
+    "R_lite": [{"rank": f"0-{nodes - 1}", "children": {"core": "0-1"}}],
+    "nodelist": [f"n[0-{nodes - 1}]"], "starttime": 0, "expiration": 0}}
 gang = {"version": 1, "resources": [{"type": "node", "count": nodes, "with": [
     {"type": "slot", "count": 1, "label": "t", "with": [{"type": "core", "count": 2}]}]}],
     "attributes": {"system": {"duration": 60}},

@@ -15,11 +15,37 @@ from support.sched_graphs import R_TWO_NODES, cores, jobspec
 
 SHAPES = {
     "unit": cores(1),
-    "node": jobspec([{"type": "node", "count": 1, "exclusive": True, "with": [
-        {"type": "slot", "count": 1, "label": "default", "with": [{"type": "core", "count": 1}]}]}]),
-    "mixed": jobspec([{"type": "slot", "count": 1, "label": "default", "with": [
-        {"type": "core", "count": 2}, {"type": "gpu", "count": 1},
-        {"type": "memory", "count": 2}]}]),
+    "node": jobspec(
+        [
+            {
+                "type": "node",
+                "count": 1,
+                "exclusive": True,
+                "with": [
+                    {
+                        "type": "slot",
+                        "count": 1,
+                        "label": "default",
+                        "with": [{"type": "core", "count": 1}],
+                    }
+                ],
+            }
+        ]
+    ),
+    "mixed": jobspec(
+        [
+            {
+                "type": "slot",
+                "count": 1,
+                "label": "default",
+                "with": [
+                    {"type": "core", "count": 2},
+                    {"type": "gpu", "count": 1},
+                    {"type": "memory", "count": 2},
+                ],
+            }
+        ]
+    ),
 }
 
 
@@ -48,8 +74,15 @@ def _no_info(out: str) -> str:
 
 def test_replayed_allocations_and_reservations_write_what_the_matches_wrote(tmp_path, tiny_grug):
     js = _specs(tmp_path)["unit"]
-    first, err, rc = rq(tmp_path, tiny_grug, f"match allocate_orelse_reserve {js}\n" * 20 + "quit\n",
-                        "-P", "high", "-F", "jgf")
+    first, err, rc = rq(
+        tmp_path,
+        tiny_grug,
+        f"match allocate_orelse_reserve {js}\n" * 20 + "quit\n",
+        "-P",
+        "high",
+        "-F",
+        "jgf",
+    )
     assert rc == 0 and err == "" and "SCHEDULED AT=3600" in first
     jgfs = _split_lines(tmp_path, first)
     starts = [0 if "AT=Now" in b else int(b.split("AT=")[1].split("\n")[0])
@@ -117,11 +150,25 @@ def test_failed_updates_change_nothing(tmp_path, tiny_grug):
     node_first, _e, _r = rq(tmp_path, tiny_grug, f"match allocate {specs['node']}\nquit\n",
                             "-P", "high", "-F", "jgf")
     assert "/tiny0/rack0/node1" in node_first and "/tiny0/rack0/node0" not in node_first
-    with_node0_down, _e, _r = rq(tmp_path, tiny_grug, f"set-status /tiny0/rack0/node0 down\n{m}quit\n",
-                                 "-P", "high", "-F", "jgf")
+    with_node0_down, _e, _r = rq(
+        tmp_path,
+        tiny_grug,
+        f"set-status /tiny0/rack0/node0 down\n{m}quit\n",
+        "-P",
+        "high",
+        "-F",
+        "jgf",
+    )
     unit_on_node1 = _split_lines(tmp_path, with_node0_down)[0]
-    out, err, _r = rq(tmp_path, tiny_grug, f"match allocate {specs['node']}\n"
-                      f"update allocate jgf {unit_on_node1} 2 0 3600\nquit\n", "-P", "high", "-F", "jgf")
+    out, err, _r = rq(
+        tmp_path,
+        tiny_grug,
+        f"match allocate {specs['node']}\nupdate allocate jgf {unit_on_node1} 2 0 3600\nquit\n",
+        "-P",
+        "high",
+        "-F",
+        "jgf",
+    )
     assert "is not free for job 2" in err and _no_info(out) == _no_info(node_first)
 
 
@@ -133,14 +180,21 @@ def test_bad_update_commands_get_clear_errors(tmp_path, tiny_grug):
     elsewhere = tmp_path / "elsewhere.json"
     elsewhere.write_text('{"graph": {"nodes": [{"id": "0", "metadata": {"type": "cluster", '
                          '"paths": {"containment": "/other0"}}}], "edges": []}}')
-    out, err, rc = rq(tmp_path, tiny_grug,
-                      f"update allocate jgf {junk} 1 0 3600\nupdate allocate jgf {nograph} 1 0 3600\n"
-                      f"update allocate jgf {elsewhere} 1 0 3600\nupdate allocate rv1exec {junk} 1 0 3600\n"
-                      f"update allocate jgf {tmp_path}/missing.json 1 0 3600\nupdate allocate jgf\n"
-                      f"update allocate jgf {junk} one 0 3600\nquit\n")
+    out, err, rc = rq(
+        tmp_path,
+        tiny_grug,
+        f"update allocate jgf {junk} 1 0 3600\nupdate allocate jgf {nograph} 1 0 3600\n"
+        f"update allocate jgf {elsewhere} 1 0 3600\nupdate allocate rv1exec {junk} 1 0 3600\n"
+        f"update allocate jgf {tmp_path}/missing.json 1 0 3600\nupdate allocate jgf\n"
+        f"update allocate jgf {junk} one 0 3600\nquit\n",
+    )
     # what could be read but not placed is answered like a failed match
     assert rc == 0 and out.count("INFO: No matching resources found\n") == 2
-    assert "Traceback" not in err and "no graph.nodes in the JGF" in err and "no vertex at /other0" in err
+    assert (
+        "Traceback" not in err
+        and "no graph.nodes in the JGF" in err
+        and "no vertex at /other0" in err
+    )
     assert "can't open" in err and "is not JSON" in err
     assert "malformed command" in err and err.count("ERROR:") == 7
 
@@ -160,8 +214,13 @@ def test_rv1exec_allocations_round_trip(tmp_path):
     first, err, rc = rq(tmp_path, graph, f"match allocate {js}\n" * 6 + "quit\n", *args)
     assert rc == 0 and err == "" and first.count("JOBID=") == 6
     files = _split_lines(tmp_path, first)
-    again, err, rc = rq(tmp_path, graph, "".join(
-        f"update allocate rv1exec {f} {i + 1} 0 3600\n" for i, f in enumerate(files)) + "quit\n", *args)
+    again, err, rc = rq(
+        tmp_path,
+        graph,
+        "".join(f"update allocate rv1exec {f} {i + 1} 0 3600\n" for i, f in enumerate(files))
+        + "quit\n",
+        *args,
+    )
     assert rc == 0 and err == "" and again == first
 
 
