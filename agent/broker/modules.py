@@ -5,7 +5,7 @@ of importable names; each must define ``load(broker: BrokerHandle) -> object``, 
 the object's ``close()``, if any, is called on shutdown in reverse order. The broker
 runtime never imports a module's package itself, so the scheduler stays a plug-in.
 
-A module sees the broker only through `BrokerHandle` (notes/INTERFACES.md): it may
+A module sees the broker only through `BrokerHandle` (docs/developers/interfaces.md): it may
 offer services, publish events, read R and the down ranks, watch R change, and run
 callbacks on the broker's one event loop. A default module that is not installed is
 skipped quietly; one named explicitly, or one whose load fails, is logged as an error
@@ -31,7 +31,7 @@ DEFAULT_MODULES = "fluxnode.scheduler.service"
 
 
 class BrokerHandle:
-    """What a broker module sees of the broker (see notes/INTERFACES.md)."""
+    """What a broker module sees of the broker (see docs/developers/interfaces.md)."""
 
     def __init__(self, name: str, state: InstanceState, services: ServiceRegistry, events: EventBus,
                  resources: ResourceService, quorum: Quorum, reactor: Reactor) -> None:

@@ -1,0 +1,6 @@
+"""Kubernetes plumbing shared by the node agent and the binder, one of each.
+
+`api_client` (which credentials, which errors are fatal), `informer` (list+watch
+caches), `backoff`, `leader_election` (a Lease), `raw` (calls without model objects),
+`quantity` (resource quantities), `health` (probes and /metrics).
+"""

@@ -1,4 +1,4 @@
-"""The node agent's Prometheus metrics (served by fluxnode.agent.health)."""
+"""The node agent's Prometheus metrics (served by fluxnode.agent.kube.health)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""Match policies: the named policies, their scoring, and libstdc++'s sort order for ties."""

@@ -10,7 +10,7 @@ to the live graph in place (allocations and reservations kept); any other change
 of R builds a new graph and replays the journal into it. Down ranks are marked down in the graph (never
 allocated); allocations already there stay until they are cancelled.
 
-Topics (payloads in notes/INTERFACES.md):
+Topics (payloads in docs/developers/interfaces.md):
   sched.alloc            allocate (or reserve) a jobspec; or a batch of such requests
   sched.cancel           cancel an allocation, or part of it by ranks
   sched.info             one allocation
