@@ -6,10 +6,9 @@ with one handler on stderr, a UTC timestamp with milliseconds, the level in lowe
 case and the logger name; they differ only in the line's syntax, which their users
 already parse: the binder writes JSON objects (``ts``, ``level``, ``logger``,
 ``msg``, ``error`` with a traceback), the node agent ``key=value`` pairs
-(``time=... level=... logger=... msg="..."``, Kubernetes' logfmt). This module
-imports nothing of the runtime, so the broker (agent/broker) may use it too: its
-Flux-style line is one more formatter given to `setup_logging` with its extra
-file handler.
+(``time=... level=... logger=... msg="..."``, Kubernetes' logfmt). The broker
+(agent/broker/logging_setup.py) uses the same setup with its Flux-style line and,
+with ``log-filename``, a file that gets every level.
 """
 
 from __future__ import annotations
@@ -55,12 +54,22 @@ class LogfmtFormatter(logging.Formatter):
         )
 
 
-def setup_logging(level: str | int, formatter: logging.Formatter) -> None:
-    """Send every ``fluxnode.*`` record at ``level`` or above to stderr through ``formatter``
-    (replacing any handler set before: a daemon sets its logging once, at start)."""
+def setup_logging(
+    level: str | int, formatter: logging.Formatter, *, log_file: str | None = None
+) -> None:
+    """Send every ``fluxnode.*`` record at ``level`` or above to stderr through ``formatter``,
+    and with ``log_file`` every record at any level to that file too (replacing any handler
+    set before: a daemon sets its logging once, at start)."""
+    level = level.upper() if isinstance(level, str) else level
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter)
+    handler.setLevel(level)
+    handlers: list[logging.Handler] = [handler]
+    if log_file:
+        file_handler = logging.FileHandler(log_file)
+        file_handler.setFormatter(formatter)
+        handlers.append(file_handler)
     root = logging.getLogger(ROOT_LOGGER)
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper() if isinstance(level, str) else level)
+    root.handlers[:] = handlers
+    root.setLevel(logging.DEBUG if log_file else level)
     root.propagate = False

@@ -9,27 +9,15 @@ instance's logs are read side by side: many brokers on one machine under
 from __future__ import annotations
 
 import logging
-import sys
 
+from fluxnode.agent import logs
 from fluxnode.agent.broker import attributes
 
 
 def setup_logging(rank: int, hostname: str, attrs: dict[str, str]) -> logging.Logger:
-    level = attributes.stderr_level(attrs.get("log-stderr-level", "6"))
-    root = logging.getLogger("fluxnode")
-    root.handlers.clear()
-    root.setLevel(logging.DEBUG)
     fmt = logging.Formatter(
         f"%(asctime)s {hostname} broker[{rank}]: %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S"
     )
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setLevel(level)
-    handler.setFormatter(fmt)
-    root.addHandler(handler)
-    if attrs.get("log-filename"):
-        fh = logging.FileHandler(attrs["log-filename"])
-        fh.setLevel(logging.DEBUG)
-        fh.setFormatter(fmt)
-        root.addHandler(fh)
-    root.propagate = False
+    level = attributes.stderr_level(attrs.get("log-stderr-level", "6"))
+    logs.setup_logging(level, fmt, log_file=attrs.get("log-filename") or None)
     return logging.getLogger("fluxnode.broker")
