@@ -28,16 +28,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# The broker-instance launcher (support.instance, support.waiting) is still test-only: it
-# was not moved into fluxnode.testing while another branch rewrites its teardown. Until it
-# is, this bench reaches it in tests/support, as pytest does (its `pythonpath`).
-sys.path.insert(0, str(ROOT / "tests"))
 
-from support.instance import Instance  # noqa: E402
-from support.waiting import wait_for  # noqa: E402
-
+from fluxnode.testing.instance import Instance  # noqa: E402
 from fluxnode.testing.kube_emulator import KubeEmulator  # noqa: E402
 from fluxnode.testing.kube_store import DEFAULT_NAMESPACES, KubeStore  # noqa: E402
+from fluxnode.testing.waiting import wait_for  # noqa: E402
 
 
 class TimedStore(KubeStore):

@@ -8,11 +8,11 @@ import pytest
 import yaml
 from support.kube_agents import AgentProcess, add_node, stop_all
 from support.paths import REPO
-from support.waiting import wait_for
 
 from fluxnode.commands.agent import agent as agent_command
 from fluxnode.testing.kube_emulator import RequestInfo
 from fluxnode.testing.kube_rbac import RbacAuthorizer
+from fluxnode.testing.waiting import wait_for
 
 ROOT = REPO
 DAEMONSET = ROOT / "daemonset"

@@ -23,10 +23,10 @@ from fluxnode.scheduler.binder.binder import Binder
 from fluxnode.scheduler.binder.config import BinderConfig
 from kubernetes.utils import parse_quantity
 
+from fluxnode.testing.instance import Instance
 from fluxnode.testing.kube_emulator import KubeEmulator
-from support.instance import Instance
+from fluxnode.testing.waiting import wait_for
 from support.oracles import GPU, parse_idset, spec_requests
-from support.waiting import wait_for
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 SIZE_LABEL = "fluence.flux-framework.org/group-size"

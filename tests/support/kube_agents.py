@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 from fluxnode.testing.kube_emulator import KubeEmulator
-from support.waiting import wait_for
+from fluxnode.testing.waiting import wait_for
 
 PORT_ANNOTATION = "fluxnode.io/broker-port"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from support.waiting import wait_for
+from fluxnode.testing.waiting import wait_for
 
 
 def restart_leader(inst, nodes: int, timeout: float = 30.0) -> list[dict]:

@@ -21,7 +21,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from support.waiting import wait_for
+from fluxnode.testing.waiting import wait_for
 
 SSHD = Path("/usr/sbin/sshd")
 

@@ -3,7 +3,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.instance import Instance
+
+from fluxnode.testing.instance import Instance
 
 FLUXNODE = [sys.executable, "-m", "fluxnode"]
 MODULES_DIR = str(Path(__file__).parent / "modules")

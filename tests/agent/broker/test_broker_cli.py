@@ -9,7 +9,8 @@ import sys
 from fluxnode.agent.broker.client import Client
 from fluxnode.broker_conf import certificate
 from fluxnode.broker_conf.render import render_broker_toml
-from support.waiting import wait_for
+
+from fluxnode.testing.waiting import wait_for
 
 BROKER = [sys.executable, "-m", "fluxnode", "broker"]
 

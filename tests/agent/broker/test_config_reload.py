@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from fluxnode.agent.broker.client import RPCError
 from fluxnode.broker_conf import config as config_mod
-from support.instance import Instance
-from support.waiting import wait_for
+
+from fluxnode.testing.instance import Instance
+from fluxnode.testing.waiting import wait_for
 
 FLUXNODE = [sys.executable, "-m", "fluxnode"]
 CORES = {f"node{i}": {"cores": i + 1} for i in range(6)}

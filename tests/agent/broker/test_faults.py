@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from fluxnode.agent.broker.client import RPCError
-from support.instance import Instance
-from support.waiting import wait_for
+
+from fluxnode.testing.instance import Instance
+from fluxnode.testing.waiting import wait_for
 
 MODULE_ENV = {
     "PYTHONPATH": str(Path(__file__).parent / "modules")

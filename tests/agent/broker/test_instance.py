@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from support.instance import Instance
+from fluxnode.testing.instance import Instance
 
 FLUXNODE = [sys.executable, "-m", "fluxnode"]
 

@@ -10,7 +10,8 @@ import zmq
 from fluxnode.agent.broker.client import Client, ConnectError, RPCError
 from fluxnode.agent.broker.message import Message
 from fluxnode.broker_conf import certificate
-from support.waiting import wait_for
+
+from fluxnode.testing.waiting import wait_for
 
 
 def test_tcp_client_with_instance_certificate_is_served(inst8):

@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.exits import ExitWatcher
-from support.waiting import wait_for
+
+from fluxnode.testing.exits import ExitWatcher
+from fluxnode.testing.waiting import wait_for
 
 SIZE = 7  # kary:2: 0 -> 1, 2; 1 -> 3, 4; 2 -> 5, 6 (three levels)
 

@@ -10,9 +10,9 @@ import pytest
 import urllib3
 from kubernetes import client, watch
 from kubernetes.client import BatchV1Api, CoordinationV1Api, EventsV1Api
-from support.waiting import wait_for
 
 from fluxnode.testing.kube_emulator import KubeEmulator
+from fluxnode.testing.waiting import wait_for
 
 POD = {
     "metadata": {"name": "p1", "labels": {"app": "web"}},

@@ -8,7 +8,8 @@ import pytest
 from fluxnode.agent.kube.api_client import KubeAccessError
 from fluxnode.agent.kube.backoff import Backoff
 from fluxnode.agent.kube.informer import Informer
-from support.waiting import wait_for
+
+from fluxnode.testing.waiting import wait_for
 
 FAST = Backoff(initial=0.01, maximum=0.1)
 

@@ -12,7 +12,8 @@ import pytest
 from fluxnode.broker_conf import config as broker_config
 from fluxnode.broker_conf import hostlist
 from support.kube_agents import AgentProcess, add_node, free_port, stop_all
-from support.waiting import wait_for
+
+from fluxnode.testing.waiting import wait_for
 
 
 @pytest.fixture

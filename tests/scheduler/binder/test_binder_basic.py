@@ -3,7 +3,8 @@
 import pytest
 from support.binder_cluster import BinderCluster
 from support.oracles import parse_idset
-from support.waiting import wait_for
+
+from fluxnode.testing.waiting import wait_for
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ from collections import Counter
 
 from fluxnode.broker_conf import idset
 from support.binder_cluster import BinderCluster
-from support.waiting import wait_for
+
+from fluxnode.testing.waiting import wait_for
 
 
 def group_allocs(cluster):

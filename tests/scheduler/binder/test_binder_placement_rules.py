@@ -3,7 +3,8 @@ Kubernetes API emulator and a real overlay instance."""
 
 import pytest
 from support.binder_cluster import BinderCluster
-from support.waiting import wait_for
+
+from fluxnode.testing.waiting import wait_for
 
 
 @pytest.fixture

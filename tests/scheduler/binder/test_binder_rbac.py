@@ -6,10 +6,10 @@ from urllib.parse import urlparse
 
 from support.binder_cluster import BinderCluster
 from support.paths import REPO
-from support.waiting import wait_for
 
 from fluxnode.testing.kube_emulator import KubeEmulator
 from fluxnode.testing.kube_rbac import RbacAuthorizer
+from fluxnode.testing.waiting import wait_for
 
 MANIFEST = REPO / "daemonset" / "binder.yaml"
 

@@ -16,9 +16,10 @@ from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 from fluxnode.scheduler.service.journal import Journal, JournalEntry
 from fluxnode.scheduler.service.slot_kinds import kinds_on
 from support.binder_cluster import BinderCluster
-from support.instance import Instance
 from support.sched_leader import restart_leader
-from support.waiting import wait_for
+
+from fluxnode.testing.instance import Instance
+from fluxnode.testing.waiting import wait_for
 
 OLD_SCHEMA = """
 CREATE TABLE allocation (id INTEGER PRIMARY KEY, jobspec TEXT NOT NULL, policy TEXT NOT NULL, R TEXT NOT NULL,

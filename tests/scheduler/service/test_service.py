@@ -8,10 +8,11 @@ import pytest
 from fluxnode.agent.broker.client import Client, RPCError
 from fluxnode.broker_conf import idset
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
-from support.instance import Instance
 from support.oracles import parse_idset
 from support.sched_leader import restart_leader
-from support.waiting import wait_for
+
+from fluxnode.testing.instance import Instance
+from fluxnode.testing.waiting import wait_for
 
 RESOURCES = {
     f"node{i}": {"cores": 4, "gpus": 1 if i == 0 else 0, "memory_mib": 4096} for i in range(3)

@@ -13,9 +13,10 @@ from fluxnode.broker_conf.rv1 import NodeResources, build_R
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 from fluxnode.scheduler.service.flat_graph import memory_granule_mib
 from fluxnode.scheduler.service.module import SchedService
-from support.instance import Instance
 from support.sched_leader import restart_leader
-from support.waiting import wait_for
+
+from fluxnode.testing.instance import Instance
+from fluxnode.testing.waiting import wait_for
 
 MEMORY = 4096
 GRANULE = memory_granule_mib(MEMORY)  # 32 MiB: 128 memory vertices per node

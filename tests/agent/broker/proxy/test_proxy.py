@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.instance import Instance
-from support.waiting import wait_for
+
+from fluxnode.testing.instance import Instance
+from fluxnode.testing.waiting import wait_for
 
 CLIENT = str(Path(__file__).with_name("echo_client.py"))
 FLUXNODE = [sys.executable, "-m", "fluxnode"]

@@ -28,9 +28,8 @@ import time
 from pathlib import Path
 
 from fluxnode.agent.broker.client import Client, ConnectError, RPCError
-
-from support.exits import ExitWatcher
-from support.waiting import wait_for
+from fluxnode.testing.exits import ExitWatcher
+from fluxnode.testing.waiting import wait_for
 
 WAIT_STDIN = "import sys; sys.stdin.read()"
 
