@@ -54,7 +54,8 @@ def measure(n: int, settings: overlay_config.OverlaySettings) -> str:
     t_R, _ = timed(lambda: node_resources.cluster_R(rank_map, nodes))
     t_place, _ = timed(lambda: overlay_config.placement(rank_map, nodes, settings, "node00000"))
     return (
-        f"{n:>6} {t_plan * 1e3:>10.1f}ms {t_join * 1e3:>11.1f}ms {t_toml * 1e3:>10.1f}ms {t_R * 1e3:>7.1f}ms "
+        f"{n:>6} {t_plan * 1e3:>10.1f}ms {t_join * 1e3:>11.1f}ms {t_toml * 1e3:>10.1f}ms "
+        f"{t_R * 1e3:>7.1f}ms "
         f"{t_place * 1e3:>8.2f}ms   (broker.toml {len(text) / 1024:.0f} KiB)"
     )
 
@@ -63,7 +64,8 @@ def main(sizes: list[int]) -> None:
     settings = overlay_config.OverlaySettings(port=8050, bind_address="0.0.0.0", topo="kary:2",
                                               cert_path="/etc/fluxnode/curve.cert")
     print(
-        f"{'nodes':>6} {'select+plan':>12} {'plan(1 join)':>13} {'broker.toml':>12} {'R':>9} {'placement':>10}"
+        f"{'nodes':>6} {'select+plan':>12} {'plan(1 join)':>13} {'broker.toml':>12} {'R':>9} "
+        f"{'placement':>10}"
     )
     for n in sizes:
         print(measure(n, settings))

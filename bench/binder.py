@@ -80,7 +80,8 @@ def pod(name: str, group: str | None, size: int | None) -> dict:
 
 
 def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
-    """groups: (group name or None, pods); creates all pods in a burst and waits for all bindings."""
+    """groups: (group name or None, pods); creates all pods in a burst and waits for all
+    bindings."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-binder-"))
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT / "bench"), os.environ.get("PYTHONPATH", "")]
@@ -182,9 +183,11 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
             "last_created_to_last_bound_ms": 1000 * (last_bind - last_created),
         }
         print(
-            f"{title}: {out['pods']} pods, {out['pods_per_s']:.0f} pods/s, p50 {out['p50_ms']:.0f} ms, "
+            f"{title}: {out['pods']} pods, {out['pods_per_s']:.0f} pods/s, p50 {out['p50_ms']:.0f} "
+            "ms, "
             f"p99 {out['p99_ms']:.0f} ms, binder CPU {out['binder_cpu_ms_per_pod']:.2f} ms/pod "
-            f"(user {out['binder_user_ms_per_pod']:.2f}, system {out['binder_system_ms_per_pod']:.2f}), "
+            f"(user {out['binder_user_ms_per_pod']:.2f}, system "
+            f"{out['binder_system_ms_per_pod']:.2f}), "
             f"last creation -> last binding {out['last_created_to_last_bound_ms']:.0f} ms",
             flush=True,
         )
@@ -228,7 +231,8 @@ def main() -> None:
         "--py-spy",
         metavar="PREFIX",
         help="profile the binder with py-spy during each burst "
-        "(raw folded stacks in PREFIX-<scenario>.txt; py-spy is not a dependency: pip install it to measure)",
+        "(raw folded stacks in PREFIX-<scenario>.txt; py-spy is not a dependency: pip install it "
+        "to measure)",
     )
     p.add_argument("--py-spy-rate", type=int, default=500, help="py-spy samples per second")
     p.add_argument("--py-spy-cmd", default=str(Path(sys.executable).parent / "py-spy"))

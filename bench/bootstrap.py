@@ -68,7 +68,8 @@ def main() -> None:
     if args.with_scheduler:
         MODULES.clear()
     print(
-        f"{'N':>5} {'median s':>9} {'min s':>7} {'RSS MiB max':>12} {'RSS MiB avg':>12} {'PSS MiB avg':>12}"
+        f"{'N':>5} {'median s':>9} {'min s':>7} {'RSS MiB max':>12} {'RSS MiB avg':>12} "
+        f"{'PSS MiB avg':>12}"
     )
     results = []
     for n in (int(x) for x in args.sizes.split(",")):

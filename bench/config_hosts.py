@@ -35,7 +35,8 @@ def measure(n: int) -> tuple[float, float, float]:
 
 def main(sizes: list[int]) -> None:
     print(
-        f"{'hosts':>6} {'resolve (old per-call cost)':>28} {'connect_uri now':>16} {'rank_of(last) now':>18}"
+        f"{'hosts':>6} {'resolve (old per-call cost)':>28} {'connect_uri now':>16} "
+        f"{'rank_of(last) now':>18}"
     )
     for n in sizes:
         resolve, connect, rank_of = measure(n)

@@ -66,7 +66,8 @@ def main(n: int) -> None:
             f"pods={n}: create {n / t_create:.0f}/s, list raw {t_list_raw * 1e3:.0f} ms "
             f"({len(raw.data) / 1024:.0f} KiB), list as models {t_list_model * 1e3:.0f} ms, "
             f"patch+watch {len(latencies) / t_patch:.0f}/s, watch latency median "
-            f"{statistics.median(latencies) * 1e3:.1f} ms, p95 {sorted(latencies)[int(len(latencies) * 0.95)] * 1e3:.1f} ms"
+            f"{statistics.median(latencies) * 1e3:.1f} ms, p95 "
+            f"{sorted(latencies)[int(len(latencies) * 0.95)] * 1e3:.1f} ms"
         )
 
 

@@ -35,7 +35,8 @@ def inner(count: int) -> None:
             times.sort()
             p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
             print(
-                f"pad={pad:>6}  n={count}  median={statistics.median(times):.3f} ms  p99={p99:.3f} ms  "
+                f"pad={pad:>6}  n={count}  median={statistics.median(times):.3f} ms  p99={p99:.3f} "
+                "ms  "
                 f"route={resp['route']}",
                 flush=True,
             )

@@ -34,7 +34,8 @@ def stats(samples: list[float]) -> str:
     s = sorted(samples)
     p99 = s[min(len(s) - 1, int(len(s) * 0.99))]
     return (
-        f"{len(s):6d} matches  {len(s) / sum(s):8.1f}/s  median {statistics.median(s) * 1e3:8.2f} ms"
+        f"{len(s):6d} matches  {len(s) / sum(s):8.1f}/s  median {statistics.median(s) * 1e3:8.2f} "
+        "ms"
         f"  p99 {p99 * 1e3:8.2f} ms"
     )
 

@@ -168,7 +168,8 @@ class BrokerConfig:
                 return h.rank
         raise self._error(
             "bootstrap.hosts",
-            f"hostname {hostname!r} is not listed (hosts: {hostlist.encode(h.host for h in hosts)})",
+            f"hostname {hostname!r} is not listed "
+            f"(hosts: {hostlist.encode(h.host for h in hosts)})",
         )
 
     def _host(self, rank: int) -> ResolvedHost:
@@ -221,7 +222,8 @@ class BrokerConfig:
             if not self.tbon.topo.startswith("custom"):
                 raise self._error(
                     key,
-                    f"parent is only allowed with tbon.topo = \"custom\" (topo is {self.tbon.topo!r})",
+                    "parent is only allowed with tbon.topo = \"custom\" (topo is "
+                    f"{self.tbon.topo!r})",
                 )
             if h.parent not in by_name:
                 raise self._error(
@@ -421,7 +423,8 @@ class _Reader:
         if unknown:
             raise self.error(
                 self.key(unknown[0]),
-                f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} (known: {', '.join(known)})",
+                f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+                f"(known: {', '.join(known)})",
             )
 
 
@@ -566,7 +569,8 @@ def _resolve_hosts(entries: list[HostEntry], path: Path | None) -> list[Resolved
                     raise ConfigError(
                         path,
                         f"bootstrap.hosts[{i}].{k}",
-                        f"{name!r} already has {k} = {rec[k]!r} from bootstrap.hosts[{rec['set_by'][k]}]; conflicting {v!r}",
+                        f"{name!r} already has {k} = {rec[k]!r} from "
+                        f"bootstrap.hosts[{rec['set_by'][k]}]; conflicting {v!r}",
                     )
                 rec[k] = v
                 rec["set_by"].setdefault(k, i)

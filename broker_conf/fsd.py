@@ -33,7 +33,8 @@ def parse(value: str | int | float) -> float:
         m = _PATTERN.match(text)
         if m is None:
             raise FSDError(
-                f"invalid duration {value!r}: expected a number with optional suffix ms, s, m, h or d (e.g. '30s')"
+                f"invalid duration {value!r}: expected a number with optional suffix ms, s, m, h "
+                "or d (e.g. '30s')"
             )
         seconds = float(m.group(1)) * _UNITS[m.group(2) or "s"]
     else:

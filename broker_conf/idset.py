@@ -20,7 +20,8 @@ class IdsetError(ValueError):
 
 def parse_id(token: str, whole: str, *, what: str = "idset", error: type[ValueError] = IdsetError,
              leading_zeros: bool = False) -> int:
-    """One decimal id of `whole` (an idset, or a hostlist's bracketed ids, which may be zero-padded).
+    """One decimal id of `whole` (an idset, or a hostlist's bracketed ids, which may be
+    zero-padded).
 
     Errors are `error` and read ``invalid <what> '<whole>': <problem>``.
     """

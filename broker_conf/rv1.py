@@ -146,7 +146,8 @@ class NodeResources:
         for s in where:
             if s >= self.sockets:
                 raise RError(
-                    f"{who}: {kind[:-1]}_sockets names socket {s} but the node has {self.sockets} socket(s)"
+                    f"{who}: {kind[:-1]}_sockets names socket {s} but the node has {self.sockets} "
+                    "socket(s)"
                 )
         pairs = sorted(zip(ids, where, strict=True))
         return [p[0] for p in pairs], [p[1] for p in pairs]
@@ -374,7 +375,8 @@ def R_lite_ranks(R: Any, types: Collection[str] | None = None) -> dict[int, dict
             unknown = sorted(set(children) - set(types))
             if unknown:
                 raise RError(
-                    f"{where}.children: unknown resource type {unknown[0]!r} (R version 1 has core and gpu)"
+                    f"{where}.children: unknown resource type {unknown[0]!r} (R version 1 has core "
+                    "and gpu)"
                 )
         if types is not None:
             _get(children, "core", str, f"{where}.children")
@@ -416,7 +418,8 @@ def parse_R(R: Any) -> list[NodeResources]:
     ranks = list(per_rank)
     if len(hosts) != len(ranks):
         raise RError(
-            f"execution.nodelist: {len(hosts)} hostnames for {len(ranks)} ranks ({idset.encode(ranks)})"
+            f"execution.nodelist: {len(hosts)} hostnames for {len(ranks)} ranks "
+            f"({idset.encode(ranks)})"
         )
     layout = _graph_layout(R["scheduling"]) if R.get("scheduling") is not None else {}
     nodes = []

@@ -79,7 +79,8 @@ def parse_quorum(value: str | None, size: int) -> int:
 def boot(
     config: BrokerConfig, hostname: str, attrs: dict[str, str], topology: Topology | None = None
 ) -> InstanceState:
-    """This broker's place in the instance; `topology` may be passed already built (the launcher shares it)."""
+    """This broker's place in the instance; `topology` may be passed already built (the launcher
+    shares it)."""
     hostnames = list(config.hostnames)
     singleton = not hostnames
     if singleton:

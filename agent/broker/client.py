@@ -94,13 +94,15 @@ class _LocalTransport:
 
 class _TcpTransport:
     def __init__(self, uri: str, curve_cert: str | os.PathLike | None) -> None:
-        # Lazy: only tcp:// needs ZeroMQ and CURVE (~60 ms of imports); local:// CLI commands skip them.
+        # Lazy: only tcp:// needs ZeroMQ and CURVE (~60 ms of imports); local:// CLI commands skip
+        # them.
         import zmq
         from fluxnode.broker_conf import certificate
 
         if curve_cert is None:
             raise ConnectError(
-                f"fluxnode: cannot connect to {uri}: a CURVE certificate is required (curve_cert=PATH)"
+                f"fluxnode: cannot connect to {uri}: a CURVE certificate is required "
+                "(curve_cert=PATH)"
             )
         _probe(uri)
         try:

@@ -99,14 +99,16 @@ class ConfigReload:
             raise restart(f"rank of {state.hostname} changed from {state.rank} to {rank}")
         if self.overlay.router is not None and bind != state.attrs["tbon.endpoint"]:
             raise restart(
-                f"bind endpoint of rank {rank} changed from {state.attrs['tbon.endpoint']} to {bind}"
+                f"bind endpoint of rank {rank} changed from {state.attrs['tbon.endpoint']} to "
+                f"{bind}"
             )
         old_parent = self.overlay.parent_rank
         if parent != old_parent:
             raise restart(f"parent of rank {rank} changed from {old_parent} to {parent}")
         if parent_uri != self.overlay.parent_uri:
             raise restart(
-                f"endpoint of parent rank {parent} changed from {self.overlay.parent_uri} to {parent_uri}"
+                f"endpoint of parent rank {parent} changed from {self.overlay.parent_uri} to "
+                f"{parent_uri}"
             )
         for table in ("tbon", "access"):
             if getattr(new, table) != getattr(old, table) and not (

@@ -127,7 +127,8 @@ class LocalConnector:
             )
             if uid != os.getuid() and not (uid == 0 and self.allow_root):
                 self.log.warning(
-                    "local connector: refused connection from pid %d uid %d (only uid %d may connect)",
+                    "local connector: refused connection from pid %d uid %d (only uid %d may "
+                    "connect)",
                     pid,
                     uid,
                     os.getuid(),

@@ -289,7 +289,8 @@ def wait_quorum(inst: TestInstance, timeout: float, progress=None) -> None:
                     client = None
             if time.monotonic() > deadline:
                 raise LaunchError(
-                    f"quorum not reached within {timeout:g}s ({max(last, 0)}/{inst.size} brokers online)"
+                    f"quorum not reached within {timeout:g}s ({max(last, 0)}/{inst.size} brokers "
+                    "online)"
                 )
             time.sleep(0.01)
     finally:
@@ -312,7 +313,8 @@ def shutdown(inst: TestInstance, grace: float = 10.0) -> None:
                 if b.exit_code is None:
                     # say so: a broker that does not stop must not be hidden by the fallback
                     print(
-                        f"fluxnode-start: broker {b.hostname} (rank {b.rank}, pid {b.pid}) did not stop;"
+                        f"fluxnode-start: broker {b.hostname} (rank {b.rank}, pid {b.pid}) did not "
+                        "stop;"
                         f" sending {sig.name}",
                         file=sys.stderr,
                         flush=True,

@@ -28,7 +28,8 @@ _U32 = struct.Struct("!I")
 
 
 class MessageError(Exception):
-    """A message that cannot be decoded; `partial` carries what could be read (for an error reply)."""
+    """A message that cannot be decoded; `partial` carries what could be read (for an error
+    reply)."""
 
     def __init__(self, errnum: int, errstr: str, partial: dict[str, Any] | None = None) -> None:
         super().__init__(errstr)
@@ -189,7 +190,8 @@ class StreamDecoder:
         self.buf += data
 
     def next(self) -> list[bytes] | None:
-        """Return the next complete frame list, None if incomplete; MessageError(EMSGSIZE/EPROTO) if bad."""
+        """Return the next complete frame list, None if incomplete; MessageError(EMSGSIZE/EPROTO) if
+        bad."""
         if len(self.buf) < 4:
             return None
         (total,) = _U32.unpack_from(self.buf, 0)

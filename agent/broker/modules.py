@@ -80,7 +80,8 @@ class ModuleLoader:
         self.loaded: list[tuple[str, Any]] = []
 
     def load(self, spec: str | None, make_handle: Callable[[str], BrokerHandle]) -> None:
-        """Load each module of `spec` (None: the defaults); `make_handle(short_name)` builds its handle."""
+        """Load each module of `spec` (None: the defaults); `make_handle(short_name)` builds its
+        handle."""
         explicit = spec is not None
         names = [n.strip() for n in (spec if explicit else DEFAULT_MODULES).split(",") if n.strip()]
         for name in names:

@@ -350,7 +350,8 @@ class Overlay:
                 # Logged once per rank: until our config.reload it keeps sending keepalives.
                 self._strangers.add(name)
                 self.log.error(
-                    "overlay: rank %s is not a child of rank %d; ignoring its %s (and what follows)",
+                    "overlay: rank %s is not a child of rank %d; "
+                    "ignoring its %s (and what follows)",
                     name,
                     self.rank,
                     msg.topic,

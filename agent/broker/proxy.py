@@ -95,7 +95,8 @@ def check_socket(path: str) -> None:
 
 
 def run_command(command: Sequence[str], uri: str) -> int:
-    """Run `command` (or $SHELL) with FLUXNODE_URI=`uri`; return its exit status (128+N if signaled)."""
+    """Run `command` (or $SHELL) with FLUXNODE_URI=`uri`; return its exit status (128+N if
+    signaled)."""
     argv = list(command) or [os.environ.get("SHELL") or "/bin/sh"]
     env = dict(os.environ, FLUXNODE_URI=uri)
     try:

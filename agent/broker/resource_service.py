@@ -30,7 +30,8 @@ class ResourceServiceContext:
     """What the resource service needs of the broker that runs it, and nothing more."""
 
     state: InstanceState  # rank, hostname, config; size and hostnames follow config.reload
-    services: ServiceRegistry  # to offer resource.* and to ask a module's sched.resource-status in-process
+    # to offer resource.* and to ask a module's sched.resource-status in-process
+    services: ServiceRegistry
     request: Callable[
         [Message], None
     ]  # send a request from this broker (its response is only logged)
@@ -127,7 +128,8 @@ class ResourceService:
         return {}
 
     def reconfigure(self) -> None:
-        """After ``config.reload``: forget ranks that are gone, excluded now, or held by another host."""
+        """After ``config.reload``: forget ranks that are gone, excluded now, or held by another
+        host."""
         state = self.context.state
         self._exclude = None
         gone = [r for r, node in self.nodes.items()

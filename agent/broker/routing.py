@@ -1,4 +1,5 @@
-"""Request and response routing over the tree (Flux RFC 3/6; the routing half of flux-core's broker.c).
+"""Request and response routing over the tree (Flux RFC 3/6; the routing half of flux-core's
+broker.c).
 
 A request for this rank (or for NODEID_ANY with a local service) is handled here;
 a request for a rank in a child's subtree goes down to that child; anything else
@@ -71,7 +72,8 @@ class Router:
                 self.respond(
                     msg.error(
                         errno.EHOSTUNREACH,
-                        f"rank {nodeid} is unreachable: {state.hostnames[child]} (rank {child}) is {status}",
+                        f"rank {nodeid} is unreachable: {state.hostnames[child]} (rank {child}) is "
+                        f"{status}",
                     )
                 )
             return

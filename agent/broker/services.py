@@ -1,4 +1,5 @@
-"""The service registry: topic -> handler, and the one place a handler is called (flux-core's service.c).
+"""The service registry: topic -> handler, and the one place a handler is called (flux-core's
+service.c).
 
 Every request this broker answers, built in or offered by a module, goes through
 `ServiceRegistry.call`, so every handler gets the same contract: it returns a dict

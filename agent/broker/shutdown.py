@@ -1,4 +1,5 @@
-"""Leaving the overlay: one broker alone, or the whole instance from the leader (flux-core's shutdown.c).
+"""Leaving the overlay: one broker alone, or the whole instance from the leader (flux-core's
+shutdown.c).
 
 * SIGTERM/SIGINT make this broker leave: goodbye to its parent, and its children keep
   reconnecting until it is back (its pod was deleted, it will be restarted).

@@ -128,8 +128,10 @@ class Tunnel:
                 fingerprint = f"{key.get_name()} {getattr(key, 'fingerprint', '')}".strip()
                 if not accept_new:
                     raise ProxyError(
-                        f"host key for {hostname} is not known ({fingerprint}); add it to {known_file} "
-                        f"(e.g. ssh-keyscan -p {port} {host} >> {known_file}) or pass --accept-new-host-key "
+                        f"host key for {hostname} is not known ({fingerprint}); add it to "
+                        f"{known_file} "
+                        f"(e.g. ssh-keyscan -p {port} {host} >> {known_file}) or pass "
+                        "--accept-new-host-key "
                         "(FLUXNODE_SSH_ACCEPT_NEW=1)"
                     )
                 client.get_host_keys().add(hostname, key.get_name(), key)
@@ -157,7 +159,8 @@ class Tunnel:
         except paramiko.BadHostKeyException as exc:
             client.close()
             raise ProxyError(
-                f"host key for {label} has CHANGED (got {exc.key.get_name()}, {known_file} has a different key); "
+                f"host key for {label} has CHANGED (got {exc.key.get_name()}, {known_file} has a "
+                "different key); "
                 "refusing to connect -- remove the old key if the change is expected"
             ) from None
         except paramiko.AuthenticationException as exc:
@@ -202,7 +205,8 @@ class Tunnel:
         lines = out.decode(errors="replace").strip().splitlines()
         if status == 127:
             raise ProxyError(
-                f"{self.target.display}: remote command {self.rcmd!r} not found (set FLUXNODE_SSH_RCMD)"
+                f"{self.target.display}: remote command {self.rcmd!r} not found (set "
+                "FLUXNODE_SSH_RCMD)"
             )
         msg = (lines[-1] if lines else f"exit status {status}").removeprefix("fluxnode-relay: ")
         raise ProxyError(f"{self.target.display}: {msg}")

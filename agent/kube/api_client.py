@@ -37,7 +37,8 @@ class KubeConfigError(KubeAccessError):
 
 
 def load_api_client(kubeconfig: str | None) -> client.ApiClient:
-    """An ApiClient from ``kubeconfig``, else the in-cluster config, else $KUBECONFIG or ~/.kube/config."""
+    """An ApiClient from ``kubeconfig``, else the in-cluster config, else $KUBECONFIG or
+    ~/.kube/config."""
     try:
         if kubeconfig:
             return config.new_client_from_config(config_file=kubeconfig)

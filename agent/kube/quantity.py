@@ -18,7 +18,8 @@ from kubernetes.utils.quantity import parse_quantity
 _GRAMMAR = re.compile(
     r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+|[kMGTPE]|[KMGTPE]i|m)?"
 )
-"""resource.Quantity's serialized form: a signed decimal, then an exponent or an SI/binary suffix."""
+"""resource.Quantity's serialized form: a signed decimal, then an exponent or an SI/binary
+suffix."""
 
 
 class QuantityError(ValueError):

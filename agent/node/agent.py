@@ -126,7 +126,8 @@ class NodeAgent:
         self.record_event = events.record
 
     def _install_certificate(self) -> None:
-        """Get the CURVE Secret; an unreachable API is retried for a while (nodes boot before it)."""
+        """Get the CURVE Secret; an unreachable API is retried for a while (nodes boot before
+        it)."""
         deadline = time.monotonic() + self.opts.api_wait
         delay = 0.5
         while True:
@@ -140,7 +141,8 @@ class NodeAgent:
                     raise
                 if time.monotonic() + delay > deadline or self._abort.is_set():
                     raise AgentExit(
-                        f"cannot reach the Kubernetes API at {self.api.api_client.configuration.host}: "
+                        "cannot reach the Kubernetes API at "
+                        f"{self.api.api_client.configuration.host}: "
                         f"{_one_line(exc)}"
                     ) from None
                 log.warning(
@@ -251,7 +253,8 @@ class NodeAgent:
                 except KubeAccessError:
                     raise
                 except (ApiException, HTTPError, OSError, RuntimeError) as exc:
-                    # Transient (API restarting, conflict storm, disk hiccup): the next turn retries.
+                    # Transient (API restarting, conflict storm, disk hiccup): the next turn
+                    # retries.
                     self._set_status(
                         f"reconcile failed, will retry: {_one_line(exc)}", logging.WARNING
                     )
@@ -274,7 +277,8 @@ class NodeAgent:
             raise AgentExit(str(exc)) from None
         finally:
             # A broker with children is killed rather than shut down, so its subtree stays up and
-            # rejoins when the agent comes back (rolling update); a leaf says goodbye (offline at once).
+            # rejoins when the agent comes back (rolling update); a leaf says goodbye (offline at
+            # once).
             children = self.supervisor.placement.children if self.supervisor.placement else ()
             self.supervisor.stop("agent shutting down", in_place=bool(children))
             if health:

@@ -8,7 +8,8 @@ re-read and re-plan), and the plan is deterministic, so concurrent agents conver
 
 Rules (``plan``): live nodes keep their rank; a departed node leaves a vacant slot
 (shown down) that the next new node fills (its own old slot if it comes back, else the
-lowest), else new nodes are appended in creation order; trailing vacant slots are dropped (the overlay shrinks). Rank 0
+lowest), else new nodes are appended in creation order; trailing vacant slots are dropped (the
+overlay shrinks). Rank 0
 hosts the leader and does not move while its node lives; if the leader's node goes
 away, the highest-ranked live node takes rank 0 (the one exception, so there is
 always a leader).

@@ -79,7 +79,8 @@ class BrokerSupervisor:
         )
 
     def stop(self, why: str = "stopping", *, in_place: bool = False) -> None:
-        """Stop the broker: SIGTERM (then SIGKILL after a grace period), or SIGKILL when ``in_place``.
+        """Stop the broker: SIGTERM (then SIGKILL after a grace period), or SIGKILL when
+        ``in_place``.
 
         A broker stopped with SIGTERM shuts its whole subtree down first (as Flux does), which
         is right when the node leaves. To restart one broker with a new placement without
@@ -129,7 +130,8 @@ class BrokerSupervisor:
                 self.placement = placement
                 return
             self.stop(
-                f"placement changed to rank {placement.rank} (parent/children/size), restarting in place",
+                f"placement changed to rank {placement.rank} (parent/children/size), restarting in "
+                "place",
                 in_place=True,
             )
             self.next_start = 0.0

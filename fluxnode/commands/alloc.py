@@ -107,7 +107,8 @@ def alloc(
     for node in answer.get("nodes", []):
         memory = f"{node.get('memory_mib', 0)}MiB" if node.get("memory_mib") else "-"
         click.echo(
-            f"{node['rank']:>5} {node['hostname']:<16} {node['cores'] or '-':<12} {node.get('gpus') or '-':<8} {memory}"
+            f"{node['rank']:>5} {node['hostname']:<16} {node['cores'] or '-':<12} "
+            f"{node.get('gpus') or '-':<8} {memory}"
         )
 
 

@@ -32,7 +32,8 @@ log = logging.getLogger("fluxnode.binder")
 @click.option(
     "--uri",
     envvar="FLUXNODE_URI",
-    help="Lead broker URI: tcp://HOST:PORT or local://PATH (default: rank 0 from --rank-configmap).",
+    help="Lead broker URI: tcp://HOST:PORT or local://PATH "
+    "(default: rank 0 from --rank-configmap).",
 )
 @click.option(
     "--rank-configmap",

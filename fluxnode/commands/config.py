@@ -226,7 +226,8 @@ def topology_cmd(topo: str | None, size: int | None, config_path: Path | None) -
     "--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the broker."
 )
 def reload_cmd(rank: int | None, uri: str | None, timeout: float) -> None:
-    """Make a running broker re-read its --config-path and apply it in place (``flux config reload``).
+    """Make a running broker re-read its --config-path and apply it in place (``flux config
+    reload``).
 
     A change the broker cannot apply without a restart (its rank, endpoint or parent), or an
     invalid config, is an error; the broker keeps running with the config it had.

@@ -12,7 +12,8 @@ from fluxnode.agent.broker.message import NODEID_ANY, NODEID_UPSTREAM
 
 
 def parse_target(target: str) -> tuple[int, str, str]:
-    """`rank!service`, `rank` (service broker), `any`/`upstream`, or a bare service -> (nodeid, label, topic)."""
+    """`rank!service`, `rank` (service broker), `any`/`upstream`, or a bare service -> (nodeid,
+    label, topic)."""
     rank_s, sep, service = target.partition("!")
     if not sep:
         rank_s, service = (

@@ -1,4 +1,5 @@
-"""`fluxnode proxy URI [COMMAND...]`: run a command against a (possibly remote) broker, like flux-proxy(1).
+"""`fluxnode proxy URI [COMMAND...]`: run a command against a (possibly remote) broker, like
+flux-proxy(1).
 
 * ``local:///run/fluxnode/local`` -- the command runs with ``FLUXNODE_URI`` set to that socket.
 * ``ssh://[user@]host[:port]/run/fluxnode/local`` -- an SSH connection is opened once and
@@ -69,7 +70,8 @@ def proxy(identities: tuple[str, ...], known_hosts: str | None, accept_new_host_
         if isinstance(target, str):
             check_socket(target)
             sys.exit(run_command(command, f"local://{target}"))
-        # Lazy: paramiko takes ~170 ms to import, which `fluxnode relay` (this module too) must not pay.
+        # Lazy: paramiko takes ~170 ms to import, which `fluxnode relay` (this module too) must not
+        # pay.
         from fluxnode.agent.broker.ssh_tunnel import Tunnel
 
         tunnel = Tunnel(
@@ -95,7 +97,8 @@ def proxy(identities: tuple[str, ...], known_hosts: str | None, accept_new_host_
 @click.option("--check", is_flag=True, help="Only check that PATH accepts connections.")
 @click.argument("path")
 def relay(check: bool, path: str) -> None:
-    """Copy stdin to the broker socket at PATH and the socket to stdout (run by `fluxnode proxy` over ssh)."""
+    """Copy stdin to the broker socket at PATH and the socket to stdout (run by `fluxnode proxy`
+    over ssh)."""
     if path.startswith("local://"):
         path = path[len("local://"):]
     try:

@@ -49,7 +49,8 @@ class Instance:
         timeout: float = 60.0,
         env: dict[str, str] | None = None,
     ) -> None:
-        """`resources` maps hostname -> override dict (cores, gpus, ...); `modules` sets broker.modules
+        """`resources` maps hostname -> override dict (cores, gpus, ...); `modules` sets
+        broker.modules
         ("" loads none, None keeps the default scheduler service)."""
         self.size = size
         # Not under pytest's tmp_path: concurrent pytest sessions prune old basetemp dirs.
@@ -123,7 +124,8 @@ class Instance:
             while not self._ready():
                 if time.monotonic() > deadline:
                     raise TimeoutError(
-                        f"{self.size}-broker instance not ready within {self.timeout}s: {self.stderr()}"
+                        f"{self.size}-broker instance not ready within {self.timeout}s: "
+                        f"{self.stderr()}"
                     )
                 time.sleep(0.01)
         except BaseException:
@@ -182,7 +184,8 @@ class Instance:
         if self.forked is not None and not self.forked.wait(2):
             for rank in self.forked.running():
                 problems.append(
-                    f"broker rank {rank} (pid {self.forked.pids[rank]}) outlived fluxnode start; SIGKILL"
+                    f"broker rank {rank} (pid {self.forked.pids[rank]}) outlived fluxnode start; "
+                    "SIGKILL"
                 )
                 self.forked.kill(rank)
         # Restarted brokers in the tree got the shutdown too and finish about when `fluxnode
@@ -201,7 +204,8 @@ class Instance:
                     p.wait()
                     continue
                 if p.returncode == -signal.SIGTERM:
-                    continue  # the signal met it while exiting anyway (Python restores SIG_DFL then)
+                    # the signal met it while exiting anyway (Python restores SIG_DFL then)
+                    continue
             if p.returncode != 0 and p.pid not in self.killed_by_test:
                 problems.append(f"restarted broker pid {p.pid} exited with code {p.returncode}")
         return problems

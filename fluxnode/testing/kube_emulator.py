@@ -318,7 +318,8 @@ class KubeEmulator:
     def forbid(
         self, verb: str, resource: str, namespace: str | None = None, name: str | None = None
     ) -> ForbidRule:
-        """Answer 403 for (verb, resource[/subresource]) e.g. ("get", "secrets"), ("create", "pods/binding")."""
+        """Answer 403 for (verb, resource[/subresource]) e.g. ("get", "secrets"), ("create",
+        "pods/binding")."""
         rule = ForbidRule(verb, resource, namespace, name)
         self.forbidden.append(rule)
         return rule
@@ -532,7 +533,8 @@ class KubeEmulator:
             f' in the namespace "{info.namespace}"' if info.namespace else " at the cluster scope"
         )
         message = (
-            f'{what} is forbidden: User "{self.user}" cannot {info.verb} resource "{info.resource_path}" '
+            f'{what} is forbidden: User "{self.user}" cannot {info.verb} resource '
+            f'"{info.resource_path}" '
             f'in API group "{rt.group}"{scope}'
         )
         if reason != "forbidden by the test":
@@ -600,7 +602,8 @@ class KubeEmulator:
                 raise ApiError(
                     415,
                     "UnsupportedMediaType",
-                    f"the body of the request was in an unknown format - accepted media types include: {', '.join(kinds)}",
+                    "the body of the request was in an unknown format - accepted media types "
+                    f"include: {', '.join(kinds)}",
                 )
             obj = store.patch(info.resource, info.namespace, info.name, body, kinds[ctype],  # type: ignore[arg-type]
                               subresource=info.subresource, as_client=True)

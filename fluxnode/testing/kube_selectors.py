@@ -173,7 +173,8 @@ class FieldSelector:
         return all((_get_path(obj, path) == value) == equal for path, equal, value in self.clauses)
 
     def names(self) -> set[str] | None:
-        """The names this selector pins down (``metadata.name=X``), for RBAC resourceNames checks."""
+        """The names this selector pins down (``metadata.name=X``), for RBAC resourceNames
+        checks."""
         names = {v for p, eq, v in self.clauses if p == "metadata.name" and eq}
         return names or None
 

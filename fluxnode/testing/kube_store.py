@@ -175,7 +175,8 @@ class Watcher:
         return self.matches(obj)
 
     def event_for(self, change: Change) -> dict | None:
-        """The watch event this watcher sees for a change (selector transitions as ADDED/DELETED)."""
+        """The watch event this watcher sees for a change (selector transitions as
+        ADDED/DELETED)."""
         now, before = self._visible(change.obj), self._visible(change.prev)
         if change.type == "ADDED":
             return {"type": "ADDED", "object": change.obj} if now else None
@@ -276,7 +277,8 @@ class KubeStore:
         body_ns = meta.get("namespace")
         if namespace and body_ns and body_ns != namespace:
             raise bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request"
+                "the namespace of the provided object does not match the namespace sent on the "
+                "request"
             )
         ns = namespace or body_ns or "default"
         if ("", ns) not in self._objects["namespaces"]:
@@ -290,7 +292,8 @@ class KubeStore:
         api, kind = obj.get("apiVersion"), obj.get("kind")
         if api and api != rt.api_version:
             raise bad_request(
-                f"the API version in the data ({api}) does not match the expected API version ({rt.api_version})"
+                f"the API version in the data ({api}) does not match the expected API version "
+                f"({rt.api_version})"
             )
         if kind and kind != rt.kind:
             raise bad_request(
@@ -309,7 +312,8 @@ class KubeStore:
             causes.append(
                 (
                     "metadata.name",
-                    f'Invalid value: "{name}": a lowercase RFC 1123 name must consist of lower case alphanumeric characters, \'-\' or \'.\'',
+                    f'Invalid value: "{name}": a lowercase RFC 1123 name must consist of lower '
+                    'case alphanumeric characters, \'-\' or \'.\'',
                 )
             )
         for key, value in (meta.get("labels") or {}).items():
@@ -322,14 +326,16 @@ class KubeStore:
                 causes.append(
                     (
                         "metadata.labels",
-                        f'Invalid value: "{key}": name part must consist of alphanumeric characters, \'-\', \'_\' or \'.\'',
+                        f'Invalid value: "{key}": name part must consist of alphanumeric '
+                        'characters, \'-\', \'_\' or \'.\'',
                     )
                 )
             if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
                 causes.append(
                     (
                         "metadata.labels",
-                        f'Invalid value: "{value}": a valid label must be an empty string or consist of alphanumeric characters, \'-\', \'_\' or \'.\'',
+                        f'Invalid value: "{value}": a valid label must be an empty string or '
+                        'consist of alphanumeric characters, \'-\', \'_\' or \'.\'',
                     )
                 )
         if rt.ref == "pods":
@@ -365,7 +371,8 @@ class KubeStore:
 
     def create(self, ref: str, namespace: str | None, body: dict, *, as_client: bool = False,
                dry_run: bool = False) -> dict:
-        """POST semantics; ``as_client`` applies the registry's create strategy (e.g. pod status reset)."""
+        """POST semantics; ``as_client`` applies the registry's create strategy (e.g. pod status
+        reset)."""
         rt = self.resource(ref)
         if rt.ref == "bindings":
             return self.bind(namespace, (body.get("metadata") or {}).get("name", ""), body)
@@ -425,20 +432,23 @@ class KubeStore:
             raise conflict(
                 rt,
                 name,
-                "the object has been modified; please apply your changes to the latest version and try again",
+                "the object has been modified; please apply your changes to the latest version and "
+                "try again",
             )
         self._check_type(rt, new)
         meta = new.setdefault("metadata", {})
         if meta.get("name", name) != name:
             raise bad_request(
-                f'the name of the object ({meta.get("name")}) does not match the name on the URL ({name})'
+                f'the name of the object ({meta.get("name")}) does not match the name on the URL '
+                f'({name})'
             )
         if (
             rt.namespaced
             and meta.get("namespace", old["metadata"]["namespace"]) != old["metadata"]["namespace"]
         ):
             raise bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request"
+                "the namespace of the provided object does not match the namespace sent on the "
+                "request"
             )
         for keep in (
             "name",
@@ -535,7 +545,8 @@ class KubeStore:
                 raise conflict(
                     rt,
                     name,
-                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {old['metadata']['uid']}",
+                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
+                    f"{old['metadata']['uid']}",
                 )
             if (
                 pre.get("resourceVersion")
@@ -566,7 +577,8 @@ class KubeStore:
         body_name = (binding.get("metadata") or {}).get("name")
         if body_name and body_name != pod_name:
             raise bad_request(
-                f"the name of the object ({body_name}) does not match the name on the URL ({pod_name})"
+                f"the name of the object ({body_name}) does not match the name on the URL "
+                f"({pod_name})"
             )
         target = (binding.get("target") or {}).get("name")
         if not target:
@@ -591,7 +603,8 @@ class KubeStore:
                 )
             new = copy.deepcopy(old)
             new["spec"]["nodeName"] = target
-            # Like setPodHostAndAnnotations: the Binding's annotations land on the pod in the same write.
+            # Like setPodHostAndAnnotations: the Binding's annotations land on the pod in the same
+            # write.
             annotations = (binding.get("metadata") or {}).get("annotations") or {}
             if annotations:
                 new["metadata"].setdefault("annotations", {}).update(annotations)

@@ -72,7 +72,8 @@ class PodWriter:
     instance: str = ""
 
     def bind(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
-        """Bind (with annotations) and record the Scheduled event. Raises BindError if the bind fails."""
+        """Bind (with annotations) and record the Scheduled event. Raises BindError if the bind
+        fails."""
         annotations = {
             ALLOCATION_ANNOTATION: str(alloc_id),
             RANK_ANNOTATION: str(slot.rank),
@@ -103,7 +104,8 @@ class PodWriter:
             pod,
             "Normal",
             "Scheduled",
-            f"Successfully assigned {pod.ref} to {slot.hostname} (allocation {alloc_id}, cores {slot.cores or '-'}, gpus {slot.gpus or '-'})",
+            f"Successfully assigned {pod.ref} to {slot.hostname} (allocation {alloc_id}, cores "
+            f"{slot.cores or '-'}, gpus {slot.gpus or '-'})",
         )
 
     def not_scheduled(self, pod: PodInfo, reason: str, message: str, event: bool = True) -> None:

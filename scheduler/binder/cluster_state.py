@@ -141,7 +141,8 @@ class GroupAllocation:
 
 @dataclass(frozen=True, slots=True)
 class OutsideUsage:
-    """What is not ours to place on a node: capacity above allocatable plus other schedulers' pods."""
+    """What is not ours to place on a node: capacity above allocatable plus other schedulers'
+    pods."""
 
     cores: int
     gpus: int
@@ -198,7 +199,8 @@ class ClusterState:
         return pod.scheduler == self.scheduler_name
 
     def sync_pods(self, items: list[dict]) -> None:
-        """A full list: apply everything, and forget pods that vanished while we were not watching."""
+        """A full list: apply everything, and forget pods that vanished while we were not
+        watching."""
         seen = set()
         for obj in items:
             info = PodInfo.from_pod(obj)
@@ -413,7 +415,8 @@ class ClusterState:
             self.changed = True
 
     def usable_nodes(self) -> list[str]:
-        """Nodes fluxnode may place on: known to the graph, Ready, schedulable, outside usage pinned."""
+        """Nodes fluxnode may place on: known to the graph, Ready, schedulable, outside usage
+        pinned."""
         if self._usable[0] == self.node_generation:
             return self._usable[1]
         out = []
@@ -428,7 +431,8 @@ class ClusterState:
         return self._usable[1]
 
     def outside_usage(self, name: str) -> OutsideUsage | None:
-        """What the graph must hold back on `name`, or None if the node is unknown to either side."""
+        """What the graph must hold back on `name`, or None if the node is unknown to either
+        side."""
         node = self.nodes.get(name)
         cap = self.capacity.get(name)
         if node is None or cap is None:

@@ -236,6 +236,7 @@ def eligible_nodes(
 
 
 def explain(excluded: Mapping[str, int], total: int) -> str:
-    """kube-scheduler's summary: ``0/3 nodes are available: 2 node(s) had untolerated taint {a}, ...``."""
+    """kube-scheduler's summary: ``0/3 nodes are available: 2 node(s) had untolerated taint {a},
+    ...``."""
     parts = ", ".join(f"{n} {reason}" for reason, n in sorted(excluded.items()))
     return f"0/{total} nodes are available: {parts}"

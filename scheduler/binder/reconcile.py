@@ -137,7 +137,8 @@ class Reconciler:
                     slots = assign(unbound, list(free_nodes.values()))
             except AssignmentError as exc:
                 log.warning(
-                    "allocation %d of %s: cannot split what is left among its %d unbound pods (%s); "
+                    "allocation %d of %s: cannot split what is left among its %d unbound pods "
+                    "(%s); "
                     "they are asked for again",
                     a["id"],
                     key,
@@ -160,7 +161,8 @@ class Reconciler:
 
 
 def pod_shape(pod: PodInfo) -> tuple[int, int, int]:
-    """(cores, GPUs, memory MiB) of a pod's slot; one core for an unparsable pod (reported at placement)."""
+    """(cores, GPUs, memory MiB) of a pod's slot; one core for an unparsable pod (reported at
+    placement)."""
     try:
         req = pod_requests(pod.raw)
     except PodRequestError:

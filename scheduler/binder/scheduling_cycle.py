@@ -258,7 +258,8 @@ class SchedulingCycle:
         if not candidates.names:
             return self._waiting(
                 pods,
-                "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full); will retry",
+                "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full); will "
+                "retry",
             )
         try:
             placements = [pod_placement(p.raw) for p in pods]
@@ -368,7 +369,10 @@ class SchedulingCycle:
         and say so on its pods."""
         group.unsatisfiable, group.unsatisfiable_generation = reason, self.ctx.state.node_generation
         if message is None:
-            message = f"unsatisfiable: {reason.removeprefix('unsatisfiable: ')}; will not fit until the cluster changes"
+            message = (
+                f"unsatisfiable: {reason.removeprefix('unsatisfiable: ')}; "
+                "will not fit until the cluster changes"
+            )
         self.ctx.report(pods, "Unschedulable", message)
         self.ctx.metrics.attempts.labels("unschedulable").inc()
         return "unschedulable"
@@ -388,15 +392,24 @@ class SchedulingCycle:
             if g > big_g:
                 return f"a pod needs {g} GPUs but the largest usable node has {big_g}"
             if m > big_m:
-                return f"a pod needs {m} MiB of memory but the largest usable node has {big_m} MiB in the graph"
+                return (
+                    f"a pod needs {m} MiB of memory but the largest usable node has "
+                    f"{big_m} MiB in the graph"
+                )
         total_c = sum(c for c, _g, _m in shapes.values())
         total_g = sum(g for _c, g, _m in shapes.values())
         have_c = sum(c.cores for c in caps)
         have_g = sum(c.gpus for c in caps)
         if total_c > have_c:
-            return f"the group needs {total_c} cores in {len(shapes)} pods but the {len(caps)} usable nodes have {have_c} in total"
+            return (
+                f"the group needs {total_c} cores in {len(shapes)} pods but the "
+                f"{len(caps)} usable nodes have {have_c} in total"
+            )
         if total_g > have_g:
-            return f"the group needs {total_g} GPUs but the {len(caps)} usable nodes have {have_g} in total"
+            return (
+                f"the group needs {total_g} GPUs but the {len(caps)} usable nodes "
+                f"have {have_g} in total"
+            )
         return None
 
     def _report_waiting(self) -> None:
@@ -417,5 +430,8 @@ class SchedulingCycle:
                 or now - group.since < ctx.config.report_delay
             ):
                 continue
-            message = f"waiting for group {group.key.namespace}/{group.key.name}: {group.size} pods required"
+            message = (
+                f"waiting for group {group.key.namespace}/{group.key.name}: "
+                f"{group.size} pods required"
+            )
             ctx.report(list(group.pending.values()), "WaitingForGroup", message)

@@ -69,7 +69,8 @@ def assign(pods: dict[str, tuple[int, int, int]], nodes: list[dict]) -> dict[str
                 break
         else:
             raise AssignmentError(
-                f"allocation has no room left for a pod of {ncores} cores, {ngpus} GPUs and {mib} MiB of memory"
+                f"allocation has no room left for a pod of {ncores} cores, {ngpus} GPUs and {mib} "
+                "MiB of memory"
             )
     return out
 

@@ -8,7 +8,8 @@ the answer's per-kind placement names each kind by its label. The result is the
 jobspec as it goes over the wire (a plain mapping, RFC 14); ``Jobspec.parse`` of it
 is what the traverser matches. Why not a parsed `Jobspec`: parsing expands the
 hostlist constraint (a millisecond for a thousand nodes), which only the service
-needs; a binder would pay it on every attempt for nothing. Memory is counted in MiB, as R models it; the service's graph splits
+needs; a binder would pay it on every attempt for nothing. Memory is counted in MiB, as R models it;
+the service's graph splits
 each node's memory into equal vertices and a slot takes whole ones (see
 scheduler/service/flat_graph.py).
 """

@@ -109,7 +109,8 @@ class Journal:
     def record(self, entry: JournalEntry) -> None:
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO allocation(id, jobspec, policy, R, nodes, labels, created, kinds)"
+                "INSERT OR REPLACE INTO allocation(id, jobspec, policy, R, nodes, labels, created, "
+                "kinds)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     entry.id,
@@ -147,7 +148,8 @@ class Journal:
     def entries(self) -> list[JournalEntry]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT id, jobspec, policy, R, nodes, labels, created, kinds FROM allocation ORDER BY id"
+                "SELECT id, jobspec, policy, R, nodes, labels, created, kinds FROM allocation "
+                "ORDER BY id"
             ).fetchall()
         return [
             JournalEntry(

@@ -50,7 +50,8 @@ class Placement:
 
 
 def nodes_to_R(nodes: list[dict], hostnames: dict[int, str] | None = None) -> dict:
-    """An RFC 20 R (R_lite + nodelist, no ``scheduling``) for per-node summaries; ranks merged per node."""
+    """An RFC 20 R (R_lite + nodelist, no ``scheduling``) for per-node summaries; ranks merged per
+    node."""
     cores: dict[int, set[int]] = {}
     gpus: dict[int, set[int]] = {}
     names: dict[int, str] = dict(hostnames or {})

@@ -7,7 +7,8 @@ Every allocation is committed to the journal before the answer goes out, and
 replayed into a fresh graph on start, so a leader restart loses nothing and
 hands nothing out twice. When brokers join, R grows and their nodes are added
 to the live graph in place (allocations and reservations kept); any other change
-of R builds a new graph and replays the journal into it. Down ranks are marked down in the graph (never
+of R builds a new graph and replays the journal into it. Down ranks are marked down in the graph
+(never
 allocated); allocations already there stay until they are cancelled.
 
 Topics (payloads in docs/developers/interfaces.md):
@@ -145,7 +146,8 @@ class SchedService:
             except (Busy, Unsatisfiable, InvalidRequest) as exc:
                 alloc.restored = False
                 self.log.error(
-                    "sched: allocation %d could not be replayed: %s (kept; retried on resource change)",
+                    "sched: allocation %d could not be replayed: %s (kept; retried on resource "
+                    "change)",
                     alloc.id,
                     exc,
                 )
@@ -283,7 +285,8 @@ class SchedService:
         if unknown:
             raise ServiceError(
                 errno.EINVAL,
-                f"ranks: allocation {alloc.id} holds {idset.encode(held)}, not {idset.encode(unknown)}",
+                f"ranks: allocation {alloc.id} holds {idset.encode(held)}, not "
+                f"{idset.encode(unknown)}",
             )
         if ranks == held:
             return self._cancel_all(alloc)

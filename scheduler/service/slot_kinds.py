@@ -103,7 +103,8 @@ def widest_slot(spec: Jobspec, kinds: list[Jobspec]) -> Jobspec | None:
 
 
 def merge_nodes(parts: list[list[dict]]) -> list[dict]:
-    """Per-node summaries of several matches, combined per rank (cores/GPUs united, memory added)."""
+    """Per-node summaries of several matches, combined per rank (cores/GPUs united, memory
+    added)."""
     per_rank: dict[int, dict] = {}
     for nodes in parts:
         for n in nodes:

@@ -1,4 +1,5 @@
-"""One logging setup for broker, node agent and binder: stderr at its level, a file at every level."""
+"""One logging setup for broker, node agent and binder: stderr at its level, a file at every
+level."""
 
 from __future__ import annotations
 

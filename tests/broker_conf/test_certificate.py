@@ -40,7 +40,8 @@ def test_generate_write_load_round_trip(tmp_path):
 
 
 def test_keys_work_for_zmq_curve(tmp_path):
-    """A loaded certificate secures a real CURVE connection (server and client share it, like brokers)."""
+    """A loaded certificate secures a real CURVE connection (server and client share it, like
+    brokers)."""
     cert = certificate.load(certificate.write(tmp_path / "c", certificate.generate()))
     ctx = zmq.Context()
     try:
@@ -86,7 +87,8 @@ def test_reads_czmq_style_certificate(tmp_path):
         "#   ****  Generated on 2015-02-16 01:23:56 by CZMQ  ****\n"
         "#   ZeroMQ CURVE **Secret** Certificate\n"
         "#   DO NOT PROVIDE THIS FILE TO OTHER USERS nor change its permissions.\n\n"
-        f"metadata\ncurve\n    public-key = \"{pub.decode()}\"\n    secret-key = \"{sec.decode()}\"\n"
+        f"metadata\ncurve\n    public-key = \"{pub.decode()}\"\n    secret-key = "
+        f"\"{sec.decode()}\"\n"
     )
     cert = certificate.load(path)
     assert cert.public_key == pub and cert.secret_key == sec and cert.metadata == {}
@@ -95,7 +97,8 @@ def test_reads_czmq_style_certificate(tmp_path):
 def good_text() -> tuple[str, bytes, bytes]:
     pub, sec = zmq.curve_keypair()
     return (
-        f'metadata\n    name = "x"\ncurve\n    public-key = "{pub.decode()}"\n    secret-key = "{sec.decode()}"\n',
+        f'metadata\n    name = "x"\ncurve\n    public-key = "{pub.decode()}"\n    secret-key = '
+        f'"{sec.decode()}"\n',
         pub,
         sec,
     )

@@ -177,7 +177,10 @@ def test_directory_error_names_the_file_with_the_key(tmp_path):
     assert exc.value.file == str(d / "z.toml") and exc.value.key == "tbon.torpid_max"
 
 
-BASE = '[bootstrap]\ncurve_cert = "/c"\ndefault_port = 8050\ndefault_bind = "tcp://*:%p"\ndefault_connect = "tcp://%h:%p"\n'
+BASE = (
+    '[bootstrap]\ncurve_cert = "/c"\ndefault_port = 8050\ndefault_bind = "tcp://*:%p"\n'
+    'default_connect = "tcp://%h:%p"\n'
+)
 
 ERRORS = [
     # (toml text, dotted key, problem fragment)
@@ -193,7 +196,7 @@ ERRORS = [
     ),
     (
         BASE
-        + "hosts = [{host = \"a\"}, {host = \"b\", parent = \"c\"}, {host = \"c\", parent = \"b\"}]",
+        + 'hosts = [{host = "a"}, {host = "b", parent = "c"}, {host = "c", parent = "b"}]',
         "bootstrap.hosts",
         "parent cycle",
     ),

@@ -61,7 +61,8 @@ def test_check_error_is_one_line(tmp_path):
     r = run("check", str(bad))
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == [
-        f"fluxnode-config: {bad}: tbon.torpid_max: invalid duration 'soon': expected a number with optional "
+        f"fluxnode-config: {bad}: tbon.torpid_max: invalid duration 'soon': expected a number with "
+        "optional "
         "suffix ms, s, m, h or d (e.g. '30s')"
     ]
 
@@ -112,7 +113,8 @@ def test_topology_from_config(tmp_path):
     conf = tmp_path / "b.toml"
     conf.write_text(
         '[bootstrap]\ncurve_cert = "/c"\ndefault_port = 1\ndefault_bind = "tcp://*:%p"\n'
-        'default_connect = "tcp://%h:%p"\nhosts = [{host = "n[0-2]"}, {host = "n2", parent = "n1"}]\n'
+        'default_connect = "tcp://%h:%p"\nhosts = [{host = "n[0-2]"}, {host = "n2", parent = '
+        '"n1"}]\n'
     )
     r = run("topology", "--config", str(conf))
     assert r.returncode == 0

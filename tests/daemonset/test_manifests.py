@@ -48,7 +48,8 @@ def test_kustomization_lists_every_manifest():
     missing = [n for n in listed if not (DAEMONSET / n).exists()]
     if missing and set(missing) <= set(OWNED_BY_OTHERS):
         pytest.skip(
-            f"{', '.join(missing)} not written yet ({', '.join(OWNED_BY_OTHERS[m] for m in missing)})"
+            f"{', '.join(missing)} not written yet "
+            f"({', '.join(OWNED_BY_OTHERS[m] for m in missing)})"
         )
     assert not missing
 

@@ -1,4 +1,5 @@
-"""A real overlay instance + the Kubernetes API emulator + binders, for the binder's tests and bench.
+"""A real overlay instance + the Kubernetes API emulator + binders, for the binder's tests and
+bench.
 
     with BinderCluster(tmp_path, {"node0": 4, "node1": 4}) as c:
         b = c.start_binder()
@@ -238,7 +239,8 @@ class BinderCluster:
             given_gpus = parse_idset(ann.get("fluxnode.io/gpus") or "")
             want_cores = max(1, -(-milli // 1000))  # whole cores, at least one
             assert len(cores) == want_cores, (
-                f"{name} asks for {milli}m CPU (= {want_cores} whole cores) but was given cores {sorted(cores)}"
+                f"{name} asks for {milli}m CPU (= {want_cores} whole cores) but was given cores "
+                f"{sorted(cores)}"
             )
             assert len(given_gpus) == gpus, (
                 f"{name} asks for {gpus} GPUs but was given {sorted(given_gpus)}"

@@ -31,7 +31,10 @@ def ensure_sshd() -> str | None:
     if SSHD.exists() and shutil.which("ssh-keygen"):
         return None
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return "sshd is not installed (install openssh-server, or run the tests as root with apt-get available)"
+        return (
+            "sshd is not installed (install openssh-server, "
+            "or run the tests as root with apt-get available)"
+        )
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     for argv in (
         ["apt-get", "update", "-qq"],
@@ -39,7 +42,8 @@ def ensure_sshd() -> str | None:
     ):
         r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
-            return f"cannot install openssh-server ({' '.join(argv)} failed: {r.stderr.strip()[-200:]})"
+            failure = r.stderr.strip()[-200:]
+            return f"cannot install openssh-server ({' '.join(argv)} failed: {failure})"
     if not SSHD.exists():
         return "openssh-server installed but /usr/sbin/sshd is missing"
     return None

@@ -28,7 +28,8 @@ def test_cpu_affinity_is_respected():
     cpu = min(os.sched_getaffinity(0))
     code = (
         f"import os, json; os.sched_setaffinity(0, {{{cpu}}}); "
-        "from fluxnode.agent.broker.discovery import discover; print(json.dumps(discover(hostname='x').cores))"
+        "from fluxnode.agent.broker.discovery import discover; "
+        "print(json.dumps(discover(hostname='x').cores))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
@@ -166,7 +167,8 @@ NVIDIA_SMI_NO_DRIVER = (
 
 
 def stub_nvidia_smi(bindir, stdout: str, code: int = 0):
-    """An `nvidia-smi` executable that answers `-L` (`--list-gpus`) like the real one and refuses anything else
+    """An `nvidia-smi` executable that answers `-L` (`--list-gpus`) like the real one and refuses
+    anything else
     (so a change in how discovery calls it fails here instead of passing on made-up output)."""
     bindir.mkdir()
     (bindir / "listing").write_text(stdout)
@@ -183,7 +185,8 @@ exit {code}
 
 
 def gpus_with_path(tmp_path, bindir) -> list[int]:
-    """Discovery in a fresh process whose PATH starts with `bindir` and whose /dev has no GPU nodes."""
+    """Discovery in a fresh process whose PATH starts with `bindir` and whose /dev has no GPU
+    nodes."""
     dev = tmp_path / "dev"
     dev.mkdir()
     (dev / "nvidiactl").write_text("")  # the control node is not a GPU

@@ -52,7 +52,8 @@ def start(tmp_path: Path) -> tuple[subprocess.Popen, dict, int, Path]:
         "--",
         sys.executable,
         "-c",
-        f"import os, pathlib, sys; pathlib.Path({str(pidfile)!r}).write_text(str(os.getpid())); sys.stdin.read()",
+        f"import os, pathlib, sys; pathlib.Path({str(pidfile)!r}).write_text(str(os.getpid())); "
+        "sys.stdin.read()",
     ]
     with open(stderr, "wb") as err:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)

@@ -135,7 +135,8 @@ def test_watch_expired_event_relists_with_a_sync(kube, core, informers):
 
 
 def test_changes_missed_while_the_watch_was_down_are_repaired_by_the_relist(kube, core, informers):
-    """Without a fatal handler a 403 is retried (the binder's way); the resume gets 410 and re-lists."""
+    """Without a fatal handler a 403 is retried (the binder's way); the resume gets 410 and
+    re-lists."""
     kube.add_node("n1")
     kube.add_node("n2")
     rule = kube.forbid("watch", "nodes")

@@ -1,4 +1,5 @@
-"""Placement rules a pod carries (nodeSelector, required node affinity, tolerations) against nodes."""
+"""Placement rules a pod carries (nodeSelector, required node affinity, tolerations) against
+nodes."""
 
 from __future__ import annotations
 

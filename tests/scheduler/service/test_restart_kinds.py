@@ -22,10 +22,12 @@ from fluxnode.testing.instance import Instance
 from fluxnode.testing.waiting import wait_for
 
 OLD_SCHEMA = """
-CREATE TABLE allocation (id INTEGER PRIMARY KEY, jobspec TEXT NOT NULL, policy TEXT NOT NULL, R TEXT NOT NULL,
-                         nodes TEXT NOT NULL, labels TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE allocation (id INTEGER PRIMARY KEY, jobspec TEXT NOT NULL, policy TEXT NOT NULL,
+                         R TEXT NOT NULL, nodes TEXT NOT NULL, labels TEXT NOT NULL,
+                         created REAL NOT NULL);
 CREATE TABLE counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-INSERT INTO allocation VALUES (7, '{"version": 1}', 'first', '{}', '[{"rank": 0, "cores": "0-1"}]', '{"g": "old"}', 1.0);
+INSERT INTO allocation VALUES (7, '{"version": 1}', 'first', '{}',
+                               '[{"rank": 0, "cores": "0-1"}]', '{"g": "old"}', 1.0);
 INSERT INTO counter VALUES ('alloc', 1000);
 """
 

@@ -75,7 +75,8 @@ def echo():
 
 @pytest.fixture
 def ssh_env(tmp_path, sshd):
-    """Environment for `fluxnode proxy` subprocesses: isolated HOME, no agent, test relay command."""
+    """Environment for `fluxnode proxy` subprocesses: isolated HOME, no agent, test relay
+    command."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SSH_", "FLUXNODE_"))}
     home = tmp_path / "home"
     home.mkdir()

@@ -1,4 +1,5 @@
-"""Run under `fluxnode proxy`: open N connections to $FLUXNODE_URI, echo SIZE random bytes on each."""
+"""Run under `fluxnode proxy`: open N connections to $FLUXNODE_URI, echo SIZE random bytes on
+each."""
 
 import os
 import socket
@@ -30,7 +31,8 @@ def one(i: int) -> None:
         sender.join()
     if bytes(got) != payload:
         errors.append(
-            f"connection {i}: sent {len(payload)} bytes, got {len(got)} back (equal={bytes(got) == payload})"
+            f"connection {i}: sent {len(payload)} bytes, got {len(got)} back "
+            f"(equal={bytes(got) == payload})"
         )
 
 
