@@ -11,6 +11,11 @@ Durations are RFC 23 FSD strings (``"30s"``) in TOML and float seconds in Python
 ``hosts`` entries may be RFC 29 hostlists; a host may appear in several entries (later
 entries add ``bind``/``connect``/``parent``), and a broker's rank is the position of its
 host's first appearance.
+
+Each table's model and reader is in `config_tables`; this module assembles them into a
+`BrokerConfig` (and its derived views: resolved hosts, URIs, topology), checks what
+spans tables, and loads files and directories. `config` is the public face: the table
+models and `ConfigError` are part of its ``__all__``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,17 @@ from typing import Any
 
 import tomli_w
 from fluxnode.broker_conf import fsd, hostlist, idset
-from fluxnode.broker_conf.topology import Topology, TopologyError, validate_spec
+from fluxnode.broker_conf.config_tables import (
+    TABLE_PARSERS,
+    AccessConfig,
+    BootstrapConfig,
+    ConfigError,
+    HostEntry,
+    Origins,
+    ResourceConfig,
+    TbonConfig,
+)
+from fluxnode.broker_conf.topology import Topology, TopologyError
 
 __all__ = [
     "ConfigError",
@@ -40,79 +55,6 @@ __all__ = [
     "from_dict",
     "dumps",
 ]
-
-URI_SCHEMES = ("tcp://", "ipc://")
-
-
-class ConfigError(ValueError):
-    """A broker configuration problem: `file`, dotted `key` and `problem` are kept separately."""
-
-    def __init__(self, file: str | Path | None, key: str, problem: str) -> None:
-        self.file = str(file) if file is not None else "<config>"
-        self.key = key
-        self.problem = problem
-        where = f"{self.file}: {key}: " if key else f"{self.file}: "
-        super().__init__(where + problem)
-
-
-@dataclass
-class HostEntry:
-    """One ``[[bootstrap.hosts]]`` entry; `host` may be a hostlist (``node[1-4]``)."""
-
-    host: str
-    bind: str | None = None
-    connect: str | None = None
-    parent: str | None = None
-
-
-@dataclass
-class BootstrapConfig:
-    curve_cert: str | None = None
-    default_port: int | None = None
-    default_bind: str | None = None
-    default_connect: str | None = None
-    hosts: list[HostEntry] = field(default_factory=list)
-    enable_ipv6: bool = False
-
-
-@dataclass
-class TbonConfig:
-    """``[tbon]``; durations in seconds, defaults as documented in flux-config-tbon(5)."""
-
-    topo: str = "custom"
-    tcp_user_timeout: float = 20.0
-    connect_timeout: float = 30.0
-    torpid_min: float = 5.0
-    torpid_max: float = 30.0
-    zmqdebug: int = 0
-    child_rcvhwm: int = 0
-    prefertcp: bool = False
-    interface_hint: str | None = None
-
-
-@dataclass
-class ResourceConfig:
-    """``[resource]``: where R comes from and what to leave out.
-
-    `override` is fluxnode's own key: a JSON/TOML file describing this node's resources
-    (cores, sockets, gpus, memory_mib, hostname) used instead of discovery, for tests.
-    """
-
-    path: str | None = None
-    scheduling: str | None = None
-    exclude: str | None = None
-    noverify: bool = False
-    norestrict: bool = False
-    override: str | None = None
-
-
-@dataclass
-class AccessConfig:
-    """``[access]`` (flux-config-access(5))."""
-
-    allow_guest_user: bool = False
-    allow_root_owner: bool = False
-
 
 @dataclass(frozen=True)
 class ResolvedHost:
@@ -328,222 +270,6 @@ def dumps(cfg: BrokerConfig) -> str:
     return tomli_w.dumps(cfg.to_dict())
 
 
-# -- parsing ------------------------------------------------------------------
-
-
-class _Origins:
-    """Which file each dotted key came from, so merged-directory errors name the right file."""
-
-    def __init__(self, default: Path | None) -> None:
-        self.default = default
-        self.by_key: dict[str, Path] = {}
-
-    def file_for(self, key: str) -> Path | None:
-        parts = key.replace("[", ".[").split(".")
-        while parts:
-            hit = self.by_key.get(".".join(parts).replace(".[", "["))
-            if hit is not None:
-                return hit
-            parts.pop()
-        return self.default
-
-
-class _Reader:
-    """Typed accessors over one TOML table that record errors with dotted keys."""
-
-    def __init__(self, table: Any, prefix: str, origins: _Origins) -> None:
-        self.prefix = prefix
-        self.origins = origins
-        if not isinstance(table, dict):
-            raise self.error(prefix, f"must be a table, not {_tname(table)}")
-        self.table = table
-        self.seen: set[str] = set()
-
-    def key(self, name: str) -> str:
-        return f"{self.prefix}.{name}" if self.prefix else name
-
-    def error(self, key: str, problem: str) -> ConfigError:
-        return ConfigError(self.origins.file_for(key), key, problem)
-
-    def get(self, name: str, kinds: tuple[type, ...], what: str, default: Any = None) -> Any:
-        self.seen.add(name)
-        if name not in self.table:
-            return default
-        value = self.table[name]
-        if isinstance(value, bool) and bool not in kinds:
-            raise self.error(self.key(name), f"must be {what}, not a boolean")
-        if not isinstance(value, kinds):
-            raise self.error(self.key(name), f"must be {what}, not {_tname(value)} {_short(value)}")
-        return value
-
-    def string(self, name: str, default: str | None = None) -> str | None:
-        value = self.get(name, (str,), "a string", default)
-        if value is not None and value == "":
-            raise self.error(self.key(name), "must not be empty")
-        return value
-
-    def boolean(self, name: str, default: bool = False) -> bool:
-        return self.get(name, (bool,), "a boolean (true/false)", default)
-
-    def integer(
-        self,
-        name: str,
-        default: int | None = None,
-        minimum: int | None = None,
-        maximum: int | None = None,
-    ) -> int | None:
-        value = self.get(name, (int,), "an integer", default)
-        if value is not None and name in self.table:
-            if minimum is not None and value < minimum:
-                raise self.error(self.key(name), f"must be >= {minimum}, not {value}")
-            if maximum is not None and value > maximum:
-                raise self.error(self.key(name), f"must be <= {maximum}, not {value}")
-        return value
-
-    def duration(self, name: str, default: float) -> float:
-        value = self.get(name, (str, int, float), "a duration like \"30s\" (RFC 23 FSD)", None)
-        if value is None:
-            return default
-        try:
-            return fsd.parse(value)
-        except fsd.FSDError as exc:
-            raise self.error(self.key(name), str(exc)) from None
-
-    def uri(self, name: str) -> str | None:
-        value = self.string(name)
-        if value is not None and not value.startswith(URI_SCHEMES):
-            raise self.error(
-                self.key(name),
-                f"{value!r} is not a ZeroMQ endpoint (expected tcp://HOST:PORT, %h/%p allowed)",
-            )
-        return value
-
-    def finish(self, known: list[str] | tuple[str, ...]) -> None:
-        unknown = sorted(set(self.table) - self.seen)
-        if unknown:
-            raise self.error(
-                self.key(unknown[0]),
-                f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
-                f"(known: {', '.join(known)})",
-            )
-
-
-def _tname(value: Any) -> str:
-    return {
-        dict: "a table",
-        list: "an array",
-        str: "a string",
-        int: "an integer",
-        float: "a float",
-        bool: "a boolean",
-    }.get(type(value), type(value).__name__)
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return f"({text[:40]}...)" if len(text) > 43 else f"({text})"
-
-
-def _parse_bootstrap(table: Any, origins: _Origins) -> BootstrapConfig:
-    r = _Reader(table, "bootstrap", origins)
-    cfg = BootstrapConfig(
-        curve_cert=r.string("curve_cert"),
-        default_port=r.integer("default_port", minimum=1, maximum=65535),
-        default_bind=r.uri("default_bind"),
-        default_connect=r.uri("default_connect"),
-        enable_ipv6=r.boolean("enable_ipv6"),
-    )
-    hosts = r.get("hosts", (list,), "an array of tables like { host = \"node[1-4]\" }", [])
-    for i, item in enumerate(hosts):
-        h = _Reader(item, f"bootstrap.hosts[{i}]", origins)
-        host = h.string("host")
-        if host is None:
-            raise h.error(h.key("host"), "is required (the hostname or hostlist of this entry)")
-        try:
-            if not hostlist.decode(host):
-                raise h.error(h.key("host"), "is an empty hostlist")
-        except hostlist.HostlistError as exc:
-            raise h.error(h.key("host"), str(exc)) from None
-        parent = h.string("parent")
-        cfg.hosts.append(
-            HostEntry(host=host, bind=h.uri("bind"), connect=h.uri("connect"), parent=parent)
-        )
-        h.finish(("host", "bind", "connect", "parent"))
-    r.finish(
-        ("curve_cert", "default_port", "default_bind", "default_connect", "enable_ipv6", "hosts")
-    )
-    return cfg
-
-
-def _parse_tbon(table: Any, origins: _Origins) -> TbonConfig:
-    r = _Reader(table, "tbon", origins)
-    d = TbonConfig()
-    topo = r.string("topo", d.topo)
-    try:
-        validate_spec(topo)
-    except TopologyError as exc:
-        raise r.error("tbon.topo", str(exc)) from None
-    cfg = TbonConfig(
-        topo=topo,
-        tcp_user_timeout=r.duration("tcp_user_timeout", d.tcp_user_timeout),
-        connect_timeout=r.duration("connect_timeout", d.connect_timeout),
-        torpid_min=r.duration("torpid_min", d.torpid_min),
-        torpid_max=r.duration("torpid_max", d.torpid_max),
-        zmqdebug=r.integer("zmqdebug", d.zmqdebug, minimum=0, maximum=1),
-        child_rcvhwm=r.integer("child_rcvhwm", d.child_rcvhwm, minimum=0),
-        prefertcp=r.boolean("prefertcp", d.prefertcp),
-        interface_hint=r.string("interface-hint"),
-    )
-    r.finish(
-        (
-            "topo",
-            "tcp_user_timeout",
-            "connect_timeout",
-            "torpid_min",
-            "torpid_max",
-            "zmqdebug",
-            "child_rcvhwm",
-            "prefertcp",
-            "interface-hint",
-        )
-    )
-    return cfg
-
-
-def _parse_resource(table: Any, origins: _Origins) -> ResourceConfig:
-    r = _Reader(table, "resource", origins)
-    cfg = ResourceConfig(
-        path=r.string("path"),
-        scheduling=r.string("scheduling"),
-        exclude=r.string("exclude"),
-        noverify=r.boolean("noverify"),
-        norestrict=r.boolean("norestrict"),
-        override=r.string("override"),
-    )
-    if cfg.exclude is not None:
-        try:
-            idset.decode(cfg.exclude)
-        except idset.IdsetError:
-            try:
-                hostlist.decode(cfg.exclude)
-            except hostlist.HostlistError as exc:
-                raise r.error(
-                    "resource.exclude", f"must be an idset of ranks or a hostlist: {exc}"
-                ) from None
-    r.finish(("path", "scheduling", "exclude", "noverify", "norestrict", "override"))
-    return cfg
-
-
-def _parse_access(table: Any, origins: _Origins) -> AccessConfig:
-    r = _Reader(table, "access", origins)
-    cfg = AccessConfig(
-        allow_guest_user=r.boolean("allow-guest-user"),
-        allow_root_owner=r.boolean("allow-root-owner"),
-    )
-    r.finish(("allow-guest-user", "allow-root-owner"))
-    return cfg
-
-
 def _resolve_hosts(entries: list[HostEntry], path: Path | None) -> list[ResolvedHost]:
     resolved: list[dict[str, Any]] = []
     index: dict[str, int] = {}
@@ -587,33 +313,27 @@ def _resolve_hosts(entries: list[HostEntry], path: Path | None) -> list[Resolved
     ]
 
 
-_TABLES = {
-    "bootstrap": _parse_bootstrap,
-    "tbon": _parse_tbon,
-    "resource": _parse_resource,
-    "access": _parse_access,
-}
 
 
 def from_dict(
-    data: Mapping[str, Any], path: str | Path | None = None, *, origins: _Origins | None = None
+    data: Mapping[str, Any], path: str | Path | None = None, *, origins: Origins | None = None
 ) -> BrokerConfig:
     """Validate a parsed TOML mapping into a BrokerConfig (every check `load` does)."""
-    origins = origins or _Origins(Path(path) if path is not None else None)
-    unknown = sorted(set(data) - set(_TABLES))
+    origins = origins or Origins(Path(path) if path is not None else None)
+    unknown = sorted(set(data) - set(TABLE_PARSERS))
     if unknown:
         raise ConfigError(
             origins.file_for(unknown[0]),
             unknown[0],
-            f"unknown table {unknown[0]!r} (known: {', '.join(_TABLES)})",
+            f"unknown table {unknown[0]!r} (known: {', '.join(TABLE_PARSERS)})",
         )
-    parts = {name: parse(data.get(name, {}), origins) for name, parse in _TABLES.items()}
+    parts = {name: parse(data.get(name, {}), origins) for name, parse in TABLE_PARSERS.items()}
     cfg = BrokerConfig(**parts, path=Path(path) if path is not None else origins.default)
     _validate(cfg, origins)
     return cfg
 
 
-def _validate(cfg: BrokerConfig, origins: _Origins) -> None:
+def _validate(cfg: BrokerConfig, origins: Origins) -> None:
     def err(key: str, problem: str) -> ConfigError:
         return ConfigError(origins.file_for(key), key, problem)
 
@@ -676,7 +396,7 @@ def _read_toml(file: Path) -> dict[str, Any]:
 
 
 def _merge(
-    dst: dict[str, Any], src: dict[str, Any], file: Path, origins: _Origins, prefix: str = ""
+    dst: dict[str, Any], src: dict[str, Any], file: Path, origins: Origins, prefix: str = ""
 ) -> None:
     for key, value in src.items():
         dotted = f"{prefix}.{key}" if prefix else key
@@ -692,7 +412,7 @@ def _merge(
             _record(value, file, origins, dotted)
 
 
-def _record(table: dict[str, Any], file: Path, origins: _Origins, prefix: str) -> None:
+def _record(table: dict[str, Any], file: Path, origins: Origins, prefix: str) -> None:
     for key, value in table.items():
         dotted = f"{prefix}.{key}"
         origins.by_key[dotted] = file
@@ -707,12 +427,12 @@ def load(path: str | Path) -> BrokerConfig:
         files = sorted(f for f in p.glob("*.toml") if f.is_file())
         if not files:
             raise ConfigError(p, "", "directory contains no *.toml files")
-        origins = _Origins(p)
+        origins = Origins(p)
         merged: dict[str, Any] = {}
         for f in files:
             _merge(merged, _read_toml(f), f, origins)
         return from_dict(merged, p, origins=origins)
     if not p.exists():
         raise ConfigError(p, "", "no such file or directory")
-    origins = _Origins(p)
+    origins = Origins(p)
     return from_dict(_read_toml(p), p, origins=origins)
