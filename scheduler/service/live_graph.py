@@ -81,9 +81,10 @@ class LiveGraph:
     """The service graph of R's nodes (see flat_graph) plus a traverser, keyed by service
     allocation ids. R that only grows (brokers join) is added to this graph in place."""
 
-    def __init__(self, R: dict):
+    def __init__(self, R: dict, nodes: list[NodeResources] | None = None):
+        """`nodes` is `parse_R(R)` when the caller has it already (it is parsed otherwise)."""
         self.R = R
-        self._nodes = {n.rank: n for n in parse_R(R)}
+        self._nodes = {n.rank: n for n in (parse_R(R) if nodes is None else nodes)}
         self._down: set[int] = set()
         self._capacity: list[dict] | None = None
         self._graph = flat_graph(self._nodes.values())
@@ -101,12 +102,13 @@ class LiveGraph:
     def same_resources(self, R: dict) -> bool:
         return R == self.R
 
-    def grow(self, R: dict) -> list[int] | None:
+    def grow(self, R: dict, nodes: list[NodeResources] | None = None) -> list[int] | None:
         """Take `R` in place when it only adds ranks (every node of today's R unchanged):
         the new nodes are added to this graph and the traverser recomputes its totals, so
         allocations and reservations stay as they are. Returns the ranks added, or None
-        (nothing changed) when `R` changes or drops a node: that needs a new graph."""
-        nodes = {n.rank: n for n in parse_R(R)}
+        (nothing changed) when `R` changes or drops a node: that needs a new graph. `nodes`
+        is `parse_R(R)` when the caller has it already."""
+        nodes = {n.rank: n for n in (parse_R(R) if nodes is None else nodes)}
         if any(nodes.get(rank) != node for rank, node in self._nodes.items()):
             return None
         added = [node for rank, node in nodes.items() if rank not in self._nodes]

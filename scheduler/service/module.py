@@ -31,6 +31,7 @@ from typing import Any
 
 from fluxnode.agent.broker.message import Message, ServiceError
 from fluxnode.broker_conf import idset
+from fluxnode.broker_conf.rv1 import parse_R
 from fluxnode.scheduler.policies.policy import POLICIES
 from fluxnode.scheduler.service.errors import Busy, InvalidRequest, Unsatisfiable
 from fluxnode.scheduler.service.journal import Journal, JournalEntry
@@ -358,7 +359,8 @@ class SchedService:
                     self.graph.set_down(new_down)
                     self.down = new_down
                 return
-            added = self.graph.grow(R)
+            nodes = parse_R(R)  # once, for the growth check and, failing it, the new graph
+            added = self.graph.grow(R, nodes)
             if added is not None:
                 self.log.info(
                     "sched: resources grew; ranks %s added to the graph",
@@ -371,7 +373,7 @@ class SchedService:
             self.log.info(
                 "sched: resources changed; rebuilding the graph and replaying allocations"
             )
-            self.graph = LiveGraph(R)
+            self.graph = LiveGraph(R, nodes)
             self.down = new_down
             for alloc_id in [a.id for a in self.allocations.values() if a.status == "RESERVED"]:
                 del self.allocations[alloc_id]  # reservations are recomputed by their owner
