@@ -31,10 +31,12 @@ lint: install
 # Import contracts (pyproject's [tool.importlinter]) checked on an installed copy of the
 # package: the editable install maps agent/, scheduler/... into fluxnode.* by path, which
 # import-linter's graph builder does not follow. Run from inside that copy so the checkout's
-# own fluxnode/ folder does not shadow it.
+# own fluxnode/ folder does not shadow it. setuptools stages the build in build/lib and keeps
+# files there from earlier builds, so a module since moved or removed would be checked too:
+# the stage is cleared first.
 IMPORTS_SITE := $(VENV)/imports-site
 imports: install
-	rm -rf $(IMPORTS_SITE)
+	rm -rf $(IMPORTS_SITE) build/lib build/bdist.*
 	$(BIN)/pip install --quiet --no-deps --no-compile --target $(IMPORTS_SITE) .
 	cd $(IMPORTS_SITE) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
 
