@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 # A script has a `__main__` block; the other files (sched_common.py, binder_sim_nodes.py)
 # are helpers the scripts import.
 SCRIPTS = sorted(

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 COMMAND_TIMEOUT = 180
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from support.paths import REPO as ROOT
+
 LAYOUT = ROOT / "docs" / "layout.md"
 PACKAGE_ROOTS = ("agent", "broker_conf", "scheduler", "fluxnode")
 

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 
 import pytest
+from support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from fluxnode.scheduler.jobspec.jobspec import FLUXION_STATIC_TYPES, Jobspec, JobspecError
-from support.paths import REPO
+from support.paths import SHARED
 
-CORPUS = REPO.parent / "shared" / "fluxion-corpus"
+CORPUS = SHARED / "fluxion-corpus"
 JOBSPECS = CORPUS / "data" / "resource" / "jobspecs"
 
 pytestmark = pytest.mark.skipif(not JOBSPECS.is_dir(), reason=f"no corpus at {CORPUS}")
