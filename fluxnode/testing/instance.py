@@ -245,6 +245,11 @@ class Instance:
     def _broker_info(self, rank: int) -> dict:
         return next(b for b in self.info["brokers"] if b["rank"] == rank)
 
+    def statedir(self, rank: int) -> Path:
+        """Where broker `rank` keeps its state (rank 0: the scheduler journal); a restart
+        keeps it."""
+        return Path(self._broker_info(rank)["attrs"]["statedir"])
+
     def tcp_uri(self, rank: int = 0) -> str:
         """The TBON endpoint of `rank` (rank 0 and interior ranks bind one)."""
         from fluxnode.broker_conf import config
