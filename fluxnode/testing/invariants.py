@@ -396,29 +396,39 @@ def _check_pods(pods: list[dict], allocations: list[dict]) -> list[Violation]:
                         "pod-core-twice" if kind == "core" else "pod-gpu-twice",
                         f"{kind} {i} of node {node} is given to pod {first} and pod {name}",
                     ))
-        alloc = by_id.get(alloc_id)
         group = ann.get(ANN + "group")
-        if alloc is None:
-            out.append(Violation(
-                "pod-outside",
-                f"pod {name} runs on {node} (rank {rank} cores [{format_ids(cores)}]) under "
-                f"allocation {alloc_id}, which is not live",
-            ))
+        alloc = by_id.get(alloc_id)
+        if alloc is not None:
+            alloc_group = (alloc.get("labels") or {}).get("group")
+            if group and alloc_group and group != alloc_group:
+                out.append(Violation(
+                    "pod-outside",
+                    f"pod {name} of group {group} runs under allocation {alloc_id} of group "
+                    f"{alloc_group}",
+                ))
+                continue
+            candidates = [alloc]
+        else:
+            # the leader may have re-adopted the pod under a new id (sched.adopt after a
+            # journal loss): any live allocation of its group holding its cores will do
+            candidates = [a for a in by_id.values()
+                          if not group or (a.get("labels") or {}).get("group") in (None, group)]
+        if any(_holds(a, rank, cores, gpus) for a in candidates):
             continue
-        alloc_group = (alloc.get("labels") or {}).get("group")
-        if group and alloc_group and group != alloc_group:
-            out.append(Violation(
-                "pod-outside",
-                f"pod {name} of group {group} runs under allocation {alloc_id} of group "
-                f"{alloc_group}",
-            ))
-        held = {s.rank: s for s in shares(alloc.get("nodes") or [])}
-        share = held.get(rank)
-        if share is None or not cores <= share.cores or not gpus <= share.gpus:
-            out.append(Violation(
-                "pod-outside",
-                f"pod {name} holds rank {rank} cores [{format_ids(cores)}]"
-                + (f" gpus [{format_ids(gpus)}]" if gpus else "")
-                + f" but its allocation {alloc_id} holds {describe(held.values())}",
-            ))
+        held = ", ".join(sorted(f"{a['id']}: " + describe(shares(a.get("nodes") or []))
+                                for a in candidates[:3]))
+        out.append(Violation(
+            "pod-outside",
+            f"pod {name} holds rank {rank} cores [{format_ids(cores)}]"
+            + (f" gpus [{format_ids(gpus)}]" if gpus else "")
+            + (f" under allocation {alloc_id}, which holds {held}" if alloc is not None else
+               f" under allocation {alloc_id}, which is not live, and no live allocation of its "
+               f"group holds them"),
+        ))
     return out
+
+
+def _holds(alloc: Mapping[str, Any], rank: int, cores: frozenset[int],
+           gpus: frozenset[int]) -> bool:
+    share = {s.rank: s for s in shares(alloc.get("nodes") or [])}.get(rank)
+    return share is not None and cores <= share.cores and gpus <= share.gpus

@@ -129,6 +129,8 @@ def test_pods_never_share_a_core_and_stay_inside_their_groups_allocation():
              pod("done", "node0", 1, "0", phase="Succeeded"),  # finished: holds nothing
              {"metadata": {"name": "other"}, "spec": {"nodeName": "node0"}, "status": {}}]
     assert check(snap(a, pods=sound)) == []
+    # re-adopted under a new id (the annotation names the old one): inside its group's: fine
+    assert check(snap(a, pods=[pod("g-0", "node0", 99, "0", group="default/PodGroup/g")])) == []
     broken = [pod("g-0", "node0", 1, "0-1", group="default/PodGroup/g"),
               pod("g-1", "node0", 1, "1", group="default/PodGroup/g"),
               pod("h-0", "node0", 2, "1", group="default/PodGroup/h"),
@@ -137,9 +139,9 @@ def test_pods_never_share_a_core_and_stay_inside_their_groups_allocation():
     found = check(snap(a, pods=broken))
     text = "\n".join(map(str, found))
     assert "core 1 of node node0 is given to pod default/g-0 and pod default/g-1" in text
-    assert "pod default/h-0 holds rank 0 cores [1] but its allocation 2 holds" in text
+    assert "pod default/h-0 holds rank 0 cores [1] under allocation 2, which holds" in text
     assert "pod default/x of group default/PodGroup/g runs under allocation 2" in text
-    assert "allocation 7, which is not live" in text
+    assert "allocation 7, which is not live, and no live allocation of its group" in text
     assert kinds(found) == ["pod-core-twice", "pod-core-twice", "pod-outside", "pod-outside",
                             "pod-outside"]
 
