@@ -1,0 +1,132 @@
+"""Issue 10's promise under injected faults: a leader, broker or binder restart never hands a
+core out twice, never drops an acknowledged allocation, and scheduling resumes by itself.
+
+Why tests/faults and not a package's folder: the promise spans the broker runtime (subtrees
+re-register), the scheduler service (the journal replay) and the binder (adoption, a loop
+that survives); no one package's tests can break all three. The harness itself
+(fluxnode.testing.invariants / fault_schedule) has its own tests in tests/testing.
+
+A seeded random schedule (fluxnode.testing.fault_schedule) of alloc / cancel / partial
+cancel interleaved with kill -9 + restart of rank 0 (also with a request in flight), of an
+interior broker and of a leaf, THE checker (fluxnode.testing.invariants) after every step.
+The seed is printed, and set by $FLUXNODE_FAULT_SEED to replay a failure; the budget is
+bounded in steps and wall time ($FLUXNODE_FAULT_BUDGET seconds, default 75 for the first
+test) so the suite stays about two minutes on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from kubernetes import client as kube_client
+from support.binder_cluster import BinderCluster
+
+from fluxnode.testing.fault_schedule import (
+    FaultRunner,
+    Planned,
+    choose_seed,
+    node_resources,
+    plan,
+)
+from fluxnode.testing.instance import Instance
+from fluxnode.testing.invariants import check, gather
+from fluxnode.testing.waiting import wait_for
+
+FAST_TBON = {"torpid_min": "0.2s", "torpid_max": "1.5s"}
+BUDGET = float(os.environ.get("FLUXNODE_FAULT_BUDGET", "75"))
+MAX_STEPS = 400
+
+
+def test_random_faults_never_overcommit_or_lose_an_allocation(tmp_path):
+    seed = choose_seed()
+    print(f"fault schedule seed {seed} (FLUXNODE_FAULT_SEED={seed} replays it)")
+    with Instance(8, tmp_path, topo="kary:2", modules=None, resources=node_resources(8),
+                  tbon=FAST_TBON) as inst:
+        wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 8, 30,
+                 what="all 8 ranks in the scheduler graph")
+        runner = FaultRunner(inst, seed, recovery_timeout=30, log=print)
+        report = runner.run(plan(seed, MAX_STEPS), deadline=time.monotonic() + BUDGET)
+        print(report.summary())
+        assert report.ok, report.replay_text()
+        assert sum(report.faults.values()) >= 3 and report.allocations >= 5, report.summary()
+
+
+# -- the binder variant ------------------------------------------------------------------
+
+NODES = {f"node{i}": 4 for i in range(4)}
+BINDER_WEIGHTS = {"pod-create": 40, "pod-delete": 20, "kill-leader": 15,
+                  "binder-restart": 15, "kill-leaf": 5}
+BINDER_BUDGET = float(os.environ.get("FLUXNODE_FAULT_BINDER_BUDGET", "35"))
+
+
+class PodOps:
+    """The binder test's own steps: pods created (single or a group of two) and deleted,
+    the binder stopped and a new one started. Pods are only created while everything live
+    fits the cluster, so every pod can run and must eventually be bound."""
+
+    def __init__(self, cluster: BinderCluster) -> None:
+        self.c = cluster
+        self.binder = cluster.start_binder(rpc_timeout=2.0)
+        self.live: dict[str, tuple[list[str], int]] = {}  # unit (pod or group) -> pods, cores
+        self.capacity = sum(NODES.values())
+        self.restarts = 0
+
+    def create(self, step: Planned) -> str:
+        group = step.part < 0.4
+        cpu = 1 if group else 1 + int(step.pick * 2)
+        n = 2 if group else 1
+        if sum(len(p) * c for p, c in self.live.values()) + n * cpu > self.capacity:
+            return "pod-create: would not fit; skipped"
+        unit = f"p{step.index}"
+        names = [f"{unit}-{i}" for i in range(n)] if group else [unit]
+        for pod in names:
+            self.c.create_pod(pod, cpu=str(cpu), group=unit if group else None,
+                              size=n if group else None)
+        self.live[unit] = (names, cpu)
+        return f"pod-create {', '.join(names)} ({cpu} cpu{' as a group' if group else ''})"
+
+    def delete(self, step: Planned) -> str:
+        """Delete a pod, or a whole group (half a group could never run)."""
+        if not self.live:
+            return "pod-delete: no pod"
+        unit = sorted(self.live)[int(step.pick * len(self.live))]
+        names, _ = self.live.pop(unit)
+        for name in names:
+            self.c.kube.delete("pods", name, "default")
+        return f"pod-delete {', '.join(names)}"
+
+    def restart_binder(self, step: Planned) -> str:
+        self.c.stop_binder(self.binder)
+        self.binder = self.c.start_binder(rpc_timeout=2.0)
+        self.restarts += 1
+        return "binder stopped, a new one started"
+
+    def unbound(self) -> list[str]:
+        return [n for names, _ in self.live.values() for n in names if not self.c.node_of(n)]
+
+
+def test_random_faults_with_the_binder_bind_every_pod_once(tmp_path):
+    seed = choose_seed()
+    print(f"binder fault schedule seed {seed} (FLUXNODE_FAULT_SEED={seed} replays it)")
+    with BinderCluster(tmp_path, NODES) as c:
+        ops = PodOps(c)
+        api = c.kube.api_client()
+        core = kube_client.CoreV1Api(api)
+        runner = FaultRunner(
+            c.inst, seed, recovery_timeout=30, core_api=core, exhaustive=False, log=print,
+            extra_ops={"pod-create": ops.create, "pod-delete": ops.delete,
+                       "binder-restart": ops.restart_binder},
+        )
+        report = runner.run(plan(seed, MAX_STEPS, BINDER_WEIGHTS),
+                            deadline=time.monotonic() + BINDER_BUDGET)
+        print(report.summary(), f"binder restarts: {ops.restarts}", sep="\n")
+        assert report.ok, report.replay_text()
+        # every pod that can run is eventually bound (all fit), and then the state is sound
+        wait_for(lambda: not ops.unbound(), 60,
+                 what=f"every live pod bound (seed {seed}; unbound: {ops.unbound()})")
+        final = check(gather(c.inst.rpc, runner.journal_path, core_api=core))
+        assert final == [], f"seed {seed}: {final}\n{report.replay_text()}"
+        c.assert_no_overcommit()
+        assert report.faults["kill-leader"] + ops.restarts >= 2, report.summary()
+        api.close()
