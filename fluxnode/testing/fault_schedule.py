@@ -13,7 +13,8 @@ same with a sched.alloc or sched.cancel in flight at the kill (`kill-leader-infl
 `kill -9` + restart of an interior broker (`kill-interior`) or of a leaf (`kill-leaf`), and
 `kill-hold`: a non-leader broker killed and left down for a few steps (allocations and leader
 restarts meanwhile) before its restart. A caller adds its own kinds of step (the binder test
-adds pods and binder restarts) through `extra_ops`.
+adds pods and binder restarts) through `extra_ops`, and checks of its own (every pod bound
+in time) through `extra_checks`.
 
 The ledger: an allocation is expected once its answer reached us ("acknowledged"), with the
 nodes the answer named, minus the ranks a later acknowledged partial cancel freed. A request
@@ -53,8 +54,8 @@ LABEL = "fault-step"  # allocation label naming the step that asked for it
 
 # (op, weight): what a plain run draws from
 DEFAULT_WEIGHTS: dict[str, float] = {
-    "alloc": 40,
-    "cancel": 14,
+    "alloc": 36,
+    "cancel": 18,
     "partial-cancel": 10,
     "kill-leader": 8,
     "kill-leader-inflight": 8,
@@ -62,6 +63,9 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "kill-leaf": 6,
     "kill-hold": 4,
 }
+# kill-leader-inflight kills rank 0 0..INFLIGHT_WINDOW s after sending the request, so the
+# kill lands before, during or after the leader handles it (a fault's timing, not a wait)
+INFLIGHT_WINDOW = 0.03
 FAULTS = ("kill-leader", "kill-leader-inflight", "kill-interior", "kill-leaf", "kill-hold")
 
 # Every node of a fault instance: 4 cores, memory, and a GPU on even ranks.
@@ -132,6 +136,7 @@ class Planned:
     pick: float  # which allocation / which broker
     part: float  # which ranks (partial cancel), which in-flight request, how long to hold
     shape: Shape | None = None
+    delay: float = 0.0  # kill-leader-inflight: seconds between the request and the kill
 
 
 def plan(seed: int, steps: int, weights: Mapping[str, float] | None = None) -> list[Planned]:
@@ -142,9 +147,9 @@ def plan(seed: int, steps: int, weights: Mapping[str, float] | None = None) -> l
     out = []
     for i in range(steps):
         op = rng.choices(ops, w)[0]
-        pick, part = rng.random(), rng.random()
+        pick, part, delay = rng.random(), rng.random(), rng.random() * INFLIGHT_WINDOW
         shape = random_shape(rng) if op in ("alloc", "kill-leader-inflight") else None
-        out.append(Planned(i, op, pick, part, shape))
+        out.append(Planned(i, op, pick, part, shape, delay))
     return out
 
 
@@ -240,6 +245,7 @@ class FaultRunner:
         rpc_timeout: float = 10.0,
         core_api: Any = None,
         extra_ops: Mapping[str, Callable[[Planned], str]] | None = None,
+        extra_checks: list[Callable[[], list[Violation]]] | None = None,
         exhaustive: bool = True,
         log: Callable[[str], None] | None = None,
     ) -> None:
@@ -250,6 +256,7 @@ class FaultRunner:
         self.rpc_timeout = rpc_timeout
         self.core_api = core_api
         self.extra_ops = dict(extra_ops or {})
+        self.extra_checks = list(extra_checks or [])
         self.exhaustive = exhaustive
         self.log = log or (lambda _line: None)
         self.expected: dict[int, list[dict]] = {}  # acknowledged id -> nodes
@@ -309,6 +316,8 @@ class FaultRunner:
         self.report.checks += 1
         found = check(snap, self.expected if self.exhaustive else None,
                       exhaustive=self.exhaustive)
+        for extra in self.extra_checks:
+            found += extra()
         if found:
             self.fail([Violation(v.kind, f"after {where}: {v.detail}") for v in found])
 
@@ -529,6 +538,7 @@ class FaultRunner:
                     payload["ranks"] = ",".join(map(str, sorted(ranks)))
         with self.inst.client(timeout=self.rpc_timeout) as client:
             tag = client.send(topic, payload)
+            time.sleep(step.delay)
             self.inst.kill(0)
             restarted = time.monotonic()
             try:

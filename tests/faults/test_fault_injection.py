@@ -30,7 +30,7 @@ from fluxnode.testing.fault_schedule import (
     plan,
 )
 from fluxnode.testing.instance import Instance
-from fluxnode.testing.invariants import check, gather
+from fluxnode.testing.invariants import Violation, check, gather
 from fluxnode.testing.waiting import wait_for
 
 FAST_TBON = {"torpid_min": "0.2s", "torpid_max": "1.5s"}
@@ -58,40 +58,43 @@ NODES = {f"node{i}": 4 for i in range(4)}
 BINDER_WEIGHTS = {"pod-create": 40, "pod-delete": 20, "kill-leader": 15,
                   "binder-restart": 15, "kill-leaf": 5}
 BINDER_BUDGET = float(os.environ.get("FLUXNODE_FAULT_BINDER_BUDGET", "35"))
+BIND_WITHIN = 20.0  # seconds a pod that fits may wait for its binding, faults included
 
 
 class PodOps:
     """The binder test's own steps: pods created (single or a group of two) and deleted,
-    the binder stopped and a new one started. Pods are only created while everything live
-    fits the cluster, so every pod can run and must eventually be bound."""
+    the binder stopped and a new one started. Every pod asks for one core and pods are only
+    created while all live ones fit the cluster's cores, so every pod can run (no
+    fragmentation can strand one) and must be bound within BIND_WITHIN seconds."""
 
     def __init__(self, cluster: BinderCluster) -> None:
         self.c = cluster
         self.binder = cluster.start_binder(rpc_timeout=2.0)
-        self.live: dict[str, tuple[list[str], int]] = {}  # unit (pod or group) -> pods, cores
+        self.live: dict[str, list[str]] = {}  # unit (a pod or a group) -> its pods
+        self.created: dict[str, float] = {}  # pod -> when created (time.monotonic)
         self.capacity = sum(NODES.values())
         self.restarts = 0
 
     def create(self, step: Planned) -> str:
         group = step.part < 0.4
-        cpu = 1 if group else 1 + int(step.pick * 2)
         n = 2 if group else 1
-        if sum(len(p) * c for p, c in self.live.values()) + n * cpu > self.capacity:
+        if sum(map(len, self.live.values())) + n > self.capacity:
             return "pod-create: would not fit; skipped"
         unit = f"p{step.index}"
         names = [f"{unit}-{i}" for i in range(n)] if group else [unit]
         for pod in names:
-            self.c.create_pod(pod, cpu=str(cpu), group=unit if group else None,
+            self.c.create_pod(pod, cpu="1", group=unit if group else None,
                               size=n if group else None)
-        self.live[unit] = (names, cpu)
-        return f"pod-create {', '.join(names)} ({cpu} cpu{' as a group' if group else ''})"
+            self.created[pod] = time.monotonic()
+        self.live[unit] = names
+        return f"pod-create {', '.join(names)}{' (a group)' if group else ''}"
 
     def delete(self, step: Planned) -> str:
         """Delete a pod, or a whole group (half a group could never run)."""
         if not self.live:
             return "pod-delete: no pod"
         unit = sorted(self.live)[int(step.pick * len(self.live))]
-        names, _ = self.live.pop(unit)
+        names = self.live.pop(unit)
         for name in names:
             self.c.kube.delete("pods", name, "default")
         return f"pod-delete {', '.join(names)}"
@@ -103,7 +106,14 @@ class PodOps:
         return "binder stopped, a new one started"
 
     def unbound(self) -> list[str]:
-        return [n for names, _ in self.live.values() for n in names if not self.c.node_of(n)]
+        return [n for names in self.live.values() for n in names if not self.c.node_of(n)]
+
+    def bound_in_time(self) -> list[Violation]:
+        """Every pod that can run is eventually bound: here, within BIND_WITHIN seconds."""
+        now = time.monotonic()
+        late = [n for n in self.unbound() if now - self.created[n] > BIND_WITHIN]
+        return [Violation("pod-unbound", f"pods {late} unbound {BIND_WITHIN:g}s after "
+                          "creation, although every live pod fits")] if late else []
 
 
 def test_random_faults_with_the_binder_bind_every_pod_once(tmp_path):
@@ -117,6 +127,7 @@ def test_random_faults_with_the_binder_bind_every_pod_once(tmp_path):
             c.inst, seed, recovery_timeout=30, core_api=core, exhaustive=False, log=print,
             extra_ops={"pod-create": ops.create, "pod-delete": ops.delete,
                        "binder-restart": ops.restart_binder},
+            extra_checks=[ops.bound_in_time],
         )
         report = runner.run(plan(seed, MAX_STEPS, BINDER_WEIGHTS),
                             deadline=time.monotonic() + BINDER_BUDGET)
