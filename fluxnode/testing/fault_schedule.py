@@ -10,6 +10,7 @@ What a step may be: `alloc` (varied shapes: one slot, several slots, spread over
 GPUs, memory, several slot kinds), `cancel`, `partial-cancel` (some of an allocation's ranks),
 and faults: `kill -9` of rank 0 then a restart with the same statedir (`kill-leader`), the
 same with a sched.alloc or sched.cancel in flight at the kill (`kill-leader-inflight`),
+rank 0 left down for seconds before its restart (`kill-leader-outage`),
 `kill -9` + restart of an interior broker (`kill-interior`) or of a leaf (`kill-leaf`), and
 `kill-hold`: a non-leader broker killed and left down for a few steps (allocations and leader
 restarts meanwhile) before its restart. A caller adds its own kinds of step (the binder test
@@ -59,6 +60,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "partial-cancel": 10,
     "kill-leader": 8,
     "kill-leader-inflight": 8,
+    "kill-leader-outage": 3,
     "kill-interior": 6,
     "kill-leaf": 6,
     "kill-hold": 4,
@@ -66,7 +68,11 @@ DEFAULT_WEIGHTS: dict[str, float] = {
 # kill-leader-inflight kills rank 0 0..INFLIGHT_WINDOW s after sending the request, so the
 # kill lands before, during or after the leader handles it (a fault's timing, not a wait)
 INFLIGHT_WINDOW = 0.03
-FAULTS = ("kill-leader", "kill-leader-inflight", "kill-interior", "kill-leaf", "kill-hold")
+# kill-leader-outage keeps rank 0 down this long (seconds): past torpid_max of a fast TBON
+# and past a client's RPC timeout, as when a leader's pod is rescheduled (a fault's length)
+OUTAGE = (2.0, 4.0)
+FAULTS = ("kill-leader", "kill-leader-inflight", "kill-leader-outage", "kill-interior",
+          "kill-leaf", "kill-hold")
 
 # Every node of a fault instance: 4 cores, memory, and a GPU on even ranks.
 NODE_CORES = 4
@@ -137,6 +143,7 @@ class Planned:
     part: float  # which ranks (partial cancel), which in-flight request, how long to hold
     shape: Shape | None = None
     delay: float = 0.0  # kill-leader-inflight: seconds between the request and the kill
+    outage: float = 0.0  # kill-leader-outage: seconds rank 0 stays down
 
 
 def plan(seed: int, steps: int, weights: Mapping[str, float] | None = None) -> list[Planned]:
@@ -148,8 +155,9 @@ def plan(seed: int, steps: int, weights: Mapping[str, float] | None = None) -> l
     for i in range(steps):
         op = rng.choices(ops, w)[0]
         pick, part, delay = rng.random(), rng.random(), rng.random() * INFLIGHT_WINDOW
+        outage = rng.uniform(*OUTAGE)
         shape = random_shape(rng) if op in ("alloc", "kill-leader-inflight") else None
-        out.append(Planned(i, op, pick, part, shape, delay))
+        out.append(Planned(i, op, pick, part, shape, delay, outage))
     return out
 
 
@@ -487,6 +495,19 @@ class FaultRunner:
 
     def op_kill_leader(self, step: Planned) -> str:
         return self._kill_restart(0, "kill-leader")
+
+    def op_kill_leader_outage(self, step: Planned) -> str:
+        """kill -9 rank 0 and leave it down for the planned outage before the restart."""
+        self.report.faults["kill-leader-outage"] += 1
+        self.inst.kill(0)
+        time.sleep(step.outage)  # the fault's planned length, not a wait for a condition
+        restarted = time.monotonic()
+        self.inst.restart(0)
+        answer, full = self.wait_recovered(restarted, "kill -9 rank 0 for a long outage")
+        self.report.answer_times.append(answer)
+        self.report.full_times.append(full)
+        return (f"kill -9 rank 0, down {step.outage:.1f}s, restart: answers after {answer:.2f}s,"
+                f" full after {full:.2f}s")
 
     def op_kill_interior(self, step: Planned) -> str:
         ranks = [r for r in self.interior if r not in self.held] or [0]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
 from kubernetes import client as kube_client
 from support.binder_cluster import BinderCluster
 
@@ -55,10 +56,10 @@ def test_random_faults_never_overcommit_or_lose_an_allocation(tmp_path):
 # -- the binder variant ------------------------------------------------------------------
 
 NODES = {f"node{i}": 4 for i in range(4)}
-BINDER_WEIGHTS = {"pod-create": 40, "pod-delete": 20, "kill-leader": 15,
-                  "binder-restart": 15, "kill-leaf": 5}
+BINDER_WEIGHTS = {"pod-create": 40, "pod-delete": 20, "kill-leader": 10,
+                  "kill-leader-outage": 6, "binder-restart": 6, "kill-leaf": 4}
 BINDER_BUDGET = float(os.environ.get("FLUXNODE_FAULT_BINDER_BUDGET", "35"))
-BIND_WITHIN = 20.0  # seconds a pod that fits may wait for its binding, faults included
+BIND_WITHIN = 12.0  # seconds a pod that fits may wait for its binding, faults included
 
 
 class PodOps:
@@ -116,6 +117,9 @@ class PodOps:
                           "creation, although every live pod fits")] if late else []
 
 
+# A binder thread that dies of an exception (its loop, a worker) fails the test: the process
+# would stay up with a dead loop until a liveness probe killed it.
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_random_faults_with_the_binder_bind_every_pod_once(tmp_path):
     seed = choose_seed()
     print(f"binder fault schedule seed {seed} (FLUXNODE_FAULT_SEED={seed} replays it)")
@@ -139,5 +143,5 @@ def test_random_faults_with_the_binder_bind_every_pod_once(tmp_path):
         final = check(gather(c.inst.rpc, runner.journal_path, core_api=core))
         assert final == [], f"seed {seed}: {final}\n{report.replay_text()}"
         c.assert_no_overcommit()
-        assert report.faults["kill-leader"] + ops.restarts >= 2, report.summary()
+        assert report.faults["kill-leader-outage"] >= 1 and ops.restarts >= 1, report.summary()
         api.close()

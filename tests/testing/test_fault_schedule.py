@@ -28,7 +28,7 @@ def test_a_seed_fixes_the_plan_and_other_seeds_differ():
     assert plan(7, 200) != plan(8, 200)
     ops = {p.op for p in plan(7, 400)}
     assert {"alloc", "cancel", "partial-cancel", "kill-leader", "kill-leader-inflight",
-            "kill-interior", "kill-leaf", "kill-hold"} <= ops
+            "kill-leader-outage", "kill-interior", "kill-leaf", "kill-hold"} <= ops
 
 
 def test_every_planned_shape_is_a_valid_jobspec_fitting_a_node_set():
