@@ -65,12 +65,14 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "kill-leaf": 6,
     "kill-hold": 4,
 }
-# kill-leader-inflight kills rank 0 0..INFLIGHT_WINDOW s after sending the request, so the
-# kill lands before, during or after the leader handles it (a fault's timing, not a wait)
-INFLIGHT_WINDOW = 0.03
+# kill-leader-inflight kills rank 0 0..INFLIGHT_WINDOW s after sending the request (the leader
+# answers within about a ms), so the kill lands before, during or after it handles it (a fault's
+# timing, not a wait)
+INFLIGHT_WINDOW = 0.002
 # kill-leader-outage keeps rank 0 down this long (seconds): past torpid_max of a fast TBON
 # and past a client's RPC timeout, as when a leader's pod is rescheduled (a fault's length)
 OUTAGE = (2.0, 4.0)
+SHAPED = ("alloc", "kill-leader", "kill-leader-inflight", "kill-leader-outage")  # draw a shape
 FAULTS = ("kill-leader", "kill-leader-inflight", "kill-leader-outage", "kill-interior",
           "kill-leaf", "kill-hold")
 
@@ -156,7 +158,7 @@ def plan(seed: int, steps: int, weights: Mapping[str, float] | None = None) -> l
         op = rng.choices(ops, w)[0]
         pick, part, delay = rng.random(), rng.random(), rng.random() * INFLIGHT_WINDOW
         outage = rng.uniform(*OUTAGE)
-        shape = random_shape(rng) if op in ("alloc", "kill-leader-inflight") else None
+        shape = random_shape(rng) if op in SHAPED else None
         out.append(Planned(i, op, pick, part, shape, delay, outage))
     return out
 
@@ -494,20 +496,79 @@ class FaultRunner:
         return f"kill -9 rank {rank}, restart: answers after {answer:.2f}s, full after {full:.2f}s"
 
     def op_kill_leader(self, step: Planned) -> str:
-        return self._kill_restart(0, "kill-leader")
+        return self._leader_fault(step, "kill-leader", 0.0)
+
+    def _leader_fault(self, step: Planned, kind: str, outage: float) -> str:
+        """kill -9 rank 0, restart it after `outage` s, and ask for the step's allocation as
+        soon as it answers: a client does not wait for R to be full, and the window between
+        the leader answering and its subtrees rejoining is where a replay that is partial
+        hands out cores twice."""
+        self.report.faults[kind] += 1
+        self.inst.kill(0)
+        if outage:
+            time.sleep(outage)  # the fault's planned length, not a wait for a condition
+        restarted = time.monotonic()
+        self.inst.restart(0)
+        early = self._alloc_when_answering(step, restarted)
+        answer, full = self.wait_recovered(restarted, f"kill -9 rank 0 ({kind})")
+        self.report.answer_times.append(answer)
+        self.report.full_times.append(full)
+        down = f", down {outage:.1f}s" if outage else ""
+        return (f"kill -9 rank 0{down}, restart: answers after {answer:.2f}s, full after "
+                f"{full:.2f}s; at once {early}")
+
+    def _alloc_when_answering(self, step: Planned, since: float) -> str:
+        """sched.alloc the step's shape until the restarted leader answers it. An attempt cut
+        off after it was sent is looked up by its label before any retry (never two)."""
+        if step.shape is None:
+            return "nothing asked"
+        label = {LABEL: f"{self.seed}/{step.index}"}
+        sent = False
+        while time.monotonic() - since < self.recovery_timeout:
+            try:
+                if sent:
+                    mine = self.rpc("sched.list", {"labels": label}, timeout=2.0)["allocations"]
+                    if mine:
+                        return self._adopt_unknown(step.shape, mine)
+                sent = False
+                with self.inst.client(timeout=2.0) as client:
+                    sent = True
+                    answer = client.rpc("sched.alloc", self.alloc_payload(step))
+            except ConnectError:
+                sent = False
+            except RPCError as exc:
+                if exc.errnum in (errno.EBUSY, errno.ENODEV):
+                    self.report.refused += 1
+                    return f"alloc {step.shape} -> {errno.errorcode[exc.errnum]}"
+                if exc.errnum not in (errno.ECONNRESET, errno.ETIMEDOUT, errno.ENOSYS,
+                                      errno.EHOSTUNREACH, errno.EAGAIN):
+                    self.fail([Violation("refused", f"alloc {step.shape} after the restart: "
+                                         f"{exc.errnum} {exc}")])
+            else:
+                self._check_shape(step.shape, answer["nodes"], f"alloc {answer['id']}")
+                self.expected[answer["id"]] = answer["nodes"]
+                self.report.allocations += 1
+                return (f"alloc {step.shape} -> {answer['id']} "
+                        f"({describe(shares(answer['nodes']))})")
+            time.sleep(0.02)
+        self.fail([Violation("no-recovery", f"alloc {step.shape}: no answer "
+                             f"{self.recovery_timeout:g}s after the restart of rank 0")])
+        return ""
+
+    def _adopt_unknown(self, shape: Shape | None, mine: list[dict]) -> str:
+        if len(mine) > 1:
+            self.fail([Violation("half", f"one alloc request made {len(mine)} allocations: "
+                                 + ", ".join(str(a["id"]) for a in mine))])
+        [alloc] = mine
+        self._check_shape(shape, alloc["nodes"], f"alloc {alloc['id']}")
+        self.expected[alloc["id"]] = alloc["nodes"]
+        self.report.allocations += 1
+        self.report.unknown += 1
+        return f"alloc {shape} -> {alloc['id']} (answer lost, made whole)"
 
     def op_kill_leader_outage(self, step: Planned) -> str:
         """kill -9 rank 0 and leave it down for the planned outage before the restart."""
-        self.report.faults["kill-leader-outage"] += 1
-        self.inst.kill(0)
-        time.sleep(step.outage)  # the fault's planned length, not a wait for a condition
-        restarted = time.monotonic()
-        self.inst.restart(0)
-        answer, full = self.wait_recovered(restarted, "kill -9 rank 0 for a long outage")
-        self.report.answer_times.append(answer)
-        self.report.full_times.append(full)
-        return (f"kill -9 rank 0, down {step.outage:.1f}s, restart: answers after {answer:.2f}s,"
-                f" full after {full:.2f}s")
+        return self._leader_fault(step, "kill-leader-outage", step.outage)
 
     def op_kill_interior(self, step: Planned) -> str:
         ranks = [r for r in self.interior if r not in self.held] or [0]
@@ -608,14 +669,8 @@ class FaultRunner:
                     if (a.get("labels") or {}).get(LABEL) == f"{self.seed}/{unknown.step}"]
             if not mine:
                 return "unknown alloc: not made"
-            if len(mine) > 1:
-                self.fail([Violation("half", f"one alloc request made {len(mine)} allocations: "
-                                     + ", ".join(str(a["id"]) for a in mine))])
-            [alloc] = mine
-            self._check_shape(unknown.shape, alloc["nodes"], f"unknown alloc {alloc['id']}")
-            self.expected[alloc["id"]] = alloc["nodes"]
-            self.report.allocations += 1
-            return f"unknown alloc: made, {alloc['id']} whole"
+            self.report.unknown -= 1  # _adopt_unknown counts it
+            return "unknown " + self._adopt_unknown(unknown.shape, mine)
         assert unknown.alloc_id is not None and unknown.before is not None
         now = next((a for a in listed if a["id"] == unknown.alloc_id), None)
         before = shares(unknown.before)
