@@ -135,7 +135,8 @@ def test_random_faults_with_the_binder_bind_every_pod_once(tmp_path):
         )
         report = runner.run(plan(seed, MAX_STEPS, BINDER_WEIGHTS),
                             deadline=time.monotonic() + BINDER_BUDGET)
-        print(report.summary(), f"binder restarts: {ops.restarts}", sep="\n")
+        print(report.summary(), f"pods created: {len(ops.created)}, binder restarts: "
+              f"{ops.restarts}", sep="\n")
         assert report.ok, report.replay_text()
         # every pod that can run is eventually bound (all fit), and then the state is sound
         wait_for(lambda: not ops.unbound(), 60,
