@@ -87,6 +87,7 @@ class Broker:
                 state=state,
                 services=self.services,
                 request=self.router.request,
+                forget=self.router.forget,
                 down_ranks=self.quorum.down_ranks,
                 call_later=self.reactor.call_later,
                 log=log,
@@ -227,6 +228,7 @@ class Broker:
         self.shutdown.check()
         if self.state.rank == 0 and self.quorum.online_changed():
             self.resources.changed()
+            self.resources.online_changed()
 
 
 def _load_certificate(state: InstanceState) -> Certificate:
