@@ -5,13 +5,16 @@ Real brokers, killed with SIGKILL and restarted with the same attributes and sta
 (rank i has i + 1 cores), read back through the leader's `resource.R` and the scheduler's
 `sched.resource-status`, never through the code under test.
 
-Convergence is timed from the restart to the leader's R being whole again and bounded by
-torpid_max plus `RECONNECT_ALLOWANCE`: a restarted broker process needs about 1 s to
-import and bind on this 2-core machine (measured 0.5-2.2 s under the load of a parallel
-test run), its peers' ZeroMQ sockets retry the connection at most every 1 s
-(RECONNECT_IVL_MAX), and the hello, the status reports and the leader's asks add a few
-round trips. Without the leader pulling registrations, ranks below the first level never
-come back at all after a rank 0 restart (they wait for the deadline and the test fails).
+Convergence is timed from the restart to the leader's R (and the scheduler's view) being
+whole again, and bounded by torpid_max plus `RECONNECT_ALLOWANCE`. What it is made of: the
+restarted broker's start (a lone broker starts and exits in 0.35-0.45 s here), its peers'
+ZeroMQ reconnect (the retry interval backs off up to RECONNECT_IVL_MAX, 1 s: the children
+of a restarted interior broker come back after ~1.2 s), then the hello, the status reports
+and the leader's asks (a few round trips). Measured on this 2-core machine shared with
+three other developers (load average 2.3-3.6), 3 runs of this file: 0.29-1.59 s over the
+24 restarts. The allowance of 6 s is that worst case times ~3, for a busier machine.
+Without the leader pulling registrations, the ranks below its children never come back
+after a rank 0 restart: those tests time out.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from fluxnode.testing.waiting import wait_for
 SIZE = 8  # kary:2: 0 -> 1, 2; 1 -> 3, 4; 2 -> 5, 6; 3 -> 7
 TORPID_MAX = 1.5
 TBON = {"torpid_min": "0.2s", "torpid_max": f"{TORPID_MAX}s"}
-RECONNECT_ALLOWANCE = 6.0  # broker start (<= 2.2 s measured) + 1 s reconnect + margin x 1.5
+RECONNECT_ALLOWANCE = 6.0  # measured worst 1.6 s (see above), times ~3
 BOUND = TORPID_MAX + RECONNECT_ALLOWANCE
 RESOURCES = {f"node{i}": {"cores": i + 1} for i in range(SIZE)}
 SUBTREE_OF_1 = [1, 3, 4, 7]
