@@ -230,10 +230,6 @@ class ResourceService:
                 self._asks[rank] = _Ask()
         self._ask_more()
 
-    def pulling(self) -> list[int]:
-        """Ranks the leader is still asking for their resources."""
-        return sorted(self._asks)
-
     def _drop_ask(self, ask: _Ask) -> None:
         if ask.matchtag is not None:
             self.context.forget(ask.matchtag)
