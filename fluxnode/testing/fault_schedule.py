@@ -30,6 +30,7 @@ step log to replay it.
 from __future__ import annotations
 
 import errno
+import os
 import random
 import statistics
 import time
@@ -165,8 +166,6 @@ def plan(seed: int, steps: int, weights: Mapping[str, float] | None = None) -> l
 
 def choose_seed() -> int:
     """The seed from $FLUXNODE_FAULT_SEED, else a fresh one."""
-    import os
-
     text = os.environ.get(SEED_ENV)
     if text:
         try:
