@@ -256,6 +256,7 @@ class FaultRunner:
         extra_ops: Mapping[str, Callable[[Planned], str]] | None = None,
         extra_checks: list[Callable[[], list[Violation]]] | None = None,
         exhaustive: bool = True,
+        alloc_at_restart: bool = True,
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.inst = inst
@@ -267,6 +268,7 @@ class FaultRunner:
         self.extra_ops = dict(extra_ops or {})
         self.extra_checks = list(extra_checks or [])
         self.exhaustive = exhaustive
+        self.alloc_at_restart = alloc_at_restart  # False: leave all cores to the caller's binder
         self.log = log or (lambda _line: None)
         self.expected: dict[int, list[dict]] = {}  # acknowledged id -> nodes
         self.held: dict[int, int] = {}  # rank kept down -> step index of its restart
@@ -519,7 +521,7 @@ class FaultRunner:
     def _alloc_when_answering(self, step: Planned, since: float) -> str:
         """sched.alloc the step's shape until the restarted leader answers it. An attempt cut
         off after it was sent is looked up by its label before any retry (never two)."""
-        if step.shape is None:
+        if step.shape is None or not self.alloc_at_restart:
             return "nothing asked"
         label = {LABEL: f"{self.seed}/{step.index}"}
         sent = False
