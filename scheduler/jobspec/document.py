@@ -56,15 +56,18 @@ class JobspecError(ValueError):
         line: int | None = None,
         column: int | None = None,
         yaml_cpp: bool = False,
+        hint: str = "",
     ) -> None:
         self.path = path
+        #: what the value should have been, in the user's terms (not in Fluxion's `what`)
+        self.hint = hint
         self.reason = reason
         self.line = line
         self.column = column
         self.yaml_cpp = yaml_cpp
         #: the errno a service answers with: EINVAL, or E2BIG for a jobspec over `Limits`
         self.errnum = errno.EINVAL
-        super().__init__(f"{path or 'jobspec'}: {reason}")
+        super().__init__(f"{path or 'jobspec'}: {reason}" + (f" ({hint})" if hint else ""))
 
     @property
     def what(self) -> str:
@@ -364,17 +367,23 @@ _NINF = {"-.inf", "-.Inf", "-.INF"}
 _NAN = {".nan", ".NaN", ".NAN"}
 
 
-def _bad(node: DocNode, path: str) -> JobspecError:
+def _bad(node: DocNode, path: str, expected: str) -> JobspecError:
     line = node.line + 1 if node.line is not None else None
-    return JobspecError(path, _BAD_CONVERSION, line=line, column=node.column, yaml_cpp=True)
+    if node.kind == "scalar":
+        shown = repr(node.value if len(node.value) <= 40 else node.value[:40] + "...")
+    else:
+        shown = {"map": "a mapping", "seq": "a sequence", "null": "null"}[node.kind]
+    return JobspecError(path, _BAD_CONVERSION, line=line, column=node.column, yaml_cpp=True,
+                        hint=f"{shown} is not {expected}")
 
 
 def as_int(node: DocNode, path: str, lo: int, hi: int, *, unsigned: bool) -> int:
+    expected = f"an integer from {lo} to {hi}"
     if node.kind != "scalar":
-        raise _bad(node, path)
+        raise _bad(node, path, expected)
     m = _INT_RE.match(node.value)
-    if m is None or (unsigned and m.group(1) == "-"):
-        raise _bad(node, path)
+    if m is None or (unsigned and m.group(1) == "-") or len(m.group(2)) > 24:
+        raise _bad(node, path, expected)
     digits = m.group(2)
     if digits[:2] in ("0x", "0X"):
         value = int(digits, 16)
@@ -385,7 +394,7 @@ def as_int(node: DocNode, path: str, lo: int, hi: int, *, unsigned: bool) -> int
     if m.group(1) == "-":
         value = -value
     if not lo <= value <= hi:
-        raise _bad(node, path)
+        raise _bad(node, path, expected)
     return value
 
 
@@ -404,20 +413,20 @@ def as_double(node: DocNode, path: str) -> float:
             return -math.inf
         if text in _NAN:
             return math.nan
-    raise _bad(node, path)
+    raise _bad(node, path, "a number")
 
 
 def as_str(node: DocNode, path: str) -> str:
     if node.kind == "null":
         return "null"
     if node.kind != "scalar":
-        raise _bad(node, path)
+        raise _bad(node, path, "a string")
     return node.value
 
 
 def as_char(node: DocNode, path: str) -> str:
     if node.kind != "scalar" or len(node.value.rstrip()) != 1 or node.value[0].isspace():
-        raise _bad(node, path)
+        raise _bad(node, path, "a single character")
     return node.value[0]
 
 
