@@ -8,6 +8,7 @@ Zero padding is taken from the first id of an idlist (``node[01-10]``).
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 
@@ -152,34 +153,61 @@ def decode(s: str, *, limit: int | None = None) -> list[str]:
 
 class Matcher:
     """Membership in a hostlist without expanding it: ``name in Matcher(s)`` is
-    ``name in decode(s)`` at a cost linear in `s`, whatever `s` names."""
+    ``name in decode(s)``, built in time linear in `s` and answered in time
+    quadratic in the name's length and logarithmic in `s`, whatever `s` names."""
 
     def __init__(self, s: str) -> None:
         self.names: set[str] = set()
-        self.terms: list[tuple[str, int, list[tuple[int, int]], str]] = []
+        # (prefix, suffix) -> [(width, starts, ranges)], ranges merged and sorted
+        self.terms: dict[tuple[str, str], list[tuple[int, list[int], list[tuple[int, int]]]]]
+        self.terms = {}
+        grouped: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
         for prefix, width, ranges, suffix in _parse(s):
             if ranges is None:
                 self.names.add(prefix)
             else:
-                self.terms.append((prefix, width, ranges, suffix))
+                grouped.setdefault((prefix, suffix, width), []).extend(ranges)
+        for (prefix, suffix, width), ranges in grouped.items():
+            merged = _merge(ranges)
+            self.terms.setdefault((prefix, suffix), []).append(
+                (width, [lo for lo, _ in merged], merged))
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
             return False
         if name in self.names:
             return True
-        for prefix, width, ranges, suffix in self.terms:
-            if len(name) <= len(prefix) + len(suffix) or not (
-                name.startswith(prefix) and name.endswith(suffix)
-            ):
-                continue
-            digits = name[len(prefix) : len(name) - len(suffix)]
-            if not (digits.isascii() and digits.isdigit()) or len(digits.lstrip("0")) > 20:
-                continue
-            n = int(digits)
-            if str(n).zfill(width) == digits and any(lo <= n <= hi for lo, hi in ranges):
-                return True
+        if not self.terms:
+            return False
+        for i in range(len(name)):
+            j = i
+            while j < len(name) and "0" <= name[j] <= "9":
+                j += 1
+                groups = self.terms.get((name[:i], name[j:]))
+                if groups is None:
+                    continue
+                digits = name[i:j]
+                if len(digits.lstrip("0")) > 20:
+                    break
+                n = int(digits)
+                for width, starts, ranges in groups:
+                    if str(n).zfill(width) != digits:
+                        continue
+                    k = bisect.bisect_right(starts, n) - 1
+                    if k >= 0 and n <= ranges[k][1]:
+                        return True
         return False
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
 
 
 class _Run:

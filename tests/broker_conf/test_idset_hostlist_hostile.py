@@ -95,3 +95,14 @@ def test_error_messages_cut_long_input():
         hostlist.decode(text)
     assert len(str(exc.value)) < 300
     assert "100001 characters" in str(exc.value)
+
+
+def test_matcher_lookup_cost_does_not_grow_with_the_hostlist():
+    # 20,000 terms and ranges: a lookup must not scan them all (a constraint is checked
+    # once per node vertex)
+    text = ",".join(f"n{i}x[{i},{i + 2}]" for i in range(0, 40000, 2))
+    m = hostlist.Matcher(text)
+    t0 = time.perf_counter()
+    for i in range(2000):
+        assert (f"n{i * 2}x{i * 2}" in m) and (f"n{i * 2}y" not in m)
+    assert time.perf_counter() - t0 < 0.5
