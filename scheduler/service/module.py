@@ -388,11 +388,18 @@ class SchedService:
         ranks_text = payload.get("ranks")
         if ranks_text is None:
             return self._cancel_all(alloc)
-        try:
-            ranks = set(idset.decode(str(ranks_text)))
-        except idset.IdsetError as exc:
-            raise ServiceError(errno.EINVAL, f"ranks: {exc}") from None
+        if not isinstance(ranks_text, str | int) or isinstance(ranks_text, bool):
+            raise ServiceError(errno.EINVAL, "ranks: must be an idset string")
         held = {n["rank"] for n in alloc.nodes}
+        try:
+            # more ids than the allocation holds cannot all be its own: refused before
+            # anything is expanded (`0-16777215` held the leader 14 s)
+            ranks = set(idset.decode(str(ranks_text), limit=len(held)))
+        except idset.IdsetError as exc:
+            raise ServiceError(
+                errno.EINVAL, f"ranks: {exc} (allocation {alloc.id} holds {len(held)} ranks: "
+                f"{idset.encode(held)})"
+            ) from None
         unknown = ranks - held
         if unknown:
             raise ServiceError(
