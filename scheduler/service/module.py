@@ -247,7 +247,7 @@ class SchedService:
         try:
             placement = self.graph.allocate(alloc_id, jobspec, policy, op)
         except InvalidRequest as exc:
-            raise ServiceError(errno.EINVAL, str(exc)) from None
+            raise ServiceError(exc.errnum, str(exc)) from None
         except Busy as exc:
             raise ServiceError(errno.EBUSY, f"busy: {exc}") from None
         except Unsatisfiable as exc:
@@ -353,7 +353,7 @@ class SchedService:
                 if not isinstance(text, str) or len(text) > MAX_IDSET_TEXT:
                     raise ServiceError(errno.EINVAL, f"{where}.{key}: must be an idset string")
                 try:
-                    ids[key] = idset.decode(text)
+                    ids[key] = idset.decode(text, limit=MAX_UNIT_ID)
                 except idset.IdsetError as exc:
                     raise ServiceError(errno.EINVAL, f"{where}.{key}: {exc}") from None
                 if ids[key] and ids[key][-1] >= MAX_UNIT_ID:
