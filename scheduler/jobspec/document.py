@@ -447,14 +447,23 @@ def map_items(node: DocNode, path: str) -> Iterator[tuple[str, DocNode, str]]:
 
 
 
-def to_python(node: DocNode) -> Any:
-    """Plain Python for pass-through data (user attributes, unknown system keys)."""
+def to_python(node: DocNode, path: str = "attributes") -> Any:
+    """Plain Python for pass-through data (user attributes, unknown system keys). YAML allows
+    a mapping or sequence as a mapping key (`? [a]: 1`, `{{x: 1}: 2}`); JSON and Python
+    dicts do not: such a key is a JobspecError naming where it is."""
     if node.kind == "null":
         return None
     if node.kind == "map":
-        return {to_python(k): to_python(v) for k, v in node.value}
+        out = {}
+        for k, v in node.value:
+            if k.kind in ("map", "seq"):
+                raise error_at(k, path, "a mapping key must be a scalar, not a "
+                               + ("mapping" if k.kind == "map" else "sequence"))
+            key = to_python(k, path)
+            out[key] = to_python(v, join_path(path, str(key)))
+        return out
     if node.kind == "seq":
-        return [to_python(v) for v in node.value]
+        return [to_python(v, f"{path}[{i}]") for i, v in enumerate(node.value)]
     if node.py is not None:
         return node.py
     if node.quoted or not node.value:

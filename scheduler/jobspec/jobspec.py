@@ -496,7 +496,7 @@ def _parse_attributes(node: DocNode, path: str) -> _Attributes:
     user: Any = None
     for key, value, kpath in map_items(node, path):
         if key == "user":
-            user = to_python(value)
+            user = to_python(value, kpath)
         elif key == "system":
             if value.kind == "scalar" or (value.kind == "seq" and not len(value)):
                 # (yaml-cpp iterates these as empty; the service needs a mapping)
@@ -517,7 +517,7 @@ def _parse_attributes(node: DocNode, path: str) -> _Attributes:
                 elif skey == "constraints":
                     constraints = _parse_constraint(svalue, spath)
                 else:
-                    system[skey] = to_python(svalue)
+                    system[skey] = to_python(svalue, spath)
         else:
             raise error_at(value, kpath, 'Unknown key in "attributes"')
     return _Attributes(duration, queue, cwd, env, constraints, system, user)
@@ -584,7 +584,7 @@ class Jobspec:
             version=version,
             resources=resources,
             tasks=tasks,
-            attributes=to_python(anode) or {},
+            attributes=to_python(anode, "attributes") or {},
             duration=attrs.duration,
             constraints=attrs.constraints,
             queue=attrs.queue,

@@ -196,3 +196,26 @@ def test_huge_hostlist_constraint_is_not_expanded():
     c = Jobspec.parse(doc).constraints
     assert time.perf_counter() - t0 < 0.1
     assert c.match("node77", 0) and not c.match("node16777216", 0) and not c.match("x", 0)
+
+
+# Found by `make fuzz-jobspec` (atheris): a mapping key that is itself a mapping or a
+# sequence (YAML allows it, Python dicts do not) was a TypeError ("unhashable type").
+FUZZ_CRASH_1 = (
+    b'{"version": 1, "resources": [{"tount": [{"type": "core", "count": 1}]}], "tasks": '
+    b'[{"command": ["x"], "with": "t", "count": {"per_slot": 1}}], "attributes": {"system": '
+    b'{"d666666uon": 1, "resources": [{"type": "slot",{"per_slot": 1}}], ["x"], "with":}}}')
+
+
+@pytest.mark.parametrize("text, where", [
+    (FUZZ_CRASH_1, "attributes.system.resources[0]"),
+    ("version: 1\nresources:\n  - type: core\n    count: 1\ntasks:\n  - command: [x]\n"
+     "    slot: default\n    count: {per_slot: 1}\nattributes:\n  user:\n    ? [a]\n    : 1\n",
+     "attributes.user"),
+    ("version: 1\nresources:\n  - type: core\n    count: 1\ntasks:\n  - command: [x]\n"
+     "    slot: default\n    count: {per_slot: 1}\nattributes:\n  system:\n    x: {{a: 1}: 2}\n",
+     "attributes.system.x"),
+])
+def test_a_mapping_or_sequence_as_a_mapping_key_is_named(text, where):
+    with pytest.raises(JobspecError) as info:
+        Jobspec.parse(text)
+    assert str(info.value).startswith(f"{where}: a mapping key must be a scalar"), info.value
