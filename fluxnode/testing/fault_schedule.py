@@ -272,6 +272,7 @@ class FaultRunner:
         self.log = log or (lambda _line: None)
         self.expected: dict[int, list[dict]] = {}  # acknowledged id -> nodes
         self.held: dict[int, int] = {}  # rank kept down -> step index of its restart
+        self.last_recovered = time.monotonic()  # when the last fault's recovery completed
         self.report = Report(seed)
         self.journal_path = inst.statedir(0) / JOURNAL_FILE
         ranks = range(1, inst.size)
@@ -450,7 +451,8 @@ class FaultRunner:
                 up = {n["rank"] for n in nodes if n["status"] == "up"}
                 unreachable = self.unreachable(want)
                 if want <= up and not unreachable:
-                    return answered, time.monotonic() - since
+                    self.last_recovered = time.monotonic()
+                    return answered, self.last_recovered - since
                 last = (f"ranks {sorted(want - up)} not up in sched.resource-status"
                         if not want <= up else
                         f"ranks {unreachable} do not answer broker.ping through rank 0")
