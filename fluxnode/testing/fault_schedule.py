@@ -13,9 +13,13 @@ same with a sched.alloc or sched.cancel in flight at the kill (`kill-leader-infl
 rank 0 left down for seconds before its restart (`kill-leader-outage`),
 `kill -9` + restart of an interior broker (`kill-interior`) or of a leaf (`kill-leaf`), and
 `kill-hold`: a non-leader broker killed and left down for a few steps (allocations and leader
-restarts meanwhile) before its restart. A caller adds its own kinds of step (the binder test
-adds pods and binder restarts) through `extra_ops`, and checks of its own (every pod bound
-in time) through `extra_checks`.
+restarts meanwhile) before its restart. After a leader restart the step's allocation is
+asked for as soon as rank 0 answers, before its subtrees are back: the window in which a
+partial replay would hand cores out twice. Recovery means rank 0 answers and every rank not
+held down is up in sched.resource-status and answers broker.ping routed from rank 0 (a
+broker the leader has not yet seen die still looks up in R). A caller adds its own kinds of
+step (the binder test adds pods and binder restarts) through `extra_ops`, and checks of its
+own (every pod bound in time) through `extra_checks`.
 
 The ledger: an allocation is expected once its answer reached us ("acknowledged"), with the
 nodes the answer named, minus the ranks a later acknowledged partial cancel freed. A request
