@@ -24,12 +24,22 @@ from collections import Counter
 
 from fluxnode.testing.fault_schedule import FaultRunner, Report, choose_seed, node_resources, plan
 from fluxnode.testing.instance import Instance
+from fluxnode.testing.invariants import Violation
 from fluxnode.testing.waiting import wait_for
 
 FAST_TBON = {"torpid_min": "0.2s", "torpid_max": "1.5s"}
 
 
 def run_round(seed: int, args: argparse.Namespace, deadline: float) -> Report:
+    report = Report(seed)
+    try:
+        report = _round(seed, args, deadline)
+    except AssertionError as exc:  # Instance's teardown: a broker that did not stop cleanly
+        report.violations.append(Violation("unclean-shutdown", str(exc)))
+    return report
+
+
+def _round(seed: int, args: argparse.Namespace, deadline: float) -> Report:
     with Instance(args.size, topo=args.topo, modules=None, resources=node_resources(args.size),
                   tbon=FAST_TBON) as inst:
         wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == args.size, 60,
