@@ -16,10 +16,18 @@ from fluxnode.agent.broker.client import Client, ConnectError, RPCError
 log = logging.getLogger("fluxnode.binder.sched")
 
 TRANSPORT_ERRNOS = (errno.ECONNRESET, errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENOSYS)
+# Topics an older service may lack: ENOSYS for them is the service's answer, not "no leader"
+# (the caller has just been answered by the same module on another topic).
+OPTIONAL_TOPICS = ("sched.adopt",)
 
 
 class SchedUnavailable(RuntimeError):
     """The lead broker (or its scheduler module) did not answer."""
+
+
+class LeaderForgot(SchedUnavailable):
+    """The leader answered as if it did not hold what our running pods use (it restarted
+    without its journal): re-sync it (reconcile, adopting them) before placing anything."""
 
 
 class SchedClient:
@@ -51,7 +59,9 @@ class SchedClient:
         try:
             return self._client.rpc(topic, payload)
         except RPCError as exc:
-            if exc.errnum in TRANSPORT_ERRNOS:
+            if exc.errnum in TRANSPORT_ERRNOS and not (
+                exc.errnum == errno.ENOSYS and topic in OPTIONAL_TOPICS
+            ):
                 log.warning("%s: %s; reconnecting", topic, exc.errstr)
                 self.close()
                 raise SchedUnavailable(f"{topic}: {exc.errstr}") from None

@@ -15,11 +15,13 @@ kubernetes client (through the emulator's kubeconfig) and the real overlay clien
 
 from __future__ import annotations
 
+import errno
 import math
 import sys
 from collections import defaultdict
 from pathlib import Path
 
+from fluxnode.agent.broker.client import ConnectError, RPCError
 from fluxnode.scheduler.binder.binder import Binder
 from fluxnode.scheduler.binder.config import BinderConfig
 from kubernetes.utils import parse_quantity
@@ -116,6 +118,61 @@ class BinderCluster:
     def stop_binder(self, b: Binder) -> None:
         b.stop()
         self.binders.remove(b)
+
+    # -- faults ---------------------------------------------------------------------
+    def kill_leader(self, *, lose_journal: bool = False) -> list[Path]:
+        """kill -9 rank 0. `lose_journal`: move its scheduler journal aside as well (a new
+        leader with an empty statedir, e.g. rank 0 moved to another node). Returns the files
+        moved aside."""
+        self.inst.kill(0)
+        moved: list[Path] = []
+        if lose_journal:
+            statedir = Path(self.inst._broker_info(0)["attrs"]["statedir"])
+            for f in sorted(statedir.glob("sched-journal.sqlite*")):
+                aside = f.with_name(f.name + ".aside")
+                f.rename(aside)
+                moved.append(aside)
+            assert moved, f"no scheduler journal in {statedir}"
+        return moved
+
+    def restart_leader(self, timeout: float = 30.0) -> None:
+        """Start rank 0 again (same statedir and command line) and wait until its scheduler
+        answers with every rank up."""
+        self.inst.restart(0)
+        self.wait_leader(timeout)
+
+    def wait_leader(self, timeout: float = 30.0) -> dict:
+        def answers():
+            try:
+                status = self.inst.rpc("sched.resource-status", timeout=2.0)
+            except (ConnectError, RPCError, OSError) as exc:
+                if isinstance(exc, RPCError) and exc.errnum not in (
+                    errno.ENOSYS, errno.ETIMEDOUT, errno.ECONNRESET, errno.EHOSTUNREACH
+                ):
+                    raise
+                return None
+            up = [n for n in status["nodes"] if n.get("status", "up") == "up"]
+            return status if len(up) == len(self.nodes) else None
+
+        return wait_for(answers, timeout, what="the leader's scheduler with every rank up")
+
+    def group_allocations(self) -> list[dict]:
+        """The leader's live group allocations (what it holds for the binder's pods)."""
+        return [
+            a
+            for a in self.inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"]
+            if a["status"] == "ALLOCATED"
+        ]
+
+    def held_by_leader(self) -> dict[str, set[tuple[int, int]]]:
+        """Pod uid -> the (rank, core) pairs the leader holds for that pod's allocation (a
+        group allocation's cores are shared among its pods, so each pod maps to all of them)."""
+        held: dict[str, set[tuple[int, int]]] = {}
+        for a in self.group_allocations():
+            pairs = {(n["rank"], c) for n in a["nodes"] for c in parse_idset(n["cores"])}
+            for uid in (a.get("labels") or {}).get("pods") or []:
+                held.setdefault(uid, set()).update(pairs)
+        return held
 
     # -- pods -----------------------------------------------------------------------
     def pod(

@@ -1,0 +1,75 @@
+"""The binder under faults: the leader killed (-9) and restarted, with or without its journal.
+
+Real brokers, the project's API emulator and the real kubernetes client
+(support.binder_cluster). The oracles come from outside the binder: the pods'
+Binding annotations (`assert_no_overcommit`), the leader's `sched.list`, and the
+binder's own liveness probe over HTTP.
+"""
+
+import urllib.request
+
+from support.binder_cluster import BinderCluster
+from support.oracles import parse_idset
+
+from fluxnode.testing.waiting import wait_for
+
+
+def healthz(binder) -> bytes:
+    url = f"http://127.0.0.1:{binder.health.port}/healthz"
+    try:
+        return urllib.request.urlopen(url, timeout=5).read()
+    except urllib.error.HTTPError as exc:
+        return exc.read()
+
+
+def pod_cores(cluster, name: str) -> set[tuple[int, int]]:
+    ann = cluster.get_pod(name)["metadata"]["annotations"]
+    rank = int(ann["fluxnode.io/rank"])
+    return {(rank, c) for c in parse_idset(ann["fluxnode.io/cores"])}
+
+
+def assert_leader_holds_exactly(cluster, running: list[str]) -> None:
+    """The leader's group allocations hold exactly the cores the running pods were given."""
+    held = cluster.held_by_leader()
+    given: set[tuple[int, int]] = set()
+    for name in running:
+        uid = cluster.get_pod(name)["metadata"]["uid"]
+        cores = pod_cores(cluster, name)
+        assert cores <= held.get(uid, set()), (
+            f"{name} runs on cores {sorted(cores)} but the leader holds {sorted(held.get(uid, []))}"
+            " for it"
+        )
+        given |= cores
+    all_held = set().union(*held.values()) if held else set()
+    assert all_held == given, f"leader holds {sorted(all_held - given)} for no running pod"
+
+
+def test_leader_kill_9_and_restart_the_loop_lives_and_binds_again(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4}) as c:
+        b = c.start_binder(rpc_timeout=2.0)
+        c.create_pod("a-0")
+        c.create_pod("a-1")
+        c.wait_bound(["a-0", "a-1"])
+        c.kill_leader()
+        # every resync (1 s here) asks the leader for capacity: it cannot answer now
+        wait_for(lambda: not b.ctx.sched_ok or not b._thread.is_alive(), 20,
+                 what="the binder to notice the leader is gone")
+        # a pod ends while the leader is down (its cancel cannot be delivered now) and new
+        # pods arrive; they need exactly the core a-0 frees
+        c.finish("a-0")
+        for i in range(3):
+            c.create_pod(f"b-{i}")
+        stamp = b.last_loop
+        wait_for(lambda: b.last_loop > stamp + 2.0 or not b._thread.is_alive(), 20,
+                 what="the loop to go round with the leader down")
+        assert b._thread.is_alive(), "the binder's scheduling loop died while the leader was down"
+        assert b._live() is None
+        assert healthz(b) == b"ok\n"
+        c.restart_leader()
+        c.wait_bound([f"b-{i}" for i in range(3)], timeout=60)
+        c.assert_no_overcommit()
+        wait_for(lambda: not [a for a in c.group_allocations()
+                              if c.get_pod("a-0")["metadata"]["uid"] in a["labels"]["pods"]],
+                 20, what="a-0's allocation to be cancelled")
+        assert_leader_holds_exactly(c, ["a-1", "b-0", "b-1", "b-2"])
+        assert b._thread.is_alive() and healthz(b) == b"ok\n"
