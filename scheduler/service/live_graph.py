@@ -14,11 +14,10 @@ from dataclasses import dataclass
 
 from fluxnode.broker_conf import idset
 from fluxnode.broker_conf.rv1 import NodeResources, build_R, parse_R
-from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.service.errors import Busy, InvalidRequest, Unsatisfiable
-from fluxnode.scheduler.service.flat_graph import add_flat_nodes, flat_graph
+from fluxnode.scheduler.service.flat_graph import add_flat_nodes, flat_graph, memory_granule_mib
 from fluxnode.scheduler.service.slot_kinds import (
     describe,
     merge_nodes,
@@ -91,6 +90,7 @@ class LiveGraph:
         self._traverser = Traverser(self._graph, "first")
         self._policies: dict[str, Policy] = {}
         self._parts: dict[int, list[int]] = {}  # service id -> traverser job ids
+        self._index: dict[int, dict[tuple[str, int], object]] = {}  # rank -> (type, id) -> vertex
         self._next_part = 1
 
     def ranks(self) -> list[int]:
@@ -303,38 +303,96 @@ class LiveGraph:
             for rank, n in sorted(per_rank.items())
         ]
 
-    def restore(self, jobid: int, nodes: list[dict]) -> list[dict]:
-        """Hold the recorded amounts on the recorded ranks again (one pinned match per rank).
+    def hold(self, jobid: int, nodes: list[dict], *, missing_ok: bool = False) -> list[dict]:
+        """Hold exactly what `nodes` name for `jobid` (on top of what it holds already):
+        each node's core and GPU ids, and its memory as whole granules (the lowest free
+        ones: granules are interchangeable). Fluxion's ``update`` (`Traverser.replay`),
+        one part per rank, so a partial cancel frees ranks one by one.
 
-        Core/GPU ids are taken lowest-free-first, so they match the record when
-        allocations are replayed in id order and none was partially freed out of order.
-        """
+        Returns what is not held: the nodes whose rank is not in the graph (yet), which
+        the caller keeps pending and holds when the rank joins, and, with `missing_ok`
+        (a journal replay onto a node that came back smaller), a node's ids the node no
+        longer has (the rest of that node is held). All or nothing over the ranks that
+        are here: raises Busy naming the first core, GPU or memory not free (or
+        Unsatisfiable naming one the node does not have), holding nothing new."""
         parts: list[int] = []
-        restored: list[dict] = []
+        pending: list[dict] = []
         try:
             for node in nodes:
                 rank = int(node["rank"])
                 if rank not in self._nodes:
-                    raise Unsatisfiable(f"rank {rank} is not in the resources")
-                held = SlotKind(
-                    len(idset.decode(node.get("cores") or "")),
-                    len(idset.decode(node.get("gpus") or "")),
-                    int(node.get("memory_mib") or 0),
-                )
-                if held == SlotKind(0, 0, 0):
+                    pending.append(node)
                     continue
-                spec = Jobspec.parse(
-                    build_jobspec([held], constraints={"ranks": [str(rank)]}, duration=HORIZON)
-                )
-                part, result = self._match(spec, "first", "allocate")
+                picks, missing = self._picks(rank, node, missing_ok)
+                if missing is not None:
+                    pending.append(missing)
+                if len(picks) <= 2:
+                    continue  # nothing exclusive on this rank (only the cluster and node)
+                part = self._part_id()
+                try:
+                    self._traverser.replay(picks, part, 0, HORIZON)
+                except TraverserError as exc:
+                    raise Busy(f"rank {rank}: {exc}") from None
                 parts.append(part)
-                restored.extend(self._nodes_of(result))
-        except Exception:
+        except BaseException:
             for part in parts:
                 self._traverser.cancel(part)
             raise
-        self._parts[jobid] = parts
-        return restored
+        self._parts.setdefault(jobid, []).extend(parts)
+        return pending
+
+    def _picks(self, rank: int, node: dict, missing_ok: bool) -> tuple[list[tuple], dict | None]:
+        """`Traverser.replay` picks for one node summary: cluster and node shared, the named
+        cores and GPUs and enough free memory granules exclusively; and, with `missing_ok`,
+        the part of the summary the node does not have (None when it has all of it)."""
+        index = self._index.get(rank)
+        if index is None:
+            index = self._index[rank] = {}
+            for v in self._graph.by_rank.get(rank, []):
+                index.setdefault((v.type, -1 if v.type == "node" else v.id), v)
+        host = self._nodes[rank].hostname
+        picks: list[tuple] = [(self._graph.root, 1, False), (index[("node", -1)], 1, False)]
+        absent: dict[str, list[int]] = {}
+        for type_, key in (("core", "cores"), ("gpu", "gpus")):
+            for i in idset.decode(node.get(key) or ""):
+                v = index.get((type_, i))
+                if v is None:
+                    if not missing_ok:
+                        raise Unsatisfiable(f"rank {rank} ({host}) has no {type_} {i}")
+                    absent.setdefault(key, []).append(i)
+                    continue
+                picks.append((v, 1, True))
+        memory = int(node.get("memory_mib") or 0)
+        if memory > 0:
+            granules = sorted((v for (t, _i), v in index.items() if t == "memory"),
+                              key=lambda v: v.id)
+            want = -(-memory // granules[0].size) if granules else 0
+            if want > len(granules):
+                if not missing_ok:
+                    raise Unsatisfiable(f"rank {rank} ({host}) has no {memory} MiB of memory")
+                absent["memory_mib"] = [memory]
+                want = len(granules)
+            free = [v for v in granules if self._traverser.holdable(v, 0, HORIZON)][:want]
+            if len(free) < want:
+                raise Busy(f"rank {rank} ({host}): {memory} MiB of memory is not free")
+            picks.extend((v, v.size, True) for v in free)
+        if not absent:
+            return picks, None
+        return picks, {"rank": rank, "hostname": host,
+                       "cores": idset.encode(absent.get("cores", [])),
+                       "gpus": idset.encode(absent.get("gpus", [])),
+                       "memory_mib": absent.get("memory_mib", [0])[0]}
+
+    def held(self, nodes: list[dict]) -> list[dict]:
+        """`nodes` as `hold` holds them: memory rounded up to whole granules."""
+        out = []
+        for node in nodes:
+            rank = int(node["rank"])
+            memory = int(node.get("memory_mib") or 0)
+            granule = memory_granule_mib(self._nodes[rank].memory_mib) if rank in self._nodes \
+                else 1
+            out.append({**node, "memory_mib": -(-memory // granule) * granule})
+        return out
 
     def cancel(self, jobid: int) -> None:
         for part in self._parts.pop(jobid, []):

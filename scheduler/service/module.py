@@ -8,11 +8,18 @@ replayed into a fresh graph on start, so a leader restart loses nothing and
 hands nothing out twice. When brokers join, R grows and their nodes are added
 to the live graph in place (allocations and reservations kept); any other change
 of R builds a new graph and replays the journal into it. Down ranks are marked down in the graph
-(never
-allocated); allocations already there stay until they are cancelled.
+(never allocated); allocations already there stay until they are cancelled.
+
+Replay is exact and never partial (Fluxion's ``update``, as flux-sched's qmanager
+re-creates running jobs from their R after a restart): every journaled allocation
+holds again exactly the core and GPU ids it was given. A part on a rank that is not
+in the graph yet (after a leader restart brokers rejoin one by one) is kept
+*pending*: the rank joins the graph already holding it, before anything else can
+be placed there, so nothing is ever handed out twice and no allocation is dropped.
 
 Topics (payloads in docs/developers/interfaces.md):
   sched.alloc            allocate (or reserve) a jobspec; or a batch of such requests
+  sched.adopt            hold exactly the cores/GPUs a running workload already uses
   sched.cancel           cancel an allocation, or part of it by ranks
   sched.info             one allocation
   sched.list             all allocations (optionally filtered by labels)
@@ -36,11 +43,13 @@ from fluxnode.scheduler.policies.policy import POLICIES
 from fluxnode.scheduler.service.errors import Busy, InvalidRequest, Unsatisfiable
 from fluxnode.scheduler.service.journal import Journal, JournalEntry
 from fluxnode.scheduler.service.live_graph import LiveGraph, nodes_to_R
-from fluxnode.scheduler.service.slot_kinds import kinds_on
 
 OPS = ("allocate", "allocate_orelse_reserve")
 JOURNAL_FILE = "sched-journal.sqlite"
 MAX_BATCH = 1024  # requests in one batched sched.alloc
+ADOPT_KEYS = {"rank", "hostname", "cores", "gpus", "memory_mib"}
+MAX_IDSET_TEXT = 4096  # characters of one adopted node's cores/gpus idset
+MAX_UNIT_ID = 1 << 16  # core/GPU ids adopted on a rank not joined yet are below this
 
 
 @dataclass
@@ -53,14 +62,18 @@ class Allocation:
     nodes: list[dict]
     labels: dict = field(default_factory=dict)
     created: float = 0.0
-    restored: bool = True  # False while a replayed allocation could not be re-placed
     kinds: list[dict] | None = None  # several slot kinds: where each landed (kept across restarts)
+    # ranks of `nodes` not held in the graph yet (not joined since a restart, or their part
+    # could not be held: logged); held when they join, never handed to anyone else meanwhile
+    pending: set[int] = field(default_factory=set)
 
     def summary(self, with_R: bool = False, hostnames: dict[int, str] | None = None) -> dict:
         out = asdict(self)
         del out["jobspec"]
         if out["kinds"] is None:
             del out["kinds"]
+        out["pending"] = idset.encode(sorted(self.pending))
+        out["restored"] = not self.pending
         if with_R:
             out["R"] = nodes_to_R(self.nodes)
         return out
@@ -94,6 +107,7 @@ class SchedService:
         self.graph.set_down(self.down)
         for topic, handler in (
             ("sched.alloc", self.alloc),
+            ("sched.adopt", self.adopt),
             ("sched.cancel", self.cancel),
             ("sched.info", self.info),
             ("sched.list", self.list),
@@ -125,33 +139,39 @@ class SchedService:
 
         return handle
 
-    def _replay(self, pending_only: bool = False) -> None:
-        """Re-place every journaled allocation on its recorded resources (`pending_only`:
-        only those not re-placed yet, after the graph grew with the others held in it).
+    def _replay(self, joined: set[int] | None = None) -> None:
+        """Hold again exactly what every journaled allocation holds (`joined`: only the
+        pending parts on these ranks, which the graph just grew by).
 
-        Called on a fresh graph before down ranks are marked: an allocation on a rank
-        that is down (e.g. not yet back after a leader restart) is still held, as the
-        library keeps allocations on vertices that go down.
-        """
+        Called before down ranks are marked and before any request is answered, so an
+        allocation on a rank that is down is still held (as the library keeps allocations
+        on vertices that go down). Each rank's part is held on its own: one that cannot
+        be held (its node came back different) stays pending and is logged, and never
+        releases the others. A node that came back without some of the recorded ids has
+        the rest held and stays pending (its record is kept as it was)."""
         for alloc in sorted(self.allocations.values(), key=lambda a: a.id):
-            if alloc.status != "ALLOCATED" or (pending_only and alloc.restored):
+            if alloc.status != "ALLOCATED" or (joined is not None and not alloc.pending):
                 continue
-            try:
-                restored = self.graph.restore(alloc.id, alloc.nodes)
-                if restored != alloc.nodes:
-                    if alloc.kinds is not None:
-                        alloc.kinds = kinds_on(alloc.kinds, alloc.nodes, restored)
-                    alloc.nodes = restored
-                    self.journal.shrink(alloc.id, {}, restored, alloc.kinds)
-                alloc.restored = True
-            except (Busy, Unsatisfiable, InvalidRequest) as exc:
-                alloc.restored = False
-                self.log.error(
-                    "sched: allocation %d could not be replayed: %s (kept; retried on resource "
-                    "change)",
-                    alloc.id,
-                    exc,
-                )
+            todo = [n for n in alloc.nodes
+                    if joined is None or (n["rank"] in alloc.pending and n["rank"] in joined)]
+            for node in todo:
+                try:
+                    waiting = self.graph.hold(alloc.id, [node], missing_ok=True)
+                except (Busy, Unsatisfiable) as exc:
+                    waiting = [node]
+                    self.log.error(
+                        "sched: allocation %d cannot hold its part on rank %d again: %s "
+                        "(kept pending; retried when the resources change)",
+                        alloc.id, node["rank"], exc,
+                    )
+                if waiting:
+                    alloc.pending.add(node["rank"])
+                    if node["rank"] in self.graph.hostnames() and waiting != [node]:
+                        self.log.error(
+                            "sched: allocation %d: rank %d no longer has %s; the rest is held "
+                            "and the record kept", alloc.id, node["rank"], describe(waiting[0]))
+                else:
+                    alloc.pending.discard(node["rank"])
 
     def _get(self, payload: dict) -> Allocation:
         alloc_id = payload.get("id")
@@ -220,7 +240,7 @@ class SchedService:
         op = payload.get("op") or "allocate"
         if op not in OPS:
             raise ServiceError(errno.EINVAL, f"op: unknown {op!r} (one of {', '.join(OPS)})")
-        labels = payload.get("labels") or {}
+        labels = _or_empty(payload.get("labels"))
         if not isinstance(labels, dict):
             raise ServiceError(errno.EINVAL, "labels: must be an object")
         alloc_id = self.journal.next_id()
@@ -272,6 +292,97 @@ class SchedService:
             answer["kinds"] = placement.kinds  # where each slot kind landed (several kinds only)
         return answer
 
+    def adopt(self, payload: dict) -> dict:
+        """Hold exactly the cores and GPUs (and the memory) `nodes` name, for a workload
+        that already runs on them: pods bound before the leader lost its journal, found
+        again by their owner (the binder), like Fluxion's ``update``. Journaled and
+        answered as `sched.alloc`; a rank that has not joined yet is held pending."""
+        nodes = self._adopt_nodes(payload.get("nodes"))
+        labels = _or_empty(payload.get("labels"))
+        if not isinstance(labels, dict):
+            raise ServiceError(errno.EINVAL, "labels: must be an object")
+        self._check_free(nodes)
+        alloc_id = self.journal.next_id()
+        try:
+            waiting = self.graph.hold(alloc_id, nodes)
+        except Busy as exc:
+            raise ServiceError(errno.EBUSY, f"busy: {exc}") from None
+        except Unsatisfiable as exc:
+            raise ServiceError(errno.EINVAL, f"nodes: {exc}") from None
+        pending = {int(n["rank"]) for n in waiting}
+        held = self.graph.held([n for n in nodes if n["rank"] not in pending]) + waiting
+        held.sort(key=lambda n: n["rank"])
+        alloc = Allocation(alloc_id, "ALLOCATED", 0, {}, "adopt", held, labels, time.time(),
+                           pending=pending)
+        try:
+            self.journal.record(JournalEntry(alloc.id, {}, "adopt", {}, held, labels,
+                                             alloc.created, None))
+        except Exception:
+            self.graph.cancel(alloc.id)
+            raise
+        self.allocations[alloc.id] = alloc
+        return {"id": alloc.id, "status": "ALLOCATED", "at": 0, "R": nodes_to_R(held),
+                "nodes": held, "pending": idset.encode(sorted(pending))}
+
+    def _adopt_nodes(self, nodes: Any) -> list[dict]:
+        if not isinstance(nodes, list) or not nodes:
+            raise ServiceError(errno.EINVAL, "nodes: must be a non-empty list of "
+                               '{"rank", "cores", "gpus", "memory_mib"} objects')
+        if len(nodes) > max(1, self.broker.size):
+            raise ServiceError(errno.EINVAL, f"nodes: {len(nodes)} entries for an instance of "
+                               f"{self.broker.size} ranks")
+        out: dict[int, dict] = {}
+        hostnames = self.graph.hostnames()
+        for i, node in enumerate(nodes):
+            where = f"nodes[{i}]"
+            if not isinstance(node, dict) or set(node) - ADOPT_KEYS:
+                raise ServiceError(errno.EINVAL, f"{where}: must be an object with keys "
+                                   f"{', '.join(sorted(ADOPT_KEYS))}")
+            rank, memory = node.get("rank"), node.get("memory_mib", 0)
+            for key, value in (("rank", rank), ("memory_mib", memory)):
+                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                    raise ServiceError(errno.EINVAL, f"{where}.{key}: must be an integer >= 0")
+            if rank >= self.broker.size:
+                raise ServiceError(errno.EINVAL, f"{where}.rank: {rank} is outside the instance "
+                                   f"(size {self.broker.size})")
+            if rank in out:
+                raise ServiceError(errno.EINVAL, f"{where}.rank: rank {rank} is listed twice")
+            ids = {}
+            for key in ("cores", "gpus"):
+                text = node.get(key) or ""
+                if not isinstance(text, str) or len(text) > MAX_IDSET_TEXT:
+                    raise ServiceError(errno.EINVAL, f"{where}.{key}: must be an idset string")
+                try:
+                    ids[key] = idset.decode(text)
+                except idset.IdsetError as exc:
+                    raise ServiceError(errno.EINVAL, f"{where}.{key}: {exc}") from None
+                if ids[key] and ids[key][-1] >= MAX_UNIT_ID:
+                    raise ServiceError(errno.EINVAL, f"{where}.{key}: id {ids[key][-1]} is too "
+                                       f"large (at most {MAX_UNIT_ID - 1})")
+            if not (ids["cores"] or ids["gpus"] or memory):
+                raise ServiceError(errno.EINVAL, f"{where}: holds nothing (no cores, GPUs or "
+                                   "memory)")
+            out[rank] = {"rank": rank, "hostname": hostnames.get(rank, f"rank{rank}"),
+                         "cores": idset.encode(ids["cores"]), "gpus": idset.encode(ids["gpus"]),
+                         "memory_mib": memory}
+        return [out[r] for r in sorted(out)]
+
+    def _check_free(self, nodes: list[dict]) -> None:
+        """EBUSY naming the first core or GPU of `nodes` another allocation holds (also a
+        pending one: its rank has not joined yet, but those ids are its)."""
+        wanted = {(n["rank"], kind, i) for n in nodes for kind in ("cores", "gpus")
+                  for i in idset.decode(n[kind])}
+        for other in self.allocations.values():
+            if other.status != "ALLOCATED":
+                continue
+            for n in other.nodes:
+                for kind in ("cores", "gpus"):
+                    for i in idset.decode(n.get(kind) or ""):
+                        if (n["rank"], kind, i) in wanted:
+                            raise ServiceError(
+                                errno.EBUSY, f"busy: rank {n['rank']} {kind[:-1]} {i} is held by "
+                                f"allocation {other.id}")
+
     def cancel(self, payload: dict) -> dict:
         alloc = self._get(payload)
         ranks_text = payload.get("ranks")
@@ -292,8 +403,8 @@ class SchedService:
         if ranks == held:
             return self._cancel_all(alloc)
         remaining = [n for n in alloc.nodes if n["rank"] not in ranks]
-        if alloc.restored:
-            remaining = self.graph.partial_cancel(alloc.id, sorted(ranks), remaining)
+        self.graph.partial_cancel(alloc.id, sorted(ranks), remaining)
+        alloc.pending -= ranks
         alloc.nodes = remaining
         if alloc.kinds is not None:
             alloc.kinds = [
@@ -309,8 +420,7 @@ class SchedService:
         }
 
     def _cancel_all(self, alloc: Allocation) -> dict:
-        if alloc.restored:
-            self.graph.cancel(alloc.id)
+        self.graph.cancel(alloc.id)
         del self.allocations[alloc.id]
         if alloc.status == "ALLOCATED":
             self.journal.remove(alloc.id)
@@ -327,7 +437,7 @@ class SchedService:
         return out
 
     def list(self, payload: dict) -> dict:
-        wanted = payload.get("labels") or {}
+        wanted = _or_empty(payload.get("labels"))
         if not isinstance(wanted, dict):
             raise ServiceError(errno.EINVAL, "labels: must be an object")
         out = [
@@ -367,7 +477,7 @@ class SchedService:
                     idset.encode(added) or "none",
                 )
                 self.down = new_down
-                self._replay(pending_only=True)
+                self._replay(joined=set(added))
                 self.graph.set_down(new_down)
                 return
             self.log.info(
@@ -377,8 +487,23 @@ class SchedService:
             self.down = new_down
             for alloc_id in [a.id for a in self.allocations.values() if a.status == "RESERVED"]:
                 del self.allocations[alloc_id]  # reservations are recomputed by their owner
+            for alloc in self.allocations.values():
+                alloc.pending.clear()
             self._replay()
             self.graph.set_down(new_down)
+
+
+def _or_empty(value: Any) -> Any:
+    """An optional object: absent or null is empty (a falsy non-object like [] is not)."""
+    return {} if value is None else value
+
+
+def describe(node: dict) -> str:
+    """What a node summary names, in words: "cores 6-7, 512 MiB"."""
+    parts = [f"{key} {node[key]}" for key in ("cores", "gpus") if node.get(key)]
+    if node.get("memory_mib"):
+        parts.append(f"{node['memory_mib']} MiB")
+    return ", ".join(parts) or "nothing"
 
 
 def load(broker: Any) -> SchedService:

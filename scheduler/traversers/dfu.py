@@ -431,6 +431,14 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         with their ancestors, in post order (feed to a writer)."""
         return find(self, expr)
 
+    def holdable(self, v: Vertex, at: int, duration: int) -> bool:
+        """Could a replay pick ``v`` exclusively and whole during the window (nothing of
+        another job at or below it)? How a caller choosing among interchangeable vertices
+        (memory granules) finds the ones `replay` will accept."""
+        m = JobMeta(at, min(duration, INF - at), -1, None)
+        busy = v.schedule is not None and free_during(v.schedule, m.at, m.duration) < v.size
+        return not busy and not self._x_busy(v, m)
+
     def info(self, jobid: int) -> Job:
         job = self.jobs.get(jobid)
         if job is None:

@@ -14,7 +14,6 @@ from fluxnode.scheduler.binder.cluster_state import PodInfo
 from fluxnode.scheduler.binder.slot_assignment import AssignmentError, PodSlot, assign
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 from fluxnode.scheduler.service.journal import Journal, JournalEntry
-from fluxnode.scheduler.service.slot_kinds import kinds_on
 from support.binder_cluster import BinderCluster
 from support.sched_leader import restart_leader
 
@@ -59,38 +58,6 @@ def test_a_journal_from_before_kinds_is_read_and_upgraded(tmp_path):
     j.shrink(new, {}, [], [{**KINDS[0], "nodes": []}])
     assert j.entries()[1].kinds[0]["nodes"] == []
     j.close()
-
-
-def test_kinds_follow_the_ids_a_replay_re_picked():
-    kinds = [
-        {
-            "label": "s0",
-            "nodes": [
-                {"rank": 1, "hostname": "node1", "cores": "5-7", "gpus": "1", "memory_mib": 0}
-            ],
-        },
-        {
-            "label": "s1",
-            "nodes": [
-                {"rank": 0, "hostname": "node0", "cores": "0-1", "gpus": "", "memory_mib": 0},
-                {"rank": 1, "hostname": "node1", "cores": "2", "gpus": "", "memory_mib": 0},
-            ],
-        },
-    ]
-    old = [{"rank": 0, "cores": "0-1", "gpus": ""}, {"rank": 1, "cores": "2,5-7", "gpus": "1"}]
-    new = [{"rank": 1, "cores": "0-3", "gpus": "0"}]
-    assert kinds_on(kinds, old, new) == [
-        {
-            "label": "s0",
-            "nodes": [
-                {"rank": 1, "hostname": "node1", "cores": "1-3", "gpus": "0", "memory_mib": 0}
-            ],
-        },
-        {
-            "label": "s1",
-            "nodes": [{"rank": 1, "hostname": "node1", "cores": "0", "gpus": "", "memory_mib": 0}],
-        },
-    ]
 
 
 def kinds_spec(*kinds, hosts=None):
