@@ -73,3 +73,75 @@ def test_leader_kill_9_and_restart_the_loop_lives_and_binds_again(tmp_path):
                  20, what="a-0's allocation to be cancelled")
         assert_leader_holds_exactly(c, ["a-1", "b-0", "b-1", "b-2"])
         assert b._thread.is_alive() and healthz(b) == b"ok\n"
+
+
+def bind_then_free_the_low_cores(c) -> list[str]:
+    """Four one-core pods on a 4-core node, the two on the lowest cores finished: the running
+    ones hold cores a fresh leader would hand out last (a first-fit count would miss them)."""
+    names = [f"a-{i}" for i in range(4)]
+    for name in names:
+        c.create_pod(name)
+        c.wait_bound([name])  # one by one: a-i gets core i
+    low = sorted(names, key=lambda n: min(c for _r, c in pod_cores(c, n)))[:2]
+    for name in low:
+        c.finish(name)
+    wait_for(lambda: len(c.group_allocations()) == 2, 20, what="the finished pods' cores freed")
+    return [n for n in names if n not in low]
+
+
+def test_leader_back_without_its_journal_the_running_pods_are_adopted_first(tmp_path):
+    with BinderCluster(tmp_path, {"node0": 4}) as c:
+        b = c.start_binder(rpc_timeout=2.0)
+        running = bind_then_free_the_low_cores(c)
+        moved = c.kill_leader(lose_journal=True)
+        wait_for(lambda: not b.ctx.sched_ok, 20, what="the binder to notice the leader is gone")
+        c.restart_leader()
+        assert not c.group_allocations(), f"the journal {moved} was not lost"
+        new = ["b-0", "b-1"]
+        for name in new:
+            c.create_pod(name)
+        c.wait_bound(new, timeout=60)
+        c.assert_no_overcommit()
+        assert_leader_holds_exactly(c, running + new)
+        assert b.reconciler.adopted == 2
+        c.create_pod("c-0")  # the node is full: it waits, it is not put on an adopted core
+        c.wait_condition("c-0", "WaitingForResources")
+        assert c.node_of("c-0") is None
+
+
+def test_leader_back_without_its_journal_unnoticed_the_first_alloc_gives_it_away(tmp_path):
+    """No resync and nothing to do while the leader is away: the binder learns that it lost
+    its journal only from the first sched.alloc answer, which names cores our running pods
+    use. Nothing may be bound on them."""
+    with BinderCluster(tmp_path, {"node0": 4}) as c:
+        b = c.start_binder(rpc_timeout=2.0, resync=3600.0)
+        running = bind_then_free_the_low_cores(c)
+        c.kill_leader(lose_journal=True)
+        c.restart_leader()
+        new = ["b-0", "b-1"]
+        for name in new:
+            c.create_pod(name)
+        c.wait_bound(new, timeout=60)
+        c.assert_no_overcommit()
+        assert_leader_holds_exactly(c, running + new)
+        assert b.reconciler.adopted == 2
+
+
+def test_an_allocation_the_leader_dropped_is_adopted_again_on_the_next_resync(tmp_path):
+    """The leader answers all along but no longer holds a running pod's cores (a replay
+    that dropped an allocation, an operator's cancel): the resync tick sees its allocated R
+    does not cover the pod and re-syncs the leader before placing more."""
+    with BinderCluster(tmp_path, {"node0": 4}) as c:
+        b = c.start_binder()
+        c.create_pod("a-0")
+        c.wait_bound(["a-0"])
+        alloc_id = int(c.get_pod("a-0")["metadata"]["annotations"]["fluxnode.io/allocation"])
+        c.inst.rpc("sched.cancel", {"id": alloc_id})
+        assert not c.group_allocations()
+        wait_for(lambda: b.reconciler.adopted == 1, 20, what="a-0 adopted again")
+        assert_leader_holds_exactly(c, ["a-0"])
+        for i in range(3):
+            c.create_pod(f"b-{i}")
+        c.wait_bound([f"b-{i}" for i in range(3)])
+        c.assert_no_overcommit()
+        assert_leader_holds_exactly(c, ["a-0", "b-0", "b-1", "b-2"])
