@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import errno
 import math
+import socket
 import sys
+import threading
 from collections import defaultdict
 from pathlib import Path
 
@@ -35,6 +37,91 @@ GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 SIZE_LABEL = "fluence.flux-framework.org/group-size"
 
 
+class ApiOutage:
+    """A TCP hop between the binders and the API emulator that a test can take down: `cut()`
+    resets every open connection (watches, pooled writes) and closes the listening socket,
+    so new connections are refused, as when the API server restarts or its load balancer
+    drops it; `restore()` listens on the same port again. Bytes pass unchanged: the client
+    and the emulator are the real ones, only the network between them fails."""
+
+    def __init__(self, upstream_port: int):
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.port = 0
+        self.down = False
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self.restore()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def restore(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self.port = listener.getsockname()[1]
+        self._listener, self.down = listener, False
+        threading.Thread(target=self._accept, args=(listener,), daemon=True,
+                         name="api-outage-accept").start()
+
+    def cut(self) -> None:
+        self.down = True
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+        with self._lock:
+            conns, self._conns = self._conns, set()
+        for conn in conns:
+            try:  # linger 0: a reset; shutdown first wakes the pump blocked on it
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+
+    def stop(self) -> None:
+        self.cut()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # cut
+            try:
+                server = socket.create_connection(self.upstream)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                if self.down:
+                    client.close()
+                    server.close()
+                    return
+                self._conns.update((client, server))
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True,
+                                 name="api-outage-pump").start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+            with self._lock:
+                self._conns.discard(sock)
+
+
 class BinderCluster:
     def __init__(self, tmp_path: Path, nodes: dict[str, int], *, gpus: dict[str, int] | None = None,
                  kube_only: dict[str, int] | None = None, emulator: KubeEmulator | None = None):
@@ -46,6 +133,7 @@ class BinderCluster:
         self.kube = emulator
         self._own_kube = emulator is None
         self.binders: list[Binder] = []
+        self.outage: ApiOutage | None = None
 
     def __enter__(self) -> BinderCluster:
         try:
@@ -78,6 +166,8 @@ class BinderCluster:
     def __exit__(self, *exc: object) -> None:
         for b in self.binders:
             b.stop()
+        if self.outage is not None:
+            self.outage.stop()
         try:
             if self.inst is not None:
                 self.inst.stop(
@@ -110,8 +200,15 @@ class BinderCluster:
             setattr(cfg, k, v)
         return cfg
 
-    def start_binder(self, **overrides) -> Binder:
-        b = Binder(self.kube.api_client(), self.config(**overrides)).start()
+    def start_binder(self, *, through_outage: bool = False, **overrides) -> Binder:
+        """A binder (in this process); `through_outage`: its API traffic goes through
+        `self.outage` (an ApiOutage), which the test can cut."""
+        api = self.kube.api_client()
+        if through_outage:
+            if self.outage is None:
+                self.outage = ApiOutage(self.kube.port)
+            api.configuration.host = self.outage.url
+        b = Binder(api, self.config(**overrides)).start()
         self.binders.append(b)
         return b
 

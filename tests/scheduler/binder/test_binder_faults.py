@@ -145,3 +145,50 @@ def test_an_allocation_the_leader_dropped_is_adopted_again_on_the_next_resync(tm
         c.wait_bound([f"b-{i}" for i in range(3)])
         c.assert_no_overcommit()
         assert_leader_holds_exactly(c, ["a-0", "b-0", "b-1", "b-2"])
+
+
+def test_api_server_unreachable_the_loop_lives_and_catches_up(tmp_path):
+    """The API server goes away (open connections reset, new ones refused) while pods end and
+    new ones arrive; the binder's writes and watches fail meanwhile. When it is back, the
+    binder frees what ended, binds the new pods, and nothing overcommits."""
+    with BinderCluster(tmp_path, {"node0": 4}) as c:
+        b = c.start_binder(through_outage=True)
+        c.create_pod("a-0")
+        c.create_pod("a-1")
+        c.wait_bound(["a-0", "a-1"])
+        c.outage.cut()
+        # the emulator itself still answers the test: these changes wait for the binder
+        c.finish("a-0")
+        for i in range(3):
+            c.create_pod(f"b-{i}")
+        stamp = b.last_loop
+        wait_for(lambda: b.last_loop > stamp + 3.0 or not b._thread.is_alive(), 20,
+                 what="the loop to go round with the API server away")
+        assert b._thread.is_alive() and b._live() is None and healthz(b) == b"ok\n"
+        c.outage.restore()
+        c.wait_bound([f"b-{i}" for i in range(3)], timeout=60)
+        c.assert_no_overcommit()
+        wait_for(lambda: len(c.group_allocations()) == 4, 20, what="a-0's allocation cancelled")
+        assert_leader_holds_exactly(c, ["a-1", "b-0", "b-1", "b-2"])
+
+
+def test_api_server_gone_mid_burst_every_pod_bound_once(tmp_path):
+    """The API server is cut while a burst is being bound (bindings in flight fail with
+    no answer: written or not), then restored: every pod ends bound, each on its own
+    cores, and the leader holds exactly what runs."""
+    with BinderCluster(tmp_path, {"node0": 16, "node1": 16}) as c:
+        b = c.start_binder(through_outage=True, bind_workers=2)
+        names = [f"p-{i}" for i in range(24)]
+        for name in names:
+            c.create_pod(name)
+        wait_for(lambda: b.ctx.metrics.bindings.labels("bound")._value.get() >= 2, 20,
+                 what="the burst to start binding")
+        c.outage.cut()
+        failed = b.ctx.metrics.bindings.labels("failed")._value.get()
+        wait_for(lambda: b.ctx.metrics.bindings.labels("failed")._value.get() > failed
+                 or all(c.node_of(n) for n in names), 20, what="a binding to fail")
+        c.outage.restore()
+        c.wait_bound(names, timeout=60)
+        c.assert_no_overcommit()
+        assert_leader_holds_exactly(c, names)
+        assert b._thread.is_alive() and healthz(b) == b"ok\n"
