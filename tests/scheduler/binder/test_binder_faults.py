@@ -6,6 +6,9 @@ Binding annotations (`assert_no_overcommit`), the leader's `sched.list`, and the
 binder's own liveness probe over HTTP.
 """
 
+import os
+import signal
+import time
 import urllib.request
 
 from support.binder_cluster import BinderCluster
@@ -73,6 +76,25 @@ def test_leader_kill_9_and_restart_the_loop_lives_and_binds_again(tmp_path):
                  20, what="a-0's allocation to be cancelled")
         assert_leader_holds_exactly(c, ["a-1", "b-0", "b-1", "b-2"])
         assert b._thread.is_alive() and healthz(b) == b"ok\n"
+
+
+def test_an_answer_lost_with_the_leader_is_not_waited_for(tmp_path):
+    """The leader dies while a request of the binder is on the wire: ZeroMQ reconnects to the
+    restarted leader by itself, but that answer never comes. The binder must not sit out its
+    whole rpc timeout (here 60 s) before scheduling again."""
+    with BinderCluster(tmp_path, {"node0": 4}) as c:
+        b = c.start_binder(rpc_timeout=60.0, resync=0.3)
+        c.create_pod("a-0")
+        c.wait_bound(["a-0"])
+        os.kill(c.inst.pids[0], signal.SIGSTOP)  # the next request waits for an answer
+        wait_for(lambda: time.monotonic() - b.last_loop > 1.0, 20,
+                 what="the binder waiting on the stopped leader")
+        c.kill_leader()
+        c.restart_leader()
+        c.create_pod("b-0")
+        c.wait_bound(["b-0"], timeout=20)
+        c.assert_no_overcommit()
+        assert_leader_holds_exactly(c, ["a-0", "b-0"])
 
 
 def bind_then_free_the_low_cores(c) -> list[str]:
