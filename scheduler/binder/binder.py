@@ -220,10 +220,11 @@ class Binder:
         a dead loop in a live process is the one failure a liveness probe sees late."""
         next_resync = time.monotonic() + self.config.resync
         backoff = Backoff(initial=RETRY_MIN, maximum=RETRY_MAX)
+        retry_at: float | None = None  # a failed step is tried again then, events or not
         while not self.stop_event.is_set():
-            timeout = max(0.0, next_resync - time.monotonic())
+            wake = next_resync if retry_at is None else min(next_resync, retry_at)
             try:
-                item = self.inbox.get(timeout=timeout)
+                item = self.inbox.get(timeout=max(0.0, wake - time.monotonic()))
                 self._handle(item)
                 while True:
                     self._handle(self.inbox.get_nowait())
@@ -231,13 +232,16 @@ class Binder:
                 pass
             if self.stop_event.is_set():
                 break
-            self.last_loop = time.monotonic()
-            resync = time.monotonic() >= next_resync
+            now = self.last_loop = time.monotonic()
+            resync = now >= next_resync
             if resync:
-                next_resync = time.monotonic() + self.config.resync
+                next_resync = now + self.config.resync
+            elif retry_at is not None and now < retry_at:
+                continue  # backing off: events are applied, the step waits
             try:
                 self._step(resync)
                 backoff.reset()
+                retry_at = None
             except SchedUnavailable as exc:
                 self.ctx.sched_ok = False
                 log.warning("scheduler service unavailable: %s", exc)
@@ -246,11 +250,11 @@ class Binder:
                 # allocated twice; cancels that could not be delivered are redone there too
                 self.reconciled = False
                 self.ctx.state.changed = True
-                self.stop_event.wait(backoff.next_delay())
+                retry_at = time.monotonic() + backoff.next_delay()
             except Exception:  # the API server, a bug: never a dead loop
                 log.exception("scheduling cycle failed; retrying")
                 self.ctx.state.changed = True
-                self.stop_event.wait(backoff.next_delay())
+                retry_at = time.monotonic() + backoff.next_delay()
         self.scheduling.update_gauges()
 
     def _step(self, resync: bool) -> None:
