@@ -214,3 +214,19 @@ def test_api_server_gone_mid_burst_every_pod_bound_once(tmp_path):
         c.assert_no_overcommit()
         assert_leader_holds_exactly(c, names)
         assert b._thread.is_alive() and healthz(b) == b"ok\n"
+
+
+def test_a_pod_condition_the_api_server_refused_is_written_again(tmp_path):
+    """Writing PodScheduled=False fails (here a 403; a 5xx or no answer alike): the binder
+    must not remember it as said, but write it once the API server takes it."""
+    with BinderCluster(tmp_path, {"node0": 1}) as c:
+        c.start_binder()
+        c.create_pod("a-0")
+        c.wait_bound(["a-0"])
+        rule = c.kube.forbid("patch", "pods/status")
+        c.create_pod("waits")
+        wait_for(lambda: any(r.verb == "patch" and r.subresource == "status"
+                             and r.name == "waits" for r in list(c.kube.requests)),
+                 20, what="the binder to try writing the condition")
+        c.kube.allow(rule)
+        c.wait_condition("waits", "WaitingForResources")
