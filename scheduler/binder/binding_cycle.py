@@ -54,7 +54,8 @@ class BindingCycle:
         self.inbox = inbox  # results go back to the loop as ("bound", [PodResult, ...])
         self.inflight: dict[str, int] = {}  # pod uid -> alloc id, binding submitted
         self.binds: dict[str, Bind] = {}  # pod uid -> its binding, until it is settled
-        self.binds_on: dict[int, set[str]] = {}  # rank -> uids in `binds`
+        # rank -> uid -> (cores, GPUs) of the bindings in `binds` (decoded once per binding)
+        self.binds_on: dict[int, dict[str, tuple[frozenset[int], frozenset[int]]]] = {}
         self.rebind_at: dict[str, float] = {}  # uid -> when to retry a bind of unknown outcome
         self.retry_after: dict[
             str, tuple[float, float]
@@ -72,7 +73,10 @@ class BindingCycle:
             pod, slot, alloc_id, _group = bind
             self.inflight[pod.uid] = alloc_id
             self.binds[pod.uid] = bind
-            self.binds_on.setdefault(slot.rank, set()).add(pod.uid)
+            self.binds_on.setdefault(slot.rank, {})[pod.uid] = (
+                frozenset(idset.decode(slot.cores or "")),
+                frozenset(idset.decode(slot.gpus or "")),
+            )
             self.ctx.reported.pop(pod.uid, None)
         with self._binds_running:
             self._nbinds += len(binds)
@@ -82,10 +86,9 @@ class BindingCycle:
 
     def in_flight_on(self, rank: int, cores: set[int], gpus: set[int]) -> None:
         """Add to `cores`/`gpus` the ids on `rank` of the bindings not settled yet."""
-        for uid in self.binds_on.get(rank, ()):
-            slot = self.binds[uid][1]
-            cores.update(idset.decode(slot.cores or ""))
-            gpus.update(idset.decode(slot.gpus or ""))
+        for bind_cores, bind_gpus in self.binds_on.get(rank, {}).values():
+            cores |= bind_cores
+            gpus |= bind_gpus
 
     def clear(self) -> None:
         """Forget every binding not settled (a reconcile re-derives them from the leader)."""
@@ -97,7 +100,7 @@ class BindingCycle:
     def _settled(self, uid: str) -> None:
         bind = self.binds.pop(uid, None)
         if bind is not None:
-            self.binds_on.get(bind[1].rank, set()).discard(uid)
+            self.binds_on.get(bind[1].rank, {}).pop(uid, None)
         self.rebind_at.pop(uid, None)
 
     def resubmit_due(self) -> None:
