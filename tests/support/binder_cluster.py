@@ -134,6 +134,7 @@ class BinderCluster:
         self._own_kube = emulator is None
         self.binders: list[Binder] = []
         self.outage: ApiOutage | None = None
+        self._through_outage: set[int] = set()  # id() of the binders behind `outage`
 
     def __enter__(self) -> BinderCluster:
         try:
@@ -209,12 +210,22 @@ class BinderCluster:
                 self.outage = ApiOutage(self.kube.port)
             api.configuration.host = self.outage.url
         b = Binder(api, self.config(**overrides)).start()
+        if through_outage:
+            self._through_outage.add(id(b))
         self.binders.append(b)
         return b
 
     def stop_binder(self, b: Binder) -> None:
         b.stop()
         self.binders.remove(b)
+
+    def replace_binder(self, b: Binder, **overrides) -> Binder:
+        """Stop `b` and start a new binder with its settings (and `overrides`): a restart of
+        the binder's process; the new one rebuilds everything from the leader and the pods."""
+        through_outage = id(b) in self._through_outage
+        config = {k: getattr(b.config, k) for k in vars(b.config)} | overrides
+        self.stop_binder(b)
+        return self.start_binder(through_outage=through_outage, **config)
 
     # -- faults ---------------------------------------------------------------------
     def kill_leader(self, *, lose_journal: bool = False) -> list[Path]:

@@ -230,3 +230,22 @@ def test_a_pod_condition_the_api_server_refused_is_written_again(tmp_path):
                  20, what="the binder to try writing the condition")
         c.kube.allow(rule)
         c.wait_condition("waits", "WaitingForResources")
+
+
+def test_a_new_binder_and_a_new_leader_adopt_from_the_pods_alone(tmp_path):
+    """Both lose their memory: the binder is replaced while the leader is down, and the leader
+    comes back without its journal. What runs is known only from the pods' annotations."""
+    with BinderCluster(tmp_path, {"node0": 4}) as c:
+        b = c.start_binder(rpc_timeout=2.0)
+        running = bind_then_free_the_low_cores(c)
+        c.kill_leader(lose_journal=True)
+        b = c.replace_binder(b)
+        c.restart_leader()
+        wait_for(lambda: b.reconciler.adopted == 2, 30, what="the running pods adopted")
+        assert_leader_holds_exactly(c, running)
+        new = ["b-0", "b-1"]
+        for name in new:
+            c.create_pod(name)
+        c.wait_bound(new, timeout=60)
+        c.assert_no_overcommit()
+        assert_leader_holds_exactly(c, running + new)
