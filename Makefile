@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed
 IMAGE   ?= fluxnode:dev
 CLUSTER ?= fluxnode
 
-.PHONY: install system-deps lint imports docs test demo bench image kind-up kind-load deploy undeploy e2e-kind clean
+.PHONY: install system-deps lint imports docs test demo bench fuzz fuzz-message fuzz-jobspec image kind-up kind-load deploy undeploy e2e-kind clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -47,6 +47,20 @@ docs: install
 
 test: install system-deps lint imports docs
 	$(BIN)/pytest -q
+
+# Coverage-guided fuzzing (atheris, tests/fuzz/README.md): FUZZ_SECONDS per target, the
+# corpus kept in build/fuzz/<target>; findings are written as crash-*/timeout-* in build/fuzz.
+FUZZ_SECONDS ?= 900
+FUZZ = mkdir -p build/fuzz/$(1) && cd build/fuzz && $(CURDIR)/$(BIN)/python \
+  $(CURDIR)/tests/fuzz/fuzz_$(1).py -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+  -rss_limit_mb=2048 $(1)
+fuzz: fuzz-message fuzz-jobspec
+
+fuzz-message: install
+	$(call FUZZ,message)
+
+fuzz-jobspec: install
+	$(call FUZZ,jobspec)
 
 demo: install
 	$(BIN)/fluxnode start --test-size 8 -- $(BIN)/fluxnode resource list

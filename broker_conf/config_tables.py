@@ -179,6 +179,10 @@ class _Reader:
                 self.key(name),
                 f"{value!r} is not a ZeroMQ endpoint (expected tcp://HOST:PORT, %h/%p allowed)",
             )
+        if value is not None and value.startswith("tcp://"):
+            problem = tcp_port_problem(value)
+            if problem:
+                raise self.error(self.key(name), f"{value!r}: {problem}")
         return value
 
     def finish(self, known: list[str] | tuple[str, ...]) -> None:
@@ -189,6 +193,23 @@ class _Reader:
                 f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
                 f"(known: {', '.join(known)})",
             )
+
+
+def tcp_port_problem(uri: str) -> str | None:
+    """What is wrong with a tcp:// endpoint's port, or None: it must be 1-65535, or %p
+    (bootstrap.default_port, checked on its own) or * (any free port, as ZeroMQ binds).
+    ZeroMQ takes a port past 65535 modulo 2**16, so the broker would bind another port."""
+    rest = uri[len("tcp://"):]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host:
+        return "expected tcp://HOST:PORT"
+    if port in ("%p", "*"):
+        return None
+    if not port.isdigit():
+        return f"port {port!r} is not a number (1-65535, %p or *)"
+    if not 1 <= int(port) <= 65535:
+        return f"port {int(port)} is outside 1-65535"
+    return None
 
 
 def _tname(value: Any) -> str:

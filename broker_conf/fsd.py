@@ -25,7 +25,10 @@ def parse(value: str | int | float) -> float:
     if isinstance(value, bool):
         raise FSDError(f"invalid duration {value!r}: expected a string like '30s' or a number")
     if isinstance(value, int | float):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:
+            raise FSDError(f"invalid duration {value!r}: too large") from None
     elif isinstance(value, str):
         text = value.strip()
         if text.lower() in ("inf", "infinity"):
@@ -37,6 +40,10 @@ def parse(value: str | int | float) -> float:
                 "or d (e.g. '30s')"
             )
         seconds = float(m.group(1)) * _UNITS[m.group(2) or "s"]
+        if math.isinf(seconds):
+            raise FSDError(
+                f"invalid duration {value!r}: too large (write 'inf' or 'infinity' for never)"
+            )
     else:
         raise FSDError(f"invalid duration {value!r}: expected a string like '30s' or a number")
     if math.isnan(seconds) or seconds < 0:
@@ -45,7 +52,8 @@ def parse(value: str | int | float) -> float:
 
 
 def _num(x: float) -> str:
-    return str(int(x)) if x == int(x) else repr(x)
+    # integers beyond 2**53 print in exponent form: str(int(1e308)) is 309 digits
+    return str(int(x)) if x == int(x) and abs(x) < 2**53 else repr(x)
 
 
 def format(seconds: float) -> str:  # noqa: A001 - mirrors fsd_format_duration
@@ -64,7 +72,10 @@ def format(seconds: float) -> str:  # noqa: A001 - mirrors fsd_format_duration
     for unit in ("d", "h", "m", "s", "ms"):
         if seconds < _UNITS[unit] and unit != "ms":
             continue
-        candidate = _num(seconds / _UNITS[unit]) + unit
+        scaled = seconds / _UNITS[unit]
+        if math.isinf(scaled):  # 1.8e308 s is finite, in ms it is not
+            continue
+        candidate = _num(scaled) + unit
         if len(candidate) <= 8 and parse(candidate) == seconds:
             return candidate
     return _num(float(seconds)) + "s"

@@ -2,16 +2,22 @@
 
 Used for broker ranks, core ids and GPU ids. Decoding accepts ids in any order and
 repeated ids (as flux's idset_decode does) but rejects leading zeros, signs and blanks.
+
+Decoding never expands before it has bounded the result: the ranges are parsed and merged
+first (`decode_ranges`, cost linear in the text), and only then turned into ids, so
+``0-16777215`` is refused in microseconds. `decode` refuses more than ``limit`` ids
+(default `MAX_IDS`); callers that name ranks pass the instance's size.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["IdsetError", "decode", "encode", "parse_id", "MAX_IDS"]
+__all__ = ["IdsetError", "decode", "decode_ranges", "encode", "parse_id", "MAX_IDS"]
 
-#: Refuse to expand more ids than this from one string (guards against ``0-4294967295``).
-MAX_IDS = 1 << 24
+#: Default bound on the ids one string may expand to (`decode`'s ``limit``); guards
+#: against ``0-4294967295``. A million ids is 36 MiB of Python ints.
+MAX_IDS = 1 << 20
 
 
 class IdsetError(ValueError):
@@ -26,14 +32,24 @@ def parse_id(token: str, whole: str, *, what: str = "idset", error: type[ValueEr
     Errors are `error` and read ``invalid <what> '<whole>': <problem>``.
     """
     if not token or not token.isascii() or not token.isdigit():
-        raise error(f"invalid {what} {whole!r}: {token!r} is not a non-negative integer")
+        raise error(f"invalid {what} {_show(whole)}: {_show(token)} is not a non-negative integer")
     if not leading_zeros and len(token) > 1 and token.startswith("0"):
-        raise error(f"invalid {what} {whole!r}: {token!r} has a leading zero")
+        raise error(f"invalid {what} {_show(whole)}: {_show(token)} has a leading zero")
+    if len(token.lstrip("0")) > 20:  # int() of a huge digit string is slow; no id is that large
+        raise error(f"invalid {what} {_show(whole)}: {_show(token)} is too large")
     return int(token)
 
 
-def decode(s: str) -> list[int]:
-    """Return the ids of an idset string, sorted and unique."""
+def _show(text: str, width: int = 64) -> str:
+    """`text` quoted for an error message, cut to `width` characters."""
+    if len(text) <= width:
+        return repr(text)
+    return repr(text[:width]) + f"... ({len(text)} characters)"
+
+
+def decode_ranges(s: str) -> list[tuple[int, int]]:
+    """The ids of an idset string as sorted, disjoint, non-adjacent ``(lo, hi)`` ranges
+    (inclusive), without expanding them: cost is linear in the text, whatever it names."""
     if not isinstance(s, str):
         raise IdsetError(f"idset must be a string, not {type(s).__name__}")
     body = s
@@ -41,17 +57,46 @@ def decode(s: str) -> list[int]:
         body = body[1:-1]
     if body == "":
         return []
-    ids: set[int] = set()
+    ranges: list[tuple[int, int]] = []
     for item in body.split(","):
         lo_s, sep, hi_s = item.partition("-")
         lo = parse_id(lo_s, s)
         hi = parse_id(hi_s, s) if sep else lo
         if hi < lo:
-            raise IdsetError(f"invalid idset {s!r}: range {item!r} is descending")
-        if len(ids) + (hi - lo + 1) > MAX_IDS:
-            raise IdsetError(f"invalid idset {s!r}: more than {MAX_IDS} ids")
-        ids.update(range(lo, hi + 1))
-    return sorted(ids)
+            raise IdsetError(f"invalid idset {_show(s)}: range {_show(item)} is descending")
+        ranges.append((lo, hi))
+    ranges.sort()
+    merged = [ranges[0]]
+    for lo, hi in ranges[1:]:
+        last_lo, last_hi = merged[-1]
+        if lo <= last_hi + 1:
+            if hi > last_hi:
+                merged[-1] = (last_lo, hi)
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def count(ranges: Iterable[tuple[int, int]]) -> int:
+    """How many ids `decode_ranges`' ranges hold."""
+    return sum(hi - lo + 1 for lo, hi in ranges)
+
+
+def decode(s: str, *, limit: int | None = None) -> list[int]:
+    """Return the ids of an idset string, sorted and unique.
+
+    More than ``limit`` ids (default `MAX_IDS`) is an `IdsetError` reading
+    ``... holds N ids, which exceeds L``, raised before anything is expanded.
+    """
+    ranges = decode_ranges(s)
+    bound = MAX_IDS if limit is None else limit
+    n = count(ranges)
+    if n > bound:
+        raise IdsetError(f"invalid idset {_show(s)}: holds {n} ids, which exceeds {bound}")
+    out: list[int] = []
+    for lo, hi in ranges:
+        out.extend(range(lo, hi + 1))
+    return out
 
 
 def encode(ids: Iterable[int], *, brackets: bool = False, ranges: bool = True) -> str:

@@ -30,6 +30,8 @@ class TopologyError(ValueError):
 def _parse_k(spec: str, arg: str, scheme: str) -> int:
     if not arg.isascii() or not arg.isdigit():
         raise TopologyError(f"invalid topology {spec!r}: {scheme} k value must be an integer >= 0")
+    if len(arg.lstrip("0")) > 9:  # int() refuses 4300+ digits; no fanout is that wide
+        raise TopologyError(f"invalid topology {spec[:40]!r}: {scheme} k value is too large")
     return int(arg)
 
 
@@ -82,7 +84,7 @@ class Topology:
         children: list[list[int]] = [[] for _ in range(size)]
         for rank in range(1, size):
             parent = self.parents[rank]
-            if parent is None or not 0 <= parent < size:
+            if not isinstance(parent, int) or isinstance(parent, bool) or not 0 <= parent < size:
                 raise TopologyError(
                     f"rank {rank}: parent {parent} is not a rank of this instance (size {size})"
                 )
@@ -142,7 +144,7 @@ class Topology:
                         stack.append((child, j))
         else:
             for rank, parent in (parents or {}).items():
-                if not 0 <= rank < size:
+                if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < size:
                     raise TopologyError(f"rank {rank} is not a rank of this instance (size {size})")
                 if rank == 0:
                     raise TopologyError(
@@ -211,8 +213,12 @@ class Topology:
     def json_subtree(self, rank: int = 0) -> dict:
         """``{"rank", "size", "children": [...]}`` as flux-core's topology_get_json_subtree_at."""
         self._check(rank)
-        return {
-            "rank": rank,
-            "size": len(self.subtree(rank)),
-            "children": [self.json_subtree(c) for c in self._children[rank]],
-        }
+        # without recursion: a kary:1 chain of 1,000+ ranks exceeded Python's stack
+        order = [rank]
+        for r in order:
+            order.extend(self._children[r])
+        nodes: dict[int, dict] = {}
+        for r in reversed(order):
+            kids = [nodes.pop(c) for c in self._children[r]]
+            nodes[r] = {"rank": r, "size": 1 + sum(k["size"] for k in kids), "children": kids}
+        return nodes[rank]

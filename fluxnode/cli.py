@@ -8,7 +8,10 @@ or group).
 
 from __future__ import annotations
 
+import errno
 import importlib
+import signal
+import sys
 
 import click
 
@@ -54,6 +57,29 @@ class LazyGroup(click.Group):
                 ) from exc
             raise
         return getattr(module, attr)
+
+    def main(self, *args, **kwargs):  # type: ignore[override]
+        """click's standalone handling, except that an interrupt (Ctrl-C) exits 130 like a
+        shell command, quietly, instead of click's "Aborted!" and 1, whenever it comes."""
+        if not kwargs.get("standalone_mode", True):
+            return super().main(*args, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                sys.exit(128 + signal.SIGINT)
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            sys.exit(128 + signal.SIGINT)
+        except OSError as exc:  # EPIPE: the reader went away (`fluxnode ... | head`)
+            if exc.errno != errno.EPIPE:
+                raise
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = []

@@ -52,6 +52,10 @@ class InstanceState:
         name = (msg.payload or {}).get("name")
         if name is None:
             return {"attrs": self.attrs}
+        if not isinstance(name, str):
+            raise ServiceError(
+                errno.EPROTO, f"name: must be a string, not {type(name).__name__}"
+            )
         if name not in self.attrs:
             raise ServiceError(errno.ENOENT, f"unknown attribute {name!r}")
         return {"name": name, "value": self.attrs[name]}

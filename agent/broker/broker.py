@@ -36,7 +36,7 @@ from fluxnode.agent.broker.connector import LocalConnector
 from fluxnode.agent.broker.events import EventBus
 from fluxnode.agent.broker.logging_setup import setup_logging
 from fluxnode.agent.broker.message import Message, ServiceError
-from fluxnode.agent.broker.modules import BrokerHandle, ModuleLoader
+from fluxnode.agent.broker.modules import BrokerHandle, ModuleLoader, ModuleLoadError
 from fluxnode.agent.broker.overlay import Overlay, TbonParams
 from fluxnode.agent.broker.quorum import Quorum
 from fluxnode.agent.broker.reactor import Reactor
@@ -87,6 +87,7 @@ class Broker:
                 state=state,
                 services=self.services,
                 request=self.router.request,
+                forget=self.router.forget,
                 down_ranks=self.quorum.down_ranks,
                 call_later=self.reactor.call_later,
                 log=log,
@@ -138,6 +139,10 @@ class Broker:
         self._register_services()
         self.resources.discover_local()  # before any socket: a bad override fails cleanly
         try:
+            if state.rank == 0:
+                # Before any socket too: a leader whose module fails (a damaged journal) exits
+                # before a child joins it or a client sees it answer.
+                self.modules.load(state.attrs.get("broker.modules"), self._module_handle)
             try:
                 self.connector.start()
             except OSError as exc:
@@ -152,7 +157,6 @@ class Broker:
             self._close()
             raise
         if state.rank == 0:
-            self.modules.load(state.attrs.get("broker.modules"), self._module_handle)
             self._overlay_changed()
         self.shutdown.install_signals()
 
@@ -227,6 +231,7 @@ class Broker:
         self.shutdown.check()
         if self.state.rank == 0 and self.quorum.online_changed():
             self.resources.changed()
+            self.resources.online_changed()
 
 
 def _load_certificate(state: InstanceState) -> Certificate:
@@ -272,6 +277,10 @@ def main(
         log = setup_logging(rank, hostname, attrs)
         broker = Broker(config, hostname, attrs, log, topology=topology, tbon_fd=tbon_fd)
         broker.start()
+    except ModuleLoadError as exc:
+        # Logging is set up: one line, on stderr and in the broker log.
+        log.critical("fluxnode-broker: %s", exc)
+        return 1
     except (BrokerError, attributes.AttrError, ValueError, OSError) as exc:
         print(f"fluxnode-broker: {exc}", file=sys.stderr)
         return 1

@@ -5,6 +5,17 @@ Why not rely on file permissions alone: a socket in a 0700 directory with mode
 Flux local connector does) so a leaked descriptor or a lax directory still
 cannot let another uid in. Clients speak the normal message format with
 length-prefixed frames and may pipeline any number of requests.
+
+Why limits (`ConnectorLimits`): every client shares the broker's one event loop and
+memory, so no client may make it hold without end. Input: a message may be at most
+`max_message` bytes, and all clients' partly received messages together at most
+`input_budget` (a client that would take more is answered ENOBUFS and disconnected;
+the others are served). Output: a client that does not read its answers is not
+read from either once `output_pause` bytes wait for it (it blocks in its own send
+buffer, the kernel's flow control), and one that still lets `output_limit` bytes pile
+up (events it subscribed to) is disconnected. Running out of descriptors (EMFILE) stops
+accepting for a backoff that doubles to a second, logged once per `EMFILE_LOG_EVERY`, so
+a flood of connections never turns into a busy loop.
 """
 
 from __future__ import annotations
@@ -16,14 +27,35 @@ import os
 import socket
 import stat
 import struct
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import zmq
-from fluxnode.agent.broker.message import Message, MessageError, StreamDecoder, encode_stream
+from fluxnode.agent.broker.message import (
+    MAX_MESSAGE_SIZE,
+    Message,
+    MessageError,
+    StreamDecoder,
+    encode_stream,
+)
 from fluxnode.agent.broker.reactor import Reactor
 
 READ_CHUNK = 256 * 1024
+ACCEPT_BACKOFF_MIN = 0.05  # seconds without accepting after EMFILE, doubling...
+ACCEPT_BACKOFF_MAX = 1.0  # ...up to this
+EMFILE_LOG_EVERY = 10.0  # seconds between two "out of descriptors" log lines
+
+
+@dataclass(frozen=True)
+class ConnectorLimits:
+    """What one broker's local connector may hold for its clients (bytes)."""
+
+    max_message: int = MAX_MESSAGE_SIZE  # one message, as on the TBON
+    input_budget: int = 2 * MAX_MESSAGE_SIZE  # partly received messages of all clients together
+    output_pause: int = 4 * 1024 * 1024  # stop reading a client whose answers wait unread
+    output_limit: int = 2 * MAX_MESSAGE_SIZE  # disconnect a client whose output passes this
 
 
 class ConnectorError(Exception):
@@ -54,10 +86,10 @@ def prepare_directory(directory: Path) -> None:
 class LocalClient:
     __slots__ = ("id", "sock", "decoder", "outbuf", "uid", "subscriptions")
 
-    def __init__(self, cid: str, sock: socket.socket, uid: int) -> None:
+    def __init__(self, cid: str, sock: socket.socket, uid: int, max_message: int) -> None:
         self.id = cid
         self.sock = sock
-        self.decoder = StreamDecoder()
+        self.decoder = StreamDecoder(max_message)
         self.outbuf = bytearray()
         self.uid = uid
         self.subscriptions: list[str] = []
@@ -67,16 +99,21 @@ class LocalConnector:
     """Accepts owner-only clients; hands each decoded request to `on_message(msg, client_id)`."""
 
     def __init__(self, reactor: Reactor, uri: str, log: logging.Logger,
-                 on_message: Callable[[Message, str], None], allow_root: bool = False) -> None:
+                 on_message: Callable[[Message, str], None], allow_root: bool = False,
+                 limits: ConnectorLimits | None = None) -> None:
         self.reactor = reactor
         self.uri = uri
         self.path = socket_path(uri)
         self.log = log
         self.on_message = on_message
         self.allow_root = allow_root
+        self.limits = limits or ConnectorLimits()
         self.clients: dict[str, LocalClient] = {}
         self._ids = itertools.count(1)
         self.listener: socket.socket | None = None
+        self._accept_backoff = 0.0
+        self._emfile_logged = float("-inf")
+        self._emfile_count = 0
 
     def start(self) -> None:
         prepare_directory(self.path.parent)
@@ -120,8 +157,12 @@ class LocalConnector:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                self.log.error("local connector: accept failed: %s", exc)
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    self._pause_accepting(exc)
+                else:
+                    self.log.error("local connector: accept failed: %s", exc)
                 return
+            self._accept_backoff = 0.0
             pid, uid, _gid = struct.unpack(
                 "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
             )
@@ -137,9 +178,38 @@ class LocalConnector:
                 continue
             conn.setblocking(False)
             cid = f"c{next(self._ids)}"
-            client = LocalClient(cid, conn, uid)
+            client = LocalClient(cid, conn, uid, self.limits.max_message)
             self.clients[cid] = client
             self.reactor.add(conn, zmq.POLLIN, lambda ev, c=cid: self._ready(c, ev))
+
+    def _pause_accepting(self, exc: OSError) -> None:
+        """Out of descriptors (or kernel memory): the pending connection stays in the
+        backlog; stop polling the listener for a while instead of failing at full speed."""
+        assert self.listener is not None
+        self._accept_backoff = min(ACCEPT_BACKOFF_MAX,
+                                   max(ACCEPT_BACKOFF_MIN, 2 * self._accept_backoff))
+        self._emfile_count += 1
+        now = time.monotonic()
+        if now - self._emfile_logged >= EMFILE_LOG_EVERY:
+            self.log.error(
+                "local connector: cannot accept connections: %s (%d clients connected; %d "
+                "refusals since the last such line); retrying in %.2fs",
+                exc.strerror, len(self.clients), self._emfile_count, self._accept_backoff,
+            )
+            self._emfile_logged = now
+            self._emfile_count = 0
+        listener = self.listener
+        self.reactor.remove(listener)
+
+        def resume() -> None:
+            if self.listener is listener:
+                self.reactor.add(listener, zmq.POLLIN, self._accept)
+                self._accept(zmq.POLLIN)
+
+        self.reactor.call_later(self._accept_backoff, resume)
+
+    def _input_held(self) -> int:
+        return sum(len(c.decoder.buf) for c in self.clients.values())
 
     def _ready(self, cid: str, revents: int) -> None:
         client = self.clients.get(cid)
@@ -158,6 +228,18 @@ class LocalConnector:
         except OSError:
             data = b""
         if not data:
+            self._drop(client.id, None)
+            return
+        if len(client.decoder.buf) + len(data) > READ_CHUNK and \
+                self._input_held() + len(data) > self.limits.input_budget:
+            self.log.error(
+                "local connector: client %s: partly received messages of all clients would "
+                "exceed the %d byte input budget; disconnecting it", client.id,
+                self.limits.input_budget)
+            self._write(client, Message("response", "", -1, 0, None, errno.ENOBUFS,
+                                        "the broker's input budget is exhausted; message "
+                                        "refused (try again later or send less at once)"))
+            self._flush(client)
             self._drop(client.id, None)
             return
         client.decoder.feed(data)
@@ -241,8 +323,16 @@ class LocalConnector:
     def _write(self, client: LocalClient, msg: Message) -> None:
         was_empty = not client.outbuf
         client.outbuf += encode_stream(msg.to_frames())
+        if len(client.outbuf) > self.limits.output_limit:
+            self.log.error(
+                "local connector: client %s does not read: %d bytes wait for it (limit %d); "
+                "disconnecting it", client.id, len(client.outbuf), self.limits.output_limit)
+            self._drop(client.id, None)
+            return
         if was_empty:
             self._flush(client)
+        elif len(client.outbuf) > self.limits.output_pause:
+            self._poll(client)
 
     def _flush(self, client: LocalClient) -> None:
         while client.outbuf:
@@ -255,7 +345,15 @@ class LocalConnector:
                 return
             del client.outbuf[:n]
         if client.id in self.clients:
-            self.reactor.modify(client.sock, zmq.POLLIN | (zmq.POLLOUT if client.outbuf else 0))
+            self._poll(client)
+
+    def _poll(self, client: LocalClient) -> None:
+        """Watch for input unless the client's unread output passed `output_pause`; watch for
+        room to write while output waits."""
+        events = 0 if len(client.outbuf) > self.limits.output_pause else zmq.POLLIN
+        if client.outbuf:
+            events |= zmq.POLLOUT
+        self.reactor.modify(client.sock, events)
 
     def _drop(self, cid: str, reason: str | None) -> None:
         client = self.clients.pop(cid, None)

@@ -9,6 +9,8 @@ shares the imported pages copy-on-write.
 from __future__ import annotations
 
 import ctypes
+import errno
+import fcntl
 import gc
 import json
 import os
@@ -27,6 +29,7 @@ from pathlib import Path
 # means forked children start warm.
 from fluxnode.agent.broker import broker as broker_mod
 from fluxnode.agent.broker.client import Client, ConnectError, RPCError
+from fluxnode.agent.broker.fd_limit import raise_fd_limit
 from fluxnode.broker_conf import certificate, render
 from fluxnode.broker_conf.topology import Topology
 
@@ -46,6 +49,10 @@ class BrokerProc:
     exit_code: int | None = None
 
 
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+LOCK_FILE = ".lock"
+
+
 @dataclass
 class TestInstance:
     size: int
@@ -55,6 +62,7 @@ class TestInstance:
     brokers: list[BrokerProc] = field(default_factory=list)
     keep_rundir: bool = False
     listeners: dict[int, socket.socket] = field(default_factory=dict, repr=False)
+    lock_fd: int | None = field(default=None, repr=False)  # flock on <rundir>/.lock
 
     @property
     def uri(self) -> str:
@@ -139,14 +147,38 @@ def prepare(
     else:
         root = Path(tempfile.mkdtemp(prefix="fluxnode-"))
         keep = False
+    lock_fd = lock_rundir(root)
     try:
-        return _prepare(
+        inst = _prepare(
             root, keep, size, topo, attrs, prefix, tbon, resource_override_dir, log_level
         )
     except BaseException:
+        os.close(lock_fd)
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
         raise
+    inst.lock_fd = lock_fd
+    return inst
+
+
+def lock_rundir(root: Path) -> int:
+    """Take `<root>/.lock` (flock) for as long as the returned descriptor is open, so two
+    instances never share a rundir (its broker.toml, certificate and sockets). Forked
+    brokers inherit the descriptor: the rundir stays taken while any of them lives.
+    LaunchError names the process that holds it."""
+    path = root / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise LaunchError(f"rundir {root} is in use by {holder}") from None
+        raise LaunchError(f"rundir {root}: cannot lock {path}: {exc.strerror}") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"fluxnode start (pid {os.getpid()})\n".encode(), 0)
+    return fd
 
 
 def _prepare(
@@ -212,10 +244,15 @@ def fork_brokers(inst: TestInstance) -> None:
     config_path = str(inst.config_path)
     config = broker_mod.load_config(config_path)
     topology = config.topology()
+    raise_fd_limit()  # inherited by every broker forked below
     # Keep the garbage collector away from the shared heap so pages stay shared after fork.
     gc.collect()
     gc.freeze()
     for b in inst.brokers:
+        # SIGINT/SIGTERM are blocked across the fork: delivered inside os.fork's hooks, the
+        # KeyboardInterrupt was swallowed ("Exception ignored") and the instance went on.
+        # Blocked, the parent gets it right after, with every forked broker recorded.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         pid = os.fork()
         if pid == 0:
             code = 1
@@ -224,6 +261,7 @@ def fork_brokers(inst: TestInstance) -> None:
                 _die_with_parent()
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 for rank, s in inst.listeners.items():
                     if rank != b.rank:
                         s.close()
@@ -244,6 +282,7 @@ def fork_brokers(inst: TestInstance) -> None:
             finally:
                 os._exit(code)
         b.pid = pid
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     for s in inst.listeners.values():
         s.close()  # each broker now holds its own
     (inst.rundir / "instance.json").write_text(json.dumps(inst.info(), indent=1))
@@ -251,6 +290,10 @@ def fork_brokers(inst: TestInstance) -> None:
 
 def reap(inst: TestInstance) -> None:
     for b in inst.brokers:
+        if b.exit_code is None and not b.pid:
+            # never forked (interrupted while starting): nothing to wait for, and never to
+            # signal (kill(0, ...) would hit the launcher's own process group)
+            b.exit_code = 0
         if b.exit_code is None and b.pid:
             try:
                 pid, status = os.waitpid(b.pid, os.WNOHANG)
@@ -337,3 +380,6 @@ def shutdown(inst: TestInstance, grace: float = 10.0) -> None:
 def cleanup(inst: TestInstance) -> None:
     if not inst.keep_rundir:
         shutil.rmtree(inst.rundir, ignore_errors=True)
+    if inst.lock_fd is not None:
+        os.close(inst.lock_fd)
+        inst.lock_fd = None

@@ -14,7 +14,9 @@ On a byte stream (the local Unix socket) the same frames are length-prefixed:
 from __future__ import annotations
 
 import errno
+import itertools
 import json
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +25,9 @@ MAGIC = b"FLUXNODE1"
 NODEID_ANY = -1
 NODEID_UPSTREAM = -2
 MAX_MESSAGE_SIZE = 64 * 1024 * 1024
+#: Deepest nesting of JSON arrays and objects accepted in a header or payload (EPROTO
+#: beyond): handlers walk payloads recursively, and 100,000 levels raised RecursionError.
+MAX_JSON_DEPTH = 256
 TYPES = ("request", "response", "event", "control")
 _U32 = struct.Struct("!I")
 
@@ -86,12 +91,10 @@ class Message:
         )
 
     def decode_payload(self) -> dict | None:
-        """Parse the raw payload (once); bad JSON or a non-object raises MessageError(EPROTO)."""
+        """Parse the raw payload (once); bad JSON, JSON nested deeper than MAX_JSON_DEPTH or
+        a non-object raises MessageError(EPROTO)."""
         if self.payload is None and self.encoded_payload:
-            try:
-                value = json.loads(self.encoded_payload)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise MessageError(errno.EPROTO, f"payload is not valid JSON: {exc}") from None
+            value = loads_bounded(self.encoded_payload, "payload")
             if not isinstance(value, dict):
                 raise MessageError(errno.EPROTO, "payload must be a JSON object")
             self.payload = value
@@ -131,10 +134,7 @@ class Message:
         """Decode and validate a frame list; the payload is left encoded."""
         if not frames or frames[0] != MAGIC:
             raise MessageError(errno.EPROTO, "bad magic frame (not a fluxnode message)")
-        try:
-            h = json.loads(frames[1]) if len(frames) > 1 else None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise MessageError(errno.EPROTO, f"header is not valid JSON: {exc}") from None
+        h = loads_bounded(frames[1], "header") if len(frames) > 1 else None
         partial = {k: h[k] for k in ("type", "topic", "matchtag", "route", "nodeid") if k in h} \
             if isinstance(h, dict) else {}
         if len(frames) != 3:
@@ -171,6 +171,37 @@ class Message:
             seq if isinstance(seq, int) else None,
             frames[2] or None,
         )
+
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKETS_ONLY = bytes(range(256)).translate(None, b"[]{}")
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def json_depth(data: bytes) -> int:
+    """How deeply the arrays and objects of JSON text `data` nest (an upper bound for
+    invalid JSON), computed without recursion and mostly in C."""
+    if data.count(b"[") + data.count(b"{") <= MAX_JSON_DEPTH:
+        return data.count(b"[") + data.count(b"{")  # (fast path: cannot be deeper)
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _BRACKETS_ONLY)
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def loads_bounded(data: bytes, what: str) -> Any:
+    """json.loads of a header or payload frame; MessageError(EPROTO) naming `what` for
+    anything that is not JSON nested at most MAX_JSON_DEPTH deep."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise MessageError(errno.EPROTO, f"{what} is not a byte string")
+    data = bytes(data)
+    if json_depth(data) > MAX_JSON_DEPTH:
+        raise MessageError(
+            errno.EPROTO, f"{what} nests more than {MAX_JSON_DEPTH} arrays and objects deep"
+        )
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # ValueError also covers integers of more than 4300 digits
+        raise MessageError(errno.EPROTO, f"{what} is not valid JSON: {exc}") from None
 
 
 def encode_stream(frames: list[bytes]) -> bytes:

@@ -7,9 +7,15 @@ runtime never imports a module's package itself, so the scheduler stays a plug-i
 
 A module sees the broker only through `BrokerHandle` (docs/developers/interfaces.md): it may
 offer services, publish events, read R and the down ranks, watch R change, and run
-callbacks on the broker's one event loop. A default module that is not installed is
-skipped quietly; one named explicitly, or one whose load fails, is logged as an error
-and the broker keeps running without it.
+callbacks on the broker's one event loop.
+
+A default module that is not installed is skipped quietly. Any other failure -- a
+module named explicitly that cannot be imported, no ``load``, or ``load`` raising (the
+scheduler finding its journal damaged) -- is fatal: `ModuleLoadError`, and the broker
+exits non-zero before it binds anything. A leader running without its scheduler would
+answer ``sched.*`` with ENOSYS while looking healthy; stopping makes the failure seen
+(the node agent reports the broker's exit) and never lets anything reuse what the
+unreadable state held.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fluxnode.agent.broker.boot import InstanceState
+from fluxnode.agent.broker.boot import BrokerError, InstanceState
 from fluxnode.agent.broker.events import EventBus
 from fluxnode.agent.broker.quorum import Quorum
 from fluxnode.agent.broker.reactor import Reactor
@@ -28,6 +34,15 @@ from fluxnode.agent.broker.resource_service import ResourceService
 from fluxnode.agent.broker.services import Handler, ServiceRegistry
 
 DEFAULT_MODULES = "fluxnode.scheduler.service"
+
+
+class ModuleLoadError(BrokerError):
+    """A broker module could not be loaded: the broker must not run without it."""
+
+    def __init__(self, name: str, problem: str) -> None:
+        self.name = name
+        self.problem = problem
+        super().__init__(f"module {name} failed to load: {problem}")
 
 
 class BrokerHandle:
@@ -88,18 +103,20 @@ class ModuleLoader:
             try:
                 module = importlib.import_module(name)
             except ImportError as exc:
-                level = logging.ERROR if explicit else logging.INFO
-                self.log.log(level, "broker: module %s not loaded: %s", name, exc)
-                continue
+                if not explicit and _not_installed(name, exc):
+                    self.log.info("broker: module %s not loaded: %s", name, exc)
+                    continue
+                raise ModuleLoadError(name, f"cannot import it: {exc}") from exc
             loader = getattr(module, "load", None)
             if loader is None:
-                self.log.error("broker: module %s has no load(broker) function", name)
-                continue
+                raise ModuleLoadError(name, "it has no load(broker) function")
             try:
                 obj = loader(make_handle(name.rsplit(".", 1)[-1]))
-            except Exception:
-                self.log.exception("broker: module %s failed to load", name)
-                continue
+            except Exception as exc:
+                if not isinstance(exc, (RuntimeError, ValueError, OSError)):
+                    # A bug, not a reported failure: its traceback goes to the log file.
+                    self.log.debug("broker: module %s failed to load", name, exc_info=True)
+                raise ModuleLoadError(name, " ".join(str(exc).split()) or repr(exc)) from exc
             self.loaded.append((name, obj))
             self.log.info("broker: loaded module %s", name)
 
@@ -111,3 +128,12 @@ class ModuleLoader:
                     close()
                 except Exception:
                     self.log.exception("module %s: close failed", name)
+
+
+def _not_installed(name: str, exc: ImportError) -> bool:
+    """True if importing `name` failed because it (or a package above it) is not installed,
+    not because something it imports is missing or broken."""
+    missing = getattr(exc, "name", None)
+    return isinstance(exc, ModuleNotFoundError) and bool(missing) and (
+        name == missing or name.startswith(f"{missing}.")
+    )

@@ -30,6 +30,7 @@ from fluxnode.agent.broker.reactor import Reactor, Timer
 from fluxnode.broker_conf.config import TbonConfig
 
 STATES = ("full", "partial", "degraded", "lost", "offline")
+HANDSHAKE_TIMEOUT = 5.0  # seconds a TBON peer has to complete the CURVE handshake
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,24 @@ class TbonParams:
             sock.setsockopt(zmq.TCP_MAXRT, int(self.tcp_user_timeout * 1000))
         if self.connect_timeout > 0:
             sock.setsockopt(zmq.CONNECT_TIMEOUT, int(self.connect_timeout * 1000))
+        # A peer that opens a connection and never completes the CURVE handshake holds a
+        # descriptor of ours: dropped after HANDSHAKE_TIMEOUT.
+        sock.setsockopt(zmq.HANDSHAKE_IVL, int(HANDSHAKE_TIMEOUT * 1000))
         sock.setsockopt(zmq.RECONNECT_IVL, 50)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
 
     @property
+    def torpid_checks(self) -> bool:
+        """torpid_max = 0 turns the checks off (flux-config-tbon(5)): a silent child is never
+        marked lost (a closed connection still is, by its goodbye or the TCP keepalives)."""
+        return self.torpid_max > 0
+
+    @property
     def keepalive_period(self) -> float:
-        """How often a child proves it is alive: several times per torpid_max."""
+        """How often a child proves it is alive: several times per torpid_max (every torpid_min
+        when torpid checks are off)."""
+        if not self.torpid_checks:
+            return max(0.02, self.torpid_min)
         return max(0.02, min(self.torpid_min, self.torpid_max / 4))
 
 
@@ -437,7 +450,7 @@ class Overlay:
             self.params.torpid_max - self.params.keepalive_period, self.params.keepalive_period
         )
         for child in self.children.values():
-            if child.connected and now - child.last_seen > limit:
+            if self.params.torpid_checks and child.connected and now - child.last_seen > limit:
                 self.log.error(
                     "overlay: %s (rank %d) has been unresponsive for %.3gs; marking it lost",
                     child.hostname,

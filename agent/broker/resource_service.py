@@ -1,9 +1,21 @@
 """Node resources: each broker discovers its own and reports them to the leader,
 which assembles R (RFC 20) and answers `resource.list` / `resource.R`.
 
-Registration is a plain request to rank 0, re-sent on every (re)join, so a
-broker that restarts or whose parent restarts is always known again. Whether
-a node is up comes from the overlay's online set, not from registration.
+Whether a node is up comes from the overlay's online set, not from registration;
+what it has comes two ways:
+
+* push: a broker sends ``resource.register`` to rank 0 each time it (re)joins its
+  parent. That covers a broker that restarts, but not its subtree: when rank 0 or an
+  interior broker restarts, the brokers below its children never rejoin anyone, so they
+  never push again, and a push sent while the path to rank 0 is broken is lost.
+* pull: so the leader also asks. Every broker answers ``resource.get-local`` with its
+  node description; the leader asks each online rank it has no registration for, and
+  each rank that came back online after leaving the online set (its registration may be
+  stale: it may have restarted while its parent was away). At most `PULL_CONCURRENCY`
+  requests are in flight; a rank that does not answer is asked again with a doubling
+  backoff for as long as it stays online and unknown, so a rank 0 restart in a large
+  instance costs one bounded sweep, never a storm. The leader's R thus converges to the
+  live set after a restart at any level, without restarting anyone.
 """
 
 from __future__ import annotations
@@ -11,18 +23,25 @@ from __future__ import annotations
 import dataclasses
 import errno
 import logging
+import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fluxnode.agent.broker import discovery
 from fluxnode.agent.broker.boot import InstanceState
-from fluxnode.agent.broker.message import Message, ServiceError
+from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 from fluxnode.agent.broker.reactor import Timer
 from fluxnode.agent.broker.services import ServiceRegistry
 from fluxnode.broker_conf import idset
 
 NOTIFY_DELAY = 0.01
+PULL_TOPIC = "resource.get-local"
+PULL_CONCURRENCY = 16  # resource.get-local requests the leader has in flight at once
+PULL_TIMEOUT = 5.0  # a request without an answer by then is given up and asked again
+PULL_BACKOFF_MIN = 0.1  # wait before asking a rank again after a failed ask; doubles ...
+PULL_BACKOFF_MAX = 5.0  # ... up to this
 
 
 @dataclass(frozen=True)
@@ -32,9 +51,10 @@ class ResourceServiceContext:
     state: InstanceState  # rank, hostname, config; size and hostnames follow config.reload
     # to offer resource.* and to ask a module's sched.resource-status in-process
     services: ServiceRegistry
-    request: Callable[
-        [Message], None
-    ]  # send a request from this broker (its response is only logged)
+    # send a request from this broker; the callback, if any, gets its response; returns the
+    # matchtag, which `forget` takes to stop waiting
+    request: Callable[[Message, Callable[[Message], None] | None], int]
+    forget: Callable[[int], None]
     down_ranks: Callable[[], list[int]]
     call_later: Callable[[float, Callable[[], None]], Timer]
     log: logging.Logger
@@ -86,6 +106,16 @@ def allocated_by_rank(status: dict) -> dict[int, tuple[set[int], set[int]]]:
     return out
 
 
+@dataclass
+class _Ask:
+    """The leader's pull of one rank's node description."""
+
+    attempts: int = 0
+    not_before: float = 0.0  # monotonic time of the next ask (backoff)
+    matchtag: int | None = None  # the ask in flight, if any
+    timer: Timer | None = None  # its timeout
+
+
 class ResourceService:
     def __init__(self, context: ResourceServiceContext) -> None:
         self.context = context
@@ -96,6 +126,13 @@ class ResourceService:
         self._notify_timer = None
         self._last_notified: tuple | None = None
         self._exclude: set[int] | None = None
+        # pull (leader only): who is online, whose registration may be stale, whom we ask
+        self._online: set[int] = set()
+        self._stale: set[int] = set()
+        self._asks: dict[int, _Ask] = {}
+        self._in_flight = 0
+        self._ask_timer: Timer | None = None
+        self._asking = False
 
     def discover_local(self) -> None:
         state = self.context.state
@@ -107,6 +144,7 @@ class ResourceService:
             self._store(self.local)
 
     def register(self) -> None:
+        self.context.services.register(PULL_TOPIC, self._get_local)
         if self.context.state.rank == 0:
             services = self.context.services
             services.register("resource.register", self._register)
@@ -119,6 +157,12 @@ class ResourceService:
             self.context.request(
                 Message.request("resource.register", {"node": _node_to_dict(self.local)}, nodeid=0)
             )
+
+    def _get_local(self, msg: Message) -> dict:
+        """`resource.get-local`: this node's description (the leader pulls it)."""
+        if self.local is None:
+            raise ServiceError(errno.EAGAIN, "resource.get-local: resources not discovered yet")
+        return {"node": _node_to_dict(self.local)}
 
     def _register(self, msg: Message) -> dict:
         node = (msg.payload or {}).get("node")
@@ -138,6 +182,8 @@ class ResourceService:
             del self.nodes[r]
         self._R = None
         self.changed()
+        if state.rank == 0:
+            self.online_changed()
 
     def _excluded(self) -> set[int]:
         """[resource] exclude: ranks that run a broker but offer nothing to schedule (as Flux)."""
@@ -154,10 +200,127 @@ class ResourceService:
             raise ServiceError(errno.EINVAL, f"resource.register: rank {node.rank} is out of range")
         if node.rank in self._excluded():
             return
+        self._stale.discard(node.rank)
+        ask = self._asks.pop(node.rank, None)
+        if ask is not None:
+            self._drop_ask(ask)
         if self.nodes.get(node.rank) != node:
             self.nodes[node.rank] = node
             self._R = None
             self.changed()
+
+    # -- pull (leader) ---------------------------------------------------------------------
+    def online_changed(self) -> None:
+        """On the leader, after the online set changed: ask every online rank we know nothing
+        of, or whose registration predates its last time offline, for its resources."""
+        state = self.context.state
+        online = set(range(state.size)) - set(self.context.down_ranks())
+        self._stale |= self._online - online
+        self._stale &= set(range(state.size))
+        self._online = online
+        for rank in list(self._asks):
+            if rank not in online:
+                self._drop_ask(self._asks.pop(rank))
+        wanted = {r for r in online if r not in self.nodes or r in self._stale}
+        wanted -= self._excluded() | {state.rank} | set(self._asks)
+        if wanted:
+            self.context.log.info("resource: asking rank(s) %s for their resources",
+                                  idset.encode(sorted(wanted)))
+            for rank in wanted:
+                self._asks[rank] = _Ask()
+        self._ask_more()
+
+    def _drop_ask(self, ask: _Ask) -> None:
+        if ask.matchtag is not None:
+            self.context.forget(ask.matchtag)
+            ask.matchtag = None
+            self._in_flight -= 1
+        if ask.timer is not None:
+            ask.timer.cancel()
+            ask.timer = None
+
+    def _ask_more(self) -> None:
+        """Send asks that are due, up to PULL_CONCURRENCY in flight; wake up for the next.
+
+        An ask to an unreachable rank is answered (with an error) while it is sent, which
+        lands here again: that inner call returns at once and this loop goes on."""
+        if self._asking:
+            return
+        self._asking = True
+        try:
+            now = time.monotonic()
+            for rank in sorted(self._asks):
+                if self._in_flight >= PULL_CONCURRENCY:
+                    break
+                ask = self._asks.get(rank)
+                if ask is not None and ask.matchtag is None and ask.not_before <= now:
+                    self._send_ask(rank, ask)
+        finally:
+            self._asking = False
+        waiting = [a.not_before for a in self._asks.values() if a.matchtag is None]
+        if not waiting or self._in_flight >= PULL_CONCURRENCY:
+            return  # an answer comes first and calls this again
+        due = min(waiting)
+        if self._ask_timer is not None:
+            if self._ask_timer.when <= due + 0.01:
+                return
+            self._ask_timer.cancel()
+        self._ask_timer = self.context.call_later(max(0.0, due - time.monotonic()), self._wake)
+
+    def _wake(self) -> None:
+        self._ask_timer = None
+        self._ask_more()
+
+    def _send_ask(self, rank: int, ask: _Ask) -> None:
+        self._in_flight += 1
+        ask.attempts += 1
+        ask.timer = self.context.call_later(PULL_TIMEOUT, lambda: self._timed_out(rank, ask))
+        # set before sending: a request to a rank that is unreachable is answered at once
+        ask.matchtag = -1
+        tag = self.context.request(Message.request(PULL_TOPIC, {}, nodeid=rank),
+                                   lambda msg: self._answered(rank, ask, msg))
+        if ask.matchtag == -1:
+            ask.matchtag = tag
+
+    def _timed_out(self, rank: int, ask: _Ask) -> None:
+        ask.timer = None
+        if self._asks.get(rank) is ask and ask.matchtag is not None:
+            self._failed(rank, ask, f"no answer within {PULL_TIMEOUT:g}s")
+
+    def _answered(self, rank: int, ask: _Ask, msg: Message) -> None:
+        if self._asks.get(rank) is not ask or ask.matchtag is None:
+            return  # given up on (timed out, or the rank went offline meanwhile)
+        if msg.errnum:
+            if msg.errnum == errno.ENOSYS:  # a broker that cannot be asked: it pushes
+                self.context.log.warning("resource: rank %d does not answer %s: %s", rank,
+                                         PULL_TOPIC, msg.errstr)
+                self._drop_ask(self._asks.pop(rank))
+                self._ask_more()
+                return
+            self._failed(rank, ask, msg.errstr or f"error {msg.errnum}")
+            return
+        try:
+            node = (msg.decode_payload() or {}).get("node")
+            if not isinstance(node, dict):
+                raise ServiceError(errno.EPROTO, "no 'node' object")
+            node = _node_from_dict(node)
+            if node.rank != rank:
+                raise ServiceError(errno.EPROTO, f"it describes rank {node.rank}")
+            self._store(node)  # drops the ask
+        except (ServiceError, MessageError, TypeError) as exc:
+            self._failed(rank, ask, f"bad answer: {exc}")
+            return
+        self._ask_more()
+
+    def _failed(self, rank: int, ask: _Ask, why: str) -> None:
+        self._drop_ask(ask)
+        delay = min(PULL_BACKOFF_MAX, PULL_BACKOFF_MIN * 2 ** (ask.attempts - 1))
+        ask.not_before = time.monotonic() + delay * random.uniform(0.75, 1.0)
+        level = logging.INFO if ask.attempts <= 3 else logging.WARNING
+        self.context.log.log(level, "resource: asking rank %d for its resources failed "
+                             "(attempt %d): %s; asking again in %.1fs", rank, ask.attempts,
+                             why, delay)
+        self._ask_more()
 
     def R(self) -> dict:
         from fluxnode.broker_conf.rv1 import build_R

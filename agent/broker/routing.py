@@ -6,13 +6,17 @@ a request for a rank in a child's subtree goes down to that child; anything else
 goes up to the parent. Every hop pushes where the request came from onto the
 route, and a response pops it to retrace the path: ``c…`` is a local client,
 ``t…`` a TCP client, a rank number an overlay peer, and `SELF_HOP` a request
-this broker sent itself (its response is only logged on error).
+this broker sent itself. The broker's own requests carry a matchtag of their own; a
+response is handed to the callback given with the request (the leader pulling a node's
+resources), or, without one, only logged on error.
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
+from collections.abc import Callable
 
 from fluxnode.agent.broker.boot import InstanceState
 from fluxnode.agent.broker.connector import LocalConnector
@@ -31,6 +35,8 @@ class Router:
         self.overlay = overlay
         self.connector = connector
         self.log = log
+        self._matchtags = itertools.count(1)
+        self._pending: dict[int, Callable[[Message], None]] = {}
 
     def from_local(self, msg: Message, client_id: str) -> None:
         """A request from a local client: NODEID_UPSTREAM skips this broker."""
@@ -41,10 +47,23 @@ class Router:
                 return
         self.route_request(msg)
 
-    def request(self, msg: Message) -> None:
-        """Send a request originated by this broker; its response is only logged on error."""
+    def request(self, msg: Message, on_response: Callable[[Message], None] | None = None) -> int:
+        """Send a request originated by this broker; returns its matchtag.
+
+        `on_response` gets the response (or the error response); without it the response is
+        only logged on error. A response may never come (a broker on the way died): the caller
+        that waits for one bounds the wait and then calls `forget`.
+        """
         msg.route = [SELF_HOP]
+        msg.matchtag = next(self._matchtags)
+        if on_response is not None:
+            self._pending[msg.matchtag] = on_response
         self.route_request(msg)
+        return msg.matchtag
+
+    def forget(self, matchtag: int) -> None:
+        """Stop waiting for the response to request `matchtag` (a late one is dropped)."""
+        self._pending.pop(matchtag, None)
 
     def route_request(self, msg: Message) -> None:
         state = self.state
@@ -93,7 +112,10 @@ class Router:
             return
         hop = msg.route.pop()
         if hop == SELF_HOP:
-            if msg.errnum:
+            callback = self._pending.pop(msg.matchtag, None)
+            if callback is not None:
+                callback(msg)
+            elif msg.errnum:
                 self.log.error("broker: %s failed: %s", msg.topic, msg.errstr)
             return
         if hop.startswith("c"):

@@ -209,13 +209,17 @@ class NodeAgent:
             # Nothing to run here (node not selected, or NotReady): the agent is where it should
             # be, and an unready pod would stall the DaemonSet's rolling update.
             return True, self.status
+        # Why the last broker exited (its last error line), until one answers again: a broker
+        # in a crash loop spends most of its time between two starts.
+        exited = self.supervisor.exit_reason
         if not self.supervisor.running:
-            return False, self.status
+            return False, exited or self.status
         try:
             with Client.connect(self.files.local_uri, timeout=2.0) as c:
                 c.rpc("broker.ping", {}, nodeid=NODEID_ANY, timeout=2.0)
         except (ConnectError, RPCError, OSError) as exc:
-            return False, f"broker pid {self.supervisor.pid} does not answer broker.ping: {exc}"
+            text = f"broker pid {self.supervisor.pid} does not answer broker.ping: {exc}"
+            return False, f"{text} (before: {exited})" if exited else text
         return True, f"rank {self.rank}, broker pid {self.supervisor.pid}"
 
     # -- control loop ----------------------------------------------------------------------

@@ -4,15 +4,23 @@ A broker that dies is restarted after a backoff that doubles up to a maximum and
 resets once a broker stayed up for a while (like the kubelet's CrashLoopBackOff, one
 level down). The broker's pid and local URI are written to the run directory for
 the connect script, and removed when the broker is stopped on purpose.
+
+The broker's stderr passes through the agent (so it still reaches the container log)
+and its last error line is kept: a broker that exits says why in that line (a leader
+whose journal is damaged names the file), and the operator should not have to find it
+in the log. `exit_reason` ("broker exited with status 1: <line>") is what /readyz
+answers while the broker is down and what the BrokerExited Event says.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +36,47 @@ log = logging.getLogger("fluxnode.agent.supervisor")
 STOP_GRACE = 10.0
 RELOAD_CONNECT_WAIT = 10.0  # how long a just-started broker may take to open its local socket
 STABLE_AFTER = 60.0  # a broker that ran this long is healthy: the next restart backoff starts over
+TAIL_WAIT = 2.0  # how long an exited broker's last stderr lines may take to arrive
+# The broker's log prefix ("2024-05-01T12:00:00 host broker[0]: ERROR "): a reason omits it.
+_LOG_PREFIX = re.compile(r"^\S+ \S+ broker\[-?\d+\]: (?P<level>[A-Z]+) ")
+_ERROR_LEVELS = ("CRITICAL", "ERROR")
+
+
+class StderrTail:
+    """Copies a broker's stderr to ours line by line and keeps its last error line."""
+
+    def __init__(self, stream, sink=None) -> None:
+        self.stream = stream
+        self.sink = sink or sys.stderr
+        self.last_line = ""
+        self.last_error = ""
+        self.thread = threading.Thread(target=self._run, name="broker-stderr", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        for raw in iter(self.stream.readline, b""):
+            line = raw.decode(errors="replace")
+            try:
+                self.sink.write(line)
+                self.sink.flush()
+            except (OSError, ValueError):
+                pass
+            text = line.strip()
+            if not text:
+                continue
+            match = _LOG_PREFIX.match(text)
+            message = text[match.end():] if match else text
+            self.last_line = message
+            if (match and match["level"] in _ERROR_LEVELS) or (
+                not match and message.startswith(("fluxnode-broker:", "Error:"))
+            ):
+                self.last_error = message
+        self.stream.close()
+
+    def reason(self, timeout: float = TAIL_WAIT) -> str:
+        """The line that says why the broker stopped (after its stderr closed, or `timeout`)."""
+        self.thread.join(timeout)
+        return self.last_error or self.last_line
 
 
 class BrokerSupervisor:
@@ -51,6 +100,8 @@ class BrokerSupervisor:
         self.starts = 0
         self.crashes = 0
         self.last_exit: int | None = None
+        self.exit_reason: str | None = None  # why the last broker stopped by itself, until one runs
+        self._tail: StderrTail | None = None
 
     @property
     def running(self) -> bool:
@@ -68,7 +119,9 @@ class BrokerSupervisor:
 
     def _start(self, placement: Placement) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        self._tail = StderrTail(self.proc.stderr)
         self.placement = placement
         self.started_at = time.monotonic()
         self.starts += 1
@@ -89,6 +142,8 @@ class BrokerSupervisor:
         """
         proc, self.proc = self.proc, None
         self.placement = None
+        self.exit_reason = None  # stopped on purpose: no failure to report
+        self._tail = None
         self.files.clear_broker()
         if proc is None or proc.poll() is not None:
             return
@@ -169,15 +224,16 @@ class BrokerSupervisor:
             self.files.clear_broker()
             self.crashes += 1
             self.last_exit = code
+            line = self._tail.reason() if self._tail else ""
+            self._tail = None
+            self.exit_reason = f"broker exited with status {code}" + (f": {line}" if line else "")
             if uptime >= STABLE_AFTER:
                 self.backoff.reset()
             delay = self.backoff.next_delay()
             self.next_start = time.monotonic() + delay
-            log.warning(
-                "broker exited with status %s after %.1fs; restarting in %.1fs", code, uptime, delay
-            )
-            self.notify("BrokerExited", f"broker exited with status {code} after {uptime:.1f}s; "
-                        f"restarting in {delay:.1f}s", "Warning")
+            log.warning("%s (after %.1fs); restarting in %.1fs", self.exit_reason, uptime, delay)
+            self.notify("BrokerExited", f"{self.exit_reason} (after {uptime:.1f}s; restarting in "
+                        f"{delay:.1f}s)", "Warning")
         if not self.wanted or self.running or placement is None:
             return None
         wait = self.next_start - time.monotonic()

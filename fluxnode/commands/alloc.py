@@ -12,27 +12,15 @@ from pathlib import Path
 import click
 import yaml
 
-from fluxnode.agent.broker.client import Client, ConnectError, RPCError
 from fluxnode.broker_conf import hostlist, idset
+from fluxnode.commands.common import connect, connection_options, rpc
 from fluxnode.scheduler.jobspec.builder import JobspecBuildError, SlotKind, build_jobspec
 from fluxnode.scheduler.policies.policy import POLICIES
 
-uri_option = click.option(
-    "--uri", envvar="FLUXNODE_URI", help="Broker URI (default $FLUXNODE_URI)."
-)
-cert_option = click.option(
-    "--curve-cert", type=click.Path(dir_okay=False), help="CURVE certificate for a tcp:// URI."
-)
-
 
 def _rpc(uri: str | None, curve_cert: str | None, topic: str, payload: dict) -> dict:
-    try:
-        with Client.connect(uri, curve_cert=curve_cert) as client:
-            return client.rpc(topic, payload)
-    except ConnectError as exc:
-        raise click.ClickException(str(exc)) from None
-    except RPCError as exc:
-        raise click.ClickException(f"{topic}: {exc.errstr}") from None
+    with connect(uri, curve_cert) as client:
+        return rpc(client, topic, payload)
 
 
 def _load_jobspec(path: str) -> dict:
@@ -63,8 +51,7 @@ def _count(node: dict, key: str) -> int:
 @click.option("--policy", type=click.Choice(POLICIES), default="first", show_default=True)
 @click.option("--reserve", is_flag=True, help="Reserve the earliest start if it cannot run now.")
 @click.option("--json", "as_json", is_flag=True, help="Print the service's JSON answer.")
-@uri_option
-@cert_option
+@connection_options
 def alloc(
     jobspec,
     nodes,
@@ -114,8 +101,7 @@ def alloc(
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the service's JSON answer.")
-@uri_option
-@cert_option
+@connection_options
 def allocs(as_json, uri, curve_cert):
     """List allocations: id, group, pods, nodes, cores, gpus, state."""
     answer = _rpc(uri, curve_cert, "sched.list", {})
@@ -143,8 +129,7 @@ def allocs(as_json, uri, curve_cert):
 @click.command()
 @click.argument("alloc_id", metavar="ID", type=int)
 @click.option("--ranks", help="Free only these ranks (RFC 22 idset, e.g. 0-3).")
-@uri_option
-@cert_option
+@connection_options
 def cancel(alloc_id, ranks, uri, curve_cert):
     """Cancel allocation ID, or the part of it on --ranks."""
     payload: dict = {"id": alloc_id}

@@ -6,14 +6,23 @@ import click
 
 from fluxnode.agent.broker.client import Client, ConnectError, RPCError
 
-URI_OPTION = click.option(
-    "--uri", envvar="FLUXNODE_URI", metavar="URI", help="broker URI (default $FLUXNODE_URI)"
-)
+
+def connection_options(command):
+    """``--uri`` and the ``--curve-cert`` a tcp:// URI needs: every command that talks to a
+    broker takes both (as `connect` does)."""
+    command = click.option(
+        "--curve-cert", envvar="FLUXNODE_CURVE_CERT", metavar="PATH",
+        type=click.Path(dir_okay=False),
+        help="CURVE certificate for a tcp:// URI (default $FLUXNODE_CURVE_CERT)",
+    )(command)
+    return click.option(
+        "--uri", envvar="FLUXNODE_URI", metavar="URI", help="broker URI (default $FLUXNODE_URI)"
+    )(command)
 
 
-def connect(uri: str | None, timeout: float = 10.0) -> Client:
+def connect(uri: str | None, curve_cert: str | None = None, timeout: float = 10.0) -> Client:
     try:
-        return Client.connect(uri, timeout=timeout)
+        return Client.connect(uri, timeout=timeout, curve_cert=curve_cert)
     except ConnectError as exc:
         raise click.ClickException(str(exc).removeprefix("fluxnode: ")) from None
 
@@ -28,4 +37,9 @@ def rpc(
     try:
         return client.rpc(topic, payload, nodeid=nodeid, timeout=timeout)
     except RPCError as exc:
-        raise click.ClickException(f"{topic}: {exc.errstr}") from None
+        raise click.ClickException(prefixed(topic, exc.errstr)) from None
+
+
+def prefixed(topic: str, errstr: str) -> str:
+    """`topic: errstr`, once: a service that names itself already is not prefixed again."""
+    return errstr if errstr.startswith(f"{topic}:") else f"{topic}: {errstr}"

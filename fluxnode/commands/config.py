@@ -17,6 +17,7 @@ from fluxnode.agent.broker.message import NODEID_ANY
 from fluxnode.broker_conf import certificate, hostlist, idset, render
 from fluxnode.broker_conf import config as config_mod
 from fluxnode.broker_conf.topology import Topology, TopologyError
+from fluxnode.commands.common import connection_options
 
 
 def _fail(message: str) -> NoReturn:
@@ -219,13 +220,11 @@ def topology_cmd(topo: str | None, size: int | None, config_path: Path | None) -
     type=click.IntRange(min=0),
     help="Reload this broker's config (default: the broker at URI).",
 )
-@click.option(
-    "--uri", envvar="FLUXNODE_URI", metavar="URI", help="Broker URI (default $FLUXNODE_URI)."
-)
+@connection_options
 @click.option(
     "--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the broker."
 )
-def reload_cmd(rank: int | None, uri: str | None, timeout: float) -> None:
+def reload_cmd(rank: int | None, uri: str | None, curve_cert: str | None, timeout: float) -> None:
     """Make a running broker re-read its --config-path and apply it in place (``flux config
     reload``).
 
@@ -233,7 +232,7 @@ def reload_cmd(rank: int | None, uri: str | None, timeout: float) -> None:
     invalid config, is an error; the broker keeps running with the config it had.
     """
     try:
-        with Client.connect(uri, timeout=timeout) as client:
+        with Client.connect(uri, timeout=timeout, curve_cert=curve_cert) as client:
             client.rpc(
                 "config.reload", {}, nodeid=NODEID_ANY if rank is None else rank, timeout=timeout
             )

@@ -14,7 +14,7 @@ import click
 
 from fluxnode.agent.broker.client import RPCError
 from fluxnode.broker_conf import hostlist, idset
-from fluxnode.commands.common import URI_OPTION, connect, rpc
+from fluxnode.commands.common import connect, connection_options, rpc
 
 STATES = ("full", "partial", "degraded", "lost", "offline")
 
@@ -143,7 +143,7 @@ def render(
     type=click.Choice(STATES),
     help="wait until the subtree is in STATE",
 )
-@URI_OPTION
+@connection_options
 def status(
     verbose: int,
     rank: int,
@@ -154,9 +154,10 @@ def status(
     no_pretty: bool,
     wait_state: str | None,
     uri: str | None,
+    curve_cert: str | None,
 ) -> None:
     """Show the status of each subtree of the overlay network."""
-    with connect(uri) as client:
+    with connect(uri, curve_cert) as client:
         if wait_state is not None:
             while rpc(client, "overlay.health", nodeid=rank)["status"] != wait_state:
                 time.sleep(0.1)
@@ -180,10 +181,10 @@ def status(
 @click.option(
     "--timeout", "-t", type=float, default=0.5, show_default=True, help="per-broker RPC timeout (s)"
 )
-@URI_OPTION
-def errors(timeout: float, uri: str | None) -> None:
+@connection_options
+def errors(timeout: float, uri: str | None, curve_cert: str | None) -> None:
     """Summarize why brokers are lost or offline: one line per distinct error."""
-    with connect(uri) as client:
+    with connect(uri, curve_cert) as client:
         topo = rpc(client, "overlay.topology", {"rank": 0}, nodeid=0)
         info = collect(client, 0, topo["tree"], timeout if timeout > 0 else 3600.0)
     by_error: dict[str, list[str]] = {}
@@ -204,10 +205,10 @@ def errors(timeout: float, uri: str | None) -> None:
 
 @overlay.command("parentof")
 @click.argument("rank", type=click.IntRange(min=0))
-@URI_OPTION
-def parentof(rank: int, uri: str | None) -> None:
+@connection_options
+def parentof(rank: int, uri: str | None, curve_cert: str | None) -> None:
     """Show the TBON parent of RANK."""
-    with connect(uri) as client:
+    with connect(uri, curve_cert) as client:
         topo = rpc(client, "overlay.topology", {"rank": 0}, nodeid=0)
     parents = _parents(topo["tree"])
     if rank >= topo["size"]:
@@ -219,10 +220,10 @@ def parentof(rank: int, uri: str | None) -> None:
 
 @overlay.command("lookup")
 @click.argument("target")
-@URI_OPTION
-def lookup(target: str, uri: str | None) -> None:
+@connection_options
+def lookup(target: str, uri: str | None, curve_cert: str | None) -> None:
     """Translate a rank idset to a hostlist, or a hostlist to a rank idset."""
-    with connect(uri) as client:
+    with connect(uri, curve_cert) as client:
         names = rpc(client, "overlay.topology", {"rank": 0}, nodeid=0)["hostnames"]
     try:
         ranks = idset.decode(target)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 
 import click
 
-from fluxnode.agent.broker.client import Client, ConnectError, RPCError
+from fluxnode.agent.broker.client import RPCError
 from fluxnode.agent.broker.message import NODEID_ANY, NODEID_UPSTREAM
+from fluxnode.commands.common import connect, connection_options, prefixed
+
+SERVICE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*")
 
 
 def parse_target(target: str) -> tuple[int, str, str]:
@@ -33,6 +37,10 @@ def parse_target(target: str) -> tuple[int, str, str]:
         )
     if not service:
         raise click.BadParameter(f"{target!r}: empty service name", param_hint="TARGET")
+    if not SERVICE.fullmatch(service):
+        raise click.BadParameter(
+            f"{target!r}: expected RANK (0 or more), RANK!SERVICE, any, upstream or a service "
+            "name", param_hint="TARGET")
     return nodeid, rank_s, f"{service}.ping"
 
 
@@ -55,17 +63,15 @@ def parse_target(target: str) -> tuple[int, str, str]:
     metavar="SEC",
     help="delay between requests",
 )
-@click.option("--uri", envvar="FLUXNODE_URI", help="broker URI (default $FLUXNODE_URI)")
+@connection_options
 @click.argument("target")
-def ping(count: int, pad: int, interval: float, uri: str | None, target: str) -> None:
+def ping(count: int, pad: int, interval: float, uri: str | None, curve_cert: str | None,
+         target: str) -> None:
     """Send ping requests to TARGET (RANK or RANK!SERVICE) and print round-trip times."""
     nodeid, label, topic = parse_target(target)
     prefix = "" if label == "any" else f"{label}!"
     padding = "p" * pad
-    try:
-        client = Client.connect(uri)
-    except ConnectError as exc:
-        raise click.ClickException(str(exc).removeprefix("fluxnode: ")) from None
+    client = connect(uri, curve_cert)
     seq = 0
     try:
         with client:
@@ -74,7 +80,7 @@ def ping(count: int, pad: int, interval: float, uri: str | None, target: str) ->
                 try:
                     resp = client.rpc(topic, {"seq": seq, "pad": padding}, nodeid=nodeid)
                 except RPCError as exc:
-                    raise click.ClickException(f"{prefix}{topic}: {exc.errstr}") from None
+                    raise click.ClickException(prefix + prefixed(topic, exc.errstr)) from None
                 ms = (time.monotonic() - t0) * 1000.0
                 if resp.get("pad") != padding:
                     raise click.ClickException("error in ping pad")

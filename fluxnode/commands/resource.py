@@ -8,7 +8,7 @@ import string
 import click
 
 from fluxnode.broker_conf import hostlist, idset
-from fluxnode.commands.common import URI_OPTION, connect, rpc
+from fluxnode.commands.common import connect, connection_options, rpc
 
 STATES = ("free", "allocated", "down", "up", "all")
 DEFAULT_STATES = "free,allocated,down"
@@ -126,11 +126,12 @@ def parse_include(value: str | None, listing: dict) -> set[int] | None:
 @click.option(
     "--include", "-i", metavar="TARGETS", help="only these ranks (idset) or hosts (hostlist)"
 )
-@URI_OPTION
-def list_cmd(states: str, fmt: str, no_header: bool, include: str | None, uri: str | None) -> None:
+@connection_options
+def list_cmd(states: str, fmt: str, no_header: bool, include: str | None, uri: str | None,
+    curve_cert: str | None) -> None:
     """Show free, allocated and down nodes with their core and GPU counts."""
     wanted = parse_states(states)
-    with connect(uri) as client:
+    with connect(uri, curve_cert) as client:
         listing = rpc(client, "resource.list")
     for row in list_rows(listing, wanted, fmt, not no_header, parse_include(include, listing)):
         click.echo(row)
@@ -143,11 +144,11 @@ def list_cmd(states: str, fmt: str, no_header: bool, include: str | None, uri: s
 @click.option(
     "--include", "-i", metavar="TARGETS", help="only these ranks (idset) or hosts (hostlist)"
 )
-@URI_OPTION
-def info_cmd(states: str, include: str | None, uri: str | None) -> None:
+@connection_options
+def info_cmd(states: str, include: str | None, uri: str | None, curve_cert: str | None) -> None:
     """One-line summary of the instance's resources, e.g. "8 Nodes, 16 Cores, 0 GPUs"."""
     wanted = parse_states(states)
-    with connect(uri) as client:
+    with connect(uri, curve_cert) as client:
         listing = rpc(client, "resource.list")
     only = parse_include(include, listing)
     per_rank: dict[int, dict] = {}
@@ -166,8 +167,8 @@ def info_cmd(states: str, include: str | None, uri: str | None) -> None:
 
 
 @resource.command("R")
-@URI_OPTION
-def r_cmd(uri: str | None) -> None:
+@connection_options
+def r_cmd(uri: str | None, curve_cert: str | None) -> None:
     """Print the instance's R (RFC 20) as the leader assembled it."""
-    with connect(uri) as client:
+    with connect(uri, curve_cert) as client:
         click.echo(json.dumps(rpc(client, "resource.R")["R"]))

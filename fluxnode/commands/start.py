@@ -87,6 +87,15 @@ def start(
 
     The exit code is COMMAND's.
     """
+    stopped_by = [
+        signal.SIGINT
+    ]  # what interrupted us: the exit code is 128 + its number, as in a shell
+
+    def on_term(signum: int, _frame: object) -> None:
+        stopped_by[0] = signum
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
     try:
         attributes = attrs_mod.parse_settings(settings)
     except attrs_mod.AttrError as exc:
@@ -104,16 +113,9 @@ def start(
         )
     except (launcher.LaunchError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:  # nothing runs yet; prepare removed what it made
+        sys.exit(128 + stopped_by[0])
 
-    stopped_by = [
-        signal.SIGINT
-    ]  # what interrupted us: the exit code is 128 + its number, as in a shell
-
-    def on_term(signum: int, _frame: object) -> None:
-        stopped_by[0] = signum
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
     tty = sys.stderr.isatty() and not quiet
 
     def progress(count: int, size: int) -> None:

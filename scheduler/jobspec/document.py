@@ -12,6 +12,7 @@ The jobspec model and its checks (`jobspec.py`) sit on top of this module.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import re
@@ -55,13 +56,18 @@ class JobspecError(ValueError):
         line: int | None = None,
         column: int | None = None,
         yaml_cpp: bool = False,
+        hint: str = "",
     ) -> None:
         self.path = path
+        #: what the value should have been, in the user's terms (not in Fluxion's `what`)
+        self.hint = hint
         self.reason = reason
         self.line = line
         self.column = column
         self.yaml_cpp = yaml_cpp
-        super().__init__(f"{path or 'jobspec'}: {reason}")
+        #: the errno a service answers with: EINVAL, or E2BIG for a jobspec over `Limits`
+        self.errnum = errno.EINVAL
+        super().__init__(f"{path or 'jobspec'}: {reason}" + (f" ({hint})" if hint else ""))
 
     @property
     def what(self) -> str:
@@ -97,26 +103,14 @@ class DocNode:
         return len(self.value) if self.kind in ("map", "seq") else 0
 
 
-def _from_yaml(node: yaml.Node) -> DocNode:
-    line, col = node.start_mark.line, node.start_mark.column
-    if isinstance(node, yaml.MappingNode):
-        pairs = [(_from_yaml(k), _from_yaml(v)) for k, v in node.value]
-        return DocNode("map", pairs, line=line, column=col)
-    if isinstance(node, yaml.SequenceNode):
-        return DocNode("seq", [_from_yaml(v) for v in node.value], line=line, column=col)
-    plain = not node.style  # None (PyYAML) or "" (libyaml) for plain scalars
-    if plain and node.tag == "tag:yaml.org,2002:null":
-        return DocNode("null", None, line=line, column=col)
-    return DocNode("scalar", node.value, quoted=not plain, line=line, column=col)
-
-
-def _from_python(obj: Any, path: str) -> DocNode:
+def _from_python(obj: Any, path: str, budget: _Budget, depth: int) -> DocNode:
+    budget.add(1, depth)
     if obj is None:
         return DocNode("null", None)
     if isinstance(obj, bool):
         return DocNode("scalar", "true" if obj else "false", py=obj)
     if isinstance(obj, int):
-        return DocNode("scalar", str(obj), py=obj)
+        return DocNode("scalar", str(obj) if abs(obj) < 10**18 else _BIG, py=obj)
     if isinstance(obj, float):
         text = repr(obj) if math.isfinite(obj) else _float_text(obj)
         return DocNode("scalar", text, py=obj)
@@ -125,12 +119,18 @@ def _from_python(obj: Any, path: str) -> DocNode:
     if isinstance(obj, Mapping):
         return DocNode(
             "map",
-            [(DocNode("scalar", str(k), quoted=True), _from_python(v, join_path(path, str(k))))
+            [(DocNode("scalar", str(k), quoted=True),
+              _from_python(v, join_path(path, str(k)), budget, depth + 1))
              for k, v in obj.items()],
         )
     if isinstance(obj, list | tuple):
-        return DocNode("seq", [_from_python(v, f"{path}[{i}]") for i, v in enumerate(obj)])
+        return DocNode("seq", [_from_python(v, f"{path}[{i}]", budget, depth + 1)
+                               for i, v in enumerate(obj)])
     raise JobspecError(path, f"unsupported value of type {type(obj).__name__}")
+
+
+#: the text of an integer too large for any count (str() of a huge int is quadratic)
+_BIG = "99999999999999999999"
 
 
 def _float_text(x: float) -> str:
@@ -143,26 +143,208 @@ def join_path(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-# libyaml's composer when PyYAML was built with it (10x faster), else the Python one
+# libyaml's parser when PyYAML was built with it (10x faster), else the Python one. Only
+# its event stream is used: the tree is built here, without recursion (PyYAML's own C
+# composer recurses once per nesting level and crashes the process on ``[[[[...``).
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_RESOLVER = yaml.resolver.Resolver()
+_NULL_TAG = "tag:yaml.org,2002:null"
+_NULL_TEXTS = frozenset({"", "~", "null", "Null", "NULL"})
 
 
-def load_document(obj: Mapping | str | bytes) -> DocNode:
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on one jobspec, checked before (text size) and while (depth, nodes) it is
+    read, so no jobspec can hold the caller for long or grow it without end.
+
+    ``max_bytes``: the UTF-8 text, or ``str()`` of nothing for a parsed mapping (whose size
+    the message layer bounds); ``max_depth``: mappings and sequences nested in one another
+    (a plain jobspec needs about 12, each constraint level 2 more); ``max_nodes``: every
+    mapping, sequence and scalar counted as often as YAML aliases repeat it (a 229-byte
+    alias bomb expands to hundreds of millions).
+    """
+
+    max_bytes: int = 1 << 20
+    max_depth: int = 64
+    max_nodes: int = 4096
+
+
+#: The limits `Jobspec.parse` applies unless given others.
+DEFAULT_LIMITS = Limits()
+
+
+class _Budget:
+    """Counts the nodes of one document against `Limits`."""
+
+    __slots__ = ("limits", "nodes")
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.nodes = 0
+
+    def add(self, n: int, depth: int, mark: Any = None) -> None:
+        self.nodes += n
+        if self.nodes > self.limits.max_nodes:
+            raise _limit_error(
+                f"jobspec has more than {self.limits.max_nodes} nodes (YAML aliases count "
+                "each time they are used)", mark)
+        if depth > self.limits.max_depth:
+            raise _limit_error(
+                f"jobspec nests too deeply: more than {self.limits.max_depth} mappings and "
+                "sequences",
+                mark)
+
+
+def _limit_error(reason: str, mark: Any) -> JobspecError:
+    err = JobspecError("", reason, line=mark.line + 1 if mark is not None else None,
+                       column=mark.column if mark is not None else None)
+    err.errnum = errno.E2BIG
+    return err
+
+
+class _Frame:
+    """A mapping or sequence being built: its node, size and height so far."""
+
+    __slots__ = ("node", "size", "height", "anchor", "key")
+
+    def __init__(self, node: DocNode, anchor: str | None) -> None:
+        self.node = node
+        self.size = 1
+        self.height = 1
+        self.anchor = anchor
+        self.key: DocNode | None = None  # a mapping's key waiting for its value
+
+
+def _compose_first(text: str, budget: _Budget) -> DocNode:
+    """The first document of `text` as a DocNode tree (PyYAML's composer, without
+    recursion and within `budget`; aliases share the node they name)."""
+    # node, size, height; size None while the anchored collection is still open
+    anchors: dict[str, tuple[DocNode, int | None, int]] = {}
+    stack: list[_Frame] = []
+    root: DocNode | None = None
+    started = False
+
+    def attach(node: DocNode, size: int, height: int) -> None:
+        nonlocal root
+        if not stack:
+            root = node
+            return
+        top = stack[-1]
+        top.size += size
+        top.height = max(top.height, height + 1)
+        if top.node.kind == "seq":
+            top.node.value.append(node)
+        elif top.key is None:
+            top.key = node
+        else:
+            top.node.value.append((top.key, node))
+            top.key = None
+
+    def remember(anchor: str | None, node: DocNode, size: int | None, height: int,
+                 mark: Any) -> None:
+        if anchor is None:
+            return
+        if anchor in anchors:
+            first = anchors[anchor][0]
+            raise yaml.composer.ComposerError(
+                f"found duplicate anchor {anchor!r}; first occurrence",
+                _Mark(first.line, first.column), "second occurrence", mark)
+        anchors[anchor] = (node, size, height)
+
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, yaml.DocumentStartEvent):
+            started = True
+        elif isinstance(event, yaml.DocumentEndEvent):
+            break
+        elif isinstance(event, yaml.StreamEndEvent):
+            break
+        elif not started:
+            continue
+        elif isinstance(event, yaml.AliasEvent):
+            if event.anchor not in anchors:
+                raise yaml.composer.ComposerError(
+                    None, None, f"found undefined alias {event.anchor!r}", event.start_mark)
+            node, size, height = anchors[event.anchor]
+            if size is None:
+                raise _limit_error(
+                    f"jobspec nests too deeply: alias *{event.anchor} is inside the "
+                    f"collection &{event.anchor} it names", event.start_mark)
+            budget.add(size, len(stack) + height, event.start_mark)
+            attach(node, size, height)
+        elif isinstance(event, yaml.ScalarEvent):
+            budget.add(1, len(stack) + 1, event.start_mark)
+            mark = event.start_mark
+            plain = not event.style
+            # the resolver's null (PyYAML's composer resolves every tag; only null matters)
+            tag = event.tag
+            null = tag == _NULL_TAG or (tag is None and event.value in _NULL_TEXTS)
+            if plain and null:
+                node = DocNode("null", None, line=mark.line, column=mark.column)
+            else:
+                node = DocNode("scalar", event.value, quoted=not plain, line=mark.line,
+                               column=mark.column)
+            remember(event.anchor, node, 1, 1, mark)
+            attach(node, 1, 1)
+        elif isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
+            budget.add(1, len(stack) + 1, event.start_mark)
+            mark = event.start_mark
+            kind = "seq" if isinstance(event, yaml.SequenceStartEvent) else "map"
+            frame = _Frame(DocNode(kind, [], line=mark.line, column=mark.column), event.anchor)
+            remember(event.anchor, frame.node, None, 0, mark)  # open until its end event
+            stack.append(frame)
+        elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
+            frame = stack.pop()
+            if frame.anchor is not None:
+                anchors[frame.anchor] = (frame.node, frame.size, frame.height)
+            attach(frame.node, frame.size, frame.height)
+    return root if root is not None else DocNode("null", None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    line: int
+    column: int
+    name: str = "<unicode string>"
+    index: int = 0
+    buffer: None = None
+    pointer: int = 0
+
+    def __str__(self) -> str:
+        return f'  in "{self.name}", line {self.line + 1}, column {self.column + 1}'
+
+
+def load_document(obj: Mapping | str | bytes, limits: Limits = DEFAULT_LIMITS) -> DocNode:
+    budget = _Budget(limits)
     if not isinstance(obj, str | bytes):
-        return _from_python(obj, "")
+        return _from_python(obj, "", budget, 1)
+    if isinstance(obj, str):
+        try:
+            data = obj.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise JobspecError(
+                "", f"jobspec is not valid Unicode text: {e.reason} at character {e.start}"
+            ) from None
+    else:
+        data = obj
+    if len(data) > limits.max_bytes:
+        err = JobspecError("", f"jobspec is {len(data)} bytes, more than the limit of "
+                           f"{limits.max_bytes}")
+        err.errnum = errno.E2BIG
+        raise err
     if isinstance(obj, bytes):
         try:
             obj = obj.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise JobspecError("", f"jobspec is not UTF-8 text: {e}") from None
+            raise JobspecError(
+                "", f"jobspec is not UTF-8 text: byte 0x{data[e.start]:02x} at offset "
+                f"{e.start} ({e.reason})") from None
     try:
-        for doc in yaml.compose_all(obj, Loader=_LOADER):
-            return _from_yaml(doc)  # yaml-cpp's Load keeps the first document
+        return _compose_first(obj, budget)
     except yaml.YAMLError as e:
         # PyYAML (YAML 1.1) refuses a little JSON that yaml-cpp takes; JSON decides then.
         try:
-            return _from_python(json.loads(obj), "")
-        except ValueError:
+            return _from_python(json.loads(obj), "", _Budget(limits), 1)
+        except (ValueError, RecursionError):
             pass
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e)
@@ -173,7 +355,6 @@ def load_document(obj: Mapping | str | bytes) -> DocNode:
             column=mark.column if mark else None,
             yaml_cpp=mark is not None,
         ) from None
-    return DocNode("null", None)
 
 
 # --------------------------------------------------------------------------------------
@@ -186,17 +367,23 @@ _NINF = {"-.inf", "-.Inf", "-.INF"}
 _NAN = {".nan", ".NaN", ".NAN"}
 
 
-def _bad(node: DocNode, path: str) -> JobspecError:
+def _bad(node: DocNode, path: str, expected: str) -> JobspecError:
     line = node.line + 1 if node.line is not None else None
-    return JobspecError(path, _BAD_CONVERSION, line=line, column=node.column, yaml_cpp=True)
+    if node.kind == "scalar":
+        shown = repr(node.value if len(node.value) <= 40 else node.value[:40] + "...")
+    else:
+        shown = {"map": "a mapping", "seq": "a sequence", "null": "null"}[node.kind]
+    return JobspecError(path, _BAD_CONVERSION, line=line, column=node.column, yaml_cpp=True,
+                        hint=f"{shown} is not {expected}")
 
 
 def as_int(node: DocNode, path: str, lo: int, hi: int, *, unsigned: bool) -> int:
+    expected = f"an integer from {lo} to {hi}"
     if node.kind != "scalar":
-        raise _bad(node, path)
+        raise _bad(node, path, expected)
     m = _INT_RE.match(node.value)
-    if m is None or (unsigned and m.group(1) == "-"):
-        raise _bad(node, path)
+    if m is None or (unsigned and m.group(1) == "-") or len(m.group(2)) > 24:
+        raise _bad(node, path, expected)
     digits = m.group(2)
     if digits[:2] in ("0x", "0X"):
         value = int(digits, 16)
@@ -207,7 +394,7 @@ def as_int(node: DocNode, path: str, lo: int, hi: int, *, unsigned: bool) -> int
     if m.group(1) == "-":
         value = -value
     if not lo <= value <= hi:
-        raise _bad(node, path)
+        raise _bad(node, path, expected)
     return value
 
 
@@ -226,20 +413,20 @@ def as_double(node: DocNode, path: str) -> float:
             return -math.inf
         if text in _NAN:
             return math.nan
-    raise _bad(node, path)
+    raise _bad(node, path, "a number")
 
 
 def as_str(node: DocNode, path: str) -> str:
     if node.kind == "null":
         return "null"
     if node.kind != "scalar":
-        raise _bad(node, path)
+        raise _bad(node, path, "a string")
     return node.value
 
 
 def as_char(node: DocNode, path: str) -> str:
     if node.kind != "scalar" or len(node.value.rstrip()) != 1 or node.value[0].isspace():
-        raise _bad(node, path)
+        raise _bad(node, path, "a single character")
     return node.value[0]
 
 
@@ -260,19 +447,39 @@ def map_items(node: DocNode, path: str) -> Iterator[tuple[str, DocNode, str]]:
 
 
 
-def to_python(node: DocNode) -> Any:
-    """Plain Python for pass-through data (user attributes, unknown system keys)."""
+def to_python(node: DocNode, path: str = "attributes") -> Any:
+    """Plain Python for pass-through data (user attributes, unknown system keys). YAML allows
+    a mapping or sequence as a mapping key (`? [a]: 1`, `{{x: 1}: 2}`); JSON and Python
+    dicts do not: such a key is a JobspecError naming where it is."""
     if node.kind == "null":
         return None
     if node.kind == "map":
-        return {to_python(k): to_python(v) for k, v in node.value}
+        out = {}
+        for k, v in node.value:
+            if k.kind in ("map", "seq"):
+                raise error_at(k, path, "a mapping key must be a scalar, not a "
+                               + ("mapping" if k.kind == "map" else "sequence"))
+            key = to_python(k, path)
+            out[key] = to_python(v, join_path(path, str(key)))
+        return out
     if node.kind == "seq":
-        return [to_python(v) for v in node.value]
+        return [to_python(v, f"{path}[{i}]") for i, v in enumerate(node.value)]
     if node.py is not None:
         return node.py
     if node.quoted or not node.value:
         return node.value
-    try:
-        return yaml.load(node.value, Loader=_LOADER)  # _LOADER is a safe loader
-    except yaml.YAMLError:
+    # what yaml.safe_load makes of a plain scalar, without parsing it again
+    text = node.value
+    if text.isdigit() and text.isascii() and len(text) < 19 and (text[0] != "0" or text == "0"):
+        return int(text)  # the common case, 10x faster than the resolver
+    tag = _RESOLVER.resolve(yaml.ScalarNode, node.value, (True, False))
+    construct = _CONSTRUCTOR.yaml_constructors.get(tag)
+    if construct is None:
         return node.value
+    try:
+        return construct(_CONSTRUCTOR, yaml.ScalarNode(tag, node.value))
+    except (yaml.YAMLError, ValueError, OverflowError):
+        return node.value
+
+
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()

@@ -18,12 +18,15 @@ Errors are :class:`JobspecError` naming the path (``resources[0].with[1].count.m
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from fluxnode.broker_conf import hostlist, idset
 from fluxnode.scheduler.jobspec.document import (
+    DEFAULT_LIMITS,
     FLUXION_STATIC_TYPES,
     INT_MAX,
     INT_MIN,
@@ -31,6 +34,7 @@ from fluxnode.scheduler.jobspec.document import (
     UNKNOWN_TYPE,
     DocNode,
     JobspecError,
+    Limits,
     as_char,
     as_double,
     as_int,
@@ -50,6 +54,7 @@ __all__ = [
     "Count",
     "Jobspec",
     "JobspecError",
+    "Limits",
     "Resource",
     "Task",
 ]
@@ -220,6 +225,7 @@ def _maybe_int(text: str | None) -> int | None:
 # RFC 31 constraints, checked as libjobspec's constraint parser checks them
 
 _BAD_PROPERTY_CHARS = set("!&'\"^`|()")
+_NO_END = float("inf")
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,8 +238,10 @@ class Constraint:
 
     op: str = ""
     values: tuple[Any, ...] = ()
-    #: hostnames (``hostlist``) or ranks (``ranks``) the values expand to
-    members: frozenset = field(default=frozenset(), compare=False, repr=False)
+    #: what the values name, never expanded (``n[0-16777215]`` costs what its text
+    #: costs): `hostlist.Matcher` objects (``hostlist``) or ``(lo, hi)`` rank ranges
+    #: (``ranks``)
+    members: tuple = field(default=(), compare=False, repr=False)
 
     def match(self, name: str, rank: int, properties: Collection[str] = ()) -> bool:
         if self.op == "":
@@ -246,9 +254,10 @@ class Constraint:
                     return False
             return True
         if self.op == "hostlist":
-            return name in self.members
+            return any(name in m for m in self.members)
         if self.op == "ranks":
-            return rank in self.members
+            k = bisect.bisect_right(self.members, (rank, _NO_END)) - 1
+            return k >= 0 and rank <= self.members[k][1]
         results = (c.match(name, rank, properties) for c in self.values)
         if self.op == "or":
             return any(results)
@@ -287,17 +296,21 @@ def _parse_constraint(node: DocNode, path: str) -> Constraint:
             values.append(item.value)
         return Constraint(op, tuple(values))
     if op in ("hostlist", "ranks"):
-        decode = hostlist.decode if op == "hostlist" else idset.decode
         what = "hostlist" if op == "hostlist" else "idset"
-        values, members = [], set()
+        values, members = [], []
         for i, item in enumerate(items):
             text = as_str(item, f"{opath}[{i}]")
             try:
-                members.update(decode(text))
+                if op == "hostlist":
+                    members.append(hostlist.Matcher(text))
+                else:
+                    members.extend(idset.decode_ranges(text))
             except ValueError:
                 raise error_at(item, f"{opath}[{i}]", f"Invalid {what} `{text}'") from None
             values.append(text)
-        return Constraint(op, tuple(values), frozenset(members))
+        if op == "ranks":  # merged and sorted, for bisect
+            members = idset.decode_ranges(",".join(f"{lo}-{hi}" for lo, hi in members))
+        return Constraint(op, tuple(values), tuple(members))
     if op in ("and", "or", "not"):
         return Constraint(
             op, tuple(_parse_constraint(c, f"{opath}[{i}]") for i, c in enumerate(items))
@@ -483,11 +496,17 @@ def _parse_attributes(node: DocNode, path: str) -> _Attributes:
     user: Any = None
     for key, value, kpath in map_items(node, path):
         if key == "user":
-            user = to_python(value)
+            user = to_python(value, kpath)
         elif key == "system":
+            if value.kind == "scalar" or (value.kind == "seq" and not len(value)):
+                # (yaml-cpp iterates these as empty; the service needs a mapping)
+                raise error_at(value, kpath, '"system" in "attributes" is not a mapping')
             for skey, svalue, spath in map_items(value, kpath):
                 if skey == "duration":
                     duration = as_double(svalue, spath)
+                    if not math.isfinite(duration):
+                        raise error_at(svalue, spath, f"duration {svalue.value!r} is not a "
+                                       "finite number of seconds")
                 elif skey == "queue":
                     queue = as_str(svalue, spath)
                 elif skey == "cwd":
@@ -498,7 +517,7 @@ def _parse_attributes(node: DocNode, path: str) -> _Attributes:
                 elif skey == "constraints":
                     constraints = _parse_constraint(svalue, spath)
                 else:
-                    system[skey] = to_python(svalue)
+                    system[skey] = to_python(svalue, spath)
         else:
             raise error_at(value, kpath, 'Unknown key in "attributes"')
     return _Attributes(duration, queue, cwd, env, constraints, system, user)
@@ -519,21 +538,24 @@ class Jobspec:
 
     @classmethod
     def parse(cls, obj: Mapping | str | bytes, *,
-              known_types: Collection[str] | None = None) -> Jobspec:
+              known_types: Collection[str] | None = None,
+              limits: Limits = DEFAULT_LIMITS) -> Jobspec:
         """Parse YAML/JSON text or a parsed mapping the way libjobspec does.
 
         ``known_types``: when given, a resource type outside it is refused as Fluxion
         refuses types its finalized interner never saw (e.g. FLUXION_STATIC_TYPES plus the
-        graph's types).
+        graph's types). ``limits``: size, nesting and node-count bounds (`Limits`; over
+        them is a `JobspecError` whose ``errnum`` is E2BIG).
         """
         try:
-            return cls._parse(obj, known_types)
+            return cls._parse(obj, known_types, limits)
         except RecursionError:
             raise JobspecError("", "jobspec nests too deeply (or refers to itself)") from None
 
     @classmethod
-    def _parse(cls, obj: Mapping | str | bytes, known_types: Collection[str] | None) -> Jobspec:
-        top = load_document(obj)
+    def _parse(cls, obj: Mapping | str | bytes, known_types: Collection[str] | None,
+               limits: Limits) -> Jobspec:
+        top = load_document(obj, limits)
         if top.kind != "map":
             raise error_at(top, "", "Top level of jobspec is not a mapping")
         for key, shown in (("version", "version"), ("resources", "resource"),
@@ -562,7 +584,7 @@ class Jobspec:
             version=version,
             resources=resources,
             tasks=tasks,
-            attributes=to_python(anode) or {},
+            attributes=to_python(anode, "attributes") or {},
             duration=attrs.duration,
             constraints=attrs.constraints,
             queue=attrs.queue,

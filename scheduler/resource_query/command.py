@@ -140,8 +140,12 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             line = stdin.readline()
             if not line:
                 break
-            if not session.dispatch(line):
-                break
+            try:
+                if not session.dispatch(line):
+                    break
+            except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:
+                # as Fluxion's: one command's error is printed, the session goes on
+                stderr.write(f"ERROR: {exc}\n")
     finally:
         if outfile is not None:
             outfile.close()

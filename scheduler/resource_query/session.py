@@ -68,7 +68,7 @@ class Session:
     def run_match(self, op: str, fn: str) -> bool:
         jobid = self.jobid
         try:
-            text = Path(fn).read_text()
+            text = Path(fn).read_bytes()  # not UTF-8 is a jobspec error, below
         except OSError:
             self.error(f"ERROR: can't open {fn}")
             return True
@@ -178,7 +178,7 @@ class Session:
         if reader not in ("jgf", "rv1exec"):
             return self.error(f"ERROR: unsupported reader {reader}")
         try:
-            text = Path(args[3]).read_text()
+            text = Path(args[3]).read_bytes()
         except OSError:
             return self.error(f"ERROR: can't open {args[3]}")
         if jobid in self.allocations:
@@ -191,7 +191,7 @@ class Session:
                 full = self.t.partial_cancel(jobid, ranks)
                 if full:
                     self.allocations.pop(jobid, None)
-            except (ValueError, KeyError, TypeError, RError, TraverserError):
+            except (ValueError, KeyError, TypeError, RecursionError, RError, TraverserError):
                 self.error(f"ERROR: error encountered while removing job {jobid}")
         elif jobid in self.reservations:
             return self.error("ERROR: reservations not currently supported by partial cancel")
@@ -300,7 +300,7 @@ class Session:
         if len(args) != 2:
             return self.error("ERROR: malformed command")
         try:
-            sys.stdout.write(Path(args[1]).read_text())
+            sys.stdout.write(Path(args[1]).read_bytes().decode(errors="replace"))
         except OSError:
             self.error(f"ERROR: can't open {args[1]}")
 
@@ -321,10 +321,10 @@ class Session:
         if jobid in self.t.jobs:
             return self.error(f"ERROR: existent job {jobid}")
         try:
-            doc = json.loads(Path(fn).read_text())
+            doc = json.loads(Path(fn).read_bytes())
         except OSError:
             return self.error(f"ERROR: can't open {fn}")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             return self.error(f"ERROR: {fn} is not JSON: {exc}")
         self.jobid = max(self.jobid, jobid + 1)
         try:

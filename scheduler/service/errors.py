@@ -7,9 +7,16 @@ unsatisfiable one never fits the machine as it is (ENODEV).
 
 from __future__ import annotations
 
+import errno
+
 
 class InvalidRequest(ValueError):
-    """The jobspec (or a replayed record) is malformed; the message says where."""
+    """The jobspec (or a replayed record) is malformed; the message says where. `errnum` is
+    EINVAL, or E2BIG for one past the reader's size limits."""
+
+    def __init__(self, message: str, errnum: int = errno.EINVAL) -> None:
+        super().__init__(message)
+        self.errnum = errnum
 
 
 class Busy(Exception):

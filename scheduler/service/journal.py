@@ -11,6 +11,14 @@ A multi-kind allocation also keeps where each slot kind landed (``kinds``), so
 after any restart its owner can still give each pod exactly its planned share;
 journals written before that column existed are upgraded in place (their
 entries have no ``kinds``).
+
+A journal that cannot be trusted stops the leader instead of being worked around:
+running on without it would hand out cores that are in use. So the file is checked
+at open, before anything writes to it, through a read-only connection (which never
+checkpoints a WAL into it): SQLite's quick_check, the schema (a database of something
+else is refused, never created into), and every row read and its JSON parsed, so the
+damage shows at start and not at the first allocation. `JournalError` names the file,
+the problem and what to do; the damaged file is never overwritten, truncated or moved.
 """
 
 from __future__ import annotations
@@ -39,8 +47,26 @@ CREATE TABLE IF NOT EXISTS counter (name TEXT PRIMARY KEY, value INTEGER NOT NUL
 ID_BLOCK = 1000
 
 
+COLUMNS = ("id", "jobspec", "policy", "R", "nodes", "labels", "created")  # kinds: optional
+JSON_COLUMNS = {"jobspec": dict, "R": dict, "nodes": list, "labels": dict, "kinds": list}
+REMEDY = (
+    "the file is left as it is: to start with an empty journal, move it aside "
+    "(the binder re-adopts the running pods)"
+)
+
+
 class JournalError(RuntimeError):
-    """The journal file cannot be opened or is not a fluxnode journal."""
+    """The journal file cannot be opened or is not a fluxnode journal.
+
+    `file` and `problem` are what the one-line message is made of (with `REMEDY` when the
+    file itself is damaged, as opposed to its directory being unusable)."""
+
+    def __init__(self, file: Path, problem: str, *, damaged: bool = True) -> None:
+        self.file = file
+        self.problem = problem
+        self.damaged = damaged
+        message = f"{file}: scheduler journal {problem}"
+        super().__init__(f"{message}; {REMEDY}" if damaged else message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +93,17 @@ class Journal:
         self._id_limit = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise JournalError(self.path, f"cannot be opened: {exc}", damaged=False) from exc
+        if self.path.is_file() and self.path.stat().st_size > 0:
+            check(self.path)
+        try:
             self._db = sqlite3.connect(
                 str(self.path), check_same_thread=False, isolation_level=None
             )
+        except (sqlite3.Error, OSError) as exc:
+            raise JournalError(self.path, f"cannot be opened: {exc}", damaged=False) from exc
+        try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
@@ -77,7 +111,8 @@ class Journal:
             if "kinds" not in columns:  # a journal from before per-kind placements were kept
                 self._db.execute("ALTER TABLE allocation ADD COLUMN kinds TEXT")
         except (sqlite3.Error, OSError) as exc:
-            raise JournalError(f"{self.path}: cannot open scheduler journal: {exc}") from exc
+            self._db.close()
+            raise JournalError(self.path, f"cannot be opened: {exc}") from exc
 
     def close(self) -> None:
         with self._lock:
@@ -147,20 +182,74 @@ class Journal:
 
     def entries(self) -> list[JournalEntry]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT id, jobspec, policy, R, nodes, labels, created, kinds FROM allocation "
-                "ORDER BY id"
-            ).fetchall()
-        return [
-            JournalEntry(
-                row[0],
-                json.loads(row[1]),
-                row[2],
-                json.loads(row[3]),
-                json.loads(row[4]),
-                json.loads(row[5]),
-                row[6],
-                None if row[7] is None else json.loads(row[7]),
+            try:
+                rows = self._db.execute(SELECT_ENTRIES).fetchall()
+            except sqlite3.Error as exc:
+                raise JournalError(self.path, f"cannot be read: {exc}") from exc
+        return [_entry(self.path, row) for row in rows]
+
+
+SELECT_ENTRIES = (
+    "SELECT id, jobspec, policy, R, nodes, labels, created, kinds FROM allocation ORDER BY id"
+)
+
+
+def _entry(path: Path, row: tuple) -> JournalEntry:
+    """One allocation row as a JournalEntry; a column that does not parse is a JournalError
+    naming the row."""
+    values: dict[str, object] = {}
+    for name, index in (("jobspec", 1), ("R", 3), ("nodes", 4), ("labels", 5), ("kinds", 7)):
+        raw = row[index]
+        if raw is None and name == "kinds":
+            values[name] = None
+            continue
+        try:
+            value = json.loads(raw)
+        except (TypeError, ValueError) as exc:
+            raise JournalError(
+                path, f"allocation {row[0]!r}: column {name} is not valid JSON ({exc})"
+            ) from None
+        if not isinstance(value, JSON_COLUMNS[name]):
+            raise JournalError(
+                path, f"allocation {row[0]!r}: column {name} is not a JSON "
+                f"{'object' if JSON_COLUMNS[name] is dict else 'array'}"
             )
-            for row in rows
-        ]
+        values[name] = value
+    if not isinstance(row[0], int) or not isinstance(row[2], str) or not isinstance(
+        row[6], (int, float)
+    ):
+        raise JournalError(path, f"allocation {row[0]!r}: id, policy or created has a bad type")
+    return JournalEntry(row[0], values["jobspec"], row[2], values["R"], values["nodes"],
+                        values["labels"], row[6], values["kinds"])
+
+
+def check(path: Path) -> None:
+    """Check an existing journal without writing to it: raise JournalError on damage."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise JournalError(path, f"cannot be opened: {exc}", damaged=False) from exc
+    try:
+        problems = [row[0] for row in db.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise JournalError(path, f"is damaged: {'; '.join(problems[:3])}")
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables:
+            return  # an empty database: a journal that was created and never written
+        if not {"allocation", "counter"} <= tables:
+            found = ", ".join(sorted(tables))
+            raise JournalError(path, f"is not a fluxnode journal (its tables: {found})")
+        columns = {row[1] for row in db.execute("PRAGMA table_info(allocation)")}
+        missing = [c for c in COLUMNS if c not in columns]
+        if missing:
+            raise JournalError(
+                path, f"has the wrong schema: table allocation lacks column(s) {', '.join(missing)}"
+            )
+        select = SELECT_ENTRIES if "kinds" in columns else SELECT_ENTRIES.replace(
+            "kinds", "NULL")
+        for row in db.execute(select):
+            _entry(path, row)
+    except sqlite3.Error as exc:  # "file is not a database", "database disk image is malformed"
+        raise JournalError(path, f"is damaged: {exc}") from exc
+    finally:
+        db.close()

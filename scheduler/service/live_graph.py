@@ -37,6 +37,15 @@ HORIZON = 2**31
 
 
 
+def invalid(exc: Exception) -> InvalidRequest:
+    """A refused jobspec, named once (the reader's own message may already say "jobspec:"),
+    with the reader's errno (E2BIG past its size limits) when it has one."""
+    text = str(exc)
+    errnum = getattr(exc, "errnum", None)
+    return InvalidRequest(text if text.startswith("jobspec") else f"jobspec: {text}",
+                          *([errnum] if isinstance(errnum, int) else []))
+
+
 @dataclass
 class Placement:
     status: str  # "ALLOCATED" | "RESERVED"
@@ -178,7 +187,7 @@ class LiveGraph:
                 raise Busy(exc.reason or "not enough free resources now") from None
             raise Unsatisfiable(exc.reason or "no match") from None
         except (JobspecError, TraverserError, ValueError) as exc:
-            raise InvalidRequest(f"jobspec: {exc}") from None
+            raise invalid(exc) from None
 
     def allocate(self, jobid: int, jobspec: dict | str, policy: str, op: str) -> Placement:
         """Place `jobspec` (parsed once here; the traverser and the slot kinds get the
@@ -186,7 +195,7 @@ class LiveGraph:
         try:
             spec = Jobspec.parse(jobspec)
         except JobspecError as exc:
-            raise InvalidRequest(f"jobspec: {exc}") from None
+            raise invalid(exc) from None
         if not spec.duration:
             system = {**(spec.attributes.get("system") or {}), "duration": HORIZON}
             spec = dataclasses.replace(

@@ -247,7 +247,7 @@ class SchedService:
         try:
             placement = self.graph.allocate(alloc_id, jobspec, policy, op)
         except InvalidRequest as exc:
-            raise ServiceError(errno.EINVAL, str(exc)) from None
+            raise ServiceError(exc.errnum, str(exc)) from None
         except Busy as exc:
             raise ServiceError(errno.EBUSY, f"busy: {exc}") from None
         except Unsatisfiable as exc:
@@ -353,7 +353,7 @@ class SchedService:
                 if not isinstance(text, str) or len(text) > MAX_IDSET_TEXT:
                     raise ServiceError(errno.EINVAL, f"{where}.{key}: must be an idset string")
                 try:
-                    ids[key] = idset.decode(text)
+                    ids[key] = idset.decode(text, limit=MAX_UNIT_ID)
                 except idset.IdsetError as exc:
                     raise ServiceError(errno.EINVAL, f"{where}.{key}: {exc}") from None
                 if ids[key] and ids[key][-1] >= MAX_UNIT_ID:
@@ -388,11 +388,18 @@ class SchedService:
         ranks_text = payload.get("ranks")
         if ranks_text is None:
             return self._cancel_all(alloc)
-        try:
-            ranks = set(idset.decode(str(ranks_text)))
-        except idset.IdsetError as exc:
-            raise ServiceError(errno.EINVAL, f"ranks: {exc}") from None
+        if not isinstance(ranks_text, str | int) or isinstance(ranks_text, bool):
+            raise ServiceError(errno.EINVAL, "ranks: must be an idset string")
         held = {n["rank"] for n in alloc.nodes}
+        try:
+            # more ids than the allocation holds cannot all be its own: refused before
+            # anything is expanded (`0-16777215` held the leader 14 s)
+            ranks = set(idset.decode(str(ranks_text), limit=len(held)))
+        except idset.IdsetError as exc:
+            raise ServiceError(
+                errno.EINVAL, f"ranks: {exc} (allocation {alloc.id} holds {len(held)} ranks: "
+                f"{idset.encode(held)})"
+            ) from None
         unknown = ranks - held
         if unknown:
             raise ServiceError(

@@ -209,6 +209,37 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
             if v.children:
                 self._weights[v.uniq_id] = old_weights.get(v.uniq_id, UNSET_WEIGHT)
 
+    def _why_unsatisfiable(self, req: MatchRequest) -> str:
+        """Why `req` can never fit this graph, in the request's terms (Fluxion only says
+        "unsatisfiable request"): a type the graph lacks, a count of 0, more of a type than
+        the graph holds, or else a shape no part of the graph has."""
+        have: dict[str, int] = {}
+        for rtype, vs in self.g.by_type.items():
+            total = sum(max(v.size, 1) for v in vs if v.uniq_id >= 0)
+            if total:
+                have[rtype] = total
+        need: dict[str, int] = {}
+        stack = [(r, 1, f"resources[{i}]") for i, r in enumerate(req.resources)]
+        while stack:
+            r, mult, path = stack.pop()
+            if r.type != "slot" and r.type not in have:
+                return (f"{path}: no resource of type {r.type!r} in this instance (it has "
+                        f"{', '.join(sorted(have))})")
+            if r.count.min < 1:
+                return f"{path}.count: asks for 0 {r.type}; a count must be at least 1"
+            n = mult * r.count.min
+            if r.type != "slot":
+                need[r.type] = need.get(r.type, 0) + n
+            stack.extend((c, n, f"{path}.with[{i}]") for i, c in enumerate(r.with_))
+        for rtype, n in sorted(need.items()):
+            if n > have[rtype]:
+                return f"asks for {n} {rtype} in all; this instance has {have[rtype]}"
+        if req.constraint is not None and req.constraint.op:
+            return ("no set of resources that meets the constraints can hold it "
+                    f"(constraints: {req.constraint.to_dict()})")
+        return ("no part of this instance can ever hold it: the instance has enough of each "
+                "type in all, but not grouped as the request asks (e.g. per node or per slot)")
+
     def _request(self, jobspec) -> MatchRequest:
         if isinstance(jobspec, MatchRequest):
             return jobspec
@@ -242,7 +273,7 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
             ok = self._satisfiable(req, m, excl)
             self.total_preorder, self.total_postorder = self.preorder, self.postorder
             if not ok:
-                raise Unsatisfiable()
+                raise Unsatisfiable(self._why_unsatisfiable(req))
             return MatchResult(jobid, "SATISFIABLE", now, duration, time.perf_counter() - t0)
         if op not in ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability"):
             raise TraverserError(f"unknown match op {op!r}")
@@ -252,7 +283,7 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         if rc != 0:
             if op == "allocate_with_satisfiability":
                 if not self._satisfiable(req, m, excl):
-                    raise Unsatisfiable()
+                    raise Unsatisfiable(self._why_unsatisfiable(req))
                 raise NoMatch(True)
             if op == "allocate":
                 raise NoMatch(True)
@@ -267,7 +298,7 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
             if rc != 0:
                 m.alloc = "reserve"
                 if not self._satisfiable(req, m, excl):
-                    raise Unsatisfiable()
+                    raise Unsatisfiable(self._why_unsatisfiable(req))
                 raise NoMatch(True)
         status = "ALLOCATED" if m.alloc == "alloc" else "RESERVED"
         if m.at + m.duration > INF or m.at + m.duration < 0:

@@ -8,6 +8,7 @@ tighter; juxtaposition means and) with parentheses. Keys: ``status``,
 
 from __future__ import annotations
 
+import functools
 import re
 
 from fluxnode.broker_conf import hostlist
@@ -101,8 +102,14 @@ def _eval(node, v, ov) -> bool:
         k, sep, val = value.partition("=")
         return k in v.properties and (not sep or v.properties[k] == val)
     if key == "names":
-        return v.name in hostlist.decode(value)
+        return v.name in _matcher(value)
     return False
+
+
+@functools.lru_cache(maxsize=64)
+def _matcher(value: str) -> hostlist.Matcher:
+    """A names= hostlist, read once per expression (not per vertex) and never expanded."""
+    return hostlist.Matcher(value)
 
 
 def _preds(node, out: dict) -> dict:

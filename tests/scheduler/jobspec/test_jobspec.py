@@ -195,7 +195,10 @@ def test_invalid_names_path(doc, path: str, reason: str) -> None:
         Jobspec.parse(copy.deepcopy(doc))
     err = info.value
     assert (err.path, err.reason) == (path, reason)
-    assert str(err) == f"{path or 'jobspec'}: {reason}"
+    # a conversion error also says what the value should have been (a hint, not Fluxion's)
+    hint = f" ({err.hint})" if err.hint else ""
+    assert str(err) == f"{path or 'jobspec'}: {reason}{hint}"
+    assert bool(err.hint) == (reason == "bad conversion")
     assert isinstance(err, ValueError)
     # and from YAML text, with the same path and reason
     with pytest.raises(JobspecError) as info:

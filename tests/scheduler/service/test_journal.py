@@ -30,5 +30,5 @@ def test_entries_survive_reopen_and_ids_are_never_reused(tmp_path):
 
 def test_unusable_path_is_a_clear_error(tmp_path):
     (tmp_path / "f").write_text("x")
-    with pytest.raises(JournalError, match="cannot open scheduler journal"):
+    with pytest.raises(JournalError, match="scheduler journal cannot be opened"):
         Journal(tmp_path / "f" / "sched.db")
