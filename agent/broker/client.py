@@ -116,17 +116,56 @@ class _TcpTransport:
         self.sock.curve_serverkey = cert.public_key
         self.sock.curve_publickey = cert.public_key
         self.sock.curve_secretkey = cert.secret_key
+        self.uri = uri
+        # ZeroMQ reconnects by itself and never says a request was lost with its
+        # connection: the monitor does, so a caller waiting for an answer from a broker that
+        # died gives up at once instead of at its timeout.
+        self.monitor = self.sock.get_monitor_socket(
+            zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+            | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        self.poller = zmq.Poller()
+        self.poller.register(self.sock, zmq.POLLIN)
+        self.poller.register(self.monitor, zmq.POLLIN)
         self.sock.connect(uri)
 
+    def _drain_events(self) -> int:
+        """The monitor's events since the last call, ORed (0: none)."""
+        import zmq
+        from zmq.utils.monitor import parse_monitor_message
+
+        seen = 0
+        while self.monitor.poll(0):
+            seen |= parse_monitor_message(self.monitor.recv_multipart(zmq.NOBLOCK))["event"]
+        return seen
+
     def send(self, frames: list[bytes]) -> None:
+        self._drain_events()  # a drop before this request lost nothing of it
         self.sock.send_multipart(frames)
 
     def recv(self, timeout: float | None) -> list[bytes] | None:
-        if not self.sock.poll(None if timeout is None else int(timeout * 1000)):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+            ready = dict(self.poller.poll(left))
+            if self.sock in ready:
+                return self.sock.recv_multipart()
+            if self.monitor in ready:
+                import zmq
+
+                events = self._drain_events()
+                if events & (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                             | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
+                    raise RPCError(errno.EPERM, f"{self.uri} refused the CURVE handshake (not "
+                                   "this instance's certificate?)")
+                if events & zmq.EVENT_DISCONNECTED:
+                    raise RPCError(errno.ECONNRESET, f"connection to {self.uri} lost while "
+                                   "waiting for an answer (the request may be lost)")
+                continue
             return None
-        return self.sock.recv_multipart()
 
     def close(self) -> None:
+        self.sock.disable_monitor()
+        self.monitor.close(0)
         self.sock.close(0)
         self.ctx.term()
 

@@ -26,6 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from fluxnode.agent.kube import raw as kube_raw
+from fluxnode.agent.kube.backoff import Backoff
 from fluxnode.agent.kube.health import HealthServer, problem_probe
 from fluxnode.agent.kube.informer import Informer
 from fluxnode.agent.kube.leader_election import LeaderElector
@@ -44,6 +45,8 @@ from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
 from kubernetes.client import BatchV1Api, CoordinationV1Api, CoreV1Api
 
 log = logging.getLogger("fluxnode.binder")
+
+RETRY_MIN, RETRY_MAX = 0.2, 5.0  # backoff of a failed loop step (well under the liveness limit)
 
 
 class Binder:
@@ -211,11 +214,17 @@ class Binder:
     # -- loop ---------------------------------------------------------------------
 
     def _loop(self) -> None:
+        """Apply events, then one step; a failing step is retried after a capped, jittered
+        backoff (reset by the next step that succeeds). Nothing a step raises ends the
+        loop: the leader or the API server being away is the normal case to ride out, and
+        a dead loop in a live process is the one failure a liveness probe sees late."""
         next_resync = time.monotonic() + self.config.resync
+        backoff = Backoff(initial=RETRY_MIN, maximum=RETRY_MAX)
+        retry_at: float | None = None  # a failed step is tried again then, events or not
         while not self.stop_event.is_set():
-            timeout = max(0.0, next_resync - time.monotonic())
+            wake = next_resync if retry_at is None else min(next_resync, retry_at)
             try:
-                item = self.inbox.get(timeout=timeout)
+                item = self.inbox.get(timeout=max(0.0, wake - time.monotonic()))
                 self._handle(item)
                 while True:
                     self._handle(self.inbox.get_nowait())
@@ -223,35 +232,55 @@ class Binder:
                 pass
             if self.stop_event.is_set():
                 break
-            self.last_loop = time.monotonic()
-            if time.monotonic() >= next_resync:
-                next_resync = time.monotonic() + self.config.resync
-                self.ctx.state.changed = True
-                if self.reconciled:
-                    self.reconciler.refresh_capacity()
-            if not self.leading.is_set():
-                self.reconciled = False
-                continue
+            now = self.last_loop = time.monotonic()
+            resync = now >= next_resync
+            if resync:
+                next_resync = now + self.config.resync
+            elif retry_at is not None and now < retry_at:
+                continue  # backing off: events are applied, the step waits
             try:
-                if not self.reconciled:
-                    if not all(i.synced.is_set() for i in self.informers):
-                        continue
-                    self.reconciler.reconcile()
-                    self.reconciled = True
-                self.scheduling.run()
+                self._step(resync)
+                backoff.reset()
+                retry_at = None
             except SchedUnavailable as exc:
                 self.ctx.sched_ok = False
                 log.warning("scheduler service unavailable: %s", exc)
                 # an answer may have been lost (e.g. the leader restarted): rebuild from
-                # sched.list once it is back, so nothing is left allocated twice
+                # sched.list once it is back (re-adopting what it forgot), so nothing is left
+                # allocated twice; cancels that could not be delivered are redone there too
                 self.reconciled = False
                 self.ctx.state.changed = True
-                self.stop_event.wait(0.5)
-            except Exception:
+                retry_at = time.monotonic() + backoff.next_delay()
+            except Exception:  # the API server, a bug: never a dead loop
                 log.exception("scheduling cycle failed; retrying")
                 self.ctx.state.changed = True
-                self.stop_event.wait(0.5)
+                retry_at = time.monotonic() + backoff.next_delay()
         self.scheduling.update_gauges()
+
+    def _step(self, resync: bool) -> None:
+        """One round of the loop: on a resync tick refresh capacity (and check the leader
+        still holds what our running pods use), reconcile when needed, then a cycle."""
+        if resync:
+            self.ctx.state.changed = True
+            if self.reconciled:
+                self.reconciler.refresh_capacity()
+                forgotten = self.reconciler.forgotten()
+                if forgotten:
+                    log.warning(
+                        "the leader does not hold what %d running pods use (e.g. %s): it "
+                        "restarted without its journal? re-adopting them before placing more",
+                        len(forgotten), forgotten[0],
+                    )
+                    self.reconciled = False
+        if not self.leading.is_set():
+            self.reconciled = False
+            return
+        if not self.reconciled:
+            if not all(i.synced.is_set() for i in self.informers):
+                return
+            self.reconciler.reconcile()
+            self.reconciled = True
+        self.scheduling.run()
 
     def _handle(self, item: tuple) -> None:
         try:

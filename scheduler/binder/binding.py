@@ -20,16 +20,18 @@ import time
 from dataclasses import dataclass
 
 from fluxnode.agent.kube import raw as kube_raw
-from fluxnode.scheduler.binder.cluster_state import ALLOCATION_ANNOTATION, PodInfo
+from fluxnode.scheduler.binder.cluster_state import (
+    ALLOCATION_ANNOTATION,
+    CORES_ANNOTATION,
+    GPUS_ANNOTATION,
+    GROUP_ANNOTATION,
+    RANK_ANNOTATION,
+    PodInfo,
+)
 from fluxnode.scheduler.binder.slot_assignment import PodSlot
 from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger("fluxnode.binder.binding")
-
-RANK_ANNOTATION = "fluxnode.io/rank"
-CORES_ANNOTATION = "fluxnode.io/cores"
-GPUS_ANNOTATION = "fluxnode.io/gpus"
-GROUP_ANNOTATION = "fluxnode.io/group"
 
 REASON_WAITING_GROUP = "WaitingForGroup"
 REASON_BUSY = "WaitingForResources"
@@ -100,7 +102,7 @@ class PodWriter:
             raise BindError(exc.status, _api_message(exc)) from None
         except Exception as exc:  # connection trouble: the bind may or may not have happened
             raise BindError(0, f"{type(exc).__name__}: {exc}") from None
-        self.event(
+        self.event(  # never raises: the pod is bound whatever happens to its event
             pod,
             "Normal",
             "Scheduled",
@@ -109,7 +111,9 @@ class PodWriter:
         )
 
     def not_scheduled(self, pod: PodInfo, reason: str, message: str, event: bool = True) -> None:
-        """PodScheduled=False with `reason`, and a FailedScheduling event."""
+        """PodScheduled=False with `reason`, and a FailedScheduling event. A pod gone (404)
+        is not an error; any other failure to write the condition raises (the caller writes
+        it again later); the event is best effort."""
         condition = {
             "type": "PodScheduled",
             "status": "False",
@@ -124,9 +128,9 @@ class PodWriter:
                 {"status": {"conditions": [condition]}}, "application/strategic-merge-patch+json",
             )
         except ApiException as exc:
-            if exc.status != 404:
-                log.warning("cannot set PodScheduled on %s: %s", pod.ref, _api_message(exc))
-            return
+            if exc.status == 404:
+                return
+            raise BindError(exc.status, _api_message(exc)) from None
         if event:
             self.event(pod, "Warning", "FailedScheduling", message)
 
@@ -164,3 +168,5 @@ class PodWriter:
             self.api.request("POST", f"/api/v1/namespaces/{pod.namespace}/events", body)
         except ApiException as exc:
             log.warning("cannot record %s event for %s: %s", reason, pod.ref, _api_message(exc))
+        except Exception as exc:  # the API server away: events are best effort, never retried
+            log.warning("cannot record %s event for %s: %s", reason, pod.ref, exc)

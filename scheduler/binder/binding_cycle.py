@@ -21,6 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from fluxnode.broker_conf import idset
 from fluxnode.scheduler.binder.binding import BindError
 from fluxnode.scheduler.binder.cluster_state import PodInfo
 from fluxnode.scheduler.binder.context import BinderContext
@@ -52,6 +53,10 @@ class BindingCycle:
         self.ctx = ctx
         self.inbox = inbox  # results go back to the loop as ("bound", [PodResult, ...])
         self.inflight: dict[str, int] = {}  # pod uid -> alloc id, binding submitted
+        self.binds: dict[str, Bind] = {}  # pod uid -> its binding, until it is settled
+        # rank -> uid -> (cores, GPUs) of the bindings in `binds` (decoded once per binding)
+        self.binds_on: dict[int, dict[str, tuple[frozenset[int], frozenset[int]]]] = {}
+        self.rebind_at: dict[str, float] = {}  # uid -> when to retry a bind of unknown outcome
         self.retry_after: dict[
             str, tuple[float, float]
         ] = {}  # pod uid -> (monotonic time, delay) after a failed bind
@@ -64,14 +69,58 @@ class BindingCycle:
         hand-off) per pod for nothing."""
         if not binds:
             return
-        for pod, _slot, alloc_id, _group in binds:
+        for bind in binds:
+            pod, slot, alloc_id, _group = bind
             self.inflight[pod.uid] = alloc_id
+            self.binds[pod.uid] = bind
+            self.binds_on.setdefault(slot.rank, {})[pod.uid] = (
+                frozenset(idset.decode(slot.cores or "")),
+                frozenset(idset.decode(slot.gpus or "")),
+            )
             self.ctx.reported.pop(pod.uid, None)
         with self._binds_running:
             self._nbinds += len(binds)
         chunks = min(-(-len(binds) // BINDS_PER_CHUNK_MIN), self.ctx.config.bind_workers)
         for i in range(chunks):
             self.ctx.pool.submit(self._bind_chunk, binds[i::chunks])
+
+    def in_flight_on(self, rank: int, cores: set[int], gpus: set[int]) -> None:
+        """Add to `cores`/`gpus` the ids on `rank` of the bindings not settled yet."""
+        for bind_cores, bind_gpus in self.binds_on.get(rank, {}).values():
+            cores |= bind_cores
+            gpus |= bind_gpus
+
+    def clear(self) -> None:
+        """Forget every binding not settled (a reconcile re-derives them from the leader)."""
+        self.inflight.clear()
+        self.binds.clear()
+        self.binds_on.clear()
+        self.rebind_at.clear()
+
+    def _settled(self, uid: str) -> None:
+        bind = self.binds.pop(uid, None)
+        if bind is not None:
+            self.binds_on.get(bind[1].rank, {}).pop(uid, None)
+        self.rebind_at.pop(uid, None)
+
+    def resubmit_due(self) -> None:
+        """Bind again, as they were, the pods whose binding's outcome was unknown (no
+        answer, 5xx, 429) once their backoff passed; a pod bound meanwhile (the first
+        try went through) or gone is settled instead."""
+        now = time.monotonic()
+        due = [uid for uid, at in self.rebind_at.items() if at <= now]
+        again: list[Bind] = []
+        for uid in due:
+            del self.rebind_at[uid]
+            pod = self.ctx.state.pods.get(uid)
+            bind = self.binds.get(uid)
+            if bind is None:
+                continue
+            if pod is None or pod.node:
+                self._settled(uid)
+                continue
+            again.append((pod, *bind[1:]))
+        self.submit(again)
 
     def wait_idle(self, timeout: float) -> None:
         """Let the bindings in flight land (before the cache is rebuilt from the API)."""
@@ -124,12 +173,15 @@ class BindingCycle:
         ctx = self.ctx
         self.inflight.pop(result.uid, None)
         if result.ok:
+            self._settled(result.uid)
             self.retry_after.pop(result.uid, None)
             ctx.metrics.bindings.labels("bound").inc()
             if result.created:
                 ctx.metrics.latency.observe(max(0.0, result.finished - result.created))
             return
         ctx.metrics.bindings.labels("failed").inc()
+        if result.uid not in self.binds:
+            return  # from before a reconcile, which re-derived this pod's binding
         delay = min(
             BIND_RETRY_MAX, max(BIND_RETRY_MIN, 2 * self.retry_after.get(result.uid, (0.0, 0.0))[1])
         )
@@ -144,12 +196,16 @@ class BindingCycle:
         if result.status == 409:
             # Already bound (a replayed bind after a restart, or someone else): it runs, so its
             # share stays held; the watch shows where. Never free what a running pod uses.
+            self._settled(result.uid)
             return
+        if result.status == 0 or result.status == 429 or result.status >= 500:
+            # No answer or the API server failing: the Binding may have been written. Its
+            # share stays held and the same binding is tried again (a 409 then says it was).
+            self.rebind_at[result.uid] = time.monotonic() + delay
+            return
+        self._settled(result.uid)
         ctx.state.unplace(result.uid)
         if pod is not None and result.status != 404:
-            ctx.pool.submit(
-                ctx.writer.not_scheduled,
-                pod,
-                "WaitingForResources",
-                f"binding failed: {result.message}; will retry",
+            ctx.report(
+                [pod], "WaitingForResources", f"binding failed: {result.message}; will retry"
             )

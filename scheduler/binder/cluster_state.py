@@ -20,6 +20,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from fluxnode.broker_conf import idset
 from fluxnode.scheduler.binder.node_affinity import NodeTraits
 from fluxnode.scheduler.binder.pod_requests import (
     MIB,
@@ -35,6 +36,10 @@ from fluxnode.scheduler.binder.queue import SchedulingQueue, creation_time, prio
 log = logging.getLogger("fluxnode.binder.state")
 
 ALLOCATION_ANNOTATION = "fluxnode.io/allocation"
+RANK_ANNOTATION = "fluxnode.io/rank"
+CORES_ANNOTATION = "fluxnode.io/cores"
+GPUS_ANNOTATION = "fluxnode.io/gpus"
+GROUP_ANNOTATION = "fluxnode.io/group"
 PLACEMENT_ANNOTATION = "fluxnode.io/placement"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -124,6 +129,32 @@ class Group:
         return min(p.seen for p in self.pending.values())
 
 
+@dataclass(frozen=True, slots=True)
+class Share:
+    """What a pod we bound runs on, as its Binding's annotations say (the truth a leader
+    that lost its journal is re-synced from)."""
+
+    rank: int
+    cores: frozenset[int]
+    gpus: frozenset[int]
+
+    @classmethod
+    def of(cls, info: PodInfo) -> Share | None:
+        """The share of a bound pod carrying our annotations; None for any other pod (or
+        annotations that do not parse: such a pod is counted as outside usage)."""
+        if not info.node or info.allocation is None:
+            return None
+        ann = (info.raw.get("metadata") or {}).get("annotations") or {}
+        try:
+            return cls(
+                int(ann[RANK_ANNOTATION]),
+                frozenset(idset.decode(ann.get(CORES_ANNOTATION) or "")),
+                frozenset(idset.decode(ann.get(GPUS_ANNOTATION) or "")),
+            )
+        except (KeyError, ValueError, idset.IdsetError):
+            return None
+
+
 @dataclass
 class GroupAllocation:
     """One sched allocation: which of our pods it holds, on which rank."""
@@ -175,6 +206,8 @@ class ClusterState:
         self.capacity: dict[str, NodeCapacity] = {}
         self.outside: dict[str, tuple[int | None, OutsideUsage]] = {}  # node -> (alloc id, usage)
         self.to_cancel: list[tuple[int, list[int] | None]] = []
+        self.running: dict[str, Share] = {}  # our bound, live pods -> what they run on
+        self.running_on: dict[int, set[str]] = {}  # rank -> uids in `running`
         self.dirty_nodes: set[str] = set()
         self.node_generation = 0  # bumps when nodes, capacity or outside usage change
         self.with_pending: set[GroupKey] = set()  # groups that have unplaced pods
@@ -222,10 +255,36 @@ class ClusterState:
             self.pods.pop(info.uid, None)
         else:
             self.pods[info.uid] = info
+        self._track_share(info.uid, old, None if gone else info)
         # Other schedulers' pods (and ours that something else bound) consume outside usage.
         self._account_foreign(old, None if gone else info)
         if self.is_ours(info) or info.uid in self.pod_allocation:
             self._apply_own(info, gone)
+
+    def _track_share(self, uid: str, old: PodInfo | None, new: PodInfo | None) -> None:
+        """Keep `running` (what our bound pods run on, by id) in step with the pods."""
+        if (
+            new is not None and old is not None and old.node == new.node
+            and old.allocation == new.allocation and uid in self.running
+        ):
+            return  # a status change: same share (parsed once per binding, not per event)
+        share = self.running.pop(uid, None)
+        if share is not None:
+            self.running_on.get(share.rank, set()).discard(uid)
+        share = Share.of(new) if new is not None and self.is_ours(new) else None
+        if share is not None:
+            self.running[new.uid] = share
+            self.running_on.setdefault(share.rank, set()).add(new.uid)
+
+    def in_use(self, rank: int) -> tuple[set[int], set[int]]:
+        """The core and GPU ids our running pods use on `rank`."""
+        cores: set[int] = set()
+        gpus: set[int] = set()
+        for uid in self.running_on.get(rank, ()):
+            share = self.running[uid]
+            cores |= share.cores
+            gpus |= share.gpus
+        return cores, gpus
 
     def _account_foreign(self, old: PodInfo | None, new: PodInfo | None) -> None:
         if old is not None and old.node and old.uid in self.foreign.get(old.node, {}):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import queue
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -41,12 +42,17 @@ class BinderContext:
         default_factory=dict
     )  # pod uid -> (reason, message) last written
     sched_ok: bool = False  # the service answered last time (readiness)
+    # (pod uid, (reason, message)) of condition writes that failed, from the writers: the
+    # loop forgets them as reported, so the next cycle writes them again
+    failed_reports: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
 
     def cancel(self, alloc_id: int, ranks: list[int] | None) -> None:
         """Cancel an allocation (or some of its ranks); one already gone is not an error."""
         payload: dict = {"id": alloc_id}
         if ranks is not None:
             payload["ranks"] = idset.encode(ranks)
+        # SchedUnavailable goes up: the loop reconciles, which cancels again from sched.list
+        # and the pods whatever was not delivered (the leader's allocations whose pods ended)
         try:
             self.sched.rpc("sched.cancel", payload)
         except RPCError as exc:
@@ -59,4 +65,23 @@ class BinderContext:
             if self.reported.get(pod.uid) == (reason, message):
                 continue
             self.reported[pod.uid] = (reason, message)
-            self.pool.submit(self.writer.not_scheduled, pod, reason, message)
+            self.pool.submit(self._write_report, pod, reason, message)
+
+    def _write_report(self, pod: PodInfo, reason: str, message: str) -> None:
+        """(A writer thread.) A failed write is handed back to be written again later."""
+        try:
+            self.writer.not_scheduled(pod, reason, message)
+        except Exception as exc:  # the API server away, 5xx, 409: the next cycle retries
+            log.info("PodScheduled of %s not written (%s); will retry", pod.ref, exc)
+            self.failed_reports.put((pod.uid, (reason, message)))
+
+    def retry_failed_reports(self) -> None:
+        """(The loop.) Forget the reports whose write failed, so they are made again."""
+        while True:
+            try:
+                uid, said = self.failed_reports.get_nowait()
+            except queue.Empty:
+                return
+            if self.reported.get(uid) == said:
+                del self.reported[uid]
+                self.state.changed = True

@@ -10,15 +10,38 @@ Allocations that are not ours to keep (reservations, outside-usage pins, groups
 whose pods are gone) are cancelled; the outside-usage pins are made again by the
 next scheduling cycle. Capacity comes from ``sched.resource-status`` here and on
 every resync tick.
+
+Adoption: a leader that comes back without our allocations (a new statedir: rank 0
+moved, its journal lost or moved aside) would hand the cores of our running pods
+out again. So every reconcile first re-registers each bound, running pod of ours
+that no listed allocation covers with ``sched.adopt``, holding exactly the cores
+and GPUs its Binding's annotations name, one allocation per old allocation id
+with the labels a group allocation has (a later ``sched.list`` finds it); only
+then does the scheduling cycle place new pods. The loop notices such a leader on
+any failed call (an answer lost: reconcile) and on every resync tick, when the
+leader's allocated R does not cover what our running pods use (`forgotten`).
+A pod that cannot be adopted (another allocation holds its cores: EBUSY; a rank
+outside the instance: EINVAL) is logged and counted as outside usage, never
+retried in a loop.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+from collections import defaultdict
 
+from fluxnode.agent.broker.client import RPCError
 from fluxnode.broker_conf import idset
+from fluxnode.broker_conf.rv1 import R_lite_ranks, RError
 from fluxnode.scheduler.binder.binding_cycle import BindingCycle
-from fluxnode.scheduler.binder.cluster_state import GroupAllocation, NodeCapacity, PodInfo
+from fluxnode.scheduler.binder.cluster_state import (
+    GROUP_ANNOTATION,
+    GroupAllocation,
+    NodeCapacity,
+    PodInfo,
+    Share,
+)
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.pod_requests import PodRequestError, pod_requests
 from fluxnode.scheduler.binder.podgroup import GroupKey
@@ -33,11 +56,15 @@ class Reconciler:
     def __init__(self, ctx: BinderContext, binding: BindingCycle):
         self.ctx = ctx
         self.binding = binding
+        self.status: dict = {}  # the last sched.resource-status answer
+        self.unadoptable: set[str] = set()  # pod uids the leader refused to adopt
+        self.adopted = 0  # pods re-registered with a leader since start (for tests, metrics)
 
     def refresh_capacity(self) -> None:
         """Each up node's rank, cores, GPUs and memory as the service's graph has them."""
         status = self.ctx.sched.rpc("sched.resource-status", {})
         self.ctx.sched_ok = True
+        self.status = status
         capacity = {
             n["hostname"]: NodeCapacity(n["rank"], n["cores"], n["gpus"], n.get("memory_mib", 0))
             for n in status.get("nodes", [])
@@ -52,7 +79,7 @@ class Reconciler:
             BIND_DRAIN_TIMEOUT
         )  # let bindings in flight land before rebuilding from the API
         ctx.state = ctx.state.rebuilt()
-        self.binding.inflight.clear()
+        self.binding.clear()
         ctx.reservations.release_all()
         self.refresh_capacity()
         answer = ctx.sched.rpc("sched.list", {"labels": {"owner": ctx.owner}})
@@ -60,7 +87,9 @@ class Reconciler:
         ctx.state.node_generation += 1
         ctx.state.dirty_nodes.update(ctx.state.nodes)
         pending_binds: list[tuple[int, str, str, PodSlot]] = []
-        for a in answer.get("allocations", []):
+        listed = answer.get("allocations", [])
+        listed += self._adopt_forgotten(listed)
+        for a in listed:
             labels = a.get("labels") or {}
             if a["status"] != "ALLOCATED" or labels.get("kind") != "group":
                 ctx.cancel(a["id"], None)
@@ -81,6 +110,105 @@ class Reconciler:
                 if uid in ctx.state.pods
             ]
         )
+
+    def forgotten(self) -> list[str]:
+        """Our running pods whose cores or GPUs the leader's allocated R (from the last
+        resource-status) does not hold: the leader restarted without them."""
+        try:
+            held = R_lite_ranks(self.status.get("allocated") or {"execution": {"R_lite": []}})
+        except RError as exc:
+            log.warning("sched.resource-status: allocated R unreadable (%s); not checked", exc)
+            return []
+        state = self.ctx.state
+        out = []
+        for uid, share in state.running.items():
+            if uid in self.unadoptable:
+                continue
+            ids = held.get(share.rank, {})
+            if not share.cores <= set(ids.get("core", ())) or not share.gpus <= set(
+                ids.get("gpu", ())
+            ):
+                pod = state.pods.get(uid)
+                out.append(pod.ref if pod else uid)
+        return out
+
+    def _adopt_forgotten(self, listed: list[dict]) -> list[dict]:
+        """Re-register with the leader our running pods no listed allocation covers, with
+        exactly the ids they run on; returns the new allocations (as sched.list lists them)."""
+        covered = {
+            uid
+            for a in listed
+            if a.get("status") == "ALLOCATED"
+            for uid in (a.get("labels") or {}).get("pods") or []
+        }
+        state = self.ctx.state
+        by_alloc: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for uid, _share in sorted(state.running.items()):
+            pod = state.pods.get(uid)
+            if uid in covered or uid in self.unadoptable or pod is None:
+                continue
+            ann = pod.raw.get("metadata", {}).get("annotations") or {}
+            group = ann.get(GROUP_ANNOTATION) or str(GroupKey(pod.namespace, "pod", uid))
+            by_alloc[(pod.allocation or "", group)].append(uid)
+        adopted: list[dict] = []
+        for (old_id, group), uids in by_alloc.items():
+            a = self._adopt(group, uids)
+            if a is None and len(uids) > 1:  # one pod's conflict must not cost the others
+                found = [self._adopt(group, [uid]) for uid in uids]
+                adopted += [x for x in found if x is not None]
+            elif a is not None:
+                adopted.append(a)
+            log.info("adopted %d running pods of allocation %s (%s) into the leader",
+                     len(uids), old_id, group)
+        return adopted
+
+    def _adopt(self, group: str, uids: list[str]) -> dict | None:
+        """One sched.adopt for `uids` (our running pods of one group); None when refused."""
+        state = self.ctx.state
+        nodes: dict[int, dict] = {}
+        for uid in uids:
+            share: Share = state.running[uid]
+            pod = state.pods[uid]
+            node = nodes.setdefault(
+                share.rank,
+                {"rank": share.rank, "hostname": pod.node, "cores": set(), "gpus": set(),
+                 "memory_mib": 0},
+            )
+            node["cores"] |= share.cores
+            node["gpus"] |= share.gpus
+            node["memory_mib"] += pod_shape(pod)[2]
+        labels = {"owner": self.ctx.owner, "kind": "group", "group": group, "pods": uids}
+        payload = {
+            "nodes": [
+                {"rank": n["rank"], "cores": idset.encode(sorted(n["cores"])),
+                 "gpus": idset.encode(sorted(n["gpus"])), "memory_mib": n["memory_mib"]}
+                for n in nodes.values()
+            ],
+            "labels": labels,
+        }
+        try:
+            answer = self.ctx.sched.rpc("sched.adopt", payload)
+        except RPCError as exc:
+            if len(uids) > 1 and exc.errnum == errno.EBUSY:
+                return None  # tried again pod by pod
+            self.unadoptable.update(uids)
+            refs = ", ".join(state.pods[u].ref for u in uids)
+            if exc.errnum == errno.ENOSYS:
+                log.error("the leader's scheduler has no sched.adopt (an older service): %s "
+                          "run on cores it does not hold; counted as outside usage", refs)
+            else:
+                log.error("the leader refused to adopt %s (%s); counted as outside usage, "
+                          "their cores may be handed out again", refs, exc.errstr)
+            return None
+        self.adopted += len(uids)
+        hostnames = {n["rank"]: n["hostname"] for n in nodes.values()}
+        out = dict(answer)
+        out["labels"] = labels
+        out["nodes"] = [
+            {**n, "hostname": n.get("hostname") or hostnames.get(n["rank"], "")}
+            for n in answer.get("nodes") or []
+        ]
+        return out
 
     def _rebuild(self, a: dict, pending_binds: list) -> dict | None:
         """Adopt one of our group allocations: bound pods keep their node and cores, the

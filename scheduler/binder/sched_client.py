@@ -3,6 +3,12 @@
 The leader may restart; the binder must then reconnect and carry on, never
 crash. `SchedUnavailable` means "no answer, try again later", distinct from
 the service's own refusals (RPCError with EBUSY/ENODEV/EINVAL/ENOENT).
+
+ZeroMQ reconnects to a restarted leader by itself, but a request that was on the
+wire when the old one died is lost with it: waiting for its answer would cost the
+whole `timeout` (10 s by default) of scheduling. The broker client notices the drop
+while it waits (ECONNRESET), which is SchedUnavailable here (the loop then
+reconciles from `sched.list`, which tells whether the request was carried out).
 """
 
 from __future__ import annotations
@@ -16,10 +22,18 @@ from fluxnode.agent.broker.client import Client, ConnectError, RPCError
 log = logging.getLogger("fluxnode.binder.sched")
 
 TRANSPORT_ERRNOS = (errno.ECONNRESET, errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENOSYS)
+# Topics an older service may lack: ENOSYS for them is the service's answer, not "no leader"
+# (the caller has just been answered by the same module on another topic).
+OPTIONAL_TOPICS = ("sched.adopt",)
 
 
 class SchedUnavailable(RuntimeError):
     """The lead broker (or its scheduler module) did not answer."""
+
+
+class LeaderForgot(SchedUnavailable):
+    """The leader answered as if it did not hold what our running pods use (it restarted
+    without its journal): re-sync it (reconcile, adopting them) before placing anything."""
 
 
 class SchedClient:
@@ -42,6 +56,9 @@ class SchedClient:
             self._client = None
 
     def rpc(self, topic: str, payload: dict) -> dict:
+        """One call; a lost connection (the client notices a drop while it waits: the
+        leader restarted and the answer is lost) or a leader without its scheduler is
+        `SchedUnavailable`, the service's own refusals are RPCError."""
         if self._client is None:
             try:
                 uri = self.uri() if callable(self.uri) else self.uri
@@ -51,7 +68,9 @@ class SchedClient:
         try:
             return self._client.rpc(topic, payload)
         except RPCError as exc:
-            if exc.errnum in TRANSPORT_ERRNOS:
+            if exc.errnum in TRANSPORT_ERRNOS and not (
+                exc.errnum == errno.ENOSYS and topic in OPTIONAL_TOPICS
+            ):
                 log.warning("%s: %s; reconnecting", topic, exc.errstr)
                 self.close()
                 raise SchedUnavailable(f"{topic}: {exc.errstr}") from None

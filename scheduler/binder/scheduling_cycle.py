@@ -29,7 +29,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from fluxnode.agent.broker.client import RPCError
-from fluxnode.broker_conf import hostlist
+from fluxnode.broker_conf import hostlist, idset
 from fluxnode.scheduler.binder.binding_cycle import Bind, BindingCycle
 from fluxnode.scheduler.binder.cluster_state import Group, GroupAllocation, OutsideUsage, PodInfo
 from fluxnode.scheduler.binder.context import BinderContext
@@ -41,6 +41,7 @@ from fluxnode.scheduler.binder.node_affinity import (
     pod_placement,
 )
 from fluxnode.scheduler.binder.pod_requests import PodRequestError, pod_requests
+from fluxnode.scheduler.binder.sched_client import LeaderForgot
 from fluxnode.scheduler.binder.slot_assignment import AssignmentError, assign, assign_kinds
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec, slot_labels
 
@@ -88,6 +89,8 @@ class SchedulingCycle:
     def run(self) -> None:
         """One cycle: settle cancels and outside usage, then try the queue if anything changed."""
         ctx = self.ctx
+        ctx.retry_failed_reports()
+        self.binding.resubmit_due()
         self._flush_cancels()
         self._pin_outside()
         self.update_gauges()
@@ -124,6 +127,7 @@ class SchedulingCycle:
             if not batch:
                 continue
             answers = self._request(batch)
+            self._check_not_forgotten(answers)
             binds: list[Bind] = []
             for attempt, answer in zip(batch, answers, strict=False):
                 if self._finish(attempt, answer, excluded, binds) == "busy":
@@ -315,6 +319,33 @@ class SchedulingCycle:
             return [RPCError(a["errnum"], a.get("errstr")) if "errnum" in a else a for a in answers]
         finally:
             self.ctx.metrics.attempt_duration.observe(time.perf_counter() - t0)
+
+    def _check_not_forgotten(self, answers: list[dict | RPCError]) -> None:
+        """The last guard before binding: an answer naming a core or GPU one of our running
+        (or being bound) pods uses means the leader does not hold them, i.e. it restarted
+        without its journal and the resync tick has not noticed yet. Cancel the whole batch
+        (nothing of it is placed yet) and have the loop re-sync the leader first."""
+        used: dict[int, tuple[set[int], set[int]]] = {}  # rank -> ids in use, once per rank
+        for answer in answers:
+            if isinstance(answer, RPCError) or answer.get("status") != "ALLOCATED":
+                continue  # a reservation names what running pods use now, by design
+            for n in answer.get("nodes") or []:
+                rank = int(n["rank"])
+                if rank not in used:
+                    used[rank] = self.ctx.state.in_use(rank)
+                    self.binding.in_flight_on(rank, *used[rank])
+                cores, gpus = used[rank]
+                clash = (cores & set(idset.decode(n.get("cores") or ""))) or (
+                    gpus & set(idset.decode(n.get("gpus") or ""))
+                )
+                if clash:
+                    for a in answers:
+                        if not isinstance(a, RPCError) and a.get("status") == "ALLOCATED":
+                            self.ctx.cancel(a["id"], None)
+                    raise LeaderForgot(
+                        f"sched.alloc gave allocation {answer['id']} ids {sorted(clash)} on rank "
+                        f"{rank} that our running pods use"
+                    )
 
     def _finish(
         self, attempt: Attempt, answer: dict | RPCError, excluded: set[str], binds: list[Bind]

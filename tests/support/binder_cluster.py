@@ -15,11 +15,15 @@ kubernetes client (through the emulator's kubeconfig) and the real overlay clien
 
 from __future__ import annotations
 
+import errno
 import math
+import socket
 import sys
+import threading
 from collections import defaultdict
 from pathlib import Path
 
+from fluxnode.agent.broker.client import ConnectError, RPCError
 from fluxnode.scheduler.binder.binder import Binder
 from fluxnode.scheduler.binder.config import BinderConfig
 from kubernetes.utils import parse_quantity
@@ -33,6 +37,91 @@ GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 SIZE_LABEL = "fluence.flux-framework.org/group-size"
 
 
+class ApiOutage:
+    """A TCP hop between the binders and the API emulator that a test can take down: `cut()`
+    resets every open connection (watches, pooled writes) and closes the listening socket,
+    so new connections are refused, as when the API server restarts or its load balancer
+    drops it; `restore()` listens on the same port again. Bytes pass unchanged: the client
+    and the emulator are the real ones, only the network between them fails."""
+
+    def __init__(self, upstream_port: int):
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.port = 0
+        self.down = False
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self.restore()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def restore(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self.port = listener.getsockname()[1]
+        self._listener, self.down = listener, False
+        threading.Thread(target=self._accept, args=(listener,), daemon=True,
+                         name="api-outage-accept").start()
+
+    def cut(self) -> None:
+        self.down = True
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+        with self._lock:
+            conns, self._conns = self._conns, set()
+        for conn in conns:
+            try:  # linger 0: a reset; shutdown first wakes the pump blocked on it
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+
+    def stop(self) -> None:
+        self.cut()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # cut
+            try:
+                server = socket.create_connection(self.upstream)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                if self.down:
+                    client.close()
+                    server.close()
+                    return
+                self._conns.update((client, server))
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True,
+                                 name="api-outage-pump").start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+            with self._lock:
+                self._conns.discard(sock)
+
+
 class BinderCluster:
     def __init__(self, tmp_path: Path, nodes: dict[str, int], *, gpus: dict[str, int] | None = None,
                  kube_only: dict[str, int] | None = None, emulator: KubeEmulator | None = None):
@@ -44,6 +133,8 @@ class BinderCluster:
         self.kube = emulator
         self._own_kube = emulator is None
         self.binders: list[Binder] = []
+        self.outage: ApiOutage | None = None
+        self._through_outage: set[int] = set()  # id() of the binders behind `outage`
 
     def __enter__(self) -> BinderCluster:
         try:
@@ -76,6 +167,8 @@ class BinderCluster:
     def __exit__(self, *exc: object) -> None:
         for b in self.binders:
             b.stop()
+        if self.outage is not None:
+            self.outage.stop()
         try:
             if self.inst is not None:
                 self.inst.stop(
@@ -108,14 +201,86 @@ class BinderCluster:
             setattr(cfg, k, v)
         return cfg
 
-    def start_binder(self, **overrides) -> Binder:
-        b = Binder(self.kube.api_client(), self.config(**overrides)).start()
+    def start_binder(self, *, through_outage: bool = False, **overrides) -> Binder:
+        """A binder (in this process); `through_outage`: its API traffic goes through
+        `self.outage` (an ApiOutage), which the test can cut."""
+        api = self.kube.api_client()
+        if through_outage:
+            if self.outage is None:
+                self.outage = ApiOutage(self.kube.port)
+            api.configuration.host = self.outage.url
+        b = Binder(api, self.config(**overrides)).start()
+        if through_outage:
+            self._through_outage.add(id(b))
         self.binders.append(b)
         return b
 
     def stop_binder(self, b: Binder) -> None:
         b.stop()
         self.binders.remove(b)
+
+    def replace_binder(self, b: Binder, **overrides) -> Binder:
+        """Stop `b` and start a new binder with its settings (and `overrides`): a restart of
+        the binder's process; the new one rebuilds everything from the leader and the pods."""
+        through_outage = id(b) in self._through_outage
+        config = {k: getattr(b.config, k) for k in vars(b.config)} | overrides
+        self.stop_binder(b)
+        return self.start_binder(through_outage=through_outage, **config)
+
+    # -- faults ---------------------------------------------------------------------
+    def kill_leader(self, *, lose_journal: bool = False) -> list[Path]:
+        """kill -9 rank 0. `lose_journal`: move its scheduler journal aside as well (a new
+        leader with an empty statedir, e.g. rank 0 moved to another node). Returns the files
+        moved aside."""
+        self.inst.kill(0)
+        moved: list[Path] = []
+        if lose_journal:
+            statedir = Path(self.inst._broker_info(0)["attrs"]["statedir"])
+            for f in sorted(statedir.glob("sched-journal.sqlite*")):
+                aside = f.with_name(f.name + ".aside")
+                f.rename(aside)
+                moved.append(aside)
+            assert moved, f"no scheduler journal in {statedir}"
+        return moved
+
+    def restart_leader(self, timeout: float = 30.0) -> None:
+        """Start rank 0 again (same statedir and command line) and wait until its scheduler
+        answers with every rank up."""
+        self.inst.restart(0)
+        self.wait_leader(timeout)
+
+    def wait_leader(self, timeout: float = 30.0) -> dict:
+        def answers():
+            try:
+                status = self.inst.rpc("sched.resource-status", timeout=2.0)
+            except (ConnectError, RPCError, OSError) as exc:
+                if isinstance(exc, RPCError) and exc.errnum not in (
+                    errno.ENOSYS, errno.ETIMEDOUT, errno.ECONNRESET, errno.EHOSTUNREACH
+                ):
+                    raise
+                return None
+            up = [n for n in status["nodes"] if n.get("status", "up") == "up"]
+            return status if len(up) == len(self.nodes) else None
+
+        return wait_for(answers, timeout, what="the leader's scheduler with every rank up")
+
+    def group_allocations(self) -> list[dict]:
+        """The leader's live group allocations (what it holds for the binder's pods)."""
+        return [
+            a
+            for a in self.inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"]
+            if a["status"] == "ALLOCATED"
+        ]
+
+    def held_by_leader(self) -> dict[str, set[tuple[int, int]]]:
+        """Pod uid -> the (rank, core) pairs the leader holds for that pod's allocation (a
+        group allocation's cores are shared among its pods, so each pod maps to all of them)."""
+        held: dict[str, set[tuple[int, int]]] = {}
+        for a in self.group_allocations():
+            pairs = {(n["rank"], c) for n in a["nodes"] for c in parse_idset(n["cores"])}
+            for uid in (a.get("labels") or {}).get("pods") or []:
+                held.setdefault(uid, set()).update(pairs)
+        return held
 
     # -- pods -----------------------------------------------------------------------
     def pod(
