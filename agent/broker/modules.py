@@ -79,6 +79,11 @@ class BrokerHandle:
     def down_ranks(self) -> list[int]:
         return self._quorum.down_ranks()
 
+    def expected_ranks(self) -> list[int]:
+        """The ranks R holds once every broker has reported (all but `[resource] exclude`d
+        ones); `resources()` may lack some while brokers (re)join."""
+        return self._resources.expected_ranks()
+
     def on_resources_changed(self, callback: Callable[[dict, list[int]], None]) -> None:
         self._resources.watchers.append(callback)
 

@@ -185,6 +185,12 @@ class ResourceService:
         if state.rank == 0:
             self.online_changed()
 
+    def expected_ranks(self) -> list[int]:
+        """The ranks whose resources R will hold once every broker has reported: all but
+        the excluded ones (those report nothing)."""
+        excluded = self._excluded()
+        return [r for r in range(self.context.state.size) if r not in excluded]
+
     def _excluded(self) -> set[int]:
         """[resource] exclude: ranks that run a broker but offer nothing to schedule (as Flux)."""
         if self._exclude is None:

@@ -173,6 +173,15 @@ class SchedService:
                 else:
                     alloc.pending.discard(node["rank"])
 
+    def _missing_ranks(self) -> list[int]:
+        """Ranks R will hold that the graph has not got yet (empty with a broker handle that
+        cannot tell)."""
+        expected = getattr(self.broker, "expected_ranks", None)
+        if expected is None:
+            return []
+        have = set(self.graph.ranks())
+        return [r for r in expected() if r not in have]
+
     def _get(self, payload: dict) -> Allocation:
         alloc_id = payload.get("id")
         if not isinstance(alloc_id, int) or isinstance(alloc_id, bool):
@@ -251,6 +260,12 @@ class SchedService:
         except Busy as exc:
             raise ServiceError(errno.EBUSY, f"busy: {exc}") from None
         except Unsatisfiable as exc:
+            missing = self._missing_ranks()
+            if missing:
+                # Judged on part of the machine: it may fit once the rest has reported (right
+                # after a leader restart, brokers rejoin one by one).
+                raise ServiceError(errno.EBUSY, f"busy: {exc} (ranks {idset.encode(missing)} "
+                                   "have not reported their resources yet)") from None
             raise ServiceError(errno.ENODEV, f"unsatisfiable: {exc}") from None
         alloc = Allocation(
             alloc_id,

@@ -65,6 +65,9 @@ class Handle:
     def down_ranks(self):
         return []
 
+    def expected_ranks(self):
+        return list(range(self.size))
+
     def on_resources_changed(self, callback):
         pass
 
@@ -248,3 +251,23 @@ def test_leader_kill_9_never_hands_a_recorded_core_out_again(tmp_path):
         allocs = inst.rpc("sched.list")["allocations"]
         assert next(a for a in allocs if a["id"] == first["id"])["nodes"] == first["nodes"]
         assert not overlaps([(a["id"], a["nodes"]) for a in allocs])
+
+
+def test_unsatisfiable_on_part_of_the_machine_is_busy_until_every_rank_reported(tmp_path):
+    """Right after a leader restart the graph holds only the ranks back so far: a request
+    that needs the rest is not "never fits" (ENODEV, which makes the binder give up on a
+    pod) but busy; once every rank reported, a request that cannot fit is ENODEV."""
+    svc = SchedService(Handle(tmp_path, machine([0]), 3))
+    try:
+        with pytest.raises(ServiceError) as info:
+            svc.alloc({"jobspec": spec(CORES, count=3)})
+        assert info.value.errnum == errno.EBUSY, info.value.errstr
+        assert "ranks 1-2 have not reported their resources yet" in info.value.errstr
+        svc.resources_changed(machine(range(3)), [])
+        a = svc.alloc({"jobspec": spec(CORES, count=3)})
+        assert sorted(n["rank"] for n in a["nodes"]) == [0, 1, 2]
+        with pytest.raises(ServiceError) as info:
+            svc.alloc({"jobspec": spec(CORES + 1)})
+        assert info.value.errnum == errno.ENODEV, info.value.errstr
+    finally:
+        svc.close()
