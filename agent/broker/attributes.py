@@ -17,7 +17,19 @@ SETTABLE = {
     "log-filename": "also log to this file",
     "broker.modules": "comma list of python modules to load on rank 0",
     "resource.override": "JSON/TOML file describing this node's resources (tests)",
+    # limits (SECURITY.md): sizes in bytes, with an optional k/M/G suffix (powers of 1024)
+    "connector.max-message": "largest message a local client may send (default 64M)",
+    "connector.input-budget": "partly received messages of all local clients (default 128M)",
+    "connector.output-pause": "answers waiting unread before a client is not read (default 4M)",
+    "connector.output-limit": "answers waiting unread before a client is cut off (default 128M)",
+    "jobspec.max-bytes": "largest jobspec text sched.alloc takes (default 1M)",
+    "jobspec.max-depth": "deepest nesting of a jobspec (default 64)",
+    "jobspec.max-nodes": "YAML nodes of a jobspec, aliases counted as used (default 4096)",
 }
+SIZE_ATTRS = ("connector.max-message", "connector.input-budget", "connector.output-pause",
+              "connector.output-limit", "jobspec.max-bytes")
+COUNT_ATTRS = ("jobspec.max-depth", "jobspec.max-nodes")
+_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 _LEVELS = {
     "emerg": 0, "alert": 1, "crit": 2, "err": 3, "error": 3, "warning": 4, "warn": 4,
@@ -37,8 +49,29 @@ def parse_settings(settings: list[str] | tuple[str, ...]) -> dict[str, str]:
             raise AttrError(f"-S {item!r}: expected attr=value")
         if name not in SETTABLE:
             raise AttrError(f"-S {name}: unknown attribute (known: {', '.join(sorted(SETTABLE))})")
+        if name in SIZE_ATTRS or name in COUNT_ATTRS:
+            size(name, value)  # refused now, not when the broker starts
         attrs[name] = value
     return attrs
+
+
+def size(name: str, value: str) -> int:
+    """A limit attribute's value: a positive integer (bytes may end in k, M or G)."""
+    text = value.strip()
+    suffix = text[-1:].lower() if text[-1:].isalpha() and name in SIZE_ATTRS else ""
+    number = text[: len(text) - len(suffix)]
+    if suffix not in _SUFFIXES or not number.isdigit() or len(number) > 15 or int(number) < 1:
+        raise AttrError(f"{name}: {value!r} is not a positive "
+                        + ("size (bytes, or with k, M or G)" if name in SIZE_ATTRS else "integer"))
+    return int(number) * _SUFFIXES[suffix]
+
+
+def sizes(attrs: dict[str, str], prefix: str) -> dict[str, int]:
+    """The limit attributes under `prefix` that are set, as keyword names: for
+    ``connector.`` ``{"max_message": 67108864, ...}``."""
+    return {name[len(prefix):].replace("-", "_"): size(name, value)
+            for name, value in attrs.items()
+            if name.startswith(prefix) and (name in SIZE_ATTRS or name in COUNT_ATTRS)}
 
 
 def stderr_level(value: str) -> int:

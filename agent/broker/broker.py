@@ -32,7 +32,7 @@ import zmq
 from fluxnode.agent.broker import attributes
 from fluxnode.agent.broker.boot import BrokerError, InstanceState, boot
 from fluxnode.agent.broker.config_reload import ConfigReload
-from fluxnode.agent.broker.connector import LocalConnector
+from fluxnode.agent.broker.connector import ConnectorLimits, LocalConnector
 from fluxnode.agent.broker.events import EventBus
 from fluxnode.agent.broker.logging_setup import setup_logging
 from fluxnode.agent.broker.message import Message, ServiceError
@@ -73,6 +73,7 @@ class Broker:
             log,
             self._from_local,
             allow_root=bool(getattr(config.access, "allow_root_owner", False)),
+            limits=ConnectorLimits(**attributes.sizes(state.attrs, "connector.")),
         )
         self.cert = _load_certificate(state)  # before any socket: a bad certificate fails cleanly
         self.ctx = zmq.Context(io_threads=1)

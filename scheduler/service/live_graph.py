@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from fluxnode.broker_conf import idset
 from fluxnode.broker_conf.rv1 import NodeResources, build_R, parse_R
+from fluxnode.scheduler.jobspec.document import DEFAULT_LIMITS
 from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.service.errors import Busy, InvalidRequest, Unsatisfiable
@@ -100,6 +101,7 @@ class LiveGraph:
         self._policies: dict[str, Policy] = {}
         self._parts: dict[int, list[int]] = {}  # service id -> traverser job ids
         self._index: dict[int, dict[tuple[str, int], object]] = {}  # rank -> (type, id) -> vertex
+        self.limits = DEFAULT_LIMITS  # what a jobspec may cost to read (the service sets it)
         self._next_part = 1
 
     def ranks(self) -> list[int]:
@@ -193,7 +195,7 @@ class LiveGraph:
         """Place `jobspec` (parsed once here; the traverser and the slot kinds get the
         parsed `Jobspec`). A jobspec without a duration runs until cancelled (HORIZON)."""
         try:
-            spec = Jobspec.parse(jobspec)
+            spec = Jobspec.parse(jobspec, limits=self.limits)
         except JobspecError as exc:
             raise invalid(exc) from None
         if not spec.duration:

@@ -36,9 +36,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fluxnode.agent.broker.attributes import sizes
 from fluxnode.agent.broker.message import Message, ServiceError
 from fluxnode.broker_conf import idset
 from fluxnode.broker_conf.rv1 import parse_R
+from fluxnode.scheduler.jobspec.document import Limits
 from fluxnode.scheduler.policies.policy import POLICIES
 from fluxnode.scheduler.service.errors import Busy, InvalidRequest, Unsatisfiable
 from fluxnode.scheduler.service.journal import Journal, JournalEntry
@@ -89,7 +91,9 @@ class SchedService:
         self.journal = Journal(broker.statedir / JOURNAL_FILE)
         self.allocations: dict[int, Allocation] = {}
         self.down: set[int] = set(broker.down_ranks())
-        self.graph = LiveGraph(broker.resources())
+        # jobspec.max-bytes|max-depth|max-nodes (SECURITY.md); a bad value fails the load
+        self.jobspec_limits = Limits(**sizes(getattr(broker, "attrs", {}) or {}, "jobspec."))
+        self.graph = self._new_graph(broker.resources())
         for entry in self.journal.entries():
             alloc = Allocation(
                 entry.id,
@@ -172,6 +176,11 @@ class SchedService:
                             "and the record kept", alloc.id, node["rank"], describe(waiting[0]))
                 else:
                     alloc.pending.discard(node["rank"])
+
+    def _new_graph(self, R: dict, nodes: list | None = None) -> LiveGraph:
+        graph = LiveGraph(R, nodes)
+        graph.limits = self.jobspec_limits
+        return graph
 
     def _missing_ranks(self) -> list[int]:
         """Ranks R will hold that the graph has not got yet (empty with a broker handle that
@@ -505,7 +514,7 @@ class SchedService:
             self.log.info(
                 "sched: resources changed; rebuilding the graph and replaying allocations"
             )
-            self.graph = LiveGraph(R, nodes)
+            self.graph = self._new_graph(R, nodes)
             self.down = new_down
             for alloc_id in [a.id for a in self.allocations.values() if a.status == "RESERVED"]:
                 del self.allocations[alloc_id]  # reservations are recomputed by their owner

@@ -191,3 +191,25 @@ def test_limits_defaults_fit_one_largest_message():
     """A message as large as the protocol allows must still be receivable and answerable."""
     assert LIMITS.input_budget >= LIMITS.max_message
     assert LIMITS.output_limit >= LIMITS.max_message
+
+
+def test_the_broker_raises_its_soft_descriptor_limit_to_the_hard_one(tmp_path):
+    cfg = tmp_path / "broker.toml"
+    cfg.write_text("[bootstrap]\n")
+    rundir = tmp_path / "run"
+
+    def low_soft_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096))
+
+    p = subprocess.Popen(
+        [sys.executable, "-m", "fluxnode", "broker", "--config-path", str(cfg), "--hostname",
+         "solo", "-S", f"rundir={rundir}", "-S", "broker.modules="],
+        stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=low_soft_limit)
+    try:
+        wait_for((rundir / "local").exists, timeout=30, what="the broker's local socket")
+        limits = Path(f"/proc/{p.pid}/limits").read_text().splitlines()
+        line = next(x for x in limits if x.startswith("Max open files"))
+        assert line.split()[3:5] == ["4096", "4096"], line
+    finally:
+        p.kill()
+        p.wait()
