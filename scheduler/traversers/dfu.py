@@ -226,14 +226,14 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
                 return (f"{path}: no resource of type {r.type!r} in this instance (it has "
                         f"{', '.join(sorted(have))})")
             if r.count.min < 1:
-                return f"{path}.count: asks for 0 {r.type}; a count must be at least 1"
+                return f"{path}.count: asks for 0 of type {r.type!r}; a count must be at least 1"
             n = mult * r.count.min
             if r.type != "slot":
                 need[r.type] = need.get(r.type, 0) + n
             stack.extend((c, n, f"{path}.with[{i}]") for i, c in enumerate(r.with_))
         for rtype, n in sorted(need.items()):
             if n > have[rtype]:
-                return f"asks for {n} {rtype} in all; this instance has {have[rtype]}"
+                return f"asks for {n} of type {rtype!r} in all; this instance has {have[rtype]}"
         if req.constraint is not None and req.constraint.op:
             return ("no set of resources that meets the constraints can hold it "
                     f"(constraints: {req.constraint.to_dict()})")

@@ -85,9 +85,10 @@ CASES = [
     ("unknown-type", edit_core(type="fpga"), errno.ENODEV,
      "unsatisfiable: resources[0].with[0]: no resource of type 'fpga' in this instance"),
     ("count-0", edit_core(count=0), errno.ENODEV,
-     "unsatisfiable: resources[0].with[0].count: asks for 0 core; a count must be at least 1"),
+     "unsatisfiable: resources[0].with[0].count: asks for 0 of type 'core'; a count must be "
+     "at least 1"),
     ("too-many", edit_core(count=99), errno.ENODEV,
-     "unsatisfiable: asks for 99 core in all; this instance has 8"),
+     "unsatisfiable: asks for 99 of type 'core' in all; this instance has 8"),
     ("negative", edit_core(count=-1), errno.EINVAL,
      "resources[0].with[0].count: bad conversion ('-1' is not an integer from 0 to 4294967295)"),
 ]
