@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 from support.kube_agents import free_port
@@ -39,7 +40,7 @@ def run_binder(kube, tmp_path, binder_deployment):
     )
     procs: list[subprocess.Popen] = []
 
-    def start(pod_name: str | None) -> subprocess.Popen:
+    def start(pod_name: str | None, http_port: int = 0) -> subprocess.Popen:
         env = {k: v for k, v in os.environ.items() if k not in ("POD_NAME", "KUBECONFIG")}
         if pod_name is not None:
             env["POD_NAME"] = pod_name
@@ -50,7 +51,7 @@ def run_binder(kube, tmp_path, binder_deployment):
              "--uri", f"tcp://127.0.0.1:{free_port()}",
              "--lease-namespace", lease["namespace"], "--lease-name", lease["name"],
              "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.2",
-             "--http-host", "127.0.0.1", "--http-port", "0"],
+             "--http-host", "127.0.0.1", "--http-port", str(http_port)],
             stdout=log, stderr=subprocess.STDOUT, env=env,
         )
         procs.append(proc)
@@ -78,9 +79,13 @@ def run_binder(kube, tmp_path, binder_deployment):
 
 def test_lease_holder_is_the_pod_name(run_binder):
     start, holder = run_binder
-    start("fluxnode-binder-5d8c7b9f4-x2k7q")
+    port = free_port()
+    start("fluxnode-binder-5d8c7b9f4-x2k7q", http_port=port)
     wait_for(holder, 20, what="the binder to take the Lease")
     assert holder() == "fluxnode-binder-5d8c7b9f4-x2k7q"
+    # what the metrics Service points at: /metrics on the --http-port
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        assert resp.status == 200 and b"# TYPE" in resp.read()
 
 
 def test_without_pod_name_the_holder_is_hostname_pid(run_binder):
