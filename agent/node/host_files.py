@@ -2,7 +2,7 @@
 
 ``host_dir`` (/etc/fluxnode): broker.toml, R.json, curve.cert (0600).
 ``run_dir`` (/run/fluxnode): broker.pid, broker.uri and the broker's local socket.
-``bin_dir`` (/usr/local/bin): the ``fluxnode-connect`` script.
+``bin_dir`` (/opt/fluxnode/bin in the DaemonSet): only the ``fluxnode-connect`` script.
 Every write goes to a temporary file and is renamed into place, so the broker, the
 connect script or a person never reads a half-written file.
 """

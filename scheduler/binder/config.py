@@ -6,6 +6,7 @@ that validates them (a test passing odd values gets what it asked for).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 
@@ -27,7 +28,7 @@ class BinderConfig:
     leader_elect: bool = True
     lease_namespace: str = "kube-system"
     lease_name: str = "fluxnode-binder"
-    identity: str = ""
+    identity: str = ""  # empty: $POD_NAME (set by the manifest), else hostname-pid (the binder)
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
@@ -36,3 +37,9 @@ class BinderConfig:
     watch_timeout: int = 300
     rpc_timeout: float = 10.0  # a sched.* answer slower than this means the leader is gone
     report_delay: float = 1.0  # an incomplete group says it waits only after this long
+
+    def __post_init__(self) -> None:
+        # The Lease holder names the pod, so `kubectl get lease` points at it; outside a pod
+        # (no POD_NAME) the binder falls back to hostname-pid.
+        if not self.identity:
+            self.identity = os.environ.get("POD_NAME", "")
