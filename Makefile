@@ -86,7 +86,7 @@ deploy:
 
 undeploy:
 	$(KUBECTL) delete -k daemonset/ --ignore-not-found
-	@echo "note: host files stay on the nodes (/etc/fluxnode, /run/fluxnode, /var/lib/fluxnode, /usr/local/bin/fluxnode-connect)"
+	@echo "note: host files stay on the nodes (/etc/fluxnode, /run/fluxnode, /var/lib/fluxnode, /opt/fluxnode/bin/fluxnode-connect)"
 
 # kind cluster up, image loaded, deployed, quorum awaited, `resource list` via the
 # connect script, then everything torn down (KEEP=1 keeps the cluster).

@@ -18,7 +18,7 @@ while :; do
     leader=$($KUBECTL -n fluxnode get configmap fluxnode-ranks -o jsonpath='{.data.ranks\.json}' 2>/dev/null \
         | python3 -c 'import json,sys; print(json.load(sys.stdin)["hosts"][0])' 2>/dev/null || true)
     if [ -n "$leader" ]; then
-        out=$($DOCKER exec "$leader" fluxnode-connect fluxnode resource list 2>/dev/null || true)
+        out=$($DOCKER exec "$leader" /opt/fluxnode/bin/fluxnode-connect fluxnode resource list 2>/dev/null || true)
         free=$(echo "$out" | awk '$1 == "free" { print $2 }')
         down=$(echo "$out" | awk '$1 == "down" { print $2 }')
         if [ "${free:-0}" = "$count" ] && [ "${down:-0}" = "0" ]; then
@@ -27,11 +27,11 @@ while :; do
     fi
     if [ "$(date +%s)" -ge "$deadline" ]; then
         echo "e2e: overlay did not reach quorum of $count broker(s) in ${TIMEOUT}s (leader: ${leader:-none})" >&2
-        [ -n "$leader" ] && $DOCKER exec "$leader" fluxnode-connect fluxnode resource list >&2 || true
+        [ -n "$leader" ] && $DOCKER exec "$leader" /opt/fluxnode/bin/fluxnode-connect fluxnode resource list >&2 || true
         $KUBECTL -n fluxnode get pods -o wide >&2 || true
         exit 1
     fi
     sleep 3
 done
 echo "e2e: quorum reached on leader $leader"
-$DOCKER exec "$leader" fluxnode-connect fluxnode resource list
+$DOCKER exec "$leader" /opt/fluxnode/bin/fluxnode-connect fluxnode resource list

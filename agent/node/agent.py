@@ -170,7 +170,8 @@ class NodeAgent:
             OSError
         ) as exc:  # e.g. a read-only /usr (Container-Optimized OS): the broker still runs
             log.warning(
-                "cannot write the connect script %s: %s; pass a writable --bin-dir (e.g. /opt/bin)",
+                "cannot write the connect script %s: %s; pass a writable --bin-dir "
+                "(e.g. /var/lib/fluxnode-bin)",
                 self.files.connect_script,
                 exc.strerror or exc,
             )

@@ -58,7 +58,7 @@ def _toml_scalar(text: str) -> object:
               help="host directory for broker.toml, R.json and curve.cert")
 @click.option("--run-dir", type=click.Path(path_type=Path), default=Path("/run/fluxnode"),
               help="host directory for the broker pid, URI and local socket")
-@click.option("--bin-dir", type=click.Path(path_type=Path), default=Path("/usr/local/bin"),
+@click.option("--bin-dir", type=click.Path(path_type=Path), default=Path("/opt/fluxnode/bin"),
               help="host directory for the fluxnode-connect script")
 @click.option("--state-dir", type=click.Path(path_type=Path), default=Path("/var/lib/fluxnode"),
               help="broker statedir (scheduler journal on the leader)")

@@ -77,7 +77,8 @@ log = logging.getLogger("fluxnode.binder")
 @click.option("--lease-duration", default=15.0, show_default=True, type=float)
 @click.option("--renew-deadline", default=10.0, show_default=True, type=float)
 @click.option("--retry-period", default=2.0, show_default=True, type=float)
-@click.option("--identity", default="", help="Leader election identity (default: hostname-pid).")
+@click.option("--identity", default="",
+              help="Leader election identity (default: $POD_NAME, else hostname-pid).")
 @click.option("--http-host", default="0.0.0.0", show_default=True)
 @click.option(
     "--http-port",
