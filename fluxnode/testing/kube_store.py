@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluxnode.testing.kube_events import event_causes
 from fluxnode.testing.kube_patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 
 
@@ -112,18 +113,30 @@ def conflict(rt: ResourceType, name: str, why: str) -> ApiError:
                     {"name": name, "group": rt.group, "kind": rt.plural})
 
 
+_CAUSE_REASONS = {"Required value": "FieldValueRequired", "Invalid value": "FieldValueInvalid"}
+
+
 def invalid(rt: ResourceType, name: str, causes: list[tuple[str, str]]) -> ApiError:
-    text = "; ".join(f"{f}: {m}" for f, m in causes)
+    """422 like ``apierrors.NewInvalid``: ``Kind.group "name" is invalid: field: message``,
+    several errors in brackets, each a cause with its ``field.ErrorType`` reason."""
+    texts = [f"{f}: {m}" for f, m in causes]
+    text = texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]"
+    kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
     return ApiError(
         422,
         "Invalid",
-        f'{rt.kind} "{name}" is invalid: {text}',
+        f'{kind} "{name}" is invalid: {text}',
         {
             "name": name,
             "group": rt.group,
             "kind": rt.kind,
             "causes": [
-                {"reason": "FieldValueInvalid", "field": f, "message": m} for f, m in causes
+                {
+                    "reason": _CAUSE_REASONS.get(m.split(":", 1)[0], "FieldValueInvalid"),
+                    "field": f,
+                    "message": m,
+                }
+                for f, m in causes
             ],
         },
     )
@@ -301,7 +314,7 @@ class KubeStore:
             )
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
 
-    def _validate(self, rt: ResourceType, obj: dict) -> None:
+    def _validate(self, rt: ResourceType, obj: dict, *, create: bool = False) -> None:
         meta = obj["metadata"]
         name = meta.get("name", "")
         causes: list[tuple[str, str]] = []
@@ -357,6 +370,8 @@ class KubeStore:
             for key, value in (obj.get("data") or {}).items():
                 if not isinstance(value, str):
                     causes.append((f"data[{key}]", "Invalid value: must be a string"))
+        if rt.plural == "events":
+            causes += event_causes(obj, events_api=bool(rt.group), create=create)
         if causes:
             raise invalid(rt, name, causes)
 
@@ -386,7 +401,7 @@ class KubeStore:
             if not meta.get("name") and meta.get("generateName"):
                 meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
             self._normalize(rt, obj)
-            self._validate(rt, obj)
+            self._validate(rt, obj, create=True)
             name = meta["name"]
             if self._key(rt, ns, name) in self._objects[ref]:
                 raise ApiError(409, "AlreadyExists", f'{rt.ref} "{name}" already exists',
