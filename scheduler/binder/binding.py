@@ -157,7 +157,9 @@ class PodWriter:
             "type": type_,
             "source": {"component": self.scheduler_name},
             "reportingComponent": self.scheduler_name,
-            "reportingInstance": self.instance or f"{self.scheduler_name}-{os.getpid()}",
+            # the API server refuses a reportingInstance over 128 characters (a pod name can
+            # have 253); pkg/apis/core/validation/events.go
+            "reportingInstance": (self.instance or f"{self.scheduler_name}-{os.getpid()}")[:128],
             "firstTimestamp": now,
             "lastTimestamp": now,
             "eventTime": _now_micro(),

@@ -19,7 +19,7 @@ JOURNAL = "sched-journal.sqlite"
 
 
 def broker_exited_events(kube) -> list[dict]:
-    events = kube.list("events.events.k8s.io", "fluxnode")
+    events = kube.list("events.events.k8s.io", "default")
     return [e for e in events if e["reason"] == "BrokerExited"]
 
 

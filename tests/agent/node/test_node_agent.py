@@ -76,7 +76,7 @@ def test_single_node_renders_files_and_serves_the_connect_script(kube, agents):
     status, metrics = agent.http("/metrics")
     assert "fluxnode_agent_rank 0.0" in metrics and "fluxnode_agent_broker_up 1.0" in metrics
     (event,) = [
-        e for e in kube.list("events.events.k8s.io", "fluxnode") if e["reason"] == "BrokerStarted"
+        e for e in kube.list("events.events.k8s.io", "default") if e["reason"] == "BrokerStarted"
     ]
     assert (
         event["regarding"]["kind"] == "Node"
@@ -159,7 +159,7 @@ def test_broker_is_restarted_when_it_dies(kube, agents):
     wait_for(lambda: "broker exited with status -9" in agent.log, 10, what="crash logged")
     assert [
         e["type"]
-        for e in kube.list("events.events.k8s.io", "fluxnode")
+        for e in kube.list("events.events.k8s.io", "default")
         if e["reason"] == "BrokerExited"
     ] == ["Warning"]
     wait_for(
