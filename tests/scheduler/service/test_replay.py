@@ -7,7 +7,6 @@ with the tests' own idset parser and finds any (rank, kind, id) named twice.
 """
 
 import errno
-import logging
 import random
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from fluxnode.broker_conf.rv1 import NodeResources, build_R
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 from fluxnode.scheduler.service.module import SchedService
 from support.oracles import parse_idset
+from support.sched_handle import SchedHandle as Handle
 
 from fluxnode.testing.instance import Instance
 from fluxnode.testing.waiting import wait_for
@@ -45,31 +45,6 @@ def overlaps(allocations) -> list[str]:
                                      f"{alloc_id}")
                     owner[key] = alloc_id
     return found
-
-
-class Handle:
-    """The BrokerHandle surface SchedService uses, for driving it directly."""
-
-    def __init__(self, statedir, R, size):
-        self.rank, self.size, self.attrs = 0, size, {}
-        self.statedir, self.log = statedir, logging.getLogger("test.sched")
-        self.R = R
-        self.handlers = {}
-
-    def register(self, topic, handler):
-        self.handlers[topic] = handler
-
-    def resources(self):
-        return self.R
-
-    def down_ranks(self):
-        return []
-
-    def expected_ranks(self):
-        return list(range(self.size))
-
-    def on_resources_changed(self, callback):
-        pass
 
 
 def machine(ranks):

@@ -2,7 +2,6 @@
 node -> slot jobspecs and memory exhaustion, on real brokers whose R has 2 sockets x 4 cores."""
 
 import errno
-import logging
 import subprocess
 import sys
 
@@ -13,6 +12,7 @@ from fluxnode.broker_conf.rv1 import NodeResources, build_R
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 from fluxnode.scheduler.service.flat_graph import memory_granule_mib
 from fluxnode.scheduler.service.module import SchedService
+from support.sched_handle import SchedHandle as Handle
 from support.sched_leader import restart_leader
 
 from fluxnode.testing.instance import Instance
@@ -166,29 +166,6 @@ def test_memory_allocations_survive_a_leader_restart(tmp_path):
             inst.rpc("sched.alloc", {"jobspec": spec(1, 1, memory=left, hosts="node1")})["status"]
             == "ALLOCATED"
         )
-
-
-class Handle:
-    """The BrokerHandle surface SchedService uses, for driving resources_changed directly
-    (as bench/binder_sim_nodes.py does): R grows, ranks go down."""
-
-    def __init__(self, statedir, R):
-        self.rank, self.size, self.attrs = 0, 1, {}
-        self.statedir, self.log = statedir, logging.getLogger("test.sched")
-        self.R = R
-        self.handlers = {}
-
-    def register(self, topic, handler):
-        self.handlers[topic] = handler
-
-    def resources(self):
-        return self.R
-
-    def down_ranks(self):
-        return []
-
-    def on_resources_changed(self, callback):
-        pass
 
 
 def machine(n):
