@@ -24,34 +24,15 @@ from fluxnode.agent.broker.message import Message, encode_stream
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 
 from fluxnode.testing.instance import Instance
+from fluxnode.testing.ping_probe import PingProbe
 from fluxnode.testing.waiting import wait_for
 
 MiB = 1 << 20
 
 
-class Pinger:
-    def __init__(self, uri: str) -> None:
-        self.uri, self.times, self.stop = uri, [], threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def run(self) -> None:
-        with Client.connect(self.uri, timeout=60) as c:
-            while not self.stop.is_set():
-                t0 = time.perf_counter()
-                c.rpc("broker.ping", {})
-                self.times.append((time.perf_counter() - t0) * 1000)
-
-    def __enter__(self) -> Pinger:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(60)
-
-    def stats(self) -> tuple[float, float, float, int]:
-        t = sorted(self.times) or [float("inf")]
-        return t[len(t) // 2], t[min(len(t) - 1, int(len(t) * 0.99))], t[-1], len(self.times)
+def stats(probe: PingProbe) -> tuple[float, float, float, int]:
+    """p50, p99 and worst ping (ms), and how many."""
+    return probe.p50 * 1000, probe.p99 * 1000, probe.worst * 1000, len(probe.latencies)
 
 
 def alias_bomb() -> str:
@@ -155,34 +136,34 @@ def main() -> None:
     with Instance(2, modules=None, resources={f"node{i}": {"cores": 4} for i in range(2)}) as inst:
         wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 2, 30,
                  what="2 ranks")
-        with Pinger(inst.uri) as p:
+        with PingProbe(inst.uri) as p:
             deadline = time.monotonic() + args.seconds
             while time.monotonic() < deadline:
                 time.sleep(0.05)
-        rows.append(("(nothing: baseline)", *p.stats(), ""))
+        rows.append(("(nothing: baseline)", *stats(p), ""))
         inputs = rpc_inputs(inst)
         inputs["payload nested 100,000 deep"] = ("sched.list", None)  # a raw frame
         for name, (topic, payload) in inputs.items():
             raw = deep_frame(100_000) if payload is None else None
             outcome, sent = "", 0
-            with Pinger(inst.uri) as p:
+            with PingProbe(inst.uri) as p:
                 deadline = time.monotonic() + args.seconds
                 while time.monotonic() < deadline:
                     outcome = send_rpc(inst.uri, topic, payload, raw)
                     sent += 1
-            rows.append((name, *p.stats(), f"{outcome} (x{sent})"))
+            rows.append((name, *stats(p), f"{outcome} (x{sent})"))
         for name, attack in stream_inputs(inst, stop := threading.Event()).items():
             stop.clear()
             result: list[str] = []
             t = threading.Thread(target=lambda a=attack, r=result: r.append(a()), daemon=True)
-            with Pinger(inst.uri) as p:
+            with PingProbe(inst.uri) as p:
                 t.start()
                 deadline = time.monotonic() + args.seconds
                 while time.monotonic() < deadline:
                     time.sleep(0.05)
                 stop.set()
                 t.join(60)
-            rows.append((name, *p.stats(), result[0] if result else "?"))
+            rows.append((name, *stats(p), result[0] if result else "?"))
     print(f"{'input':48} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'pings':>7}  answer")
     for name, p50, p99, worst, n, outcome in rows:
         print(f"{name:48} {p50:8.2f} {p99:8.2f} {worst:8.2f} {n:7d}  {outcome}")

@@ -11,9 +11,9 @@ import socket
 
 import pytest
 from fluxnode.agent.broker.message import Message, StreamDecoder, encode_stream
-from support.ping_probe import PingProbe
 
 from fluxnode.testing.instance import Instance
+from fluxnode.testing.ping_probe import PingProbe
 from fluxnode.testing.waiting import wait_for
 
 PING_BOUND = 1.0

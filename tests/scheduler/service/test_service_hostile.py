@@ -18,9 +18,9 @@ import pytest
 import yaml
 from fluxnode.agent.broker.client import Client, RPCError
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
-from support.ping_probe import PingProbe
 
 from fluxnode.testing.instance import Instance
+from fluxnode.testing.ping_probe import PingProbe
 from fluxnode.testing.waiting import wait_for
 
 PING_BOUND = 1.0

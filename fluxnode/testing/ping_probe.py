@@ -44,6 +44,12 @@ class PingProbe:
         return max(self.latencies, default=float("inf"))
 
     @property
+    def p50(self) -> float:
+        if not self.latencies:
+            return float("inf")
+        return sorted(self.latencies)[len(self.latencies) // 2]
+
+    @property
     def p99(self) -> float:
         if not self.latencies:
             return float("inf")
