@@ -34,6 +34,7 @@ from fluxnode.agent.broker.boot import BrokerError, InstanceState, boot
 from fluxnode.agent.broker.config_reload import ConfigReload
 from fluxnode.agent.broker.connector import ConnectorLimits, LocalConnector
 from fluxnode.agent.broker.events import EventBus
+from fluxnode.agent.broker.fd_limit import raise_fd_limit
 from fluxnode.agent.broker.logging_setup import setup_logging
 from fluxnode.agent.broker.message import Message, ServiceError
 from fluxnode.agent.broker.modules import BrokerHandle, ModuleLoader, ModuleLoadError
@@ -270,6 +271,7 @@ def main(
     `tbon_fd` a listening socket to use for the TBON endpoint instead of binding one.
     """
     hostname = hostname or socket.gethostname()
+    raise_fd_limit()  # every entry point (fluxnode broker, the fork launcher) comes through here
     try:
         if config is None:
             config = load_config(config_path)

@@ -29,7 +29,6 @@ from pathlib import Path
 # means forked children start warm.
 from fluxnode.agent.broker import broker as broker_mod
 from fluxnode.agent.broker.client import Client, ConnectError, RPCError
-from fluxnode.agent.broker.fd_limit import raise_fd_limit
 from fluxnode.broker_conf import certificate, render
 from fluxnode.broker_conf.topology import Topology
 
@@ -244,7 +243,6 @@ def fork_brokers(inst: TestInstance) -> None:
     config_path = str(inst.config_path)
     config = broker_mod.load_config(config_path)
     topology = config.topology()
-    raise_fd_limit()  # inherited by every broker forked below
     # Keep the garbage collector away from the shared heap so pages stay shared after fork.
     gc.collect()
     gc.freeze()

@@ -8,7 +8,6 @@ import click
 
 from fluxnode.agent.broker import attributes as attrs
 from fluxnode.agent.broker import broker as broker_mod
-from fluxnode.agent.broker.fd_limit import raise_fd_limit
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,5 +27,4 @@ def broker(config_path: str, settings: tuple[str, ...], hostname: str | None) ->
         attributes = attrs.parse_settings(settings)
     except attrs.AttrError as exc:
         raise click.UsageError(str(exc)) from None
-    raise_fd_limit()
     sys.exit(broker_mod.main(config_path, attributes, hostname))
