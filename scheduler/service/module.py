@@ -173,7 +173,7 @@ class SchedService:
                     if node["rank"] in self.graph.hostnames() and waiting != [node]:
                         self.log.error(
                             "sched: allocation %d: rank %d no longer has %s; the rest is held "
-                            "and the record kept", alloc.id, node["rank"], describe(waiting[0]))
+                            "and the record kept", alloc.id, node["rank"], node_text(waiting[0]))
                 else:
                     alloc.pending.discard(node["rank"])
 
@@ -529,8 +529,8 @@ def _or_empty(value: Any) -> Any:
     return {} if value is None else value
 
 
-def describe(node: dict) -> str:
-    """What a node summary names, in words: "cores 6-7, 512 MiB"."""
+def node_text(node: dict) -> str:
+    """What a per-node summary names, in words: "cores 6-7, 512 MiB" (for log lines)."""
     parts = [f"{key} {node[key]}" for key in ("cores", "gpus") if node.get(key)]
     if node.get("memory_mib"):
         parts.append(f"{node['memory_mib']} MiB")
