@@ -18,7 +18,7 @@ from fluxnode.scheduler.jobspec.document import DEFAULT_LIMITS
 from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.service.errors import Busy, InvalidRequest, Unsatisfiable
-from fluxnode.scheduler.service.flat_graph import add_flat_nodes, flat_graph, memory_granule_mib
+from fluxnode.scheduler.service.flat_graph import add_flat_nodes, flat_graph
 from fluxnode.scheduler.service.slot_kinds import (
     describe,
     merge_nodes,
@@ -45,6 +45,14 @@ def invalid(exc: Exception) -> InvalidRequest:
     errnum = getattr(exc, "errnum", None)
     return InvalidRequest(text if text.startswith("jobspec") else f"jobspec: {text}",
                           *([errnum] if isinstance(errnum, int) else []))
+
+
+@dataclass
+class Holding:
+    """What `LiveGraph.hold` holds now (per-node summaries) and what it could not yet."""
+
+    held: list[dict]
+    pending: list[dict]
 
 
 @dataclass
@@ -314,29 +322,30 @@ class LiveGraph:
             for rank, n in sorted(per_rank.items())
         ]
 
-    def hold(self, jobid: int, nodes: list[dict], *, missing_ok: bool = False) -> list[dict]:
+    def hold(self, jobid: int, nodes: list[dict], *, missing_ok: bool = False) -> Holding:
         """Hold exactly what `nodes` name for `jobid` (on top of what it holds already):
         each node's core and GPU ids, and its memory as whole granules (the lowest free
         ones: granules are interchangeable). Fluxion's ``update`` (`Traverser.replay`),
         one part per rank, so a partial cancel frees ranks one by one.
 
-        Returns what is not held: the nodes whose rank is not in the graph (yet), which
-        the caller keeps pending and holds when the rank joins, and, with `missing_ok`
+        Returns what is held (memory as the whole granules taken) and what is not: the
+        nodes whose rank is not in the graph (yet), which the caller keeps pending and
+        holds when the rank joins, and, with `missing_ok`
         (a journal replay onto a node that came back smaller), a node's ids the node no
         longer has (the rest of that node is held). All or nothing over the ranks that
         are here: raises Busy naming the first core, GPU or memory not free (or
         Unsatisfiable naming one the node does not have), holding nothing new."""
         parts: list[int] = []
-        pending: list[dict] = []
+        holding = Holding([], [])
         try:
             for node in nodes:
                 rank = int(node["rank"])
                 if rank not in self._nodes:
-                    pending.append(node)
+                    holding.pending.append(node)
                     continue
                 picks, missing = self._picks(rank, node, missing_ok)
                 if missing is not None:
-                    pending.append(missing)
+                    holding.pending.append(missing)
                 if len(picks) <= 2:
                     continue  # nothing exclusive on this rank (only the cluster and node)
                 part = self._part_id()
@@ -345,12 +354,26 @@ class LiveGraph:
                 except TraverserError as exc:
                     raise Busy(f"rank {rank}: {exc}") from None
                 parts.append(part)
+                holding.held.append(self._summary(rank, picks))
         except BaseException:
             for part in parts:
                 self._traverser.cancel(part)
             raise
         self._parts.setdefault(jobid, []).extend(parts)
-        return pending
+        return holding
+
+    def _summary(self, rank: int, picks: list[tuple]) -> dict:
+        """The per-node summary of what `picks` hold on `rank`."""
+        ids: dict[str, list[int]] = {"core": [], "gpu": []}
+        memory = 0
+        for v, units, _exclusive in picks[2:]:
+            if v.type == "memory":
+                memory += units
+            else:
+                ids[v.type].append(v.id)
+        return {"rank": rank, "hostname": self._nodes[rank].hostname,
+                "cores": idset.encode(sorted(ids["core"])),
+                "gpus": idset.encode(sorted(ids["gpu"])), "memory_mib": memory}
 
     def _picks(self, rank: int, node: dict, missing_ok: bool) -> tuple[list[tuple], dict | None]:
         """`Traverser.replay` picks for one node summary: cluster and node shared, the named
@@ -393,17 +416,6 @@ class LiveGraph:
                        "cores": idset.encode(absent.get("cores", [])),
                        "gpus": idset.encode(absent.get("gpus", [])),
                        "memory_mib": absent.get("memory_mib", [0])[0]}
-
-    def held(self, nodes: list[dict]) -> list[dict]:
-        """`nodes` as `hold` holds them: memory rounded up to whole granules."""
-        out = []
-        for node in nodes:
-            rank = int(node["rank"])
-            memory = int(node.get("memory_mib") or 0)
-            granule = memory_granule_mib(self._nodes[rank].memory_mib) if rank in self._nodes \
-                else 1
-            out.append({**node, "memory_mib": -(-memory // granule) * granule})
-        return out
 
     def cancel(self, jobid: int) -> None:
         for part in self._parts.pop(jobid, []):

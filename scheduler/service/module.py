@@ -160,7 +160,7 @@ class SchedService:
                     if joined is None or (n["rank"] in alloc.pending and n["rank"] in joined)]
             for node in todo:
                 try:
-                    waiting = self.graph.hold(alloc.id, [node], missing_ok=True)
+                    waiting = self.graph.hold(alloc.id, [node], missing_ok=True).pending
                 except (Busy, Unsatisfiable) as exc:
                     waiting = [node]
                     self.log.error(
@@ -328,14 +328,13 @@ class SchedService:
         self._check_free(nodes)
         alloc_id = self.journal.next_id()
         try:
-            waiting = self.graph.hold(alloc_id, nodes)
+            holding = self.graph.hold(alloc_id, nodes)
         except Busy as exc:
             raise ServiceError(errno.EBUSY, f"busy: {exc}") from None
         except Unsatisfiable as exc:
             raise ServiceError(errno.EINVAL, f"nodes: {exc}") from None
-        pending = {int(n["rank"]) for n in waiting}
-        held = self.graph.held([n for n in nodes if n["rank"] not in pending]) + waiting
-        held.sort(key=lambda n: n["rank"])
+        pending = {int(n["rank"]) for n in holding.pending}
+        held = sorted(holding.held + holding.pending, key=lambda n: n["rank"])
         alloc = Allocation(alloc_id, "ALLOCATED", 0, {}, "adopt", held, labels, time.time(),
                            pending=pending)
         try:
