@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from fluxnode.broker_conf import idset
-from fluxnode.scheduler.binder.node_affinity import NodeTraits
+from fluxnode.agent.kube.node_affinity import NodeTraits
 from fluxnode.scheduler.binder.pod_requests import (
     MIB,
     ZERO,

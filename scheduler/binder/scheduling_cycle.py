@@ -33,7 +33,7 @@ from fluxnode.broker_conf import hostlist, idset
 from fluxnode.scheduler.binder.binding_cycle import Bind, BindingCycle
 from fluxnode.scheduler.binder.cluster_state import Group, GroupAllocation, OutsideUsage, PodInfo
 from fluxnode.scheduler.binder.context import BinderContext
-from fluxnode.scheduler.binder.node_affinity import (
+from fluxnode.agent.kube.node_affinity import (
     NodeAffinityError,
     PodPlacement,
     eligible_nodes,

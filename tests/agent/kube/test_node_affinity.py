@@ -4,7 +4,7 @@ nodes."""
 from __future__ import annotations
 
 import pytest
-from fluxnode.scheduler.binder.node_affinity import (
+from fluxnode.agent.kube.node_affinity import (
     MISMATCH,
     NodeAffinityError,
     NodeTraits,
