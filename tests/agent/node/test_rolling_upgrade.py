@@ -1,0 +1,194 @@
+"""A DaemonSet rolling upgrade, end to end: node agents (real processes, real brokers) and the
+binder against the API emulator, with pods running throughout.
+
+The emulator has no DaemonSet controller, so the test plays it: with the default
+``RollingUpdate`` (maxUnavailable 1) the controller deletes one node's agent pod, the kubelet
+sends SIGTERM, and a pod of the new template starts on that node with the same hostPath
+directories (broker.toml, CURVE certificate, the leader's journal in the state directory).
+One node at a time, rank 0 included. The oracles are outside the code under test: pods'
+``spec.nodeName`` and Binding annotations read back from the API server, and what the leader
+holds read over the overlay with the broker client.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+
+from fluxnode.agent.broker.client import Client, ConnectError, RPCError
+from fluxnode.scheduler.binder.binder import Binder
+from fluxnode.scheduler.binder.config import BinderConfig
+from support.binder_cluster import GROUP_LABEL, SIZE_LABEL
+from support.kube_agents import AgentProcess, add_node, stop_all
+from support.oracles import parse_idset
+
+from fluxnode.testing.waiting import wait_for
+
+NODES = ("w1", "w2", "w3", "w4")
+
+
+def local_uri(agent: AgentProcess) -> str:
+    return f"local://{agent.run_dir / 'local'}"
+
+
+def leader_rpc(agent: AgentProcess, topic: str, payload: dict | None = None) -> dict | None:
+    """`topic` on rank 0 through `agent`'s broker; None while the overlay cannot answer."""
+    try:
+        with Client.connect(local_uri(agent), timeout=2.0) as c:
+            return c.rpc(topic, payload or {}, nodeid=0, timeout=5.0)
+    except (ConnectError, OSError):
+        return None
+    except RPCError as exc:
+        if exc.errnum in (errno.ENOSYS, errno.EHOSTUNREACH, errno.ETIMEDOUT, errno.ECONNRESET):
+            return None
+        raise
+
+
+def held(agent: AgentProcess) -> dict[int, set[tuple[int, int]]] | None:
+    """Allocation id -> the (rank, core) pairs the leader holds for it, for the binder's pod
+    groups (the binder also holds what Kubernetes does not let pods use: kind "outside")."""
+    listing = leader_rpc(agent, "sched.list", {"labels": {"kind": "group"}})
+    if listing is None:
+        return None
+    return {
+        a["id"]: {(n["rank"], c) for n in a["nodes"] for c in parse_idset(n["cores"])}
+        for a in listing["allocations"]
+        if a["status"] == "ALLOCATED"
+    }
+
+
+def all_up(agent: AgentProcess) -> bool:
+    status = leader_rpc(agent, "sched.resource-status")
+    return bool(status) and sorted(
+        n["hostname"] for n in status["nodes"] if n.get("status", "up") == "up"
+    ) == sorted(NODES)
+
+
+def rank_map(kube) -> list[str]:
+    return json.loads(kube.get("configmaps", "fluxnode-ranks", "fluxnode")["data"]["ranks.json"])[
+        "hosts"
+    ]
+
+
+def create_pod(kube, name: str, group: str | None = None, size: int | None = None) -> None:
+    labels = {GROUP_LABEL: group, SIZE_LABEL: str(size)} if group else {}
+    kube.create(
+        "pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": labels},
+            "spec": {
+                "schedulerName": "fluxnode",
+                "containers": [
+                    {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
+                ],
+            },
+        },
+        "default",
+    )
+
+
+def wait_bound(kube, names: list[str]) -> dict[str, str]:
+    def bound():
+        nodes = {n: kube.get("pods", n, "default")["spec"].get("nodeName") for n in names}
+        return nodes if all(nodes.values()) else None
+
+    return wait_for(bound, 60, what=f"pods {', '.join(names)} bound")
+
+
+def assert_each_core_once(kube) -> None:
+    """From the API objects: no (node, core) is given to two live pods, and no node runs more
+    cores than its allocatable."""
+    owner: dict[tuple[str, int], str] = {}
+    for pod in kube.list("pods", "default"):
+        node = pod["spec"].get("nodeName")
+        ann = pod["metadata"].get("annotations") or {}
+        if not node or "fluxnode.io/cores" not in ann:
+            continue
+        for core in parse_idset(ann["fluxnode.io/cores"]):
+            other = owner.setdefault((node, core), pod["metadata"]["name"])
+            assert other == pod["metadata"]["name"], f"core {core} of {node}: {other} and {pod}"
+    for node in kube.list("nodes"):
+        name = node["metadata"]["name"]
+        used = sum(1 for n, _ in owner if n == name)
+        assert used <= int(node["status"]["allocatable"]["cpu"]), name
+
+
+def test_rolling_upgrade_keeps_every_allocation_and_pod_and_binds_new_pods(kube, tmp_path):
+    for name in NODES:
+        add_node(kube, name)
+    agents: dict[str, AgentProcess] = {}
+    binder: Binder | None = None
+    try:
+        for name in NODES:
+            agents[name] = AgentProcess(kube, name, tmp_path).start()
+        for a in agents.values():
+            a.wait_broker(60)
+        wait_for(lambda: all_up(agents[NODES[-1]]), 60, what="4 brokers up in the leader's graph")
+        rank0 = rank_map(kube)[0]
+
+        binder = Binder(
+            kube.api_client(),
+            BinderConfig(
+                uri=None,  # found through the agents' rank map, as in the cluster
+                curve_cert=str(agents[rank0].host_dir / "curve.cert"),
+                http_port=0,
+                http_host="127.0.0.1",
+                leader_elect=False,
+                resync=1.0,
+            ),
+        ).start()
+        before = ["p0", "p1", "p2", "g-0", "g-1"]
+        for name in before:
+            create_pod(kube, name, *(("g", 2) if name.startswith("g-") else ()))
+        bound = wait_bound(kube, before)
+        for name in before:
+            kube.set_pod_phase(name, "Running")
+        annotations = {n: kube.get("pods", n, "default")["metadata"]["annotations"] for n in before}
+        allocations = wait_for(lambda: held(agents[rank0]), 30, what="the leader's allocations")
+        assert {str(i) for i in allocations} == {
+            a["fluxnode.io/allocation"] for a in annotations.values()
+        }
+
+        # The controller's order is one node at a time; rank 0's node goes second, so both a
+        # leader restart and restarts under a restarted leader are covered.
+        others = [n for n in NODES if n != rank0]
+        order = others[:1] + [rank0] + others[1:]
+        during: list[str] = []
+        for step, name in enumerate(order):
+            old_pid = agents[name].broker_pid()
+            agents[name].stop()  # SIGTERM from the kubelet; the old pod is gone
+            if name == rank0:  # a pod created while the leader is down is bound once it is back
+                during.append(f"during-{step}")
+                create_pod(kube, during[-1])
+            agents[name] = AgentProcess(kube, name, tmp_path).start()
+            agents[name].wait_broker(60, other_than=old_pid)
+            probe = agents[order[(step + 1) % len(order)]]
+            wait_for(lambda p=probe: all_up(p), 60, what=f"every rank up after upgrading {name}")
+            assert rank_map(kube)[0] == rank0  # an upgrade never moves the leader
+            for pod in before:  # every pod stays where it was bound, with the same allocation
+                got = kube.get("pods", pod, "default")
+                assert got["spec"]["nodeName"] == bound[pod], pod
+                assert got["metadata"]["annotations"] == annotations[pod], pod
+            now = wait_for(lambda p=probe: held(p), 30, what="the leader's allocations")
+            for alloc_id, pairs in allocations.items():
+                assert now.get(alloc_id) == pairs, (name, alloc_id)
+
+        wait_bound(kube, during)
+        after = ["after-0", "after-1"]
+        for name in after:
+            create_pod(kube, name)
+        wait_bound(kube, after)
+        final = wait_for(lambda: held(agents[rank0]), 30, what="the leader's allocations")
+        for alloc_id, pairs in allocations.items():
+            assert final[alloc_id] == pairs
+        seen: set[tuple[int, int]] = set()
+        for pairs in final.values():  # nothing is held twice
+            assert not pairs & seen
+            seen |= pairs
+        assert_each_core_once(kube)
+    finally:
+        if binder is not None:
+            binder.stop()
+        stop_all(list(agents.values()))
