@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from fluxnode.broker_conf import idset
 from fluxnode.agent.kube.node_affinity import NodeTraits
+from fluxnode.broker_conf import idset
 from fluxnode.scheduler.binder.pod_requests import (
     MIB,
     ZERO,
@@ -271,10 +271,20 @@ class ClusterState:
         share = self.running.pop(uid, None)
         if share is not None:
             self.running_on.get(share.rank, set()).discard(uid)
-        share = Share.of(new) if new is not None and self.is_ours(new) else None
+        share = self._share_of(new) if new is not None and self.is_ours(new) else None
         if share is not None:
             self.running[new.uid] = share
             self.running_on.setdefault(share.rank, set()).add(new.uid)
+
+    def _share_of(self, info: PodInfo) -> Share | None:
+        """The pod's share, on its node's rank *now*: the Binding's rank annotation is the rank
+        the node had when the pod was bound, and ranks move when rank 0's node goes away (the
+        highest-ranked node takes rank 0). The node name is the truth; the graph says its rank."""
+        share = Share.of(info)
+        cap = self.capacity.get(info.node) if share is not None else None
+        if cap is not None and cap.rank != share.rank:
+            share = replace(share, rank=cap.rank)
+        return share
 
     def in_use(self, rank: int) -> tuple[set[int], set[int]]:
         """The core and GPU ids our running pods use on `rank`."""
@@ -513,7 +523,16 @@ class ClusterState:
         if capacity != self.capacity:
             self.dirty_nodes.update(set(capacity) ^ set(self.capacity))
             self.dirty_nodes.update(n for n in capacity if self.capacity.get(n) != capacity[n])
+            moved = any(
+                n in self.capacity and self.capacity[n].rank != c.rank for n, c in capacity.items()
+            )
             self.capacity = capacity
+            if moved:  # a node's rank changed (rank 0 moved): re-key what our pods run on
+                for uid in list(self.running):
+                    pod = self.pods.get(uid)
+                    self._track_share(uid, None, None)
+                    if pod is not None:
+                        self._track_share(uid, None, pod)
             self.node_generation += 1
             self.changed = True
 

@@ -29,10 +29,6 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from fluxnode.agent.broker.client import RPCError
-from fluxnode.broker_conf import hostlist, idset
-from fluxnode.scheduler.binder.binding_cycle import Bind, BindingCycle
-from fluxnode.scheduler.binder.cluster_state import Group, GroupAllocation, OutsideUsage, PodInfo
-from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.agent.kube.node_affinity import (
     NodeAffinityError,
     PodPlacement,
@@ -40,6 +36,10 @@ from fluxnode.agent.kube.node_affinity import (
     explain,
     pod_placement,
 )
+from fluxnode.broker_conf import hostlist, idset
+from fluxnode.scheduler.binder.binding_cycle import Bind, BindingCycle
+from fluxnode.scheduler.binder.cluster_state import Group, GroupAllocation, OutsideUsage, PodInfo
+from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.pod_requests import PodRequestError, pod_requests
 from fluxnode.scheduler.binder.sched_client import LeaderForgot
 from fluxnode.scheduler.binder.slot_assignment import AssignmentError, assign, assign_kinds

@@ -1,7 +1,8 @@
-"""A DaemonSet rolling upgrade, end to end: node agents (real processes, real brokers) and the
-binder against the API emulator, with pods running throughout.
+"""Cluster operations end to end: node agents (real processes, real brokers) and the binder
+against the API emulator, with pods running throughout: a DaemonSet rolling upgrade, and the
+loss of rank 0's node.
 
-The emulator has no DaemonSet controller, so the test plays it: with the default
+For the upgrade, the emulator has no DaemonSet controller, so the test plays it: with the default
 ``RollingUpdate`` (maxUnavailable 1) the controller deletes one node's agent pod, the kubelet
 sends SIGTERM, and a pod of the new template starts on that node with the same hostPath
 directories (broker.toml, CURVE certificate, the leader's journal in the state directory).
@@ -115,6 +116,113 @@ def assert_each_core_once(kube) -> None:
         assert used <= int(node["status"]["allocatable"]["cpu"]), name
 
 
+def start_binder(kube, agent: AgentProcess) -> Binder:
+    return Binder(
+        kube.api_client(),
+        BinderConfig(
+            uri=None,  # found through the agents' rank map, as in the cluster
+            curve_cert=str(agent.host_dir / "curve.cert"),
+            http_port=0,
+            http_host="127.0.0.1",
+            leader_elect=False,
+            resync=1.0,
+        ),
+    ).start()
+
+
+def held_by_host(agent: AgentProcess) -> set[tuple[str, int]] | None:
+    """(hostname, core) pairs the leader holds for the binder's pod groups."""
+    listing = leader_rpc(agent, "sched.list", {"labels": {"kind": "group"}})
+    if listing is None:
+        return None
+    return {
+        (n["hostname"], c)
+        for a in listing["allocations"]
+        if a["status"] == "ALLOCATED"
+        for n in a["nodes"]
+        for c in parse_idset(n["cores"])
+    }
+
+
+def used_by_pods(kube) -> set[tuple[str, int]]:
+    """(node, core) pairs our live pods run on, from their Binding annotations."""
+    return {
+        (pod["spec"]["nodeName"], c)
+        for pod in kube.list("pods", "default")
+        if pod["spec"].get("nodeName")
+        and "fluxnode.io/cores" in pod["metadata"].get("annotations", {})
+        for c in parse_idset(pod["metadata"]["annotations"]["fluxnode.io/cores"])
+    }
+
+
+def test_rank0_node_deleted_the_new_leader_holds_every_running_pod(kube, tmp_path):
+    """Rank 0's Node is deleted (its agent and broker are gone with it, and the pod GC deletes
+    the pods bound there): the highest-ranked live node becomes rank 0 with an empty journal,
+    and the binder re-registers every running pod with it before placing more, so no core is
+    handed out twice, even for pods whose rank annotation names their node's old rank."""
+    for name in NODES:
+        add_node(kube, name)
+    agents: dict[str, AgentProcess] = {}
+    binder: Binder | None = None
+    try:
+        for name in NODES:
+            agents[name] = AgentProcess(kube, name, tmp_path).start()
+        for a in agents.values():
+            a.wait_broker(60)
+        wait_for(lambda: all_up(agents[NODES[-1]]), 60, what="4 brokers up in the leader's graph")
+        hosts = rank_map(kube)
+        status = leader_rpc(agents[hosts[0]], "sched.resource-status")
+        cores = sum(n["cores"] for n in status["nodes"])
+        binder = start_binder(kube, agents[hosts[-1]])
+        full = [f"p{i}" for i in range(cores)]  # one core each: the machine is full
+        for name in full:
+            create_pod(kube, name)
+        wait_bound(kube, full)
+        for name in full:
+            kube.set_pod_phase(name, "Running")
+        assert held_by_host(agents[hosts[0]]) == used_by_pods(kube)
+
+        old_leader, heir = hosts[0], hosts[-1]
+        agents.pop(old_leader).stop()
+        kube.delete("nodes", old_leader)
+        for pod in kube.list("pods", "default"):  # the pod GC: pods of a deleted node go
+            if pod["spec"].get("nodeName") == old_leader:
+                kube.delete("pods", pod["metadata"]["name"], "default")
+        wait_for(lambda: rank_map(kube)[0] == heir, 60, what=f"{heir} to become rank 0")
+        survivors = [n for n in NODES if n != old_leader]
+        running = used_by_pods(kube)
+        assert running and {node for node, _ in running} <= set(survivors)
+        wait_for(
+            lambda: held_by_host(agents[heir]) == running,
+            60,
+            what="the new leader to hold exactly the cores the running pods use",
+        )
+        # The machine is still full: a new pod waits, and takes a core only once one is freed.
+        create_pod(kube, "late")
+        wait_for(
+            lambda: any(
+                c.get("reason") == "WaitingForResources"
+                for c in kube.get("pods", "late", "default")["status"].get("conditions", [])
+            ),
+            30,
+            what="the late pod to wait for resources",
+        )
+        assert not kube.get("pods", "late", "default")["spec"].get("nodeName")
+        victim = next(
+            p["metadata"]["name"]
+            for p in kube.list("pods", "default")
+            if p["spec"].get("nodeName") == heir
+        )
+        kube.delete("pods", victim, "default")
+        assert wait_bound(kube, ["late"])["late"] == heir
+        assert_each_core_once(kube)
+        assert held_by_host(agents[heir]) == used_by_pods(kube)
+    finally:
+        if binder is not None:
+            binder.stop()
+        stop_all(list(agents.values()))
+
+
 def test_rolling_upgrade_keeps_every_allocation_and_pod_and_binds_new_pods(kube, tmp_path):
     for name in NODES:
         add_node(kube, name)
@@ -128,17 +236,7 @@ def test_rolling_upgrade_keeps_every_allocation_and_pod_and_binds_new_pods(kube,
         wait_for(lambda: all_up(agents[NODES[-1]]), 60, what="4 brokers up in the leader's graph")
         rank0 = rank_map(kube)[0]
 
-        binder = Binder(
-            kube.api_client(),
-            BinderConfig(
-                uri=None,  # found through the agents' rank map, as in the cluster
-                curve_cert=str(agents[rank0].host_dir / "curve.cert"),
-                http_port=0,
-                http_host="127.0.0.1",
-                leader_elect=False,
-                resync=1.0,
-            ),
-        ).start()
+        binder = start_binder(kube, agents[rank0])
         before = ["p0", "p1", "p2", "g-0", "g-1"]
         for name in before:
             create_pod(kube, name, *(("g", 2) if name.startswith("g-") else ()))
