@@ -341,6 +341,12 @@ def load_document(obj: Mapping | str | bytes, limits: Limits = DEFAULT_LIMITS) -
     try:
         return _compose_first(obj, budget)
     except yaml.YAMLError as e:
+        if getattr(e, "problem", None) == "exceeded maximum nesting depth":
+            # libyaml (PyYAML >= 6.0.3 wheels) refuses deep nesting in its scanner, which reads
+            # ahead of the events our budget counts: the same limit, reached first.
+            raise _limit_error(
+                f"jobspec nests too deeply: more than {limits.max_depth} mappings and "
+                "sequences", getattr(e, "problem_mark", None)) from None
         # PyYAML (YAML 1.1) refuses a little JSON that yaml-cpp takes; JSON decides then.
         try:
             return _from_python(json.loads(obj), "", _Budget(limits), 1)
