@@ -361,15 +361,18 @@ class ResourceService:
         context = self.context
         state = context.state
         allocated: dict[int, tuple[set[int], set[int]]] = {}
+        drain: list[dict] = []
         handler = context.services.get("sched.resource-status")
         if handler is not None:
             try:
                 status = handler(Message.request("sched.resource-status", {}, nodeid=0)) or {}
                 allocated = allocated_by_rank(status)
+                drain = [d for d in status.get("drain") or [] if isinstance(d, dict)]
             except Exception as exc:
                 context.log.error("resource.list: sched.resource-status failed: %s", exc)
         down = set(context.down_ranks())
-        out: dict[str, list[dict]] = {"free": [], "allocated": [], "down": []}
+        drained = {d.get("rank") for d in drain}
+        out: dict = {"free": [], "allocated": [], "down": []}
 
         def entry(rank: int, cores: set[int] | list[int], gpus: set[int] | list[int]) -> dict:
             return {
@@ -395,6 +398,11 @@ class ResourceService:
             agpus &= gpus
             if acores or agpus:
                 out["allocated"].append(entry(rank, acores, agpus))
+            # A drained node is down to the scheduler (as in `flux resource list`); while it
+            # drains, what is still allocated there stays in `allocated`.
+            rest = "down" if rank in drained else "free"
             if cores - acores or gpus - agpus or not (acores or agpus):
-                out["free"].append(entry(rank, cores - acores, gpus - agpus))
+                out[rest].append(entry(rank, cores - acores, gpus - agpus))
+        out["drain"] = drain  # for `fluxnode resource status` and `drain` (no targets)
+        out["offline"] = idset.encode(sorted(r for r in down if r < state.size))
         return out

@@ -6,7 +6,9 @@ is committed before the RPC answers. On start the service replays the live
 entries into a fresh graph. Ids come from a persistent counter so an id is
 never reused across restarts. WAL with synchronous=NORMAL survives a process
 crash (the failure a leader restart is); a power loss may drop the last commits.
-Reservations are not journaled: they are recomputed every scheduling cycle.
+Reservations are not journaled: they are recomputed every scheduling cycle. Drained
+nodes are (table ``drain``, by hostname): a drain survives a restart, as in Flux; journals
+from before drains existed get the table when opened.
 A multi-kind allocation also keeps where each slot kind landed (``kinds``), so
 after any restart its owner can still give each pod exactly its planned share;
 journals written before that column existed are upgraded in place (their
@@ -29,6 +31,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from fluxnode.scheduler.service.drain import Drain
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS allocation (
     id INTEGER PRIMARY KEY,
@@ -41,6 +45,12 @@ CREATE TABLE IF NOT EXISTS allocation (
     kinds TEXT
 );
 CREATE TABLE IF NOT EXISTS counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS drain (
+    hostname TEXT PRIMARY KEY,
+    reason TEXT NOT NULL,
+    timestamp REAL NOT NULL,
+    source TEXT NOT NULL
+);
 """
 
 
@@ -180,6 +190,32 @@ class Journal:
         with self._lock:
             self._db.execute("DELETE FROM allocation WHERE id=?", (alloc_id,))
 
+    def drains(self) -> list[Drain]:
+        with self._lock:
+            try:
+                rows = self._db.execute(SELECT_DRAINS).fetchall()
+            except sqlite3.Error as exc:
+                raise JournalError(self.path, f"cannot be read: {exc}") from exc
+        return [_drain(self.path, row) for row in rows]
+
+    def save_drains(self, written: list[Drain], removed: list[str]) -> None:
+        """Record drains written and hostnames undrained, in one transaction."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for d in written:
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO drain(hostname, reason, timestamp, source) "
+                        "VALUES (?, ?, ?, ?)",
+                        (d.hostname, d.reason, d.timestamp, d.source),
+                    )
+                for host in removed:
+                    self._db.execute("DELETE FROM drain WHERE hostname=?", (host,))
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
     def entries(self) -> list[JournalEntry]:
         with self._lock:
             try:
@@ -192,6 +228,21 @@ class Journal:
 SELECT_ENTRIES = (
     "SELECT id, jobspec, policy, R, nodes, labels, created, kinds FROM allocation ORDER BY id"
 )
+
+
+SELECT_DRAINS = "SELECT hostname, reason, timestamp, source FROM drain ORDER BY hostname"
+
+
+def _drain(path: Path, row: tuple) -> Drain:
+    hostname, reason, timestamp, source = row
+    if not (
+        isinstance(hostname, str)
+        and isinstance(reason, str)
+        and isinstance(timestamp, int | float)
+        and isinstance(source, str)
+    ):
+        raise JournalError(path, f"drain {hostname!r}: a column has a bad type")
+    return Drain(hostname, reason, float(timestamp), source)
 
 
 def _entry(path: Path, row: tuple) -> JournalEntry:
@@ -249,6 +300,9 @@ def check(path: Path) -> None:
             "kinds", "NULL")
         for row in db.execute(select):
             _entry(path, row)
+        if "drain" in tables:
+            for row in db.execute(SELECT_DRAINS):
+                _drain(path, row)
     except sqlite3.Error as exc:  # "file is not a database", "database disk image is malformed"
         raise JournalError(path, f"is damaged: {exc}") from exc
     finally:

@@ -103,6 +103,8 @@ class LiveGraph:
         self.R = R
         self._nodes = {n.rank: n for n in (parse_R(R) if nodes is None else nodes)}
         self._down: set[int] = set()
+        self._drained: set[int] = set()
+        self._unusable: set[int] = set()  # down or drained: "down" to the traverser
         self._capacity: list[dict] | None = None
         self._graph = flat_graph(self._nodes.values())
         self._traverser = Traverser(self._graph, "first")
@@ -166,16 +168,22 @@ class LiveGraph:
                 "gpus": len(node.gpus),
                 "memory_mib": memory,
                 "status": "down" if rank in self._down else "up",
+                "drained": rank in self._drained,
             })
         self._capacity = out
         return out
 
-    def set_down(self, down: set[int]) -> None:
-        down = set(down) & set(self._nodes)
+    def set_down(self, down: set[int], drained: set[int] = frozenset()) -> None:
+        """Mark `down` (offline) and `drained` ranks unusable for new matches: both are
+        "down" to the traverser (Fluxion's status), so a request that needs them is busy,
+        never unsatisfiable; allocations already on them stay."""
+        self._drained = set(drained) & set(self._nodes)
+        unusable = (set(down) | self._drained) & set(self._nodes)
         for rank in self.ranks():
-            if (rank in down) != (rank in self._down) or rank in down:
-                self._traverser.set_status(rank, "down" if rank in down else "up")
-        self._down = down
+            if (rank in unusable) != (rank in self._unusable) or rank in unusable:
+                self._traverser.set_status(rank, "down" if rank in unusable else "up")
+        self._down = set(down) & set(self._nodes)
+        self._unusable = unusable
         self._capacity = None
 
     def _part_id(self) -> int:

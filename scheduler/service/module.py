@@ -23,7 +23,9 @@ Topics (payloads in docs/developers/interfaces.md):
   sched.cancel           cancel an allocation, or part of it by ranks
   sched.info             one allocation
   sched.list             all allocations (optionally filtered by labels)
-  sched.resource-status  all / allocated / down R, for `fluxnode resource list`
+  sched.resource-status  all / allocated / down R and drained nodes, for `fluxnode resource`
+  sched.drain            take nodes out of scheduling (running allocations stay); journaled
+  sched.undrain          put drained nodes back
 Errors: EINVAL bad request, ENOENT unknown id, EBUSY cannot run now (will fit
 later), ENODEV unsatisfiable (can never fit; errstr says why).
 """
@@ -31,6 +33,7 @@ later), ENODEV unsatisfiable (can never fit; errstr says why).
 from __future__ import annotations
 
 import errno
+import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -38,10 +41,11 @@ from typing import Any
 
 from fluxnode.agent.broker.attributes import sizes
 from fluxnode.agent.broker.message import Message, ServiceError
-from fluxnode.broker_conf import idset
+from fluxnode.broker_conf import hostlist, idset
 from fluxnode.broker_conf.rv1 import parse_R
 from fluxnode.scheduler.jobspec.document import Limits
 from fluxnode.scheduler.policies.policy import POLICIES
+from fluxnode.scheduler.service.drain import OPERATOR, DrainError, DrainTable
 from fluxnode.scheduler.service.errors import Busy, InvalidRequest, Unsatisfiable
 from fluxnode.scheduler.service.journal import Journal, JournalEntry
 from fluxnode.scheduler.service.live_graph import LiveGraph, nodes_to_R
@@ -51,6 +55,7 @@ JOURNAL_FILE = "sched-journal.sqlite"
 MAX_BATCH = 1024  # requests in one batched sched.alloc
 ADOPT_KEYS = {"rank", "hostname", "cores", "gpus", "memory_mib"}
 MAX_IDSET_TEXT = 4096  # characters of one adopted node's cores/gpus idset
+IDSET_TEXT = re.compile(r"[\[\]0-9,-]+")  # targets that are ranks, not hostnames
 MAX_UNIT_ID = 1 << 16  # core/GPU ids adopted on a rank not joined yet are below this
 
 
@@ -93,6 +98,7 @@ class SchedService:
         self.down: set[int] = set(broker.down_ranks())
         # jobspec.max-bytes|max-depth|max-nodes (SECURITY.md); a bad value fails the load
         self.jobspec_limits = Limits(**sizes(getattr(broker, "attrs", {}) or {}, "jobspec."))
+        self.drains = DrainTable(self.journal.drains())
         self.graph = self._new_graph(broker.resources())
         for entry in self.journal.entries():
             alloc = Allocation(
@@ -108,7 +114,7 @@ class SchedService:
             )
             self.allocations[alloc.id] = alloc
         self._replay()
-        self.graph.set_down(self.down)
+        self._mark_unusable()
         for topic, handler in (
             ("sched.alloc", self.alloc),
             ("sched.adopt", self.adopt),
@@ -116,6 +122,8 @@ class SchedService:
             ("sched.info", self.info),
             ("sched.list", self.list),
             ("sched.resource-status", self.resource_status),
+            ("sched.drain", self.drain),
+            ("sched.undrain", self.undrain),
         ):
             broker.register(topic, self._guard(handler))
         broker.on_resources_changed(self.resources_changed)
@@ -181,6 +189,13 @@ class SchedService:
         graph = LiveGraph(R, nodes)
         graph.limits = self.jobspec_limits
         return graph
+
+    def _drained_ranks(self) -> set[int]:
+        return {r for r, host in self.graph.hostnames().items() if host in self.drains}
+
+    def _mark_unusable(self) -> None:
+        """Tell the graph which ranks are down (offline) and which are drained."""
+        self.graph.set_down(self.down, self._drained_ranks())
 
     def _missing_ranks(self) -> list[int]:
         """Ranks R will hold that the graph has not got yet (empty with a broker handle that
@@ -261,7 +276,13 @@ class SchedService:
         labels = _or_empty(payload.get("labels"))
         if not isinstance(labels, dict):
             raise ServiceError(errno.EINVAL, "labels: must be an object")
+        use_drained = payload.get("use_drained", False)
+        if not isinstance(use_drained, bool):
+            raise ServiceError(errno.EINVAL, "use_drained: must be true or false")
         alloc_id = self.journal.next_id()
+        lifted = use_drained and bool(self._drained_ranks())
+        if lifted:  # what already runs on a drained node (the binder's outside usage)
+            self.graph.set_down(self.down)
         try:
             placement = self.graph.allocate(alloc_id, jobspec, policy, op)
         except InvalidRequest as exc:
@@ -276,6 +297,9 @@ class SchedService:
                 raise ServiceError(errno.EBUSY, f"busy: {exc} (ranks {idset.encode(missing)} "
                                    "have not reported their resources yet)") from None
             raise ServiceError(errno.ENODEV, f"unsatisfiable: {exc}") from None
+        finally:
+            if lifted:
+                self._mark_unusable()
         alloc = Allocation(
             alloc_id,
             placement.status,
@@ -481,12 +505,117 @@ class SchedService:
         allocated = [
             n for a in self.allocations.values() if a.status == "ALLOCATED" for n in a.nodes
         ]
+        hostnames = self.graph.hostnames()
+        unusable = self.down | self._drained_ranks()
         return {
             "all": {"version": 1, "execution": (self.graph.R or {}).get("execution", {})},
-            "allocated": nodes_to_R(allocated, self.graph.hostnames()),
-            "down": nodes_to_R(self.graph.whole_nodes(self.down), self.graph.hostnames()),
+            "allocated": nodes_to_R(allocated, hostnames),
+            # as Flux's scheduler view: drained nodes are down to the scheduler
+            "down": nodes_to_R(self.graph.whole_nodes(unusable), hostnames),
             "nodes": self.graph.capacity(),
+            "drain": self._drain_list(allocated),
         }
+
+    def _drain_list(self, allocated: list[dict]) -> list[dict]:
+        """Each drained node: rank, hostname, reason, timestamp, source, and its state:
+        "draining" while allocations remain on it, "drained" once it is empty."""
+        busy = {n["rank"] for n in allocated}
+        busy |= {r for a in self.allocations.values() if a.status == "ALLOCATED"
+                 for r in a.pending}
+        out = []
+        for rank, host in self.graph.hostnames().items():
+            d = self.drains.get(host)
+            if d is not None:
+                out.append({"rank": rank, "hostname": host, "reason": d.reason,
+                            "timestamp": d.timestamp, "source": d.source,
+                            "state": "draining" if rank in busy else "drained"})
+        return out
+
+    def _targets(self, payload: dict) -> list[str]:
+        """`targets`: an RFC 22 idset of ranks or an RFC 29 hostlist, as hostnames of nodes
+        the graph knows (a drain names machines that have reported their resources)."""
+        text = payload.get("targets")
+        if not isinstance(text, str | int) or isinstance(text, bool) or text == "":
+            raise ServiceError(errno.EINVAL, "targets: required (an idset of ranks or a hostlist)")
+        text = str(text)
+        if len(text) > MAX_IDSET_TEXT:
+            raise ServiceError(errno.EINVAL, f"targets: at most {MAX_IDSET_TEXT} characters")
+        hostnames = self.graph.hostnames()
+        size = max(1, self.broker.size)
+        if IDSET_TEXT.fullmatch(text):
+            try:
+                ranks = idset.decode(text, limit=size)
+            except idset.IdsetError as exc:
+                raise ServiceError(errno.EINVAL, f"targets: {exc}") from None
+            unknown = [r for r in ranks if r not in hostnames]
+            if unknown:
+                raise ServiceError(errno.EINVAL, f"targets: rank(s) {idset.encode(unknown)} "
+                                   "are not in the instance's resources")
+            return [hostnames[r] for r in ranks]
+        try:
+            hosts = hostlist.decode(text, limit=size)
+        except (hostlist.HostlistError, ValueError) as exc:
+            raise ServiceError(errno.EINVAL, f"targets: {text!r} is neither an idset nor a "
+                               f"hostlist: {exc}") from None
+        known = set(hostnames.values())
+        unknown = [h for h in hosts if h not in known]
+        if unknown:
+            raise ServiceError(errno.EINVAL, f"targets: {hostlist.encode(unknown)} not in the "
+                               "instance's resources")
+        return list(dict.fromkeys(hosts))
+
+    def _ranks_of(self, hosts: list[str]) -> str:
+        by_host = {h: r for r, h in self.graph.hostnames().items()}
+        return idset.encode(sorted(by_host[h] for h in hosts if h in by_host))
+
+    def drain(self, payload: dict) -> dict:
+        """Take `targets` out of scheduling (Flux's drain): nothing new is placed there,
+        allocations on them stay. Journaled before the answer."""
+        hosts = self._targets(payload)
+        try:
+            written = self.drains.drain(
+                hosts,
+                _or_empty_text(payload.get("reason")),
+                payload.get("mode") or "fail",
+                payload.get("source") or OPERATOR,
+                time.time(),
+            )
+        except DrainError as exc:
+            raise ServiceError(exc.errnum, str(exc)) from None
+        try:
+            self.journal.save_drains(written, [])
+        except Exception:
+            self.drains = DrainTable(self.journal.drains())  # as kept, not as asked
+            raise
+        self._mark_unusable()
+        if written:
+            self.log.info("sched: drained %s: %s", hostlist.encode([d.hostname for d in written]),
+                          written[0].reason or "(no reason)")
+        return {"drained": self._ranks_of(hosts)}
+
+    def undrain(self, payload: dict) -> dict:
+        """Put `targets` back into scheduling. With `source`, only drains made by that
+        source are lifted (the binder lifts its cordon drains, never an operator's)."""
+        hosts = self._targets(payload)
+        source = payload.get("source")
+        if source is not None and not isinstance(source, str):
+            raise ServiceError(errno.EINVAL, "source: must be a string")
+        mode = payload.get("mode")
+        if mode not in (None, "force"):
+            raise ServiceError(errno.EINVAL, f"mode: unknown {mode!r} (only force)")
+        try:
+            undrained, kept = self.drains.undrain(hosts, mode == "force", source)
+        except DrainError as exc:
+            raise ServiceError(exc.errnum, str(exc)) from None
+        try:
+            self.journal.save_drains([], undrained)
+        except Exception:
+            self.drains = DrainTable(self.journal.drains())
+            raise
+        self._mark_unusable()
+        if undrained:
+            self.log.info("sched: undrained %s", hostlist.encode(undrained))
+        return {"undrained": self._ranks_of(undrained), "kept": self._ranks_of(kept)}
 
     # -- overlay events ---------------------------------------------------------
 
@@ -496,8 +625,8 @@ class SchedService:
             if self.graph.same_resources(R):
                 if new_down != self.down:
                     self.log.info("sched: down ranks now %s", idset.encode(new_down) or "none")
-                    self.graph.set_down(new_down)
                     self.down = new_down
+                    self._mark_unusable()
                 return
             nodes = parse_R(R)  # once, for the growth check and, failing it, the new graph
             added = self.graph.grow(R, nodes)
@@ -508,7 +637,7 @@ class SchedService:
                 )
                 self.down = new_down
                 self._replay(joined=set(added))
-                self.graph.set_down(new_down)
+                self._mark_unusable()
                 return
             self.log.info(
                 "sched: resources changed; rebuilding the graph and replaying allocations"
@@ -520,7 +649,12 @@ class SchedService:
             for alloc in self.allocations.values():
                 alloc.pending.clear()
             self._replay()
-            self.graph.set_down(new_down)
+            self._mark_unusable()
+
+
+def _or_empty_text(value: Any) -> Any:
+    """An optional text: absent or null is "" (anything else is checked by the caller)."""
+    return "" if value is None else value
 
 
 def _or_empty(value: Any) -> Any:
