@@ -26,6 +26,7 @@ from fluxnode.agent.kube.api_client import KubeAccessError, load_api_client
 from fluxnode.agent.kube.backoff import Backoff
 from fluxnode.agent.kube.health import HealthServer
 from fluxnode.agent.kube.informer import EventHandler, Informer, wait_synced
+from fluxnode.agent.kube.node_affinity import NodeAffinityError
 from fluxnode.agent.node import host_files, overlay_config
 from fluxnode.agent.node import resources as node_resources
 from fluxnode.agent.node.events import NodeEvents
@@ -34,7 +35,7 @@ from fluxnode.agent.node.metrics import AgentMetrics
 from fluxnode.agent.node.overlay_config import OverlaySettings
 from fluxnode.agent.node.ranks import RankStore
 from fluxnode.agent.node.secret import SecretError, ensure_curve_secret
-from fluxnode.agent.node.selection import NodeSelection, is_ready
+from fluxnode.agent.node.selection import NodeSelection, daemon_placement, is_ready
 from fluxnode.agent.node.supervisor import BrokerSupervisor
 from fluxnode.broker_conf import certificate
 from kubernetes import client
@@ -77,6 +78,7 @@ class AgentOptions:
     backoff_min: float
     backoff_max: float
     writer_grace: float = 10.0
+    daemonset: str | None = None  # membership follows this DaemonSet's placement (selection.py)
     tbon: tuple[tuple[str, object], ...] = ()
     api_wait: float = API_WAIT
 
@@ -121,6 +123,7 @@ class NodeAgent:
     def _connect(self) -> None:
         api_client = load_api_client(self.opts.kubeconfig)
         self.api = client.CoreV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
         events = NodeEvents(api_client, self.opts.namespace, self.opts.node_name)
         self.supervisor.notify = events.record
         self.record_event = events.record
@@ -200,6 +203,16 @@ class NodeAgent:
             field_selector=f"metadata.name={self.opts.rank_configmap}",
         ).start()
         self.rank_store = RankStore(self.api, self.opts.namespace, self.opts.rank_configmap)
+        self.daemonsets = None
+        if self.opts.daemonset:
+            self.daemonsets = Informer(
+                "daemonsets",
+                self.apps.list_namespaced_daemon_set,
+                changed("daemonsets"),
+                on_fatal=fatal,
+                namespace=self.opts.namespace,
+                field_selector=f"metadata.name={self.opts.daemonset}",
+            ).start()
 
     def _live(self) -> tuple[bool, str]:
         age = time.monotonic() - self.heartbeat
@@ -207,7 +220,7 @@ class NodeAgent:
 
     def _ready(self) -> tuple[bool, str]:
         if not self.supervisor.wanted:
-            # Nothing to run here (node not selected, or NotReady): the agent is where it should
+            # Nothing to run here (node not a member, or NotReady): the agent is where it should
             # be, and an unready pod would stall the DaemonSet's rolling update.
             return True, self.status
         # Why the last broker exited (its last error line), until one answers again: a broker
@@ -244,13 +257,15 @@ class NodeAgent:
                 self._write_health_port(health.port)
             self._start_informers()
             stopping = False
-            if not wait_synced(
-                [self.nodes, self.rank_configmaps], SYNC_TIMEOUT, self._abort.is_set
-            ):
+            informers = [self.nodes, self.rank_configmaps]
+            if self.daemonsets is not None:
+                informers.append(self.daemonsets)
+            if not wait_synced(informers, SYNC_TIMEOUT, self._abort.is_set):
                 stopping = self._drain(block=False)
                 if not stopping:
                     raise AgentExit(
-                        f"could not list nodes and configmaps within {SYNC_TIMEOUT:.0f}s"
+                        f"could not list {', '.join(i.name for i in informers)} within "
+                        f"{SYNC_TIMEOUT:.0f}s"
                     )
             while not stopping:
                 try:
@@ -271,6 +286,7 @@ class NodeAgent:
                         logging.ERROR,
                     )
                 wait = self.supervisor.tick()
+                self.metrics.passes.inc()
                 self._publish_metrics()
                 self.heartbeat = time.monotonic()
                 stopping = self._drain(
@@ -330,13 +346,36 @@ class NodeAgent:
 
         return decide
 
+    def _selection(self) -> NodeSelection | None:
+        """Who may hold a rank now; None (and a status saying why) when the DaemonSet to
+        follow is missing or its template cannot be read: then nothing is changed."""
+        if self.daemonsets is None:
+            return self.selection
+        key = f"{self.opts.namespace}/{self.opts.daemonset}"
+        ds = self.daemonsets.get(key)
+        if ds is None:
+            self._set_status(f"DaemonSet {key} not found: membership unchanged until it exists",
+                             logging.WARNING)
+            return None
+        try:
+            daemon = daemon_placement(ds)
+        except NodeAffinityError as exc:
+            self._set_status(f"DaemonSet {key}: {exc}; membership unchanged", logging.ERROR)
+            return None
+        if daemon != self.selection.daemon:
+            self.selection = NodeSelection(self.opts.include_control_plane, daemon)
+        return self.selection
+
     def _reconcile(self) -> None:
         nodes = self.nodes.snapshot()
-        members = self.selection.members(nodes)
+        selection = self._selection()
+        if selection is None:
+            return
+        members = selection.members(nodes)
         view_rv = self.nodes.resource_version_number
         rank_map = self.rank_store.reconcile(
             set(members),
-            self.selection.joinable(nodes),
+            selection.joinable(nodes),
             view_rv,
             self.rank_configmaps.get(f"{self.opts.namespace}/{self.opts.rank_configmap}"),
             self._may_write(nodes),
@@ -382,8 +421,9 @@ class NodeAgent:
         placement = overlay_config.placement(rank_map, nodes, self.settings, self.opts.node_name)
         if me is None or self.opts.node_name not in members:
             self._set_status(
-                f"node {self.opts.node_name} is not selected (missing, control-plane, cordoned "
-                "or outside --selector): no broker here"
+                f"node {self.opts.node_name} is not a member (missing, not admitted by the "
+                "DaemonSet's tolerations, nodeSelector or affinity, control-plane, or outside "
+                "--selector): no broker here"
             )
             placement = None
         elif not is_ready(me) and self.rank == 0:

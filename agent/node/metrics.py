@@ -37,4 +37,9 @@ class AgentMetrics:
             "Node changes seen by the informer",
             registry=self.registry,
         )
+        self.passes = Counter(
+            "fluxnode_agent_control_loop_passes",
+            "Turns of the control loop (each reconciles the node with the cluster)",
+            registry=self.registry,
+        )
         self.rank.set(-1)

@@ -1,14 +1,34 @@
-"""Which Kubernetes nodes run a fluxnode broker.
+"""Which Kubernetes nodes run a fluxnode broker: exactly those where the DaemonSet runs an
+agent pod.
 
-By default: worker nodes (no control-plane role label or taint) that are schedulable;
-``--selector`` narrows them server-side (a label selector). To *join* the overlay a
-node must also be Ready; a node that already has a rank keeps it while NotReady so
-it shows as down in ``fluxnode resource list`` instead of vanishing.
+In a cluster (``--daemonset NAME``, set by the manifest) a node is a member when the
+DaemonSet's pod template would be placed there, judged as the DaemonSet controller does:
+the template's nodeSelector and required node affinity, and every NoSchedule/NoExecute
+taint tolerated by the template's tolerations or by the ones the controller adds to every
+daemon pod (not-ready, unreachable, disk/memory/pid pressure, unschedulable, and
+network-unavailable for hostNetwork pods). The rules are evaluated by the same code the
+binder uses for pods (``agent/kube/node_affinity.py``). So a node with a taint the
+DaemonSet does not tolerate gets no rank (it would show down for good), and a cordoned
+node keeps its rank and its broker: a cordon is a drain (the binder drains it in the
+scheduler), not a removal.
+
+Without a DaemonSet to follow (tests, an agent run by hand): every node except
+control-plane ones (role label or taint) unless ``--include-control-plane``. In both
+cases ``--selector`` narrows the nodes server-side (a label selector). To *join* the
+overlay a member must also be Ready; a node that already has a rank keeps it while
+NotReady so it shows as down in ``fluxnode resource list`` instead of vanishing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from fluxnode.agent.kube.node_affinity import (
+    NodeTraits,
+    PodPlacement,
+    Toleration,
+    pod_placement,
+)
 
 CONTROL_PLANE_KEYS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 PORT_ANNOTATION = "fluxnode.io/broker-port"
@@ -27,10 +47,6 @@ def is_ready(node: dict) -> bool:
         if cond.get("type") == "Ready":
             return cond.get("status") == "True"
     return False
-
-
-def is_schedulable(node: dict) -> bool:
-    return not (node.get("spec") or {}).get("unschedulable", False)
 
 
 def creation_key(node: dict) -> tuple[str, str]:
@@ -58,14 +74,49 @@ def broker_port(node: dict, default: int) -> int:
     return port if 0 < port < 65536 else default
 
 
+# Tolerations the DaemonSet controller adds to every daemon pod
+# (pkg/controller/daemon/util AddOrUpdateDaemonPodTolerations), so its pods run on nodes
+# that are cordoned, under pressure or not ready.
+DAEMON_TOLERATIONS = (
+    Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
+    Toleration("node.kubernetes.io/unreachable", "Exists", "", "NoExecute"),
+    Toleration("node.kubernetes.io/disk-pressure", "Exists", "", "NoSchedule"),
+    Toleration("node.kubernetes.io/memory-pressure", "Exists", "", "NoSchedule"),
+    Toleration("node.kubernetes.io/pid-pressure", "Exists", "", "NoSchedule"),
+    Toleration("node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule"),
+)
+HOST_NETWORK_TOLERATION = Toleration(
+    "node.kubernetes.io/network-unavailable", "Exists", "", "NoSchedule"
+)
+
+
+def daemon_placement(daemonset: dict) -> PodPlacement:
+    """Where the DaemonSet's pods may run: its template's rules plus the controller's
+    tolerations. Raises NodeAffinityError (naming the field) for a malformed template."""
+    meta = daemonset.get("metadata") or {}
+    template = (daemonset.get("spec") or {}).get("template") or {}
+    spec = template.get("spec") or {}
+    placement = pod_placement(
+        {"metadata": {"namespace": meta.get("namespace", ""), "name": meta.get("name", "")},
+         "spec": spec}
+    )
+    extra = DAEMON_TOLERATIONS + ((HOST_NETWORK_TOLERATION,) if spec.get("hostNetwork") else ())
+    return PodPlacement(placement.selector, placement.terms, placement.tolerations + extra)
+
+
 @dataclass(frozen=True)
 class NodeSelection:
     include_control_plane: bool = False
+    daemon: PodPlacement | None = None  # the DaemonSet's placement; None: no DaemonSet to follow
+
+    def admits(self, node: dict) -> bool:
+        if self.daemon is not None:
+            return self.daemon.reason_against(NodeTraits.from_node(node)) is None
+        return self.include_control_plane or not is_control_plane(node)
 
     def members(self, nodes: dict[str, dict]) -> dict[str, dict]:
-        """Nodes that may hold a rank (Ready or not)."""
-        return {name: n for name, n in nodes.items()
-                if is_schedulable(n) and (self.include_control_plane or not is_control_plane(n))}
+        """Nodes that may hold a rank (Ready or not, cordoned or not)."""
+        return {name: n for name, n in nodes.items() if self.admits(n)}
 
     def joinable(self, nodes: dict[str, dict]) -> list[str]:
         """Members that are Ready, in join order."""

@@ -52,7 +52,13 @@ def _toml_scalar(text: str) -> object:
     "--selector", "-l", default=None, help="label selector choosing the nodes that run brokers"
 )
 @click.option(
-    "--include-control-plane", is_flag=True, help="also run brokers on control-plane nodes"
+    "--include-control-plane", is_flag=True,
+    help="also run brokers on control-plane nodes (only without --daemonset)",
+)
+@click.option(
+    "--daemonset", envvar="FLUXNODE_DAEMONSET", default=None, metavar="NAME",
+    help="the agents' DaemonSet (in --namespace): a node gets a rank exactly where it runs an "
+    "agent pod (default $FLUXNODE_DAEMONSET; set by the manifest)",
 )
 @click.option("--host-dir", type=click.Path(path_type=Path), default=Path("/etc/fluxnode"),
               help="host directory for broker.toml, R.json and curve.cert")
@@ -112,6 +118,7 @@ def agent(
     kubeconfig: str | None,
     selector: str | None,
     include_control_plane: bool,
+    daemonset: str | None,
     host_dir: Path,
     run_dir: Path,
     bin_dir: Path,
@@ -160,6 +167,7 @@ def agent(
         kubeconfig=kubeconfig,
         selector=selector,
         include_control_plane=include_control_plane,
+        daemonset=daemonset or None,
         host_dir=host_dir,
         run_dir=run_dir,
         bin_dir=bin_dir,

@@ -483,6 +483,10 @@ class ClusterState:
             self.dirty_nodes.add(name)
             self.changed = True
 
+    def cordoned_nodes(self) -> set[str]:
+        """Nodes whose spec.unschedulable is set (drained in the leader: node_drain.py)."""
+        return {name for name, node in self.nodes.items() if node.reason == "cordoned"}
+
     def usable_nodes(self) -> list[str]:
         """Nodes fluxnode may place on: known to the graph, Ready, schedulable, outside usage
         pinned."""

@@ -92,6 +92,7 @@ class SchedulingCycle:
         ctx.retry_failed_reports()
         self.binding.resubmit_due()
         self._flush_cancels()
+        ctx.cordons.sync(ctx.sched, ctx.state.cordoned_nodes())
         self._pin_outside()
         self.update_gauges()
         if not ctx.state.changed:
@@ -187,6 +188,8 @@ class SchedulingCycle:
                 answer = ctx.sched.rpc(
                     "sched.alloc",
                     {"jobspec": spec, "policy": "first", "op": "allocate",
+                     # what already runs there counts on a drained (cordoned) node too
+                     "use_drained": True,
                      "labels": {"owner": ctx.owner, "kind": "outside", "node": name}},
                 )
                 state.outside[name] = (answer["id"], usage)

@@ -80,8 +80,10 @@ def test_daemonset_shape():
         c["livenessProbe"]["httpGet"]["path"] == "/healthz"
         and c["readinessProbe"]["httpGet"]["path"] == "/readyz"
     )
-    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
-    assert env == {"NODE_NAME": "spec.nodeName", "POD_NAMESPACE": "metadata.namespace"}
+    env = {e["name"]: e.get("value") or e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
+    # the DaemonSet the agent follows for membership is this one
+    assert env == {"NODE_NAME": "spec.nodeName", "POD_NAMESPACE": "metadata.namespace",
+                   "FLUXNODE_DAEMONSET": ds["metadata"]["name"]}
     # the container's arguments are ones `fluxnode agent` accepts
     assert c["command"] == ["fluxnode", "agent"]
     ctx = agent_command.make_context("agent", [*c["args"], "--node-name", "n1"])

@@ -113,15 +113,18 @@ def test_config_follows_node_events_and_ranks_stay_stable(kube, agents):
     wait_for(lambda: hosts_in(agent) == ["w1", "w4", "w3"], 20, what="re-rendered broker.toml")
     kube.delete("nodes", "w3")
     wait_for(lambda: hosts_in(agent) == ["w1", "w4"], 20, what="overlay shrinks")
-    # control-plane and cordoned nodes never join; a NotReady newcomer waits
+    # control-plane nodes never join; a cordoned node does (a cordon is a drain, not a
+    # removal); a NotReady newcomer waits
     seen = node_events(agent)
     kube.add_node("cp", control_plane=True)
     kube.add_node("cordoned", unschedulable=True)
     add_node(kube, "late", ready=False)
     wait_for(lambda: node_events(agent) >= seen + 3, 20, what="agent saw the three nodes")
-    assert ranks(kube)["hosts"] == ["w1", "w4"]
+    wait_for(lambda: ranks(kube)["hosts"] == ["w1", "w4", "cordoned"], 20,
+             what="the cordoned node ranked")
     kube.set_node_ready("late", True)
-    wait_for(lambda: hosts_in(agent) == ["w1", "w4", "late"], 20, what="late joins once Ready")
+    wait_for(lambda: hosts_in(agent) == ["w1", "w4", "cordoned", "late"], 20,
+             what="late joins once Ready")
     # every change of size and children reached the leader by config.reload: never restarted
     wait_for(
         lambda: "reloaded its configuration" in agent.log, 20, what="the leader's broker reloaded"
@@ -138,12 +141,12 @@ def test_selector_and_include_control_plane(kube, agents):
         "cp", "--include-control-plane", "--selector", "fluxnode=yes", "--writer-grace", "0.5"
     )
     wait_for(
-        lambda: "is not selected" in agent.log, 20, what="cp not selected (outside the selector)"
+        lambda: "is not a member" in agent.log, 20, what="cp not a member (outside the selector)"
     )
     assert ranks(kube)["hosts"] == ["w1"]
     assert agent.broker_pid() is None
     status, text = agent.http("/readyz")  # nothing to run here is a fine state: ready
-    assert status == 200 and "not selected" in text
+    assert status == 200 and "not a member" in text
     kube.patch("nodes", "cp", {"metadata": {"labels": {"fluxnode": "yes"}}})
     agent.wait_broker()
     assert ranks(kube)["hosts"] == ["w1", "cp"]

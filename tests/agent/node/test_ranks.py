@@ -99,7 +99,8 @@ def test_node_selection(kube):
     # older nodes join first; creationTimestamp has one-second resolution, so names break ties
     for name in nodes:
         nodes[name]["metadata"]["creationTimestamp"] = "2020-01-01T00:00:01Z"
-    assert NodeSelection().joinable(nodes) == ["w1", "w2"]
+    # a cordoned node is a member (a cordon drains it in the scheduler; it keeps its broker)
+    assert NodeSelection().joinable(nodes) == ["cordoned", "w1", "w2"]
     nodes["w2"]["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
     assert (
         is_control_plane(nodes["cp"])
@@ -107,10 +108,11 @@ def test_node_selection(kube):
         and not is_control_plane(nodes["w1"])
     )
     default = NodeSelection()
-    assert sorted(default.members(nodes)) == ["down", "w1", "w2"]
-    assert default.joinable(nodes) == ["w2", "w1"]  # creation order, not name order
+    assert sorted(default.members(nodes)) == ["cordoned", "down", "w1", "w2"]
+    assert default.joinable(nodes) == ["w2", "cordoned", "w1"]  # creation order, then name
     assert NodeSelection(include_control_plane=True).joinable(nodes) == [
         "w2",
+        "cordoned",
         "cp",
         "tainted-cp",
         "w1",
