@@ -17,7 +17,8 @@ Usage::
 
 Hooks for tests: ``forbid(verb, resource, ...)`` (403), ``expire_watches()`` (ERROR
 410 on open watches), ``compact()`` (resuming older resourceVersions gets 410),
-``send_bookmarks()``, ``wait_for_watches(resource, n)``, ``authorizer`` (e.g. RBAC
+``send_bookmarks()``, ``wait_for_watches(resource, n)``, ``hold_terminations`` /
+``finish_terminations()`` (graceful pod deletion: the kubelet's part), ``authorizer`` (e.g. RBAC
 rules from manifests, see fluxnode.testing.kube_rbac), ``requests`` (what was asked), and direct
 state access: ``get/list/create/update/patch/delete``, ``add_node``,
 ``set_node_ready``, ``set_pod_phase``. Direct writes skip authorization and the
@@ -112,6 +113,12 @@ class KubeEmulator:
         # authorizer(info) -> None to allow, or a reason string to answer 403.
         self.authorizer: Callable[[RequestInfo], str | None] | None = None
         self.port = 0
+        # graceful pod deletion: the emulated kubelet deletes a terminating pod after this
+        # long (its containers stop at once), or holds it while `hold_terminations` is set
+        self.termination_delay = 0.05
+        self.hold_terminations = False
+        self._terminating: list[tuple[str | None, str, str]] = []
+        self._termination_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -226,8 +233,49 @@ class KubeEmulator:
     ) -> dict:
         return self.store.patch(resource, namespace, name, patch, patch_type)
 
-    def delete(self, resource: str, name: str, namespace: str | None = None) -> dict:
-        return self.store.delete(resource, namespace, name)[0]
+    def delete(
+        self, resource: str, name: str, namespace: str | None = None,
+        grace_period: int | None = None,
+    ) -> dict:
+        """Delete at once, or with `grace_period` as `kubectl delete` does (a bound pod then
+        terminates: the emulated kubelet finishes it, see `hold_terminations`)."""
+        if grace_period is None:
+            return self.store.delete(resource, namespace, name)[0]
+        obj, gone = self.store.delete(
+            resource, namespace, name, {"gracePeriodSeconds": grace_period}, graceful=True
+        )
+        if not gone and resource == "pods":
+            self._kubelet_stops(obj)
+        return obj
+
+    # -- the kubelet's part of a graceful pod deletion -------------------------------------
+    def _kubelet_stops(self, pod: dict) -> None:
+        """A pod was deleted gracefully: the kubelet stops its containers and then deletes it
+        for good (grace 0). Here that takes `termination_delay` seconds, or waits for
+        `finish_terminations()` while `hold_terminations` is set."""
+        meta = pod["metadata"]
+        key = (meta.get("namespace"), meta["name"], meta["uid"])
+        with self._termination_lock:
+            if self.hold_terminations:
+                self._terminating.append(key)
+                return
+        timer = threading.Timer(self.termination_delay, self._finish_termination, key)
+        timer.daemon = True
+        timer.start()
+
+    def _finish_termination(self, namespace: str | None, name: str, uid: str) -> None:
+        try:
+            self.store.delete("pods", namespace, name, {"preconditions": {"uid": uid}})
+        except ApiError:
+            pass  # already gone, or a new pod of that name
+
+    def finish_terminations(self) -> int:
+        """Let the kubelet finish every held graceful deletion now; returns how many."""
+        with self._termination_lock:
+            held, self._terminating = self._terminating, []
+        for key in held:
+            self._finish_termination(*key)
+        return len(held)
 
     @property
     def resource_version(self) -> int:
@@ -609,7 +657,13 @@ class KubeEmulator:
                               subresource=info.subresource, as_client=True)
             return web.json_response(obj)
         if info.verb == "delete":
-            obj, gone = store.delete(info.resource, info.namespace, info.name, body)  # type: ignore[arg-type]
+            options = dict(body) if isinstance(body, dict) else {}
+            if "gracePeriodSeconds" in q:  # the query parameter wins, as in the API server
+                options["gracePeriodSeconds"] = q["gracePeriodSeconds"]
+            obj, gone = store.delete(info.resource, info.namespace, info.name, options,
+                                     graceful=True)
+            if not gone and rt.ref == "pods" and obj["metadata"].get("deletionGracePeriodSeconds"):
+                self._kubelet_stops(obj)
             if not gone or rt.ref in RETURNS_DELETED_OBJECT:
                 return web.json_response(obj)
             return web.json_response(

@@ -146,6 +146,26 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
 
+DEFAULT_TERMINATION_GRACE = 30  # seconds: the pod spec default
+
+
+def pod_grace_period(pod: dict, options: dict | None) -> int:
+    """The grace period of a pod DELETE, as the pod strategy's CheckGracefulDelete decides it:
+    the request's gracePeriodSeconds, else the pod's terminationGracePeriodSeconds (default
+    30); 0 (delete at once) for a pod never bound to a node or already Succeeded/Failed."""
+    spec = pod.get("spec") or {}
+    phase = (pod.get("status") or {}).get("phase")
+    if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+        return 0
+    value = (options or {}).get("gracePeriodSeconds")
+    if value is None:
+        value = spec.get("terminationGracePeriodSeconds", DEFAULT_TERMINATION_GRACE)
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        raise bad_request(f"gracePeriodSeconds: invalid value {value!r}") from None
+
+
 def now_rfc3339() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -546,9 +566,12 @@ class KubeStore:
             return self._write(rt, namespace, name, new, subresource, as_client, precondition)
 
     def delete(
-        self, ref: str, namespace: str | None, name: str, options: dict | None = None
+        self, ref: str, namespace: str | None, name: str, options: dict | None = None,
+        *, graceful: bool = False,
     ) -> tuple[dict, bool]:
-        """DELETE semantics; returns (last state, deleted now?). Finalizers defer the removal."""
+        """DELETE semantics; returns (last state, deleted now?). Finalizers defer the removal.
+        `graceful` (API requests): a pod is deleted gracefully as the API server does it
+        (`pod_grace_period`); the kubelet finishes it later (KubeEmulator's emulated kubelet)."""
         rt = self.resource(ref)
         pre = (options or {}).get("preconditions") or {}
         with self.lock:
@@ -568,6 +591,19 @@ class KubeStore:
                 and pre["resourceVersion"] != old["metadata"]["resourceVersion"]
             ):
                 raise conflict(rt, name, "Precondition failed: the object has been modified")
+            grace = pod_grace_period(old, options) if graceful and ref == "pods" else 0
+            if grace > 0:
+                # graceful: the pod stays (terminating) until the kubelet has stopped it; a
+                # second DELETE may only shorten the wait (registry/rest BeforeDelete)
+                meta = old["metadata"]
+                current = meta.get("deletionGracePeriodSeconds")
+                if current is not None and grace >= current:
+                    return copy.deepcopy(old), False
+                new = copy.deepcopy(old)
+                when = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=grace)
+                new["metadata"]["deletionTimestamp"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+                new["metadata"]["deletionGracePeriodSeconds"] = grace
+                return self._commit(rt, "MODIFIED", new, old), False
             if old["metadata"].get("finalizers"):
                 if old["metadata"].get("deletionTimestamp"):
                     return copy.deepcopy(old), False

@@ -87,3 +87,33 @@ def test_a_leader_without_its_journal_gets_the_cordon_drains_back(tmp_path):
                  what="the new leader to have node1 drained again")
         c.create_pod("p", cpu="1")
         assert c.wait_bound(["p"])["p"] == "node0"
+
+
+def test_kubectl_drain_cordons_then_evicted_pods_free_their_cores_once_gone(tmp_path):
+    """`kubectl drain --ignore-daemonsets NODE`: a cordon, then a graceful deletion of each pod
+    on the node. The pods' cores are freed only when the kubelet has stopped them, and the
+    pods created meanwhile never land on the drained node."""
+    with BinderCluster(tmp_path, {"node0": 2, "node1": 2}) as c:
+        c.start_binder()
+        names = ["a", "b", "c", "d"]
+        for name in names:
+            c.create_pod(name, cpu="1")
+        bound = c.wait_bound(names)
+        for name in names:
+            c.kube.set_pod_phase(name, "Running")
+        node = bound["a"]
+        on_node = [n for n in names if bound[n] == node]
+        c.kube.patch("nodes", node, CORDON)
+        wait_for(lambda: node in drains(c), 20, what=f"{node} drained")
+        c.kube.hold_terminations = True
+        for name in on_node:  # the evictions: graceful deletions
+            c.kube.delete("pods", name, "default", grace_period=30)
+        c.create_pod("replacement", cpu="1")
+        c.wait_condition("replacement", "WaitingForResources")
+        assert drains(c)[node]["state"] == "draining"  # the terminating pods still hold cores
+        assert c.kube.finish_terminations() == len(on_node)
+        wait_for(lambda: drains(c)[node]["state"] == "drained", 20, what=f"{node} empty")
+        assert not c.node_of("replacement")  # freed cores on a drained node are not used
+        c.kube.patch("nodes", node, UNCORDON)
+        assert c.wait_bound(["replacement"])["replacement"] == node
+        c.assert_no_overcommit()
