@@ -1,7 +1,7 @@
 """Match writers: render a selection the way Fluxion's match writers do.
 
-``simple`` (post-order lines ``---name[N:x]``), ``pretty_simple`` (pre-order,
-flags spelled out), ``jgf`` (the selected subgraph), ``rlite`` (R_lite array),
+``simple`` (post-order lines ``---name[N:x]``), ``pretty_simple`` (the same lines last
+first, flags spelled out), ``jgf`` (the selected subgraph), ``rlite`` (R_lite array),
 ``rv1`` (R with the JGF ``scheduling`` key) and ``rv1_nosched`` (R without it).
 R_lite is grouped by `broker_conf.rv1.R_lite`, the one R_lite grouping.
 Every function takes a :class:`~fluxnode.scheduler.traverser.MatchResult` (or
@@ -30,21 +30,14 @@ def simple(result) -> str:
 
 
 def pretty_simple(result) -> str:
-    lines = [f"{PREFIX}{'---' * e.level}{e.vertex.name}[{e.needs}:"
-             f"{'exclusive' if e.exclusive else 'shared'}]\n" for e in _sel(result)]
-    # emitted post-order; pretty_simple shows each parent before its children
-    out: list[str] = []
-    stack: list[list[str]] = []
-    sel = _sel(result)
-    # rebuild pre-order from post-order using levels
-    pending: dict[int, list[str]] = {}
-    for e, line in zip(sel, lines, strict=True):
-        kids = pending.pop(e.level + 1, [])
-        pending.setdefault(e.level, []).extend([line, *kids])
-    for lvl in sorted(pending):
-        out.extend(pending[lvl])
-    del stack
-    return "".join(out)
+    """The emission (post-order) lines, last first: pretty_sim_match_writers_t::emit_vtx puts
+    each line at the *front* of its output, so a parent comes before its children and
+    siblings come in reverse emission order."""
+    return "".join(
+        f"{PREFIX}{'---' * e.level}{e.vertex.name}[{e.needs}:"
+        f"{'exclusive' if e.exclusive else 'shared'}]\n"
+        for e in reversed(list(_sel(result)))
+    )
 
 
 def _vertex_json(e) -> dict:
@@ -57,12 +50,16 @@ def _vertex_json(e) -> dict:
         md["name"] = v.name
     md["id"] = v.id
     md["rank"] = v.rank
+    # the order of jgf_match_writers_t::emit_vtx_base: properties and unit (when set) come
+    # before exclusive and size
+    if v.properties:
+        md["properties"] = dict(v.properties)
+    if v.unit:
+        md["unit"] = v.unit
     if e.exclusive:
         md["exclusive"] = True
     if e.needs != 1:
         md["size"] = e.needs
-    if v.properties:
-        md["properties"] = dict(v.properties)
     md["paths"] = dict(v.paths)
     if getattr(e, "agfilter", None):
         md["agfilter"] = e.agfilter

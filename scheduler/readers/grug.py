@@ -89,6 +89,10 @@ class _Emitter:
         self.rnodes = rnodes
         self.out_edges = out_edges
         self.rank = rank
+        # Node vertices are numbered 0, 1, ... in emission order whatever `rank` is (Fluxion's
+        # dfs_emitter_t::emit_vertex: flux-core wants node ranks in an idset, so nonnegative);
+        # every other vertex gets `rank`.
+        self.node_rank = -1
         self.g = ResourceGraph()
         self.gen_src: dict[int, list[Vertex]] = {}
         self.scales: list[int] = []
@@ -132,7 +136,12 @@ class _Emitter:
             return self.g.roots[ssys]
         id_ = 0 if src is None else self._gen_id(e, i, sz, j)
         name = spec["basename"] + (str(id_) if id_ != -1 else "")
-        v = self.g.add_vertex(spec.get("type", ""), spec["basename"], name, id_, rank=self.rank,
+        type_ = spec.get("type", "")
+        rank = self.rank
+        if type_ == "node":
+            self.node_rank += 1
+            rank = self.node_rank
+        v = self.g.add_vertex(type_, spec["basename"], name, id_, rank=rank,
                               size=int(spec["size"]), unit=spec["unit"])
         prefix = "" if src is None else src.paths.get(ssys, "")
         self.g.set_path(v, ssys, prefix + "/" + name)
@@ -161,7 +170,8 @@ class _Emitter:
         g, rank = self.g, self.rank
         vertices, by_name, by_path = g.vertices, g.by_name, g.by_path
         by_type = g.by_type.setdefault(type_, [])
-        by_rank = g.by_rank.setdefault(rank, [])
+        is_node = type_ == "node"
+        by_rank = g.by_rank.setdefault(rank, []) if not is_node else []
         containment = esys == CONTAINMENT
         for j, src in enumerate(sources):
             prefix = src.paths.get(ssys, "") + "/"
@@ -174,10 +184,15 @@ class _Emitter:
                 else:
                     id_ = start + (j % wrap * scale * stride) + i * stride
                 name = base + str(id_) if id_ != -1 else base
-                v = Vertex(len(vertices), type_, base, name, id_, rank, size, unit)
+                if is_node:
+                    self.node_rank += 1
+                    v = Vertex(len(vertices), type_, base, name, id_, self.node_rank, size, unit)
+                    g.by_rank.setdefault(self.node_rank, []).append(v)
+                else:
+                    v = Vertex(len(vertices), type_, base, name, id_, rank, size, unit)
+                    by_rank.append(v)
                 vertices.append(v)
                 by_type.append(v)
-                by_rank.append(v)
                 lst = by_name.get(name)
                 if lst is None:
                     by_name[name] = [v]

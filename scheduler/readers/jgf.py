@@ -70,8 +70,10 @@ def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) ->
         id_ = int(md["id"]) if "id" in md else (node_key if node_key is not None else -1)
         name = md.get("name", f"{basename}{id_}")
         rank = int(md.get("rank", -1)) if rank_override is None else rank_override
+        # "unit" is read and checked but not kept: resource_reader_jgf_t::add_vertex never
+        # copies it to the vertex, so a graph read from JGF has no units (the writers show none)
         v = g.add_vertex(type_, basename, name, id_, rank=rank, size=int(md.get("size", 1)),
-                         unit=md.get("unit", ""), uniq_id=uid)
+                         unit="", uniq_id=uid)
         if uid is None:
             v.uniq_id = len(g.vertices) - 1
         v.properties = {str(k): str(val) for k, val in (md.get("properties") or {}).items()}

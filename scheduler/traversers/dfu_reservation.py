@@ -9,7 +9,10 @@ far in the future, where nothing is planned (``_satisfiable``).
 
 from __future__ import annotations
 
+import errno
+
 from fluxnode.scheduler.jobspec.request import MatchRequest, Request
+from fluxnode.scheduler.planner.planner import PlannerError
 from fluxnode.scheduler.traversers.dfu_impl import INF, DfuImpl, JobMeta
 
 
@@ -69,7 +72,14 @@ class DfuReservation(DfuImpl):
             for t, n in self._user_data(r).items():
                 if t in counts:
                     counts[t] += r.count.min * n
-        t = sp.avail_time_first(m.at + 1, m.duration, counts)
+        try:
+            t = sp.avail_time_first(m.at + 1, m.duration, counts)
+        except PlannerError as exc:
+            # ERANGE (more than the totals) or ENOENT: no time to try. dfu_traverser_t::run
+            # ends its loop there and judges satisfiability, as when no time fits.
+            if exc.errno in (errno.ERANGE, errno.ENOENT):
+                return
+            raise
         while t is not None:
             yield t
             t = sp.avail_time_next()

@@ -1,7 +1,9 @@
-"""Fluxion's own resource-query conformance corpus, run against `fluxnode resource-query`.
+"""Fluxion's resource-query conformance corpora, run against `fluxnode resource-query`: its
+own hand-made cases (`fluxion-corpus`) and about 2,000 randomly generated ones with Fluxion's
+outputs (`fluxion-random`).
 
-The floor below is the pass count this implementation reached; it must never be lowered
-to make the test pass (raise it when more cases pass).
+The floors below are the pass counts this implementation reached; they must never be lowered
+to make the test pass (raise them when more cases pass).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from support.paths import SHARED
 
 CORPUS = SHARED / "fluxion-corpus"
 PASS_FLOOR = 313
+RANDOM = SHARED / "fluxion-random"
+RANDOM_PASS_FLOOR = 1715
 
 
 @pytest.mark.timeout(400)
@@ -30,3 +34,22 @@ def test_fluxion_corpus_pass_count():
     total = summary["total"]
     print(f"\nFluxion conformance: {passed}/{total} passed")
     assert passed >= PASS_FLOOR
+
+
+@pytest.mark.timeout(900)
+def test_fluxion_random_pass_count():
+    runner = CORPUS / "run_conformance.py"
+    manifest = RANDOM / "cases.jsonl"
+    if not runner.exists() or not manifest.exists():
+        pytest.skip(f"random conformance corpus not found at {RANDOM}")
+    cmd = f"{sys.executable} -m fluxnode resource-query"
+    proc = subprocess.run([sys.executable, str(runner), "--manifest", str(manifest), "--root",
+                           str(RANDOM), "--cmd", cmd, "--jobs", "2", "--json"],
+                          cwd=RANDOM, capture_output=True, text=True, timeout=880)
+    summary = json.loads(proc.stdout)
+    passed, total = summary["passed"], summary["total"]
+    # every case exits 0 with Fluxion; a non-zero exit here is a crash, never an answer
+    crashed = [c["id"] for c in summary["cases"] if "exit status" in (c.get("detail") or "")]
+    print(f"\nFluxion random conformance: {passed}/{total} passed")
+    assert not crashed, f"resource-query crashed on {crashed[:5]}"
+    assert passed >= RANDOM_PASS_FLOOR

@@ -1,0 +1,83 @@
+"""Rules of Fluxion's GRUG reader and match writers that the random conformance cases showed,
+each checked on a small graph against what Fluxion's source does (the function is named in the
+code under test):
+
+- the GRUG reader numbers node vertices 0, 1, ... in emission order (other vertices keep the
+  reader's rank, -1 in resource-query), so R_lite groups by those ranks;
+- the JGF writer shows a vertex's `unit` (after `rank`, before `exclusive`); the JGF reader
+  does not keep units;
+- pretty_simple prints the emission lines last first (each line is pushed to the front).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fluxnode.scheduler.readers.grug import read_grug
+from support.paths import REPO
+from support.rq_run import rq
+
+TINY = REPO / "example" / "tiny.graphml"
+NODE_SLOT = """version: 9999
+resources:
+  - type: node
+    count: 1
+    with:
+      - type: socket
+        count: 1
+        with:
+          - type: slot
+            count: 1
+            label: default
+            with:
+              - type: core
+                count: 2
+              - type: memory
+                count: 1
+attributes:
+  system:
+    duration: 3600
+tasks:
+  - command: ["app"]
+    slot: default
+    count:
+      per_slot: 1
+"""
+
+
+def test_grug_node_vertices_are_ranked_in_emission_order():
+    g = read_grug(TINY)
+    nodes = [v for v in g.vertices if v.type == "node"]
+    assert [v.rank for v in nodes] == list(range(len(nodes))) == [0, 1]
+    assert {v.rank for v in g.vertices if v.type != "node"} == {-1}
+    assert [v.rank for v in read_grug(TINY, rank=7).vertices if v.type == "node"] == [0, 1]
+
+
+def test_rv1_groups_by_node_rank_and_jgf_shows_units(tmp_path: Path):
+    spec = tmp_path / "node.yaml"
+    spec.write_text(NODE_SLOT)
+    out, err, rc = rq(tmp_path, TINY, f"match allocate {spec}\nquit\n", "-F", "rv1")
+    assert rc == 0, err
+    r = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    (node,) = r["execution"]["nodelist"]  # node0 has rank 0, node1 rank 1 (not -1)
+    assert r["execution"]["R_lite"][0]["rank"] == node.removeprefix("node") != "-1"
+    memory = [n["metadata"] for n in r["scheduling"]["graph"]["nodes"]
+              if n["metadata"]["type"] == "memory"]
+    assert memory and all(m["unit"] == "GB" for m in memory)
+    assert list(memory[0]).index("unit") == list(memory[0]).index("rank") + 1
+
+
+def test_pretty_simple_is_the_emission_order_reversed(tmp_path: Path):
+    spec = tmp_path / "node.yaml"
+    spec.write_text(NODE_SLOT)
+    simple, _, _ = rq(tmp_path, TINY, f"match allocate {spec}\nquit\n", "-F", "simple")
+    pretty, _, _ = rq(tmp_path, TINY, f"match allocate {spec}\nquit\n", "-F", "pretty_simple")
+
+    def lines(text: str) -> list[str]:
+        return [ln.strip() for ln in text.splitlines() if ln.startswith("      ")]
+
+    emitted = [ln.replace(":x]", ":exclusive]").replace(":s]", ":shared]")
+               for ln in lines(simple)]
+    assert lines(pretty) == list(reversed(emitted))
+    assert len({ln.split("[")[0].strip("-") for ln in lines(pretty)}) > 3
