@@ -72,9 +72,11 @@ class Session:
         except OSError:
             self.error(f"ERROR: can't open {fn}")
             return True
-        if op != "satisfiability":
-            self.jobid += 1
-        matched, sat, result = True, True, None
+        # reapi_cli_t::match_allocate consumes a jobid only once the jobspec has parsed and
+        # the traverser has answered (a match, busy or unsatisfiable): a jobspec error or
+        # another traverser error returns first, and the next match gets the same jobid. A
+        # jobspec error leaves `sat` true, so `match satisfiability` of it says "Satisfiable".
+        matched, sat, result, consumed = True, True, None, True
         try:
             js = Jobspec.parse(text)
             result = self.t.match(js, op=op, jobid=jobid)
@@ -86,13 +88,16 @@ class Session:
             self.error(
                 f"ERROR: Jobspec error for {jobid}: {exc.what if hasattr(exc, 'what') else exc}"
             )
-            matched = False
+            matched = consumed = False
         except TraverserError as exc:
             self.error(f"ERROR: {exc}")
-            matched = False
+            matched = consumed = False
+        if op != "satisfiability" and consumed:
+            self.jobid += 1
         if op == "satisfiability":
             self.out.write(SEP)
-            self.out.write(f"INFO: {'Satisfiable' if matched else 'Unsatisfiable'} request\n")
+            self.out.write(f"INFO: {'Satisfiable' if matched or sat else 'Unsatisfiable'} "
+                           "request\n")
             self.out.write(SEP)
             return matched
         if matched:

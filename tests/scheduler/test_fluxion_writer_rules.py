@@ -81,3 +81,18 @@ def test_pretty_simple_is_the_emission_order_reversed(tmp_path: Path):
                for ln in lines(simple)]
     assert lines(pretty) == list(reversed(emitted))
     assert len({ln.split("[")[0].strip("-") for ln in lines(pretty)}) > 3
+
+
+def test_a_jobspec_that_fails_to_parse_consumes_no_jobid(tmp_path: Path):
+    """reapi_cli_t::match_allocate returns before incr_job_counter on a jobspec error, and
+    run_match leaves `sat` true: the next match gets the same jobid, and `match
+    satisfiability` of the bad jobspec says "Satisfiable"."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(NODE_SLOT.split("attributes:")[0] + "tasks: []\n")
+    good = tmp_path / "good.yaml"
+    good.write_text(NODE_SLOT)
+    out, err, rc = rq(tmp_path, TINY, f"match allocate {bad}\nmatch allocate {good}\n"
+                      f"match satisfiability {bad}\nquit\n")
+    assert rc == 0 and "Jobspec error for 1" in err, err
+    assert out.count("INFO: JOBID=1\n") == 2 and "JOBID=2" not in out, out
+    assert "INFO: Satisfiable request" in out
