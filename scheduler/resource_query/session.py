@@ -56,10 +56,12 @@ class Session:
             self.out.write(writers.dumps(writers.jgf(result)) + "\n")
         elif self.fmt == "rlite":
             self.out.write(writers.dumps({"R_lite": writers.rlite(result)}) + "\n")
-        elif self.fmt == "rv1":
-            self.out.write(writers.dumps(writers.rv1(result)) + "\n")
-        elif self.fmt == "rv1_nosched":
-            self.out.write(writers.dumps(writers.rv1_nosched(result)) + "\n")
+        elif self.fmt in ("rv1", "rv1_nosched"):
+            R = writers.rv1(result) if self.fmt == "rv1" else writers.rv1_nosched(result)
+            # rv1(_nosched)_match_writers_t::emit_json writes nothing when R_lite is empty (an
+            # allocation of whole nodes with no core or GPU in the selection)
+            if R["execution"]["R_lite"]:
+                self.out.write(writers.dumps(R) + "\n")
 
     def error(self, msg: str) -> None:
         self.err.write(msg + "\n")
