@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import json
 
+import pytest
 from fluxnode.agent.broker.client import Client, ConnectError, RPCError
 from fluxnode.scheduler.binder.binder import Binder
 from fluxnode.scheduler.binder.config import BinderConfig
@@ -116,6 +117,25 @@ def assert_each_core_once(kube) -> None:
         assert used <= int(node["status"]["allocatable"]["cpu"]), name
 
 
+@pytest.fixture
+def overlay(kube, tmp_path):
+    """Four nodes with an agent each, every broker up in the leader's graph; binders the
+    test starts (`started`) and the agents still in `agents` are stopped at the end."""
+    for name in NODES:
+        add_node(kube, name)
+    agents = {name: AgentProcess(kube, name, tmp_path).start() for name in NODES}
+    started: list[Binder] = []
+    try:
+        for a in agents.values():
+            a.wait_broker(60)
+        wait_for(lambda: all_up(agents[NODES[-1]]), 60, what="4 brokers up in the leader's graph")
+        yield agents, started
+    finally:
+        for b in started:
+            b.stop()
+        stop_all(list(agents.values()))
+
+
 def start_binder(kube, agent: AgentProcess) -> Binder:
     return Binder(
         kube.api_client(),
@@ -155,138 +175,112 @@ def used_by_pods(kube) -> set[tuple[str, int]]:
     }
 
 
-def test_rank0_node_deleted_the_new_leader_holds_every_running_pod(kube, tmp_path):
+def test_rank0_node_deleted_the_new_leader_holds_every_running_pod(kube, overlay):
     """Rank 0's Node is deleted (its agent and broker are gone with it, and the pod GC deletes
     the pods bound there): the highest-ranked live node becomes rank 0 with an empty journal,
     and the binder re-registers every running pod with it before placing more, so no core is
     handed out twice, even for pods whose rank annotation names their node's old rank."""
-    for name in NODES:
-        add_node(kube, name)
-    agents: dict[str, AgentProcess] = {}
-    binder: Binder | None = None
-    try:
-        for name in NODES:
-            agents[name] = AgentProcess(kube, name, tmp_path).start()
-        for a in agents.values():
-            a.wait_broker(60)
-        wait_for(lambda: all_up(agents[NODES[-1]]), 60, what="4 brokers up in the leader's graph")
-        hosts = rank_map(kube)
-        status = leader_rpc(agents[hosts[0]], "sched.resource-status")
-        cores = sum(n["cores"] for n in status["nodes"])
-        binder = start_binder(kube, agents[hosts[-1]])
-        full = [f"p{i}" for i in range(cores)]  # one core each: the machine is full
-        for name in full:
-            create_pod(kube, name)
-        wait_bound(kube, full)
-        for name in full:
-            kube.set_pod_phase(name, "Running")
-        assert held_by_host(agents[hosts[0]]) == used_by_pods(kube)
+    agents, binders = overlay
+    hosts = rank_map(kube)
+    status = leader_rpc(agents[hosts[0]], "sched.resource-status")
+    cores = sum(n["cores"] for n in status["nodes"])
+    binders.append(start_binder(kube, agents[hosts[-1]]))
+    full = [f"p{i}" for i in range(cores)]  # one core each: the machine is full
+    for name in full:
+        create_pod(kube, name)
+    wait_bound(kube, full)
+    for name in full:
+        kube.set_pod_phase(name, "Running")
+    assert held_by_host(agents[hosts[0]]) == used_by_pods(kube)
 
-        old_leader, heir = hosts[0], hosts[-1]
-        agents.pop(old_leader).stop()
-        kube.delete("nodes", old_leader)
-        for pod in kube.list("pods", "default"):  # the pod GC: pods of a deleted node go
-            if pod["spec"].get("nodeName") == old_leader:
-                kube.delete("pods", pod["metadata"]["name"], "default")
-        wait_for(lambda: rank_map(kube)[0] == heir, 60, what=f"{heir} to become rank 0")
-        survivors = [n for n in NODES if n != old_leader]
-        running = used_by_pods(kube)
-        assert running and {node for node, _ in running} <= set(survivors)
-        wait_for(
-            lambda: held_by_host(agents[heir]) == running,
-            60,
-            what="the new leader to hold exactly the cores the running pods use",
-        )
-        # The machine is still full: a new pod waits, and takes a core only once one is freed.
-        create_pod(kube, "late")
-        wait_for(
-            lambda: any(
-                c.get("reason") == "WaitingForResources"
-                for c in kube.get("pods", "late", "default")["status"].get("conditions", [])
-            ),
-            30,
-            what="the late pod to wait for resources",
-        )
-        assert not kube.get("pods", "late", "default")["spec"].get("nodeName")
-        victim = next(
-            p["metadata"]["name"]
-            for p in kube.list("pods", "default")
-            if p["spec"].get("nodeName") == heir
-        )
-        kube.delete("pods", victim, "default")
-        assert wait_bound(kube, ["late"])["late"] == heir
-        assert_each_core_once(kube)
-        assert held_by_host(agents[heir]) == used_by_pods(kube)
-    finally:
-        if binder is not None:
-            binder.stop()
-        stop_all(list(agents.values()))
+    old_leader, heir = hosts[0], hosts[-1]
+    agents[old_leader].stop()  # the node is gone, its agent pod with it
+    kube.delete("nodes", old_leader)
+    for pod in kube.list("pods", "default"):  # the pod GC: pods of a deleted node go
+        if pod["spec"].get("nodeName") == old_leader:
+            kube.delete("pods", pod["metadata"]["name"], "default")
+    wait_for(lambda: rank_map(kube)[0] == heir, 60, what=f"{heir} to become rank 0")
+    survivors = [n for n in NODES if n != old_leader]
+    running = used_by_pods(kube)
+    assert running and {node for node, _ in running} <= set(survivors)
+    wait_for(
+        lambda: held_by_host(agents[heir]) == running,
+        60,
+        what="the new leader to hold exactly the cores the running pods use",
+    )
+    # The machine is still full: a new pod waits, and takes a core only once one is freed.
+    create_pod(kube, "late")
+    wait_for(
+        lambda: any(
+            c.get("reason") == "WaitingForResources"
+            for c in kube.get("pods", "late", "default")["status"].get("conditions", [])
+        ),
+        30,
+        what="the late pod to wait for resources",
+    )
+    assert not kube.get("pods", "late", "default")["spec"].get("nodeName")
+    victim = next(
+        p["metadata"]["name"]
+        for p in kube.list("pods", "default")
+        if p["spec"].get("nodeName") == heir
+    )
+    kube.delete("pods", victim, "default")
+    assert wait_bound(kube, ["late"])["late"] == heir
+    assert_each_core_once(kube)
+    assert held_by_host(agents[heir]) == used_by_pods(kube)
 
 
-def test_rolling_upgrade_keeps_every_allocation_and_pod_and_binds_new_pods(kube, tmp_path):
-    for name in NODES:
-        add_node(kube, name)
-    agents: dict[str, AgentProcess] = {}
-    binder: Binder | None = None
-    try:
-        for name in NODES:
-            agents[name] = AgentProcess(kube, name, tmp_path).start()
-        for a in agents.values():
-            a.wait_broker(60)
-        wait_for(lambda: all_up(agents[NODES[-1]]), 60, what="4 brokers up in the leader's graph")
-        rank0 = rank_map(kube)[0]
+def test_rolling_upgrade_keeps_every_allocation_and_pod_and_binds_new_pods(kube, tmp_path, overlay):
+    agents, binders = overlay
+    rank0 = rank_map(kube)[0]
 
-        binder = start_binder(kube, agents[rank0])
-        before = ["p0", "p1", "p2", "g-0", "g-1"]
-        for name in before:
-            create_pod(kube, name, *(("g", 2) if name.startswith("g-") else ()))
-        bound = wait_bound(kube, before)
-        for name in before:
-            kube.set_pod_phase(name, "Running")
-        annotations = {n: kube.get("pods", n, "default")["metadata"]["annotations"] for n in before}
-        allocations = wait_for(lambda: held(agents[rank0]), 30, what="the leader's allocations")
-        assert {str(i) for i in allocations} == {
-            a["fluxnode.io/allocation"] for a in annotations.values()
-        }
+    binders.append(start_binder(kube, agents[rank0]))
+    before = ["p0", "p1", "p2", "g-0", "g-1"]
+    for name in before:
+        create_pod(kube, name, *(("g", 2) if name.startswith("g-") else ()))
+    bound = wait_bound(kube, before)
+    for name in before:
+        kube.set_pod_phase(name, "Running")
+    annotations = {n: kube.get("pods", n, "default")["metadata"]["annotations"] for n in before}
+    allocations = wait_for(lambda: held(agents[rank0]), 30, what="the leader's allocations")
+    assert {str(i) for i in allocations} == {
+        a["fluxnode.io/allocation"] for a in annotations.values()
+    }
 
-        # The controller's order is one node at a time; rank 0's node goes second, so both a
-        # leader restart and restarts under a restarted leader are covered.
-        others = [n for n in NODES if n != rank0]
-        order = others[:1] + [rank0] + others[1:]
-        during: list[str] = []
-        for step, name in enumerate(order):
-            old_pid = agents[name].broker_pid()
-            agents[name].stop()  # SIGTERM from the kubelet; the old pod is gone
-            if name == rank0:  # a pod created while the leader is down is bound once it is back
-                during.append(f"during-{step}")
-                create_pod(kube, during[-1])
-            agents[name] = AgentProcess(kube, name, tmp_path).start()
-            agents[name].wait_broker(60, other_than=old_pid)
-            probe = agents[order[(step + 1) % len(order)]]
-            wait_for(lambda p=probe: all_up(p), 60, what=f"every rank up after upgrading {name}")
-            assert rank_map(kube)[0] == rank0  # an upgrade never moves the leader
-            for pod in before:  # every pod stays where it was bound, with the same allocation
-                got = kube.get("pods", pod, "default")
-                assert got["spec"]["nodeName"] == bound[pod], pod
-                assert got["metadata"]["annotations"] == annotations[pod], pod
-            now = wait_for(lambda p=probe: held(p), 30, what="the leader's allocations")
-            for alloc_id, pairs in allocations.items():
-                assert now.get(alloc_id) == pairs, (name, alloc_id)
-
-        wait_bound(kube, during)
-        after = ["after-0", "after-1"]
-        for name in after:
-            create_pod(kube, name)
-        wait_bound(kube, after)
-        final = wait_for(lambda: held(agents[rank0]), 30, what="the leader's allocations")
+    # The controller's order is one node at a time; rank 0's node goes second, so both a
+    # leader restart and restarts under a restarted leader are covered.
+    others = [n for n in NODES if n != rank0]
+    order = others[:1] + [rank0] + others[1:]
+    during: list[str] = []
+    for step, name in enumerate(order):
+        old_pid = agents[name].broker_pid()
+        agents[name].stop()  # SIGTERM from the kubelet; the old pod is gone
+        if name == rank0:  # a pod created while the leader is down is bound once it is back
+            during.append(f"during-{step}")
+            create_pod(kube, during[-1])
+        agents[name] = AgentProcess(kube, name, tmp_path).start()
+        agents[name].wait_broker(60, other_than=old_pid)
+        probe = agents[order[(step + 1) % len(order)]]
+        wait_for(lambda p=probe: all_up(p), 60, what=f"every rank up after upgrading {name}")
+        assert rank_map(kube)[0] == rank0  # an upgrade never moves the leader
+        for pod in before:  # every pod stays where it was bound, with the same allocation
+            got = kube.get("pods", pod, "default")
+            assert got["spec"]["nodeName"] == bound[pod], pod
+            assert got["metadata"]["annotations"] == annotations[pod], pod
+        now = wait_for(lambda p=probe: held(p), 30, what="the leader's allocations")
         for alloc_id, pairs in allocations.items():
-            assert final[alloc_id] == pairs
-        seen: set[tuple[int, int]] = set()
-        for pairs in final.values():  # nothing is held twice
-            assert not pairs & seen
-            seen |= pairs
-        assert_each_core_once(kube)
-    finally:
-        if binder is not None:
-            binder.stop()
-        stop_all(list(agents.values()))
+            assert now.get(alloc_id) == pairs, (name, alloc_id)
+
+    wait_bound(kube, during)
+    after = ["after-0", "after-1"]
+    for name in after:
+        create_pod(kube, name)
+    wait_bound(kube, after)
+    final = wait_for(lambda: held(agents[rank0]), 30, what="the leader's allocations")
+    for alloc_id, pairs in allocations.items():
+        assert final[alloc_id] == pairs
+    seen: set[tuple[int, int]] = set()
+    for pairs in final.values():  # nothing is held twice
+        assert not pairs & seen
+        seen |= pairs
+    assert_each_core_once(kube)
