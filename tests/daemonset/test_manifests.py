@@ -153,7 +153,11 @@ def test_rbac_denies_what_the_agent_does_not_need(rbac):
 def test_agent_runs_with_exactly_the_manifest_rbac(kube, rbac, tmp_path):
     add_node(kube, "w1")
     add_node(kube, "w2")
-    agents = [AgentProcess(kube, n, tmp_path).start() for n in ("w1", "w2")]
+    # as installed: the DaemonSet exists and the agents follow it (FLUXNODE_DAEMONSET)
+    (ds,) = by_kind("DaemonSet")
+    kube.create("daemonsets.apps", ds, "fluxnode")
+    agents = [AgentProcess(kube, n, tmp_path, "--daemonset", ds["metadata"]["name"]).start()
+              for n in ("w1", "w2")]
     try:
         for a in agents:
             a.wait_broker()
