@@ -496,6 +496,10 @@ class ExecService:
             done()
 
     def _stats(self, msg: Message) -> dict:
+        """Sessions, output bytes held now and at most (``{"reset": true}`` starts the
+        maximum afresh), and the messages sent and received by topic."""
+        if (msg.payload or {}).get("reset"):
+            self.buffered_max = self.buffered
         return {"sessions": len(self.sessions), "buffered": self.buffered,
                 "buffered_max": self.buffered_max, "window": DEFAULT_WINDOW,
                 "sent": dict(self.sent), "received": dict(self.received)}
