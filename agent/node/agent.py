@@ -78,6 +78,7 @@ class AgentOptions:
     backoff_max: float
     writer_grace: float = 10.0
     tbon: tuple[tuple[str, object], ...] = ()
+    allow_exec: bool = False  # [exec] allow in broker.toml (`fluxnode exec`)
     api_wait: float = API_WAIT
 
 
@@ -96,6 +97,7 @@ class NodeAgent:
             topo=opts.topo,
             cert_path=str(self.files.cert),
             tbon=opts.tbon,
+            allow_exec=opts.allow_exec,
         )
         self.supervisor = BrokerSupervisor(
             self.files,
