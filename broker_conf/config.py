@@ -34,6 +34,7 @@ from fluxnode.broker_conf.config_tables import (
     AccessConfig,
     BootstrapConfig,
     ConfigError,
+    ExecConfig,
     HostEntry,
     Origins,
     ResourceConfig,
@@ -48,6 +49,7 @@ __all__ = [
     "TbonConfig",
     "ResourceConfig",
     "AccessConfig",
+    "ExecConfig",
     "BrokerConfig",
     "ResolvedHost",
     "load",
@@ -74,6 +76,7 @@ class BrokerConfig:
     tbon: TbonConfig = field(default_factory=TbonConfig)
     resource: ResourceConfig = field(default_factory=ResourceConfig)
     access: AccessConfig = field(default_factory=AccessConfig)
+    exec: ExecConfig = field(default_factory=ExecConfig)
     path: Path | None = field(default=None, compare=False)
 
     # -- hosts -----------------------------------------------------------------
@@ -256,6 +259,8 @@ class BrokerConfig:
             "allow-guest-user": self.access.allow_guest_user,
             "allow-root-owner": self.access.allow_root_owner,
         }
+        if self.exec.allow:
+            out["exec"] = {"allow": True}
         return out
 
     def dumps(self) -> str:

@@ -1,7 +1,7 @@
 """The tables of broker.toml, each with its model and its reader, and `ConfigError`.
 
 One dataclass per table (`BootstrapConfig` and its `HostEntry`, `TbonConfig`,
-`ResourceConfig`, `AccessConfig`), each read from a parsed TOML table by one function
+`ResourceConfig`, `AccessConfig`, `ExecConfig`), each read from a parsed TOML table by one function
 that checks every key against flux-config-bootstrap(5), flux-config-tbon(5),
 flux-config-resource(5) and flux-config-access(5) and names the dotted key of any
 problem. `Origins` remembers which file each key came from when a config directory is
@@ -91,7 +91,13 @@ class AccessConfig:
     allow_root_owner: bool = False
 
 
+@dataclass
+class ExecConfig:
+    """``[exec]`` (fluxnode's own table): may clients start processes on this broker's node
+    (`fluxnode exec`, the ``rexec`` service)? Off unless the operator says so; `fluxnode start
+    --test-size` turns it on for its private instance."""
 
+    allow: bool = False
 
 
 class Origins:
@@ -328,9 +334,17 @@ def _parse_access(table: Any, origins: Origins) -> AccessConfig:
     return cfg
 
 
+def _parse_exec(table: Any, origins: Origins) -> ExecConfig:
+    r = _Reader(table, "exec", origins)
+    cfg = ExecConfig(allow=r.boolean("allow"))
+    r.finish(("allow",))
+    return cfg
+
+
 TABLE_PARSERS = {
     "bootstrap": _parse_bootstrap,
     "tbon": _parse_tbon,
     "resource": _parse_resource,
     "access": _parse_access,
+    "exec": _parse_exec,
 }

@@ -85,13 +85,15 @@ def render_broker_toml(
     tbon: Mapping[str, Any] | None = None,
     resource: Mapping[str, Any] | None = None,
     access: Mapping[str, Any] | None = None,
+    exec_table: Mapping[str, Any] | None = None,
     enable_ipv6: bool = False,
 ) -> str:
     """Return broker.toml text for `hosts` (rank order).
 
     `host_overrides` maps a hostname to its own ``bind``/``connect``/``parent`` (e.g. one
     port per broker when all brokers share 127.0.0.1). `tbon` takes flux-config-tbon keys
-    (durations as seconds or FSD strings); `resource`/`access` take their TOML keys.
+    (durations as seconds or FSD strings); `resource`/`access`/`exec_table` take their TOML keys
+    (`exec_table` is ``[exec]``, e.g. ``{"allow": True}``).
     """
     hosts = list(hosts)
     if not hosts:
@@ -131,6 +133,7 @@ def render_broker_toml(
         tbon=tbon_out,
         resource=dict(resource or {}),
         access=dict(access or {}),
+        exec_table=dict(exec_table or {}),
     )
     try:
         config.loads(text, "<rendered broker.toml>")

@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "broker": "fluxnode.commands.broker:broker",
     "start": "fluxnode.commands.start:start",
     "ping": "fluxnode.commands.ping:ping",
+    "exec": "fluxnode.commands.exec:exec_command",
     "overlay": "fluxnode.commands.overlay:overlay",
     "resource": "fluxnode.commands.resource:resource",
     "proxy": "fluxnode.commands.proxy:proxy",

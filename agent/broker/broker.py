@@ -12,6 +12,7 @@ each concept has its own module:
 * quorum.py          -- the online set and the quorum (`broker.status`)
 * shutdown.py        -- signals, leaving the overlay, `broker.shutdown`
 * config_reload.py   -- `config.reload`
+* exec_service.py    -- `rexec.*`: processes on a set of ranks, fanned out down the tree
 * resource_service.py-- node resources and R on the leader (`resource.*`)
 * modules.py         -- broker modules loaded on the leader and their `BrokerHandle`
 * logging_setup.py   -- where log lines go
@@ -34,6 +35,7 @@ from fluxnode.agent.broker.boot import BrokerError, InstanceState, boot
 from fluxnode.agent.broker.config_reload import ConfigReload
 from fluxnode.agent.broker.connector import ConnectorLimits, LocalConnector
 from fluxnode.agent.broker.events import EventBus
+from fluxnode.agent.broker.exec_service import ExecService
 from fluxnode.agent.broker.fd_limit import raise_fd_limit
 from fluxnode.agent.broker.logging_setup import setup_logging
 from fluxnode.agent.broker.message import Message, ServiceError
@@ -98,6 +100,8 @@ class Broker:
         self.config_reload = ConfigReload(state, self.overlay, self.resources, self.quorum,
                                           on_applied=self._overlay_changed, log=log)
         self.modules = ModuleLoader(log)
+        self.exec = ExecService(state, self.router, self.overlay, self.connector, self.reactor,
+                                log)
 
     def _make_overlay(self, tbon_fd: int | None) -> Overlay:
         state = self.state
@@ -172,6 +176,7 @@ class Broker:
 
     def _close(self) -> None:
         self.modules.close()
+        self.exec.close()
         self.connector.close()
         self.overlay.close()
         self.ctx.term()
@@ -194,6 +199,7 @@ class Broker:
         if self.state.rank == 0:
             self.shutdown.register(self.services)
         self.resources.register()
+        self.exec.register(self.services)
 
     def _ping(self, msg: Message) -> dict:
         payload = dict(msg.payload or {})
@@ -230,6 +236,7 @@ class Broker:
         self.resources.report()
 
     def _overlay_changed(self) -> None:
+        self.exec.overlay_changed()
         self.shutdown.check()
         if self.state.rank == 0 and self.quorum.online_changed():
             self.resources.changed()

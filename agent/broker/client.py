@@ -191,7 +191,7 @@ class Client:
         self.uri = uri
         self.timeout = timeout
         self._tags = itertools.count(1)
-        self._pending: dict[int, Message] = {}
+        self._pending: dict[int, deque[Message]] = {}  # a stream may bring several per tag
         self.events: deque[Message] = deque()
 
     @classmethod
@@ -229,7 +229,8 @@ class Client:
         return tag
 
     def recv(self, matchtag: int, timeout: float | None = None) -> Message:
-        """Wait for the response to `matchtag` (responses to other tags are kept for later)."""
+        """Wait for the response to `matchtag` (responses to other tags are kept for later); a
+        streaming request's responses come one per call, in order."""
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while matchtag not in self._pending:
@@ -238,7 +239,11 @@ class Client:
             if frames is None:
                 raise RPCError(errno.ETIMEDOUT, f"no response from {self.uri} within {timeout:g}s")
             self._accept(frames)
-        return self._pending.pop(matchtag)
+        queue = self._pending[matchtag]
+        msg = queue.popleft()
+        if not queue:
+            del self._pending[matchtag]
+        return msg
 
     def _accept(self, frames: list[bytes]) -> None:
         try:
@@ -250,7 +255,7 @@ class Client:
         elif msg.type == "response":
             if msg.matchtag == 0 and msg.errnum:
                 raise RPCError(msg.errnum, msg.errstr)
-            self._pending[msg.matchtag] = msg
+            self._pending.setdefault(msg.matchtag, deque()).append(msg)
 
     def rpc(
         self, topic: str, payload: dict | None = None, nodeid: int = 0, timeout: float | None = None

@@ -212,7 +212,8 @@ def _prepare(
     certificate.write(cert_path, certificate.generate())
     text = render.render_broker_toml(hosts, curve_cert=str(cert_path), port=LEAF_PORT, topo=spec,
                                      bind="tcp://127.0.0.1:%p", connect="tcp://127.0.0.1:%p",
-                                     host_overrides=overrides, tbon=tbon or {})
+                                     host_overrides=overrides, tbon=tbon or {},
+                                     exec_table={"allow": True})  # a private test instance
     config_path = root / "broker.toml"
     config_path.write_text(text)
     inst = TestInstance(size, root, config_path, hosts, keep_rundir=keep, listeners=listeners)

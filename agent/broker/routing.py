@@ -37,6 +37,7 @@ class Router:
         self.log = log
         self._matchtags = itertools.count(1)
         self._pending: dict[int, Callable[[Message], None]] = {}
+        self._streams: set[int] = set()  # matchtags whose callback stays for every response
 
     def from_local(self, msg: Message, client_id: str) -> None:
         """A request from a local client: NODEID_UPSTREAM skips this broker."""
@@ -47,23 +48,28 @@ class Router:
                 return
         self.route_request(msg)
 
-    def request(self, msg: Message, on_response: Callable[[Message], None] | None = None) -> int:
+    def request(self, msg: Message, on_response: Callable[[Message], None] | None = None,
+                *, stream: bool = False) -> int:
         """Send a request originated by this broker; returns its matchtag.
 
         `on_response` gets the response (or the error response); without it the response is
-        only logged on error. A response may never come (a broker on the way died): the caller
-        that waits for one bounds the wait and then calls `forget`.
+        only logged on error. With `stream` (RFC 6 streaming, e.g. ``rexec.fanout``) it gets
+        every response until the caller calls `forget`. A response may never come (a broker on
+        the way died): the caller that waits for one bounds the wait and then calls `forget`.
         """
         msg.route = [SELF_HOP]
         msg.matchtag = next(self._matchtags)
         if on_response is not None:
             self._pending[msg.matchtag] = on_response
+            if stream:
+                self._streams.add(msg.matchtag)
         self.route_request(msg)
         return msg.matchtag
 
     def forget(self, matchtag: int) -> None:
         """Stop waiting for the response to request `matchtag` (a late one is dropped)."""
         self._pending.pop(matchtag, None)
+        self._streams.discard(matchtag)
 
     def route_request(self, msg: Message) -> None:
         state = self.state
@@ -71,7 +77,9 @@ class Router:
         if nodeid == NODEID_UPSTREAM:
             nodeid = msg.nodeid = NODEID_ANY
         if nodeid == state.rank or (nodeid == NODEID_ANY and msg.topic in self.services):
-            self.respond(self.services.call(msg))
+            response = self.services.call(msg)
+            if response is not None:  # None: the handler answers later itself
+                self.respond(response)
             return
         if nodeid == NODEID_ANY:
             if self.overlay.parent_rank is not None:
@@ -112,7 +120,10 @@ class Router:
             return
         hop = msg.route.pop()
         if hop == SELF_HOP:
-            callback = self._pending.pop(msg.matchtag, None)
+            if msg.matchtag in self._streams:
+                callback = self._pending.get(msg.matchtag)
+            else:
+                callback = self._pending.pop(msg.matchtag, None)
             if callback is not None:
                 callback(msg)
             elif msg.errnum:

@@ -19,6 +19,14 @@ from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 Handler = Callable[[Message], "dict | None"]
 
 
+class Deferred:
+    """What a handler returns when it answers later itself (``router.respond``), possibly
+    several times (RFC 6 streaming, e.g. ``rexec.exec``); `call` then answers nothing."""
+
+
+DEFERRED = Deferred()
+
+
 class ServiceRegistry:
     def __init__(self, log: logging.Logger) -> None:
         self.log = log
@@ -35,8 +43,9 @@ class ServiceRegistry:
     def get(self, topic: str) -> Handler | None:
         return self._handlers.get(topic)
 
-    def call(self, msg: Message) -> Message:
-        """The response (or error response) of the handler registered for `msg.topic`."""
+    def call(self, msg: Message) -> Message | None:
+        """The response (or error response) of the handler registered for `msg.topic`; None
+        when the handler returned `DEFERRED`."""
         handler = self._handlers.get(msg.topic)
         if handler is None:
             return msg.error(errno.ENOSYS, f"unknown service method {msg.topic!r}")
@@ -51,6 +60,8 @@ class ServiceRegistry:
         except Exception as exc:
             self.log.exception("broker: service %s failed", msg.topic)
             return msg.error(errno.EIO, f"{msg.topic}: internal error: {exc}")
+        if result is DEFERRED:
+            return None
         if result is not None and not isinstance(result, dict):
             self.log.error(
                 "broker: service %s returned %s, not a dict", msg.topic, type(result).__name__

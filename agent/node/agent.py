@@ -80,6 +80,7 @@ class AgentOptions:
     writer_grace: float = 10.0
     daemonset: str | None = None  # membership follows this DaemonSet's placement (selection.py)
     tbon: tuple[tuple[str, object], ...] = ()
+    allow_exec: bool = False  # [exec] allow in broker.toml (`fluxnode exec`)
     api_wait: float = API_WAIT
 
 
@@ -98,6 +99,7 @@ class NodeAgent:
             topo=opts.topo,
             cert_path=str(self.files.cert),
             tbon=opts.tbon,
+            allow_exec=opts.allow_exec,
         )
         self.supervisor = BrokerSupervisor(
             self.files,

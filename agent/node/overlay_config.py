@@ -27,6 +27,7 @@ class OverlaySettings:
     tbon: tuple[
         tuple[str, object], ...
     ] = ()  # extra [tbon] keys (flux-config-tbon(5)), e.g. torpid_max
+    allow_exec: bool = False  # [exec] allow: may `fluxnode exec` run commands on the nodes
 
 
 def endpoints(
@@ -61,6 +62,7 @@ def render(rank_map: RankMap, nodes: dict[str, dict], s: OverlaySettings) -> str
         connect="tcp://%h:%p",
         host_overrides=overrides,
         tbon=dict(s.tbon),
+        exec_table={"allow": True} if s.allow_exec else None,
     )
 
 

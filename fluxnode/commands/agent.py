@@ -83,6 +83,8 @@ def _toml_scalar(text: str) -> object:
     metavar="KEY=VALUE",
     help="extra [tbon] setting for broker.toml (flux-config-tbon(5)), e.g. torpid_max=30s",
 )
+@click.option("--allow-exec", is_flag=True,
+              help="write [exec] allow = true: let `fluxnode exec` run commands on the nodes")
 @click.option(
     "--secret-name", default="fluxnode-curve", help="Secret holding the cluster's CURVE certificate"
 )
@@ -127,6 +129,7 @@ def agent(
     bind_address: str,
     topo: str,
     tbon: tuple[str, ...],
+    allow_exec: bool,
     secret_name: str,
     rank_configmap: str,
     health_port: int,
@@ -183,6 +186,7 @@ def agent(
         backoff_max=backoff[1],
         writer_grace=writer_grace,
         tbon=tuple(tbon_pairs),
+        allow_exec=allow_exec,
         api_wait=api_wait,
     )
     try:
