@@ -42,7 +42,8 @@ CREATE TABLE IF NOT EXISTS allocation (
     nodes TEXT NOT NULL,
     labels TEXT NOT NULL,
     created REAL NOT NULL,
-    kinds TEXT
+    kinds TEXT,
+    use_drained INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS drain (
@@ -91,6 +92,7 @@ class JournalEntry:
     kinds: list[dict] | None = (
         None  # several slot kinds: where each landed (service answer's "kinds")
     )
+    use_drained: bool = False  # holds what already runs on drained nodes (not new work)
 
 
 class Journal:
@@ -120,6 +122,10 @@ class Journal:
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(allocation)")}
             if "kinds" not in columns:  # a journal from before per-kind placements were kept
                 self._db.execute("ALTER TABLE allocation ADD COLUMN kinds TEXT")
+            if "use_drained" not in columns:  # a journal from before drains existed
+                self._db.execute(
+                    "ALTER TABLE allocation ADD COLUMN use_drained INTEGER NOT NULL DEFAULT 0"
+                )
         except (sqlite3.Error, OSError) as exc:
             self._db.close()
             raise JournalError(self.path, f"cannot be opened: {exc}") from exc
@@ -155,8 +161,8 @@ class Journal:
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO allocation(id, jobspec, policy, R, nodes, labels, created, "
-                "kinds)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "kinds, use_drained)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     entry.id,
                     json.dumps(entry.jobspec),
@@ -166,6 +172,7 @@ class Journal:
                     json.dumps(entry.labels),
                     entry.created,
                     None if entry.kinds is None else json.dumps(entry.kinds),
+                    int(entry.use_drained),
                 ),
             )
 
@@ -226,7 +233,8 @@ class Journal:
 
 
 SELECT_ENTRIES = (
-    "SELECT id, jobspec, policy, R, nodes, labels, created, kinds FROM allocation ORDER BY id"
+    "SELECT id, jobspec, policy, R, nodes, labels, created, kinds, use_drained FROM allocation "
+    "ORDER BY id"
 )
 
 
@@ -271,7 +279,7 @@ def _entry(path: Path, row: tuple) -> JournalEntry:
     ):
         raise JournalError(path, f"allocation {row[0]!r}: id, policy or created has a bad type")
     return JournalEntry(row[0], values["jobspec"], row[2], values["R"], values["nodes"],
-                        values["labels"], row[6], values["kinds"])
+                        values["labels"], row[6], values["kinds"], bool(row[8]))
 
 
 def check(path: Path) -> None:
@@ -296,8 +304,11 @@ def check(path: Path) -> None:
             raise JournalError(
                 path, f"has the wrong schema: table allocation lacks column(s) {', '.join(missing)}"
             )
-        select = SELECT_ENTRIES if "kinds" in columns else SELECT_ENTRIES.replace(
-            "kinds", "NULL")
+        select = SELECT_ENTRIES
+        if "kinds" not in columns:
+            select = select.replace("kinds,", "NULL,")
+        if "use_drained" not in columns:
+            select = select.replace("use_drained", "0")
         for row in db.execute(select):
             _entry(path, row)
         if "drain" in tables:

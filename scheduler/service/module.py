@@ -73,6 +73,7 @@ class Allocation:
     # ranks of `nodes` not held in the graph yet (not joined since a restart, or their part
     # could not be held: logged); held when they join, never handed to anyone else meanwhile
     pending: set[int] = field(default_factory=set)
+    use_drained: bool = False  # holds what already runs on drained nodes: never "draining"
 
     def summary(self, with_R: bool = False, hostnames: dict[int, str] | None = None) -> dict:
         out = asdict(self)
@@ -111,6 +112,7 @@ class SchedService:
                 entry.labels,
                 entry.created,
                 kinds=entry.kinds,
+                use_drained=entry.use_drained,
             )
             self.allocations[alloc.id] = alloc
         self._replay()
@@ -310,6 +312,7 @@ class SchedService:
             labels,
             time.time(),
             kinds=placement.kinds,
+            use_drained=use_drained,
         )
         if alloc.status == "ALLOCATED":
             try:
@@ -323,6 +326,7 @@ class SchedService:
                         labels,
                         alloc.created,
                         alloc.kinds,
+                        use_drained,
                     )
                 )
             except Exception:
@@ -513,15 +517,17 @@ class SchedService:
             # as Flux's scheduler view: drained nodes are down to the scheduler
             "down": nodes_to_R(self.graph.whole_nodes(unusable), hostnames),
             "nodes": self.graph.capacity(),
-            "drain": self._drain_list(allocated),
+            "drain": self._drain_list(),
         }
 
-    def _drain_list(self, allocated: list[dict]) -> list[dict]:
+    def _drain_list(self) -> list[dict]:
         """Each drained node: rank, hostname, reason, timestamp, source, and its state:
-        "draining" while allocations remain on it, "drained" once it is empty."""
-        busy = {n["rank"] for n in allocated}
-        busy |= {r for a in self.allocations.values() if a.status == "ALLOCATED"
-                 for r in a.pending}
+        "draining" while allocations remain on it, "drained" once it is empty. A hold made
+        with use_drained (what other schedulers run there) is not work that drains: a
+        cordoned node running only DaemonSet pods is drained, not draining forever."""
+        busy = {r for a in self.allocations.values()
+                if a.status == "ALLOCATED" and not a.use_drained
+                for r in {n["rank"] for n in a.nodes} | a.pending}
         out = []
         for rank, host in self.graph.hostnames().items():
             d = self.drains.get(host)

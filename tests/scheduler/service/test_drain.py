@@ -148,6 +148,13 @@ def test_use_drained_holds_what_already_runs_on_a_drained_node(inst):
     # The drain is back in force for everyone else at once.
     errnum, _ = error(inst, "sched.alloc", {"jobspec": constrained})
     assert errnum == errno.EBUSY
+    # A hold of what already runs there is not work that drains: the node is "drained",
+    # not "draining" for as long as (say) a DaemonSet pod runs on it, also after a restart.
+    assert drain_list(inst)[1]["state"] == "drained"
+    restart_leader(inst, 3)
+    assert drain_list(inst)[1]["state"] == "drained"
+    held = inst.rpc("sched.info", {"id": answer["id"]})
+    assert held["status"] == "ALLOCATED" and held["use_drained"] is True
 
 
 def test_a_journal_from_before_drains_opens_with_none(tmp_path):
