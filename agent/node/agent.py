@@ -368,6 +368,15 @@ class NodeAgent:
             self.selection = NodeSelection(self.opts.include_control_plane, daemon)
         return self.selection
 
+    def _why_not(self, me: dict | None, selection: NodeSelection) -> str:
+        if me is None:
+            what = f"outside --selector {self.opts.selector}" if self.opts.selector else "missing"
+            return f"no Node {self.opts.node_name} ({what})"
+        reason = selection.reason_against(me) or "not admitted"
+        if self.opts.daemonset:
+            return f"DaemonSet {self.opts.namespace}/{self.opts.daemonset}: {reason}"
+        return reason
+
     def _reconcile(self) -> None:
         nodes = self.nodes.snapshot()
         selection = self._selection()
@@ -422,11 +431,10 @@ class NodeAgent:
         stop_in_place = False
         placement = overlay_config.placement(rank_map, nodes, self.settings, self.opts.node_name)
         if me is None or self.opts.node_name not in members:
-            self._set_status(
-                f"node {self.opts.node_name} is not a member (missing, not admitted by the "
-                "DaemonSet's tolerations, nodeSelector or affinity, control-plane, or outside "
-                "--selector): no broker here"
-            )
+            why = self._why_not(me, selection)
+            if self.supervisor.running:
+                self.record_event("BrokerStopped", f"node is no longer a member: {why}")
+            self._set_status(f"node {self.opts.node_name} is not a member ({why}): no broker here")
             placement = None
         elif not is_ready(me) and self.rank == 0:
             # Stopping the leader would take the whole overlay down with it; keep it.

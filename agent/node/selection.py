@@ -109,10 +109,17 @@ class NodeSelection:
     include_control_plane: bool = False
     daemon: PodPlacement | None = None  # the DaemonSet's placement; None: no DaemonSet to follow
 
-    def admits(self, node: dict) -> bool:
+    def reason_against(self, node: dict) -> str | None:
+        """Why ``node`` may not hold a rank (kube-scheduler's words for the DaemonSet's
+        rules), or None if it may."""
         if self.daemon is not None:
-            return self.daemon.reason_against(NodeTraits.from_node(node)) is None
-        return self.include_control_plane or not is_control_plane(node)
+            return self.daemon.reason_against(NodeTraits.from_node(node))
+        if not self.include_control_plane and is_control_plane(node):
+            return "control-plane node (pass --include-control-plane)"
+        return None
+
+    def admits(self, node: dict) -> bool:
+        return self.reason_against(node) is None
 
     def members(self, nodes: dict[str, dict]) -> dict[str, dict]:
         """Nodes that may hold a rank (Ready or not, cordoned or not)."""

@@ -142,6 +142,12 @@ def agent(
 ) -> None:
     """Run this node's broker for the Kubernetes overlay (the DaemonSet's container)."""
     setup_logging(logging.DEBUG if verbose else logging.INFO, LogfmtFormatter())
+    if daemonset and include_control_plane:
+        logging.getLogger("fluxnode.agent").warning(
+            "--include-control-plane has no effect with --daemonset %s: the DaemonSet's "
+            "nodeSelector, affinity and tolerations decide whether control-plane nodes get a rank",
+            daemonset,
+        )
     if not (topo.startswith("kary:") or topo == "binomial"):
         raise click.BadParameter(
             f"{topo!r}: the agent supports kary:K and binomial", param_hint="--topo"

@@ -148,6 +148,14 @@ def test_rbac_denies_what_the_agent_does_not_need(rbac):
         is None
     )
     assert rbac(info("watch", "configmaps", "fluxnode")) is not None
+    # its own DaemonSet, by name, through an informer (list/watch), and nothing else
+    own = {"fieldSelector": "metadata.name=fluxnode-agent"}
+    assert rbac(info("watch", "daemonsets.apps", "fluxnode", **own)) is None
+    assert rbac(info("list", "daemonsets.apps", "fluxnode", **own)) is None
+    assert rbac(info("watch", "daemonsets.apps", "fluxnode")) is not None
+    assert rbac(info("get", "daemonsets.apps", "fluxnode", "fluxnode-agent")) is not None
+    assert rbac(info("update", "daemonsets.apps", "fluxnode", "fluxnode-agent")) is not None
+    assert rbac(info("list", "daemonsets.apps", "kube-system", **own)) is not None
 
 
 def test_agent_runs_with_exactly_the_manifest_rbac(kube, rbac, tmp_path):

@@ -74,7 +74,7 @@ class AgentProcess:
         env = {
             k: v
             for k, v in os.environ.items()
-            if k not in ("KUBECONFIG", "FLUXNODE_URI", "NODE_NAME")
+            if k not in ("KUBECONFIG", "FLUXNODE_URI", "NODE_NAME", "FLUXNODE_DAEMONSET")
         }
         self.proc = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
