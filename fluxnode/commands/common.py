@@ -43,3 +43,17 @@ def rpc(
 def prefixed(topic: str, errstr: str) -> str:
     """`topic: errstr`, once: a service that names itself already is not prefixed again."""
     return errstr if errstr.startswith(f"{topic}:") else f"{topic}: {errstr}"
+
+
+def key_value_pairs(
+    values: tuple[str, ...], what: str, form: str = "KEY=VALUE"
+) -> dict[str, str]:
+    """`KEY=VALUE` arguments as a dict (a later KEY wins); anything else is a usage error
+    naming the option (`what`), the argument and the `form` expected."""
+    out = {}
+    for v in values:
+        k, sep, val = v.partition("=")
+        if not sep or not k:
+            raise click.UsageError(f"{what} {v!r}: expected {form}")
+        out[k] = val
+    return out

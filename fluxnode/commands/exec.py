@@ -32,7 +32,7 @@ from fluxnode.agent.broker.client import Client, RPCError
 from fluxnode.agent.broker.exec_process import decode_data, encode_data
 from fluxnode.agent.broker.message import NODEID_ANY
 from fluxnode.broker_conf import idset
-from fluxnode.commands.common import connect, connection_options
+from fluxnode.commands.common import connect, connection_options, key_value_pairs
 
 WINDOW = 1 << 20  # bytes of output the broker may send ahead of what we wrote
 POLL = 0.05  # seconds between looks at signals and stdin while output is quiet
@@ -289,13 +289,8 @@ class ExecRun:
 
 
 def _environment(settings: tuple[str, ...]) -> dict[str, str]:
-    env = dict(os.environ)
-    for item in settings:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise click.UsageError(f"-e {item!r}: expected VAR=VAL")
-        env[name] = value
-    return env
+    """The caller's environment with `-e VAR=VAL` settings on top (flux exec's default)."""
+    return dict(os.environ) | key_value_pairs(settings, "-e", "VAR=VAL")
 
 
 @click.command(

@@ -11,16 +11,7 @@ import click
 
 from fluxnode.agent.broker import attributes as attrs_mod
 from fluxnode.agent.broker import launcher
-
-
-def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
-    out = {}
-    for v in values:
-        k, sep, val = v.partition("=")
-        if not sep or not k:
-            raise click.UsageError(f"{what} {v!r}: expected KEY=VALUE")
-        out[k] = val
-    return out
+from fluxnode.commands.common import key_value_pairs
 
 
 @click.command(
@@ -100,7 +91,7 @@ def start(
         attributes = attrs_mod.parse_settings(settings)
     except attrs_mod.AttrError as exc:
         raise click.UsageError(str(exc)) from None
-    tbon_settings = _pairs(tbon, "--tbon")
+    tbon_settings = key_value_pairs(tbon, "--tbon")
     try:
         inst = launcher.prepare(
             test_size,
