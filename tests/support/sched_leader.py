@@ -12,7 +12,11 @@ def restart_leader(inst, nodes: int, timeout: float = 30.0) -> list[dict]:
     inst.restart(0)
 
     def replayed():
-        allocs = inst.rpc("sched.list", {})["allocations"]
-        return len(inst.rpc("sched.resource-status")["nodes"]) == nodes and allocs
+        # every rank in the graph first, then the list: a list read before the last rank
+        # joined shows its part still pending (the service grows the graph and holds the
+        # pending parts in one step, under its lock)
+        if len(inst.rpc("sched.resource-status")["nodes"]) != nodes:
+            return None
+        return inst.rpc("sched.list", {})["allocations"]
 
     return wait_for(replayed, timeout, what=f"restarted leader with {nodes} ranks")
