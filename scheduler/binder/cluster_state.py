@@ -16,7 +16,6 @@ allocation, a rank is released once the last pod of that allocation on it ends.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -172,8 +171,8 @@ class GroupAllocation:
 
 @dataclass(frozen=True, slots=True)
 class OutsideUsage:
-    """What is not ours to place on a node: capacity above allocatable plus other schedulers'
-    pods."""
+    """What is not ours to place on a node: the graph's capacity minus (min(capacity,
+    allocatable) minus other schedulers' live pods' requests)."""
 
     cores: int
     gpus: int
@@ -513,14 +512,18 @@ class ClusterState:
         used = ZERO
         for req in self.foreign.get(name, {}).values():
             used = used + req
-        free = node.allocatable - used
-        free_cores = max(0, math.floor(free.millicpu / 1000))
-        free_gpus = max(0, free.gpus)
-        free_mib = max(0, free.memory_bytes // MIB)
+        # Ours to place is min(discovered, allocatable) minus what others' live pods request,
+        # per resource (whole cores, MiB; rounded down): the kubelet admits no more than
+        # allocatable, and a Node that advertises more than the broker found cannot lend us
+        # hardware another pod uses (found by the parallel capacity branch).
+        alloc = node.allocatable
+        free_milli = min(cap.cores * 1000, alloc.millicpu) - used.millicpu
+        free_gpus = min(cap.gpus, alloc.gpus) - used.gpus
+        free_bytes = min(cap.memory_mib * MIB, alloc.memory_bytes) - used.memory_bytes
         return OutsideUsage(
-            max(0, cap.cores - free_cores),
-            max(0, cap.gpus - free_gpus),
-            max(0, cap.memory_mib - free_mib),
+            cap.cores - max(0, free_milli) // 1000,
+            cap.gpus - max(0, free_gpus),
+            cap.memory_mib - max(0, free_bytes) // MIB,
         )
 
     def set_capacity(self, capacity: dict[str, NodeCapacity]) -> None:

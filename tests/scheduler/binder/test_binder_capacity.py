@@ -89,3 +89,22 @@ def test_gpus_and_memory_are_bounded_by_allocatable(tmp_path):
         (waiting,) = [n for n in ("m0", "m1") if not c.node_of(n)]
         c.wait_condition(waiting, "WaitingForResources")
         c.assert_no_overcommit()
+
+
+def test_a_node_advertising_more_than_discovered_lends_nothing_others_use(tmp_path):
+    """Allocatable above what the broker found (8 GPUs advertised, 4 discovered) with a
+    kube-scheduler pod on 2 of them: fluxnode may place min(4, 8) - 2 = 2 GPUs, not 4."""
+    with BinderCluster(tmp_path, {"node0": 8}, gpus={"node0": 4}) as c:
+        c.kube.patch("nodes", "node0", {"status": {
+            "capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8"}}})
+        pod = c.pod("kube-gpu", "1", scheduler="default-scheduler", node="node0", gpus=2)
+        c.kube.create("pods", pod, "default")
+        c.kube.set_pod_phase("kube-gpu", "Running")
+        c.start_binder()
+        names = [f"g{i}" for i in range(3)]
+        for name in names:
+            c.create_pod(name, cpu="1", gpus=1)
+        wait_for(lambda: sum(1 for n in names if c.node_of(n)) == 2, 20, what="two GPU pods")
+        (waiting,) = [n for n in names if not c.node_of(n)]
+        c.wait_condition(waiting, "WaitingForResources")
+        assert not c.node_of(waiting)
