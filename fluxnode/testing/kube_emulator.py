@@ -112,6 +112,9 @@ class KubeEmulator:
         self.forbidden: list[ForbidRule] = []
         # authorizer(info) -> None to allow, or a reason string to answer 403.
         self.authorizer: Callable[[RequestInfo], str | None] | None = None
+        # more identities (token -> user, authorizer), e.g. a component's service account
+        # with the RBAC of its manifests while the test itself keeps the default identity
+        self._identities: dict[str, tuple[str, Callable[[RequestInfo], str | None]]] = {}
         self.port = 0
         # graceful pod deletion: the emulated kubelet deletes a terminating pod after this
         # long (its containers stop at once), or holds it while `hold_terminations` is set
@@ -185,26 +188,40 @@ class KubeEmulator:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _write_kubeconfig(self) -> None:
+    def add_identity(
+        self, user: str, authorizer: Callable[[RequestInfo], str | None]
+    ) -> Path:
+        """A second identity: requests with its token are authorized by `authorizer` (e.g.
+        RbacAuthorizer.from_manifests(...) for a service account) and named `user` in 403s.
+        Returns its kubeconfig (for api_client(kubeconfig=...) or a subprocess)."""
+        token = f"identity-{len(self._identities)}-{base64.b32encode(user.encode()).decode()[:16]}"
+        self._identities[token] = (user, authorizer)
+        path = self.directory / f"kubeconfig-{len(self._identities)}"
+        self._write_kubeconfig(path, token)
+        return path
+
+    def _write_kubeconfig(self, path: Path | None = None, token: str | None = None) -> None:
+        path = path or self.kubeconfig_path
         config = {
             "apiVersion": "v1",
             "kind": "Config",
             "current-context": "emulator",
             "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
-            "users": [{"name": "emulator", "user": {"token": self.token}}],
+            "users": [{"name": "emulator", "user": {"token": token or self.token}}],
             "contexts": [
                 {"name": "emulator", "context": {"cluster": "emulator", "user": "emulator"}}
             ],
         }
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.kubeconfig_path.write_text(yaml.safe_dump(config))
-        self.kubeconfig_path.chmod(0o600)
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
 
-    def api_client(self):  # -> kubernetes.client.ApiClient
-        """A real ``kubernetes`` ApiClient loaded from the kubeconfig this emulator wrote."""
+    def api_client(self, kubeconfig: Path | None = None):  # -> kubernetes.client.ApiClient
+        """A real ``kubernetes`` ApiClient loaded from the kubeconfig this emulator wrote (or
+        another identity's, from add_identity)."""
         from kubernetes import config
 
-        return config.new_client_from_config(config_file=str(self.kubeconfig_path))
+        return config.new_client_from_config(config_file=str(kubeconfig or self.kubeconfig_path))
 
     # -- direct state access (thread-safe; notifies watches; no auth) ------------------------
     def get(self, resource: str, name: str, namespace: str | None = None) -> dict:
@@ -407,7 +424,13 @@ class KubeEmulator:
 
     # -- HTTP --------------------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        if request.headers.get("Authorization") != f"Bearer {self.token}":
+        auth = request.headers.get("Authorization") or ""
+        token = auth.removeprefix("Bearer ")
+        if auth == f"Bearer {self.token}":
+            user, authorizer = self.user, self.authorizer
+        elif auth.startswith("Bearer ") and token in self._identities:
+            user, authorizer = self._identities[token]
+        else:
             return self._status(ApiError(401, "Unauthorized", "Unauthorized"))
         try:
             discovery = self._discovery(request.path)
@@ -421,7 +444,7 @@ class KubeEmulator:
                 return web.json_response(discovery)
             info = self._parse(request)
             self.requests.append(info)
-            self._authorize(info)
+            self._authorize(info, user, authorizer)
             return await self._dispatch(request, info)
         except ApiError as exc:
             return self._status(exc)
@@ -567,12 +590,17 @@ class KubeEmulator:
             )
         return RequestInfo(verb, ref, sub, namespace, name, rt.group, query)
 
-    def _authorize(self, info: RequestInfo) -> None:
+    def _authorize(
+        self,
+        info: RequestInfo,
+        user: str,
+        authorizer: Callable[[RequestInfo], str | None] | None,
+    ) -> None:
         reason = None
         if any(rule.matches(info) for rule in list(self.forbidden)):
             reason = "forbidden by the test"
-        elif self.authorizer is not None:
-            reason = self.authorizer(info)
+        elif authorizer is not None:
+            reason = authorizer(info)
         if reason is None:
             return
         rt = BY_REF[info.resource]
@@ -581,7 +609,7 @@ class KubeEmulator:
             f' in the namespace "{info.namespace}"' if info.namespace else " at the cluster scope"
         )
         message = (
-            f'{what} is forbidden: User "{self.user}" cannot {info.verb} resource '
+            f'{what} is forbidden: User "{user}" cannot {info.verb} resource '
             f'"{info.resource_path}" '
             f'in API group "{rt.group}"{scope}'
         )
