@@ -10,7 +10,9 @@ bench.
 Node names are broker hostnames (node0..), as in a real deployment where the broker
 hostname is the Kubernetes node name. Binders run in this process with the real
 kubernetes client (through the emulator's kubeconfig) and the real overlay client
-(tcp:// with CURVE to rank 0).
+(tcp:// with CURVE to rank 0). A binder talks to the API as the binder's service account,
+authorized by exactly the RBAC rules of daemonset/binder.yaml (a missing rule is a 403 in
+every binder test); the test's own calls keep the emulator's unrestricted identity.
 """
 
 from __future__ import annotations
@@ -30,9 +32,13 @@ from kubernetes.utils import parse_quantity
 
 from fluxnode.testing.instance import Instance
 from fluxnode.testing.kube_emulator import KubeEmulator
+from fluxnode.testing.kube_rbac import RbacAuthorizer
 from fluxnode.testing.waiting import wait_for
 from support.oracles import GPU, parse_idset, spec_requests
+from support.paths import REPO
 
+BINDER_MANIFEST = REPO / "daemonset" / "binder.yaml"
+BINDER_USER = "system:serviceaccount:fluxnode:fluxnode-binder"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 SIZE_LABEL = "fluence.flux-framework.org/group-size"
 
@@ -135,6 +141,8 @@ class BinderCluster:
         self.binders: list[Binder] = []
         self.outage: ApiOutage | None = None
         self._through_outage: set[int] = set()  # id() of the binders behind `outage`
+        self._unrestricted: set[int] = set()  # id() of the binders started with rbac=False
+        self._binder_kubeconfig: Path | None = None
 
     def __enter__(self) -> BinderCluster:
         try:
@@ -154,7 +162,9 @@ class BinderCluster:
             wait_for(lambda: len(self.inst.rpc("sched.resource-status")["nodes"]) == len(names), 30,
                      what="every rank in the scheduler graph")
             if self.kube is None:
-                self.kube = KubeEmulator().start()
+                self.kube = KubeEmulator(
+                    namespaces=("default", "kube-system", "fluxnode")
+                ).start()
             for n in names:
                 self.add_node(n, self.nodes[n], self.gpus.get(n, 0))
             for n, cores in self.kube_only.items():
@@ -201,10 +211,17 @@ class BinderCluster:
             setattr(cfg, k, v)
         return cfg
 
-    def start_binder(self, *, through_outage: bool = False, **overrides) -> Binder:
+    def start_binder(self, *, through_outage: bool = False, rbac: bool = True,
+                     **overrides) -> Binder:
         """A binder (in this process); `through_outage`: its API traffic goes through
-        `self.outage` (an ApiOutage), which the test can cut."""
-        api = self.kube.api_client()
+        `self.outage` (an ApiOutage), which the test can cut; `rbac`: as the binder's service
+        account with the manifest's RBAC (False: the emulator's unrestricted identity)."""
+        if rbac and self._binder_kubeconfig is None:
+            self._binder_kubeconfig = self.kube.add_identity(
+                BINDER_USER,
+                RbacAuthorizer.from_manifests([BINDER_MANIFEST], "fluxnode", "fluxnode-binder"),
+            )
+        api = self.kube.api_client(self._binder_kubeconfig if rbac else None)
         if through_outage:
             if self.outage is None:
                 self.outage = ApiOutage(self.kube.port)
@@ -212,6 +229,8 @@ class BinderCluster:
         b = Binder(api, self.config(**overrides)).start()
         if through_outage:
             self._through_outage.add(id(b))
+        if not rbac:
+            self._unrestricted.add(id(b))
         self.binders.append(b)
         return b
 
@@ -223,9 +242,10 @@ class BinderCluster:
         """Stop `b` and start a new binder with its settings (and `overrides`): a restart of
         the binder's process; the new one rebuilds everything from the leader and the pods."""
         through_outage = id(b) in self._through_outage
+        rbac = id(b) not in self._unrestricted
         config = {k: getattr(b.config, k) for k in vars(b.config)} | overrides
         self.stop_binder(b)
-        return self.start_binder(through_outage=through_outage, **config)
+        return self.start_binder(through_outage=through_outage, rbac=rbac, **config)
 
     # -- faults ---------------------------------------------------------------------
     def kill_leader(self, *, lose_journal: bool = False) -> list[Path]:

@@ -63,7 +63,7 @@ def test_two_replicas_only_the_lease_holder_binds(tmp_path):
     with BinderCluster(tmp_path, {"node0": 4, "node1": 4}) as c:
         opts = dict(
             leader_elect=True,
-            lease_namespace="default",
+            lease_namespace="fluxnode",
             lease_duration=3.0,
             renew_deadline=2.0,
             retry_period=0.2,
@@ -90,7 +90,7 @@ def test_two_replicas_only_the_lease_holder_binds(tmp_path):
         c.create_pod("p-4", cpu="1")
         c.wait_bound(["p-4"])
         c.assert_no_overcommit()
-        lease = c.kube.get("leases.coordination.k8s.io", "fluxnode-binder", "default")
+        lease = c.kube.get("leases.coordination.k8s.io", "fluxnode-binder", "fluxnode")
         assert lease["spec"]["holderIdentity"] == standby.identity
 
 
