@@ -71,7 +71,9 @@ class Router:
         if nodeid == NODEID_UPSTREAM:
             nodeid = msg.nodeid = NODEID_ANY
         if nodeid == state.rank or (nodeid == NODEID_ANY and msg.topic in self.services):
-            self.respond(self.services.call(msg))
+            reply = self.services.call(msg)
+            if reply is not None:  # None: the handler answers later
+                self.respond(reply)
             return
         if nodeid == NODEID_ANY:
             if self.overlay.parent_rank is not None:

@@ -16,7 +16,16 @@ from collections.abc import Callable
 
 from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 
-Handler = Callable[[Message], "dict | None"]
+Handler = Callable[[Message], "dict | Deferred | None"]
+
+
+class Deferred:
+    """What a handler returns when it answers later itself (through `Router.respond`, with
+    `msg.response(...)` or `msg.error(...)`): an answer that needs other brokers (a blob
+    fetched from the parent, an archive extracted below) must not hold up the event loop."""
+
+
+DEFERRED = Deferred()
 
 
 class ServiceRegistry:
@@ -35,8 +44,9 @@ class ServiceRegistry:
     def get(self, topic: str) -> Handler | None:
         return self._handlers.get(topic)
 
-    def call(self, msg: Message) -> Message:
-        """The response (or error response) of the handler registered for `msg.topic`."""
+    def call(self, msg: Message) -> Message | None:
+        """The response (or error response) of the handler registered for `msg.topic`; None
+        when the handler returned `DEFERRED` (it answers later)."""
         handler = self._handlers.get(msg.topic)
         if handler is None:
             return msg.error(errno.ENOSYS, f"unknown service method {msg.topic!r}")
@@ -51,6 +61,8 @@ class ServiceRegistry:
         except Exception as exc:
             self.log.exception("broker: service %s failed", msg.topic)
             return msg.error(errno.EIO, f"{msg.topic}: internal error: {exc}")
+        if result is DEFERRED:
+            return None
         if result is not None and not isinstance(result, dict):
             self.log.error(
                 "broker: service %s returned %s, not a dict", msg.topic, type(result).__name__
