@@ -14,7 +14,10 @@ construction; --baseline-ranks N measures them all).
 
 All brokers run on this one machine, so every copy shares its cores and disk: the wall
 times say how much work the tree saves the leader, not what N separate nodes would see.
-Brokers cache at most 16M of blobs each (-S content.cache-size=16M) to bound memory.
+Brokers cache at most 16M of blobs each (-S content.cache-size=16M) to bound memory, and
+run with torpid_max=120s: file writes run on each broker's event loop, and 64 brokers writing
+6.4 GB to one disk get throttled by the kernel long enough (seen at load ~17) for a parent
+to call a child lost at the default 30s.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 from fluxnode.testing.instance import Instance
 
 MIB = 1 << 20
+TBON = {"torpid_max": "120s"}
 
 
 def archive(inst: Instance, *args: str) -> float:
@@ -73,7 +77,8 @@ def loadavg() -> str:
 
 def tree_run(work: Path, src: Path, size: int, brokers: int, topo: str) -> dict:
     out = work / f"out-{topo.replace(':', '')}"
-    with Instance(brokers, topo=topo, attrs={"content.cache-size": "16M"}, timeout=120) as inst:
+    with Instance(brokers, topo=topo, attrs={"content.cache-size": "16M"}, timeout=120,
+                  tbon=TBON) as inst:
         create = archive(inst, "create", "-C", str(src.parent), src.name)
         before = leader_sent(inst)
         took = extract(inst, f"{out}/{{{{rank}}}}", "all")
@@ -89,7 +94,7 @@ def baseline(work: Path, src: Path, brokers: int, ranks: int) -> tuple[float, in
     """Seconds for `ranks` sequential single-rank extracts from the leader (flat tree)."""
     out = work / "out-seq"
     with Instance(brokers, topo="kary:0", attrs={"content.cache-size": "16M"},
-                  timeout=120) as inst:
+                  timeout=120, tbon=TBON) as inst:
         archive(inst, "create", "-C", str(src.parent), src.name)
         before = leader_sent(inst)
         elapsed = 0.0

@@ -49,7 +49,7 @@ class ExtractStats:
     written: int = 0  # entries written (created or replaced)
     skipped: int = 0  # entries already in place with the right content
     bytes: int = 0  # bytes of file content written
-    fetched: int = 0  # blobs loaded (from the cache or the parent)
+    loaded: int = 0  # blobs loaded (from the store, the cache or the parent)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -304,7 +304,7 @@ class Extraction:
             if len(data) != chunk.size or not matches(chunk.blobref, data):
                 raise ExtractError(f"{self._show(f.entry.path)}: blob {chunk.blobref} failed "
                                    "its hash check")
-            self.stats.fetched += 1
+            self.stats.loaded += 1
             self._write_chunk(f, chunk, data)
         except ExtractError as exc:
             self._finish(str(exc))

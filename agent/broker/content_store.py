@@ -49,6 +49,10 @@ DEFAULT_HASH = "sha1"  # flux-core's default content.hash
 DEFAULT_CACHE_SIZE = 64 << 20
 MAX_BLOB_SIZE = 32 << 20  # base64 of it stays well under the 64 MiB message limit
 LOAD_TIMEOUT = 60.0  # seconds a load from the parent may take before it fails
+#: answers that mean "not now" (this broker is rejoining its parent, or the parent is away for
+#: a moment): the load is asked again after RETRY_DELAY, doubling, until LOAD_TIMEOUT
+RETRY_ERRNOS = (errno.EAGAIN, errno.EHOSTUNREACH)
+RETRY_DELAY = 0.05
 _BLOBREF = re.compile(r"(sha1|sha256)-([0-9a-f]+)")
 
 #: the callback of `ContentStore.load`: (data, None) or (None, error text)
@@ -116,6 +120,7 @@ class _Fetch:
     waiters: list[LoadCallback]
     matchtag: int = 0
     timer: Timer | None = None
+    retries: int = 0
 
 
 class ContentStore:
@@ -246,14 +251,26 @@ class ContentStore:
             fetch.waiters.append(callback)
             return
         fetch = self._fetching[ref] = _Fetch([callback])
-        parent = self.state.topology.parent(self.state.rank)
         fetch.timer = self.call_later(LOAD_TIMEOUT, lambda: self._fetched(
             ref, fetch, None, f"{ref}: no answer from the parent within {LOAD_TIMEOUT:g}s"))
+        self._ask_parent(ref, fetch)
+
+    def _ask_parent(self, ref: str, fetch: _Fetch) -> None:
+        if self._fetching.get(ref) is not fetch:
+            return  # timed out while waiting to retry
+        parent = self.state.topology.parent(self.state.rank)
         tag = self.request(Message.request("content.load", {"blobref": ref}, nodeid=parent),
                            lambda m: self._answer(ref, fetch, m))
         fetch.matchtag = tag
 
     def _answer(self, ref: str, fetch: _Fetch, msg: Message) -> None:
+        if msg.errnum in RETRY_ERRNOS and self._fetching.get(ref) is fetch:
+            fetch.retries += 1
+            delay = min(5.0, RETRY_DELAY * 2 ** (fetch.retries - 1))
+            self.log.info("content: load of %s: %s; asking again in %.2fs", ref, msg.errstr,
+                          delay)
+            self.call_later(delay, lambda: self._ask_parent(ref, fetch))
+            return
         if msg.errnum:
             self._fetched(ref, fetch, None, msg.errstr or f"error {msg.errnum}")
             return
@@ -302,7 +319,9 @@ class ContentStore:
 
         def answer(data: bytes | None, error: str | None) -> None:
             if data is None:
-                self.respond(msg.error(errno.ENOENT, f"content.load: {error}"))
+                text = error or "failed"
+                self.respond(msg.error(errno.ENOENT, text if text.startswith("content.load:")
+                                       else f"content.load: {text}"))
                 return
             self.stats.loads += 1
             self.stats.load_bytes += len(data)

@@ -256,7 +256,7 @@ def extract(name: str, directory: str, ranks: str, overwrite: bool, verbose: boo
     if verbose:
         for rank, s in sorted((answer.get("ranks") or {}).items(), key=lambda kv: int(kv[0])):
             click.echo(f"rank {rank}: {s['written']} written, {s['skipped']} skipped, "
-                       f"{s['fetched']} blobs fetched, {s['bytes']} bytes", err=True)
+                       f"{s['loaded']} blobs loaded, {s['bytes']} bytes", err=True)
     for rank, why in sorted(errors.items(), key=lambda kv: int(kv[0])):
         host = hosts[int(rank)] if int(rank) < len(hosts) else "?"
         click.echo(f"fluxnode-archive: {host} (rank {rank}): {why}", err=True)

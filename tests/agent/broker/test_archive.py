@@ -151,7 +151,7 @@ def test_rerun_skips_files_in_place(inst7, tmp_path):
     target = f"{tmp_path}/out/{{{{rank}}}}"
     ok(cli(inst7, "extract", "-n", "again", "-r", "4", "-C", target))
     second = ok(cli(inst7, "extract", "-n", "again", "-r", "4", "-C", target, "-v")).stderr
-    assert second.strip() == "rank 4: 0 written, 1 skipped, 0 blobs fetched, 0 bytes"
+    assert second.strip() == "rank 4: 0 written, 1 skipped, 0 blobs loaded, 0 bytes"
     ok(cli(inst7, "remove", "-n", "again"))
 
 

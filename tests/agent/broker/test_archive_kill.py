@@ -80,7 +80,7 @@ def test_killed_broker_rerun_fetches_only_missing_chunks(tmp_path):
         wait_for(lambda: inst.rpc("broker.ping", nodeid=3, timeout=2), timeout=30,
                  what="the restarted rank 3 to answer through rank 1")
         answer = cli(inst, "extract", "-n", "full", "-r", "3", "-C", str(out), "-v").stderr
-        assert answer.strip() == (f"rank 3: 1 written, 0 skipped, {len(missing)} blobs fetched, "
+        assert answer.strip() == (f"rank 3: 1 written, 0 skipped, {len(missing)} blobs loaded, "
                                   f"{len(missing) * CHUNK} bytes")
         assert inst.rpc("content.stats-get", nodeid=3)["fetches"] == len(missing)
         assert (out / "data.bin").read_bytes() == data
