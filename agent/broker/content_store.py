@@ -49,6 +49,7 @@ DEFAULT_HASH = "sha1"  # flux-core's default content.hash
 DEFAULT_CACHE_SIZE = 64 << 20
 MAX_BLOB_SIZE = 32 << 20  # base64 of it stays well under the 64 MiB message limit
 LOAD_TIMEOUT = 60.0  # seconds a load from the parent may take before it fails
+ATTEMPT_TIMEOUT = 15.0  # an answer lost on the way (a hop dropped it) is asked for again
 #: answers that mean "not now" (this broker is rejoining its parent, or the parent is away for
 #: a moment): the load is asked again after RETRY_DELAY, doubling, until LOAD_TIMEOUT
 RETRY_ERRNOS = (errno.EAGAIN, errno.EHOSTUNREACH)
@@ -254,6 +255,17 @@ class ContentStore:
         fetch.timer = self.call_later(LOAD_TIMEOUT, lambda: self._fetched(
             ref, fetch, None, f"{ref}: no answer from the parent within {LOAD_TIMEOUT:g}s"))
         self._ask_parent(ref, fetch)
+        self.call_later(ATTEMPT_TIMEOUT, lambda: self._unanswered(ref, fetch, fetch.matchtag))
+
+    def _unanswered(self, ref: str, fetch: _Fetch, tag: int) -> None:
+        """No answer to attempt `tag` yet: forget it and ask again (until LOAD_TIMEOUT)."""
+        if self._fetching.get(ref) is not fetch or fetch.matchtag != tag:
+            return
+        self.log.info("content: load of %s unanswered for %gs; asking again", ref,
+                      ATTEMPT_TIMEOUT)
+        self.forget(tag)
+        self._ask_parent(ref, fetch)
+        self.call_later(ATTEMPT_TIMEOUT, lambda: self._unanswered(ref, fetch, fetch.matchtag))
 
     def _ask_parent(self, ref: str, fetch: _Fetch) -> None:
         if self._fetching.get(ref) is not fetch:
