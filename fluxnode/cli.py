@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "proxy": "fluxnode.commands.proxy:proxy",
     "relay": "fluxnode.commands.proxy:relay",
     "agent": "fluxnode.commands.agent:agent",
+    "archive": "fluxnode.commands.archive:archive",
     # configuration (broker_conf/)
     "keygen": "fluxnode.commands.keygen:keygen",
     "config": "fluxnode.commands.config:config",

@@ -25,9 +25,11 @@ SETTABLE = {
     "jobspec.max-bytes": "largest jobspec text sched.alloc takes (default 1M)",
     "jobspec.max-depth": "deepest nesting of a jobspec (default 64)",
     "jobspec.max-nodes": "YAML nodes of a jobspec, aliases counted as used (default 4096)",
+    "content.hash": "hash of content store blobrefs: sha1 (default) or sha256",
+    "content.cache-size": "bytes of fetched blobs a non-leader broker caches (default 64M)",
 }
 SIZE_ATTRS = ("connector.max-message", "connector.input-budget", "connector.output-pause",
-              "connector.output-limit", "jobspec.max-bytes")
+              "connector.output-limit", "jobspec.max-bytes", "content.cache-size")
 COUNT_ATTRS = ("jobspec.max-depth", "jobspec.max-nodes")
 _SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 

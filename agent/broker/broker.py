@@ -15,6 +15,8 @@ each concept has its own module:
 * exec_service.py    -- `rexec.*`: processes on a set of ranks, fanned out down the tree
 * resource_service.py-- node resources and R on the leader (`resource.*`)
 * modules.py         -- broker modules loaded on the leader and their `BrokerHandle`
+* content_store.py   -- blobs by hash: the leader's store, the others' caches (`content.*`)
+* archive_service.py -- named archives of files, extracted down the tree (`archive.*`)
 * logging_setup.py   -- where log lines go
 
 The parts share one `InstanceState` (changed in place by config.reload) and reach
@@ -31,9 +33,11 @@ from pathlib import Path
 
 import zmq
 from fluxnode.agent.broker import attributes
+from fluxnode.agent.broker.archive_service import ArchiveService, ArchiveServiceContext
 from fluxnode.agent.broker.boot import BrokerError, InstanceState, boot
 from fluxnode.agent.broker.config_reload import ConfigReload
 from fluxnode.agent.broker.connector import ConnectorLimits, LocalConnector
+from fluxnode.agent.broker.content_store import ContentStore
 from fluxnode.agent.broker.events import EventBus
 from fluxnode.agent.broker.exec_service import ExecService
 from fluxnode.agent.broker.fd_limit import raise_fd_limit
@@ -102,6 +106,14 @@ class Broker:
         self.modules = ModuleLoader(log)
         self.exec = ExecService(state, self.router, self.overlay, self.connector, self.reactor,
                                 log)
+        self.content = ContentStore(state, self.services, self.router.request,
+                                    self.router.respond, self.router.forget,
+                                    self.reactor.call_later, log)
+        self.archives = ArchiveService(ArchiveServiceContext(
+            state=state, services=self.services, content=self.content,
+            request=self.router.request, respond=self.router.respond, forget=self.router.forget,
+            child_connected=lambda r: r in self.overlay.connected_children(),
+            call_later=self.reactor.call_later, log=log))
 
     def _make_overlay(self, tbon_fd: int | None) -> Overlay:
         state = self.state
@@ -143,6 +155,11 @@ class Broker:
                 "broker: statedir %s: %s (modules cannot keep state)", state.statedir, exc.strerror
             )
         self._register_services()
+        try:
+            self.content.open()
+            self.archives.open()
+        except OSError as exc:
+            raise BrokerError(str(exc)) from None
         self.resources.discover_local()  # before any socket: a bad override fails cleanly
         try:
             if state.rank == 0:
@@ -177,6 +194,8 @@ class Broker:
     def _close(self) -> None:
         self.modules.close()
         self.exec.close()
+        self.archives.close()
+        self.content.close()
         self.connector.close()
         self.overlay.close()
         self.ctx.term()
@@ -200,6 +219,8 @@ class Broker:
             self.shutdown.register(self.services)
         self.resources.register()
         self.exec.register(self.services)
+        self.content.register()
+        self.archives.register()
 
     def _ping(self, msg: Message) -> dict:
         payload = dict(msg.payload or {})

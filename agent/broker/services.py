@@ -16,12 +16,14 @@ from collections.abc import Callable
 
 from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 
-Handler = Callable[[Message], "dict | None"]
+Handler = Callable[[Message], "dict | Deferred | None"]
 
 
 class Deferred:
-    """What a handler returns when it answers later itself (``router.respond``), possibly
-    several times (RFC 6 streaming, e.g. ``rexec.exec``); `call` then answers nothing."""
+    """What a handler returns when it answers later itself (``router.respond``, with
+    ``msg.response(...)`` or ``msg.error(...)``), possibly several times (RFC 6 streaming, e.g.
+    ``rexec.exec``): an answer that needs other brokers (a blob fetched from the parent, an
+    archive extracted below) must not hold up the event loop. `call` then answers nothing."""
 
 
 DEFERRED = Deferred()
