@@ -34,6 +34,7 @@ from fluxnode.agent.broker.archive_extract import Extraction, ExtractStats
 from fluxnode.agent.broker.archive_format import ArchiveError, check_name, parse
 from fluxnode.agent.broker.boot import InstanceState
 from fluxnode.agent.broker.content_store import ContentStore
+from fluxnode.agent.broker.fanout import SubtreeSplit, target_ranks
 from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 from fluxnode.agent.broker.reactor import Timer
 from fluxnode.agent.broker.services import DEFERRED, Deferred, ServiceRegistry
@@ -75,6 +76,7 @@ class _Job:
 class ArchiveService:
     def __init__(self, context: ArchiveServiceContext) -> None:
         self.context = context
+        self.split = SubtreeSplit(context.state)
         self._db: sqlite3.Connection | None = None
 
     @property
@@ -193,21 +195,20 @@ class ArchiveService:
         if not isinstance(directory, str) or not directory.startswith("/"):
             raise ServiceError(errno.EINVAL, "archive.extract: 'directory' must be an "
                                f"absolute path, not {directory!r}")
-        targets = self._targets(p.get("targets", "all"))
-        job = _Job(msg, targets)
-        wanted = set(targets)
+        wanted = target_ranks(p.get("targets", "all"), state.size, "archive.extract",
+                              option="targets")
+        job = _Job(msg, sorted(wanted))
         forward = {"archive": objects, "directory": directory,
                    "overwrite": bool(p.get("overwrite"))}
-        for child in state.topology.children(state.rank):
-            below = sorted(wanted & set(state.topology.subtree(child)))
-            if below:
-                job.waiting[child] = -1  # set before sending: an unreachable one answers now
-                tag = self.context.request(
-                    Message.request("archive.extract", {**forward, "targets": idset.encode(below)},
-                                    nodeid=child),
-                    lambda m, c=child, b=below: self._child_answered(job, c, b, m))
-                if child in job.waiting:
-                    job.waiting[child] = tag
+        for child, subtree_targets in self.split.by_child(wanted):
+            below = sorted(subtree_targets)
+            job.waiting[child] = -1  # set before sending: an unreachable one answers now
+            tag = self.context.request(
+                Message.request("archive.extract", {**forward, "targets": idset.encode(below)},
+                                nodeid=child),
+                lambda m, c=child, b=below: self._child_answered(job, c, b, m))
+            if child in job.waiting:
+                job.waiting[child] = tag
         if state.rank in wanted:
             job.local = True
             where = Path(directory.replace("{{rank}}", str(state.rank)))
@@ -219,22 +220,6 @@ class ArchiveService:
             job.watch = self.context.call_later(WATCH_PERIOD, lambda: self._watch(job))
         self._maybe_answer(job)
         return DEFERRED
-
-    def _targets(self, text: object) -> list[int]:
-        size = self._state.size
-        if text == "all":
-            return list(range(size))
-        try:
-            ranks = idset.decode(text, limit=size) if isinstance(text, str) else None
-        except ValueError as exc:
-            raise ServiceError(errno.EINVAL, f"archive.extract: targets: {exc}") from None
-        if not ranks:
-            raise ServiceError(errno.EINVAL, f"archive.extract: bad targets {text!r}")
-        outside = [r for r in ranks if r >= size]
-        if outside:
-            raise ServiceError(errno.EINVAL, f"archive.extract: rank {outside[0]} is not in "
-                               f"the instance (size {size})")
-        return ranks
 
     def _local_done(self, job: _Job, stats: ExtractStats | None, error: str | None) -> None:
         rank = self._state.rank
@@ -272,7 +257,7 @@ class ArchiveService:
             if not self.context.child_connected(child):
                 self.context.forget(job.waiting.pop(child))
                 host = self._state.hostnames[child]
-                below = [r for r in job.targets if r in set(self._state.topology.subtree(child))]
+                below = sorted(self.split.subtree(child).intersection(job.targets))
                 self._subtree_failed(job, below, f"{host} (rank {child}) was lost during the "
                                      "extract")
         if job.waiting:

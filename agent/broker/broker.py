@@ -12,6 +12,7 @@ each concept has its own module:
 * quorum.py          -- the online set and the quorum (`broker.status`)
 * shutdown.py        -- signals, leaving the overlay, `broker.shutdown`
 * config_reload.py   -- `config.reload`
+* fanout.py          -- target ranks of a request and their split by child subtree
 * exec_service.py    -- `rexec.*`: processes on a set of ranks, fanned out down the tree
 * resource_service.py-- node resources and R on the leader (`resource.*`)
 * modules.py         -- broker modules loaded on the leader and their `BrokerHandle`

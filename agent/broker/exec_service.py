@@ -51,6 +51,7 @@ from fluxnode.agent.broker.exec_process import (
     decode_data,
     spawn_error,
 )
+from fluxnode.agent.broker.fanout import SubtreeSplit, target_ranks
 from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 from fluxnode.agent.broker.overlay import Overlay
 from fluxnode.agent.broker.reactor import Reactor
@@ -124,7 +125,7 @@ class ExecService:
         self.sent: Counter[str] = Counter()  # requests and stream responses this broker sent
         self.received: Counter[str] = Counter()
         self._checking = False
-        self._subtrees: tuple[object, dict[int, frozenset[int]]] = (None, {})
+        self.split = SubtreeSplit(state)
 
     def register(self, services: ServiceRegistry) -> None:
         services.register("rexec.exec", self._exec)
@@ -151,12 +152,13 @@ class ExecService:
             raise ServiceError(errno.EPERM, f"rexec.exec: {self._refusal()}")
         p = msg.payload or {}
         spec = _command(p.get("cmd"))
-        targets = self._targets(p.get("ranks", "all"), p.get("exclude"))
+        targets = target_ranks(p.get("ranks", "all"), self.state.size, "rexec.exec",
+                               exclude=p.get("exclude"))
         session = self._new_session(f"e{self.state.rank}.{next(self._ids)}", msg, p)
         hostnames = self.state.hostnames
         self._respond(session, {"id": session.id, "ranks": idset.encode(targets),
                                 "hostnames": {str(r): hostnames[r] for r in sorted(targets)}})
-        if targets <= self._subtree(self.state.rank):
+        if targets <= self.split.subtree(self.state.rank):
             self._fan_out(session, targets, spec, p)
         else:
             self._open_link(session, 0, targets, f"u{self.state.rank}.{session.id[1:]}", spec, p)
@@ -184,7 +186,7 @@ class ExecService:
             raise ServiceError(errno.EPROTO, "rexec.fanout: ranks must be a non-empty idset")
         session = self._new_session(sid, msg, p)
         self._respond(session, {"id": sid})
-        mine = self._subtree(self.state.rank)
+        mine = self.split.subtree(self.state.rank)
         self._fail(session, targets - mine, errno.EHOSTUNREACH,
                    f"not in the subtree of rank {self.state.rank}")
         self._fan_out(session, targets & mine, spec, p)
@@ -201,50 +203,12 @@ class ExecService:
         self.sessions[sid] = session
         return session
 
-    def _targets(self, ranks: object, exclude: object) -> set[int]:
-        size = self.state.size
-        if ranks == "all":
-            targets = set(range(size))
-        elif isinstance(ranks, str):
-            try:
-                targets = set(idset.decode(ranks, limit=1 << 20))
-            except ValueError as exc:
-                raise ServiceError(errno.EINVAL, f"rexec.exec: --rank {ranks!r}: {exc}") from None
-            missing = sorted(r for r in targets if r >= size)
-            if missing:
-                raise ServiceError(errno.EHOSTUNREACH, f"rexec.exec: --rank: no such rank "
-                                   f"{idset.encode(missing)} (instance size {size})")
-        else:
-            raise ServiceError(errno.EINVAL, "rexec.exec: ranks must be an idset or 'all'")
-        if exclude is not None:
-            if not isinstance(exclude, str):
-                raise ServiceError(errno.EINVAL, "rexec.exec: exclude must be an idset")
-            try:
-                targets -= set(idset.decode(exclude, limit=1 << 20))
-            except ValueError as exc:
-                raise ServiceError(errno.EINVAL,
-                                   f"rexec.exec: --exclude {exclude!r}: {exc}") from None
-        if not targets:
-            raise ServiceError(errno.EINVAL, "rexec.exec: no targets (every rank is excluded)")
-        return targets
-
-    def _subtree(self, rank: int) -> frozenset[int]:
-        topo = self.state.topology
-        if self._subtrees[0] is not topo:
-            self._subtrees = (topo, {})
-        cache = self._subtrees[1]
-        if rank not in cache:
-            cache[rank] = frozenset(topo.subtree(rank))
-        return cache[rank]
-
     def _fan_out(self, session: Session, targets: set[int], spec: CommandSpec, p: dict) -> None:
         rank = self.state.rank
         if rank in targets:
             self._start_local(session, spec)
-        for child in self.state.topology.children(rank):
-            sub = targets & self._subtree(child)
-            if sub:
-                self._open_link(session, child, sub, session.id, spec, p)
+        for child, sub in self.split.by_child(targets):
+            self._open_link(session, child, set(sub), session.id, spec, p)
 
     def _start_local(self, session: Session, spec: CommandSpec) -> None:
         rank = self.state.rank

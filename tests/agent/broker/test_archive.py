@@ -289,7 +289,7 @@ def test_bad_input_gets_one_clear_line(inst7, tmp_path):
     (tmp_path / "f").write_text("x")
     ok(cli(inst7, "create", "-n", "tgt", "-C", str(tmp_path), "f"))
     proc = cli(inst7, "extract", "-n", "tgt", "-r", "9", "-C", str(tmp_path / "o"))
-    assert proc.stderr == "Error: archive.extract: rank 9 is not in the instance (size 7)\n"
+    assert proc.stderr == "Error: archive.extract: targets: no such rank 9 (instance size 7)\n"
     # a file in the way is not replaced unless asked
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "f").write_text("other")
