@@ -47,10 +47,10 @@ class _TrackedCache(dict):
 
     def __init__(self) -> None:
         super().__init__()
-        self.sinks: list[set[int]] = []
+        self.sinks: dict[int, set[int]] = {}  # id(set) -> set: by identity
 
     def pop(self, key, default=None):
-        for s in self.sinks:
+        for s in self.sinks.values():
             s.add(key)
         return dict.pop(self, key, default)
 
@@ -273,8 +273,8 @@ class FastTraverser(Traverser):
             idx = RootIndex(self.g.root, p.high)
             while len(self._indexes) >= MAX_INDEXES:
                 old = self._indexes.pop(next(iter(self._indexes)))
-                self._subtree_cache.sinks.remove(old.dirty)
-            self._subtree_cache.sinks.append(idx.dirty)
+                del self._subtree_cache.sinks[id(old.dirty)]
+            self._subtree_cache.sinks[id(idx.dirty)] = idx.dirty
         self._indexes[key] = idx  # most recently used last
         return idx
 
