@@ -43,14 +43,16 @@ def grug(nodes: int, sockets: int, cores: int, gpus: int) -> str:
     return f"""<?xml version="1.0" encoding="UTF-8"?>
 <graphml xmlns="http://graphml.graphdrawing.org/xmlns">
 {KEYS}  <graph id="g" edgedefault="directed">
-    <node id="cluster"><data key="root">1</data><data key="type">cluster</data><data key="basename">c</data></node>
+    <node id="cluster"><data key="root">1</data><data key="type">cluster</data>
+      <data key="basename">c</data></node>
     <node id="node"><data key="type">node</data><data key="basename">node</data></node>
     <node id="socket"><data key="type">socket</data><data key="basename">socket</data></node>
     <node id="core"><data key="type">core</data><data key="basename">core</data></node>
     <node id="gpu"><data key="type">gpu</data><data key="basename">gpu</data></node>
     <edge id="c2n" source="cluster" target="node"><data key="multi_scale">{nodes}</data></edge>
     <edge id="n2s" source="node" target="socket"><data key="multi_scale">{sockets}</data></edge>
-    <edge id="s2c" source="socket" target="core"><data key="id_scope">1</data><data key="multi_scale">{cores}</data></edge>
+    <edge id="s2c" source="socket" target="core"><data key="id_scope">1</data>
+      <data key="multi_scale">{cores}</data></edge>
     {gpu}
   </graph>
 </graphml>
