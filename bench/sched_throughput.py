@@ -1,10 +1,16 @@
 """Matcher throughput: single-core allocations per policy, churn, and gangs.
 
     .venv/bin/python bench/sched_throughput.py [--nodes 5000] [--policies low,high,lonode,first]
-        [--budget 20]
+        [--budget 20] [--mode fast|exact] [--shape core1|node1x] [--gang-runs 5]
+
+--mode fast (the default, as the service): the exhaustive policies' fast mode (same scores,
+ties to the lowest vertex id, a root index kept across matches: traversers/dfu_fast.py);
+--mode exact: Fluxion's tie order (as `fluxnode resource-query`), every match re-scored.
+--shape node1x streams whole-node exclusive matches instead of single cores.
 
 For each policy, on a fresh graph (2 sockets x 32 cores + 4 GPUs per node):
-  fill   single-core allocations until the graph is full or --budget seconds pass
+  fill   single-core (or whole-node) allocations until the graph is full or --budget
+         seconds pass
   churn  cancel one job / allocate one core, for --budget/2 seconds
   gangs  one 1,000-slot gang (1 node each) and one 4,000 x 8-core gang, each the first
          match on a freshly built graph in a fresh process (as a broker meets one: it builds
@@ -23,9 +29,17 @@ import time
 from pathlib import Path
 
 from fluxnode.scheduler.jobspec.request import from_jobspec
+from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.readers.grug import read_grug
-from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser
-from sched_common import gang_cores, gang_nodes, single_core, write_grug
+from fluxnode.scheduler.traversers.dfu import NoMatch
+from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
+from sched_common import gang_cores, gang_nodes, single_core, whole_node, write_grug
+
+SHAPES = {"core1": single_core, "node1x": whole_node}
+
+
+def traverser(path: Path, policy: str, mode: str) -> FastTraverser:
+    return FastTraverser(read_grug(path), Policy.parse(policy, stable_ties=mode == "fast"))
 
 
 def stats(samples: list[float]) -> str:
@@ -40,9 +54,10 @@ def stats(samples: list[float]) -> str:
     )
 
 
-def run_policy(path: Path, policy: str, budget: float, gang_runs: int) -> None:
-    t = Traverser(read_grug(path), policy)
-    one = from_jobspec(single_core())
+def run_policy(path: Path, policy: str, budget: float, gang_runs: int, mode: str,
+               shape: str) -> None:
+    t = traverser(path, policy, mode)
+    one = from_jobspec(SHAPES[shape]())
     fill: list[float] = []
     start = time.perf_counter()
     while time.perf_counter() - start < budget:
@@ -77,6 +92,8 @@ def run_policy(path: Path, policy: str, budget: float, gang_runs: int) -> None:
                     policy,
                     "--graph",
                     str(path),
+                    "--mode",
+                    mode,
                 ],
                 capture_output=True,
                 text=True,
@@ -98,10 +115,10 @@ GANGS = {
 }
 
 
-def one_gang(path: Path, policy: str, label: str) -> None:
+def one_gang(path: Path, policy: str, label: str, mode: str) -> None:
     """Build the graph and time the gang as its first match, in this (fresh) process: how
     a broker meets a gang (it builds its graph once, at start). Prints milliseconds."""
-    g = Traverser(read_grug(path), policy)
+    g = traverser(path, policy, mode)
     req = from_jobspec(GANGS[label]())
     t0 = time.perf_counter()
     try:
@@ -120,17 +137,20 @@ def main() -> None:
     ap.add_argument(
         "--gang-runs", type=int, default=5, help="fresh graphs per gang (median, min, max)"
     )
+    ap.add_argument("--mode", choices=("fast", "exact"), default="fast")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="core1")
     ap.add_argument("--one-gang", choices=sorted(GANGS), help=argparse.SUPPRESS)
     ap.add_argument("--graph", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one_gang:
-        one_gang(args.graph, args.policies, args.one_gang)
+        one_gang(args.graph, args.policies, args.one_gang, args.mode)
         return
     with tempfile.TemporaryDirectory() as d:
         path = write_grug(Path(d) / "g.graphml", args.nodes)
-        print(f"graph: {args.nodes} nodes x (2 sockets x 32 cores + 4 GPUs)")
+        print(f"graph: {args.nodes} nodes x (2 sockets x 32 cores + 4 GPUs), {args.mode} mode, "
+              f"{args.shape} stream")
         for policy in args.policies.split(","):
-            run_policy(path, policy, args.budget, args.gang_runs)
+            run_policy(path, policy, args.budget, args.gang_runs, args.mode, args.shape)
 
 
 if __name__ == "__main__":
