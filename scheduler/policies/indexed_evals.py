@@ -32,12 +32,23 @@ _score = attrgetter("score")
 class TypeIndex:
     """One type's candidate groups per child position, sorted per child once asked for."""
 
-    __slots__ = ("descending", "runs", "sorted_runs", "heap", "version", "qual", "total", "present")
+    __slots__ = (
+        "counts",
+        "descending",
+        "runs",
+        "sorted_runs",
+        "heap",
+        "version",
+        "qual",
+        "total",
+        "present",
+    )
 
     def __init__(self, descending: bool) -> None:
         self.descending = descending
         self.runs: dict[int, list[EGroup]] = {}  # child position -> its groups, walk order
-        self.sorted_runs: dict[int, list[EGroup]] = {}  # once the heap exists
+        self.counts: dict[int, tuple[int, int]] = {}  # child position -> (qual, total)
+        self.sorted_runs: dict[int, list[EGroup]] = {}  # runs a choice read past the head
         self.heap: list[tuple[int, int, int]] | None = None  # (head key, position, version)
         self.version: dict[int, int] = {}
         self.qual = 0
@@ -47,15 +58,17 @@ class TypeIndex:
     def _key(self, eg: EGroup) -> int:
         return -eg.score if self.descending else eg.score
 
-    def set_child(self, pos: int, groups: list[EGroup] | None) -> None:
-        """Replace what child ``pos`` offers (None: the type is absent from its outcome)."""
+    def set_child(
+        self, pos: int, groups: list[EGroup] | None, qual: int = 0, total: int = 0
+    ) -> None:
+        """Replace what child ``pos`` offers (None: the type is absent from its outcome):
+        its groups in walk order, and their qualified and total units."""
         old = self.runs.pop(pos, None)
         if old is not None:
             self.present -= 1
-            for eg in old:
-                self.total -= eg.count
-                if eg.score > MATCH_UNMET:
-                    self.qual -= eg.count
+            q, t = self.counts.pop(pos)
+            self.qual -= q
+            self.total -= t
         ver = self.version.get(pos, 0) + 1
         self.version[pos] = ver
         self.sorted_runs.pop(pos, None)
@@ -63,28 +76,31 @@ class TypeIndex:
             return
         self.present += 1
         self.runs[pos] = groups
-        for eg in groups:
-            self.total += eg.count
-            if eg.score > MATCH_UNMET:
-                self.qual += eg.count
+        self.counts[pos] = (qual, total)
+        self.qual += qual
+        self.total += total
         if self.heap is not None and groups:
-            run = self._sort(pos, groups)
-            heapq.heappush(self.heap, (self._key(run[0]), pos, ver))
+            # the best group, the first of equals (min and max keep the first they meet);
+            # the whole run is sorted only if a choice reads past it
+            best = max(groups, key=_score) if self.descending else min(groups, key=_score)
+            heapq.heappush(self.heap, (self._key(best), pos, ver))
             if len(self.heap) > 4 * len(self.runs) + 64:
                 self._build_heap()  # too many stale entries
 
-    def _sort(self, pos: int, groups: list[EGroup]) -> list[EGroup]:
-        run = sorted(groups, key=_score, reverse=self.descending)  # stable
-        self.sorted_runs[pos] = run
+    def _sorted(self, pos: int) -> list[EGroup]:
+        run = self.sorted_runs.get(pos)
+        if run is None:
+            run = self.sorted_runs[pos] = sorted(
+                self.runs[pos], key=_score, reverse=self.descending
+            )  # stable
         return run
 
     def _build_heap(self) -> None:
         heap = []
+        pick = max if self.descending else min
         for pos, groups in self.runs.items():
-            if not groups:
-                continue
-            run = self.sorted_runs.get(pos) or self._sort(pos, groups)
-            heap.append((self._key(run[0]), pos, self.version[pos]))
+            if groups:
+                heap.append((self._key(pick(groups, key=_score)), pos, self.version[pos]))
         heapq.heapify(heap)
         self.heap = heap
 
@@ -96,7 +112,6 @@ class TypeIndex:
             self._build_heap()
         heap = self.heap
         version = self.version
-        sorted_runs = self.sorted_runs
         descending = self.descending
         last = 1 << 60  # a position after every child's
         merge: list[tuple[int, int, int]] = []  # (key, position, index in its run)
@@ -110,14 +125,14 @@ class TypeIndex:
         while left > 0:
             while heap:
                 top = heap[0]
-                if version.get(top[1]) != top[2] or top[1] not in sorted_runs:
+                if version.get(top[1]) != top[2] or top[1] not in self.runs:
                     heapq.heappop(heap)  # stale
                     continue
                 if merge and (merge[0][0], merge[0][1]) < (top[0], top[1]):
                     break
                 heapq.heappop(heap)
                 taken.append(top)
-                runs[top[1]] = sorted_runs[top[1]]
+                runs[top[1]] = self._sorted(top[1])
                 heapq.heappush(merge, (top[0], top[1], 0))
                 break
             if not merge:
