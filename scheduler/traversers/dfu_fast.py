@@ -241,7 +241,7 @@ class FastTraverser(Traverser):
             ev = types.get(c.type)
             if ev is None:
                 ev = dfu.evals(c.type)
-            ev.add(EGroup(overall, avail, x_in, edges=[Edge(c, avail, avail, x_in, u)]))
+            ev.add(EGroup(overall, avail, x_in, False, "", [Edge(c, avail, avail, x_in, u)]))
             rc2 = 0
         return rc2
 

@@ -72,10 +72,14 @@ def take_slots(dfu_slot: Scoring, shape, label: str, n: int) -> list[EGroup] | N
                     return None
                 eg = egroups[ev.cursor]
                 e0 = eg.edges[0]
-                edges.append(Edge(e0.vertex, e0.count, e0.count, True, e0.parent))
+                # edges are never changed once made: one that already says "all of it,
+                # exclusively" is the slot's edge as it is
+                if e0.exclusive is not True or e0.needs != e0.count:
+                    e0 = Edge(e0.vertex, e0.count, e0.count, True, e0.parent)
+                edges.append(e0)
                 score += eg.score
                 j += e0.count
-        groups.append(EGroup(score, 1, True, label=label, edges=edges))
+        groups.append(EGroup(score, 1, True, False, label, edges))
     return groups
 
 
