@@ -28,7 +28,10 @@ class DfuUpdate(DfuImpl):
         self._ag_drop(u, jobid)
         sp = u.subplan
         if sp is None:
-            sp = u.subplan = PlannerMulti(0, INF, self._totals.get(u.uniq_id, {}))
+            u.subplan, sid = PlannerMulti.holding(0, INF, self._totals.get(u.uniq_id, {}), at,
+                                                  end - at, counts)
+            u.set_agspan(jobid, sid)
+            return
         u.set_agspan(jobid, sp.add_span(at, end - at, counts))
 
     def _ag_drop(self, u: Vertex, jobid: int) -> None:
