@@ -90,6 +90,7 @@ def run_policy(path: Path, policy: str, budget: float, gang_runs: int, mode: str
     del t, jobs
     for label in GANGS:
         took: list[float] = []
+        cpu: list[float] = []
         for _ in range(gang_runs):
             out = subprocess.run(
                 [
@@ -108,14 +109,16 @@ def run_policy(path: Path, policy: str, budget: float, gang_runs: int, mode: str
                 text=True,
                 check=True,
             )
-            ms = out.stdout.strip()
-            if not ms.replace(".", "", 1).isdigit():
-                print(f"  {policy:8s} {label}: {ms}")
+            ms = out.stdout.split()
+            if len(ms) != 2 or not ms[0].replace(".", "", 1).isdigit():
+                print(f"  {policy:8s} {label}: {out.stdout.strip()}")
                 break
-            took.append(float(ms))
+            took.append(float(ms[0]))
+            cpu.append(float(ms[1]))
         if took:
             print(f"  {policy:8s} {label}: median {statistics.median(took):.1f} ms, "
-                  f"min {min(took):.1f}, max {max(took):.1f} ({len(took)} runs)")
+                  f"min {min(took):.1f}, max {max(took):.1f} (CPU median "
+                  f"{statistics.median(cpu):.1f}, min {min(cpu):.1f}; {len(took)} runs)")
 
 
 GANGS = {
@@ -130,12 +133,13 @@ def one_gang(path: Path, policy: str, label: str, mode: str) -> None:
     g = traverser(path, policy, mode)
     req = from_jobspec(GANGS[label]())
     t0 = time.perf_counter()
+    c0 = time.process_time()
     try:
         g.match(req)
     except NoMatch as exc:
         print(f"no match ({exc})")
         return
-    print(f"{(time.perf_counter() - t0) * 1e3:.1f}")
+    print(f"{(time.perf_counter() - t0) * 1e3:.1f} {(time.process_time() - c0) * 1e3:.1f}")
 
 
 def main() -> None:
