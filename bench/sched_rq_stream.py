@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import resource
 import shlex
 import shutil
 import subprocess
@@ -65,6 +66,13 @@ SINGLE = {
 }
 
 
+def _children_cpu() -> float:
+    """CPU seconds of the finished child processes (steadier than wall time on a shared
+    machine)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=200)
@@ -96,11 +104,14 @@ def main() -> None:
     argv = [*shlex.split(args.cmd), "-L", str(graph), "-S", "CA", "-P", args.policy, "-d",
             "-t", str(out)]
     t0 = time.perf_counter()
+    cpu0 = _children_cpu()
     with open(work / "cmds.in") as stdin:
         proc = subprocess.run(argv, stdin=stdin, capture_output=True, text=True)
     elapsed = time.perf_counter() - t0
+    cpu = _children_cpu() - cpu0
     print(f"{' '.join(argv[:2])}: {args.jobs} matches on {args.nodes} nodes ({args.policy}) "
-          f"in {elapsed:.2f} s = {elapsed / args.jobs * 1e3:.2f} ms/match (exit {proc.returncode})")
+          f"in {elapsed:.2f} s = {elapsed / args.jobs * 1e3:.2f} ms/match, CPU {cpu:.2f} s "
+          f"(whole process, graph load included; exit {proc.returncode})")
     others = [p for p in work.glob("out.*.R") if p != out]
     for other in others:
         same = filecmp.cmp(out, other, shallow=False)
