@@ -101,6 +101,44 @@ class RootIndex:
                 ti.set_child(pos, groups, qual, total)
 
 
+class _Template:
+    """The outcome of one untouched leaf parent's walk, for every other of its shape."""
+
+    __slots__ = (
+        "ok",
+        "x",
+        "avail",
+        "overall",
+        "empty_types",
+        "marks",
+        "preorder",
+        "postorder",
+        "enforced",
+    )
+
+    def __init__(
+        self,
+        ok: bool,
+        x: bool,
+        avail: int,
+        overall: int,
+        empty_types: tuple,
+        marks: list[tuple[int, tuple[int, bool]]],
+        preorder: int,
+        postorder: int,
+        enforced: int,
+    ) -> None:
+        self.ok = ok
+        self.x = x
+        self.avail = avail
+        self.overall = overall  # less the node-centric score it was entered with
+        self.empty_types = empty_types  # types its outcome names without a group
+        self.marks = marks  # (child position, (needs, exclusive)) of the edges it marked
+        self.preorder = preorder
+        self.postorder = postorder
+        self.enforced = enforced
+
+
 class _Fallback(Exception):
     """The index cannot stand for this walk (see RootIndex); run the plain walk."""
 
@@ -123,6 +161,132 @@ class FastTraverser(Traverser):
         super()._reinit()
         self._subtree_cache = _TrackedCache()
         self._indexes = {}
+        self._shapes: dict[int, tuple | None] = {}  # see _leaf_shape
+        self._templates: dict[tuple, _Template | None] = {}
+
+    def _invalidate(self, u: Vertex | None) -> None:
+        # a status changed at or below u: the shapes of u and its ancestors name statuses
+        v = u
+        while v is not None:
+            self._shapes.pop(v.uniq_id, None)
+            v = v.parent
+        super()._invalidate(u)
+
+    # ----------------------------------------- untouched leaf parents, by shape
+    def _leaf_shape(self, u: Vertex) -> tuple | None:
+        """What the walk of ``u`` reads of ``u`` and its children when nothing is held
+        below it: types, ids, sizes and statuses (None when a child has children)."""
+        uid = u.uniq_id
+        if uid in self._shapes:
+            return self._shapes[uid]
+        kids = u.children
+        shape = None
+        if not any(c.children for c in kids):
+            shape = (
+                u.type,
+                u.id,
+                u.size,
+                u.status,
+                tuple([(c.type, c.id, c.size, c.status) for c in kids]),
+            )
+        self._shapes[uid] = shape
+        return shape
+
+    def _dom_dfv(
+        self,
+        m: JobMeta,
+        u: Vertex,
+        resources: list[Request],
+        pristine: bool,
+        excl: bool,
+        to_parent: Scoring,
+    ) -> tuple[bool, bool]:
+        """An untouched vertex whose children are leaves (a socket of cores, with nothing
+        held below it: its x_checker has no span) scores as every other of its shape:
+        the first one's walk is kept as a template (its marks by child position) and
+        replayed for the others. A fresh graph's gang walks one socket of each shape
+        instead of 10,000."""
+        if (
+            not self._index_ok
+            or u.parent is None
+            or not u.children
+            or (u.x_checker is not None and u.x_checker.span_count)
+            or (self.policy.node_centric and u.type == "node")
+        ):
+            return super()._dom_dfv(m, u, resources, pristine, excl, to_parent)
+        shape = self._leaf_shape(u)
+        if shape is None:
+            return super()._dom_dfv(m, u, resources, pristine, excl, to_parent)
+        # every score below u moves with the node-centric score it is entered with, the
+        # order among them does not: the template keeps scores relative to it
+        key = (self._cache_policy, self._sig(resources), pristine, excl, m.alloc, m.sat, shape)
+        tpl = self._templates.get(key, False)
+        if tpl is False:
+            return self._template_walk(key, m, u, resources, pristine, excl, to_parent)
+        if tpl is None:
+            return super()._dom_dfv(m, u, resources, pristine, excl, to_parent)
+        self.preorder += tpl.preorder
+        self.postorder += tpl.postorder
+        self._enforced += tpl.enforced
+        self._visited.add(u.uniq_id)
+        if tpl.marks:
+            marks = self._marks
+            kids = u.children
+            uid = u.uniq_id
+            for i, val in tpl.marks:
+                c = kids[i]
+                k = (uid, c.uniq_id)
+                if k not in marks:
+                    self._mark_edges.append((u, c))
+                marks[k] = val
+        if tpl.ok:
+            for t in tpl.empty_types:
+                to_parent.evals(t)
+            to_parent.avail = tpl.avail
+            to_parent.overall = tpl.overall + self.policy.ml_scores
+        return tpl.ok, tpl.x
+
+    def _template_walk(
+        self,
+        key: tuple,
+        m: JobMeta,
+        u: Vertex,
+        resources: list[Request],
+        pristine: bool,
+        excl: bool,
+        to_parent: Scoring,
+    ) -> tuple[bool, bool]:
+        pre, post, enforced = self.preorder, self.postorder, self._enforced
+        ml, last = self.policy.ml_scores, self.policy.last_factor
+        start = len(self._mark_edges)
+        probe = Scoring()
+        ok, x = self._dom_dfv_walk(m, u, resources, pristine, excl, probe)
+        if ok:
+            to_parent.merge(probe)
+            to_parent.avail = probe.avail
+            to_parent.overall = probe.overall
+        tpl = None
+        edges = self._mark_edges[start:]
+        if (
+            all(pe is u for pe, _ce in edges)
+            and self.policy.ml_scores == ml
+            and self.policy.last_factor == last
+            and not any(ev.egroups for ev in probe.types.values())
+        ):
+            pos = {c.uniq_id: i for i, c in enumerate(u.children)} if edges else {}
+            tpl = _Template(
+                ok,
+                x,
+                probe.avail,
+                probe.overall - ml,
+                tuple(probe.types),
+                [(pos[ce.uniq_id], self._marks[(u.uniq_id, ce.uniq_id)]) for _pe, ce in edges],
+                self.preorder - pre,
+                self.postorder - post,
+                self._enforced - enforced,
+            )
+        self._templates[key] = tpl
+        return ok, x
 
     # ------------------------------------------------------------ the walk
     def _select(self, req, m: JobMeta, excl: bool) -> tuple[int, int, bool]:
@@ -131,6 +295,7 @@ class FastTraverser(Traverser):
         key = (p.name, p.high, p.node_centric, p.node_exclusive, exhaustive, p.stable_ties)
         if key != self._cache_policy:  # the service changes policy between matches
             self._subtree_cache.clear()
+            self._templates.clear()
             self._cache_policy = key
         self._cacheable = exhaustive
         self._index_ok = (

@@ -6,8 +6,10 @@ random streams of allocations and cancels, every fast placement
 - scores the same as exact mode's (Fluxion's tie order) at every level: per requested
   type, the same total of Fluxion's vertex scores (id + 1, plus the node-centric factor
   of the node above it), as Fluxion's dfu_match_policy defines them;
-- is the plain walk's with the same tie rule: the index it keeps across matches
-  (traversers/dfu_fast.py) changes nothing but the speed.
+- is the plain walk's with the same tie rule: the index it keeps across matches and the
+  templates of untouched sockets (traversers/dfu_fast.py) change nothing but the speed.
+
+Streams interleave allocations, cancels and vertices going down and up.
 
 Exact mode is kept in the fast traverser's state by replaying each fast placement into it
 (Fluxion's ``update``), so both answer every request from the same state. Derandomized
@@ -98,6 +100,7 @@ STEP = st.one_of(
         st.just("alloc"), st.sampled_from(sorted(SHAPES)), st.integers(1, 3), st.integers(1, 3)
     ),
     st.tuples(st.just("cancel"), st.integers(0, 1000)),
+    st.tuples(st.just("toggle"), st.integers(0, 10000)),  # a vertex down, or back up
 )
 
 
@@ -164,6 +167,13 @@ def test_fast_placements_are_valid_and_score_as_exact_mode(policy, dims, steps):
                 for t in (fast, plain, exact):
                     t.cancel(j)
                 held = {u: k for u, k in held.items() if k != j}
+            continue
+        if step[0] == "toggle":
+            vs = [v for v in fast.g.vertices if v.parent is not None]
+            v = vs[step[1] % len(vs)]
+            status = "up" if v.status == "down" else "down"
+            for t in (fast, plain, exact):
+                t.set_status(v.path, status)
             continue
         _op, shape, a, b = step
         js = SHAPES[shape](a, b)
