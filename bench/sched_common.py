@@ -48,6 +48,13 @@ def single_core() -> dict:
                      "with": [{"type": "core", "count": 1}]}])
 
 
+def whole_node() -> dict:
+    """One node, exclusively, all of its cores in one slot (the whole-node stream)."""
+    return jobspec([{"type": "node", "count": 1, "exclusive": True, "with": [
+        {"type": "slot", "count": 1, "label": "task",
+         "with": [{"type": "socket", "count": 2, "with": [{"type": "core", "count": 32}]}]}]}])
+
+
 def gang_nodes(n: int) -> dict:
     return jobspec([{"type": "node", "count": n, "with": [
         {"type": "slot", "count": 1, "label": "task",

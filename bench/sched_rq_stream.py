@@ -1,10 +1,12 @@
 """Time `resource-query` on a generated GRUG graph and a stream of match commands.
 
     .venv/bin/python bench/sched_rq_stream.py [--nodes 200] [--jobs 500] [--policy first]
+        [--shape mixed|core1|node1x|gang1000] [--cancel-every 3] [--op allocate_orelse_reserve]
         [--cmd 'fluxnode resource-query'] [--keep DIR]
 
-Writes the graph, a few jobspec shapes and a command file (allocate_orelse_reserve for
-each job, cancelling every third), then runs the command with the same arguments
+Writes the graph, the jobspec shapes and a command file (``--op`` for each job, the
+shapes in turn with ``mixed``, cancelling every ``--cancel-every``-th job, 0 for never),
+then runs the command with the same arguments
 Fluxion's resource-query takes; run it again with --cmd /path/to/resource-query to
 compare with Fluxion side by side (the -t outputs are byte-compared when both ran).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import resource
 import shlex
 import shutil
 import subprocess
@@ -22,7 +25,7 @@ import time
 from pathlib import Path
 
 import yaml
-from sched_common import jobspec, write_grug
+from sched_common import gang_nodes, jobspec, single_core, whole_node, write_grug
 
 SHAPES = {
     "core1": [
@@ -55,24 +58,45 @@ SHAPES = {
 }
 
 
+# the issue-14 figures: single cores, whole nodes, one 1,000-node gang
+SINGLE = {
+    "core1": single_core()["resources"],
+    "node1x": whole_node()["resources"],
+    "gang1000": gang_nodes(1000)["resources"],
+}
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the finished child processes (steadier than wall time on a shared
+    machine)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=500)
     ap.add_argument("--policy", default="first")
+    ap.add_argument("--shape", choices=["mixed", *SINGLE], default="mixed")
+    ap.add_argument("--cancel-every", type=int, default=3, help="cancel every Nth job (0: never)")
+    ap.add_argument("--op", default="allocate_orelse_reserve",
+                    choices=["allocate", "allocate_orelse_reserve"])
     ap.add_argument("--cmd", default=f"{sys.executable} -m fluxnode resource-query")
     ap.add_argument("--keep", type=Path, help="write the inputs/outputs here instead of a temp dir")
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="rq-stream-"))
     work.mkdir(parents=True, exist_ok=True)
     graph = write_grug(work / "graph.graphml", args.nodes)
-    names = sorted(SHAPES)
+    shapes = SHAPES if args.shape == "mixed" else {args.shape: SINGLE[args.shape]}
+    names = sorted(shapes)
     for name in names:
-        (work / f"{name}.yaml").write_text(yaml.safe_dump(jobspec(SHAPES[name], duration=3600)))
+        (work / f"{name}.yaml").write_text(yaml.safe_dump(jobspec(shapes[name], duration=3600)))
     lines = []
+    every = args.cancel_every
     for i in range(args.jobs):
-        lines.append(f"match allocate_orelse_reserve {work / names[i % len(names)]}.yaml")
-        if i % 3 == 2:
+        lines.append(f"match {args.op} {work / names[i % len(names)]}.yaml")
+        if every and i % every == every - 1:
             lines.append(f"cancel {i}")
     lines.append("quit")
     (work / "cmds.in").write_text("\n".join(lines) + "\n")
@@ -80,11 +104,14 @@ def main() -> None:
     argv = [*shlex.split(args.cmd), "-L", str(graph), "-S", "CA", "-P", args.policy, "-d",
             "-t", str(out)]
     t0 = time.perf_counter()
+    cpu0 = _children_cpu()
     with open(work / "cmds.in") as stdin:
         proc = subprocess.run(argv, stdin=stdin, capture_output=True, text=True)
     elapsed = time.perf_counter() - t0
+    cpu = _children_cpu() - cpu0
     print(f"{' '.join(argv[:2])}: {args.jobs} matches on {args.nodes} nodes ({args.policy}) "
-          f"in {elapsed:.2f} s = {elapsed / args.jobs * 1e3:.2f} ms/match (exit {proc.returncode})")
+          f"in {elapsed:.2f} s = {elapsed / args.jobs * 1e3:.2f} ms/match, CPU {cpu:.2f} s "
+          f"(whole process, graph load included; exit {proc.returncode})")
     others = [p for p in work.glob("out.*.R") if p != out]
     for other in others:
         same = filecmp.cmp(out, other, shallow=False)

@@ -100,6 +100,35 @@ class Planner:
         # them, refreshing their count, at the next avail_time_first or span change)
         self._tracked: list[int] | None = None
 
+    @classmethod
+    def holding(cls, base_time: int, duration: int, total: int, resource_type: str,
+                start: int, span_duration: int, request: int) -> Planner:
+        """A new planner with one span planned (span id 1): what ``Planner(...)`` then
+        ``add_span(...)`` give, in one call. The update walk makes two of these for most
+        vertices a job takes (its schedule and x_checker), 140 for a whole node."""
+        last = start + span_duration
+        end = base_time + duration
+        if (duration < 1 or not 0 <= total <= INT64_MAX or span_duration < 1
+                or start < base_time or last - 1 > end or not 0 <= request <= total):
+            p = cls(base_time, duration, total, resource_type)  # raises what is wrong
+            p.add_span(start, span_duration, request)
+            return p
+        p = cls.__new__(cls)
+        p._base = base_time
+        p._end = _shared_end(end)
+        p._total = total
+        p._type = resource_type
+        if start == base_time:
+            p._at, p._rem, p._ref = [base_time, last], [total - request, total], [2, 1]
+        else:
+            p._at, p._rem, p._ref = [base_time, start, last], [total, total - request, total], \
+                [1, 1, 1]
+        p._spans = {1: (start, last, request)}
+        p._counter = 1
+        p._planned = request
+        p._iter = p._key = p._tracked = None
+        return p
+
     # ---------------------------------------------------------------- getters
 
     @property

@@ -59,6 +59,30 @@ class PlannerMulti:
         self._counter = 0
         self._iter: tuple[int, list[int]] | None = None  # duration, counts
 
+    @classmethod
+    def holding(cls, base_time: int, duration: int, totals: dict[str, int], start: int,
+                span_duration: int, request: dict[str, int]) -> tuple[PlannerMulti, int]:
+        """A new multi-planner with one span planned: ``PlannerMulti(...)`` then
+        ``add_span(...)`` in one pass, each type's planner made with its span
+        (``Planner.holding``). Returns it and the span id. A gang's update walk makes one
+        for each node and socket it takes."""
+        if (duration < 1 or type(totals) is not dict or type(request) is not dict
+                or not request.keys() <= totals.keys()):
+            mp = cls(base_time, duration, totals)  # the general path says what is wrong
+            return mp, mp.add_span(start, span_duration, request)
+        mp = cls.__new__(cls)
+        mp._base, mp._duration = base_time, duration
+        mp._planners = [
+            Planner.holding(base_time, duration, total, rtype, start, span_duration,
+                            request.get(rtype, 0))
+            for rtype, total in totals.items()
+        ]
+        mp._index = _shared_index(list(totals))
+        mp._spans = {0: [1] * len(mp._planners)}
+        mp._counter = 1
+        mp._iter = None
+        return mp, 0
+
     # ---------------------------------------------------------------- getters
 
     @property

@@ -46,9 +46,14 @@ class Policy:
     exclusive_types: set[str] = field(default_factory=set)
     ml_scores: int = 0
     last_factor: int = 0
+    #: The tie rule among equal scores: False keeps Fluxion's (the order its unstable
+    #: std::sort leaves, replayed by stdsort); True is the fast mode's (the candidate met
+    #: first in the walk, i.e. the lowest vertex id, wins: a stable sort). Scores, and so
+    #: every level's choice up to ties, are the same either way.
+    stable_ties: bool = False
 
     @classmethod
-    def parse(cls, name: str) -> Policy:
+    def parse(cls, name: str, stable_ties: bool = False) -> Policy:
         spec = NAMED.get(name, name)
         opts: dict[str, str] = {}
         for word in spec.replace(",", " ").split():
@@ -67,7 +72,7 @@ class Policy:
                 node_centric=opts.get("node_centric") == "true",
                 node_exclusive=opts.get("node_exclusive") == "true",
                 stop_on_1=opts.get("stop_on_1_matches") == "true",
-                variation=opts.get("variation") == "true")
+                variation=opts.get("variation") == "true", stable_ties=stable_ties)
         if p.node_exclusive:
             p.exclusive_types.add("node")
         return p
@@ -90,7 +95,7 @@ class Policy:
                 if count == 0:
                     score = MATCH_UNMET
                     break
-                dfu.choose_best_k(c.type, count, self.high)
+                dfu.choose_best_k(c.type, count, self.high, self.stable_ties)
         if self.node_centric and u.type == "node":
             self.ml_scores -= self.last_factor
         if score != MATCH_MET:
@@ -113,7 +118,7 @@ class Policy:
     def finish_slot(self, dfu: Scoring) -> None:
         # Fluxion's variation-aware policy keeps the default (descending) order here
         for t in dfu.sorted_types():
-            dfu.choose_all(t, True if self.variation else self.high)
+            dfu.choose_all(t, True if self.variation else self.high, self.stable_ties)
 
     def finish_graph(self, resources: list[Request], dfu: Scoring) -> bool:
         score = MATCH_MET
@@ -122,7 +127,7 @@ class Policy:
             if count == 0:
                 score = MATCH_UNMET
                 break
-            dfu.choose_best_k(r.type, count, self.high)
+            dfu.choose_best_k(r.type, count, self.high, self.stable_ties)
         dfu.overall = score
         self.ml_scores = 0
         return score == MATCH_MET

@@ -63,12 +63,20 @@ class Evals:
         self.total += o.total
         self.egroups.extend(o.egroups)
 
-    def choose_best_k(self, k: int, descending: bool, partial: bool = False) -> bool:
+    def choose_best_k(self, k: int, descending: bool, partial: bool = False,
+                      stable: bool = False) -> bool:
         """Order the groups best first and mark the best ``k`` units. ``partial``: only
         the chosen groups are read afterwards, so only their positions are sorted
-        (every group holds at least one unit, so they are within the first ``k``)."""
+        (every group holds at least one unit, so they are within the first ``k``).
+
+        ``stable``: the fast mode's tie rule (see policies.fast_index): among equal
+        scores the group met first in the walk comes first (a stable sort), instead
+        of the order libstdc++'s unstable ``std::sort`` leaves (Fluxion's)."""
         if k == 0 or k > self.qual:
             return False
+        if stable:
+            self.egroups.sort(key=_score, reverse=descending)  # stable, also reversed
+            return self._take(k)
         orig = list(self.egroups) if partial else None
         std_sort(self.egroups, _score, descending, k if partial else None)
         i = 0
@@ -78,6 +86,20 @@ class Evals:
                 self.egroups[:] = orig
                 return self.choose_best_k(k, descending)
             eg = self.egroups[i]
+            eg.needs = left if left <= eg.count else eg.count
+            left -= eg.count
+            i += 1
+        self.best_k = k
+        self.best_i = i
+        return True
+
+    def _take(self, k: int) -> bool:
+        """Mark the first ``k`` units of the (ordered) groups as chosen."""
+        i = 0
+        left = k
+        groups = self.egroups
+        while left > 0:
+            eg = groups[i]
             eg.needs = left if left <= eg.count else eg.count
             left -= eg.count
             i += 1
@@ -125,13 +147,13 @@ class Scoring:
         ev = self.types.get(t)
         return ev.total if ev else 0
 
-    def choose_best_k(self, t: str, k: int, descending: bool) -> None:
-        if self.evals(t).choose_best_k(k, descending, partial=True):
+    def choose_best_k(self, t: str, k: int, descending: bool, stable: bool = False) -> None:
+        if self.evals(t).choose_best_k(k, descending, partial=True, stable=stable):
             self.hier = True
 
-    def choose_all(self, t: str, descending: bool) -> None:
+    def choose_all(self, t: str, descending: bool, stable: bool = False) -> None:
         ev = self.evals(t)
-        if ev.choose_best_k(ev.qual, descending):
+        if ev.choose_best_k(ev.qual, descending, stable=stable):
             self.hier = True
 
     def merge(self, o: Scoring) -> None:

@@ -28,8 +28,9 @@ from fluxnode.scheduler.service.slot_kinds import (
     split_slot_kinds,
     widest_slot,
 )
-from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser, TraverserError
+from fluxnode.scheduler.traversers.dfu import NoMatch, TraverserError
 from fluxnode.scheduler.traversers.dfu import Unsatisfiable as LibUnsatisfiable
+from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 
 # Pods have no known end, but the planner needs finite spans to find the earliest
 # start of a reservation; every allocation runs [0, HORIZON) on a clock that never
@@ -107,7 +108,8 @@ class LiveGraph:
         self._unusable: set[int] = set()  # down or drained: "down" to the traverser
         self._capacity: list[dict] | None = None
         self._graph = flat_graph(self._nodes.values())
-        self._traverser = Traverser(self._graph, "first")
+        # the exhaustive policies in fast mode (ties to the lowest id, docs/scheduler.md)
+        self._traverser = FastTraverser(self._graph, "first")
         self._policies: dict[str, Policy] = {}
         self._parts: dict[int, list[int]] = {}  # service id -> traverser job ids
         self._index: dict[int, dict[tuple[str, int], object]] = {}  # rank -> (type, id) -> vertex
@@ -193,7 +195,7 @@ class LiveGraph:
 
     def _match(self, jobspec: Jobspec, policy: str, op: str) -> tuple[int, object]:
         if policy not in self._policies:
-            self._policies[policy] = Policy.parse(policy)
+            self._policies[policy] = Policy.parse(policy, stable_ties=True)  # fast mode
         self._traverser.policy = self._policies[policy]
         part = self._part_id()
         try:

@@ -52,6 +52,37 @@ def take_slot(dfu_slot: Scoring, shape, label: str = "") -> EGroup | None:
     return EGroup(score, 1, True, label=label, edges=edges)
 
 
+def take_slots(dfu_slot: Scoring, shape, label: str, n: int) -> list[EGroup] | None:
+    """``n`` calls of :func:`take_slot` (the same groups), with each type's count worked
+    out once: a socket's 32 single-core slots are rebuilt on every match that changed it."""
+    plan = []
+    for elem in shape:
+        ev = dfu_slot.evals(elem.type)
+        plan.append((ev, ev.egroups, calc_count(elem, ev.qual)))
+    groups: list[EGroup] = []
+    for _ in range(n):
+        edges: list[Edge] = []
+        score = MATCH_MET
+        for ev, egroups, count in plan:
+            j = 0
+            while j < count:
+                ev.cursor += 1
+                if ev.cursor >= len(egroups):
+                    ev.cursor = len(egroups)
+                    return None
+                eg = egroups[ev.cursor]
+                e0 = eg.edges[0]
+                # edges are never changed once made: one that already says "all of it,
+                # exclusively" is the slot's edge as it is
+                if e0.exclusive is not True or e0.needs != e0.count:
+                    e0 = Edge(e0.vertex, e0.count, e0.count, True, e0.parent)
+                edges.append(e0)
+                score += eg.score
+                j += e0.count
+        groups.append(EGroup(score, 1, True, False, label, edges))
+    return groups
+
+
 @dataclass(slots=True)
 class _Level:
     """One request level as the walk asks about it (see DfuSelect._level)."""
@@ -263,12 +294,9 @@ class DfuSelect(DfuImpl):
             qual = fit if qual is None else min(qual, fit)
             ev.reset()
         qual = qual or 0
-        groups = []
-        for _ in range(qual):
-            group = take_slot(dfu_slot, shape, label)
-            if group is None:
-                return -1
-            groups.append(group)
+        groups = take_slots(dfu_slot, shape, label, qual)
+        if groups is None:
+            return -1
         for g in groups:
             dfu.add("slot", g)
         return 0 if qual else -1

@@ -28,7 +28,10 @@ class DfuUpdate(DfuImpl):
         self._ag_drop(u, jobid)
         sp = u.subplan
         if sp is None:
-            sp = u.subplan = PlannerMulti(0, INF, self._totals.get(u.uniq_id, {}))
+            u.subplan, sid = PlannerMulti.holding(0, INF, self._totals.get(u.uniq_id, {}), at,
+                                                  end - at, counts)
+            u.set_agspan(jobid, sid)
+            return
         u.set_agspan(jobid, sp.add_span(at, end - at, counts))
 
     def _ag_drop(self, u: Vertex, jobid: int) -> None:
@@ -109,14 +112,19 @@ class DfuUpdate(DfuImpl):
             if x:
                 n += 1
                 if u.schedule is None:
-                    u.schedule = Planner(0, INF, u.size, u.type)
-                u.hold_units(jobid, u.schedule.add_span(at, duration, needs), allocating)
+                    u.schedule = Planner.holding(0, INF, u.size, u.type, at, duration, needs)
+                    u.hold_units(jobid, 1, allocating)
+                else:
+                    u.hold_units(jobid, u.schedule.add_span(at, duration, needs), allocating)
             if n > 0:
                 uid = u.uniq_id
                 subtree_cache.pop(uid, None)
                 if u.x_checker is None:
-                    u.x_checker = Planner(0, INF, X_CHECKER_NJOBS, "x_checker")
-                u.hold(jobid, u.x_checker.add_span(at, duration, 1))
+                    u.x_checker = Planner.holding(0, INF, X_CHECKER_NJOBS, "x_checker", at,
+                                                  duration, 1)
+                    u.hold(jobid, 1)
+                else:
+                    u.hold(jobid, u.x_checker.add_span(at, duration, 1))
                 if agg:
                     self._ag_put(u, jobid, at, end, agg)  # reads agg, keeps no reference
                 job_vertices[uid] = u

@@ -433,3 +433,31 @@ def test_avail_lower_bound_counts_every_span_at_once() -> None:
     assert p.avail_lower_bound() == 0
     p.reset(0, 1000)
     assert p.avail_lower_bound() == 2
+
+
+@pytest.mark.parametrize(
+    ("start", "duration", "units"),
+    [(0, 10, 3), (5, 10, 4), (0, INT64_MAX - 1, 1), (7, 1, 0), (0, 1, 4)],
+)
+def test_holding_is_a_new_planner_with_one_span(start, duration, units) -> None:
+    """Planner.holding (the update walk's one call) is Planner() then add_span()."""
+    made = Planner(0, INT64_MAX, 4, "core")
+    sid = made.add_span(start, duration, units)
+    held = Planner.holding(0, INT64_MAX, 4, "core", start, duration, units)
+    assert sid == 1 and held == made
+    assert held.span(1) == made.span(1)
+    assert held.avail_resources_during(start, duration) == 4 - units
+    held.rem_span(1)
+    made.rem_span(1)
+    assert held == made and held.points() == [(0, 4)]
+
+
+@pytest.mark.parametrize(
+    ("start", "duration", "units", "errnum"),
+    [(0, 10, 5, errno.ERANGE), (-1, 10, 1, errno.EINVAL), (0, 0, 1, errno.EINVAL),
+     (0, 10, -1, errno.ERANGE)],
+)
+def test_holding_refuses_what_add_span_refuses(start, duration, units, errnum) -> None:
+    with pytest.raises(PlannerError) as exc:
+        Planner.holding(0, INT64_MAX, 4, "core", start, duration, units)
+    assert exc.value.errno == errnum

@@ -189,3 +189,37 @@ def test_random_against_single_planners() -> None:
                 break
             c = core.avail_time_next()
         assert t == expected
+
+
+@pytest.mark.parametrize(
+    ("start", "duration", "counts"),
+    [(0, 10, {"core": 3, "node": 1}), (5, 10, {"core": 4}), (0, INT64_MAX - 1, {}),
+     (2, 1, {"node": 2})],
+)
+def test_holding_is_a_new_multi_planner_with_one_span(start, duration, counts) -> None:
+    """PlannerMulti.holding (the update walk's one call) is PlannerMulti() then add_span()."""
+    totals = {"core": 4, "node": 2}
+    made = PlannerMulti(0, INT64_MAX, totals)
+    sid = made.add_span(start, duration, counts)
+    held, hid = PlannerMulti.holding(0, INT64_MAX, totals, start, duration, counts)
+    assert hid == sid
+    assert held.spans() == made.spans()
+    assert held.span_planned(hid) == made.span_planned(sid)
+    for t in totals:
+        assert held.planner(t) == made.planner(t)
+    assert held.avail_resources_during(start, duration) == {
+        t: n - counts.get(t, 0) for t, n in totals.items()
+    }
+    assert held.add_span(start, duration, {"core": 0}) == made.add_span(start, duration,
+                                                                         {"core": 0})
+    held.rem_span(hid)
+    assert held.avail_resources_during(start, duration) == totals
+
+
+def test_holding_refuses_what_add_span_refuses() -> None:
+    with pytest.raises(PlannerError) as exc:
+        PlannerMulti.holding(0, INT64_MAX, {"core": 4}, 0, 10, {"core": 5})
+    assert exc.value.errno == errno.ERANGE
+    with pytest.raises(PlannerError) as exc:
+        PlannerMulti.holding(0, INT64_MAX, {"core": 4}, 0, 10, {"gpu": 1})
+    assert exc.value.errno == errno.EINVAL

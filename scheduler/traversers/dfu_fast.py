@@ -1,0 +1,571 @@
+"""The fast mode of the exhaustive policies: the root's candidates kept across matches.
+
+An exhaustive policy (low, high, lonode, hinode, lonodex, hinodex, locality) scores every
+candidate of every match, and Fluxion breaks ties among equal scores by whatever order
+its unstable ``std::sort`` leaves, which exact mode replays (``policies.stdsort``). To
+replay that order the whole candidate list must exist and be sorted on every match:
+~10 matches/s on 5,000 nodes.
+
+Fast mode keeps the scores and changes only the tie rule: among equal scores, the
+candidate met first in the walk (the lowest vertex id) wins (``Policy.stable_ties``: a
+stable sort everywhere). A stable order is a property of each child's candidates alone,
+so the root no longer needs them all at once: per request level, job window and policy,
+:class:`RootIndex` keeps every root child's outcome of the walk (ok or not, its
+candidate groups per type, the edges it marked) and, per type, those groups sorted per
+child with a heap of the children by their best group (``policies.indexed_evals``).
+A match re-walks only the children whose subtree changed since (the update and release
+walks report every vertex they touch through the subtree cache's ``pop``, see
+:class:`_TrackedCache`), then chooses with a k-way merge that reads ``k`` groups.
+
+What a fast match returns is what the walk with stable ties returns (same vertices, same
+output), so every level's choice has the score exact mode's has; tests/scheduler/
+policies/test_fast_mode_properties.py checks both on random graphs and streams.
+
+Used only where it pays and is the same: exhaustive policy with ``stable_ties``, no
+constraints (they are per job), the root not a node, and the root not where a slot sits
+(its candidates then are not kept per child). Anything else runs the plain walk.
+"""
+
+from __future__ import annotations
+
+from fluxnode.scheduler.graph.resource_graph import Vertex
+from fluxnode.scheduler.jobspec.request import Request
+from fluxnode.scheduler.policies.indexed_evals import IndexedEvals, TypeIndex
+from fluxnode.scheduler.policies.scoring import MATCH_MET, Edge, EGroup, Scoring
+from fluxnode.scheduler.traversers.dfu import Traverser
+from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, JobMeta, free_during
+
+# Requests (levels x windows x policies) whose root index is kept; the oldest goes first.
+MAX_INDEXES = 8
+
+
+class _TrackedCache(dict):
+    """The subtree cache, telling every root index which vertices' state changed: the
+    update and release walks ``pop`` each vertex they touch (and its ancestors)."""
+
+    __slots__ = ("sinks",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sinks: dict[int, set[int]] = {}  # id(set) -> set: by identity
+
+    def pop(self, key, default=None):
+        for s in self.sinks.values():
+            s.add(key)
+        return dict.pop(self, key, default)
+
+
+class _Child:
+    """One root child's outcome of the walk for one request level and window."""
+
+    __slots__ = ("ok", "x", "types", "marks")
+
+    def __init__(
+        self,
+        ok: bool,
+        x: bool,
+        types: dict[str, tuple[list[EGroup], int, int]],
+        marks: list[tuple[Vertex, Vertex, tuple[int, bool]]],
+    ) -> None:
+        self.ok = ok
+        self.x = x
+        self.types = types  # type -> (groups in walk order, qualified units, total units)
+        self.marks = marks  # the edges its walk marked (a node choosing its sockets...)
+
+
+class RootIndex:
+    """Every root child's outcome for one request level, window and policy."""
+
+    __slots__ = ("children", "types", "dirty", "fresh", "pos_of", "descending")
+
+    def __init__(self, root: Vertex, descending: bool) -> None:
+        self.children: list[_Child | None] = [None] * len(root.children)
+        self.pos_of = {c.uniq_id: i for i, c in enumerate(root.children)}
+        self.types: dict[str, TypeIndex] = {}
+        self.dirty: set[int] = set()  # uniq_ids popped from the subtree cache since
+        self.fresh = True  # nothing computed yet
+        self.descending = descending
+
+    def set_child(self, pos: int, child: _Child | None) -> None:
+        old = self.children[pos]
+        if old is not None and old.ok:
+            for t in old.types:
+                if child is None or not child.ok or t not in child.types:
+                    self.types[t].set_child(pos, None)
+        self.children[pos] = child
+        if child is not None and child.ok:
+            for t, (groups, qual, total) in child.types.items():
+                ti = self.types.get(t)
+                if ti is None:
+                    ti = self.types[t] = TypeIndex(self.descending)
+                ti.set_child(pos, groups, qual, total)
+
+
+class _Template:
+    """The outcome of one untouched leaf parent's walk, for every other of its shape."""
+
+    __slots__ = (
+        "ok",
+        "x",
+        "avail",
+        "overall",
+        "empty_types",
+        "marks",
+        "preorder",
+        "postorder",
+        "enforced",
+    )
+
+    def __init__(
+        self,
+        ok: bool,
+        x: bool,
+        avail: int,
+        overall: int,
+        empty_types: tuple,
+        marks: list[tuple[int, tuple[int, bool]]],
+        preorder: int,
+        postorder: int,
+        enforced: int,
+    ) -> None:
+        self.ok = ok
+        self.x = x
+        self.avail = avail
+        self.overall = overall  # less the node-centric score it was entered with
+        self.empty_types = empty_types  # types its outcome names without a group
+        self.marks = marks  # (child position, (needs, exclusive)) of the edges it marked
+        self.preorder = preorder
+        self.postorder = postorder
+        self.enforced = enforced
+
+
+class _Fallback(Exception):
+    """The index cannot stand for this walk (see RootIndex); run the plain walk."""
+
+
+class FastTraverser(Traverser):
+    """A Traverser whose exhaustive policies with ``stable_ties`` use a kept root index.
+
+    With ``Policy.stable_ties`` False (exact mode) it is the plain Traverser."""
+
+    def __init__(self, graph, policy="first", *args, **kwargs) -> None:
+        self._indexes: dict[tuple, RootIndex] = {}
+        self._cache_policy: tuple | None = None
+        self._index_ok = False
+        self._root_index: RootIndex | None = None
+        self._root_dfu: Scoring | None = None
+        self._replayed: set[int] = set()
+        super().__init__(graph, policy, *args, **kwargs)
+
+    def _reinit(self) -> None:
+        super()._reinit()
+        self._subtree_cache = _TrackedCache()
+        self._indexes = {}
+        self._shapes: dict[int, tuple | None] = {}  # see _leaf_shape
+        self._templates: dict[tuple, _Template | None] = {}
+
+    def _invalidate(self, u: Vertex | None) -> None:
+        # a status changed at or below u: the shapes of u and its ancestors name statuses
+        v = u
+        while v is not None:
+            self._shapes.pop(v.uniq_id, None)
+            v = v.parent
+        super()._invalidate(u)
+
+    # ----------------------------------------- untouched leaf parents, by shape
+    def _leaf_shape(self, u: Vertex) -> tuple | None:
+        """What the walk of ``u`` reads of ``u`` and its children when nothing is held
+        below it: types, ids, sizes and statuses (None when a child has children)."""
+        uid = u.uniq_id
+        if uid in self._shapes:
+            return self._shapes[uid]
+        kids = u.children
+        shape = None
+        if not any(c.children for c in kids):
+            shape = (
+                u.type,
+                u.id,
+                u.size,
+                u.status,
+                tuple([(c.type, c.id, c.size, c.status) for c in kids]),
+            )
+        self._shapes[uid] = shape
+        return shape
+
+    def _dom_dfv(
+        self,
+        m: JobMeta,
+        u: Vertex,
+        resources: list[Request],
+        pristine: bool,
+        excl: bool,
+        to_parent: Scoring,
+    ) -> tuple[bool, bool]:
+        """An untouched vertex whose children are leaves (a socket of cores, with nothing
+        held below it: its x_checker has no span) scores as every other of its shape:
+        the first one's walk is kept as a template (its marks by child position) and
+        replayed for the others. A fresh graph's gang walks one socket of each shape
+        instead of 10,000."""
+        if (
+            not self._index_ok
+            or u.parent is None
+            or not u.children
+            or (u.x_checker is not None and u.x_checker.span_count)
+            or (self.policy.node_centric and u.type == "node")
+        ):
+            return super()._dom_dfv(m, u, resources, pristine, excl, to_parent)
+        shape = self._leaf_shape(u)
+        if shape is None:
+            return super()._dom_dfv(m, u, resources, pristine, excl, to_parent)
+        # every score below u moves with the node-centric score it is entered with, the
+        # order among them does not: the template keeps scores relative to it
+        key = (self._cache_policy, self._sig(resources), pristine, excl, m.alloc, m.sat, shape)
+        tpl = self._templates.get(key, False)
+        if tpl is False:
+            return self._template_walk(key, m, u, resources, pristine, excl, to_parent)
+        if tpl is None:
+            return super()._dom_dfv(m, u, resources, pristine, excl, to_parent)
+        self.preorder += tpl.preorder
+        self.postorder += tpl.postorder
+        self._enforced += tpl.enforced
+        self._visited.add(u.uniq_id)
+        if tpl.marks:
+            marks = self._marks
+            kids = u.children
+            uid = u.uniq_id
+            for i, val in tpl.marks:
+                c = kids[i]
+                k = (uid, c.uniq_id)
+                if k not in marks:
+                    self._mark_edges.append((u, c))
+                marks[k] = val
+        if tpl.ok:
+            for t in tpl.empty_types:
+                to_parent.evals(t)
+            to_parent.avail = tpl.avail
+            to_parent.overall = tpl.overall + self.policy.ml_scores
+        return tpl.ok, tpl.x
+
+    def _template_walk(
+        self,
+        key: tuple,
+        m: JobMeta,
+        u: Vertex,
+        resources: list[Request],
+        pristine: bool,
+        excl: bool,
+        to_parent: Scoring,
+    ) -> tuple[bool, bool]:
+        pre, post, enforced = self.preorder, self.postorder, self._enforced
+        ml, last = self.policy.ml_scores, self.policy.last_factor
+        start = len(self._mark_edges)
+        probe = Scoring()
+        ok, x = self._dom_dfv_walk(m, u, resources, pristine, excl, probe)
+        if ok:
+            to_parent.merge(probe)
+            to_parent.avail = probe.avail
+            to_parent.overall = probe.overall
+        tpl = None
+        edges = self._mark_edges[start:]
+        if (
+            all(pe is u for pe, _ce in edges)
+            and self.policy.ml_scores == ml
+            and self.policy.last_factor == last
+            and not any(ev.egroups for ev in probe.types.values())
+        ):
+            pos = {c.uniq_id: i for i, c in enumerate(u.children)} if edges else {}
+            tpl = _Template(
+                ok,
+                x,
+                probe.avail,
+                probe.overall - ml,
+                tuple(probe.types),
+                [(pos[ce.uniq_id], self._marks[(u.uniq_id, ce.uniq_id)]) for _pe, ce in edges],
+                self.preorder - pre,
+                self.postorder - post,
+                self._enforced - enforced,
+            )
+        self._templates[key] = tpl
+        return ok, x
+
+    # ------------------------------------------------------------ the walk
+    def _select(self, req, m: JobMeta, excl: bool) -> tuple[int, int, bool]:
+        p = self.policy
+        exhaustive = not p.stop_on_1 and not p.variation
+        key = (p.name, p.high, p.node_centric, p.node_exclusive, exhaustive, p.stable_ties)
+        if key != self._cache_policy:  # the service changes policy between matches
+            self._subtree_cache.clear()
+            self._templates.clear()
+            self._cache_policy = key
+        self._cacheable = exhaustive
+        self._index_ok = (
+            exhaustive and p.stable_ties and m.constraint is None and self.g.root.type != "node"
+        )
+        self._root_index = None
+        self._root_dfu = None
+        self._leaf_levels: dict[int, tuple] = {}  # see _leaf_requests
+        try:
+            return super()._select(req, m, excl)
+        except _Fallback:
+            self._index_ok = False
+            self._root_index = None
+            return super()._select(req, m, excl)
+
+    def _dom_slot(self, m, u, shape, nslots, pristine, label, dfu) -> int:
+        if u.parent is not None or not self._index_ok:
+            return super()._dom_slot(m, u, shape, nslots, pristine, label, dfu)
+        self._index_ok = False  # a slot at the root: its candidates are chosen all at once
+        try:
+            return super()._dom_slot(m, u, shape, nslots, pristine, label, dfu)
+        finally:
+            self._index_ok = True
+
+    def _explore(
+        self,
+        m: JobMeta,
+        u: Vertex,
+        resources: list[Request],
+        pristine: bool,
+        excl: bool,
+        dfu: Scoring,
+        multiplier: int = 1,
+    ) -> int:
+        if u.parent is None and self._index_ok and not dfu.types:
+            return self._index_explore(m, u, resources, pristine, excl, dfu)
+        if self._cache is None or self.policy.stop_on_1 or not self._index_ok:
+            return super()._explore(m, u, resources, pristine, excl, dfu, multiplier)
+        return self._explore_cached(m, u, resources, pristine, excl, dfu)
+
+    def _explore_cached(
+        self,
+        m: JobMeta,
+        u: Vertex,
+        resources: list[Request],
+        pristine: bool,
+        excl: bool,
+        dfu: Scoring,
+    ) -> int:
+        """The exhaustive ``_explore`` (no dynamic stop) with a leaf's outcome worked out
+        in line: a leaf that exactly one request of the level names, asking nothing below
+        it, is tested, pruned and scored as ``_dom_dfv_walk`` would (same visit counts),
+        without its ten calls. Leaves are most of a graph (a gang on 5,000 nodes scores
+        320,000 cores) and of the socket a single-core match re-walks."""
+        level = self._level(resources)
+        named = None if pristine else level.named
+        leaf_r = self._leaf_requests(level) if named is not None else {}
+        visited = self._visited
+        policy = self.policy
+        pxtypes = policy.exclusive_types
+        xtypes = level.xtypes
+        centric = policy.node_centric
+        checking = not m.sat
+        allocating = m.alloc == "alloc"
+        at, duration = m.at, m.duration
+        rc2 = -1
+        types = dfu.types
+        for c in u.children:
+            uid = c.uniq_id
+            if uid in visited:
+                continue
+            r = None if c.children else leaf_r.get(c.type)
+            if r is None or (centric and c.type == "node"):
+                if named is not None and c.type not in named and not c.children:
+                    self.preorder += 1
+                    continue
+                ok, x_out = self._dom_dfv(m, c, resources, pristine, excl, dfu)
+                if ok:
+                    count = dfu.avail
+                    dfu.add(
+                        c.type,
+                        EGroup(dfu.overall, count, x_out, edges=[Edge(c, count, count, x_out, u)]),
+                    )
+                    rc2 = 0
+                continue
+            # _dom_dfv_walk of a leaf for the one request ``r`` naming its type
+            self.preorder += 1
+            if checking and c.status != "up":
+                continue
+            p = c.schedule
+            avail = c.size if p is None else free_during(p, at, duration)
+            if avail == 0:
+                continue
+            x_in = excl or c.type in pxtypes or c.type in xtypes
+            if x_in and r.exclusive is False:
+                continue
+            if x_in or r.exclusive is True:
+                if allocating and c.allocations:
+                    continue
+                xc = c.x_checker
+                if xc is not None and free_during(xc, at, duration) < X_CHECKER_NJOBS:
+                    continue
+            visited.add(uid)
+            overall = MATCH_MET + policy.ml_scores + c.id + 1
+            self.postorder += 1
+            dfu.avail = avail
+            dfu.overall = overall
+            ev = types.get(c.type)
+            if ev is None:
+                ev = dfu.evals(c.type)
+            ev.add(EGroup(overall, avail, x_in, False, "", [Edge(c, avail, avail, x_in, u)]))
+            rc2 = 0
+        return rc2
+
+    def _leaf_requests(self, level) -> dict[str, Request]:
+        """Per vertex type, the one request of ``level`` naming it when that request asks
+        for nothing below it (the leaves ``_explore_cached`` scores in line)."""
+        held = self._leaf_levels.get(id(level))
+        if held is not None:
+            return held[1]
+        seen: dict[str, list[Request]] = {}
+        for r in level.resources:
+            seen.setdefault(r.type, []).append(r)
+        got = {t: rs[0] for t, rs in seen.items() if len(rs) == 1 and not rs[0].with_}
+        self._leaf_levels[id(level)] = (level, got)  # the level held: its id stays its own
+        return got
+
+    def _index_for(
+        self, m: JobMeta, resources: list[Request], pristine: bool, excl: bool
+    ) -> RootIndex:
+        p = self.policy
+        key = (
+            self._cache_policy,
+            self._sig(resources),
+            pristine,
+            excl,
+            m.at,
+            m.duration,
+            m.alloc,
+            m.sat,
+            p.ml_scores,
+        )
+        idx = self._indexes.pop(key, None)
+        if idx is None:
+            idx = RootIndex(self.g.root, p.high)
+            while len(self._indexes) >= MAX_INDEXES:
+                old = self._indexes.pop(next(iter(self._indexes)))
+                del self._subtree_cache.sinks[id(old.dirty)]
+            self._subtree_cache.sinks[id(idx.dirty)] = idx.dirty
+        self._indexes[key] = idx  # most recently used last
+        return idx
+
+    def _index_explore(
+        self,
+        m: JobMeta,
+        u: Vertex,
+        resources: list[Request],
+        pristine: bool,
+        excl: bool,
+        dfu: Scoring,
+    ) -> int:
+        idx = self._index_for(m, resources, pristine, excl)
+        kids = u.children
+        if idx.fresh:
+            todo = range(len(kids))
+            idx.fresh = False
+        else:
+            pos_of = idx.pos_of
+            todo = sorted({pos_of[k] for k in idx.dirty if k in pos_of})
+        idx.dirty.clear()
+        named = None if pristine else self._level(resources).named
+        policy = self.policy
+        marks = self._marks
+        mark_edges = self._mark_edges
+        for pos in todo:
+            c = kids[pos]
+            if named is not None and c.type not in named and not c.children:
+                idx.set_child(pos, None)
+                continue
+            ml = policy.ml_scores
+            start = len(mark_edges)
+            probe = Scoring()
+            try:
+                ok, x = self._dom_dfv_walk(m, c, resources, pristine, excl, probe)
+            except BaseException:
+                idx.fresh = True  # half done: start over next time
+                raise
+            if policy.ml_scores != ml:  # an unbalanced node-centric walk: not per child
+                policy.ml_scores = ml
+                idx.fresh = True
+                raise _Fallback()
+            if not ok:
+                idx.set_child(pos, _Child(False, x, {}, []))
+                continue
+            types = {t: (ev.egroups, ev.qual, ev.total) for t, ev in probe.types.items()}
+            avail = probe.avail
+            own = EGroup(probe.overall, avail, x, edges=[Edge(c, avail, avail, x, u)])
+            groups, qual, total = types.get(c.type, ((), 0, 0))
+            types[c.type] = ([*groups, own], qual + (avail if own.score > 0 else 0), total + avail)
+            got = [(pe, ce, marks[(pe.uniq_id, ce.uniq_id)]) for pe, ce in mark_edges[start:]]
+            idx.set_child(pos, _Child(True, x, types, got))
+        self._root_index = idx
+        self._root_dfu = dfu
+        self._replayed: set[int] = set()
+        rc = -1
+        for t, ti in idx.types.items():
+            if ti.present:
+                dfu.types[t] = IndexedEvals(ti)
+                rc = 0
+        return rc
+
+    # ------------------------------------------------- choosing at the root
+    def _resolve(self, dfu: Scoring, to_parent: Scoring) -> int:
+        if dfu is not self._root_dfu:
+            return super()._resolve(dfu, to_parent)
+        if dfu.hier or to_parent.types:
+            if not dfu.hier:
+                self._materialize(dfu)
+            return super()._resolve(dfu, to_parent)
+        if dfu.overall > 0:
+            to_parent.types.update(dfu.types)  # the root's: taken over, not copied
+        return 0
+
+    def _materialize(self, dfu: Scoring) -> None:
+        """Turn indexed types back into plain lists (a merge into a non-empty Scoring)."""
+        from fluxnode.scheduler.policies.scoring import Evals
+
+        for t, ev in list(dfu.types.items()):
+            if type(ev) is IndexedEvals:
+                plain = Evals()
+                for eg in ev.index.all_groups() + ev.extra:
+                    plain.add(eg)
+                dfu.types[t] = plain
+
+    def _enforce(self, dfu: Scoring, unconstrained: bool) -> None:
+        # the chosen groups' root children marked edges in an earlier match's walk (a
+        # node choosing its sockets): put those marks back first, as a walk of this
+        # match would have left them
+        idx = getattr(self, "_root_index", None)
+        if idx is not None:
+            root = self.g.root
+            for ev in dfu.types.values():
+                if type(ev) is not IndexedEvals or not ev.best_k:
+                    continue
+                for eg in ev.egroups[: ev.best_i]:
+                    for e in eg.edges:
+                        v = e.vertex
+                        while v.parent is not None and v.parent is not root:
+                            v = v.parent
+                        self._replay_marks(idx, v)
+        super()._enforce(dfu, unconstrained)
+
+    def _replay_marks(self, idx: RootIndex, child: Vertex) -> None:
+        if child.uniq_id in self._replayed:
+            return
+        self._replayed.add(child.uniq_id)
+        pos = idx.pos_of.get(child.uniq_id)
+        entry = idx.children[pos] if pos is not None else None
+        if entry is None:
+            return
+        marks = self._marks
+        for pe, ce, val in entry.marks:
+            key = (pe.uniq_id, ce.uniq_id)
+            if key not in marks:
+                self._mark_edges.append((pe, ce))
+            marks[key] = val
+
+    def match(self, *args, **kwargs):
+        self._root_index = None
+        try:
+            return super().match(*args, **kwargs)
+        finally:
+            self._root_index = None

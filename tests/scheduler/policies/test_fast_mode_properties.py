@@ -1,0 +1,201 @@
+"""Property test of the exhaustive policies' fast mode (issue 14): on random graphs and
+random streams of allocations and cancels, every fast placement
+
+- is valid: no exclusively held unit is given to two live jobs, and it holds as many
+  units of each requested type as exact mode's placement of the same request;
+- scores the same as exact mode's (Fluxion's tie order) at every level: per requested
+  type, the same total of Fluxion's vertex scores (id + 1, plus the node-centric factor
+  of the node above it), as Fluxion's dfu_match_policy defines them;
+- is the plain walk's with the same tie rule: the index it keeps across matches and the
+  templates of untouched sockets (traversers/dfu_fast.py) change nothing but the speed.
+
+Streams interleave allocations, cancels and vertices going down and up.
+
+Exact mode is kept in the fast traverser's state by replaying each fast placement into it
+(Fluxion's ``update``), so both answer every request from the same state. Derandomized
+(support.fuzz.PROFILE): hypothesis prints the falsifying graph and stream.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from fluxnode.scheduler.policies.policy import Policy
+from fluxnode.scheduler.readers.grug import read_grug
+from fluxnode.scheduler.traversers.dfu import MatchResult, NoMatch, Traverser
+from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.fuzz import EXAMPLES, PROFILE
+from support.sched_graphs import TINY_GRUG
+
+EXHAUSTIVE = ["low", "high", "lonode", "hinode", "lonodex", "hinodex", "locality"]
+KEYS = TINY_GRUG[TINY_GRUG.index("  <key") : TINY_GRUG.index("  <graph")]
+
+
+def grug(nodes: int, sockets: int, cores: int, gpus: int) -> str:
+    gpu = (
+        f'<edge id="s2g" source="socket" target="gpu"><data key="id_scope">1</data>'
+        f'<data key="multi_scale">{gpus}</data></edge>'
+        if gpus
+        else ""
+    )
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<graphml xmlns="http://graphml.graphdrawing.org/xmlns">
+{KEYS}  <graph id="g" edgedefault="directed">
+    <node id="cluster"><data key="root">1</data><data key="type">cluster</data>
+      <data key="basename">c</data></node>
+    <node id="node"><data key="type">node</data><data key="basename">node</data></node>
+    <node id="socket"><data key="type">socket</data><data key="basename">socket</data></node>
+    <node id="core"><data key="type">core</data><data key="basename">core</data></node>
+    <node id="gpu"><data key="type">gpu</data><data key="basename">gpu</data></node>
+    <edge id="c2n" source="cluster" target="node"><data key="multi_scale">{nodes}</data></edge>
+    <edge id="n2s" source="node" target="socket"><data key="multi_scale">{sockets}</data></edge>
+    <edge id="s2c" source="socket" target="core"><data key="id_scope">1</data>
+      <data key="multi_scale">{cores}</data></edge>
+    {gpu}
+  </graph>
+</graphml>
+"""
+
+
+def spec(resources: list) -> dict:
+    return {
+        "version": 1,
+        "resources": resources,
+        "attributes": {"system": {"duration": 3600}},
+        "tasks": [{"command": ["a"], "slot": "s", "count": {"per_slot": 1}}],
+    }
+
+
+def slot(n: int, with_: list) -> dict:
+    return {"type": "slot", "count": n, "label": "s", "with": with_}
+
+
+def core(n: int) -> dict:
+    return {"type": "core", "count": n}
+
+
+SHAPES = {
+    "cores": lambda a, b: spec([slot(a, [core(b)])]),
+    "cores+gpu": lambda a, b: spec([slot(a, [core(b), {"type": "gpu", "count": 1}])]),
+    "nodes": lambda a, b: spec(
+        [
+            {
+                "type": "node",
+                "count": a,
+                "with": [slot(1, [{"type": "socket", "count": 1, "with": [core(b)]}])],
+            }
+        ]
+    ),
+    "node-x": lambda a, b: spec(
+        [{"type": "node", "count": 1, "exclusive": True, "with": [slot(a, [core(b)])]}]
+    ),
+    "sockets": lambda a, b: spec([{"type": "socket", "count": a, "with": [slot(1, [core(b)])]}]),
+}
+STEP = st.one_of(
+    st.tuples(
+        st.just("alloc"), st.sampled_from(sorted(SHAPES)), st.integers(1, 3), st.integers(1, 3)
+    ),
+    st.tuples(st.just("cancel"), st.integers(0, 1000)),
+    st.tuples(st.just("toggle"), st.integers(0, 10000)),  # a vertex down, or back up
+)
+
+
+def requested_types(resources: list) -> set[str]:
+    out = set()
+    for r in resources:
+        if r["type"] != "slot":
+            out.add(r["type"])
+        out |= requested_types(r.get("with", []))
+    return out
+
+
+def score(v, node_centric: bool) -> int:
+    """Fluxion's score of a vertex under low/high (its id + 1), plus, node-centric, the
+    factor of each node above it ((id + 2) * 10000 + |uniq_id mod 10000 - 1|)."""
+    s = v.id + 1
+    p = v.parent
+    while node_centric and p is not None:
+        if p.type == "node":
+            s += (p.id + 2) * 10000 + abs(p.uniq_id % 10000 - 1)
+        p = p.parent
+    return s
+
+
+def summary(res: MatchResult, types: set[str], node_centric: bool) -> dict:
+    count: Counter = Counter()
+    total: Counter = Counter()
+    for e in res.selection:
+        if e.vertex.type in types:
+            count[e.vertex.type] += e.needs
+            total[e.vertex.type] += score(e.vertex, node_centric)
+    return {"count": dict(count), "score": dict(total)}
+
+
+def try_match(t: Traverser, js: dict, jobid: int) -> MatchResult | None:
+    try:
+        return t.match(js, jobid=jobid)
+    except NoMatch:
+        return None
+
+
+# cheap examples (~15 ms each), and ties met late in a stream need many of them
+@settings(PROFILE, max_examples=max(EXAMPLES, 800))
+@given(
+    policy=st.sampled_from(EXHAUSTIVE),
+    dims=st.tuples(st.integers(1, 8), st.integers(1, 2), st.integers(1, 4), st.integers(0, 2)),
+    steps=st.lists(STEP, min_size=1, max_size=40),
+)
+def test_fast_placements_are_valid_and_score_as_exact_mode(policy, dims, steps):
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "g.graphml"
+        path.write_text(grug(*dims))
+        fast = FastTraverser(read_grug(path), Policy.parse(policy, stable_ties=True))
+        plain = Traverser(read_grug(path), Policy.parse(policy, stable_ties=True))
+        exact = Traverser(read_grug(path), Policy.parse(policy))
+    centric = exact.policy.node_centric
+    live: list[int] = []
+    held: dict[int, int] = {}  # uniq_id of an exclusively held leaf -> job
+    jobid = 0
+    for step in steps:
+        if step[0] == "cancel":
+            if live:
+                j = live.pop(step[1] % len(live))
+                for t in (fast, plain, exact):
+                    t.cancel(j)
+                held = {u: k for u, k in held.items() if k != j}
+            continue
+        if step[0] == "toggle":
+            vs = [v for v in fast.g.vertices if v.parent is not None]
+            v = vs[step[1] % len(vs)]
+            status = "up" if v.status == "down" else "down"
+            for t in (fast, plain, exact):
+                t.set_status(v.path, status)
+            continue
+        _op, shape, a, b = step
+        js = SHAPES[shape](a, b)
+        jobid += 1
+        got = try_match(fast, js, jobid)
+        ref = try_match(exact, js, jobid)
+        same = try_match(plain, js, jobid)
+        assert (got is None) == (ref is None) == (same is None), (shape, a, b)
+        if got is None:
+            continue
+        assert [(e.vertex.uniq_id, e.needs, e.exclusive) for e in got.selection] == [
+            (e.vertex.uniq_id, e.needs, e.exclusive) for e in same.selection
+        ]
+        types = requested_types(js["resources"])
+        assert summary(got, types, centric) == summary(ref, types, centric), (shape, a, b)
+        for e in got.selection:
+            if e.exclusive and not e.vertex.children:
+                assert e.vertex.uniq_id not in held, f"{e.vertex.path} given twice"
+                held[e.vertex.uniq_id] = jobid
+        # exact mode takes the fast placement instead of its own, so both stay in one state
+        exact.cancel(jobid)
+        by_uid = {v.uniq_id: v for v in exact.g.vertices}
+        picks = [(by_uid[e.vertex.uniq_id], e.needs, e.exclusive) for e in got.selection]
+        exact.replay(picks, jobid, got.at, got.duration)
+        live.append(jobid)
