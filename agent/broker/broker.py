@@ -254,8 +254,10 @@ class Broker:
             self.shutdown.begin()
 
     def _joined_parent(self) -> None:
-        """Joined the parent (again): tell the leader what this node has."""
+        """Joined the parent (again): tell the leader what this node has; work the parent
+        asked for before it restarted has nobody waiting for it any more."""
         self.resources.report()
+        self.exec.parent_rejoined()
 
     def _overlay_changed(self) -> None:
         self.exec.overlay_changed()

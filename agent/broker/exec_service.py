@@ -23,8 +23,9 @@ same way and is answered once every process in the subtree took it (or cannot an
 so the client never has more than one chunk in flight; signals (``rexec.kill``) likewise.
 
 A rank that cannot be reached (its subtree's root is not connected, or becomes lost while
-the command runs) is reported as a ``failed`` event naming it and its host; the processes
-of a local client that disconnects are killed.
+the command runs) is reported as a ``failed`` event naming it and its host. No process runs
+on with nobody to read it: those of a local client that disconnects are killed, and so are
+those a parent asked for when this broker has to join that parent again (it restarted).
 
 Who may exec: only clients the broker already trusts (its local socket's owner, holders of
 the instance's CURVE certificate), and only when ``[exec] allow = true`` (EPERM otherwise,
@@ -126,6 +127,7 @@ class ExecService:
         self.received: Counter[str] = Counter()
         self._checking = False
         self.split = SubtreeSplit(state)
+        self._joined_before = False
 
     def register(self, services: ServiceRegistry) -> None:
         services.register("rexec.exec", self._exec)
@@ -309,6 +311,28 @@ class ExecService:
                     self._link_failed(session, link, errno.EHOSTUNREACH,
                                       f"lost: {child.hostname} (rank {link.nodeid}) is "
                                       f"{child.status}")
+
+    def parent_rejoined(self) -> None:
+        """This broker joined its parent again (the parent restarted, or reset us): nobody
+        above waits for a session the parent asked for before, and a link that went up the
+        tree (to rank 0) will not be answered. Kill the processes of the first, as for a
+        client that went away, so that none runs on with nobody to read it; fail the second."""
+        if not self._joined_before:
+            self._joined_before = True  # the first join: nothing came from the parent yet
+            return
+        hop = self.overlay.parent_hop
+        for session in list(self.sessions.values()):
+            route = session.request.route
+            if not session.orphaned and route and route[-1] == hop:
+                self.log.info("rexec: parent of %s restarted; killing its processes", session.id)
+                session.orphaned = True
+                self._signal(session, signal.SIGKILL)  # what still comes back is dropped
+                self._schedule(session)
+                continue
+            for link in session.links:
+                if not link.done and link.nodeid not in self.overlay.children:
+                    self._link_failed(session, link, errno.EHOSTUNREACH,
+                                      "lost: the path to rank 0 was reset")
 
     # -- events going out ------------------------------------------------------------------
     def _schedule(self, session: Session) -> None:

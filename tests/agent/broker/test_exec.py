@@ -289,3 +289,71 @@ def test_lost_and_unreachable_ranks_are_named(tmp_path):
         stderr = done.stderr.decode()
         for r in (1, 3):
             assert f"Error: rank {r} (node{r}): sh: unreachable: node1 (rank 1) is lost" in stderr
+
+
+def _pids(err: Path, count: int) -> list[int]:
+    wait_for(lambda: len(re.findall(r"started, pid (\d+)", err.read_text())) == count,
+             what=f"{count} processes started")
+    return [int(m) for m in re.findall(r"started, pid (\d+)", err.read_text())]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_client_killed_mid_run_takes_its_processes_with_it(inst, tmp_path):
+    """The client talks to rank 3's socket and dies with kill -9; nobody reads the output any
+    more, so every process on every rank is killed (none runs on for 300 s)."""
+    err = tmp_path / "err"
+    p = subprocess.Popen(exec_argv("-v", "-r", "all", "sh", "-c", "echo ready; exec sleep 300"),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=open(err, "wb"),
+                         env={**os.environ, "FLUXNODE_URI": inst.broker_uri(3)})
+    try:
+        _ready(p, 8)
+        pids = _pids(err, 8)
+        p.kill()
+        p.wait(timeout=10)
+        wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=30,
+                 what="every process of the killed client to be killed")
+        wait_for(lambda: all(stats(inst, r)["sessions"] == 0 for r in range(8)),
+                 what="every broker to drop the session")
+    finally:
+        p.kill()
+        for pid in pids if "pids" in locals() else []:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_processes_die_when_their_parent_broker_restarts(tmp_path):
+    """kary:1 on 3 is a chain 0 -> 1 -> 2. Rank 0 dies with kill -9 while ranks 1 and 2 run a
+    command for it; when rank 0 comes back, rank 1 joins it again and nothing above waits for
+    that command: both processes are killed rather than left running with nobody to read
+    them."""
+    with Instance(3, tmp_path, topo="kary:1", tbon={"torpid_max": "2s"}) as inst:
+        err = tmp_path / "err"
+        p = subprocess.Popen(exec_argv("-v", "-r", "1-2", "sh", "-c",
+                                       "echo ready; exec sleep 300"),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=open(err, "wb"),
+                             env={**os.environ, "FLUXNODE_URI": inst.uri})
+        pids: list[int] = []
+        try:
+            _ready(p, 2)
+            pids = _pids(err, 2)
+            inst.kill(0)
+            p.wait(timeout=30)  # its broker is gone
+            assert all(_alive(pid) for pid in pids)  # rank 1 does not know yet
+            inst.restart(0)
+            wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=60,
+                     what="the processes of a restarted parent's command to be killed")
+            wait_for(lambda: stats(inst, 1)["sessions"] == 0 and stats(inst, 2)["sessions"] == 0,
+                     what="ranks 1 and 2 to drop the session")
+        finally:
+            p.kill()
+            for pid in pids:
+                if _alive(pid):
+                    os.kill(pid, signal.SIGKILL)
