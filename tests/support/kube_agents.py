@@ -16,6 +16,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from fluxnode.broker_conf import hostlist
+
 from fluxnode.testing.kube_emulator import KubeEmulator
 from fluxnode.testing.waiting import wait_for
 
@@ -162,3 +164,14 @@ def stop_all(agents: list[AgentProcess]) -> None:
         agent.terminate()
     for agent in agents:
         agent.stop()
+
+
+def resource_list(agent: AgentProcess) -> dict[str, list[str]]:
+    """`fluxnode resource list` through the connect script, as {state: [hosts]}."""
+    out = agent.connect("fluxnode", "resource", "list")
+    assert out.returncode == 0, out.stderr
+    rows = {}
+    for line in out.stdout.splitlines()[1:]:
+        cols = line.split()
+        rows[cols[0]] = hostlist.decode(cols[4]) if len(cols) > 4 else []
+    return rows

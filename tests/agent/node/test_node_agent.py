@@ -10,23 +10,9 @@ import subprocess
 
 import pytest
 from fluxnode.broker_conf import config as broker_config
-from fluxnode.broker_conf import hostlist
-from support.kube_agents import AgentProcess, add_node, free_port, stop_all
+from support.kube_agents import AgentProcess, add_node, free_port, resource_list
 
 from fluxnode.testing.waiting import wait_for
-
-
-@pytest.fixture
-def agents(kube, tmp_path):
-    started: list[AgentProcess] = []
-
-    def start(node: str, *extra: str) -> AgentProcess:
-        agent = AgentProcess(kube, node, tmp_path, *extra).start()
-        started.append(agent)
-        return agent
-
-    yield start
-    stop_all(started)
 
 
 def ranks(kube) -> dict:
@@ -42,17 +28,6 @@ def node_events(agent: AgentProcess) -> int:
         if line.startswith("fluxnode_agent_node_events_total "):
             return int(float(line.split()[1]))
     return 0
-
-
-def resource_list(agent: AgentProcess) -> dict[str, list[str]]:
-    """`fluxnode resource list` through the connect script, as {state: [hosts]}."""
-    out = agent.connect("fluxnode", "resource", "list")
-    assert out.returncode == 0, out.stderr
-    rows = {}
-    for line in out.stdout.splitlines()[1:]:
-        cols = line.split()
-        rows[cols[0]] = hostlist.decode(cols[4]) if len(cols) > 4 else []
-    return rows
 
 
 def test_single_node_renders_files_and_serves_the_connect_script(kube, agents):
