@@ -12,8 +12,13 @@ after another, so the leader sends the whole file to each rank in turn. --baseli
 of them are timed and the time scaled to N copies (the bytes are N times the file by
 construction; --baseline-ranks N measures them all).
 
-All brokers run on this one machine, so every copy shares its cores and disk: the wall
-times say how much work the tree saves the leader, not what N separate nodes would see.
+All brokers run on this one machine, so every copy shares its cores and disk: unpaced, the
+wall times say how much work the tree saves the leader, not what N separate nodes would see
+(the tree and the copies do the same total work, which two cores must do in turn).
+--link-rate R gives every broker `-S content.send-rate=R`: each sends blobs to its children
+as over its own link of R bytes/s, as N nodes with one network link each would. With R low
+enough that the links, not the shared cores, bound the copies, the wall times compare the
+tree with sequential copies as N separate nodes would see them.
 Brokers cache at most 16M of blobs each (-S content.cache-size=16M) to bound memory, and
 run with torpid_max=120s: file writes run on each broker's event loop, and 64 brokers writing
 6.4 GB to one disk get throttled by the kernel long enough (seen at load ~17) for a parent
@@ -75,10 +80,9 @@ def loadavg() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def tree_run(work: Path, src: Path, size: int, brokers: int, topo: str) -> dict:
+def tree_run(work: Path, src: Path, size: int, brokers: int, topo: str, attrs: dict) -> dict:
     out = work / f"out-{topo.replace(':', '')}"
-    with Instance(brokers, topo=topo, attrs={"content.cache-size": "16M"}, timeout=120,
-                  tbon=TBON) as inst:
+    with Instance(brokers, topo=topo, attrs=attrs, timeout=120, tbon=TBON) as inst:
         create = archive(inst, "create", "-C", str(src.parent), src.name)
         before = leader_sent(inst)
         took = extract(inst, f"{out}/{{{{rank}}}}", "all")
@@ -90,11 +94,11 @@ def tree_run(work: Path, src: Path, size: int, brokers: int, topo: str) -> dict:
     return {"topo": topo, "create": create, "extract": took, "sent": sent}
 
 
-def baseline(work: Path, src: Path, brokers: int, ranks: int) -> tuple[float, int]:
+def baseline(work: Path, src: Path, brokers: int, ranks: int,
+             attrs: dict) -> tuple[float, int]:
     """Seconds for `ranks` sequential single-rank extracts from the leader (flat tree)."""
     out = work / "out-seq"
-    with Instance(brokers, topo="kary:0", attrs={"content.cache-size": "16M"},
-                  timeout=120, tbon=TBON) as inst:
+    with Instance(brokers, topo="kary:0", attrs=attrs, timeout=120, tbon=TBON) as inst:
         archive(inst, "create", "-C", str(src.parent), src.name)
         before = leader_sent(inst)
         elapsed = 0.0
@@ -111,16 +115,23 @@ def main() -> None:
     ap.add_argument("--brokers", type=int, default=64)
     ap.add_argument("--baseline-ranks", type=int, default=16)
     ap.add_argument("--topo", action="append", help="topologies (default kary:2 and kary:32)")
+    ap.add_argument("--link-rate", metavar="R",
+                    help="content.send-rate of every broker, e.g. 4M (default: unpaced)")
+    ap.add_argument("--cache-size", default="16M", help="content.cache-size of every broker")
     args = ap.parse_args()
     size = args.size_mib * MIB
+    attrs = {"content.cache-size": args.cache_size}
+    if args.link_rate:
+        attrs["content.send-rate"] = args.link_rate
     work = Path(tempfile.mkdtemp(prefix="fluxnode-bench-archive-"))
     try:
         src = work / "src" / "data.bin"
         src.parent.mkdir()
         make_file(src, size)
         print(f"file {args.size_mib} MiB, {args.brokers} brokers, load average {loadavg()}, "
-              f"{os.cpu_count()} cpus")
-        seq_time, seq_sent = baseline(work, src, args.brokers, args.baseline_ranks)
+              f"{os.cpu_count()} cpus, link rate {args.link_rate or 'unpaced'}, "
+              f"cache {args.cache_size}")
+        seq_time, seq_sent = baseline(work, src, args.brokers, args.baseline_ranks, attrs)
         per_copy = seq_time / args.baseline_ranks
         seq_total = per_copy * args.brokers
         print(f"sequential copies (kary:0, one rank at a time): {args.baseline_ranks} copies "
@@ -128,7 +139,7 @@ def main() -> None:
               f"the file) -> {args.brokers} copies ~{seq_total:.1f} s, "
               f"{args.brokers}x the file")
         for topo in args.topo or ["kary:2", "kary:32"]:
-            r = tree_run(work, src, size, args.brokers, topo)
+            r = tree_run(work, src, size, args.brokers, topo, attrs)
             print(f"{topo:>8}: create {r['create']:.1f} s, extract -r all {r['extract']:.1f} s "
                   f"({seq_total / r['extract']:.1f}x faster than sequential), leader sent "
                   f"{r['sent'] / MIB:.0f} MiB = {r['sent'] / size:.2f}x the file "

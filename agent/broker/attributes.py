@@ -27,9 +27,12 @@ SETTABLE = {
     "jobspec.max-nodes": "YAML nodes of a jobspec, aliases counted as used (default 4096)",
     "content.hash": "hash of content store blobrefs: sha1 (default) or sha256",
     "content.cache-size": "bytes of fetched blobs a non-leader broker caches (default 64M)",
+    "content.send-rate": "bytes per second of blobs this broker sends its children (default: "
+                         "no limit)",
 }
 SIZE_ATTRS = ("connector.max-message", "connector.input-budget", "connector.output-pause",
-              "connector.output-limit", "jobspec.max-bytes", "content.cache-size")
+              "connector.output-limit", "jobspec.max-bytes", "content.cache-size",
+              "content.send-rate")
 COUNT_ATTRS = ("jobspec.max-depth", "jobspec.max-nodes")
 _SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 

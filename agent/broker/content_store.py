@@ -21,6 +21,12 @@ is cached or handed on, so a damaged blob is refused where it is found. Blobs tr
 the JSON payload base64-encoded (``{"data": ...}``): the message format has one JSON
 payload frame, and a 1 MiB blob costs 1.33 MiB on the wire.
 
+``content.send-rate`` (bytes per second; unset: no limit) paces the blobs this broker sends
+to its children as one link of that speed would: each answer leaves when the previous ones
+have had their time on the link. It keeps an archive's fan-out from filling a node's network
+link (other overlay traffic goes unpaced), and it lets `bench/archive.py` run many brokers
+on one machine as if each had its own link.
+
 ``content.stats-get`` reports what this broker served and fetched (the benchmark and the
 tests read the leader's ``load-bytes`` to see what it sent).
 """
@@ -34,6 +40,7 @@ import hashlib
 import logging
 import re
 import sqlite3
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -146,6 +153,9 @@ class ContentStore:
         if self.hash_name not in HASHES:
             raise ValueError(f"content.hash: {self.hash_name!r} is not sha1 or sha256")
         self.cache_limit = _cache_size(state.attrs.get("content.cache-size"))
+        rate = state.attrs.get("content.send-rate")
+        self.send_rate = _send_rate(rate) if rate is not None else None
+        self._link_free_at = 0.0  # monotonic time the paced link has sent everything queued
         self.stats = ContentStats()
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._fetching: dict[str, _Fetch] = {}
@@ -337,10 +347,32 @@ class ContentStore:
                 return
             self.stats.loads += 1
             self.stats.load_bytes += len(data)
-            self.respond(msg.response({"data": encode_blob(data)}))
+            response = msg.response({"data": encode_blob(data)})
+            delay = self._pace(msg, len(data))
+            if delay > 0:
+                self.call_later(delay, lambda: self.respond(response))
+            else:
+                self.respond(response)
 
         self.load(ref, answer)
         return DEFERRED
+
+
+    def _pace(self, msg: Message, size: int) -> float:
+        """Seconds until an answer of `size` bytes to `msg` may leave (0 for local clients
+        and without content.send-rate): the answers queue on one link of send_rate bytes/s."""
+        hop = msg.route[-1] if msg.route else ""
+        if self.send_rate is None or hop.startswith("c"):
+            return 0.0
+        now = time.monotonic()
+        self._link_free_at = max(self._link_free_at, now) + size / self.send_rate
+        return self._link_free_at - now
+
+
+def _send_rate(value: str) -> int:
+    from fluxnode.agent.broker import attributes
+
+    return attributes.size("content.send-rate", value)
 
 
 def _cache_size(value: str | None) -> int:

@@ -16,6 +16,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -301,3 +302,26 @@ def test_bad_input_gets_one_clear_line(inst7, tmp_path):
     assert (tmp_path / "o" / "f").read_text() == "x"
     ok(cli(inst7, "remove", "-n", "tgt"))
     assert inst7.rpc("broker.ping", nodeid=6)  # the brokers keep serving
+
+
+def test_send_rate_paces_what_a_broker_sends_its_children(tmp_path):
+    """content.send-rate=1M: rank 0's answers to its children queue on one 1 MiB/s link, so
+    sending 512 KiB to one child takes at least 0.5 s and to both at least 1 s (lower bounds
+    only: pacing makes them certain, load can only add)."""
+    with Instance(3, attrs={"content.send-rate": "1M"}) as inst:
+        for n, (targets, least) in enumerate((("1", 0.5), ("1-2", 1.0))):
+            data = random_bytes(8 * CHUNK, seed=2311 + n)
+            (tmp_path / f"f{n}.bin").write_bytes(data)
+            ok(cli(inst, "create", "-n", f"paced{n}", "--chunksize", "64K", "-C",
+                   str(tmp_path), f"f{n}.bin"))
+            out = tmp_path / f"out{n}"
+            before = stats(inst, 0)["load-bytes"]
+            t0 = time.monotonic()
+            ok(cli(inst, "extract", "-n", f"paced{n}", "-r", targets, "-C",
+                   f"{out}/{{{{rank}}}}"))
+            took = time.monotonic() - t0
+            assert took >= least, (targets, took)
+            sent = stats(inst, 0)["load-bytes"] - before
+            assert sent == len(data) * len(targets.split("-"))
+            for rank in range(1, 1 + len(targets.split("-"))):
+                assert (out / str(rank) / f"f{n}.bin").read_bytes() == data
