@@ -10,6 +10,8 @@ and R <-> per-node summaries are computed in one place.
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from fluxnode.broker_conf import idset
@@ -36,6 +38,7 @@ from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 # start of a reservation; every allocation runs [0, HORIZON) on a clock that never
 # advances, so a reservation lands at HORIZON (once today's allocations end).
 HORIZON = 2**31
+PARSE_CACHE = 256  # parsed jobspecs remembered (LiveGraph._parse)
 
 
 
@@ -114,6 +117,8 @@ class LiveGraph:
         self._parts: dict[int, list[int]] = {}  # service id -> traverser job ids
         self._index: dict[int, dict[tuple[str, int], object]] = {}  # rank -> (type, id) -> vertex
         self.limits = DEFAULT_LIMITS  # what a jobspec may cost to read (the service sets it)
+        # JSON text (name blanked) -> (limits, parsed, plain): see _parse
+        self._parsed: OrderedDict[str, tuple[object, Jobspec, dict]] = OrderedDict()
         self._next_part = 1
 
     def ranks(self) -> list[int]:
@@ -212,25 +217,74 @@ class LiveGraph:
     def allocate(self, jobid: int, jobspec: dict | str, policy: str, op: str) -> Placement:
         """Place `jobspec` (parsed once here; the traverser and the slot kinds get the
         parsed `Jobspec`). A jobspec without a duration runs until cancelled (HORIZON)."""
-        try:
-            spec = Jobspec.parse(jobspec, limits=self.limits)
-        except JobspecError as exc:
-            raise invalid(exc) from None
-        if not spec.duration:
-            system = {**(spec.attributes.get("system") or {}), "duration": HORIZON}
-            spec = dataclasses.replace(
-                spec, duration=HORIZON, attributes={**spec.attributes, "system": system}
-            )
+        spec, plain = self._parse(jobspec)
         kinds = split_slot_kinds(spec)
         if kinds is not None:
-            return self._allocate_kinds(jobid, spec, kinds, policy, op)
+            return self._allocate_kinds(jobid, spec, kinds, policy, op, plain)
         lib_op = "allocate_with_satisfiability" if op == "allocate" else op
         part, result = self._match(spec, policy, lib_op)
         self._parts[jobid] = [part]
-        return Placement(result.status, result.at, self._nodes_of(result), spec.to_dict())
+        return Placement(result.status, result.at, self._nodes_of(result), plain)
+
+    def _parse(self, jobspec: dict | str) -> tuple[Jobspec, dict]:
+        """The parsed jobspec (a duration of 0 made HORIZON) and its plain mapping.
+
+        Remembered for the last PARSE_CACHE jobspecs, keyed by their JSON text without
+        the job's name: a binder sends thousands of jobspecs a second that differ only
+        in their name (the group's), each with the same hostlist constraint over
+        thousands of nodes, and parsing it is most of an allocation's cost. The name is
+        put back on a hit; the result equals `Jobspec.parse` of the jobspec as sent
+        (tested). Only jobspecs that parsed are remembered: a bad one is parsed, and
+        refused, every time."""
+        name, key = None, None
+        if isinstance(jobspec, str):
+            key = "text:" + jobspec
+        else:
+            attributes = jobspec.get("attributes")
+            system = attributes.get("system") if isinstance(attributes, dict) else None
+            job = system.get("job") if isinstance(system, dict) else None
+            if isinstance(job, dict) and len(job) == 1 and isinstance(job.get("name"), str):
+                name = job["name"]
+                jobspec = {
+                    **jobspec,
+                    "attributes": {**attributes, "system": {**system, "job": {"name": ""}}},
+                }
+            try:
+                # exact for what comes off the wire (JSON: string keys, no tuples)
+                key = "json:" + json.dumps(jobspec, allow_nan=False)
+            except (TypeError, ValueError):
+                key = None  # not JSON: parsed (and refused) as it is
+        hit = self._parsed.get(key) if key is not None else None
+        if hit is not None and hit[0] is self.limits:
+            self._parsed.move_to_end(key)
+            spec, plain = hit[1], hit[2]
+        else:
+            try:
+                spec = Jobspec.parse(jobspec, limits=self.limits)
+            except JobspecError as exc:
+                raise invalid(exc) from None
+            if not spec.duration:
+                system = {**(spec.attributes.get("system") or {}), "duration": HORIZON}
+                spec = dataclasses.replace(
+                    spec, duration=HORIZON, attributes={**spec.attributes, "system": system}
+                )
+            plain = spec.to_dict()
+            if key is not None:
+                self._parsed[key] = (self.limits, spec, plain)
+                if len(self._parsed) > PARSE_CACHE:
+                    self._parsed.popitem(last=False)
+        if name is None:
+            return spec, plain
+        # the name back in (new mappings along its path: the cached ones are shared)
+        system = {**spec.attributes["system"], "job": {"name": name}}
+        spec = dataclasses.replace(spec, attributes={**spec.attributes, "system": system})
+        plain_system = {**plain["attributes"]["system"], "job": {"name": name}}
+        plain = {**plain, "attributes": {**plain["attributes"], "system": plain_system}}
+        return spec, plain
 
     def _allocate_kinds(
-        self, jobid: int, spec: Jobspec, kinds: list[Jobspec], policy: str, op: str
+        self, jobid: int, spec: Jobspec, kinds: list[Jobspec], policy: str, op: str,
+        plain: dict | None = None,
     ) -> Placement:
         """All slot kinds or none: each kind matched in turn (largest first); the ones
         already matched are rolled back when one fails. The service holds its lock for the
@@ -259,7 +313,8 @@ class LiveGraph:
             raise
         self._parts[jobid] = parts
         return Placement(
-            "ALLOCATED", 0, merge_nodes([k["nodes"] for k in placed]), spec.to_dict(), placed
+            "ALLOCATED", 0, merge_nodes([k["nodes"] for k in placed]),
+            spec.to_dict() if plain is None else plain, placed,
         )
 
     def _rollback(self, parts: list[int]) -> None:

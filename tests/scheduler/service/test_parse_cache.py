@@ -1,0 +1,104 @@
+"""LiveGraph remembers parsed jobspecs that differ only in their name (the binder's)."""
+
+import dataclasses
+
+import pytest
+from fluxnode.broker_conf.rv1 import NodeResources, build_R
+from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
+from fluxnode.scheduler.jobspec.jobspec import Jobspec
+from fluxnode.scheduler.service.errors import Busy, InvalidRequest
+from fluxnode.scheduler.service.live_graph import HORIZON, PARSE_CACHE, LiveGraph
+
+
+def graph(n=4):
+    return LiveGraph(build_R([NodeResources(rank=i, hostname=f"sim{i}", cores=list(range(4)),
+                                            memory_mib=4096) for i in range(n)]))
+
+
+def fresh(jobspec):
+    """What the graph parsed before it remembered anything."""
+    spec = Jobspec.parse(jobspec)
+    if not spec.duration:
+        system = {**(spec.attributes.get("system") or {}), "duration": HORIZON}
+        spec = dataclasses.replace(spec, duration=HORIZON,
+                                   attributes={**spec.attributes, "system": system})
+    return spec, spec.to_dict()
+
+
+ONE = (SlotKind(1, 0, 0, 1),)
+
+
+def group(name, kinds=ONE):
+    return build_jobspec(list(kinds), constraints={"hostlist": ["sim[0-3]"]}, name=name)
+
+
+@pytest.mark.parametrize("kinds", [(SlotKind(1, 0, 0, 1),),
+                                   (SlotKind(1, 0, 0, 2), SlotKind(2, 0, 512, 1))])
+def test_a_remembered_parse_equals_a_fresh_one_with_its_own_name(kinds):
+    g = graph()
+    for name in ("default/pod/a", "default/pod/b", "other/group/c", "default/pod/a"):
+        assert g._parse(group(name, kinds)) == fresh(group(name, kinds))
+    assert len(g._parsed) == 1  # one entry for the four
+    # a different constraint or shape is another entry
+    g._parse(build_jobspec(list(kinds), constraints={"hostlist": ["sim[0-2]"]}, name="x"))
+    assert len(g._parsed) == 2
+
+
+def test_the_cached_mappings_are_not_shared_along_the_name():
+    g = graph()
+    _, a = g._parse(group("a"))
+    _, b = g._parse(group("b"))
+    assert a["attributes"]["system"]["job"] == {"name": "a"}
+    assert b["attributes"]["system"]["job"] == {"name": "b"}
+
+
+def test_jobspecs_without_a_plain_name_and_text_jobspecs_parse_as_before():
+    g = graph()
+    no_name = build_jobspec([SlotKind(1)])
+    assert g._parse(no_name) == fresh(no_name)
+    odd = build_jobspec([SlotKind(1)])
+    odd["attributes"]["system"]["job"] = {"name": "n", "queue": "q"}
+    assert g._parse(odd) == fresh(odd)
+    text = (
+        "version: 1\nresources: [{type: slot, count: 1, label: s0, with: [{type: core, count: 1}]}]"
+        "\ntasks: [{command: [x], slot: s0, count: {per_slot: 1}}]\nattributes: {system: {}}\n"
+    )
+    assert g._parse(text) == fresh(text) and g._parse(text) == fresh(text)
+    with pytest.raises(InvalidRequest, match="tasks"):
+        g._parse(text.replace("tasks:", "tusks:"))
+
+
+def test_a_bad_jobspec_is_refused_every_time_and_never_remembered():
+    g = graph()
+    bad = group("a")
+    bad["resources"][0]["count"] = -1
+    for _ in range(2):
+        with pytest.raises(InvalidRequest, match=r"resources\[0\]\.count"):
+            g._parse(bad)
+    assert not g._parsed
+    # a name that is not a string is not blanked: parsed as it is
+    odd_name = group("a")
+    odd_name["attributes"]["system"]["job"]["name"] = 7
+    assert g._parse(odd_name) == fresh(odd_name)
+
+
+def test_the_cache_is_bounded_and_follows_the_limits():
+    g = graph()
+    for i in range(PARSE_CACHE + 10):
+        g._parse(build_jobspec([SlotKind(1, 0, 0, 1 + i)], name="x"))
+    assert len(g._parsed) == PARSE_CACHE
+    spec = group("a")
+    g._parse(spec)
+    g.limits = dataclasses.replace(g.limits, max_nodes=5)  # stricter: parsed again, refused
+    with pytest.raises(InvalidRequest):
+        g._parse(spec)
+
+
+def test_allocations_through_the_cache_place_and_cancel_as_before():
+    g = graph(2)
+    placed = [g.allocate(i, group(f"p{i}"), "first", "allocate") for i in range(1, 9)]
+    assert all(p.status == "ALLOCATED" for p in placed)
+    assert [p.jobspec["attributes"]["system"]["job"]["name"] for p in placed] == [
+        f"p{i}" for i in range(1, 9)]
+    with pytest.raises(Busy):
+        g.allocate(9, group("p9"), "first", "allocate")
