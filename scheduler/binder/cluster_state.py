@@ -221,6 +221,7 @@ class ClusterState:
         self.with_pending: set[GroupKey] = set()  # groups that have unplaced pods
         self.changed = True  # something happened that may let a group run
         self._usable: tuple[int, list[str]] = (-1, [])
+        self._cordoned: set[str] = set()  # nodes whose reason is "cordoned" (apply_node)
         self._arrivals = 0
         self._largest: tuple[tuple[int, int], int] = ((-1, -1), 0)
 
@@ -230,6 +231,7 @@ class ClusterState:
         cancels and outside usage is stale by construction)."""
         fresh = ClusterState(self.scheduler_name, self.job_size_lookup)
         fresh.nodes = dict(self.nodes)
+        fresh._cordoned = set(self._cordoned)
         fresh.capacity = dict(self.capacity)
         fresh.sync_pods([p.raw for p in sorted(self.pods.values(), key=lambda p: p.seen)])
         return fresh
@@ -481,6 +483,10 @@ class ClusterState:
             new = None
         else:
             new = self.nodes[name] = node_info(obj)
+        if new is not None and new.reason == "cordoned":
+            self._cordoned.add(name)
+        else:
+            self._cordoned.discard(name)
         if (old is None) != (new is None) or (
             old is not None
             and new is not None
@@ -492,8 +498,9 @@ class ClusterState:
             self.changed = True
 
     def cordoned_nodes(self) -> set[str]:
-        """Nodes whose spec.unschedulable is set (drained in the leader: node_drain.py)."""
-        return {name for name, node in self.nodes.items() if node.reason == "cordoned"}
+        """Nodes whose spec.unschedulable is set (drained in the leader: node_drain.py).
+        Kept as nodes change: every cycle asks, and a cluster has thousands of nodes."""
+        return set(self._cordoned)
 
     def usable_nodes(self) -> list[str]:
         """Nodes fluxnode may place on: known to the graph, Ready, schedulable, outside usage

@@ -85,6 +85,9 @@ class SchedulingCycle:
             set()
         )  # nodes whose outside usage the graph could not hold yet
         self._hostlist_cache: tuple[tuple[str, ...], str] = ((), "")
+        # the candidates when no node is excluded, for one node generation: a burst runs
+        # a cycle per handful of pod events, and each would walk every node again
+        self._all_candidates: tuple[int, Candidates | None] = (-1, None)
 
     def run(self) -> None:
         """One cycle: settle cancels and outside usage, then try the queue if anything changed."""
@@ -209,6 +212,16 @@ class SchedulingCycle:
     # -- which nodes a group may use ------------------------------------------------
 
     def _candidates(self, usable: list[str], excluded: set[str]) -> Candidates:
+        state = self.ctx.state
+        if not excluded:
+            generation, cached = self._all_candidates
+            if cached is None or generation != state.node_generation or cached.names is not usable:
+                cached = self._compute_candidates(usable, excluded)
+                self._all_candidates = (state.node_generation, cached)
+            return cached
+        return self._compute_candidates(usable, excluded)
+
+    def _compute_candidates(self, usable: list[str], excluded: set[str]) -> Candidates:
         state = self.ctx.state
         names = [n for n in usable if n not in excluded] if excluded else usable
         most = state.largest_memory(names) if names else 0
