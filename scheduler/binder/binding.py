@@ -76,6 +76,11 @@ class PodWriter:
     def bind(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
         """Bind (with annotations) and record the Scheduled event. Raises BindError if the bind
         fails."""
+        self.bind_only(pod, slot, alloc_id, group)
+        self.scheduled(pod, slot, alloc_id)
+
+    def bind_only(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
+        """The Binding (with annotations), without its event. Raises BindError if it fails."""
         annotations = {
             ALLOCATION_ANNOTATION: str(alloc_id),
             RANK_ANNOTATION: str(slot.rank),
@@ -102,7 +107,11 @@ class PodWriter:
             raise BindError(exc.status, _api_message(exc)) from None
         except Exception as exc:  # connection trouble: the bind may or may not have happened
             raise BindError(0, f"{type(exc).__name__}: {exc}") from None
-        self.event(  # never raises: the pod is bound whatever happens to its event
+
+    def scheduled(self, pod: PodInfo, slot: PodSlot, alloc_id: int) -> None:
+        """The `Scheduled` event of a bound pod; never raises (the pod is bound whatever
+        happens to its event)."""
+        self.event(
             pod,
             "Normal",
             "Scheduled",
