@@ -28,6 +28,7 @@ from fluxnode.scheduler.binder.cluster_state import (
     RANK_ANNOTATION,
     PodInfo,
 )
+from fluxnode.scheduler.binder.http_writer import HttpWriter
 from fluxnode.scheduler.binder.slot_assignment import PodSlot
 from kubernetes.client.exceptions import ApiException
 
@@ -69,7 +70,7 @@ def _api_message(exc: ApiException) -> str:
 
 @dataclass
 class PodWriter:
-    api: kube_raw.RawApi
+    api: kube_raw.RawApi | HttpWriter  # HttpWriter unless a proxy is configured
     scheduler_name: str = "fluxnode"
     instance: str = ""
 
