@@ -4,7 +4,10 @@ shape the API server may send, and every way a connection can end)."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 
 import pytest
@@ -175,3 +178,56 @@ def test_a_proxy_keeps_the_urllib3_path():
     plain = client.Configuration()
     plain.host = "http://127.0.0.1:1"
     assert isinstance(writer_for(client.ApiClient(plain), 4), HttpWriter)
+
+
+def self_signed(tmp_path, name: str) -> tuple[str, str]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+    cert, key = tmp_path / f"{name}.crt", tmp_path / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-days", "1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    return str(cert), str(key)
+
+
+class TlsServer(Server):
+    def __init__(self, replies, cert: str, key: str):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(cert, key)
+        super().__init__(replies)
+
+    def _conn(self, conn: socket.socket) -> None:
+        try:
+            tls = self.ctx.wrap_socket(conn, server_side=True)
+        except (ssl.SSLError, OSError):
+            conn.close()  # the client refused our certificate
+            return
+        super()._conn(tls)
+
+
+def test_tls_with_the_clients_certificate_settings(tmp_path):
+    cert, key = self_signed(tmp_path, "server")
+    other, _ = self_signed(tmp_path, "other")
+    srv = TlsServer([ok(), ok(), ok()], cert, key)
+    try:
+        cfg = client.Configuration()
+        cfg.host = f"https://127.0.0.1:{srv.port}"
+        cfg.ssl_ca_cert = cert
+        w = HttpWriter(client.ApiClient(cfg))
+        w.request("POST", "/a", {"x": 1})
+        w.request("POST", "/b", {"x": 2})
+        assert [r[0] for r in srv.requests] == ["POST /a", "POST /b"]
+        assert srv.connections == 1
+        assert srv.requests[0][1]["host"] == f"127.0.0.1:{srv.port}"
+        w.close()
+        # a server whose certificate the client's CA did not sign is refused, unanswered
+        cfg.ssl_ca_cert = other
+        with pytest.raises((ssl.SSLError, OSError)) as exc:
+            HttpWriter(client.ApiClient(cfg)).request("POST", "/c", {})
+        assert not isinstance(exc.value, ApiException)
+        assert len(srv.requests) == 2
+    finally:
+        srv.close()
