@@ -195,11 +195,14 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
                 names.append(name)
         last_created = time.monotonic()
         main_cpu = cpu_of(me, main_tid) - other0[2]  # creating the pods (before the waiting)
-        wait_for(lambda: all(n in kube.store.bound_at for n in names), args.timeout, interval=0.05,
+        def all_in(seen) -> bool:  # checked every 50 ms: count before walking the names
+            return len(seen) >= len(names) and all(n in seen for n in names)
+
+        wait_for(lambda: all_in(kube.store.bound_at), args.timeout, interval=0.05,
                  what=f"{len(names)} pods bound")
         # the binder's work for the burst ends with the pods' Scheduled events: CPU is
         # counted until then (events may be written after the last Binding)
-        wait_for(lambda: all(n in kube.store.scheduled_events for n in names), args.timeout,
+        wait_for(lambda: all_in(kube.store.scheduled_events), args.timeout,
                  interval=0.05, what=f"{len(names)} Scheduled events")
         events_done = time.monotonic()
         user, system = (b - a for a, b in zip(cpu0, cpu_times(binder.pid), strict=True))
