@@ -48,6 +48,9 @@ from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec, slot_lab
 log = logging.getLogger("fluxnode.binder")
 
 MIB = 1024 * 1024
+# what the service answers for a group that can never be placed as asked: unsatisfiable,
+# or a request it refuses (a bad jobspec, one too large); anything else may pass
+REFUSALS = (errno.ENODEV, errno.EINVAL, errno.E2BIG, errno.ENOENT, errno.ERANGE)
 
 
 @dataclass
@@ -308,6 +311,7 @@ class SchedulingCycle:
             "jobspec": spec,
             "policy": ctx.config.policy,
             "op": ctx.reservations.op_for_blocked(),
+            "with_R": False,  # the answer's nodes say it all (an older service sends R anyway)
             "labels": {
                 "owner": ctx.owner,
                 "kind": "group",
@@ -372,6 +376,8 @@ class SchedulingCycle:
         if isinstance(answer, RPCError):
             if answer.errnum == errno.EBUSY:
                 return self._waiting(pods, f"{answer.errstr}; will retry when resources free up")
+            if answer.errnum not in REFUSALS:  # the service failed (EIO), not the request
+                return self._waiting(pods, f"{answer.errstr}; will retry", "error")
             return self._unschedulable(
                 group, pods, self._explain(shapes, attempt.usable) or answer.errstr
             )
