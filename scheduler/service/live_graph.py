@@ -140,6 +140,7 @@ class LiveGraph:
         if any(nodes.get(rank) != node for rank, node in self._nodes.items()):
             return None
         added = [node for rank, node in nodes.items() if rank not in self._nodes]
+        self._parsed.clear()  # a hostlist that named every node may not name the new ones
         add_flat_nodes(self._graph, added)
         self._traverser.reinit()
         self.R = R
@@ -269,6 +270,8 @@ class LiveGraph:
                     spec, duration=HORIZON, attributes={**spec.attributes, "system": system}
                 )
             plain = spec.to_dict()
+            if self._admits_every_node(spec.constraints):
+                spec = dataclasses.replace(spec, constraints=None)
             if key is not None:
                 self._parsed[key] = (self.limits, spec, plain)
                 if len(self._parsed) > PARSE_CACHE:
@@ -281,6 +284,21 @@ class LiveGraph:
         plain_system = {**plain["attributes"]["system"], "job": {"name": name}}
         plain = {**plain, "attributes": {**plain["attributes"], "system": plain_system}}
         return spec, plain
+
+    def _admits_every_node(self, constraint) -> bool:
+        """Whether `constraint` is a hostlist naming every node of this graph: it then
+        filters nothing, and the match goes without it. The binder's jobspecs carry the
+        hostlist of the usable nodes, which is all of them most of the time, and a
+        constraint turns the exhaustive policies' indexed match (fast mode) off: lonode on
+        5,000 nodes took ~340 ms a match with it, 0.16 ms without. The matched jobspec
+        (journal, sched.info) keeps its constraint. Remembered with the parse; the graph
+        forgets every parse when it grows (a new node is not in an old hostlist)."""
+        if constraint is None or constraint.op != "hostlist" or not constraint.members:
+            return False
+        members = constraint.members
+        return all(
+            any(node.hostname in m for m in members) for node in self._nodes.values()
+        )
 
     def _allocate_kinds(
         self, jobid: int, spec: Jobspec, kinds: list[Jobspec], policy: str, op: str,

@@ -28,8 +28,9 @@ def fresh(jobspec):
 ONE = (SlotKind(1, 0, 0, 1),)
 
 
-def group(name, kinds=ONE):
-    return build_jobspec(list(kinds), constraints={"hostlist": ["sim[0-3]"]}, name=name)
+def group(name, kinds=ONE, hosts="sim[0-2]"):
+    """A binder's jobspec (by default constrained to 3 of the 4 nodes: a real filter)."""
+    return build_jobspec(list(kinds), constraints={"hostlist": [hosts]}, name=name)
 
 
 @pytest.mark.parametrize("kinds", [(SlotKind(1, 0, 0, 1),),
@@ -40,7 +41,7 @@ def test_a_remembered_parse_equals_a_fresh_one_with_its_own_name(kinds):
         assert g._parse(group(name, kinds)) == fresh(group(name, kinds))
     assert len(g._parsed) == 1  # one entry for the four
     # a different constraint or shape is another entry
-    g._parse(build_jobspec(list(kinds), constraints={"hostlist": ["sim[0-2]"]}, name="x"))
+    g._parse(build_jobspec(list(kinds), constraints={"hostlist": ["sim[0-1]"]}, name="x"))
     assert len(g._parsed) == 2
 
 
@@ -87,11 +88,45 @@ def test_the_cache_is_bounded_and_follows_the_limits():
     for i in range(PARSE_CACHE + 10):
         g._parse(build_jobspec([SlotKind(1, 0, 0, 1 + i)], name="x"))
     assert len(g._parsed) == PARSE_CACHE
-    spec = group("a")
+    spec = group("a", hosts="sim[0-1]")
     g._parse(spec)
     g.limits = dataclasses.replace(g.limits, max_nodes=5)  # stricter: parsed again, refused
     with pytest.raises(InvalidRequest):
         g._parse(spec)
+
+
+def test_a_hostlist_naming_every_node_is_matched_without_the_constraint():
+    g = graph(4)
+    for hosts in ("sim[0-3]", "sim[0-3],other7", "sim[0-1],sim[2-3]"):
+        spec, plain = g._parse(group("a", hosts=hosts))
+        assert spec.constraints is None  # it filters nothing (and would turn fast mode off)
+        assert plain["attributes"]["system"]["constraints"] == {"hostlist": [hosts]}  # kept
+    for hosts in ("sim[0-2]", "sim[1-3]", "other[0-3]"):
+        spec, _ = g._parse(group("a", hosts=hosts))
+        assert spec.constraints is not None and spec.constraints.op == "hostlist"
+    # a subset stays a filter: no placement outside it, whatever the policy
+    for policy in ("first", "lonode", "low", "hinode"):
+        g2 = graph(4)
+        placed = [g2.allocate(i, group(f"p{i}", hosts="sim[1-2]"), policy, "allocate")
+                  for i in range(1, 9)]
+        assert {n["hostname"] for p in placed for n in p.nodes} <= {"sim1", "sim2"}
+        with pytest.raises(Busy):
+            g2.allocate(9, group("p9", hosts="sim[1-2]"), policy, "allocate")
+
+
+def test_a_grown_graph_forgets_which_hostlists_named_every_node():
+    small = build_R([NodeResources(rank=i, hostname=f"sim{i}", cores=list(range(4)),
+                                   memory_mib=4096) for i in range(2)])
+    g = LiveGraph(small)
+    assert g._parse(group("a", hosts="sim[0-1]"))[0].constraints is None
+    bigger = build_R([NodeResources(rank=i, hostname=f"sim{i}", cores=list(range(4)),
+                                    memory_mib=4096) for i in range(3)])
+    assert g.grow(bigger) == [2]
+    spec, _ = g._parse(group("a", hosts="sim[0-1]"))
+    assert spec.constraints is not None  # sim2 is not in it: a filter now
+    placed = [g.allocate(i, group(f"p{i}", hosts="sim[0-1]"), "lonode", "allocate")
+              for i in range(1, 9)]
+    assert {n["hostname"] for p in placed for n in p.nodes} <= {"sim0", "sim1"}
 
 
 def test_allocations_through_the_cache_place_and_cancel_as_before():
