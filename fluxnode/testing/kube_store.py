@@ -306,9 +306,9 @@ class KubeStore:
             self._objects[rt.ref].pop(key, None)
         else:
             self._objects[rt.ref][key] = obj
-        change = Change(
-            self.rv, rt.ref, type_, json_copy(obj), json_copy(prev) if prev else None
-        )
+        # Stored objects are never changed in place (every write copies, changes the copy
+        # and stores it), so the history shares them instead of copying both per write.
+        change = Change(self.rv, rt.ref, type_, obj, prev or None)
         self._history.append(change)
         if len(self._history) > self.history_limit:
             dropped = self._history[: len(self._history) - self.history_limit]
