@@ -1,7 +1,7 @@
 """Binder throughput and latency: pods placed per second from creation to binding.
 
 Run: .venv/bin/python bench/binder.py [--nodes 1000] [--cores 8] [--singles 5000]
-     [--groups 500] [--group-size 16] [--big-group 256] [--policy first]
+     [--groups 500] [--group-size 16] [--big-group 256] [--policy first] [--not-ready 0]
 Issue 14's case: --nodes 5000 --big-group 1000, once with --policy first and once
 with --policy lonode.
 
@@ -139,6 +139,8 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
     try:
         for i in range(args.nodes):
             kube.add_node(f"sim{i}", cpu=str(args.cores), memory="64Gi")
+        for i in range(args.not_ready):  # spread over the range: the hostlist has holes
+            kube.set_node_ready(f"sim{(i * args.nodes) // args.not_ready}", False)
         binder = subprocess.Popen(
             [
                 sys.executable,
@@ -280,6 +282,12 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--binder-log-level", default="warning")
     p.add_argument("--policy", default="first", help="the binder's match policy (first, lonode)")
+    p.add_argument(
+        "--not-ready",
+        type=int,
+        default=0,
+        help="nodes marked NotReady before the bursts (every group's hostlist leaves them out)",
+    )
     p.add_argument("--bind-workers", type=int, default=16)
     p.add_argument(
         "--alloc-batch",
@@ -303,7 +311,8 @@ def main() -> None:
     p.add_argument("--py-spy-cmd", default=str(Path(sys.executable).parent / "py-spy"))
     args = p.parse_args()
     print(
-        f"binder bench: {args.nodes} simulated nodes x {args.cores} cores, policy {args.policy}, "
+        f"binder bench: {args.nodes} simulated nodes x {args.cores} cores ({args.not_ready} "
+        f"NotReady), policy {args.policy}, "
         f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}",
         flush=True,
     )

@@ -40,6 +40,7 @@ from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 HORIZON = 2**31
 PARSE_CACHE = 256  # parsed jobspecs remembered (LiveGraph._parse)
 EXCLUDED_AS_DOWN = 256  # at most this many nodes left out by a hostlist: matched as down
+OPS_NOW = ("allocate", "allocate_orelse_reserve")  # ops that place now when it fits now
 
 
 
@@ -225,11 +226,14 @@ class LiveGraph:
         if kinds is not None:
             return self._allocate_kinds(jobid, spec, kinds, policy, op, plain)
         lib_op = "allocate_with_satisfiability" if op == "allocate" else op
-        if excluded and op == "allocate":
-            try:
-                part, result = self._match_excluding(spec, excluded, policy, lib_op)
+        if excluded and op in OPS_NOW:
+            try:  # placed now, if it fits now (what both ops do first)
+                part, result = self._match_excluding(
+                    spec, excluded, policy, "allocate_with_satisfiability"
+                )
             except (Busy, Unsatisfiable):
-                # not placed now: the constraint itself says busy or unsatisfiable, and why
+                # not placed now: with the constraint, the op says busy, unsatisfiable (and
+                # why) or reserves
                 part, result = self._match(spec, policy, lib_op)
         else:
             part, result = self._match(spec, policy, lib_op)
@@ -245,8 +249,8 @@ class LiveGraph:
         nodes: ~340 ms a match, 0.15 ms without), and the binder's hostlist leaves out
         the few nodes that are cordoned, NotReady or reserved for a blocked group. The
         placement is on the nodes the constraint names; a request that does not fit now
-        is matched again with the constraint (`allocate`), so busy and unsatisfiable, and
-        their messages, are the constraint's."""
+        is matched again with the constraint and its own op, so busy and unsatisfiable, and
+        their messages, are the constraint's (and a reservation is made with it)."""
         toggled = [rank for rank in excluded if rank not in self._unusable]
         for rank in toggled:
             self._traverser.set_status(rank, "down")

@@ -140,12 +140,12 @@ def test_allocations_through_the_cache_place_and_cancel_as_before():
         g.allocate(9, group("p9"), "first", "allocate")
 
 
-def outcome(g, jobid, jobspec, policy):
+def outcome(g, jobid, jobspec, policy, op="allocate"):
     try:
-        p = g.allocate(jobid, jobspec, policy, "allocate")
+        p = g.allocate(jobid, jobspec, policy, op)
     except (Busy, Unsatisfiable) as exc:
         return type(exc).__name__, str(exc)
-    return p.status, sorted((n["hostname"], n["cores"]) for n in p.nodes)
+    return p.status, p.at, sorted((n["hostname"], n["cores"]) for n in p.nodes)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -164,7 +164,7 @@ def test_a_hostlist_leaving_out_a_few_nodes_places_as_the_constraint_does(seed):
         return excluding(*a)
 
     fast._match_excluding = counted
-    live = []
+    live, ops = [], []
     for jobid in range(1, 120):
         if live and rng.random() < 0.3:
             gone = live.pop(rng.randrange(len(live)))
@@ -176,12 +176,15 @@ def test_a_hostlist_leaving_out_a_few_nodes_places_as_the_constraint_does(seed):
         spec = group(f"p{jobid}", (SlotKind(rng.choice([1, 2, 3]), 0, 0, rng.choice([1, 2, 4])),),
                      hosts=hosts)
         policy = rng.choice(["first", "lonode", "low", "hinode", "high"])
-        got, want = outcome(fast, jobid, spec, policy), outcome(exact, jobid, spec, policy)
-        assert got == want, (jobid, hosts, policy)
-        if got[0] == "ALLOCATED":
-            assert {h for h, _ in got[1]} <= {f"sim{i}" for i in allowed}
+        op = rng.choice(["allocate", "allocate_orelse_reserve"])  # the binder's usual op
+        got = outcome(fast, jobid, spec, policy, op)
+        assert got == outcome(exact, jobid, spec, policy, op), (jobid, hosts, policy, op)
+        if got[0] in ("ALLOCATED", "RESERVED"):
+            assert {h for h, _ in got[2]} <= {f"sim{i}" for i in allowed}
             live.append(jobid)
+            ops.append(got[0])
     assert used  # the fast path was taken (hostlists leaving out 1-3 nodes)
+    assert "RESERVED" in ops or seed > 2  # reservations were made with the constraint
     # every node marked down for a match was set back up in the traverser's graph
     for g in (fast, exact):
         assert all(min(vs, key=lambda v: len(v.path)).status == "up"
