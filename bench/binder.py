@@ -1,7 +1,9 @@
 """Binder throughput and latency: pods placed per second from creation to binding.
 
 Run: .venv/bin/python bench/binder.py [--nodes 1000] [--cores 8] [--singles 5000]
-     [--groups 500] [--group-size 16] [--big-group 256]
+     [--groups 500] [--group-size 16] [--big-group 256] [--policy first] [--not-ready 0]
+Issue 14's case: --nodes 5000 --big-group 1000, once with --policy first and once
+with --policy lonode.
 
 Setup: the Kubernetes API emulator (tests/support, in this process), a real
 1-broker instance whose scheduler service sees --nodes simulated nodes
@@ -12,6 +14,12 @@ Binding arrives. Prints per scenario: pods/s
 (creation of the first pod to binding of the last), p50/p99 latency, binder
 CPU ms per pod (utime+stime of the binder process), and for the big group the
 time from its last pod's creation to its last binding.
+
+CPU is split by process, because on a 2-core machine the three compete: the binder,
+the broker (the scheduler service), and this process, itself split into the
+emulator's thread (the API server: a test tool, not part of the product) and the
+main thread creating the pods (the load). --py-spy profiles the binder,
+--py-spy-all the broker and this process too.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -41,6 +50,13 @@ class TimedStore(KubeStore):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.bound_at: dict[str, float] = {}
+        self.scheduled_events: set[str] = set()  # pods with a Scheduled event
+
+    def create(self, resource, namespace, obj, *a, **kw):
+        out = super().create(resource, namespace, obj, *a, **kw)
+        if resource == "events" and obj.get("reason") == "Scheduled":
+            self.scheduled_events.add((obj.get("involvedObject") or {}).get("name"))
+        return out
 
     def bind(self, namespace, pod_name, binding):
         out = super().bind(namespace, pod_name, binding)
@@ -54,11 +70,37 @@ class TimedEmulator(KubeEmulator):
         self.store = TimedStore(namespaces)
 
 
-def cpu_times(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of a process, all threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def cpu_times(pid: int, tid: int | None = None) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process, all threads (or of its thread `tid`)."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    fields = Path(path).read_text().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def cpu_of(pid: int, tid: int | None = None) -> float:
+    return sum(cpu_times(pid, tid))
+
+
+def py_spy(args, pid: int, out_path: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            args.py_spy_cmd,
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            str(args.py_spy_rate),
+            "--nonblocking",
+            "--gil",
+            "--format",
+            "raw",
+            "--output",
+            out_path,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def pod(name: str, group: str | None, size: int | None) -> dict:
@@ -90,12 +132,15 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
     os.environ["FLUXNODE_BENCH_CORES"] = str(args.cores)
     kube = TimedEmulator().start()
     inst = Instance(size=1, modules="binder_sim_nodes").start()
+    broker_pid = inst.pids[0]
     binder = None
     binder_log = open(tmp / "binder.log", "wb")
     finished = False
     try:
         for i in range(args.nodes):
             kube.add_node(f"sim{i}", cpu=str(args.cores), memory="64Gi")
+        for i in range(args.not_ready):  # spread over the range: the hostlist has holes
+            kube.set_node_ready(f"sim{(i * args.nodes) // args.not_ready}", False)
         binder = subprocess.Popen(
             [
                 sys.executable,
@@ -115,6 +160,8 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
                 str(args.bind_workers),
                 "--alloc-batch",
                 str(args.alloc_batch),
+                "--policy",
+                args.policy,
                 "--log-level",
                 args.binder_log_level,
             ],
@@ -129,29 +176,17 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
             30,
             what="warm-up allocation freed",
         )
-        spy = None
-        if args.py_spy:
-            out_path = f"{args.py_spy}-{title.replace(' ', '_')}.txt"
-            spy = subprocess.Popen(
-                [
-                    args.py_spy_cmd,
-                    "record",
-                    "--pid",
-                    str(binder.pid),
-                    "--rate",
-                    str(args.py_spy_rate),
-                    "--nonblocking",
-                    "--gil",
-                    "--format",
-                    "raw",
-                    "--output",
-                    out_path,
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+        spies = []
+        if args.py_spy or args.py_spy_all:
+            prefix = f"{args.py_spy or args.py_spy_all}-{title.replace(' ', '_')}"
+            spies.append(py_spy(args, binder.pid, f"{prefix}-binder.txt"))
+            if args.py_spy_all:
+                spies.append(py_spy(args, broker_pid, f"{prefix}-broker.txt"))
+                spies.append(py_spy(args, os.getpid(), f"{prefix}-emulator.txt"))
             time.sleep(1.0)  # let py-spy attach before the burst (bench only, not a test)
+        me, emu_tid, main_tid = os.getpid(), kube._thread.native_id, threading.get_native_id()
         cpu0 = cpu_times(binder.pid)
+        other0 = (cpu_of(broker_pid), cpu_of(me, emu_tid), cpu_of(me, main_tid), cpu_of(me))
         created: dict[str, float] = {}
         names: list[str] = []
         for g, (group, n) in enumerate(groups):
@@ -161,12 +196,25 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
                 created[name] = time.monotonic()
                 names.append(name)
         last_created = time.monotonic()
-        wait_for(lambda: all(n in kube.store.bound_at for n in names), args.timeout, interval=0.05,
+        main_cpu = cpu_of(me, main_tid) - other0[2]  # creating the pods (before the waiting)
+        def all_in(seen) -> bool:  # checked every 50 ms: count before walking the names
+            return len(seen) >= len(names) and all(n in seen for n in names)
+
+        wait_for(lambda: all_in(kube.store.bound_at), args.timeout, interval=0.05,
                  what=f"{len(names)} pods bound")
+        # the binder's work for the burst ends with the pods' Scheduled events: CPU is
+        # counted until then (events may be written after the last Binding)
+        wait_for(lambda: all_in(kube.store.scheduled_events), args.timeout,
+                 interval=0.05, what=f"{len(names)} Scheduled events")
+        events_done = time.monotonic()
         user, system = (b - a for a, b in zip(cpu0, cpu_times(binder.pid), strict=True))
         cpu = user + system
-        if spy is not None:
+        broker_cpu = cpu_of(broker_pid) - other0[0]
+        emu_cpu = cpu_of(me, emu_tid) - other0[1]
+        bench_cpu = cpu_of(me) - other0[3]
+        for spy in spies:
             spy.send_signal(signal.SIGINT)
+        for spy in spies:
             spy.wait(60)
         lat = sorted(kube.store.bound_at[n] - created[n] for n in names)
         first = min(created.values())
@@ -181,6 +229,12 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
             "binder_user_ms_per_pod": 1000 * user / len(names),
             "binder_system_ms_per_pod": 1000 * system / len(names),
             "last_created_to_last_bound_ms": 1000 * (last_bind - last_created),
+            "creation_s": last_created - first,
+            "last_event_after_last_bind_ms": 1000 * (events_done - last_bind),
+            "broker_cpu_ms_per_pod": 1000 * broker_cpu / len(names),
+            "emulator_cpu_ms_per_pod": 1000 * emu_cpu / len(names),
+            "creator_cpu_ms_per_pod": 1000 * main_cpu / len(names),
+            "bench_other_cpu_ms_per_pod": 1000 * (bench_cpu - emu_cpu - main_cpu) / len(names),
         }
         print(
             f"{title}: {out['pods']} pods, {out['pods_per_s']:.0f} pods/s, p50 {out['p50_ms']:.0f} "
@@ -188,7 +242,14 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
             f"p99 {out['p99_ms']:.0f} ms, binder CPU {out['binder_cpu_ms_per_pod']:.2f} ms/pod "
             f"(user {out['binder_user_ms_per_pod']:.2f}, system "
             f"{out['binder_system_ms_per_pod']:.2f}), "
-            f"last creation -> last binding {out['last_created_to_last_bound_ms']:.0f} ms",
+            f"last creation -> last binding {out['last_created_to_last_bound_ms']:.0f} ms\n"
+            f"  CPU ms/pod: binder {out['binder_cpu_ms_per_pod']:.2f}, scheduler service "
+            f"(broker) {out['broker_cpu_ms_per_pod']:.2f}, API emulator "
+            f"{out['emulator_cpu_ms_per_pod']:.2f} (test tool), pod creation "
+            f"{out['creator_cpu_ms_per_pod']:.2f} (load; {out['creation_s']:.2f} s), bench "
+            f"other {out['bench_other_cpu_ms_per_pod']:.2f}; all Scheduled events "
+            f"{out['last_event_after_last_bind_ms']:.0f} ms after the last binding (CPU "
+            "counted until then)",
             flush=True,
         )
         finished = True
@@ -220,6 +281,13 @@ def main() -> None:
     p.add_argument("--big-group", type=int, default=256)
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--binder-log-level", default="warning")
+    p.add_argument("--policy", default="first", help="the binder's match policy (first, lonode)")
+    p.add_argument(
+        "--not-ready",
+        type=int,
+        default=0,
+        help="nodes marked NotReady before the bursts (every group's hostlist leaves them out)",
+    )
     p.add_argument("--bind-workers", type=int, default=16)
     p.add_argument(
         "--alloc-batch",
@@ -234,11 +302,18 @@ def main() -> None:
         "(raw folded stacks in PREFIX-<scenario>.txt; py-spy is not a dependency: pip install it "
         "to measure)",
     )
+    p.add_argument(
+        "--py-spy-all",
+        metavar="PREFIX",
+        help="as --py-spy, and the broker and this process (emulator + load) too",
+    )
     p.add_argument("--py-spy-rate", type=int, default=500, help="py-spy samples per second")
     p.add_argument("--py-spy-cmd", default=str(Path(sys.executable).parent / "py-spy"))
     args = p.parse_args()
     print(
-        f"binder bench: {args.nodes} simulated nodes x {args.cores} cores, {os.cpu_count()} CPUs",
+        f"binder bench: {args.nodes} simulated nodes x {args.cores} cores ({args.not_ready} "
+        f"NotReady), policy {args.policy}, "
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}",
         flush=True,
     )
     if args.singles:

@@ -35,6 +35,7 @@ from fluxnode.scheduler.binder.binding_cycle import BindingCycle
 from fluxnode.scheduler.binder.cluster_state import ClusterState
 from fluxnode.scheduler.binder.config import BinderConfig
 from fluxnode.scheduler.binder.context import BinderContext
+from fluxnode.scheduler.binder.http_writer import writer_for
 from fluxnode.scheduler.binder.leader_locator import LeaderLocator
 from fluxnode.scheduler.binder.metrics import BinderMetrics
 from fluxnode.scheduler.binder.podgroup import job_size
@@ -75,7 +76,7 @@ class Binder:
             state=ClusterState(config.scheduler_name, self._job_size),
             sched=sched,
             # every write comes from a bind worker: one pooled connection each
-            writer=PodWriter(kube_raw.RawApi(api_client, connections=config.bind_workers),
+            writer=PodWriter(writer_for(api_client, config.bind_workers),
                              config.scheduler_name, self.identity),
             pool=ThreadPoolExecutor(max_workers=config.bind_workers, thread_name_prefix="bind"),
             metrics=BinderMetrics(),
@@ -152,6 +153,9 @@ class Binder:
         if self._thread is not None:
             self._thread.join(10)
         self.ctx.pool.shutdown(wait=True, cancel_futures=True)
+        close = getattr(self.ctx.writer.api, "close", None)
+        if close is not None:
+            close()
         self.ctx.sched.close()
         if self.health is not None:
             self.health.stop()

@@ -28,6 +28,7 @@ from fluxnode.scheduler.binder.cluster_state import (
     RANK_ANNOTATION,
     PodInfo,
 )
+from fluxnode.scheduler.binder.http_writer import HttpWriter
 from fluxnode.scheduler.binder.slot_assignment import PodSlot
 from kubernetes.client.exceptions import ApiException
 
@@ -69,13 +70,18 @@ def _api_message(exc: ApiException) -> str:
 
 @dataclass
 class PodWriter:
-    api: kube_raw.RawApi
+    api: kube_raw.RawApi | HttpWriter  # HttpWriter unless a proxy is configured
     scheduler_name: str = "fluxnode"
     instance: str = ""
 
     def bind(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
         """Bind (with annotations) and record the Scheduled event. Raises BindError if the bind
         fails."""
+        self.bind_only(pod, slot, alloc_id, group)
+        self.scheduled(pod, slot, alloc_id)
+
+    def bind_only(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
+        """The Binding (with annotations), without its event. Raises BindError if it fails."""
         annotations = {
             ALLOCATION_ANNOTATION: str(alloc_id),
             RANK_ANNOTATION: str(slot.rank),
@@ -102,7 +108,11 @@ class PodWriter:
             raise BindError(exc.status, _api_message(exc)) from None
         except Exception as exc:  # connection trouble: the bind may or may not have happened
             raise BindError(0, f"{type(exc).__name__}: {exc}") from None
-        self.event(  # never raises: the pod is bound whatever happens to its event
+
+    def scheduled(self, pod: PodInfo, slot: PodSlot, alloc_id: int) -> None:
+        """The `Scheduled` event of a bound pod; never raises (the pod is bound whatever
+        happens to its event)."""
+        self.event(
             pod,
             "Normal",
             "Scheduled",

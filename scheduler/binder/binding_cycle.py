@@ -138,16 +138,25 @@ class BindingCycle:
 
     def _bind_chunk(self, binds: list[Bind]) -> None:
         """Bind pods one after another; results go to the loop a few at a time (each put
-        wakes the loop thread, so one per pod costs more than the bookkeeping it carries)."""
+        wakes the loop thread, so one per pod costs more than the bookkeeping it carries).
+        The bound pods' `Scheduled` events are written after the chunk's last Binding, as
+        kube-scheduler's recorder writes them apart from binding: an event is best effort,
+        and writing it between two Bindings only delays the next pod."""
         results: list[PodResult] = []
+        bound: list[Bind] = []
         try:
-            for pod, slot, alloc_id, group in binds:
-                results.append(self._bind_one(pod, slot, alloc_id, group))
+            for bind in binds:
+                result = self._bind_one(*bind)
+                results.append(result)
+                if result.ok:
+                    bound.append(bind)
                 if len(results) >= RESULTS_PER_WAKEUP:
                     self._deliver(results)
                     results = []
         finally:
             self._deliver(results)
+        for pod, slot, alloc_id, _group in bound:
+            self.ctx.writer.scheduled(pod, slot, alloc_id)
 
     def _deliver(self, results: list[PodResult]) -> None:
         if not results:
@@ -159,7 +168,7 @@ class BindingCycle:
 
     def _bind_one(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> PodResult:
         try:
-            self.ctx.writer.bind(pod, slot, alloc_id, group)
+            self.ctx.writer.bind_only(pod, slot, alloc_id, group)
             return PodResult(pod.uid, alloc_id, True, created=pod.created, finished=time.time())
         except BindError as exc:
             return PodResult(pod.uid, alloc_id, False, exc.status, str(exc), pod.created)

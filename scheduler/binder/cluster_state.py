@@ -16,6 +16,7 @@ allocation, a rank is released once the last pod of that allocation on it ends.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass, field, replace
 
@@ -41,6 +42,14 @@ GPUS_ANNOTATION = "fluxnode.io/gpus"
 GROUP_ANNOTATION = "fluxnode.io/group"
 PLACEMENT_ANNOTATION = "fluxnode.io/placement"
 TERMINAL_PHASES = ("Succeeded", "Failed")
+_DIGITS = re.compile(r"(\d+)")
+
+
+def hostlist_order(name: str) -> tuple:
+    """Sort key putting numbered names in numeric order (node2 before node10), so
+    `hostlist.encode` of a sorted list is compact: ``node[0-4999]``, not thousands of runs."""
+    parts = _DIGITS.split(name)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
 
 
 @dataclass(slots=True)
@@ -212,6 +221,7 @@ class ClusterState:
         self.with_pending: set[GroupKey] = set()  # groups that have unplaced pods
         self.changed = True  # something happened that may let a group run
         self._usable: tuple[int, list[str]] = (-1, [])
+        self._cordoned: set[str] = set()  # nodes whose reason is "cordoned" (apply_node)
         self._arrivals = 0
         self._largest: tuple[tuple[int, int], int] = ((-1, -1), 0)
 
@@ -221,6 +231,7 @@ class ClusterState:
         cancels and outside usage is stale by construction)."""
         fresh = ClusterState(self.scheduler_name, self.job_size_lookup)
         fresh.nodes = dict(self.nodes)
+        fresh._cordoned = set(self._cordoned)
         fresh.capacity = dict(self.capacity)
         fresh.sync_pods([p.raw for p in sorted(self.pods.values(), key=lambda p: p.seen)])
         return fresh
@@ -472,6 +483,10 @@ class ClusterState:
             new = None
         else:
             new = self.nodes[name] = node_info(obj)
+        if new is not None and new.reason == "cordoned":
+            self._cordoned.add(name)
+        else:
+            self._cordoned.discard(name)
         if (old is None) != (new is None) or (
             old is not None
             and new is not None
@@ -483,8 +498,9 @@ class ClusterState:
             self.changed = True
 
     def cordoned_nodes(self) -> set[str]:
-        """Nodes whose spec.unschedulable is set (drained in the leader: node_drain.py)."""
-        return {name for name, node in self.nodes.items() if node.reason == "cordoned"}
+        """Nodes whose spec.unschedulable is set (drained in the leader: node_drain.py).
+        Kept as nodes change: every cycle asks, and a cluster has thousands of nodes."""
+        return set(self._cordoned)
 
     def usable_nodes(self) -> list[str]:
         """Nodes fluxnode may place on: known to the graph, Ready, schedulable, outside usage
@@ -499,7 +515,9 @@ class ClusterState:
             if pinned is None or (pinned[0] is None and pinned[1] != OutsideUsage(0, 0, 0)):
                 continue  # outside usage not accounted in the graph yet
             out.append(name)
-        self._usable = (self.node_generation, sorted(out))
+        # in hostlist order (sim2 before sim10): the constraint every group's jobspec carries
+        # is then "sim[0-4999]", not 6 KB the service parses again for every group
+        self._usable = (self.node_generation, sorted(out, key=hostlist_order))
         return self._usable[1]
 
     def outside_usage(self, name: str) -> OutsideUsage | None:

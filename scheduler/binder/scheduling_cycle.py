@@ -48,6 +48,9 @@ from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec, slot_lab
 log = logging.getLogger("fluxnode.binder")
 
 MIB = 1024 * 1024
+# what the service answers for a group that can never be placed as asked: unsatisfiable,
+# or a request it refuses (a bad jobspec, one too large); anything else may pass
+REFUSALS = (errno.ENODEV, errno.EINVAL, errno.E2BIG, errno.ENOENT, errno.ERANGE)
 
 
 @dataclass
@@ -85,6 +88,9 @@ class SchedulingCycle:
             set()
         )  # nodes whose outside usage the graph could not hold yet
         self._hostlist_cache: tuple[tuple[str, ...], str] = ((), "")
+        # the candidates when no node is excluded, for one node generation: a burst runs
+        # a cycle per handful of pod events, and each would walk every node again
+        self._all_candidates: tuple[int, Candidates | None] = (-1, None)
 
     def run(self) -> None:
         """One cycle: settle cancels and outside usage, then try the queue if anything changed."""
@@ -210,6 +216,16 @@ class SchedulingCycle:
 
     def _candidates(self, usable: list[str], excluded: set[str]) -> Candidates:
         state = self.ctx.state
+        if not excluded:
+            generation, cached = self._all_candidates
+            if cached is None or generation != state.node_generation or cached.names is not usable:
+                cached = self._compute_candidates(usable, excluded)
+                self._all_candidates = (state.node_generation, cached)
+            return cached
+        return self._compute_candidates(usable, excluded)
+
+    def _compute_candidates(self, usable: list[str], excluded: set[str]) -> Candidates:
+        state = self.ctx.state
         names = [n for n in usable if n not in excluded] if excluded else usable
         most = state.largest_memory(names) if names else 0
         nodes = state.nodes
@@ -295,6 +311,7 @@ class SchedulingCycle:
             "jobspec": spec,
             "policy": ctx.config.policy,
             "op": ctx.reservations.op_for_blocked(),
+            "with_R": False,  # the answer's nodes say it all (an older service sends R anyway)
             "labels": {
                 "owner": ctx.owner,
                 "kind": "group",
@@ -359,6 +376,8 @@ class SchedulingCycle:
         if isinstance(answer, RPCError):
             if answer.errnum == errno.EBUSY:
                 return self._waiting(pods, f"{answer.errstr}; will retry when resources free up")
+            if answer.errnum not in REFUSALS:  # the service failed (EIO), not the request
+                return self._waiting(pods, f"{answer.errstr}; will retry", "error")
             return self._unschedulable(
                 group, pods, self._explain(shapes, attempt.usable) or answer.errstr
             )

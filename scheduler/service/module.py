@@ -229,8 +229,9 @@ class SchedService:
         by one (a refusal does not stop the others: it changes nothing for them). The
         service stops after the first RESERVED answer: a reservation changes what a caller
         lets later requests use (and which op they get), so it asks again for the rest and
-        batching never changes an outcome. ``answers`` holds one entry per request tried:
-        the usual answer, or ``{"errnum", "errstr"}``."""
+        batching never changes an outcome. It also stops after a request the service
+        itself failed on (EIO): the answers before it stand. ``answers`` holds one entry
+        per request tried: the usual answer, or ``{"errnum", "errstr"}``."""
         requests = payload["requests"]
         if set(payload) - {"requests"}:
             raise ServiceError(
@@ -252,12 +253,23 @@ class SchedService:
             if "requests" in request:
                 raise ServiceError(errno.EINVAL, f"requests[{i}]: batches do not nest")
         answers: list[dict] = []
-        for request in requests:
+        for i, request in enumerate(requests):
             try:
                 answer = self._alloc_one(request)
             except ServiceError as exc:
                 answers.append({"errnum": exc.errnum, "errstr": exc.errstr})
                 continue
+            except Exception as exc:
+                # The service failed on this request (e.g. the journal could not be
+                # written; the graph was rolled back): the requests before it are
+                # allocated and journaled, so their answers must reach the caller, not
+                # be lost with one error for the whole batch (that left them held and
+                # unknown to anyone). This one fails (EIO) and the batch stops here: the
+                # caller asks again for the rest, as after a reservation.
+                self.log.exception("sched: sched.alloc batch: requests[%d] failed", i)
+                answers.append({"errnum": errno.EIO,
+                                "errstr": f"requests[{i}]: internal error: {exc}"})
+                break
             answers.append(answer)
             if answer["status"] == "RESERVED":
                 break
@@ -281,6 +293,10 @@ class SchedService:
         use_drained = payload.get("use_drained", False)
         if not isinstance(use_drained, bool):
             raise ServiceError(errno.EINVAL, "use_drained: must be true or false")
+        # the binder reads "nodes" only: R of every answer was an eighth of its CPU here
+        with_R = payload.get("with_R", True)  # noqa: N806 (R is RFC 20's name)
+        if not isinstance(with_R, bool):
+            raise ServiceError(errno.EINVAL, "with_R: must be true or false")
         alloc_id = self.journal.next_id()
         lifted = use_drained and bool(self._drained_ranks())
         if lifted:  # what already runs on a drained node (the binder's outside usage)
@@ -333,13 +349,10 @@ class SchedService:
                 self.graph.cancel(alloc.id)
                 raise
         self.allocations[alloc.id] = alloc
-        answer = {
-            "id": alloc.id,
-            "status": alloc.status,
-            "at": alloc.at,
-            "R": nodes_to_R(alloc.nodes),
-            "nodes": alloc.nodes,
-        }
+        answer = {"id": alloc.id, "status": alloc.status, "at": alloc.at}
+        if with_R:
+            answer["R"] = nodes_to_R(alloc.nodes)
+        answer["nodes"] = alloc.nodes
         if placement.kinds is not None:
             answer["kinds"] = placement.kinds  # where each slot kind landed (several kinds only)
         return answer

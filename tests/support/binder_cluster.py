@@ -77,6 +77,13 @@ class ApiOutage:
         self.down = True
         listener, self._listener = self._listener, None
         if listener is not None:
+            # shutdown first: close() alone leaves the socket listening (and its port
+            # taken) while the accept thread is blocked in accept() on it, until one more
+            # connection arrives; shutdown wakes it and stops listening at once
+            try:
+                listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             listener.close()
         with self._lock:
             conns, self._conns = self._conns, set()

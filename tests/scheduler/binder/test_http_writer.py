@@ -1,0 +1,233 @@
+"""The binder's plain HTTP/1.1 writes against a scripted server (no emulator: every answer
+shape the API server may send, and every way a connection can end)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+
+import pytest
+from fluxnode.scheduler.binder.http_writer import HttpWriter, ProtocolError, writer_for
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+CLOSE = b"<close>"
+
+
+class Server:
+    """Accepts connections; each request is answered by the next scripted reply (bytes,
+    or None: close the connection without answering; a reply ending in CLOSE is sent
+    without it, then the connection is closed). Records the requests."""
+
+    def __init__(self, replies: list[bytes | None]):
+        self.replies = list(replies)
+        self.requests: list[tuple[str, dict[str, str], bytes]] = []
+        self.connections = 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
+
+    def _conn(self, conn: socket.socket) -> None:
+        f = conn.makefile("rb")
+        with conn:
+            while True:
+                line = f.readline()
+                if not line:
+                    return
+                method, target, _ = line.decode().split(" ", 2)
+                headers = {}
+                while (h := f.readline()) not in (b"\r\n", b""):
+                    k, _, v = h.decode().partition(":")
+                    headers[k.strip().lower()] = v.strip()
+                body = f.read(int(headers.get("content-length", "0")))
+                self.requests.append((f"{method} {target}", headers, body))
+                reply = self.replies.pop(0) if self.replies else None
+                if reply is None:
+                    return
+                if reply.endswith(CLOSE):
+                    conn.sendall(reply[: -len(CLOSE)])
+                    return
+                conn.sendall(reply)
+                if b"Connection: close" in reply:
+                    return
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def api_client(port: int, token: str = "t0k") -> client.ApiClient:
+    cfg = client.Configuration()
+    cfg.host = f"http://127.0.0.1:{port}"
+    cfg.api_key = {"authorization": token}
+    cfg.api_key_prefix = {"authorization": "Bearer"}
+    return client.ApiClient(cfg)
+
+
+def ok(status: int = 201, body: bytes = b'{"kind":"Binding"}', extra: str = "") -> bytes:
+    return (f"HTTP/1.1 {status} Created\r\nContent-Type: application/json\r\n{extra}"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def chunked(body: bytes) -> bytes:
+    half = len(body) // 2
+    return (b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + f"{half:x};ext=1\r\n".encode() + body[:half] + b"\r\n"
+            + f"{len(body) - half:x}\r\n".encode() + body[half:] + b"\r\n0\r\nX-T: 1\r\n\r\n")
+
+
+@pytest.fixture
+def server(request):
+    srv = Server(request.param)
+    yield srv
+    srv.close()
+
+
+@pytest.mark.parametrize("server", [[ok(), chunked(b'{"a": 1, "b": 2}'), ok(200), ok()]],
+                         indirect=True)
+def test_writes_share_one_connection_per_thread_whatever_the_answer_framing(server):
+    w = HttpWriter(api_client(server.port))
+    for i in range(4):
+        w.request("POST", f"/api/v1/namespaces/ns/pods/p{i}/binding", {"i": i})
+    assert server.connections == 1
+    line, headers, body = server.requests[0]
+    assert line == "POST /api/v1/namespaces/ns/pods/p0/binding"
+    assert json.loads(body) == {"i": 0}
+    assert headers["authorization"] == "Bearer t0k"
+    assert headers["content-type"] == "application/json"
+    assert headers["host"] == f"127.0.0.1:{server.port}"
+    w.close()
+
+
+@pytest.mark.parametrize("server", [[ok(409, b'{"message": "pod p is already bound"}'), ok()]],
+                         indirect=True)
+def test_an_error_status_is_the_clients_api_exception_and_the_connection_stays(server):
+    w = HttpWriter(api_client(server.port))
+    with pytest.raises(ApiException) as exc:
+        w.request("POST", "/api/v1/namespaces/ns/pods/p/binding", {})
+    assert exc.value.status == 409
+    assert json.loads(exc.value.body)["message"] == "pod p is already bound"
+    w.request("POST", "/api/v1/namespaces/ns/events", {})
+    assert server.connections == 1
+
+
+@pytest.mark.parametrize("server", [[ok(extra="Connection: close\r\n"), ok()]], indirect=True)
+def test_a_server_closing_after_its_answer_gets_a_new_connection(server):
+    w = HttpWriter(api_client(server.port))
+    w.request("POST", "/a", {})
+    w.request("POST", "/b", {})
+    assert server.connections == 2 and len(server.requests) == 2
+
+
+@pytest.mark.parametrize("server", [[ok(), ok()]], indirect=True)
+def test_a_connection_closed_while_idle_is_replaced_before_the_next_write(server):
+    w = HttpWriter(api_client(server.port))
+    w.request("POST", "/a", {})
+    # the server side goes away while the connection is idle (an API server restart,
+    # an idle timeout): the next write must not be sent into it and lost
+    w._local.conn.sock.shutdown(socket.SHUT_RD)
+    w.request("POST", "/b", {})
+    assert [r[0] for r in server.requests] == ["POST /a", "POST /b"]
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize(
+    "server",
+    [[None], [b"HTTP/1.1 201 Created\r\nContent-Length: 50\r\n\r\n{\"short\"" + CLOSE],
+     [b"garbage\r\n\r\n" + CLOSE],
+     [b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n" + CLOSE]],
+    indirect=True,
+    ids=["no answer", "cut body", "not http", "bad chunk"],
+)
+def test_no_complete_answer_is_an_unknown_outcome_not_an_api_error(server):
+    w = HttpWriter(api_client(server.port))
+    with pytest.raises((ConnectionError, ProtocolError, OSError)) as exc:
+        w.request("POST", "/api/v1/namespaces/ns/pods/p/binding", {})
+    assert not isinstance(exc.value, ApiException)
+    assert w._local.conn is None  # that connection is never used again
+
+
+@pytest.mark.parametrize("server", [[ok()]], indirect=True)
+def test_header_injection_through_a_token_is_refused(server):
+    w = HttpWriter(api_client(server.port, token="x\r\nX-Evil: 1"))
+    with pytest.raises(ValueError, match="line breaks"):
+        w.request("POST", "/a", {})
+    assert not server.requests
+
+
+def test_a_proxy_keeps_the_urllib3_path():
+    cfg = client.Configuration()
+    cfg.host = "http://127.0.0.1:1"
+    cfg.proxy = "http://127.0.0.1:2"
+    assert not isinstance(writer_for(client.ApiClient(cfg), 4), HttpWriter)
+    plain = client.Configuration()
+    plain.host = "http://127.0.0.1:1"
+    assert isinstance(writer_for(client.ApiClient(plain), 4), HttpWriter)
+
+
+def self_signed(tmp_path, name: str) -> tuple[str, str]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+    cert, key = tmp_path / f"{name}.crt", tmp_path / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-days", "1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    return str(cert), str(key)
+
+
+class TlsServer(Server):
+    def __init__(self, replies, cert: str, key: str):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(cert, key)
+        super().__init__(replies)
+
+    def _conn(self, conn: socket.socket) -> None:
+        try:
+            tls = self.ctx.wrap_socket(conn, server_side=True)
+        except (ssl.SSLError, OSError):
+            conn.close()  # the client refused our certificate
+            return
+        super()._conn(tls)
+
+
+def test_tls_with_the_clients_certificate_settings(tmp_path):
+    cert, key = self_signed(tmp_path, "server")
+    other, _ = self_signed(tmp_path, "other")
+    srv = TlsServer([ok(), ok(), ok()], cert, key)
+    try:
+        cfg = client.Configuration()
+        cfg.host = f"https://127.0.0.1:{srv.port}"
+        cfg.ssl_ca_cert = cert
+        w = HttpWriter(client.ApiClient(cfg))
+        w.request("POST", "/a", {"x": 1})
+        w.request("POST", "/b", {"x": 2})
+        assert [r[0] for r in srv.requests] == ["POST /a", "POST /b"]
+        assert srv.connections == 1
+        assert srv.requests[0][1]["host"] == f"127.0.0.1:{srv.port}"
+        w.close()
+        # a server whose certificate the client's CA did not sign is refused, unanswered
+        cfg.ssl_ca_cert = other
+        with pytest.raises((ssl.SSLError, OSError)) as exc:
+            HttpWriter(client.ApiClient(cfg)).request("POST", "/c", {})
+        assert not isinstance(exc.value, ApiException)
+        assert len(srv.requests) == 2
+    finally:
+        srv.close()
