@@ -50,13 +50,18 @@ def _vertex(g: ResourceGraph, type_: str, basename: str, name: str, id_: int, ra
 
 
 def add_flat_nodes(g: ResourceGraph, nodes: Iterable[NodeResources]) -> None:
-    """Add `nodes` (in rank order) under the graph's cluster vertex, made when missing."""
+    """Add `nodes` under the graph's cluster vertex, made when missing. The cluster's
+    children stay in rank order whatever order brokers joined in (a rank below one already
+    there goes into its place), so the walk, and with it every placement, is the same as
+    in a graph built from the whole R at once."""
     with gc_paused():
         cluster = g.roots.get(CONTAINMENT)
         if cluster is None:
             cluster = _vertex(g, "cluster", "cluster", "cluster0", 0, -1, "/cluster0")
             g.roots[CONTAINMENT] = cluster
-        for n in sorted(nodes, key=lambda n: n.rank):
+        last = cluster.children[-1].rank if cluster.children else -1
+        nodes = sorted(nodes, key=lambda n: n.rank)
+        for n in nodes:
             basename, node_id = split_hostname(n.hostname) or (n.hostname, n.rank)
             npath = f"/cluster0/{n.hostname}"
             node = _vertex(g, "node", basename or n.hostname, n.hostname, node_id, n.rank, npath)
@@ -83,6 +88,26 @@ def add_flat_nodes(g: ResourceGraph, nodes: Iterable[NodeResources]) -> None:
                         unit=MEMORY_UNIT,
                     ),
                 )
+        if nodes and nodes[0].rank < last:  # joined out of rank order: into place
+            cluster.children.sort(key=lambda v: v.rank)
+
+
+def renumber_in_rank_order(g: ResourceGraph) -> dict[int, int]:
+    """Give every vertex the ``uniq_id`` a graph built from the whole R at once would have
+    given it (containment pre-order with nodes in rank order, the order `add_flat_nodes`
+    makes them in), after nodes joined out of rank order. Ties between equal candidates
+    break by ``uniq_id`` (Fluxion's rule), so without this the placement would depend on
+    the order brokers joined in. Returns old id -> new id (for the traverser's state)."""
+    order = list(g.walk())
+    mapping = {}
+    for new, v in enumerate(order):
+        mapping[v.uniq_id] = new
+        v.uniq_id = new
+    g.vertices[:] = order
+    for index in (g.by_type, g.by_name, g.by_rank, g.by_path):
+        for vertices in index.values():
+            vertices.sort(key=lambda v: v.uniq_id)
+    return mapping
 
 
 def flat_graph(nodes: Iterable[NodeResources]) -> ResourceGraph:

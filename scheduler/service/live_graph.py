@@ -20,7 +20,7 @@ from fluxnode.scheduler.jobspec.document import DEFAULT_LIMITS
 from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.service.errors import Busy, InvalidRequest, Unsatisfiable
-from fluxnode.scheduler.service.flat_graph import add_flat_nodes, flat_graph
+from fluxnode.scheduler.service.flat_graph import add_flat_nodes, flat_graph, renumber_in_rank_order
 from fluxnode.scheduler.service.slot_kinds import (
     describe,
     merge_nodes,
@@ -144,7 +144,13 @@ class LiveGraph:
             return None
         added = [node for rank, node in nodes.items() if rank not in self._nodes]
         self._parsed.clear()  # a hostlist that named every node may not name the new ones
+        out_of_order = bool(added and self._nodes) and min(n.rank for n in added) < max(
+            self._nodes)
         add_flat_nodes(self._graph, added)
+        if out_of_order and not self._traverser.jobs:
+            # ids as if built at once, so placements do not depend on the join order; with
+            # jobs held (replayed from the journal before every rank joined) ids stay
+            self._traverser.renumbered(renumber_in_rank_order(self._graph))
         self._traverser.reinit()
         self.R = R
         self._nodes = nodes

@@ -153,6 +153,11 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         if len(self.g.vertices) >= FREEZE_MIN_VERTICES:
             freeze_for_gc()
 
+    def renumbered(self, mapping: dict[int, int]) -> None:
+        """The graph's vertices got new ``uniq_id``s (old -> new; no job holds any): carry
+        the edge weights over to the new ids. Call reinit() next."""
+        self._weights = {mapping[uid]: w for uid, w in self._weights.items() if uid in mapping}
+
     def _reinit(self) -> None:
         self._totals: dict[int, dict[str, int]] = {}
         # child uniq_id -> weight of the edge into it (stop-on-first exploration order);
