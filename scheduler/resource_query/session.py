@@ -8,6 +8,7 @@ errors to stderr as ``ERROR: ...`` lines, never a traceback.
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from pathlib import Path
@@ -20,7 +21,13 @@ from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
 from fluxnode.scheduler.readers.jgf import JgfError, add_jgf, load_jgf_document
 from fluxnode.scheduler.readers.rv1 import ranks_in_R
 from fluxnode.scheduler.resource_query.picks import jgf_picks, rv1exec_picks
-from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser, TraverserError, Unsatisfiable
+from fluxnode.scheduler.traversers.dfu import (
+    NoMatch,
+    Traverser,
+    TraverserErrno,
+    TraverserError,
+    Unsatisfiable,
+)
 from fluxnode.scheduler.traversers.find import FindError, find
 
 SEP = "INFO: =============================\n"
@@ -45,6 +52,10 @@ class Session:
         self.allocations: dict[int, int] = {}
         self.reservations: dict[int, int] = {}
         self.jobinfo: dict[int, tuple[str, int, str]] = {}
+        # a match failing with no errno of its own reports the errno an earlier step
+        # left (see TraverserErrno and dispatch)
+        self.t.report_errno = True
+        self.t.errno = errno.ENOTTY
 
     # -- output -----------------------------------------------------------
     def emit(self, result) -> None:
@@ -71,7 +82,8 @@ class Session:
         jobid = self.jobid
         try:
             text = Path(fn).read_bytes()  # not UTF-8 is a jobspec error, below
-        except OSError:
+        except OSError as exc:
+            self.t.errno = exc.errno or errno.ENOENT
             self.error(f"ERROR: can't open {fn}")
             return True
         # reapi_cli_t::match_allocate consumes a jobid only once the jobspec has parsed and
@@ -84,9 +96,16 @@ class Session:
             result = self.t.match(js, op=op, jobid=jobid)
         except Unsatisfiable:
             matched, sat = False, False
+        except TraverserErrno as exc:
+            # reapi_cli_t::match_allocate returns before counting the jobid; resource-query
+            # reads ENOENT (like ENODEV) as unsatisfiable
+            self.error(f"ERROR: {exc}")
+            matched, consumed = False, False
+            sat = exc.errno != errno.ENOENT
         except NoMatch:
             matched = False
         except JobspecError as exc:
+            self.t.errno = errno.EINVAL
             self.error(
                 f"ERROR: Jobspec error for {jobid}: {exc.what if hasattr(exc, 'what') else exc}"
             )
@@ -167,6 +186,7 @@ class Session:
             if jobid in self.jobinfo:
                 self.jobinfo[jobid] = ("CANCELED",) + self.jobinfo[jobid][1:]
         else:
+            self.t.errno = errno.ENOENT  # reapi_cli_t::cancel
             return self.error(f"ERROR: nonexistent job {jobid}")
         if len(args) == 3 and args[2] == "stats":
             self._write_visit_counts("CANCEL")
@@ -291,6 +311,7 @@ class Session:
         jobid = self._jobid(args[1])
         info = self.jobinfo.get(jobid)
         if info is None:
+            self.t.errno = errno.ENOENT  # reapi_cli_t::info
             return self.error(f"ERROR: jobid doesn't exist: {args[1]}")
         print(f"INFO: {jobid}, {info[0]}, {info[1]}, {info[2]}, 0.000000")
 
@@ -394,6 +415,9 @@ class Session:
         args = line.split()
         if not args:
             return True
+        # resource-query reads each command with editline's readline(), whose terminal
+        # probe of a stdin that is no terminal leaves errno ENOTTY
+        self.t.errno = errno.ENOTTY
         name = self.ALIASES.get(args[0], args[0])
         if name == "quit":
             return False

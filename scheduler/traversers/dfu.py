@@ -33,6 +33,7 @@ score, choose), ``dfu_update`` (spans, emit, release) and ``dfu_reservation``
 
 from __future__ import annotations
 
+import errno as _errno
 import time
 from dataclasses import dataclass, field
 
@@ -82,6 +83,19 @@ class Unsatisfiable(NoMatch):
         super().__init__(False, reason)
 
 
+class TraverserErrno(NoMatch):
+    """A failed match whose errno is neither EBUSY (busy) nor ENODEV (unsatisfiable).
+
+    Fluxion's traverser reports some failures without setting errno (an update that
+    selects nothing exclusively); the caller then sees whatever errno an earlier step
+    left. Raised only when ``Traverser.report_errno`` is set (resource-query): Fluxion's
+    resource-query consumes no jobid for it, and ENOENT reads as unsatisfiable."""
+
+    def __init__(self, err: int) -> None:
+        super().__init__(False, f"traverser: {_errno.errorcode.get(err, err)}")
+        self.errno = err
+
+
 class TraverserError(ValueError):
     """Bad input to the traverser (unknown job, path, status...)."""
 
@@ -127,6 +141,10 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         self.total_postorder = 0
         self._marks: dict[tuple[int, int], tuple[int, bool]] = {}
         self._visited: set[int] = set()
+        # Fluxion's errno as the walks leave it (see TraverserErrno); report_errno turns
+        # a failure with an errno other than EBUSY/ENODEV into TraverserErrno
+        self.errno = 0
+        self.report_errno = False
         self.reinit()
 
     def _parse_prune(self, spec: str) -> set[str]:
@@ -270,22 +288,29 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         self._collect_xtypes(req.resources)
         self.total_preorder = self.total_postorder = 0
         if op == "satisfiability":
-            ok = self._satisfiable(req, m, excl)
+            ok = self._sat_check(req, m, excl)
             self.total_preorder, self.total_postorder = self.preorder, self.postorder
             if not ok:
-                raise Unsatisfiable(self._why_unsatisfiable(req))
+                self._raise_failed(req, False)
             return MatchResult(jobid, "SATISFIABLE", now, duration, time.perf_counter() - t0)
         if op not in ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability"):
             raise TraverserError(f"unknown match op {op!r}")
-        self._feasible(req, m, op)
+        try:
+            self._feasible(req, m, op)
+        except Unsatisfiable:
+            self.errno = _errno.ENODEV
+            raise
+        except NoMatch:
+            self.errno = _errno.EBUSY
+            raise
         rc, needs, x = self._select(req, m, excl)
         self.total_preorder, self.total_postorder = self.preorder, self.postorder
         if rc != 0:
             if op == "allocate_with_satisfiability":
-                if not self._satisfiable(req, m, excl):
-                    raise Unsatisfiable(self._why_unsatisfiable(req))
-                raise NoMatch(True)
+                self.errno = _errno.EBUSY
+                self._raise_failed(req, self._sat_check(req, m, excl))
             if op == "allocate":
+                self.errno = _errno.EBUSY
                 raise NoMatch(True)
             m.alloc = "reserve"
             for t in self._candidate_times(req, m):
@@ -296,10 +321,11 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
                 if rc == 0:
                     break
             if rc != 0:
+                # the planner has no start time left (ENOENT): schedule() sets EBUSY and
+                # asks whether the request could ever fit
                 m.alloc = "reserve"
-                if not self._satisfiable(req, m, excl):
-                    raise Unsatisfiable(self._why_unsatisfiable(req))
-                raise NoMatch(True)
+                self.errno = _errno.EBUSY
+                self._raise_failed(req, self._sat_check(req, m, excl))
         status = "ALLOCATED" if m.alloc == "alloc" else "RESERVED"
         if m.at + m.duration > INF or m.at + m.duration < 0:
             m.duration = INF - m.at
@@ -309,9 +335,36 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
             freeze_job_state()
         if not sel:
             # Like Fluxion: a request with nothing exclusive (no slot) allocates nothing.
+            # Fluxion's update fails without setting errno: the caller sees the errno
+            # the steps before it left (EBUSY, ENODEV, or an older one).
             self.jobs.pop(jobid, None)
+            if self.report_errno and self.errno == _errno.ENODEV:
+                raise Unsatisfiable(self._why_unsatisfiable(req))
+            if self.report_errno and self.errno != _errno.EBUSY:
+                raise TraverserErrno(self.errno)
             raise NoMatch(False, "request selects nothing exclusively (no slot?)")
         return MatchResult(jobid, status, m.at, m.duration, time.perf_counter() - t0, sel)
+
+    def _sat_check(self, req: MatchRequest, m: JobMeta, excl: bool) -> bool:
+        """Fluxion's satisfiability walk far in the future; a failure with EBUSY (or
+        ERANGE) becomes ENODEV, any other errno is kept."""
+        ok = self._satisfiable(req, m, excl)
+        if not ok and self.errno in (_errno.EBUSY, _errno.ERANGE):
+            self.errno = _errno.ENODEV
+        return ok
+
+    def _raise_failed(self, req: MatchRequest, satisfiable: bool):
+        """Raise for a match that failed after its satisfiability walk, by errno when
+        ``report_errno`` is set (resource-query), else by the walk's answer."""
+        if self.report_errno:
+            if self.errno == _errno.ENODEV:
+                raise Unsatisfiable(self._why_unsatisfiable(req))
+            if self.errno != _errno.EBUSY:
+                raise TraverserErrno(self.errno)
+            raise NoMatch(True)
+        if not satisfiable:
+            raise Unsatisfiable(self._why_unsatisfiable(req))
+        raise NoMatch(True)
 
     def replay(self, picks: list[tuple[Vertex, int, bool]], jobid: int, at: int, duration: int,
                reserve: bool = False) -> MatchResult:

@@ -1,0 +1,103 @@
+# ruff: noqa: E501  (GraphML lines)
+"""Fluxion's errno when a match fails without setting one, as resource-query shows it.
+
+Fluxion's update walk (dfu_impl_t::update) fails without setting errno when the selection
+holds nothing exclusive (a request with no slot). reapi_cli_t::match_allocate then looks at
+whatever errno the steps before left: EBUSY (a pruned vertex) and ENODEV (unsatisfiable)
+are ordinary failures that consume the jobid; any other errno returns before the jobid is
+counted, and resource-query's run_match reads ENOENT, like ENODEV, as "Unsatisfiable".
+resource-query reads every command with editline's readline(), which leaves ENOTTY when
+stdin is no terminal, so a walk that prunes nothing reports ENOTTY.
+"""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+from fluxnode.scheduler.readers.grug import read_grug
+from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser, TraverserErrno, Unsatisfiable
+from support.rq_run import rq
+from support.sched_graphs import jobspec
+
+# cluster > node[2] > core[2]: a node>core request walks it without pruning anything
+FLAT_GRUG = """<?xml version="1.0" encoding="UTF-8"?>
+<graphml xmlns="http://graphml.graphdrawing.org/xmlns">
+  <key id="root" for="node" attr.name="root" attr.type="int"><default>0</default></key>
+  <key id="type" for="node" attr.name="type" attr.type="string"/>
+  <key id="basename" for="node" attr.name="basename" attr.type="string"/>
+  <key id="size" for="node" attr.name="size" attr.type="long"><default>1</default></key>
+  <key id="subsystem" for="node" attr.name="subsystem" attr.type="string"><default>containment</default></key>
+  <key id="e_subsystem" for="edge" attr.name="e_subsystem" attr.type="string"><default>containment</default></key>
+  <key id="relation" for="edge" attr.name="relation" attr.type="string"><default>contains</default></key>
+  <key id="rrelation" for="edge" attr.name="rrelation" attr.type="string"><default>in</default></key>
+  <key id="id_scope" for="edge" attr.name="id_scope" attr.type="int"><default>0</default></key>
+  <key id="id_start" for="edge" attr.name="id_start" attr.type="int"><default>0</default></key>
+  <key id="id_stride" for="edge" attr.name="id_stride" attr.type="int"><default>1</default></key>
+  <key id="gen_method" for="edge" attr.name="gen_method" attr.type="string"><default>MULTIPLY</default></key>
+  <key id="multi_scale" for="edge" attr.name="multi_scale" attr.type="int"><default>1</default></key>
+  <graph id="flat" edgedefault="directed">
+    <node id="cluster"><data key="root">1</data><data key="type">cluster</data><data key="basename">flat</data></node>
+    <node id="node"><data key="type">node</data><data key="basename">node</data></node>
+    <node id="core"><data key="type">core</data><data key="basename">core</data></node>
+    <edge id="e1" source="cluster" target="node"><data key="multi_scale">2</data></edge>
+    <edge id="e2" source="node" target="core"><data key="multi_scale">2</data></edge>
+  </graph>
+</graphml>
+"""
+
+NO_SLOT = jobspec([{"type": "node", "count": 1, "with": [{"type": "core", "count": 1}]}])
+
+
+@pytest.fixture
+def flat(tmp_path):
+    p = tmp_path / "flat.graphml"
+    p.write_text(FLAT_GRUG)
+    return p
+
+
+def _trav(path) -> Traverser:
+    return Traverser(read_grug(str(path)), "first")
+
+
+def test_library_default_keeps_nomatch(flat):
+    t = _trav(flat)
+    with pytest.raises(NoMatch) as exc:
+        t.match(NO_SLOT)
+    assert type(exc.value) is NoMatch and not exc.value.busy
+
+
+@pytest.mark.parametrize(("left", "raised"), [
+    (errno.ENOTTY, TraverserErrno), (errno.ENOENT, TraverserErrno),
+    (errno.EBUSY, NoMatch), (errno.ENODEV, Unsatisfiable)])
+def test_empty_update_reports_the_errno_left_before(flat, left, raised):
+    t = _trav(flat)
+    t.report_errno = True
+    t.errno = left
+    with pytest.raises(NoMatch) as exc:
+        t.match(NO_SLOT)
+    assert type(exc.value) is raised
+    if raised is TraverserErrno:
+        assert exc.value.errno == left
+
+
+def test_a_pruned_vertex_leaves_ebusy(flat):
+    t = _trav(flat)
+    t.report_errno = True
+    t.errno = errno.ENOTTY
+    # core 3 of 2 fails at each node (dom_finish_vtx sets EBUSY): an ordinary failure
+    with pytest.raises(NoMatch) as exc:
+        t.match(jobspec([{"type": "node", "count": 1, "with": [{"type": "core", "count": 3}]}]),
+                op="allocate")
+    assert type(exc.value) is NoMatch and t.errno == errno.EBUSY
+
+
+def test_resource_query_does_not_consume_the_jobid(tmp_path, flat):
+    import yaml
+    js = tmp_path / "noslot.yaml"
+    js.write_text(yaml.safe_dump(NO_SLOT))
+    out, _err, rc = rq(tmp_path, flat, f"match allocate {js}\nmatch allocate_orelse_reserve {js}\n"
+                       f"cancel 9\nmatch allocate {js}\nquit\n")
+    assert rc == 0
+    # ENOTTY each time (the nonexistent cancel's ENOENT is gone by the next readline)
+    assert out.count("INFO: JOBID=1\n") == 3 and "Unsatisfiable" not in out
