@@ -313,12 +313,14 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
                 self.errno = _errno.EBUSY
                 raise NoMatch(True)
             m.alloc = "reserve"
-            for t in self._candidate_times(req, m):
+            times = self._candidate_times(req, m)
+            for t in times:
                 m.at = t
                 rc, needs, x = self._select(req, m, excl)
                 self.total_preorder += self.preorder
                 self.total_postorder += self.postorder
                 if rc == 0:
+                    next(times, None)  # schedule()'s loop step after the fitting walk
                     break
             if rc != 0:
                 # the planner has no start time left (ENOENT): schedule() sets EBUSY and

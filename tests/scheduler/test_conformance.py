@@ -18,7 +18,7 @@ from support.paths import SHARED
 CORPUS = SHARED / "fluxion-corpus"
 PASS_FLOOR = 313
 RANDOM = SHARED / "fluxion-random"
-RANDOM_PASS_FLOOR = 1933
+RANDOM_PASS_FLOOR = 1950
 
 
 @pytest.mark.timeout(400)

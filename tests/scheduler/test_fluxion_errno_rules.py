@@ -101,3 +101,24 @@ def test_resource_query_does_not_consume_the_jobid(tmp_path, flat):
     assert rc == 0
     # ENOTTY each time (the nonexistent cancel's ENOENT is gone by the next readline)
     assert out.count("INFO: JOBID=1\n") == 3 and "Unsatisfiable" not in out
+
+
+def test_reservation_search_leaves_enoent(tmp_path, flat):
+    """dfu_traverser_t::schedule's loop asks the planner for the next start time once
+    more after the walk that fits; with none left the planner sets ENOENT, which an
+    empty update then reports: no jobid consumed, and "Unsatisfiable request"."""
+    import yaml
+    busy = tmp_path / "busy.yaml"
+    busy.write_text(yaml.safe_dump(jobspec([{"type": "node", "count": 2, "with": [
+        {"type": "slot", "count": 1, "label": "default",
+         "with": [{"type": "core", "count": 2}]}]}], duration=100)))
+    js = tmp_path / "noslot.yaml"
+    js.write_text(yaml.safe_dump(NO_SLOT))
+    out, _err, rc = rq(tmp_path, flat, f"match allocate {busy}\n"
+                       f"match allocate_orelse_reserve {js}\nmatch allocate {js}\nquit\n")
+    assert rc == 0
+    blocks = out.split("INFO: =============================\n")
+    assert "INFO: No matching resources found\nINFO: Unsatisfiable request\nINFO: JOBID=2\n" \
+        in blocks
+    # the plain allocate fails at the root (all busy, EBUSY): an ordinary failure
+    assert blocks.count("INFO: No matching resources found\nINFO: JOBID=2\n") == 1
