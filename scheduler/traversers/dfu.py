@@ -424,7 +424,13 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
             self._collect_xtypes(r.with_)
 
     def _feasible(self, req: MatchRequest, m: JobMeta, op: str) -> None:
-        """Fluxion's request_feasible: raise early when too few nodes could ever serve."""
+        """Fluxion's request_feasible: raise early when too few nodes could ever serve.
+
+        The node count comes from prime_jobspec, whose accum_if adds only the types the
+        prune filters track: with no filter on ``node`` (``-p ALL:core``) it is 0 and the
+        check passes, leaving the walk to judge."""
+        if "node" not in self.prune_types:
+            return
         want = self._wanted(req.resources, "node")
         if not want:
             return

@@ -18,7 +18,7 @@ from support.paths import SHARED
 CORPUS = SHARED / "fluxion-corpus"
 PASS_FLOOR = 313
 RANDOM = SHARED / "fluxion-random"
-RANDOM_PASS_FLOOR = 1950
+RANDOM_PASS_FLOOR = 1962
 
 
 @pytest.mark.timeout(400)

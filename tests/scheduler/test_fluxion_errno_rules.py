@@ -122,3 +122,25 @@ def test_reservation_search_leaves_enoent(tmp_path, flat):
         in blocks
     # the plain allocate fails at the root (all busy, EBUSY): an ordinary failure
     assert blocks.count("INFO: No matching resources found\nINFO: JOBID=2\n") == 1
+
+
+# Fluxion's request_feasible counts the nodes a request needs through prime_jobspec, whose
+# accum_if adds a type only when a prune filter tracks it. With the default filters
+# (ALL:core,ALL:node) a request for more nodes than are up fails early as busy (EBUSY) for
+# allocate_orelse_reserve; with ``-p ALL:core`` the count is 0, the check passes, and the
+# walk finds the request unsatisfiable (ENODEV).
+THREE_NODES = jobspec([{"type": "node", "count": 3, "with": [
+    {"type": "slot", "count": 1, "label": "default", "with": [{"type": "core", "count": 1}]}]}])
+
+
+def test_feasibility_with_default_filters_fails_early_as_busy(flat):
+    t = _trav(flat)
+    with pytest.raises(NoMatch) as exc:
+        t.match(THREE_NODES, op="allocate_orelse_reserve")
+    assert type(exc.value) is NoMatch and exc.value.busy
+
+
+def test_feasibility_without_a_node_filter_leaves_it_to_the_walk(flat):
+    t = Traverser(read_grug(str(flat)), "first", prune_filters="ALL:core")
+    with pytest.raises(Unsatisfiable):
+        t.match(THREE_NODES, op="allocate_orelse_reserve")
