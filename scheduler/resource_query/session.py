@@ -66,7 +66,8 @@ class Session:
         elif self.fmt == "jgf":
             self.out.write(writers.dumps(writers.jgf(result)) + "\n")
         elif self.fmt == "rlite":
-            self.out.write(writers.dumps({"R_lite": writers.rlite(result)}) + "\n")
+            # rlite_match_writers_t::emit dumps the R_lite array itself, no object around it
+            self.out.write(writers.dumps(writers.rlite(result)) + "\n")
         elif self.fmt in ("rv1", "rv1_nosched"):
             R = writers.rv1(result) if self.fmt == "rv1" else writers.rv1_nosched(result)
             # rv1(_nosched)_match_writers_t::emit_json writes nothing when R_lite is empty (an
