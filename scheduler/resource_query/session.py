@@ -216,7 +216,9 @@ class Session:
                     ranks = ranks_in_R(doc)
                 else:
                     ranks = self._jgf_ranks(doc)
-                full = self.t.partial_cancel(jobid, ranks)
+                # rv1exec names ranks only: Fluxion cancels their vertices and reduces the
+                # ancestors' subtree spans by the units freed (dfu_impl_t::remove)
+                full = self.t.partial_cancel(jobid, ranks, by_counts=reader == "rv1exec")
                 if full:
                     self.allocations.pop(jobid, None)
             except (ValueError, KeyError, TypeError, RecursionError, RError, TraverserError):

@@ -47,6 +47,7 @@ from fluxnode.scheduler.graph.resource_graph import (
     gc_paused,
 )
 from fluxnode.scheduler.jobspec.request import MatchRequest, Request, RequestError, from_jobspec
+from fluxnode.scheduler.planner.planner import PlannerError
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.readers.rv1 import extend_rv1
 from fluxnode.scheduler.traversers.dfu_impl import (
@@ -472,27 +473,87 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         self.total_preorder, self.total_postorder = pre, post
         return pre, post
 
-    def partial_cancel(self, jobid: int, ranks: list[int]) -> bool:
-        """Release the part of ``jobid`` on ``ranks``; True when nothing of the job is left."""
+    def partial_cancel(self, jobid: int, ranks: list[int], by_counts: bool = False) -> bool:
+        """Release the part of ``jobid`` on ``ranks``; True when nothing of the job is left.
+
+        By default the job's ancestors keep it while any of its vertices remain below them.
+        ``by_counts`` follows Fluxion's rank-based partial cancel instead (resource-query's
+        ``partial-cancel ... rv1exec``, see _reduce_ancestors)."""
         job = self.jobs.get(jobid)
         if job is None:
             raise TraverserError(f"nonexistent job {jobid}")
         rankset = set(ranks)
         pre = post = 0
-        for r in rankset:
+        counts: dict[int, dict[str, int]] = {}
+        rank_root: dict[int, Vertex] = {}
+        for r in sorted(rankset):
             for v in self.g.by_rank.get(r, []):
                 pre += 1
                 if jobid in v.tags:
                     post += 1
+                    sid = v.spans.get(jobid) if v.spans else None
+                    if sid is not None:
+                        c = counts.setdefault(r, {})
+                        c[v.type] = c.get(v.type, 0) + v.schedule.span(sid).planned
                     self._release(v, jobid)
                     job.vertices.pop(v.uniq_id, None)
-        self._rebuild_job(jobid, job)
+                top = rank_root.get(r)
+                if top is None or len(v.path) < len(top.path):
+                    rank_root[r] = v
+        if by_counts:
+            self._reduce_ancestors(jobid, job, counts, rank_root)
+        else:
+            self._rebuild_job(jobid, job)
         # Fluxion reports no traversal for a partial cancel (it releases by rank index)
         self.total_preorder = self.total_postorder = 0
         if jobid not in self.g.root.tags:
             self.jobs.pop(jobid, None)
             return True
         return False
+
+    def _reduce_ancestors(self, jobid: int, job: Job, counts: dict[int, dict[str, int]],
+                          rank_root: dict[int, Vertex]) -> None:
+        """dfu_impl_t::remove for a rank list: each ancestor of a released rank's subgraph
+        gives back, from its subtree-filter span of the job, the units the released
+        vertices held (per type, only the types its filter tracks; the others give back
+        0). The ancestor drops the job's tag only when that empties its span; one with no
+        subtree filter keeps the tag. The job is fully cancelled when the root drops it."""
+        root = self.g.root
+        missing = sorted(r for r in rank_root if r not in counts)
+        if missing:
+            # a named rank where the job planned nothing (or whose vertices carry no rank):
+            # Fluxion's remove stops here with an error, the ancestors untouched
+            raise TraverserError(f"job {jobid} holds nothing on rank {missing[0]}")
+        if jobid not in root.tags:
+            return
+        up: dict[int, tuple[Vertex, dict[str, int]]] = {}
+        for r, top in rank_root.items():
+            c = counts.get(r)
+            if c is None:
+                continue
+            p = top.parent
+            while p is not None:
+                _v, acc = up.setdefault(p.uniq_id, (p, {}))
+                for t, n in c.items():
+                    acc[t] = acc.get(t, 0) + n
+                p = p.parent
+        for v, acc in up.values():
+            sp = v.subplan
+            sid = v.agspans.get(jobid) if v.agspans else None
+            if sp is None or sid is None or jobid not in v.tags:
+                continue
+            self._invalidate(v)
+            try:
+                removed = sp.reduce_span(sid, {t: n for t, n in acc.items() if sp.has_type(t)})
+            except PlannerError as exc:
+                raise TraverserError(f"{v.name}: {exc}") from None
+            if removed:
+                v.agspans.pop(jobid, None)
+                v.tags.discard(jobid)
+                job.vertices.pop(v.uniq_id, None)
+            xsid = v.xspans.pop(jobid, None) if v.xspans else None
+            if xsid is not None:
+                v.x_checker.rem_span(xsid)
 
     def remove_subgraph(self, v: Vertex) -> list[int]:
         """Drop ``v``'s subtree from the graph, releasing what jobs held there.

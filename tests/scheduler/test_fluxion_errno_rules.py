@@ -16,9 +16,16 @@ import errno
 
 import pytest
 from fluxnode.scheduler.readers.grug import read_grug
-from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser, TraverserErrno, Unsatisfiable
+from fluxnode.scheduler.readers.rv1 import read_rv1
+from fluxnode.scheduler.traversers.dfu import (
+    NoMatch,
+    Traverser,
+    TraverserErrno,
+    TraverserError,
+    Unsatisfiable,
+)
 from support.rq_run import rq
-from support.sched_graphs import jobspec
+from support.sched_graphs import R_TWO_NODES, jobspec
 
 # cluster > node[2] > core[2]: a node>core request walks it without pruning anything
 FLAT_GRUG = """<?xml version="1.0" encoding="UTF-8"?>
@@ -144,3 +151,46 @@ def test_feasibility_without_a_node_filter_leaves_it_to_the_walk(flat):
     t = Traverser(read_grug(str(flat)), "first", prune_filters="ALL:core")
     with pytest.raises(Unsatisfiable):
         t.match(THREE_NODES, op="allocate_orelse_reserve")
+
+
+# dfu_impl_t::remove for a list of ranks (resource-query's `partial-cancel ... rv1exec`):
+# the ranks' vertices are cancelled, then every ancestor gives back from its subtree span
+# the units those vertices held, per type its filter tracks; it drops the job only when
+# that span empties, and the job is fully cancelled only when the root drops it.
+WHOLE_NODES = jobspec([{"type": "slot", "count": 2, "label": "default",
+                        "with": [{"type": "node", "count": 1}]}])
+CORES = jobspec([{"type": "node", "count": 2, "with": [
+    {"type": "slot", "count": 1, "label": "default", "with": [{"type": "core", "count": 2}]}]}])
+
+
+def test_rank_cancel_of_whole_nodes_keeps_the_job_when_node_is_not_tracked():
+    t = Traverser(read_rv1(R_TWO_NODES), "low", prune_filters="ALL:core")
+    t.match(WHOLE_NODES, jobid=1)
+    # the released vertices are nodes; the root's filter tracks cores: nothing given back
+    assert t.partial_cancel(1, [0, 1], by_counts=True) is False
+    assert 1 in t.g.root.tags and 1 in t.jobs
+    t.cancel(1)
+    assert not t.g.root.tags
+
+
+def test_rank_cancel_of_every_core_cancels_the_job():
+    t = Traverser(read_rv1(R_TWO_NODES), "low", prune_filters="ALL:core")
+    t.match(CORES, jobid=1)
+    assert t.partial_cancel(1, [0], by_counts=True) is False
+    assert t.partial_cancel(1, [1], by_counts=True) is True
+    assert not t.g.root.tags and 1 not in t.jobs
+
+
+def test_rank_cancel_where_the_job_planned_nothing_is_an_error(flat):
+    # GRUG ranks only node vertices: the cores the job holds are on no rank, and the
+    # node itself has no span of the job (dfu_impl_t::remove: rank not in rank_to_counts)
+    t = Traverser(read_grug(str(flat)), "low", prune_filters="ALL:core")
+    t.match(CORES, jobid=1)
+    with pytest.raises(TraverserError):
+        t.partial_cancel(1, [0], by_counts=True)
+
+
+def test_default_partial_cancel_drops_ancestors_with_nothing_below():
+    t = Traverser(read_rv1(R_TWO_NODES), "low", prune_filters="ALL:core")
+    t.match(WHOLE_NODES, jobid=1)
+    assert t.partial_cancel(1, [0, 1]) is True
