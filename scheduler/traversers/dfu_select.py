@@ -378,8 +378,10 @@ class DfuSelect(DfuImpl):
 
     def _dom_dfv_walk(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool,
                       excl: bool, to_parent: Scoring) -> tuple[bool, bool]:
-        x_in = excl or u.type in self.policy.exclusive_types \
-            or u.type in self._level(resources).xtypes
+        # dom_dfv's x_in: inherited, or this level asks for u's type exclusively. The
+        # policy's exclusive types (node for the *nodex policies) play no part in the
+        # selection walk; only the update walk takes their whole subtrees.
+        x_in = excl or u.type in self._level(resources).xtypes
         nxt, kind, nslots, label, pres = self._test(u, resources, pristine)
         self.preorder += 1
         if kind == "none":

@@ -194,3 +194,20 @@ def test_default_partial_cancel_drops_ancestors_with_nothing_below():
     t = Traverser(read_rv1(R_TWO_NODES), "low", prune_filters="ALL:core")
     t.match(WHOLE_NODES, jobid=1)
     assert t.partial_cancel(1, [0, 1]) is True
+
+
+# dom_dfv's x_in is inherited exclusivity or the request's own `exclusive: true`
+# (dfu_impl_t::exclusivity); the *nodex policies' exclusive node type is used only by the
+# update walk (modify_traversal), so `exclusive: false` on a node is no conflict there.
+NODE_NOT_EXCLUSIVE = jobspec([{"type": "node", "count": 1, "exclusive": False, "with": [
+    {"type": "slot", "count": 1, "label": "default", "with": [{"type": "core", "count": 1}]}]}])
+
+
+@pytest.mark.parametrize("policy", ["lonodex", "hinodex", "firstnodex"])
+def test_nodex_policy_allocates_a_node_asked_not_exclusive(flat, policy):
+    t = Traverser(read_grug(str(flat)), policy)
+    res = t.match(NODE_NOT_EXCLUSIVE, jobid=1)
+    names = [e.vertex.name for e in res.selection]
+    # the update still takes the whole node (both cores), as the policy wants
+    assert names.count("core0") == 1 and names.count("core1") == 1 and "node0" in names \
+        or names.count("core0") == 1 and names.count("core1") == 1 and "node1" in names
