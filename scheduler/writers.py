@@ -110,9 +110,20 @@ def rlite(result) -> list[dict]:
 
 
 def _nodelist(result) -> list[str]:
+    """The nodes R_lite names: rlite_match_writers_t gathers a node only when cores or GPUs
+    of it were emitted before it (its reducer is set), so a node selected whole, with
+    nothing below it in the selection, is in neither R_lite nor the nodelist."""
+    with_units = set()
+    for e in _sel(result):
+        v = e.vertex
+        if v.type in ("core", "gpu"):
+            while v is not None and v.type != "node":
+                v = v.parent
+            if v is not None:
+                with_units.add(v.uniq_id)
     names = []
     for e in _sel(result):
-        if e.vertex.type == "node" and e.vertex.name not in names:
+        if e.vertex.type == "node" and e.vertex.uniq_id in with_units:
             names.append((e.vertex.rank, e.vertex.name))
     return [n for _r, n in sorted(set(names))]
 

@@ -8,6 +8,7 @@ errors to stderr as ``ERROR: ...`` lines, never a traceback.
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from pathlib import Path
@@ -20,7 +21,13 @@ from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
 from fluxnode.scheduler.readers.jgf import JgfError, add_jgf, load_jgf_document
 from fluxnode.scheduler.readers.rv1 import ranks_in_R
 from fluxnode.scheduler.resource_query.picks import jgf_picks, rv1exec_picks
-from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser, TraverserError, Unsatisfiable
+from fluxnode.scheduler.traversers.dfu import (
+    NoMatch,
+    Traverser,
+    TraverserErrno,
+    TraverserError,
+    Unsatisfiable,
+)
 from fluxnode.scheduler.traversers.find import FindError, find
 
 SEP = "INFO: =============================\n"
@@ -45,6 +52,10 @@ class Session:
         self.allocations: dict[int, int] = {}
         self.reservations: dict[int, int] = {}
         self.jobinfo: dict[int, tuple[str, int, str]] = {}
+        # a match failing with no errno of its own reports the errno an earlier step
+        # left (see TraverserErrno and dispatch)
+        self.t.report_errno = True
+        self.t.errno = errno.ENOTTY
 
     # -- output -----------------------------------------------------------
     def emit(self, result) -> None:
@@ -55,7 +66,8 @@ class Session:
         elif self.fmt == "jgf":
             self.out.write(writers.dumps(writers.jgf(result)) + "\n")
         elif self.fmt == "rlite":
-            self.out.write(writers.dumps({"R_lite": writers.rlite(result)}) + "\n")
+            # rlite_match_writers_t::emit dumps the R_lite array itself, no object around it
+            self.out.write(writers.dumps(writers.rlite(result)) + "\n")
         elif self.fmt in ("rv1", "rv1_nosched"):
             R = writers.rv1(result) if self.fmt == "rv1" else writers.rv1_nosched(result)
             # rv1(_nosched)_match_writers_t::emit_json writes nothing when R_lite is empty (an
@@ -71,7 +83,8 @@ class Session:
         jobid = self.jobid
         try:
             text = Path(fn).read_bytes()  # not UTF-8 is a jobspec error, below
-        except OSError:
+        except OSError as exc:
+            self.t.errno = exc.errno or errno.ENOENT
             self.error(f"ERROR: can't open {fn}")
             return True
         # reapi_cli_t::match_allocate consumes a jobid only once the jobspec has parsed and
@@ -84,9 +97,16 @@ class Session:
             result = self.t.match(js, op=op, jobid=jobid)
         except Unsatisfiable:
             matched, sat = False, False
+        except TraverserErrno as exc:
+            # reapi_cli_t::match_allocate returns before counting the jobid; resource-query
+            # reads ENOENT (like ENODEV) as unsatisfiable
+            self.error(f"ERROR: {exc}")
+            matched, consumed = False, False
+            sat = exc.errno != errno.ENOENT
         except NoMatch:
             matched = False
         except JobspecError as exc:
+            self.t.errno = errno.EINVAL
             self.error(
                 f"ERROR: Jobspec error for {jobid}: {exc.what if hasattr(exc, 'what') else exc}"
             )
@@ -167,6 +187,7 @@ class Session:
             if jobid in self.jobinfo:
                 self.jobinfo[jobid] = ("CANCELED",) + self.jobinfo[jobid][1:]
         else:
+            self.t.errno = errno.ENOENT  # reapi_cli_t::cancel
             return self.error(f"ERROR: nonexistent job {jobid}")
         if len(args) == 3 and args[2] == "stats":
             self._write_visit_counts("CANCEL")
@@ -195,7 +216,9 @@ class Session:
                     ranks = ranks_in_R(doc)
                 else:
                     ranks = self._jgf_ranks(doc)
-                full = self.t.partial_cancel(jobid, ranks)
+                # rv1exec names ranks only: Fluxion cancels their vertices and reduces the
+                # ancestors' subtree spans by the units freed (dfu_impl_t::remove)
+                full = self.t.partial_cancel(jobid, ranks, by_counts=reader == "rv1exec")
                 if full:
                     self.allocations.pop(jobid, None)
             except (ValueError, KeyError, TypeError, RecursionError, RError, TraverserError):
@@ -291,6 +314,7 @@ class Session:
         jobid = self._jobid(args[1])
         info = self.jobinfo.get(jobid)
         if info is None:
+            self.t.errno = errno.ENOENT  # reapi_cli_t::info
             return self.error(f"ERROR: jobid doesn't exist: {args[1]}")
         print(f"INFO: {jobid}, {info[0]}, {info[1]}, {info[2]}, 0.000000")
 
@@ -394,6 +418,9 @@ class Session:
         args = line.split()
         if not args:
             return True
+        # resource-query reads each command with editline's readline(), whose terminal
+        # probe of a stdin that is no terminal leaves errno ENOTTY
+        self.t.errno = errno.ENOTTY
         name = self.ALIASES.get(args[0], args[0])
         if name == "quit":
             return False

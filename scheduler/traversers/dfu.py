@@ -33,6 +33,7 @@ score, choose), ``dfu_update`` (spans, emit, release) and ``dfu_reservation``
 
 from __future__ import annotations
 
+import errno as _errno
 import time
 from dataclasses import dataclass, field
 
@@ -46,6 +47,7 @@ from fluxnode.scheduler.graph.resource_graph import (
     gc_paused,
 )
 from fluxnode.scheduler.jobspec.request import MatchRequest, Request, RequestError, from_jobspec
+from fluxnode.scheduler.planner.planner import PlannerError
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.readers.rv1 import extend_rv1
 from fluxnode.scheduler.traversers.dfu_impl import (
@@ -80,6 +82,19 @@ class NoMatch(Exception):
 class Unsatisfiable(NoMatch):
     def __init__(self, reason: str = "unsatisfiable request") -> None:
         super().__init__(False, reason)
+
+
+class TraverserErrno(NoMatch):
+    """A failed match whose errno is neither EBUSY (busy) nor ENODEV (unsatisfiable).
+
+    Fluxion's traverser reports some failures without setting errno (an update that
+    selects nothing exclusively); the caller then sees whatever errno an earlier step
+    left. Raised only when ``Traverser.report_errno`` is set (resource-query): Fluxion's
+    resource-query consumes no jobid for it, and ENOENT reads as unsatisfiable."""
+
+    def __init__(self, err: int) -> None:
+        super().__init__(False, f"traverser: {_errno.errorcode.get(err, err)}")
+        self.errno = err
 
 
 class TraverserError(ValueError):
@@ -127,6 +142,10 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         self.total_postorder = 0
         self._marks: dict[tuple[int, int], tuple[int, bool]] = {}
         self._visited: set[int] = set()
+        # Fluxion's errno as the walks leave it (see TraverserErrno); report_errno turns
+        # a failure with an errno other than EBUSY/ENODEV into TraverserErrno
+        self.errno = 0
+        self.report_errno = False
         self.reinit()
 
     def _parse_prune(self, spec: str) -> set[str]:
@@ -275,36 +294,46 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         self._collect_xtypes(req.resources)
         self.total_preorder = self.total_postorder = 0
         if op == "satisfiability":
-            ok = self._satisfiable(req, m, excl)
+            ok = self._sat_check(req, m, excl)
             self.total_preorder, self.total_postorder = self.preorder, self.postorder
             if not ok:
-                raise Unsatisfiable(self._why_unsatisfiable(req))
+                self._raise_failed(req, False)
             return MatchResult(jobid, "SATISFIABLE", now, duration, time.perf_counter() - t0)
         if op not in ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability"):
             raise TraverserError(f"unknown match op {op!r}")
-        self._feasible(req, m, op)
+        try:
+            self._feasible(req, m, op)
+        except Unsatisfiable:
+            self.errno = _errno.ENODEV
+            raise
+        except NoMatch:
+            self.errno = _errno.EBUSY
+            raise
         rc, needs, x = self._select(req, m, excl)
         self.total_preorder, self.total_postorder = self.preorder, self.postorder
         if rc != 0:
             if op == "allocate_with_satisfiability":
-                if not self._satisfiable(req, m, excl):
-                    raise Unsatisfiable(self._why_unsatisfiable(req))
-                raise NoMatch(True)
+                self.errno = _errno.EBUSY
+                self._raise_failed(req, self._sat_check(req, m, excl))
             if op == "allocate":
+                self.errno = _errno.EBUSY
                 raise NoMatch(True)
             m.alloc = "reserve"
-            for t in self._candidate_times(req, m):
+            times = self._candidate_times(req, m)
+            for t in times:
                 m.at = t
                 rc, needs, x = self._select(req, m, excl)
                 self.total_preorder += self.preorder
                 self.total_postorder += self.postorder
                 if rc == 0:
+                    next(times, None)  # schedule()'s loop step after the fitting walk
                     break
             if rc != 0:
+                # the planner has no start time left (ENOENT): schedule() sets EBUSY and
+                # asks whether the request could ever fit
                 m.alloc = "reserve"
-                if not self._satisfiable(req, m, excl):
-                    raise Unsatisfiable(self._why_unsatisfiable(req))
-                raise NoMatch(True)
+                self.errno = _errno.EBUSY
+                self._raise_failed(req, self._sat_check(req, m, excl))
         status = "ALLOCATED" if m.alloc == "alloc" else "RESERVED"
         if m.at + m.duration > INF or m.at + m.duration < 0:
             m.duration = INF - m.at
@@ -314,9 +343,36 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
             freeze_job_state()
         if not sel:
             # Like Fluxion: a request with nothing exclusive (no slot) allocates nothing.
+            # Fluxion's update fails without setting errno: the caller sees the errno
+            # the steps before it left (EBUSY, ENODEV, or an older one).
             self.jobs.pop(jobid, None)
+            if self.report_errno and self.errno == _errno.ENODEV:
+                raise Unsatisfiable(self._why_unsatisfiable(req))
+            if self.report_errno and self.errno != _errno.EBUSY:
+                raise TraverserErrno(self.errno)
             raise NoMatch(False, "request selects nothing exclusively (no slot?)")
         return MatchResult(jobid, status, m.at, m.duration, time.perf_counter() - t0, sel)
+
+    def _sat_check(self, req: MatchRequest, m: JobMeta, excl: bool) -> bool:
+        """Fluxion's satisfiability walk far in the future; a failure with EBUSY (or
+        ERANGE) becomes ENODEV, any other errno is kept."""
+        ok = self._satisfiable(req, m, excl)
+        if not ok and self.errno in (_errno.EBUSY, _errno.ERANGE):
+            self.errno = _errno.ENODEV
+        return ok
+
+    def _raise_failed(self, req: MatchRequest, satisfiable: bool):
+        """Raise for a match that failed after its satisfiability walk, by errno when
+        ``report_errno`` is set (resource-query), else by the walk's answer."""
+        if self.report_errno:
+            if self.errno == _errno.ENODEV:
+                raise Unsatisfiable(self._why_unsatisfiable(req))
+            if self.errno != _errno.EBUSY:
+                raise TraverserErrno(self.errno)
+            raise NoMatch(True)
+        if not satisfiable:
+            raise Unsatisfiable(self._why_unsatisfiable(req))
+        raise NoMatch(True)
 
     def replay(self, picks: list[tuple[Vertex, int, bool]], jobid: int, at: int, duration: int,
                reserve: bool = False) -> MatchResult:
@@ -374,7 +430,13 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
             self._collect_xtypes(r.with_)
 
     def _feasible(self, req: MatchRequest, m: JobMeta, op: str) -> None:
-        """Fluxion's request_feasible: raise early when too few nodes could ever serve."""
+        """Fluxion's request_feasible: raise early when too few nodes could ever serve.
+
+        The node count comes from prime_jobspec, whose accum_if adds only the types the
+        prune filters track: with no filter on ``node`` (``-p ALL:core``) it is 0 and the
+        check passes, leaving the walk to judge."""
+        if "node" not in self.prune_types:
+            return
         want = self._wanted(req.resources, "node")
         if not want:
             return
@@ -416,27 +478,87 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         self.total_preorder, self.total_postorder = pre, post
         return pre, post
 
-    def partial_cancel(self, jobid: int, ranks: list[int]) -> bool:
-        """Release the part of ``jobid`` on ``ranks``; True when nothing of the job is left."""
+    def partial_cancel(self, jobid: int, ranks: list[int], by_counts: bool = False) -> bool:
+        """Release the part of ``jobid`` on ``ranks``; True when nothing of the job is left.
+
+        By default the job's ancestors keep it while any of its vertices remain below them.
+        ``by_counts`` follows Fluxion's rank-based partial cancel instead (resource-query's
+        ``partial-cancel ... rv1exec``, see _reduce_ancestors)."""
         job = self.jobs.get(jobid)
         if job is None:
             raise TraverserError(f"nonexistent job {jobid}")
         rankset = set(ranks)
         pre = post = 0
-        for r in rankset:
+        counts: dict[int, dict[str, int]] = {}
+        rank_root: dict[int, Vertex] = {}
+        for r in sorted(rankset):
             for v in self.g.by_rank.get(r, []):
                 pre += 1
                 if jobid in v.tags:
                     post += 1
+                    sid = v.spans.get(jobid) if v.spans else None
+                    if sid is not None:
+                        c = counts.setdefault(r, {})
+                        c[v.type] = c.get(v.type, 0) + v.schedule.span(sid).planned
                     self._release(v, jobid)
                     job.vertices.pop(v.uniq_id, None)
-        self._rebuild_job(jobid, job)
+                top = rank_root.get(r)
+                if top is None or len(v.path) < len(top.path):
+                    rank_root[r] = v
+        if by_counts:
+            self._reduce_ancestors(jobid, job, counts, rank_root)
+        else:
+            self._rebuild_job(jobid, job)
         # Fluxion reports no traversal for a partial cancel (it releases by rank index)
         self.total_preorder = self.total_postorder = 0
         if jobid not in self.g.root.tags:
             self.jobs.pop(jobid, None)
             return True
         return False
+
+    def _reduce_ancestors(self, jobid: int, job: Job, counts: dict[int, dict[str, int]],
+                          rank_root: dict[int, Vertex]) -> None:
+        """dfu_impl_t::remove for a rank list: each ancestor of a released rank's subgraph
+        gives back, from its subtree-filter span of the job, the units the released
+        vertices held (per type, only the types its filter tracks; the others give back
+        0). The ancestor drops the job's tag only when that empties its span; one with no
+        subtree filter keeps the tag. The job is fully cancelled when the root drops it."""
+        root = self.g.root
+        missing = sorted(r for r in rank_root if r not in counts)
+        if missing:
+            # a named rank where the job planned nothing (or whose vertices carry no rank):
+            # Fluxion's remove stops here with an error, the ancestors untouched
+            raise TraverserError(f"job {jobid} holds nothing on rank {missing[0]}")
+        if jobid not in root.tags:
+            return
+        up: dict[int, tuple[Vertex, dict[str, int]]] = {}
+        for r, top in rank_root.items():
+            c = counts.get(r)
+            if c is None:
+                continue
+            p = top.parent
+            while p is not None:
+                _v, acc = up.setdefault(p.uniq_id, (p, {}))
+                for t, n in c.items():
+                    acc[t] = acc.get(t, 0) + n
+                p = p.parent
+        for v, acc in up.values():
+            sp = v.subplan
+            sid = v.agspans.get(jobid) if v.agspans else None
+            if sp is None or sid is None or jobid not in v.tags:
+                continue
+            self._invalidate(v)
+            try:
+                removed = sp.reduce_span(sid, {t: n for t, n in acc.items() if sp.has_type(t)})
+            except PlannerError as exc:
+                raise TraverserError(f"{v.name}: {exc}") from None
+            if removed:
+                v.agspans.pop(jobid, None)
+                v.tags.discard(jobid)
+                job.vertices.pop(v.uniq_id, None)
+            xsid = v.xspans.pop(jobid, None) if v.xspans else None
+            if xsid is not None:
+                v.x_checker.rem_span(xsid)
 
     def remove_subgraph(self, v: Vertex) -> list[int]:
         """Drop ``v``'s subtree from the graph, releasing what jobs held there.

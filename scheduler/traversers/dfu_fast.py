@@ -355,7 +355,6 @@ class FastTraverser(Traverser):
         leaf_r = self._leaf_requests(level) if named is not None else {}
         visited = self._visited
         policy = self.policy
-        pxtypes = policy.exclusive_types
         xtypes = level.xtypes
         centric = policy.node_centric
         checking = not m.sat
@@ -389,7 +388,7 @@ class FastTraverser(Traverser):
             avail = c.size if p is None else free_during(p, at, duration)
             if avail == 0:
                 continue
-            x_in = excl or c.type in pxtypes or c.type in xtypes
+            x_in = excl or c.type in xtypes
             if x_in and r.exclusive is False:
                 continue
             if x_in or r.exclusive is True:

@@ -72,15 +72,27 @@ class DfuReservation(DfuImpl):
             for t, n in self._user_data(r).items():
                 if t in counts:
                     counts[t] += r.count.min * n
+        # The planner sets errno when it has no time left: ENOENT, or ERANGE for more than
+        # its totals (what a later failure without an errno of its own reports). Fluxion's
+        # loop also asks for the next time once after the walk that fits (the for loop's
+        # step runs before its test), so the caller draws once more after a success.
         try:
             t = sp.avail_time_first(m.at + 1, m.duration, counts)
         except PlannerError as exc:
             # ERANGE (more than the totals) or ENOENT: no time to try. dfu_traverser_t::run
             # ends its loop there and judges satisfiability, as when no time fits.
             if exc.errno in (errno.ERANGE, errno.ENOENT):
+                self.errno = exc.errno
                 return
             raise
         while t is not None:
             yield t
-            t = sp.avail_time_next()
+            try:
+                t = sp.avail_time_next()
+            except PlannerError as exc:
+                if exc.errno in (errno.ERANGE, errno.ENOENT):
+                    self.errno = exc.errno
+                    return
+                raise
+        self.errno = errno.ENOENT
 

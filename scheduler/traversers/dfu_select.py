@@ -18,6 +18,7 @@ that could be inlined.
 
 from __future__ import annotations
 
+import errno as _errno
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -25,6 +26,11 @@ from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.jobspec.request import MatchRequest, Request, calc_count, effective_max
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
 from fluxnode.scheduler.traversers.dfu_impl import DfuImpl, JobMeta, free_during
+
+EBUSY = _errno.EBUSY
+EINVAL = _errno.EINVAL
+ENODEV = _errno.ENODEV
+_NOT_SET = -1  # no vertex of a cached walk set errno
 
 _children_of = attrgetter("children")
 _uniq_id = attrgetter("uniq_id")
@@ -114,6 +120,9 @@ class DfuSelect(DfuImpl):
 
     # ----------------------------------------------------------------- prune
     def _prune(self, m: JobMeta, x_in: bool, u: Vertex, resources: list[Request]) -> bool:
+        # every prune sets Fluxion's errno to EBUSY, but an exclusivity conflict (EINVAL,
+        # see _excl_busy): what a later failure with no errno of its own reports
+        before, self.errno = self.errno, EBUSY
         if not m.sat and u.status != "up":
             return True
         if m.constraint is not None and u.type in ("node", "storage_node") \
@@ -121,10 +130,15 @@ class DfuSelect(DfuImpl):
             return True
         if self._avail(u, m) == 0:
             return True
-        return self._prune_resources(m, x_in, u, resources)
+        if self._prune_resources(m, x_in, u, resources):
+            return True
+        self.errno = before
+        return False
 
     def _excl_busy(self, m: JobMeta, x_in: bool, u: Vertex, r: Request) -> bool:
         if x_in and r.exclusive is False:
+            # by_excl: a non-exclusive request under an exclusive one is invalid
+            self.errno = EINVAL
             return True
         if x_in or r.exclusive is True:
             if m.alloc == "alloc" and u.allocations:
@@ -246,6 +260,7 @@ class DfuSelect(DfuImpl):
                 continue
             if named is not None and c.type not in named and (direct or not c.children):
                 self.preorder += 1
+                self.errno = EBUSY  # dom_dfv's test: no request of this level names it
                 continue
             ok, x_out = self._dom_dfv(m, c, resources, pristine, excl, dfu)
             if ok:
@@ -312,7 +327,9 @@ class DfuSelect(DfuImpl):
         key = (self._sig(resources), pristine, excl, policy.ml_scores)
         hit = cache.get(u.uniq_id)
         if hit is not None and hit[0] == key:
-            _key, ok, x, probe, dml, last = hit
+            _key, ok, x, probe, dml, last, err = hit
+            if err != _NOT_SET:
+                self.errno = err
             policy.ml_scores += dml
             if last is not None:
                 policy.last_factor = last
@@ -324,14 +341,19 @@ class DfuSelect(DfuImpl):
         probe = Scoring()
         enforced = self._enforced
         ml, last = policy.ml_scores, policy.last_factor
+        err0 = self.errno
+        self.errno = _NOT_SET
         ok, x = self._dom_dfv_walk(m, u, resources, pristine, excl, probe)
+        err = self.errno
+        if err == _NOT_SET:
+            self.errno = err0
         if ok:
             to_parent.merge(probe)
             to_parent.avail = probe.avail
             to_parent.overall = probe.overall
         if self._enforced == enforced:  # no marks were set below u: the outcome is all there is
             last = policy.last_factor if policy.last_factor != last else None
-            cache[u.uniq_id] = (key, ok, x, probe, policy.ml_scores - ml, last)
+            cache[u.uniq_id] = (key, ok, x, probe, policy.ml_scores - ml, last, err)
         return ok, x
 
     def _level(self, resources: list[Request]) -> _Level:
@@ -356,11 +378,14 @@ class DfuSelect(DfuImpl):
 
     def _dom_dfv_walk(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool,
                       excl: bool, to_parent: Scoring) -> tuple[bool, bool]:
-        x_in = excl or u.type in self.policy.exclusive_types \
-            or u.type in self._level(resources).xtypes
+        # dom_dfv's x_in: inherited, or this level asks for u's type exclusively. The
+        # policy's exclusive types (node for the *nodex policies) play no part in the
+        # selection walk; only the update walk takes their whole subtrees.
+        x_in = excl or u.type in self._level(resources).xtypes
         nxt, kind, nslots, label, pres = self._test(u, resources, pristine)
         self.preorder += 1
         if kind == "none":
+            self.errno = EBUSY
             return False, excl
         if self._prune(m, x_in, u, resources):
             return False, excl
@@ -373,8 +398,10 @@ class DfuSelect(DfuImpl):
             self._explore(m, u, nxt, pres, x_in, dfu)
         avail = self._avail(u, m)
         if avail == 0:
+            self.errno = EBUSY
             return False, x_in
         if not self.policy.finish_vtx(u, resources, dfu):
+            self.errno = EBUSY
             return False, x_in
         if self._resolve(dfu, to_parent) != 0:
             return False, x_in
@@ -443,16 +470,19 @@ class DfuSelect(DfuImpl):
         dfu.add(root.type, EGroup(dfu.overall, dfu.avail, excl, root=True,
                                   edges=[Edge(root, dfu.avail, dfu.avail, excl)]))
         if not self.policy.finish_graph(req.resources, dfu):
+            self.errno = ENODEV  # select: resolve_graph's failure is "unsatisfiable"
             return -2, 0, False
         needs = 1
         for r in req.resources:
             if r.type == root.type:
                 count = calc_count(r, dfu.avail)
                 if count == 0:
+                    self.errno = ENODEV
                     return -2, 0, False
                 needs = count
         for ev in dfu.types.values():
             if ev.qual == 0:
+                self.errno = ENODEV
                 return -2, 0, False
         self._enforce(dfu, True)
         return 0, needs, x_in

@@ -16,9 +16,9 @@ import pytest
 from support.paths import SHARED
 
 CORPUS = SHARED / "fluxion-corpus"
-PASS_FLOOR = 313
+PASS_FLOOR = 314
 RANDOM = SHARED / "fluxion-random"
-RANDOM_PASS_FLOOR = 1866
+RANDOM_PASS_FLOOR = 1999
 
 
 @pytest.mark.timeout(400)

@@ -125,3 +125,33 @@ tasks:
         assert not [ln for ln in out.splitlines() if ln.startswith("{")], out
     out, _, _ = rq(tmp_path, TINY, f"match allocate {spec}\nquit\n", "-F", "jgf")
     assert '"type": "node"' in out  # the node itself was selected
+
+
+def _post_order(vertices_and_levels):
+    from fluxnode.scheduler.traversers.dfu_impl import Emit
+    return [Emit(v, 1, True, lvl) for v, lvl in vertices_and_levels]
+
+
+def test_rlite_nodelist_names_only_nodes_with_cores_or_gpus_emitted():
+    """rlite_match_writers_t::emit_gatherer gathers a node only when its reducer (cores,
+    GPUs emitted before it) is set: a node selected whole, with nothing below it, is in
+    neither R_lite nor the nodelist."""
+    from fluxnode.scheduler import writers
+    g = read_grug(TINY)
+    node0, node1 = sorted((v for v in g.vertices if v.type == "node"), key=lambda v: v.rank)
+    core = next(v for v in g.walk(node1) if v.type == "core")
+    socket = core.parent
+    sel = _post_order([(node0, 1), (core, 3), (socket, 2), (node1, 1), (g.root, 0)])
+    R = writers.rv1_nosched(sel)
+    assert R["execution"]["nodelist"] == [node1.name]
+    assert [x["rank"] for x in R["execution"]["R_lite"]] == [str(node1.rank)]
+
+
+def test_rlite_writer_prints_the_bare_array(tmp_path: Path):
+    """rlite_match_writers_t::emit dumps the R_lite array, not an object holding it."""
+    spec = tmp_path / "node.yaml"
+    spec.write_text(NODE_SLOT)
+    out, err, rc = rq(tmp_path, TINY, f"match allocate {spec}\nquit\n", "-F", "rlite")
+    assert rc == 0, err
+    first = out.splitlines()[0]
+    assert isinstance(json.loads(first), list) and json.loads(first)[0]["children"]["core"]
