@@ -25,33 +25,17 @@ from fluxnode.scheduler.traversers.dfu import (
     Unsatisfiable,
 )
 from support.rq_run import rq
-from support.sched_graphs import R_TWO_NODES, jobspec
+from support.sched_graphs import R_TWO_NODES, grug_document, jobspec
 
 # cluster > node[2] > core[2]: a node>core request walks it without pruning anything
-FLAT_GRUG = """<?xml version="1.0" encoding="UTF-8"?>
-<graphml xmlns="http://graphml.graphdrawing.org/xmlns">
-  <key id="root" for="node" attr.name="root" attr.type="int"><default>0</default></key>
-  <key id="type" for="node" attr.name="type" attr.type="string"/>
-  <key id="basename" for="node" attr.name="basename" attr.type="string"/>
-  <key id="size" for="node" attr.name="size" attr.type="long"><default>1</default></key>
-  <key id="subsystem" for="node" attr.name="subsystem" attr.type="string"><default>containment</default></key>
-  <key id="e_subsystem" for="edge" attr.name="e_subsystem" attr.type="string"><default>containment</default></key>
-  <key id="relation" for="edge" attr.name="relation" attr.type="string"><default>contains</default></key>
-  <key id="rrelation" for="edge" attr.name="rrelation" attr.type="string"><default>in</default></key>
-  <key id="id_scope" for="edge" attr.name="id_scope" attr.type="int"><default>0</default></key>
-  <key id="id_start" for="edge" attr.name="id_start" attr.type="int"><default>0</default></key>
-  <key id="id_stride" for="edge" attr.name="id_stride" attr.type="int"><default>1</default></key>
-  <key id="gen_method" for="edge" attr.name="gen_method" attr.type="string"><default>MULTIPLY</default></key>
-  <key id="multi_scale" for="edge" attr.name="multi_scale" attr.type="int"><default>1</default></key>
-  <graph id="flat" edgedefault="directed">
+FLAT_GRUG = grug_document("""  <graph id="flat" edgedefault="directed">
     <node id="cluster"><data key="root">1</data><data key="type">cluster</data><data key="basename">flat</data></node>
     <node id="node"><data key="type">node</data><data key="basename">node</data></node>
     <node id="core"><data key="type">core</data><data key="basename">core</data></node>
     <edge id="e1" source="cluster" target="node"><data key="multi_scale">2</data></edge>
     <edge id="e2" source="node" target="core"><data key="multi_scale">2</data></edge>
   </graph>
-</graphml>
-"""
+""")
 
 NO_SLOT = jobspec([{"type": "node", "count": 1, "with": [{"type": "core", "count": 1}]}])
 

@@ -36,6 +36,16 @@ TINY_GRUG = """<?xml version="1.0" encoding="UTF-8"?>
 </graphml>
 """
 
+# The GraphML keys every GRUG file declares (type, basename, size, the MULTIPLY edge keys...).
+GRUG_KEYS = TINY_GRUG[TINY_GRUG.index("  <key"):TINY_GRUG.index("  <graph")]
+
+
+def grug_document(graph: str) -> str:
+    """A GRUG file of `graph` (a ``<graph ...>...</graph>`` element) with the usual keys."""
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">\n'
+            f"{GRUG_KEYS}{graph}</graphml>\n")
+
 
 def jobspec(resources: list, duration: int = 3600, constraints: dict | None = None) -> dict:
     system: dict = {"duration": duration}

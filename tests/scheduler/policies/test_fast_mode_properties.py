@@ -29,10 +29,9 @@ from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.fuzz import EXAMPLES, PROFILE
-from support.sched_graphs import TINY_GRUG
+from support.sched_graphs import grug_document
 
 EXHAUSTIVE = ["low", "high", "lonode", "hinode", "lonodex", "hinodex", "locality"]
-KEYS = TINY_GRUG[TINY_GRUG.index("  <key") : TINY_GRUG.index("  <graph")]
 
 
 def grug(nodes: int, sockets: int, cores: int, gpus: int) -> str:
@@ -42,9 +41,7 @@ def grug(nodes: int, sockets: int, cores: int, gpus: int) -> str:
         if gpus
         else ""
     )
-    return f"""<?xml version="1.0" encoding="UTF-8"?>
-<graphml xmlns="http://graphml.graphdrawing.org/xmlns">
-{KEYS}  <graph id="g" edgedefault="directed">
+    return grug_document(f"""  <graph id="g" edgedefault="directed">
     <node id="cluster"><data key="root">1</data><data key="type">cluster</data>
       <data key="basename">c</data></node>
     <node id="node"><data key="type">node</data><data key="basename">node</data></node>
@@ -57,8 +54,7 @@ def grug(nodes: int, sockets: int, cores: int, gpus: int) -> str:
       <data key="multi_scale">{cores}</data></edge>
     {gpu}
   </graph>
-</graphml>
-"""
+""")
 
 
 def spec(resources: list) -> dict:
