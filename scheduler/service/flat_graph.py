@@ -49,11 +49,12 @@ def _vertex(g: ResourceGraph, type_: str, basename: str, name: str, id_: int, ra
     return v
 
 
-def add_flat_nodes(g: ResourceGraph, nodes: Iterable[NodeResources]) -> None:
+def add_flat_nodes(g: ResourceGraph, nodes: Iterable[NodeResources]) -> bool:
     """Add `nodes` under the graph's cluster vertex, made when missing. The cluster's
     children stay in rank order whatever order brokers joined in (a rank below one already
     there goes into its place), so the walk, and with it every placement, is the same as
-    in a graph built from the whole R at once."""
+    in a graph built from the whole R at once. Returns whether a node went into place
+    (its ids then follow the join order: see `renumber_in_rank_order`)."""
     with gc_paused():
         cluster = g.roots.get(CONTAINMENT)
         if cluster is None:
@@ -88,8 +89,10 @@ def add_flat_nodes(g: ResourceGraph, nodes: Iterable[NodeResources]) -> None:
                         unit=MEMORY_UNIT,
                     ),
                 )
-        if nodes and nodes[0].rank < last:  # joined out of rank order: into place
+        reordered = bool(nodes) and nodes[0].rank < last  # joined out of rank order
+        if reordered:
             cluster.children.sort(key=lambda v: v.rank)
+        return reordered
 
 
 def renumber_in_rank_order(g: ResourceGraph) -> dict[int, int]:

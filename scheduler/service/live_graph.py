@@ -144,10 +144,7 @@ class LiveGraph:
             return None
         added = [node for rank, node in nodes.items() if rank not in self._nodes]
         self._parsed.clear()  # a hostlist that named every node may not name the new ones
-        out_of_order = bool(added and self._nodes) and min(n.rank for n in added) < max(
-            self._nodes)
-        add_flat_nodes(self._graph, added)
-        if out_of_order and not self._traverser.jobs:
+        if add_flat_nodes(self._graph, added) and not self._traverser.jobs:
             # ids as if built at once, so placements do not depend on the join order; with
             # jobs held (replayed from the journal before every rank joined) ids stay
             self._traverser.renumbered(renumber_in_rank_order(self._graph))
