@@ -46,6 +46,13 @@ READ_CHUNK = 256 * 1024
 ACCEPT_BACKOFF_MIN = 0.05  # seconds without accepting after EMFILE, doubling...
 ACCEPT_BACKOFF_MAX = 1.0  # ...up to this
 EMFILE_LOG_EVERY = 10.0  # seconds between two "out of descriptors" log lines
+CLIENT_HOP_PREFIX = "c"  # a local client's hop in a message route: c1, c2, ...
+
+
+def is_client_hop(hop: str) -> bool:
+    """Whether `hop` (a route entry) names a client of this broker's local connector, not
+    an overlay peer."""
+    return hop.startswith(CLIENT_HOP_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -177,7 +184,7 @@ class LocalConnector:
                 conn.close()
                 continue
             conn.setblocking(False)
-            cid = f"c{next(self._ids)}"
+            cid = f"{CLIENT_HOP_PREFIX}{next(self._ids)}"
             client = LocalClient(cid, conn, uid, self.limits.max_message)
             self.clients[cid] = client
             self.reactor.add(conn, zmq.POLLIN, lambda ev, c=cid: self._ready(c, ev))

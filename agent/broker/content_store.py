@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fluxnode.agent.broker.boot import InstanceState
+from fluxnode.agent.broker.connector import is_client_hop
 from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 from fluxnode.agent.broker.reactor import Timer
 from fluxnode.agent.broker.services import DEFERRED, Deferred, ServiceRegistry
@@ -362,7 +363,7 @@ class ContentStore:
         """Seconds until an answer of `size` bytes to `msg` may leave (0 for local clients
         and without content.send-rate): the answers queue on one link of send_rate bytes/s."""
         hop = msg.route[-1] if msg.route else ""
-        if self.send_rate is None or hop.startswith("c"):
+        if self.send_rate is None or is_client_hop(hop):
             return 0.0
         now = time.monotonic()
         self._link_free_at = max(self._link_free_at, now) + size / self.send_rate

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fluxnode.agent.broker.boot import InstanceState
-from fluxnode.agent.broker.connector import LocalConnector
+from fluxnode.agent.broker.connector import LocalConnector, is_client_hop
 from fluxnode.agent.broker.exec_process import (
     CommandSpec,
     LocalProcess,
@@ -103,7 +103,7 @@ class Session:
     @property
     def client_hop(self) -> str | None:
         hop = self.request.route[-1] if self.request.route else ""
-        return hop if hop.startswith("c") else None
+        return hop if is_client_hop(hop) else None
 
     def finished(self) -> bool:
         local_done = self.local is None or self.local.done

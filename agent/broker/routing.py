@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable
 
 from fluxnode.agent.broker.boot import InstanceState
-from fluxnode.agent.broker.connector import LocalConnector
+from fluxnode.agent.broker.connector import LocalConnector, is_client_hop
 from fluxnode.agent.broker.message import NODEID_ANY, NODEID_UPSTREAM, Message
 from fluxnode.agent.broker.overlay import Overlay
 from fluxnode.agent.broker.services import ServiceRegistry
@@ -129,7 +129,7 @@ class Router:
             elif msg.errnum:
                 self.log.error("broker: %s failed: %s", msg.topic, msg.errstr)
             return
-        if hop.startswith("c"):
+        if is_client_hop(hop):
             self.connector.send(hop, msg)
             return
         if not self.overlay.send_hop(hop, msg):
