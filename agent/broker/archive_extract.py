@@ -25,7 +25,8 @@ import errno
 import os
 import stat
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -171,28 +172,31 @@ class Extraction:
             else:
                 self._small_file(e, e.inline or b"")
 
-    def _mkdir(self, e: Entry) -> None:
+    @contextmanager
+    def _at(self, e: Entry) -> Iterator[tuple[int, str, os.stat_result | None]]:
+        """(its directory's fd, its name, what is there now) for `e`, the parents made; the
+        directory is closed after."""
         fd = self._parent(e.path, create=True)
         assert fd is not None
         try:
-            st = _lstat(fd, _base(e.path))
-            if st is not None and not stat.S_ISDIR(st.st_mode):
-                _unlink(fd, _base(e.path))  # only reached with overwrite (checked above)
-                st = None
-            if st is None:
-                os.mkdir(_base(e.path), 0o700, dir_fd=fd)
-                self.stats.written += 1
-            else:
-                self.stats.skipped += 1
+            base = _base(e.path)
+            yield fd, base, _lstat(fd, base)
         finally:
             os.close(fd)
 
+    def _mkdir(self, e: Entry) -> None:
+        with self._at(e) as (fd, base, st):
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                _unlink(fd, base)  # only reached with overwrite (checked above)
+                st = None
+            if st is None:
+                os.mkdir(base, 0o700, dir_fd=fd)
+                self.stats.written += 1
+            else:
+                self.stats.skipped += 1
+
     def _symlink(self, e: Entry) -> None:
-        fd = self._parent(e.path, create=True)
-        assert fd is not None
-        base = _base(e.path)
-        try:
-            st = _lstat(fd, base)
+        with self._at(e) as (fd, base, st):
             if st is not None:
                 if stat.S_ISLNK(st.st_mode) and os.readlink(base, dir_fd=fd) == e.target:
                     self.stats.skipped += 1
@@ -200,8 +204,6 @@ class Extraction:
                 self._in_the_way(fd, e, st)
             os.symlink(e.target or "", base, dir_fd=fd)
             self.stats.written += 1
-        finally:
-            os.close(fd)
 
     def _in_the_way(self, fd: int, e: Entry, st: os.stat_result) -> None:
         """Something else is at `e`'s path: replaced with --overwrite, an error otherwise."""
@@ -213,11 +215,7 @@ class Extraction:
         _unlink(fd, _base(e.path))
 
     def _small_file(self, e: Entry, data: bytes) -> None:
-        fd = self._parent(e.path, create=True)
-        assert fd is not None
-        base = _base(e.path)
-        try:
-            st = _lstat(fd, base)
+        with self._at(e) as (fd, base, st):
             if st is not None:
                 if stat.S_ISREG(st.st_mode) and st.st_size == len(data) \
                         and _read_all(fd, base, len(data)) == data:
@@ -238,15 +236,9 @@ class Extraction:
             os.rename(partial, base, src_dir_fd=fd, dst_dir_fd=fd)
             self.stats.written += 1
             self.stats.bytes += len(data)
-        finally:
-            os.close(fd)
 
     def _plan_chunks(self, e: Entry) -> None:
-        fd = self._parent(e.path, create=True)
-        assert fd is not None
-        base = _base(e.path)
-        try:
-            st = _lstat(fd, base)
+        with self._at(e) as (fd, base, st):
             if st is not None:
                 if stat.S_ISREG(st.st_mode) and st.st_size == e.size \
                         and not self._wrong_chunks(fd, base, e):
@@ -260,8 +252,6 @@ class Extraction:
                 raise ExtractError(f"{self._show(e.path)}: refused: {partial} beside it is not "
                                    "a regular file")
             wrong = self._wrong_chunks(fd, partial, e) if pst is not None else list(e.chunks)
-        finally:
-            os.close(fd)
         f = _File(e, len(wrong))
         self._plan.files.append(f)
         for chunk in wrong:
