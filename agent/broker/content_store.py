@@ -46,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from fluxnode.agent.broker import attributes
 from fluxnode.agent.broker.boot import InstanceState
 from fluxnode.agent.broker.connector import is_client_hop
 from fluxnode.agent.broker.message import Message, MessageError, ServiceError
@@ -153,9 +154,8 @@ class ContentStore:
         self.hash_name = state.attrs.get("content.hash") or DEFAULT_HASH
         if self.hash_name not in HASHES:
             raise ValueError(f"content.hash: {self.hash_name!r} is not sha1 or sha256")
-        self.cache_limit = _cache_size(state.attrs.get("content.cache-size"))
-        rate = state.attrs.get("content.send-rate")
-        self.send_rate = _send_rate(rate) if rate is not None else None
+        self.cache_limit = _size_attr(state, "content.cache-size", DEFAULT_CACHE_SIZE)
+        self.send_rate = _size_attr(state, "content.send-rate", None)
         self._link_free_at = 0.0  # monotonic time the paced link has sent everything queued
         self.stats = ContentStats()
         self._cache: OrderedDict[str, bytes] = OrderedDict()
@@ -370,15 +370,7 @@ class ContentStore:
         return self._link_free_at - now
 
 
-def _send_rate(value: str) -> int:
-    from fluxnode.agent.broker import attributes
-
-    return attributes.size("content.send-rate", value)
-
-
-def _cache_size(value: str | None) -> int:
-    if value is None:
-        return DEFAULT_CACHE_SIZE
-    from fluxnode.agent.broker import attributes
-
-    return attributes.size("content.cache-size", value)
+def _size_attr(state: InstanceState, name: str, default: int | None) -> int | None:
+    """A size attribute (bytes, k/M/G allowed) of this broker, or `default` when unset."""
+    value = state.attrs.get(name)
+    return default if value is None else attributes.size(name, value)
