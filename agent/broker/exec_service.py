@@ -324,10 +324,7 @@ class ExecService:
         for session in list(self.sessions.values()):
             route = session.request.route
             if not session.orphaned and route and route[-1] == hop:
-                self.log.info("rexec: parent of %s restarted; killing its processes", session.id)
-                session.orphaned = True
-                self._signal(session, signal.SIGKILL)  # what still comes back is dropped
-                self._schedule(session)
+                self._orphan(session, "parent")
                 continue
             for link in session.links:
                 if not link.done and link.nodeid not in self.overlay.children:
@@ -506,14 +503,19 @@ class ExecService:
             if hop is None or session.orphaned:
                 continue
             if hop not in self.connector.clients:
-                self.log.info("rexec: client of %s went away; killing its processes", session.id)
-                session.orphaned = True
-                self._signal(session, signal.SIGKILL)  # what still comes back is dropped
-                self._schedule(session)
+                self._orphan(session, "client")
             else:
                 watching = True
         if watching:
             self._watch_clients()
+
+    def _orphan(self, session: Session, who: str) -> None:
+        """Nobody reads `session` any more (its client went away, or the parent that asked
+        for it restarted): kill its processes; what still comes back is dropped."""
+        self.log.info("rexec: %s of %s went away; killing its processes", who, session.id)
+        session.orphaned = True
+        self._signal(session, signal.SIGKILL)
+        self._schedule(session)
 
     def close(self) -> None:
         for session in self.sessions.values():
