@@ -31,7 +31,7 @@ from __future__ import annotations
 from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.jobspec.request import Request
 from fluxnode.scheduler.policies.indexed_evals import IndexedEvals, TypeIndex
-from fluxnode.scheduler.policies.scoring import MATCH_MET, Edge, EGroup, Scoring
+from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
 from fluxnode.scheduler.traversers.dfu import Traverser
 from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, JobMeta, free_during
 
@@ -362,33 +362,40 @@ class FastTraverser(Traverser):
         at, duration = m.at, m.duration
         rc2 = -1
         types = dfu.types
+        pre = post = 0  # this loop's leaf visits, added to the walk's counts at the end
+        last = None  # (avail, overall) of the last leaf taken, while no subtree came after
+        base = MATCH_MET + policy.ml_scores + 1
         for c in u.children:
             uid = c.uniq_id
             if uid in visited:
                 continue
-            r = None if c.children else leaf_r.get(c.type)
-            if r is None or (centric and c.type == "node"):
-                if named is not None and c.type not in named and not c.children:
-                    self.preorder += 1
+            kids = c.children
+            ctype = c.type
+            r = None if kids else leaf_r.get(ctype)
+            if r is None or (centric and ctype == "node"):
+                if named is not None and ctype not in named and not kids:
+                    pre += 1
                     continue
                 ok, x_out = self._dom_dfv(m, c, resources, pristine, excl, dfu)
+                base = MATCH_MET + policy.ml_scores + 1  # a node-centric walk may move it
                 if ok:
+                    last = None
                     count = dfu.avail
                     dfu.add(
-                        c.type,
+                        ctype,
                         EGroup(dfu.overall, count, x_out, edges=[Edge(c, count, count, x_out, u)]),
                     )
                     rc2 = 0
                 continue
             # _dom_dfv_walk of a leaf for the one request ``r`` naming its type
-            self.preorder += 1
+            pre += 1
             if checking and c.status != "up":
                 continue
             p = c.schedule
             avail = c.size if p is None else free_during(p, at, duration)
             if avail == 0:
                 continue
-            x_in = excl or c.type in xtypes
+            x_in = excl or ctype in xtypes
             if x_in and r.exclusive is False:
                 continue
             if x_in or r.exclusive is True:
@@ -398,15 +405,24 @@ class FastTraverser(Traverser):
                 if xc is not None and free_during(xc, at, duration) < X_CHECKER_NJOBS:
                     continue
             visited.add(uid)
-            overall = MATCH_MET + policy.ml_scores + c.id + 1
-            self.postorder += 1
-            dfu.avail = avail
-            dfu.overall = overall
-            ev = types.get(c.type)
+            overall = base + c.id
+            post += 1
+            last = (avail, overall)
+            ev = types.get(ctype)
             if ev is None:
-                ev = dfu.evals(c.type)
-            ev.add(EGroup(overall, avail, x_in, False, "", [Edge(c, avail, avail, x_in, u)]))
+                ev = dfu.evals(ctype)
+            # Evals.add, in line
+            ev.total += avail
+            if overall > MATCH_UNMET:
+                ev.qual += avail
+            ev.egroups.append(
+                EGroup(overall, avail, x_in, False, "", [Edge(c, avail, avail, x_in, u)])
+            )
             rc2 = 0
+        self.preorder += pre
+        self.postorder += post
+        if last is not None:
+            dfu.avail, dfu.overall = last
         return rc2
 
     def _leaf_requests(self, level) -> dict[str, Request]:

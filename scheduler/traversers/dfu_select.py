@@ -66,6 +66,19 @@ def take_slots(dfu_slot: Scoring, shape, label: str, n: int) -> list[EGroup] | N
         ev = dfu_slot.evals(elem.type)
         plan.append((ev, ev.egroups, calc_count(elem, ev.qual)))
     groups: list[EGroup] = []
+    if len(plan) == 1 and plan[0][2] == 1:
+        # one unit of one type per slot (a single-core slot): each slot is the next
+        # group alone, as the loop below would take it, without its bookkeeping
+        ev, egroups, _count = plan[0]
+        start = ev.cursor + 1
+        if start + n <= len(egroups):
+            for eg in egroups[start : start + n]:
+                e0 = eg.edges[0]
+                if e0.exclusive is not True or e0.needs != e0.count:
+                    e0 = Edge(e0.vertex, e0.count, e0.count, True, e0.parent)
+                groups.append(EGroup(MATCH_MET + eg.score, 1, True, False, label, [e0]))
+            ev.cursor = start + n - 1
+            return groups
     for _ in range(n):
         edges: list[Edge] = []
         score = MATCH_MET
