@@ -28,12 +28,17 @@ constraints (they are per job), the root not a node, and the root not where a sl
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.jobspec.request import Request
 from fluxnode.scheduler.policies.indexed_evals import IndexedEvals, TypeIndex
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
 from fluxnode.scheduler.traversers.dfu import Traverser
 from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, JobMeta, free_during
+
+_children_of = attrgetter("children")
+_leaf_key = attrgetter("type", "id", "size", "status")  # what a leaf's walk reads of it
 
 # Requests (levels x windows x policies) whose root index is kept; the oldest goes first.
 MAX_INDEXES = 8
@@ -181,14 +186,8 @@ class FastTraverser(Traverser):
             return self._shapes[uid]
         kids = u.children
         shape = None
-        if not any(c.children for c in kids):
-            shape = (
-                u.type,
-                u.id,
-                u.size,
-                u.status,
-                tuple([(c.type, c.id, c.size, c.status) for c in kids]),
-            )
+        if not any(map(_children_of, kids)):
+            shape = (u.type, u.id, u.size, u.status, tuple(map(_leaf_key, kids)))
         self._shapes[uid] = shape
         return shape
 

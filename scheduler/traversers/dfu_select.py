@@ -325,8 +325,12 @@ class DfuSelect(DfuImpl):
         groups = take_slots(dfu_slot, shape, label, qual)
         if groups is None:
             return -1
+        ev = dfu.evals("slot")  # Evals.add of each group, in line
         for g in groups:
-            dfu.add("slot", g)
+            if g.score > MATCH_UNMET:
+                ev.qual += 1
+        ev.total += len(groups)  # every slot group counts one
+        ev.egroups.extend(groups)
         return 0 if qual else -1
 
     def _dom_dfv(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool,
