@@ -19,6 +19,8 @@ from fluxnode.scheduler.planner.planner import Planner
 from fluxnode.scheduler.planner.planner_multi import PlannerMulti
 from fluxnode.scheduler.traversers.dfu_impl import INF, X_CHECKER_NJOBS, DfuImpl, Emit, Job, JobMeta
 
+_dict_pop = dict.pop
+
 
 class DfuUpdate(DfuImpl):
     """Apply, emit and release what a job holds in the planners."""
@@ -104,6 +106,35 @@ class DfuUpdate(DfuImpl):
                     mk = (self._avail(c, m) or c.size, True)
                 if shadow and not mk[1]:
                     mk = (mk[0], True)
+                if shadow and not c.children:
+                    # a leaf of a subtree taken whole (a core of an exclusive node): what
+                    # upd(c, ...) does for it, in line; the node-exclusive policies take
+                    # ~70 of these per single-core match
+                    cid = c.uniq_id
+                    seen.add(cid)
+                    cneeds = mk[0]
+                    if c.schedule is None:
+                        c.schedule = Planner.holding(0, INF, c.size, c.type, at, duration,
+                                                     cneeds)
+                        c.hold_units(jobid, 1, allocating)
+                    else:
+                        c.hold_units(jobid, c.schedule.add_span(at, duration, cneeds),
+                                     allocating)
+                    # dict.pop, not the cache's own: a fast-mode root index watches the
+                    # root's children only, and c's ancestors are all popped below
+                    _dict_pop(subtree_cache, cid, None)
+                    if c.x_checker is None:
+                        c.x_checker = Planner.holding(0, INF, X_CHECKER_NJOBS, "x_checker", at,
+                                                      duration, 1)
+                        c.hold(jobid, 1)
+                    else:
+                        c.hold(jobid, c.x_checker.add_span(at, duration, 1))
+                    job_vertices[cid] = c
+                    out.append(Emit(c, cneeds, True, level + 1))
+                    n += 1
+                    if c.type in prune_types:
+                        agg[c.type] = agg.get(c.type, 0) + c.size
+                    continue
                 sub, cagg = upd(c, mk[0], mk[1], level + 1, shadow)
                 if sub > 0:
                     n += sub
