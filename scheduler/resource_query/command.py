@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import TextIO
 
@@ -59,6 +60,24 @@ def _dominant(spec: str) -> str:
     return SUBSYSTEM_LETTERS.get(first, "containment")
 
 
+def _write_load_info(stdout: TextIO, graph: ResourceGraph, elapse: float) -> None:
+    """-e after loading, as Fluxion's print_elapse_time: the time (a C++ stream's default
+    6 significant digits), the graph's size and its lookup tables' sizes."""
+    edges = 0
+    for v in graph.vertices:
+        edges += len(v.children)
+        if v.aux_children:
+            edges += sum(len(kids) for kids in v.aux_children.values())
+    stdout.write(f"INFO: Graph Load Time: {elapse:g}\n")
+    stdout.write(f"INFO: Vertex Count: {len(graph.vertices)}\n")
+    stdout.write(f"INFO: Edge Count: {edges}\n")
+    stdout.write(f"INFO: by_type Key-Value Pairs: {len(graph.by_type)}\n")
+    stdout.write(f"INFO: by_name Key-Value Pairs: {len(graph.by_name)}\n")
+    stdout.write(f"INFO: by_path Key-Value Pairs: {len(graph.by_path)}\n")
+    for rank in sorted(graph.by_rank):
+        stdout.write(f"INFO: number of vertices with rank {rank}: {len(graph.by_rank[rank])}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="resource-query", add_help=False)
     p.add_argument("-L", "--load-file")
@@ -99,6 +118,7 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write("ERROR: -L/--load-file is required\n")
         return 1
     allow = [t for t in (ns.load_allowlist or "").split(",") if t]
+    t0 = time.perf_counter()  # -e's Graph Load Time: the graph read and the traverser made
     try:
         graph = load_graph(ns.load_file, ns.load_format, allow)
     except (GrugError, JgfError, RError, HwlocError, OSError, ValueError) as exc:
@@ -122,6 +142,8 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     except TraverserError as exc:
         stderr.write(f"ERROR: {exc}\n")
         return 1
+    if ns.elapse_time:
+        _write_load_info(stdout, graph, time.perf_counter() - t0)
     out = stdout
     outfile = None
     if ns.test_output:
@@ -131,7 +153,7 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             stderr.write(f"ERROR: can't open {ns.test_output}: {exc.strerror}\n")
             return 1
         out = outfile
-    session = Session(trav, ns.match_format, out, stderr, ns.elapse_time)
+    session = Session(trav, ns.match_format, out, stderr, ns.elapse_time, console=stdout)
     try:
         while True:
             if not ns.disable_prompt:

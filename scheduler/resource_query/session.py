@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import sys
+import time
 from pathlib import Path
 from typing import TextIO
 
@@ -42,12 +43,15 @@ HELP = """Usage: resource-query [OPTIONS...]
 
 class Session:
     def __init__(self, traverser: Traverser, fmt: str, out: TextIO, err: TextIO,
-                 elapse: bool = False) -> None:
+                 elapse: bool = False, console: TextIO | None = None) -> None:
         self.t = traverser
         self.fmt = fmt
         self.out = out
         self.err = err
+        # -e: each match's time and visit counts, written where Fluxion's resource-query
+        # writes them (mostly standard output, ``console``, even when -t names a file)
         self.elapse = elapse
+        self.console = console if console is not None else out
         self.jobid = 1
         self.allocations: dict[int, int] = {}
         self.reservations: dict[int, int] = {}
@@ -92,6 +96,8 @@ class Session:
         # another traverser error returns first, and the next match gets the same jobid. A
         # jobspec error leaves `sat` true, so `match satisfiability` of it says "Satisfiable".
         matched, sat, result, consumed = True, True, None, True
+        # reapi_cli_t::match_allocate's ELAPSE: parse, walk and writer, timed together
+        t0 = time.perf_counter()
         try:
             js = Jobspec.parse(text)
             result = self.t.match(js, op=op, jobid=jobid)
@@ -121,14 +127,24 @@ class Session:
             self.out.write(f"INFO: {'Satisfiable' if matched or sat else 'Unsatisfiable'} "
                            "request\n")
             self.out.write(SEP)
+            self._write_elapse(t0, self.console)
             return matched
         if matched:
-            self._placed(jobid, result, fn)
+            self._placed(jobid, result, fn, t0)
         else:
-            self._not_placed(jobid, sat)
+            self._not_placed(jobid, sat, t0)
         return matched
 
-    def _placed(self, jobid: int, result, fn: str) -> None:
+    def _write_elapse(self, t0: float | None, elapse_to: TextIO) -> None:
+        """-e: the time since ``t0`` (as C++'s std::to_string writes a double) and the
+        walk's visit counts (print_schedule_info and print_sat_info in Fluxion)."""
+        if not self.elapse or t0 is None:
+            return
+        elapse_to.write(f"INFO: ELAPSE={time.perf_counter() - t0:f}\n")
+        self.console.write(f"INFO: PREORDER VISIT COUNT={self.t.total_preorder}\n")
+        self.console.write(f"INFO: POSTORDER VISIT COUNT={self.t.total_postorder}\n")
+
+    def _placed(self, jobid: int, result, fn: str, t0: float | None = None) -> None:
         """Write a placed job (a match's or an update's) and remember it."""
         self.emit(result)
         self.out.write(SEP)
@@ -136,16 +152,18 @@ class Session:
         at = result.at
         self.out.write(f"INFO: RESOURCES={'ALLOCATED' if at == 0 else 'RESERVED'}\n")
         self.out.write(f"INFO: SCHEDULED AT={'Now' if at == 0 else at}\n")
+        self._write_elapse(t0, self.console)
         self.out.write(SEP)
         (self.allocations if at == 0 else self.reservations)[jobid] = jobid
         self.jobinfo[jobid] = ("ALLOCATED" if at == 0 else "RESERVED", at, fn)
 
-    def _not_placed(self, jobid: int, satisfiable: bool = True) -> None:
+    def _not_placed(self, jobid: int, satisfiable: bool = True, t0: float | None = None) -> None:
         self.out.write(SEP)
         self.out.write("INFO: No matching resources found\n")
         if not satisfiable:
             self.out.write("INFO: Unsatisfiable request\n")
         self.out.write(f"INFO: JOBID={jobid}\n")
+        self._write_elapse(t0, self.out)  # Fluxion writes this one ELAPSE to the -t file
         self.out.write(SEP)
 
     OPS = ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability",
@@ -344,6 +362,7 @@ class Session:
         if len(args) != 7 or args[1] not in ("allocate", "reserve") \
                 or args[2] not in ("jgf", "rv1exec"):
             return self.error("ERROR: malformed command")
+        t0 = time.perf_counter()
         fn = args[3]
         try:
             jobid, at, duration = int(args[4]), int(args[5]), int(args[6])
@@ -364,8 +383,8 @@ class Session:
             result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
         except (ValueError, TraverserError) as exc:
             self.error(f"ERROR: update of job {jobid} failed: {exc}")
-            return self._not_placed(jobid)
-        self._placed(jobid, result, fn)
+            return self._not_placed(jobid, True, t0)
+        self._placed(jobid, result, fn, t0)
 
     def cmd_attach(self, args: list[str]) -> None:
         if len(args) != 2:

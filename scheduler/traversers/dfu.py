@@ -292,7 +292,10 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         excl = any(r.type == root.type and r.exclusive is True for r in req.resources)
         self._req_xtypes = set()
         self._collect_xtypes(req.resources)
-        self.total_preorder = self.total_postorder = 0
+        # total_preorder/postorder (resource-query -e) change as Fluxion's m_total_* do in
+        # dfu_traverser_t::schedule: set by a walk that matched, added to by the
+        # satisfiability and reservation walks after a failed one, and left as the last
+        # match left them when a request fails before or at its first walk
         if op == "satisfiability":
             ok = self._sat_check(req, m, excl)
             self.total_preorder, self.total_postorder = self.preorder, self.postorder
@@ -310,11 +313,15 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
             self.errno = _errno.EBUSY
             raise
         rc, needs, x = self._select(req, m, excl)
-        self.total_preorder, self.total_postorder = self.preorder, self.postorder
-        if rc != 0:
+        if rc == 0:
+            self.total_preorder, self.total_postorder = self.preorder, self.postorder
+        else:
             if op == "allocate_with_satisfiability":
                 self.errno = _errno.EBUSY
-                self._raise_failed(req, self._sat_check(req, m, excl))
+                sat = self._sat_check(req, m, excl)
+                self.total_preorder += self.preorder
+                self.total_postorder += self.postorder
+                self._raise_failed(req, sat)
             if op == "allocate":
                 self.errno = _errno.EBUSY
                 raise NoMatch(True)

@@ -82,3 +82,48 @@ def test_partial_cancel_refuses_a_jgf_whose_ranks_disagree_with_the_graph(tmp_pa
     held = first.rsplit("INFO: SCHEDULED AT=Now", 1)[1]
     assert "n0[" in held and "n1[" in held          # the bad document freed nothing
     assert "n0[" not in second and "n1[" in second  # the good one freed rank 0 only
+
+
+def test_elapse_time_writes_what_fluxion_writes_where_it_writes_it(tmp_path, tiny_grug):
+    """-e: the load block and each match's ELAPSE and visit counts. The expected lines
+    (times masked) are what Fluxion's resource-query (flux-sched fd257f7) printed for the
+    same graph and commands: most go to standard output even with -t, but a failed
+    match's ELAPSE goes to the -t file."""
+    import re
+    import subprocess
+    import sys
+
+    one, big = tmp_path / "one.yaml", tmp_path / "big.yaml"
+    one.write_text(yaml.safe_dump(cores(1)))
+    big.write_text(yaml.safe_dump(cores(10000)))
+    out_file = tmp_path / "out.R"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fluxnode", "resource-query", "-L", str(tiny_grug), "-d", "-e",
+         "-t", str(out_file)],
+        input=f"match allocate {one}\nmatch allocate {big}\nmatch satisfiability {one}\nquit\n",
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stderr == ""
+    stdout = proc.stdout.splitlines()
+    assert re.fullmatch(r"INFO: Graph Load Time: \d\S*", stdout[0])
+    elapse = re.compile(r"INFO: ELAPSE=\d+\.\d{6}")  # std::to_string of a double
+    timed = [i for i, line in enumerate(stdout) if line.startswith("INFO: ELAPSE=")]
+    assert timed == [9, 14] and all(elapse.fullmatch(stdout[i]) for i in timed)
+    assert [line for i, line in enumerate(stdout) if i and i not in timed] == [
+        "INFO: Vertex Count: 36",
+        "INFO: Edge Count: 35",
+        "INFO: by_type Key-Value Pairs: 7",
+        "INFO: by_name Key-Value Pairs: 20",
+        "INFO: by_path Key-Value Pairs: 36",
+        "INFO: number of vertices with rank -1: 34",
+        "INFO: number of vertices with rank 0: 1",
+        "INFO: number of vertices with rank 1: 1",
+        "INFO: PREORDER VISIT COUNT=8",
+        "INFO: POSTORDER VISIT COUNT=5",
+        "INFO: PREORDER VISIT COUNT=8",
+        "INFO: POSTORDER VISIT COUNT=5",
+        "INFO: PREORDER VISIT COUNT=8",
+        "INFO: POSTORDER VISIT COUNT=5",
+    ]
+    failed = out_file.read_text().split("INFO: No matching resources found\n")[1]
+    assert re.match(r"INFO: JOBID=2\nINFO: ELAPSE=\d+\.\d{6}\nINFO: =+\n", failed)
+    assert out_file.read_text().count("ELAPSE") == 1
