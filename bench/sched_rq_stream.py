@@ -8,16 +8,24 @@ Writes the graph, the jobspec shapes and a command file (``--op`` for each job, 
 shapes in turn with ``mixed``, cancelling every ``--cancel-every``-th job, 0 for never),
 then runs the command with the same arguments
 Fluxion's resource-query takes; run it again with --cmd /path/to/resource-query to
-compare with Fluxion side by side (the -t outputs are byte-compared when both ran).
+compare with Fluxion side by side (the -t outputs are compared when both ran, their
+ELAPSE lines aside).
+
+Both run with -e, so each prints its graph load time and every match's ELAPSE (jobspec
+parse, walk and writer, as Fluxion's reapi_cli_t::match_allocate times them): the
+figures are the matches' own, apart from process start and graph load.
+`fluxnode resource-query` runs exact mode (Fluxion's tie order); the service's fast mode
+is timed by sched_throughput.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import filecmp
+import re
 import resource
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,6 +74,13 @@ SINGLE = {
 }
 
 
+ELAPSE = re.compile(r"^INFO: ELAPSE=(\S+)$", re.M)
+
+
+def _untimed(path: Path) -> str:
+    return ELAPSE.sub("INFO: ELAPSE=", path.read_text())
+
+
 def _children_cpu() -> float:
     """CPU seconds of the finished child processes (steadier than wall time on a shared
     machine)."""
@@ -102,7 +117,7 @@ def main() -> None:
     (work / "cmds.in").write_text("\n".join(lines) + "\n")
     out = work / f"out.{Path(shlex.split(args.cmd)[0]).name}.R"
     argv = [*shlex.split(args.cmd), "-L", str(graph), "-S", "CA", "-P", args.policy, "-d",
-            "-t", str(out)]
+            "-e", "-t", str(out)]
     t0 = time.perf_counter()
     cpu0 = _children_cpu()
     with open(work / "cmds.in") as stdin:
@@ -112,9 +127,16 @@ def main() -> None:
     print(f"{' '.join(argv[:2])}: {args.jobs} matches on {args.nodes} nodes ({args.policy}) "
           f"in {elapsed:.2f} s = {elapsed / args.jobs * 1e3:.2f} ms/match, CPU {cpu:.2f} s "
           f"(whole process, graph load included; exit {proc.returncode})")
+    load = re.search(r"INFO: Graph Load Time: (\S+)", proc.stdout)
+    # a failed match's ELAPSE goes to the -t file, every other to standard output
+    took = [float(x) for x in ELAPSE.findall(proc.stdout + out.read_text())]
+    if load and took:
+        print(f"  graph load {float(load.group(1)):.3f} s; {len(took)} matches: total "
+              f"{sum(took):.3f} s, median {statistics.median(took) * 1e3:.3f} ms, "
+              f"max {max(took) * 1e3:.1f} ms, {len(took) / sum(took):.0f}/s")
     others = [p for p in work.glob("out.*.R") if p != out]
     for other in others:
-        same = filecmp.cmp(out, other, shallow=False)
+        same = _untimed(out) == _untimed(other)
         print(f"  -t output {'identical to' if same else 'DIFFERS from'} {other.name}")
     if not args.keep:
         shutil.rmtree(work)
