@@ -25,7 +25,8 @@ from fluxnode.scheduler.readers.hwloc import HwlocError, read_hwloc
 from fluxnode.scheduler.readers.jgf import JgfError, read_jgf
 from fluxnode.scheduler.readers.rv1 import read_rv1
 from fluxnode.scheduler.resource_query.session import HELP, Session
-from fluxnode.scheduler.traversers.dfu import DEFAULT_PRUNE_FILTERS, Traverser, TraverserError
+from fluxnode.scheduler.traversers.dfu import DEFAULT_PRUNE_FILTERS, TraverserError
+from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from fluxnode.scheduler.traversers.flexible import FlexibleTraverser
 
 
@@ -133,7 +134,7 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     if ns.traverser not in ("simple", "flexible"):
         stderr.write(f"ERROR: unknown traverser {ns.traverser}\n")
         return 1
-    cls = FlexibleTraverser if ns.traverser == "flexible" else Traverser
+    cls = FlexibleTraverser if ns.traverser == "flexible" else FastTraverser
     try:
         trav = cls(graph, ns.match_policy, prune_filters=ns.prune_filters)
     except PolicyError as exc:

@@ -36,6 +36,7 @@ from fluxnode.scheduler.policies.indexed_evals import IndexedEvals, TypeIndex
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
 from fluxnode.scheduler.traversers.dfu import Traverser
 from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, JobMeta, free_during
+from fluxnode.scheduler.traversers.dfu_select import _NOT_SET
 
 _children_of = attrgetter("children")
 _leaf_key = attrgetter("type", "id", "size", "status")  # what a leaf's walk reads of it
@@ -119,6 +120,8 @@ class _Template:
         "preorder",
         "postorder",
         "enforced",
+        "visited",
+        "errno",
     )
 
     def __init__(
@@ -132,6 +135,8 @@ class _Template:
         preorder: int,
         postorder: int,
         enforced: int,
+        visited: bool,
+        errno: int,
     ) -> None:
         self.ok = ok
         self.x = x
@@ -142,6 +147,10 @@ class _Template:
         self.preorder = preorder
         self.postorder = postorder
         self.enforced = enforced
+        # whether the walk got past the test and prune (the vertex is then visited: a
+        # later request of the same match does not walk it again), and the errno it set
+        self.visited = visited
+        self.errno = errno
 
 
 class _Fallback(Exception):
@@ -151,12 +160,15 @@ class _Fallback(Exception):
 class FastTraverser(Traverser):
     """A Traverser whose exhaustive policies with ``stable_ties`` use a kept root index.
 
-    With ``Policy.stable_ties`` False (exact mode) it is the plain Traverser."""
+    With ``Policy.stable_ties`` False (exact mode, as resource-query) only the walk's
+    shortcuts apply (leaves scored in line, untouched leaf parents replayed from a
+    template): the same answers and visit counts as the plain Traverser, in less time."""
 
     def __init__(self, graph, policy="first", *args, **kwargs) -> None:
         self._indexes: dict[tuple, RootIndex] = {}
         self._cache_policy: tuple | None = None
         self._index_ok = False
+        self._inline_ok = False
         self._root_index: RootIndex | None = None
         self._root_dfu: Scoring | None = None
         self._replayed: set[int] = set()
@@ -206,7 +218,7 @@ class FastTraverser(Traverser):
         replayed for the others. A fresh graph's gang walks one socket of each shape
         instead of 10,000."""
         if (
-            not self._index_ok
+            not self._inline_ok
             or u.parent is None
             or not u.children
             or (u.x_checker is not None and u.x_checker.span_count)
@@ -227,7 +239,10 @@ class FastTraverser(Traverser):
         self.preorder += tpl.preorder
         self.postorder += tpl.postorder
         self._enforced += tpl.enforced
-        self._visited.add(u.uniq_id)
+        if tpl.visited:
+            self._visited.add(u.uniq_id)
+        if tpl.errno != _NOT_SET:
+            self.errno = tpl.errno
         if tpl.marks:
             marks = self._marks
             kids = u.children
@@ -259,7 +274,11 @@ class FastTraverser(Traverser):
         ml, last = self.policy.ml_scores, self.policy.last_factor
         start = len(self._mark_edges)
         probe = Scoring()
+        err0, self.errno = self.errno, _NOT_SET
         ok, x = self._dom_dfv_walk(m, u, resources, pristine, excl, probe)
+        err = self.errno
+        if err == _NOT_SET:
+            self.errno = err0
         if ok:
             to_parent.merge(probe)
             to_parent.avail = probe.avail
@@ -283,6 +302,8 @@ class FastTraverser(Traverser):
                 self.preorder - pre,
                 self.postorder - post,
                 self._enforced - enforced,
+                u.uniq_id in self._visited,
+                err,
             )
         self._templates[key] = tpl
         return ok, x
@@ -297,27 +318,29 @@ class FastTraverser(Traverser):
             self._templates.clear()
             self._cache_policy = key
         self._cacheable = exhaustive
-        self._index_ok = (
-            exhaustive and p.stable_ties and m.constraint is None and self.g.root.type != "node"
-        )
+        # the walk's shortcuts (leaves in line, untouched leaf parents by template) give
+        # what the plain walk gives in either tie order; the root index only stable ties
+        self._inline_ok = exhaustive and m.constraint is None and self.g.root.type != "node"
+        self._index_ok = self._inline_ok and p.stable_ties
         self._root_index = None
         self._root_dfu = None
         self._leaf_levels: dict[int, tuple] = {}  # see _leaf_requests
         try:
             return super()._select(req, m, excl)
         except _Fallback:
-            self._index_ok = False
+            self._index_ok = self._inline_ok = False
             self._root_index = None
             return super()._select(req, m, excl)
 
     def _dom_slot(self, m, u, shape, nslots, pristine, label, dfu) -> int:
-        if u.parent is not None or not self._index_ok:
+        if u.parent is not None or not self._inline_ok:
             return super()._dom_slot(m, u, shape, nslots, pristine, label, dfu)
-        self._index_ok = False  # a slot at the root: its candidates are chosen all at once
+        # a slot at the root: its candidates are chosen all at once, by the plain walk
+        index_ok, self._index_ok, self._inline_ok = self._index_ok, False, False
         try:
             return super()._dom_slot(m, u, shape, nslots, pristine, label, dfu)
         finally:
-            self._index_ok = True
+            self._index_ok, self._inline_ok = index_ok, True
 
     def _explore(
         self,
@@ -331,7 +354,7 @@ class FastTraverser(Traverser):
     ) -> int:
         if u.parent is None and self._index_ok and not dfu.types:
             return self._index_explore(m, u, resources, pristine, excl, dfu)
-        if self._cache is None or self.policy.stop_on_1 or not self._index_ok:
+        if self._cache is None or self.policy.stop_on_1 or not self._inline_ok:
             return super()._explore(m, u, resources, pristine, excl, dfu, multiplier)
         return self._explore_cached(m, u, resources, pristine, excl, dfu)
 
