@@ -36,7 +36,7 @@ from fluxnode.scheduler.policies.indexed_evals import IndexedEvals, TypeIndex
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
 from fluxnode.scheduler.traversers.dfu import Traverser
 from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, JobMeta, free_during
-from fluxnode.scheduler.traversers.dfu_select import _NOT_SET
+from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, EINVAL
 
 _children_of = attrgetter("children")
 _leaf_key = attrgetter("type", "id", "size", "status")  # what a leaf's walk reads of it
@@ -397,6 +397,7 @@ class FastTraverser(Traverser):
             if r is None or (centric and ctype == "node"):
                 if named is not None and ctype not in named and not kids:
                     pre += 1
+                    self.errno = EBUSY  # dom_dfv's test: no request of this level names it
                     continue
                 ok, x_out = self._dom_dfv(m, c, resources, pristine, excl, dfu)
                 base = MATCH_MET + policy.ml_scores + 1  # a node-centric walk may move it
@@ -409,22 +410,28 @@ class FastTraverser(Traverser):
                     )
                     rc2 = 0
                 continue
-            # _dom_dfv_walk of a leaf for the one request ``r`` naming its type
+            # _dom_dfv_walk of a leaf for the one request ``r`` naming its type; each
+            # prune sets the errno _prune sets (resource-query reports the last one)
             pre += 1
             if checking and c.status != "up":
+                self.errno = EBUSY
                 continue
             p = c.schedule
             avail = c.size if p is None else free_during(p, at, duration)
             if avail == 0:
+                self.errno = EBUSY
                 continue
             x_in = excl or ctype in xtypes
             if x_in and r.exclusive is False:
+                self.errno = EINVAL  # _excl_busy: non-exclusive under exclusive
                 continue
             if x_in or r.exclusive is True:
                 if allocating and c.allocations:
+                    self.errno = EBUSY
                     continue
                 xc = c.x_checker
                 if xc is not None and free_during(xc, at, duration) < X_CHECKER_NJOBS:
+                    self.errno = EBUSY
                     continue
             visited.add(uid)
             overall = base + c.id

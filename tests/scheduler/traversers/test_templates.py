@@ -39,3 +39,52 @@ def test_a_unit_left_by_one_parents_walk_is_walked_again_under_the_other(cls, st
     assert units == ["mtl1unit1"] * 4 + ["mtl1unit0"] * 4
     with pytest.raises(NoMatch):
         t.match(job)
+
+
+def _shapes() -> list[dict]:
+    from support.sched_graphs import cores, jobspec
+
+    slot = {"type": "slot", "count": 1, "label": "default",
+            "with": [{"type": "core", "count": 2}]}
+    return [
+        cores(1),
+        cores(3, nodes=1),
+        jobspec([{"type": "node", "count": {"min": 1, "max": 2, "operator": "+", "operand": 1},
+                  "exclusive": False, "with": [slot]}]),
+        jobspec([{"type": "node", "count": 1, "exclusive": True, "with": [slot]}]),
+        jobspec([{"type": "node", "count": 1, "with": [{"type": "socket", "count": 1, "with": [
+            {"type": "slot", "count": 1, "label": "default", "with": [
+                {"type": "core", "count": 1}, {"type": "gpu", "count": 1}]}]}]}]),
+        cores(40),  # more than the graph holds
+    ]
+
+
+@pytest.mark.parametrize("policy", ["low", "high", "hinode", "lonodex", "locality"])
+def test_exact_mode_shortcuts_leave_the_plain_walks_errno_counts_and_answers(
+        tmp_path, tiny_grug, policy):
+    """resource-query's FastTraverser in exact mode against the plain Traverser (the walk
+    with no shortcut), match by match: answer, errno and visit counts. The errno is what
+    resource-query reports for a match that selects nothing (a leaf pruned in line used to
+    leave none, so the next jobid was off by one on Fluxion's random cases)."""
+    plain = Traverser(read_grug(tiny_grug), policy)
+    fast = FastTraverser(read_grug(tiny_grug), policy)
+    for t in (plain, fast):
+        t.report_errno = True
+    shapes = _shapes()
+    for i in range(24):
+        js = shapes[i % len(shapes)]
+        got = []
+        for t in (plain, fast):
+            try:
+                res = t.match(js, op="allocate_orelse_reserve", jobid=i + 1)
+                got.append(sorted((e.vertex.uniq_id, e.needs, e.exclusive)
+                                  for e in res.selection))
+            except NoMatch as exc:
+                got.append(type(exc).__name__)
+            except Exception as exc:  # Unsatisfiable, TraverserErrno: part of the answer
+                got.append(f"{type(exc).__name__}: {exc}")
+            got.append((t.errno, t.total_preorder, t.total_postorder))
+        assert got[:2] == got[2:], f"match {i + 1} ({policy})"
+        if i % 5 == 4 and i + 1 in plain.jobs:
+            plain.cancel(i + 1)
+            fast.cancel(i + 1)
