@@ -39,7 +39,12 @@ from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, JobMeta, fre
 from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, EINVAL
 
 _children_of = attrgetter("children")
-_leaf_key = attrgetter("type", "id", "size", "status")  # what a leaf's walk reads of it
+# what a leaf's walk reads of it
+_type_of, _id_of = attrgetter("type"), attrgetter("id")
+_size_of, _status_of = attrgetter("size"), attrgetter("status")
+
+# Distinct leaf-parent shapes numbered before the numbering starts over (see _leaf_shape).
+MAX_SHAPES = 65536
 
 # Requests (levels x windows x policies) whose root index is kept; the oldest goes first.
 MAX_INDEXES = 8
@@ -178,7 +183,8 @@ class FastTraverser(Traverser):
         super()._reinit()
         self._subtree_cache = _TrackedCache()
         self._indexes = {}
-        self._shapes: dict[int, tuple | None] = {}  # see _leaf_shape
+        self._shapes: dict[int, int | None] = {}  # see _leaf_shape
+        self._shape_ids: dict[tuple, int] = {}  # a shape -> its number (hashed once)
         self._templates: dict[tuple, _Template | None] = {}
 
     def _invalidate(self, u: Vertex | None) -> None:
@@ -190,16 +196,28 @@ class FastTraverser(Traverser):
         super()._invalidate(u)
 
     # ----------------------------------------- untouched leaf parents, by shape
-    def _leaf_shape(self, u: Vertex) -> tuple | None:
-        """What the walk of ``u`` reads of ``u`` and its children when nothing is held
-        below it: types, ids, sizes and statuses (None when a child has children)."""
+    def _leaf_shape(self, u: Vertex) -> int | None:
+        """The number of what the walk of ``u`` reads of ``u`` and its children when
+        nothing is held below it: types, ids, sizes and statuses (None when a child has
+        children). Equal numbers, equal shapes."""
         uid = u.uniq_id
-        if uid in self._shapes:
-            return self._shapes[uid]
+        shape = self._shapes.get(uid, False)
+        if shape is not False:
+            return shape
         kids = u.children
         shape = None
         if not any(map(_children_of, kids)):
-            shape = (u.type, u.id, u.size, u.status, tuple(map(_leaf_key, kids)))
+            # four tuples of the children's fields (not one tuple per child): a gang on a
+            # fresh graph reads 10,000 of these
+            whole = (u.type, u.id, u.size, u.status, tuple(map(_type_of, kids)),
+                     tuple(map(_id_of, kids)), tuple(map(_size_of, kids)),
+                     tuple(map(_status_of, kids)))
+            ids = self._shape_ids
+            if len(ids) >= MAX_SHAPES:  # statuses flipped many times: start over
+                ids.clear()
+                self._shapes.clear()
+                self._templates.clear()
+            shape = ids.setdefault(whole, len(ids))  # a number: template keys hash it fast
         self._shapes[uid] = shape
         return shape
 
