@@ -107,7 +107,11 @@ def rlite(result) -> list[dict]:
     }
     # a graph without ranks (GRUG) puts every node at rank -1, as Fluxion writes it: never grouped
     unranked = [{"rank": str(r), "children": kids[r]} for r in sorted(kids) if r < 0]
-    return unranked + R_lite({r: k for r, k in kids.items() if r >= 0})
+    # rlite_match_writers_t::fill walks m_gl_gatherer, a std::map keyed by each node's
+    # children as json_dumps writes them (get_gatherer_children): the entries come in the
+    # byte order of that text, not in rank order
+    ranked = R_lite({r: k for r, k in kids.items() if r >= 0})
+    return unranked + sorted(ranked, key=lambda x: json.dumps(x["children"]))
 
 
 def _nodelist(result) -> list[str]:

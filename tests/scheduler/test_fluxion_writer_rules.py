@@ -9,7 +9,8 @@ code under test):
 - pretty_simple prints the emission lines last first (each line is pushed to the front);
 - resource-query keeps one writer for the session: what a writer cannot write (rv1 without
   R_lite, JGF vertices without edges, rlite with no node gathered) stays in it and leads the
-  next answer, and a failing emit fails the match (no jobid used) or the find.
+  next answer, and a failing emit fails the match (no jobid used) or the find;
+- R_lite entries come in the byte order of their children text (a std::map key).
 """
 
 from __future__ import annotations
@@ -284,3 +285,25 @@ def test_rlite_with_no_node_gathered_fails_with_einval(tmp_path: Path):
     assert "Unsatisfiable" not in out and "EXPRESSION" not in out
     assert "INFO: JOBID=1\n" in out
 
+
+def test_r_lite_entries_come_in_the_byte_order_of_their_children():
+    """rlite_match_writers_t::fill walks m_gl_gatherer, a std::map from each gathered node's
+    children text (json_dumps of the compressed ids) to its ranks: entries are ordered by
+    that text, so rank 1 with cores 0-3 comes before rank 0 with cores 2-3."""
+    from fluxnode.scheduler import writers
+    g = read_grug(TINY)
+    node0, node1 = sorted((v for v in g.vertices if v.type == "node"), key=lambda v: v.rank)
+
+    def cores(node, ids):
+        return [(c, 3) for c in g.walk(node) if c.type == "core" and c.id in ids]
+
+    sel = _post_order(cores(node0, {2, 3}) + [(node0, 1)]
+                      + cores(node1, {0, 1, 2, 3}) + [(node1, 1), (g.root, 0)])
+    assert writers.rlite(sel) == [
+        {"rank": str(node1.rank), "children": {"core": "0-3"}},
+        {"rank": str(node0.rank), "children": {"core": "2-3"}},
+    ]
+    # same children, one entry whatever the ranks; "0,2" sorts before "0-1"
+    assert [x["children"]["core"] for x in writers.rlite(_post_order(
+        cores(node0, {0, 2}) + [(node0, 1)] + cores(node1, {0, 1}) + [(node1, 1)]))] \
+        == ["0,2", "0-1"]
