@@ -284,6 +284,13 @@ def test_rlite_with_no_node_gathered_fails_with_einval(tmp_path: Path):
                                 "find: ERROR: find writer emit: Invalid argument"]
     assert "Unsatisfiable" not in out and "EXPRESSION" not in out
     assert "INFO: JOBID=1\n" in out
+    # a satisfiability check gathers nothing either: its ENODEV gives way to the writer's
+    # EINVAL, which run_match does not read as unsatisfiable
+    out, err, rc = rq(tmp_path, TINY, f"match satisfiability {big}\nquit\n", "-F", "rlite")
+    assert "INFO: Satisfiable request" in out
+    assert err == "match_allocate: ERROR: match writer emit: Invalid argument\n"
+    out, _, _ = rq(tmp_path, TINY, f"match satisfiability {big}\nquit\n", "-F", "simple")
+    assert "INFO: Unsatisfiable request" in out
 
 
 def test_r_lite_entries_come_in_the_byte_order_of_their_children():
