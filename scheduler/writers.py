@@ -10,6 +10,7 @@ its ``selection`` list) and returns text / a JSON-able dict.
 
 from __future__ import annotations
 
+import errno
 import json
 
 from fluxnode.broker_conf import hostlist, idset
@@ -106,7 +107,11 @@ def rlite(result) -> list[dict]:
     }
     # a graph without ranks (GRUG) puts every node at rank -1, as Fluxion writes it: never grouped
     unranked = [{"rank": str(r), "children": kids[r]} for r in sorted(kids) if r < 0]
-    return unranked + R_lite({r: k for r, k in kids.items() if r >= 0})
+    # rlite_match_writers_t::fill walks m_gl_gatherer, a std::map keyed by each node's
+    # children as json_dumps writes them (get_gatherer_children): the entries come in the
+    # byte order of that text, not in rank order
+    ranked = R_lite({r: k for r, k in kids.items() if r >= 0})
+    return unranked + sorted(ranked, key=lambda x: json.dumps(x["children"]))
 
 
 def _nodelist(result) -> list[str]:
@@ -154,3 +159,101 @@ def dumps(obj) -> str:
 
 
 FORMATS = ("simple", "pretty_simple", "jgf", "rlite", "rv1", "rv1_nosched")
+
+
+class WriterEmitError(Exception):
+    """A match writer's emit failed with ``errno`` (its buffers are kept, as Fluxion's are)."""
+
+    def __init__(self, err: int) -> None:
+        super().__init__(err)
+        self.errno = err
+
+
+class MatchWriters:
+    """The one writer object resource-query keeps for its whole session (``rq->writers``):
+    a traversal (match, update, find) adds what it emits, and ``emit`` (a match's
+    ``emit(std::stringstream)``) or ``emit_json`` (find's) writes and clears what has
+    gathered. A writer that cannot write keeps its buffers, so what one traversal left
+    shows up in the next answer (match_writers.cpp):
+
+    - ``jgf_match_writers_t::check_array_sizes``: no vertices and no edges write nothing;
+      vertices without edges (or edges without vertices) fail with ENOENT, the arrays kept;
+    - ``rlite_match_writers_t::emit_json``: no node gathered (no node with cores or GPUs
+      emitted) fails with EINVAL;
+    - ``rv1_match_writers_t::emit_json`` / ``emit``: with R_lite or the JGF empty it writes
+      nothing and returns 0, keeping both; ``rv1_nosched`` does the same on an empty R_lite;
+    - ``sim``/``pretty_sim``: always write what they hold and clear it.
+    """
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+        self.lines: list = []  # simple / pretty_simple emission entries
+        self.vout: list[dict] = []  # jgf_match_writers_t::m_vout
+        self.eout: list[dict] = []  # jgf_match_writers_t::m_eout
+        self.rl: list = []  # what the rlite writer has been given since it last wrote
+        self.at = 0  # emit_tm's start and end, kept until the next emit_tm
+        self.duration = 0
+
+    def add(self, result) -> None:
+        """A traversal's emit_vtx/emit_edg calls (and its emit_tm)."""
+        sel = list(_sel(result))
+        self.at = getattr(result, "at", 0)
+        self.duration = getattr(result, "duration", 0)
+        if self.fmt in ("simple", "pretty_simple"):
+            self.lines += sel
+        if self.fmt in ("jgf", "rv1"):
+            g = jgf(sel)["graph"]
+            self.vout += g["nodes"]
+            self.eout += g["edges"]
+        if self.fmt in ("rlite", "rv1", "rv1_nosched"):
+            self.rl += sel
+
+    # -- the parts -------------------------------------------------------------------
+    def _jgf_json(self) -> dict | None:
+        if not self.vout and not self.eout:
+            return None
+        if not self.vout or not self.eout:
+            raise WriterEmitError(errno.ENOENT)
+        o = {"graph": {"nodes": self.vout, "edges": self.eout}}
+        self.vout, self.eout = [], []
+        return o
+
+    def _rlite_empty(self) -> bool:
+        return not _nodelist(self.rl)
+
+    def _rlite_json(self) -> tuple[list, list[str]]:
+        if self._rlite_empty():
+            raise WriterEmitError(errno.EINVAL)
+        lite, nodes = rlite(self.rl), _nodelist(self.rl)
+        self.rl = []
+        return lite, [hostlist.encode(nodes)] if nodes else []
+
+    def _execution(self, lite: list, nodelist: list[str]) -> dict:
+        return {"R_lite": lite, "nodelist": nodelist, "starttime": self.at,
+                "expiration": self.at + self.duration if self.duration < 2**62 else 0}
+
+    # -- emitting --------------------------------------------------------------------
+    def emit_json(self):
+        """``emit_json``: the object written (a string for the simple writers), or None."""
+        if self.fmt in ("simple", "pretty_simple"):
+            text = simple(self.lines) if self.fmt == "simple" else pretty_simple(self.lines)
+            self.lines = []
+            return text or None
+        if self.fmt == "jgf":
+            return self._jgf_json()
+        if self.fmt == "rlite":
+            return self._rlite_json()[0]
+        if self._rlite_empty() or (self.fmt == "rv1" and not self.vout and not self.eout):
+            return None
+        lite, nodelist = self._rlite_json()
+        R = {"version": 1, "execution": self._execution(lite, nodelist)}
+        if self.fmt == "rv1":
+            R["scheduling"] = self._jgf_json()
+        return R
+
+    def emit(self) -> str:
+        """``emit(std::stringstream &)``: the text a match writes."""
+        o = self.emit_json()
+        if o is None:
+            return ""
+        return o if isinstance(o, str) else dumps(o) + "\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -60,24 +61,17 @@ class Session:
         # left (see TraverserErrno and dispatch)
         self.t.report_errno = True
         self.t.errno = errno.ENOTTY
+        # resource-query's one match writer: what a traversal emits stays in it until a
+        # write succeeds (writers.MatchWriters)
+        self.writer = writers.MatchWriters(fmt)
 
     # -- output -----------------------------------------------------------
-    def emit(self, result) -> None:
-        if self.fmt == "simple":
-            self.out.write(writers.simple(result))
-        elif self.fmt == "pretty_simple":
-            self.out.write(writers.pretty_simple(result))
-        elif self.fmt == "jgf":
-            self.out.write(writers.dumps(writers.jgf(result)) + "\n")
-        elif self.fmt == "rlite":
-            # rlite_match_writers_t::emit dumps the R_lite array itself, no object around it
-            self.out.write(writers.dumps(writers.rlite(result)) + "\n")
-        elif self.fmt in ("rv1", "rv1_nosched"):
-            R = writers.rv1(result) if self.fmt == "rv1" else writers.rv1_nosched(result)
-            # rv1(_nosched)_match_writers_t::emit_json writes nothing when R_lite is empty (an
-            # allocation of whole nodes with no core or GPU in the selection)
-            if R["execution"]["R_lite"]:
-                self.out.write(writers.dumps(R) + "\n")
+    def emit(self, result=None) -> str:
+        """What ``rq->writers->emit`` writes after a traversal that emitted ``result``
+        (None: one that emitted nothing, e.g. a failed match). Raises WriterEmitError."""
+        if result is not None:
+            self.writer.add(result)
+        return self.writer.emit()
 
     def error(self, msg: str) -> None:
         self.err.write(msg + "\n")
@@ -98,6 +92,7 @@ class Session:
         matched, sat, result, consumed = True, True, None, True
         # reapi_cli_t::match_allocate's ELAPSE: parse, walk and writer, timed together
         t0 = time.perf_counter()
+        reached_writer = True  # match_allocate calls writers->emit unless it returned first
         try:
             js = Jobspec.parse(text)
             result = self.t.match(js, op=op, jobid=jobid)
@@ -107,7 +102,7 @@ class Session:
             # reapi_cli_t::match_allocate returns before counting the jobid; resource-query
             # reads ENOENT (like ENODEV) as unsatisfiable
             self.error(f"ERROR: {exc}")
-            matched, consumed = False, False
+            matched, consumed, reached_writer = False, False, False
             sat = exc.errno != errno.ENOENT
         except NoMatch:
             matched = False
@@ -116,12 +111,27 @@ class Session:
             self.error(
                 f"ERROR: Jobspec error for {jobid}: {exc.what if hasattr(exc, 'what') else exc}"
             )
-            matched = consumed = False
+            matched = consumed = reached_writer = False
         except TraverserError as exc:
             self.error(f"ERROR: {exc}")
-            matched = consumed = False
+            matched = consumed = reached_writer = False
+        R = ""
+        if reached_writer:
+            # reapi_cli_t::match_allocate: the writer emits after any traversal that did not
+            # fail hard (a match, EBUSY, ENODEV, a satisfiability check); when that emit
+            # fails it returns -1 with the writer's errno before incr_job_counter, and
+            # run_match reads ENODEV/ENOENT as unsatisfiable, any other errno as not
+            try:
+                R = self.emit(result if matched and op != "satisfiability" else None)
+            except writers.WriterEmitError as exc:
+                self.t.errno = exc.errno
+                self.error("match_allocate: ERROR: match writer emit: "
+                           f"{os.strerror(exc.errno)}")
+                matched = consumed = False
+                sat = exc.errno not in (errno.ENODEV, errno.ENOENT)
         if op != "satisfiability" and consumed:
             self.jobid += 1
+        self.out.write(R)
         if op == "satisfiability":
             self.out.write(SEP)
             self.out.write(f"INFO: {'Satisfiable' if matched or sat else 'Unsatisfiable'} "
@@ -145,8 +155,7 @@ class Session:
         self.console.write(f"INFO: POSTORDER VISIT COUNT={self.t.total_postorder}\n")
 
     def _placed(self, jobid: int, result, fn: str, t0: float | None = None) -> None:
-        """Write a placed job (a match's or an update's) and remember it."""
-        self.emit(result)
+        """Write a placed job's schedule info (after its R) and remember it."""
         self.out.write(SEP)
         self.out.write(f"INFO: JOBID={jobid}\n")
         at = result.at
@@ -271,8 +280,16 @@ class Session:
             sel = find(self.t, criteria)
         except FindError as exc:
             return self.error(f"ERROR: {exc}")
-        if sel or self.fmt in ("simple", "pretty_simple"):
-            self.emit(sel)
+        # reapi_cli_t::find: the traversal emits into the session's writer, then emit_json;
+        # a failing emit_json is reported and the expression lines are not written
+        self.writer.add(sel)
+        try:
+            o = self.writer.emit_json()
+        except writers.WriterEmitError as exc:
+            self.t.errno = exc.errno
+            return self.error(f"find: ERROR: find writer emit: {os.strerror(exc.errno)}")
+        if o is not None:
+            self.out.write(o if isinstance(o, str) else writers.dumps(o) + "\n")
         self.out.write(SEP)
         self.out.write(f'INFO: EXPRESSION="{criteria}"\n')
         self.out.write(SEP)
@@ -383,6 +400,14 @@ class Session:
             result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
         except (ValueError, TraverserError) as exc:
             self.error(f"ERROR: update of job {jobid} failed: {exc}")
+            result = None
+        # resource-query's update: writers->emit after the run whatever it returned, its
+        # error ignored (what it could not write stays in the writer)
+        try:
+            self.out.write(self.emit(result))
+        except writers.WriterEmitError:
+            pass
+        if result is None:
             return self._not_placed(jobid, True, t0)
         self._placed(jobid, result, fn, t0)
 

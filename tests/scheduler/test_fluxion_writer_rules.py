@@ -6,7 +6,11 @@ code under test):
   reader's rank, -1 in resource-query), so R_lite groups by those ranks;
 - the JGF writer shows a vertex's `unit` (after `rank`, before `exclusive`); the JGF reader
   does not keep units;
-- pretty_simple prints the emission lines last first (each line is pushed to the front).
+- pretty_simple prints the emission lines last first (each line is pushed to the front);
+- resource-query keeps one writer for the session: what a writer cannot write (rv1 without
+  R_lite, JGF vertices without edges, rlite with no node gathered) stays in it and leads the
+  next answer, and a failing emit fails the match (no jobid used) or the find;
+- R_lite entries come in the byte order of their children text (a std::map key).
 """
 
 from __future__ import annotations
@@ -155,3 +159,158 @@ def test_rlite_writer_prints_the_bare_array(tmp_path: Path):
     assert rc == 0, err
     first = out.splitlines()[0]
     assert isinstance(json.loads(first), list) and json.loads(first)[0]["children"]["core"]
+
+
+# -- resource-query's one writer object: what it cannot write stays for the next answer --
+
+NODE_ONLY = """version: 9999
+resources:
+  - type: slot
+    count: 1
+    label: default
+    with:
+      - type: node
+        count: 1
+attributes:
+  system:
+    duration: 60
+tasks:
+  - command: ["app"]
+    slot: default
+    count:
+      per_slot: 1
+"""
+TOO_BIG = NODE_SLOT.replace("type: node\n    count: 1", "type: node\n    count: 5")
+
+
+def _json_lines(text: str) -> list:
+    return [json.loads(ln) for ln in text.splitlines() if ln.startswith(("{", "["))]
+
+
+def test_rv1_keeps_the_jgf_of_an_answer_without_r_lite_for_the_next_answer(tmp_path: Path):
+    """rv1_match_writers_t::emit / emit_json return 0 without writing when R_lite or the JGF
+    is empty, and clear neither: a whole-node match (no core, so nothing gathered) writes
+    nothing, and its vertices and edges lead the scheduling graph of the next answer. The
+    same commands under -F jgf show what each traversal emitted on its own."""
+    node_only, slot = tmp_path / "node-only.yaml", tmp_path / "slot.yaml"
+    node_only.write_text(NODE_ONLY)
+    slot.write_text(NODE_SLOT)
+    cmds = f"match allocate {node_only}\nmatch allocate {slot}\nquit\n"
+    jgf_out, err, rc = rq(tmp_path, TINY, cmds, "-F", "jgf")
+    assert rc == 0, err
+    first, second = (j["graph"] for j in _json_lines(jgf_out))
+    rv1_out, err, rc = rq(tmp_path, TINY, cmds, "-F", "rv1")
+    assert rc == 0, err
+    (R,) = _json_lines(rv1_out)  # the whole-node match wrote nothing
+    assert rv1_out.index("JOBID=1") < rv1_out.index("{") < rv1_out.index("JOBID=2")
+    assert R["scheduling"]["graph"] == {"nodes": first["nodes"] + second["nodes"],
+                                        "edges": first["edges"] + second["edges"]}
+    # R_lite is the second match's own: the first one's node had no core gathered
+    from fluxnode.broker_conf import idset
+    cores = [n["metadata"]["id"] for n in second["nodes"] if n["metadata"]["type"] == "core"]
+    (node,) = [n["metadata"] for n in second["nodes"] if n["metadata"]["type"] == "node"]
+    assert R["execution"]["R_lite"] == [
+        {"rank": str(node["rank"]), "children": {"core": idset.encode(sorted(cores))}}]
+    assert R["execution"]["nodelist"] == [f"node{node['id']}"]
+    # and once written the writer is empty: a third answer carries nothing stale
+    out3, _, _ = rq(tmp_path, TINY, cmds.replace("quit", f"match allocate {slot}\nquit"),
+                    "-F", "rv1")
+    third = _json_lines(out3)[1]["scheduling"]["graph"]["nodes"]
+    assert [n["metadata"]["paths"] for n in third][-1] == {"containment": "/tiny0"}
+    assert sum(n["id"] == "0" for n in third) == 1
+
+
+def test_rv1_find_without_r_lite_writes_nothing_and_keeps_its_vertices(tmp_path: Path):
+    """dom_find_dfv emits the root (and edges to it) for a find naming only the root; the
+    rv1 writer has no R_lite so emit_json writes nothing (the expression lines are still
+    written) and the root vertex heads the next match's scheduling graph."""
+    slot = tmp_path / "slot.yaml"
+    slot.write_text(NODE_SLOT)
+    out, err, rc = rq(tmp_path, TINY, f"find names=tiny0\nmatch allocate {slot}\nquit\n",
+                      "-F", "rv1")
+    assert rc == 0 and not err, err
+    assert out.startswith('INFO: =============================\nINFO: EXPRESSION="names=tiny0"')
+    (R,) = _json_lines(out)
+    nodes = R["scheduling"]["graph"]["nodes"]
+    # the find's root (emitted exclusive, with no edge: the root has no parent) comes first,
+    # the match's own emission after it ends with the root again (not exclusive)
+    assert nodes[0]["id"] == "0" and nodes[0]["metadata"]["exclusive"] is True
+    assert nodes[-1]["id"] == "0" and "exclusive" not in nodes[-1]["metadata"]
+    assert sum(n["id"] == "0" for n in nodes) == 2
+
+
+def test_jgf_vertices_without_edges_fail_with_enoent_and_stay(tmp_path: Path):
+    """jgf_match_writers_t::check_array_sizes: vertices but no edges is ENOENT and the arrays
+    are kept. The find naming only the root fails (cmd_find writes no expression lines);
+    every match after it emits into the same writer: a failed match (EBUSY) and a
+    satisfiability check add nothing, so their emit fails too, which match_allocate reports
+    before incr_job_counter (the jobid is not used) and run_match reads ENOENT as
+    unsatisfiable; a match that places its job adds edges, and the stale root comes first."""
+    slot, big = tmp_path / "slot.yaml", tmp_path / "big.yaml"
+    slot.write_text(NODE_SLOT)
+    big.write_text(TOO_BIG)
+    out, err, rc = rq(tmp_path, TINY, f"find names=tiny0\nmatch allocate {big}\n"
+                      f"match satisfiability {slot}\nmatch allocate {slot}\nquit\n", "-F", "jgf")
+    assert rc == 0
+    assert "EXPRESSION" not in out
+    assert err.splitlines() == [
+        "find: ERROR: find writer emit: No such file or directory",
+        "match_allocate: ERROR: match writer emit: No such file or directory",
+        "match_allocate: ERROR: match writer emit: No such file or directory",
+    ]
+    assert "INFO: No matching resources found\nINFO: Unsatisfiable request\nINFO: JOBID=1\n" \
+        in out
+    assert "INFO: Unsatisfiable request\nINFO: =============================\n" in out
+    (J,) = _json_lines(out)
+    assert out.index("{") < out.index("INFO: RESOURCES=ALLOCATED")
+    assert out.count("JOBID=1\n") == 2 and "JOBID=2" not in out
+    nodes = J["graph"]["nodes"]
+    assert nodes[0]["id"] == "0" and nodes[0]["metadata"]["exclusive"] is True
+    assert sum(n["id"] == "0" for n in nodes) == 2
+
+
+def test_rlite_with_no_node_gathered_fails_with_einval(tmp_path: Path):
+    """rlite_match_writers_t::emit_json fails with EINVAL when no node was gathered (none
+    emitted after cores or GPUs of it). So under -F rlite a match that places nothing, or
+    places a node without cores, reports "match writer emit: Invalid argument" and uses no
+    jobid, and run_match does not read EINVAL as unsatisfiable; a find with nothing gathered
+    fails the same way and writes no expression lines."""
+    big = tmp_path / "big.yaml"
+    big.write_text(TOO_BIG)
+    out, err, rc = rq(tmp_path, TINY, f"match allocate {big}\nfind names=tiny0\nquit\n",
+                      "-F", "rlite")
+    assert rc == 0
+    assert err.splitlines() == ["match_allocate: ERROR: match writer emit: Invalid argument",
+                                "find: ERROR: find writer emit: Invalid argument"]
+    assert "Unsatisfiable" not in out and "EXPRESSION" not in out
+    assert "INFO: JOBID=1\n" in out
+    # a satisfiability check gathers nothing either: its ENODEV gives way to the writer's
+    # EINVAL, which run_match does not read as unsatisfiable
+    out, err, rc = rq(tmp_path, TINY, f"match satisfiability {big}\nquit\n", "-F", "rlite")
+    assert "INFO: Satisfiable request" in out
+    assert err == "match_allocate: ERROR: match writer emit: Invalid argument\n"
+    out, _, _ = rq(tmp_path, TINY, f"match satisfiability {big}\nquit\n", "-F", "simple")
+    assert "INFO: Unsatisfiable request" in out
+
+
+def test_r_lite_entries_come_in_the_byte_order_of_their_children():
+    """rlite_match_writers_t::fill walks m_gl_gatherer, a std::map from each gathered node's
+    children text (json_dumps of the compressed ids) to its ranks: entries are ordered by
+    that text, so rank 1 with cores 0-3 comes before rank 0 with cores 2-3."""
+    from fluxnode.scheduler import writers
+    g = read_grug(TINY)
+    node0, node1 = sorted((v for v in g.vertices if v.type == "node"), key=lambda v: v.rank)
+
+    def cores(node, ids):
+        return [(c, 3) for c in g.walk(node) if c.type == "core" and c.id in ids]
+
+    sel = _post_order(cores(node0, {2, 3}) + [(node0, 1)]
+                      + cores(node1, {0, 1, 2, 3}) + [(node1, 1), (g.root, 0)])
+    assert writers.rlite(sel) == [
+        {"rank": str(node1.rank), "children": {"core": "0-3"}},
+        {"rank": str(node0.rank), "children": {"core": "2-3"}},
+    ]
+    # same children, one entry whatever the ranks; "0,2" sorts before "0-1"
+    assert [x["children"]["core"] for x in writers.rlite(_post_order(
+        cores(node0, {0, 2}) + [(node0, 1)] + cores(node1, {0, 1}) + [(node1, 1)]))] \
+        == ["0,2", "0-1"]
