@@ -22,6 +22,25 @@ from fluxnode.scheduler.traversers.dfu_impl import INF, X_CHECKER_NJOBS, DfuImpl
 _dict_pop = dict.pop
 
 
+def _plan_units(v: Vertex, jobid: int, at: int, duration: int, needs: int,
+                allocating: bool) -> None:
+    """``jobid`` takes ``needs`` of ``v``'s own units during the window (its schedule)."""
+    if v.schedule is None:
+        v.schedule = Planner.holding(0, INF, v.size, v.type, at, duration, needs)
+        v.hold_units(jobid, 1, allocating)
+    else:
+        v.hold_units(jobid, v.schedule.add_span(at, duration, needs), allocating)
+
+
+def _plan_x(v: Vertex, jobid: int, at: int, duration: int) -> None:
+    """``jobid`` holds something at or below ``v`` during the window (its x_checker)."""
+    if v.x_checker is None:
+        v.x_checker = Planner.holding(0, INF, X_CHECKER_NJOBS, "x_checker", at, duration, 1)
+        v.hold(jobid, 1)
+    else:
+        v.hold(jobid, v.x_checker.add_span(at, duration, 1))
+
+
 class DfuUpdate(DfuImpl):
     """Apply, emit and release what a job holds in the planners."""
 
@@ -113,22 +132,11 @@ class DfuUpdate(DfuImpl):
                     cid = c.uniq_id
                     seen.add(cid)
                     cneeds = mk[0]
-                    if c.schedule is None:
-                        c.schedule = Planner.holding(0, INF, c.size, c.type, at, duration,
-                                                     cneeds)
-                        c.hold_units(jobid, 1, allocating)
-                    else:
-                        c.hold_units(jobid, c.schedule.add_span(at, duration, cneeds),
-                                     allocating)
+                    _plan_units(c, jobid, at, duration, cneeds, allocating)
                     # dict.pop, not the cache's own: a fast-mode root index watches the
                     # root's children only, and c's ancestors are all popped below
                     _dict_pop(subtree_cache, cid, None)
-                    if c.x_checker is None:
-                        c.x_checker = Planner.holding(0, INF, X_CHECKER_NJOBS, "x_checker", at,
-                                                      duration, 1)
-                        c.hold(jobid, 1)
-                    else:
-                        c.hold(jobid, c.x_checker.add_span(at, duration, 1))
+                    _plan_x(c, jobid, at, duration)
                     job_vertices[cid] = c
                     out.append(Emit(c, cneeds, True, level + 1))
                     n += 1
@@ -142,20 +150,11 @@ class DfuUpdate(DfuImpl):
                         agg[t] = agg.get(t, 0) + k
             if x:
                 n += 1
-                if u.schedule is None:
-                    u.schedule = Planner.holding(0, INF, u.size, u.type, at, duration, needs)
-                    u.hold_units(jobid, 1, allocating)
-                else:
-                    u.hold_units(jobid, u.schedule.add_span(at, duration, needs), allocating)
+                _plan_units(u, jobid, at, duration, needs, allocating)
             if n > 0:
                 uid = u.uniq_id
                 subtree_cache.pop(uid, None)
-                if u.x_checker is None:
-                    u.x_checker = Planner.holding(0, INF, X_CHECKER_NJOBS, "x_checker", at,
-                                                  duration, 1)
-                    u.hold(jobid, 1)
-                else:
-                    u.hold(jobid, u.x_checker.add_span(at, duration, 1))
+                _plan_x(u, jobid, at, duration)
                 if agg:
                     self._ag_put(u, jobid, at, end, agg)  # reads agg, keeps no reference
                 job_vertices[uid] = u

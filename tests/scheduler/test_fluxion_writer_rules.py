@@ -106,23 +106,7 @@ def test_rv1_of_a_whole_node_only_allocation_is_empty(tmp_path: Path):
     """rv1_match_writers_t::emit_json writes nothing when R_lite is empty: a slot of one node
     with nothing below it selected (the node's cores pruned away from the request)."""
     spec = tmp_path / "node-only.yaml"
-    spec.write_text("""version: 9999
-resources:
-  - type: slot
-    count: 1
-    label: default
-    with:
-      - type: node
-        count: 1
-attributes:
-  system:
-    duration: 60
-tasks:
-  - command: ["app"]
-    slot: default
-    count:
-      per_slot: 1
-""")
+    spec.write_text(NODE_ONLY)
     for fmt in ("rv1", "rv1_nosched"):
         out, err, rc = rq(tmp_path, TINY, f"match allocate {spec}\nquit\n", "-F", fmt)
         assert rc == 0 and "INFO: RESOURCES=ALLOCATED" in out, err
