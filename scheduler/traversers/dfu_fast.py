@@ -185,6 +185,8 @@ class FastTraverser(Traverser):
         self._indexes = {}
         self._shapes: dict[int, int | None] = {}  # see _leaf_shape
         self._shape_ids: dict[tuple, int] = {}  # a shape -> its number (hashed once)
+        self._ctx_ids: dict[tuple, int] = {}  # a request level and window -> its number
+        self._tpl_ctx: dict[tuple, int] = {}  # this match's: (level id, ...) -> number
         self._templates: dict[tuple, _Template | None] = {}
 
     def _invalidate(self, u: Vertex | None) -> None:
@@ -196,6 +198,22 @@ class FastTraverser(Traverser):
         super()._invalidate(u)
 
     # ----------------------------------------- untouched leaf parents, by shape
+    def _numbered(self, ids: dict[tuple, int], whole: tuple) -> int:
+        """``whole``'s number in ``ids`` (template keys are pairs of numbers, which hash
+        fast). Past MAX_SHAPES of one kind (statuses flipped many times, many distinct
+        requests) every numbering and template starts over."""
+        got = ids.get(whole)
+        if got is not None:
+            return got
+        if len(ids) >= MAX_SHAPES:
+            self._shape_ids.clear()
+            self._ctx_ids.clear()
+            self._shapes.clear()
+            self._tpl_ctx.clear()
+            self._templates.clear()
+        got = ids[whole] = len(ids)
+        return got
+
     def _leaf_shape(self, u: Vertex) -> int | None:
         """The number of what the walk of ``u`` reads of ``u`` and its children when
         nothing is held below it: types, ids, sizes and statuses (None when a child has
@@ -212,12 +230,7 @@ class FastTraverser(Traverser):
             whole = (u.type, u.id, u.size, u.status, tuple(map(_type_of, kids)),
                      tuple(map(_id_of, kids)), tuple(map(_size_of, kids)),
                      tuple(map(_status_of, kids)))
-            ids = self._shape_ids
-            if len(ids) >= MAX_SHAPES:  # statuses flipped many times: start over
-                ids.clear()
-                self._shapes.clear()
-                self._templates.clear()
-            shape = ids.setdefault(whole, len(ids))  # a number: template keys hash it fast
+            shape = self._numbered(self._shape_ids, whole)
         self._shapes[uid] = shape
         return shape
 
@@ -248,7 +261,13 @@ class FastTraverser(Traverser):
             return super()._dom_dfv(m, u, resources, pristine, excl, to_parent)
         # every score below u moves with the node-centric score it is entered with, the
         # order among them does not: the template keeps scores relative to it
-        key = (self._cache_policy, self._sig(resources), pristine, excl, m.alloc, m.sat, shape)
+        here = (id(resources), pristine, excl, m.alloc, m.sat)
+        ctx = self._tpl_ctx.get(here)
+        if ctx is None:  # this match's first leaf parent for the request level: number it
+            whole = (self._cache_policy, self._sig(resources), pristine, excl, m.alloc, m.sat)
+            ctx = self._tpl_ctx[here] = self._numbered(self._ctx_ids, whole)
+            shape = self._leaf_shape(u)  # still numbered after a start-over
+        key = (ctx, shape)
         tpl = self._templates.get(key, False)
         if tpl is False:
             return self._template_walk(key, m, u, resources, pristine, excl, to_parent)
@@ -343,6 +362,7 @@ class FastTraverser(Traverser):
         self._root_index = None
         self._root_dfu = None
         self._leaf_levels: dict[int, tuple] = {}  # see _leaf_requests
+        self._tpl_ctx = {}  # request levels by id: only within one match
         try:
             return super()._select(req, m, excl)
         except _Fallback:
