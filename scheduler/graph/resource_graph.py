@@ -12,9 +12,11 @@ uses it because per-vertex networkx dicts cost ~10x the memory and time on a
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 
 CONTAINMENT = "containment"
@@ -25,6 +27,7 @@ CONTAINMENT = "containment"
 _NO_DICT: dict = MappingProxyType({})  # type: ignore[assignment]
 _NO_SET: set = frozenset()  # type: ignore[assignment]
 _NO_LIST: list = ()  # type: ignore[assignment]
+_name_of = attrgetter("name")
 
 
 @contextmanager
@@ -46,25 +49,45 @@ FREEZE_MIN_VERTICES = 20_000
 GC_GEN0_THRESHOLD = 20_000
 # Set once freeze_for_gc has run (gc.get_freeze_count() walks every frozen object).
 _graph_frozen = False
+# The graph freeze_built_graph froze, while it is the only thing frozen.
+_frozen_graph: weakref.ref | None = None
 
 
-def freeze_for_gc() -> None:
-    """Keep the objects alive now (a freshly built graph) out of the cyclic GC's sight.
+def freeze_built_graph(g: ResourceGraph) -> None:
+    """Freeze a reader's graph, just built with the GC paused, before the GC runs again.
+
+    While the GC was paused every object of the build piled up in the young generation;
+    the first allocation after it is resumed would trigger a collection that scans them
+    all (0.65 s for 16,384 nodes, a fifth of the load). Only when nothing is frozen yet
+    (a fresh process): a graph that replaces a frozen one is left to freeze_for_gc,
+    which must collect the old one first."""
+    global _frozen_graph
+    if len(g.vertices) < FREEZE_MIN_VERTICES or gc.get_freeze_count():
+        return
+    gc.freeze()
+    _frozen_graph = weakref.ref(g)
+
+
+def freeze_for_gc(g: ResourceGraph | None = None) -> None:
+    """Keep the objects alive now (a freshly built graph ``g``) out of the cyclic GC's sight.
 
     A graph lives as long as its scheduler and holds ~10 objects per vertex. Left to
     the collector, the first collections after a build promote and rescan them all: a
     match that happened to trigger one took 0.6-1.5 s instead of 0.16 s on 5,000 nodes,
     and every later full collection rescans them again. Frozen objects are never
     scanned. Whatever an earlier call froze (a graph since replaced, which has parent
-    <-> child cycles) is unfrozen and collected first, so a replaced graph is still freed.
+    <-> child cycles) is unfrozen and collected first, so a replaced graph is still freed;
+    what freeze_built_graph froze of ``g`` itself stays frozen.
 
     Every allocation then adds planner spans that live as long as the job; collecting
     the young generation every 700 allocations rescans them again and again (40% of a
     single-core first-match allocation on 5,000 nodes), so the process's young
     threshold is raised to GC_GEN0_THRESHOLD (a pause stays a few milliseconds).
     """
-    global _graph_frozen
-    if gc.get_freeze_count():
+    global _graph_frozen, _frozen_graph
+    own = g is not None and _frozen_graph is not None and _frozen_graph() is g
+    _frozen_graph = None
+    if not own and gc.get_freeze_count():
         gc.unfreeze()
         gc.collect()
     gc.freeze()
@@ -96,14 +119,15 @@ class Vertex:
 
     __slots__ = (
         "uniq_id", "type", "basename", "name", "id", "rank", "size", "unit",
-        "properties", "status", "paths", "children", "parent",
+        "properties", "status", "path", "_paths", "children", "parent",
         # scheduling state (owned by the traverser)
         "spans", "xspans", "tags", "agspans", "allocations", "reservations",
         "schedule", "x_checker", "subplan", "aux_children",
     )
 
     def __init__(self, uniq_id: int, type_: str, basename: str, name: str, id_: int,
-                 rank: int = -1, size: int = 1, unit: str = "") -> None:
+                 rank: int = -1, size: int = 1, unit: str = "",
+                 path: str = "", parent: Vertex | None = None) -> None:
         self.uniq_id = uniq_id
         self.type = type_
         self.basename = basename
@@ -114,9 +138,13 @@ class Vertex:
         self.unit = unit
         self.properties: dict[str, str] = _NO_DICT
         self.status = "up"
-        self.paths: dict[str, str] = {}
+        # The containment path ("" until set), and every subsystem's path in the order
+        # they were set once the vertex is in a second subsystem: a dict per vertex
+        # would be 184 bytes on each of a 16,384-node graph's 1.2M vertices.
+        self.path = path
+        self._paths: dict[str, str] = _NO_DICT
         self.children: list[Vertex] = _NO_LIST
-        self.parent: Vertex | None = None
+        self.parent: Vertex | None = parent  # set here only by a reader that links it
         self.aux_children: dict[str, list[Vertex]] | None = None
         # jobid -> span id in the planner.Planner ``schedule`` (this pool's units over
         # time), ``x_checker`` (jobs holding anything at or below it) and the
@@ -169,9 +197,28 @@ class Vertex:
             self.properties = {}
         self.properties[key] = value
 
+    def set_path(self, subsystem: str, path: str) -> None:
+        if subsystem == CONTAINMENT:
+            self.path = path
+            if self._paths:
+                self._paths[CONTAINMENT] = path
+            return
+        if not self._paths:
+            self._paths = {CONTAINMENT: self.path} if self.path else {}
+        self._paths[subsystem] = path
+
+    def path_in(self, subsystem: str) -> str:
+        """This vertex's path in ``subsystem`` ("" when it is not in it)."""
+        if subsystem == CONTAINMENT:
+            return self.path
+        return self._paths.get(subsystem, "")
+
     @property
-    def path(self) -> str:
-        return self.paths.get(CONTAINMENT, "")
+    def paths(self) -> dict[str, str]:
+        """Subsystem -> path, in the order they were set (a new dict)."""
+        if self._paths:
+            return dict(self._paths)
+        return {CONTAINMENT: self.path} if self.path else {}
 
     def __repr__(self) -> str:
         return f"Vertex({self.path or self.name})"
@@ -183,7 +230,14 @@ class ResourceGraph:
 
     vertices: list[Vertex] = field(default_factory=list)
     roots: dict[str, Vertex] = field(default_factory=dict)
-    by_path: dict[str, list[Vertex]] = field(default_factory=dict)
+    # path -> its vertex, or a list of them when several share it (siblings with one
+    # name): a one-element list per vertex would cost 64 bytes and an allocation each.
+    # Leaves a reader made in bulk under a parent of a path of its own, with names
+    # their siblings do not share, are not in it (see index_leaves): lookup finds one
+    # among its parent's children. A 16,384-node graph's 1.1M cores would otherwise
+    # take 0.5 s of cache-missing inserts into a 40 MB table.
+    by_path: dict[str, Vertex | list[Vertex]] = field(default_factory=dict)
+    leaf_paths: int = 0  # how many paths the leaves left out of by_path have
     by_type: dict[str, list[Vertex]] = field(default_factory=dict)
     by_name: dict[str, list[Vertex]] = field(default_factory=dict)
     by_rank: dict[int, list[Vertex]] = field(default_factory=dict)
@@ -200,8 +254,55 @@ class ResourceGraph:
         return v
 
     def set_path(self, v: Vertex, subsystem: str, path: str) -> None:
-        v.paths[subsystem] = path
-        self.by_path.setdefault(path, []).append(v)
+        v.set_path(subsystem, path)
+        self.index_path(path, v)
+
+    def index_path(self, path: str, v: Vertex) -> None:
+        """Enter ``v`` under ``path`` in ``by_path``."""
+        have = self.by_path.get(path)
+        if have is None:
+            if self.leaf_paths:
+                leaves = self._leaves_at(path, v)
+                if leaves:  # a leaf left out of by_path has this path: both go in
+                    self.leaf_paths -= 1
+                    self.by_path[path] = [*leaves, v]
+                    return
+            self.by_path[path] = v
+        elif type(have) is list:
+            have.append(v)
+        else:
+            self.by_path[path] = [have, v]
+
+    def index_leaves(self, parent: Vertex, leaves: list[Vertex]) -> bool:
+        """Let ``leaves``, just made by a reader to be ``parent``'s children (containment
+        paths set, no children to come, not linked yet), be found through ``parent``
+        instead of ``by_path``, when that is exact: ``parent`` is alone at its path in
+        ``by_path`` and the leaves' names are distinct from each other and from
+        ``parent``'s children, so each leaf path is unique. Returns False (nothing done)
+        otherwise: the caller enters them in by_path before it links them."""
+        if self.by_path.get(parent.path) is not parent:
+            return False
+        names = set(map(_name_of, leaves))
+        if len(names) != len(leaves):
+            return False
+        if parent.children and not names.isdisjoint(map(_name_of, parent.children)):
+            return False
+        self.leaf_paths += len(leaves)
+        return True
+
+    def _leaves_at(self, path: str, but: Vertex | None = None) -> list[Vertex]:
+        """The leaves left out of by_path whose path is ``path`` (other than ``but``)."""
+        parent_path, sep, _name = path.rpartition("/")
+        if not sep or not parent_path:
+            return []
+        found = []
+        for p in self.lookup(parent_path):
+            found += [c for c in p.children if c.path == path and c is not but]
+        return found
+
+    def path_count(self) -> int:
+        """How many distinct paths the graph's vertices have (Fluxion's by_path size)."""
+        return len(self.by_path) + self.leaf_paths
 
     def add_edge(self, parent: Vertex, child: Vertex, subsystem: str = CONTAINMENT) -> None:
         if subsystem == CONTAINMENT:
@@ -225,7 +326,10 @@ class ResourceGraph:
         return self.roots[CONTAINMENT]
 
     def lookup(self, path: str) -> list[Vertex]:
-        return self.by_path.get(path, [])
+        have = self.by_path.get(path)
+        if have is None:
+            return self._leaves_at(path) if self.leaf_paths else []
+        return list(have) if type(have) is list else [have]
 
     def walk(self, v: Vertex | None = None) -> Iterator[Vertex]:
         """Pre-order walk of the containment tree."""
@@ -247,10 +351,14 @@ class ResourceGraph:
                 if lst and u in lst:
                     lst.remove(u)
             for p in u.paths.values():
-                lst = self.by_path.get(p)
-                if lst and u in lst:
-                    lst.remove(u)
-                    if not lst:
+                have = self.by_path.get(p)
+                if have is None and p == u.path and self.leaf_paths:
+                    self.leaf_paths -= 1  # a leaf found through its parent
+                elif have is u:
+                    del self.by_path[p]
+                elif type(have) is list and u in have:
+                    have.remove(u)
+                    if not have:
                         del self.by_path[p]
         if v.parent is not None:
             v.parent.children.remove(v)

@@ -11,7 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fluxnode.scheduler.graph.resource_graph import CONTAINMENT, ResourceGraph, Vertex, gc_paused
+from fluxnode.scheduler.graph.resource_graph import (
+    CONTAINMENT,
+    ResourceGraph,
+    Vertex,
+    freeze_built_graph,
+    gc_paused,
+)
 
 
 class JgfError(ValueError):
@@ -53,7 +59,7 @@ def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) ->
                 raise JgfError(f"graph.nodes[{i}].metadata: key {k!r} missing")
         paths = md["paths"]
         cpath = paths.get(CONTAINMENT)
-        existing = g.by_path.get(cpath) if cpath else None
+        existing = g.lookup(cpath) if cpath else None
         if existing:
             by_key[str(n.get("id"))] = existing[0]
             continue
@@ -108,6 +114,7 @@ def read_jgf(obj_or_path) -> ResourceGraph:
     g = ResourceGraph()
     with gc_paused():
         add_jgf(g, load_jgf_document(obj_or_path))
+        freeze_built_graph(g)
     if CONTAINMENT not in g.roots:
         raise JgfError("JGF has no containment root")
     return g

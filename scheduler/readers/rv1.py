@@ -9,7 +9,12 @@ reader and writer of R); this module only turns what it says into vertices.
 from __future__ import annotations
 
 from fluxnode.broker_conf.rv1 import R_hosts, R_lite_ranks, RError
-from fluxnode.scheduler.graph.resource_graph import CONTAINMENT, ResourceGraph, gc_paused
+from fluxnode.scheduler.graph.resource_graph import (
+    CONTAINMENT,
+    ResourceGraph,
+    freeze_built_graph,
+    gc_paused,
+)
 from fluxnode.scheduler.readers.hostname import node_name_parts
 from fluxnode.scheduler.readers.jgf import JgfError, add_jgf
 
@@ -39,7 +44,7 @@ def extend_rv1(g: ResourceGraph, R: dict) -> None:
         path = f"{root.path}/{host}"
         # one node per rank, as Fluxion's rv1exec reader makes: two brokers on one host
         # are two nodes of the same name (a rank already in the graph is extended)
-        existing = [v for v in g.by_path.get(path, ()) if v.rank == r]
+        existing = [v for v in g.lookup(path) if v.rank == r]
         if existing:
             node = existing[0]
         else:
@@ -61,6 +66,7 @@ def read_rv1(R: dict) -> ResourceGraph:
     g = ResourceGraph()
     with gc_paused():
         extend_rv1(g, R)
+        freeze_built_graph(g)
     if CONTAINMENT not in g.roots:
         raise RError("R has no resources")
     return g

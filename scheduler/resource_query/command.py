@@ -74,7 +74,7 @@ def _write_load_info(stdout: TextIO, graph: ResourceGraph, elapse: float) -> Non
     stdout.write(f"INFO: Edge Count: {edges}\n")
     stdout.write(f"INFO: by_type Key-Value Pairs: {len(graph.by_type)}\n")
     stdout.write(f"INFO: by_name Key-Value Pairs: {len(graph.by_name)}\n")
-    stdout.write(f"INFO: by_path Key-Value Pairs: {len(graph.by_path)}\n")
+    stdout.write(f"INFO: by_path Key-Value Pairs: {graph.path_count()}\n")
     for rank in sorted(graph.by_rank):
         stdout.write(f"INFO: number of vertices with rank {rank}: {len(graph.by_rank[rank])}\n")
 

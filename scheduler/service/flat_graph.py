@@ -109,7 +109,8 @@ def renumber_in_rank_order(g: ResourceGraph) -> dict[int, int]:
     g.vertices[:] = order
     for index in (g.by_type, g.by_name, g.by_rank, g.by_path):
         for vertices in index.values():
-            vertices.sort(key=lambda v: v.uniq_id)
+            if type(vertices) is list:  # (by_path holds a lone vertex as itself)
+                vertices.sort(key=lambda v: v.uniq_id)
     return mapping
 
 

@@ -36,6 +36,8 @@ from __future__ import annotations
 import errno as _errno
 import time
 from dataclasses import dataclass, field
+from itertools import filterfalse
+from operator import attrgetter
 
 from fluxnode.scheduler.graph.resource_graph import (
     CONTAINMENT,
@@ -62,6 +64,8 @@ from fluxnode.scheduler.traversers.dfu_reservation import DfuReservation
 from fluxnode.scheduler.traversers.dfu_select import DfuSelect
 from fluxnode.scheduler.traversers.dfu_update import DfuUpdate
 from fluxnode.scheduler.traversers.find import find
+
+_children_of, _type_of = attrgetter("children"), attrgetter("type")
 
 # Fluxion's default subtree filters (sched-fluxion-resource's and resource-query's):
 # free cores and free (exclusively held) nodes below every vertex. The last type is
@@ -170,7 +174,7 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         with gc_paused():
             self._reinit()
         if len(self.g.vertices) >= FREEZE_MIN_VERTICES:
-            freeze_for_gc()
+            freeze_for_gc(self.g)
 
     def renumbered(self, mapping: dict[int, int]) -> None:
         """The graph's vertices got new ``uniq_id``s (old -> new; no job holds any): carry
@@ -202,36 +206,41 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         root = self.g.roots.get(CONTAINMENT)
         if root is None:
             raise TraverserError("graph has no containment root")
-        order = list(self.g.walk(root))
+        # A 16,384-node graph has 1.2M vertices, nearly all leaves: the passes below go
+        # over every vertex in C (filter, map) where they can.
+        # breadth first: a parent before its children
+        order = [root]
+        for v in filter(_children_of, order):
+            order += v.children
+        inner = list(filter(_children_of, order))
         # Like Fluxion, leaf types that no filter names are tracked at the cluster
         # vertex; aggregates are kept for every leaf type (the first policy's weights)
-        leaf_types = {v.type for v in order if not v.children}
+        leaf_types = set(map(_type_of, filterfalse(_children_of, order)))
         named = {t for lst in self.prune_anchored.values() for t in lst}
         self.auto_anchored = sorted(leaf_types - named)
         self.prune_types |= leaf_types
         prune = self.prune_types
         totals = self._totals
-        # post order: children's totals are known before their parent's
-        for v in reversed(order):
-            if not v.children:
-                continue
+        # children before their parent: their totals are known when it is summed
+        for v in reversed(inner):
             tot: dict[str, int] = {}
             for c in v.children:
-                if c.type in prune:
-                    tot[c.type] = tot.get(c.type, 0) + c.size
-                sub = totals.get(c.uniq_id)
-                if sub:
-                    for t, n in sub.items():
+                t = c.type
+                if t in prune:
+                    tot[t] = tot.get(t, 0) + c.size
+                if c.children:
+                    for t, n in totals[c.uniq_id].items():
                         tot[t] = tot.get(t, 0) + n
             totals[v.uniq_id] = tot
-        for v in order:
-            if v.subplan is not None:  # the subtree changed shape: new totals, spans kept
-                if v.agspans:
-                    v.subplan.update(totals.get(v.uniq_id, {}))
-                else:
-                    v.subplan = None
-            if v.children:
-                self._weights[v.uniq_id] = old_weights.get(v.uniq_id, UNSET_WEIGHT)
+        for v in [v for v in order if v.subplan is not None]:
+            # the subtree changed shape: new totals, spans kept
+            if v.agspans:
+                v.subplan.update(totals.get(v.uniq_id, {}))
+            else:
+                v.subplan = None
+        weights = self._weights
+        for v in inner:
+            weights[v.uniq_id] = old_weights.get(v.uniq_id, UNSET_WEIGHT)
 
     def _why_unsatisfiable(self, req: MatchRequest) -> str:
         """Why `req` can never fit this graph, in the request's terms (Fluxion only says

@@ -1,0 +1,113 @@
+"""The path index: ``lookup`` and ``path_count`` against paths worked out from the tree.
+
+The GRUG reader leaves most leaves out of ``by_path`` (they are found under their
+parent, see ResourceGraph.index_leaves). The oracle here does not use the index: each
+vertex's containment path is rebuilt from the names on its parent chain, its other
+subsystems' paths are read off the vertex, and every path maps to the vertices that
+have it. Every path must look up to exactly those vertices, and the count of distinct
+paths (what resource-query -e prints as Fluxion's by_path size) must match.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from fluxnode.scheduler.graph.resource_graph import CONTAINMENT
+from fluxnode.scheduler.readers.grug import read_grug
+from support.paths import SHARED
+from support.sched_graphs import TINY_GRUG, grug_document
+
+GRUGS = SHARED / "fluxion-corpus" / "data" / "resource" / "grugs"
+
+# Siblings that share names: a socket gets cores from two recipe vertices that both
+# have basename "core" and ids from 0 (core0..core1 twice), and id_scope -1 gives every
+# gpu the bare name "gpu". Fluxion's by_path holds both vertices under such a path.
+CLASHING = grug_document("""  <graph id="clash" edgedefault="directed">
+    <node id="cluster"><data key="root">1</data><data key="type">cluster</data><data key="basename">c</data></node>
+    <node id="node"><data key="type">node</data><data key="basename">node</data></node>
+    <node id="socket"><data key="type">socket</data><data key="basename">socket</data></node>
+    <node id="core"><data key="type">core</data><data key="basename">core</data></node>
+    <node id="core2"><data key="type">core</data><data key="basename">core</data></node>
+    <node id="gpu"><data key="type">gpu</data><data key="basename">gpu</data></node>
+    <edge id="e1" source="cluster" target="node"><data key="multi_scale">2</data></edge>
+    <edge id="e2" source="node" target="socket"><data key="multi_scale">2</data></edge>
+    <edge id="e3" source="socket" target="core"><data key="multi_scale">2</data></edge>
+    <edge id="e4" source="socket" target="core2"><data key="multi_scale">3</data></edge>
+    <edge id="e5" source="socket" target="gpu"><data key="id_scope">-1</data><data key="multi_scale">2</data></edge>
+  </graph>
+""")
+
+
+def expected_paths(g) -> dict[str, set[int]]:
+    """path -> uniq_ids of the vertices that have it, without the index."""
+    want: dict[str, set[int]] = defaultdict(set)
+    stack = [(g.root, "/" + g.root.name)]  # the containment tree, from its root
+    while stack:
+        v, path = stack.pop()
+        want[path].add(v.uniq_id)
+        stack += [(c, f"{path}/{c.name}") for c in v.children]
+    for v in g.vertices:  # other subsystems' paths, as the reader set them
+        for ssys, p in v.paths.items():
+            if ssys != CONTAINMENT:
+                want[p].add(v.uniq_id)
+    return want
+
+
+def check_index(g) -> None:
+    want = expected_paths(g)
+    for path, uids in want.items():
+        got = [v.uniq_id for v in g.lookup(path)]
+        assert sorted(got) == sorted(uids), path
+    assert g.path_count() == len(want)
+    assert g.lookup("/no/such/path") == []
+
+
+def graphs_to_check() -> list[tuple[str, str]]:
+    docs = [("tiny", TINY_GRUG), ("clashing", CLASHING)]
+    if GRUGS.is_dir():
+        docs += [(p.name, p.read_text()) for p in sorted(GRUGS.glob("*.graphml"))]
+    return docs
+
+
+@pytest.mark.parametrize(("name", "doc"), graphs_to_check(), ids=lambda x: x[:40])
+def test_every_path_looks_up_to_the_vertices_that_have_it(tmp_path: Path, name: str,
+                                                          doc: str) -> None:
+    path = tmp_path / f"{name}.graphml"
+    path.write_text(doc)
+    check_index(read_grug(path))
+
+
+def test_leaves_are_found_through_their_parent_and_clashes_stay_in_the_index(
+        tmp_path: Path) -> None:
+    tiny = tmp_path / "tiny.graphml"
+    tiny.write_text(TINY_GRUG)
+    g = read_grug(tiny)
+    # the 16 cores, 4 gpus and 8 memory vertices are leaves with names of their own
+    assert g.leaf_paths == 28
+    assert "/tiny0/rack0/node1/socket1/core7" not in g.by_path
+    assert [v.name for v in g.lookup("/tiny0/rack0/node1/socket1/core7")] == ["core7"]
+    clash = tmp_path / "clash.graphml"
+    clash.write_text(CLASHING)
+    g = read_grug(clash)
+    sock = "/c0/node0/socket0"
+    assert sorted(v.uniq_id for v in g.lookup(f"{sock}/core0")) == sorted(
+        v.uniq_id for v in g.lookup(sock)[0].children if v.name == "core0")
+    assert len(g.lookup(f"{sock}/core0")) == 2 and len(g.lookup(f"{sock}/gpu")) == 2
+    assert len(g.lookup(f"{sock}/core2")) == 1
+
+
+def test_a_vertex_added_at_a_leafs_path_and_a_leaf_removed(tmp_path: Path) -> None:
+    tiny = tmp_path / "tiny.graphml"
+    tiny.write_text(TINY_GRUG)
+    g = read_grug(tiny)
+    count = g.path_count()
+    leaf = g.lookup("/tiny0/rack0/node0/socket0/core1")[0]
+    extra = g.add_vertex("core", "core", "core1", 1)
+    g.set_path(extra, CONTAINMENT, leaf.path)  # same path as a leaf found via its parent
+    assert {v.uniq_id for v in g.lookup(leaf.path)} == {leaf.uniq_id, extra.uniq_id}
+    assert g.path_count() == count  # one path, two vertices
+    other = g.lookup("/tiny0/rack0/node1/socket1/core4")[0]
+    g.remove_vertex(other)
+    assert g.lookup(other.path) == [] and g.path_count() == count - 1
