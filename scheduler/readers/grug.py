@@ -230,7 +230,7 @@ class _Emitter:
         """The bulk of a big graph (cores, GPUs, memory under containment parents): every
         target made in one comprehension, and the indexes, children and name lists filled
         by slicing and C-level maps, not per-vertex Python statements (1.05M cores of a
-        16,384-node graph: 1.66 -> s)."""
+        16,384-node graph: 1.66 -> 1.1 s)."""
         g = self.g
         scale = len(per_source[0][0]) if per_source else 0
         prefixes = [src.path + "/" for src in sources]
