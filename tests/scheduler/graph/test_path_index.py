@@ -25,7 +25,8 @@ GRUGS = SHARED / "fluxion-corpus" / "data" / "resource" / "grugs"
 # have basename "core" and ids from 0 (core0..core1 twice), and id_scope -1 gives every
 # gpu the bare name "gpu". Fluxion's by_path holds both vertices under such a path.
 CLASHING = grug_document("""  <graph id="clash" edgedefault="directed">
-    <node id="cluster"><data key="root">1</data><data key="type">cluster</data><data key="basename">c</data></node>
+    <node id="cluster"><data key="root">1</data><data key="type">cluster</data>
+      <data key="basename">c</data></node>
     <node id="node"><data key="type">node</data><data key="basename">node</data></node>
     <node id="socket"><data key="type">socket</data><data key="basename">socket</data></node>
     <node id="core"><data key="type">core</data><data key="basename">core</data></node>
@@ -35,7 +36,8 @@ CLASHING = grug_document("""  <graph id="clash" edgedefault="directed">
     <edge id="e2" source="node" target="socket"><data key="multi_scale">2</data></edge>
     <edge id="e3" source="socket" target="core"><data key="multi_scale">2</data></edge>
     <edge id="e4" source="socket" target="core2"><data key="multi_scale">3</data></edge>
-    <edge id="e5" source="socket" target="gpu"><data key="id_scope">-1</data><data key="multi_scale">2</data></edge>
+    <edge id="e5" source="socket" target="gpu"><data key="id_scope">-1</data>
+      <data key="multi_scale">2</data></edge>
   </graph>
 """)
 
