@@ -47,6 +47,17 @@ def grug_document(graph: str) -> str:
             f"{GRUG_KEYS}{graph}</graphml>\n")
 
 
+def grug_vertices(*kinds: tuple[str, str, str]) -> str:
+    """GraphML ``<node>`` elements of a recipe, one per (id, type, basename); the first is
+    the root."""
+    lines = []
+    for i, (vid, type_, base) in enumerate(kinds):
+        root = '<data key="root">1</data>' if i == 0 else ""
+        lines.append(f'    <node id="{vid}">{root}<data key="type">{type_}</data>'
+                     f'<data key="basename">{base}</data></node>\n')
+    return "".join(lines)
+
+
 def jobspec(resources: list, duration: int = 3600, constraints: dict | None = None) -> dict:
     system: dict = {"duration": duration}
     if constraints is not None:

@@ -17,21 +17,19 @@ import pytest
 from fluxnode.scheduler.graph.resource_graph import CONTAINMENT
 from fluxnode.scheduler.readers.grug import read_grug
 from support.paths import SHARED
-from support.sched_graphs import TINY_GRUG, grug_document
+from support.sched_graphs import TINY_GRUG, grug_document, grug_vertices
 
 GRUGS = SHARED / "fluxion-corpus" / "data" / "resource" / "grugs"
 
 # Siblings that share names: a socket gets cores from two recipe vertices that both
 # have basename "core" and ids from 0 (core0..core1 twice), and id_scope -1 gives every
 # gpu the bare name "gpu". Fluxion's by_path holds both vertices under such a path.
-CLASHING = grug_document("""  <graph id="clash" edgedefault="directed">
-    <node id="cluster"><data key="root">1</data><data key="type">cluster</data>
-      <data key="basename">c</data></node>
-    <node id="node"><data key="type">node</data><data key="basename">node</data></node>
-    <node id="socket"><data key="type">socket</data><data key="basename">socket</data></node>
-    <node id="core"><data key="type">core</data><data key="basename">core</data></node>
-    <node id="core2"><data key="type">core</data><data key="basename">core</data></node>
-    <node id="gpu"><data key="type">gpu</data><data key="basename">gpu</data></node>
+CLASHING = grug_document(
+    '  <graph id="clash" edgedefault="directed">\n'
+    + grug_vertices(("cluster", "cluster", "c"), ("node", "node", "node"),
+                    ("socket", "socket", "socket"), ("core", "core", "core"),
+                    ("core2", "core", "core"), ("gpu", "gpu", "gpu"))
+    + """\
     <edge id="e1" source="cluster" target="node"><data key="multi_scale">2</data></edge>
     <edge id="e2" source="node" target="socket"><data key="multi_scale">2</data></edge>
     <edge id="e3" source="socket" target="core"><data key="multi_scale">2</data></edge>

@@ -29,7 +29,7 @@ from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.fuzz import EXAMPLES, PROFILE
-from support.sched_graphs import grug_document
+from support.sched_graphs import grug_document, grug_vertices
 
 EXHAUSTIVE = ["low", "high", "lonode", "hinode", "lonodex", "hinodex", "locality"]
 
@@ -41,13 +41,12 @@ def grug(nodes: int, sockets: int, cores: int, gpus: int) -> str:
         if gpus
         else ""
     )
-    return grug_document(f"""  <graph id="g" edgedefault="directed">
-    <node id="cluster"><data key="root">1</data><data key="type">cluster</data>
-      <data key="basename">c</data></node>
-    <node id="node"><data key="type">node</data><data key="basename">node</data></node>
-    <node id="socket"><data key="type">socket</data><data key="basename">socket</data></node>
-    <node id="core"><data key="type">core</data><data key="basename">core</data></node>
-    <node id="gpu"><data key="type">gpu</data><data key="basename">gpu</data></node>
+    return grug_document(
+        '  <graph id="g" edgedefault="directed">\n'
+        + grug_vertices(("cluster", "cluster", "c"), ("node", "node", "node"),
+                        ("socket", "socket", "socket"), ("core", "core", "core"),
+                        ("gpu", "gpu", "gpu"))
+        + f"""\
     <edge id="c2n" source="cluster" target="node"><data key="multi_scale">{nodes}</data></edge>
     <edge id="n2s" source="node" target="socket"><data key="multi_scale">{sockets}</data></edge>
     <edge id="s2c" source="socket" target="core"><data key="id_scope">1</data>
