@@ -215,7 +215,7 @@ class _Emitter:
             # parent (ResourceGraph.index_leaves)
             leaves = not self.out_edges[e["tgt"]]
             new = self._multiply_leaves(sources, per_source, uid, type_, base, rank, size, unit,
-                                        leaves)
+                                        leaves, len(places))
         else:
             new = self._multiply_each(sources, per_source, uid, type_, base, rank, size, unit,
                                       ssys, esys)
@@ -225,8 +225,8 @@ class _Emitter:
         out += new
 
     def _multiply_leaves(self, sources: list[Vertex], per_source: list, uid: int, type_: str,
-                         base: str, rank: int, size: int, unit: str,
-                         leaves: bool) -> list[Vertex]:
+                         base: str, rank: int, size: int, unit: str, leaves: bool,
+                         nplaces: int) -> list[Vertex]:
         """The bulk of a big graph (cores, GPUs, memory under containment parents): every
         target made in one comprehension, and the indexes, children and name lists filled
         by slicing and C-level maps, not per-vertex Python statements (1.05M cores of a
@@ -248,7 +248,17 @@ class _Emitter:
                 src.children += kids
             else:
                 src.children = kids
-        deque(map(list.append, chain.from_iterable(t[2] for t in per_source), new), maxlen=0)
+        # by_name: source k's i-th target is new[k * scale + i] and goes in the list of
+        # the i-th name of k's place (k modulo the places); when no list serves two
+        # targets of the places, each list takes its vertices by one slice, in order
+        lists = [lst for t in per_source[:nplaces] for lst in t[2]]
+        if len(set(map(id, lists))) == len(lists):
+            step = len(lists)
+            for q, lst in enumerate(lists):
+                lst += new[q::step]
+        else:
+            deque(map(list.append, chain.from_iterable(t[2] for t in per_source), new),
+                  maxlen=0)
         return new
 
     def _multiply_each(self, sources: list[Vertex], per_source: list, uid: int, type_: str,

@@ -62,6 +62,11 @@ def check_index(g) -> None:
         assert sorted(got) == sorted(uids), path
     assert g.path_count() == len(want)
     assert g.lookup("/no/such/path") == []
+    # the name index: every vertex under its name, in creation order
+    names: dict[str, list[int]] = defaultdict(list)
+    for v in g.vertices:
+        names[v.name].append(v.uniq_id)
+    assert {n: [v.uniq_id for v in vs] for n, vs in g.by_name.items()} == names
 
 
 def graphs_to_check() -> list[tuple[str, str]]:
