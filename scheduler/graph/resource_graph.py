@@ -273,6 +273,16 @@ class ResourceGraph:
         else:
             self.by_path[path] = [have, v]
 
+    def index_paths(self, paths: list[str], vertices: list[Vertex], distinct: bool) -> None:
+        """``index_path`` of each vertex under its path, in one dict update when that is
+        the same: the paths are ``distinct``, none is in ``by_path`` already and no leaf
+        is left out of it (one might have one of these paths)."""
+        if distinct and not self.leaf_paths and self.by_path.keys().isdisjoint(paths):
+            self.by_path.update(zip(paths, vertices, strict=True))
+            return
+        for path, v in zip(paths, vertices, strict=True):
+            self.index_path(path, v)
+
     def index_leaves(self, parent: Vertex, leaves: list[Vertex]) -> bool:
         """Let ``leaves``, just made by a reader to be ``parent``'s children (containment
         paths set, no children to come, not linked yet), be found through ``parent``

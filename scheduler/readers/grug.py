@@ -12,7 +12,6 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections import deque
 from itertools import chain
-from operator import attrgetter
 from pathlib import Path
 
 from fluxnode.scheduler.graph.resource_graph import (
@@ -24,7 +23,6 @@ from fluxnode.scheduler.graph.resource_graph import (
 )
 
 NS = "{http://graphml.graphdrawing.org/xmlns}"
-_path_of = attrgetter("path")
 
 
 class GrugError(ValueError):
@@ -266,7 +264,7 @@ class _Emitter:
                        esys: str) -> list[Vertex]:
         """Targets made source by source: nodes (each its own rank), targets in another
         subsystem than containment, or linked by a non-containment edge."""
-        g, by_path = self.g, self.g.by_path
+        g = self.g
         containment, cpath = esys == CONTAINMENT, ssys == CONTAINMENT
         out: list[Vertex] = []
         for src, (ids, names, named, distinct) in zip(sources, per_source, strict=False):
@@ -289,11 +287,7 @@ class _Emitter:
                 new.append(v)
             for lst, v in zip(named, new, strict=False):
                 lst.append(v)
-            if distinct and by_path.keys().isdisjoint(paths):
-                by_path.update(zip(paths, new, strict=False))
-            else:
-                for path, v in zip(paths, new, strict=False):
-                    g.index_path(path, v)
+            g.index_paths(paths, new, distinct)
             if containment:
                 if src.children:
                     src.children += new

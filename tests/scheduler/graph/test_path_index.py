@@ -40,6 +40,30 @@ CLASHING = grug_document(
 """)
 
 
+# A power tree whose paths repeat the containment tree's: its cores' path
+# /c0/node0/core0 is a containment core's too, and that core is a leaf found through its
+# parent (not in by_path). Both must look up under the path.
+SHADOWING = grug_document(
+    '  <graph id="shadow" edgedefault="directed">\n'
+    + grug_vertices(("cluster", "cluster", "c"), ("node", "node", "node"),
+                    ("core", "core", "core"))
+    + """\
+    <node id="pcluster"><data key="root">1</data><data key="type">cluster</data>
+      <data key="basename">c</data><data key="subsystem">power</data></node>
+    <node id="pnode"><data key="type">node</data><data key="basename">node</data>
+      <data key="subsystem">power</data></node>
+    <node id="pcore"><data key="type">pcore</data><data key="basename">core</data>
+      <data key="subsystem">power</data></node>
+    <edge id="e1" source="cluster" target="node"><data key="multi_scale">2</data></edge>
+    <edge id="e2" source="node" target="core"><data key="multi_scale">2</data></edge>
+    <edge id="p1" source="pcluster" target="pnode"><data key="e_subsystem">power</data>
+      <data key="multi_scale">2</data></edge>
+    <edge id="p2" source="pnode" target="pcore"><data key="e_subsystem">power</data>
+      <data key="multi_scale">2</data></edge>
+  </graph>
+""")
+
+
 def expected_paths(g) -> dict[str, set[int]]:
     """path -> uniq_ids of the vertices that have it, without the index."""
     want: dict[str, set[int]] = defaultdict(set)
@@ -70,7 +94,7 @@ def check_index(g) -> None:
 
 
 def graphs_to_check() -> list[tuple[str, str]]:
-    docs = [("tiny", TINY_GRUG), ("clashing", CLASHING)]
+    docs = [("tiny", TINY_GRUG), ("clashing", CLASHING), ("shadowing", SHADOWING)]
     if GRUGS.is_dir():
         docs += [(p.name, p.read_text()) for p in sorted(GRUGS.glob("*.graphml"))]
     return docs
