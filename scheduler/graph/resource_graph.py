@@ -98,11 +98,14 @@ def freeze_for_gc(g: ResourceGraph | None = None) -> None:
 
 
 def freeze_job_state() -> bool:
-    """After a match that created at least GC_GEN0_THRESHOLD tracked objects (a gang's
-    planner spans, tags and sets on thousands of vertices), move them out of the
-    cyclic GC's sight as freeze_for_gc does for the graph. They live until the job is
-    cancelled and hold no reference cycles, so refcounting frees them then; scanning
-    them is pure cost (a third of a 1,000-node gang). ``gc.freeze`` is O(1).
+    """At the end of a match (run with the GC paused, see Traverser.match), once the
+    young generation holds GC_GEN0_THRESHOLD tracked objects (one gang's planner spans,
+    tags and sets on thousands of vertices, or what a few hundred small matches kept:
+    their outcomes in the subtree caches and the fast-mode root index), move them out
+    of the cyclic GC's sight as freeze_for_gc does for the graph. They live until a
+    job is cancelled or an outcome replaced and hold no reference cycles, so
+    refcounting frees them then; scanning them is pure cost (a third of a 1,000-node
+    gang, a quarter of a single-core ``low`` match). ``gc.freeze`` is O(1).
 
     The trade-off: cyclic garbage that happens to sit in the young generation at this
     moment is never collected. It is small (under GC_GEN0_THRESHOLD objects, and only

@@ -171,3 +171,99 @@ print(json.dumps({"sizes": sizes, "young": young}))
     assert all(n < GC_GEN0_THRESHOLD for n in got["young"]), got
     # the first cycles may build lasting caches (child orders); after that, nothing grows
     assert got["sizes"][2] == got["sizes"][3], got
+
+
+def test_small_matches_leave_their_kept_state_to_a_freeze_not_to_collections():
+    """A stream of single-core matches in fast mode keeps objects of each match (the
+    changed node's outcome in the root index, its jobs' planner spans). Each match runs with the cyclic GC paused,
+    and once the young generation holds GC_GEN0_THRESHOLD objects a match freezes them:
+    no collection runs during the stream (gc.callbacks, the interpreter's own record, is
+    the witness). Before, a young collection ran every ~130 matches and rescanned them."""
+    script = """
+import gc, json
+from fluxnode.scheduler.graph.resource_graph import FREEZE_MIN_VERTICES
+from fluxnode.scheduler.policies.policy import Policy
+from fluxnode.scheduler.readers.rv1 import read_rv1
+from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
+nodes = FREEZE_MIN_VERTICES // 33 + 1  # a node and its 32 cores each
+R = {"version": 1, "execution": {
+    "R_lite": [{"rank": f"0-{nodes - 1}", "children": {"core": "0-31"}}],
+    "nodelist": [f"n[0-{nodes - 1}]"], "starttime": 0, "expiration": 0}}
+one = {"version": 1, "resources": [{"type": "slot", "count": 1, "label": "t",
+       "with": [{"type": "core", "count": 1}]}], "tasks": [], "attributes": {}}
+t = FastTraverser(read_rv1(R), Policy.parse("low", stable_ties=True))
+t.match(one)
+runs = []
+gc.callbacks.append(lambda phase, info: runs.append(info["generation"]) if phase == "start"
+                    else None)
+frozen0 = gc.get_freeze_count()
+for _ in range(15000):  # until a young generation's worth was kept (~5,000 matches)
+    t.match(one)
+    if gc.get_freeze_count() - frozen0 >= gc.get_threshold()[0]:
+        break
+print(json.dumps({"runs": runs, "frozen": gc.get_freeze_count() - frozen0,
+                  "threshold": gc.get_threshold()[0]}))
+"""
+    got = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                    check=True, timeout=120).stdout)
+    # the stream kept more than a young generation's worth: without the pause, collections
+    assert got["frozen"] >= got["threshold"], got
+    assert got["runs"] == [], got
+
+
+@pytest.mark.parametrize("stable_ties", [True, False], ids=["fast", "exact"])
+def test_matches_make_no_reference_cycles(stable_ties):
+    """What a match leaves behind may be frozen out of the cyclic GC unscanned (see
+    Traverser.match), so the walks must make no reference cycles: cyclic garbage frozen
+    is never freed. Under every policy, a stream of allocations, reservations, failed
+    and unsatisfiable matches and cancels, run with the GC disabled, leaves nothing for
+    gc.collect() to find."""
+    script = """
+import gc, json, sys
+from fluxnode.scheduler.policies.policy import Policy
+from fluxnode.scheduler.readers.rv1 import read_rv1
+from fluxnode.scheduler.traversers.dfu import NoMatch
+from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
+R = {"version": 1, "execution": {
+    "R_lite": [{"rank": "0-11", "children": {"core": "0-7", "gpu": "0-1"}}],
+    "nodelist": ["n[0-11]"], "starttime": 0, "expiration": 0}}
+def js(resources):
+    return {"version": 1, "resources": resources, "tasks": [],
+            "attributes": {"system": {"duration": 60}}}
+core = js([{"type": "slot", "count": 1, "label": "t", "with": [{"type": "core", "count": 1}]}])
+node = js([{"type": "node", "count": 1, "exclusive": True, "with": [
+    {"type": "slot", "count": 1, "label": "t", "with": [{"type": "core", "count": 8}]}]}])
+gang = js([{"type": "node", "count": 4, "with": [
+    {"type": "slot", "count": 1, "label": "t", "with": [
+        {"type": "core", "count": 2}, {"type": "gpu", "count": 1}]}]}])
+never = js([{"type": "node", "count": 13, "with": [
+    {"type": "slot", "count": 1, "label": "t", "with": [{"type": "core", "count": 1}]}]}])
+out = {}
+for policy in sys.argv[2:]:
+    t = FastTraverser(read_rv1(R), Policy.parse(policy, stable_ties=sys.argv[1] == "1"))
+    gc.collect()
+    gc.disable()
+    jobs, failed = [], 0
+    for i in range(90):
+        spec, op = [(core, "allocate"), (node, "allocate_orelse_reserve"),
+                    (gang, "allocate"), (never, "allocate_with_satisfiability")][i % 4]
+        try:
+            jobs.append(t.match(spec, op=op).jobid)
+        except NoMatch:
+            failed += 1
+        if i % 5 == 4 and jobs:
+            t.cancel(jobs.pop(0))
+    out[policy] = [gc.collect(), failed, len(jobs)]
+    gc.enable()
+    del t
+print(json.dumps(out))
+"""
+    policies = ["first", "low", "high", "lonode", "hinode", "lonodex", "hinodex", "firstnodex",
+                "locality", "variation"]
+    got = json.loads(subprocess.run(
+        [sys.executable, "-c", script, "1" if stable_ties else "0", *policies],
+        capture_output=True, text=True, check=True, timeout=300).stdout)
+    for policy in policies:
+        garbage, failed, held = got[policy]
+        assert failed >= 22 and held > 0, (policy, got[policy])  # every path was taken
+        assert garbage == 0, (policy, got[policy])
