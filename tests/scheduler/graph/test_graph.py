@@ -175,10 +175,11 @@ print(json.dumps({"sizes": sizes, "young": young}))
 
 def test_small_matches_leave_their_kept_state_to_a_freeze_not_to_collections():
     """A stream of single-core matches in fast mode keeps objects of each match (the
-    changed node's outcome in the root index, its jobs' planner spans). Each match runs with the cyclic GC paused,
-    and once the young generation holds GC_GEN0_THRESHOLD objects a match freezes them:
-    no collection runs during the stream (gc.callbacks, the interpreter's own record, is
-    the witness). Before, a young collection ran every ~130 matches and rescanned them."""
+    changed node's outcome in the root index, its jobs' planner spans). Each match runs
+    with the cyclic GC paused, and once the young generation holds GC_GEN0_THRESHOLD
+    objects a match freezes them: no collection runs during the stream (gc.callbacks,
+    the interpreter's own record, is the witness). Before, young collections ran during
+    the walks and rescanned what the matches kept."""
     script = """
 import gc, json
 from fluxnode.scheduler.graph.resource_graph import FREEZE_MIN_VERTICES

@@ -59,7 +59,8 @@ def _shapes() -> list[dict]:
     ]
 
 
-@pytest.mark.parametrize("policy", ["low", "high", "hinode", "lonodex", "locality"])
+@pytest.mark.parametrize("policy", ["low", "high", "hinode", "lonodex", "locality", "first",
+                                    "firstnodex"])
 def test_exact_mode_shortcuts_leave_the_plain_walks_errno_counts_and_answers(
         tmp_path, tiny_grug, policy):
     """resource-query's FastTraverser in exact mode against the plain Traverser (the walk
