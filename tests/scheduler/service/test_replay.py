@@ -72,7 +72,10 @@ def test_replay_holds_the_recorded_ids_and_ranks_not_back_join_allocated(tmp_pat
                 assert exc.errnum == errno.EBUSY, exc.errstr
 
     fill(12, 3)
-    for alloc_id in rng.sample(sorted(svc.allocations), 4):  # holes, freed out of order
+    # holes, freed out of order: 4, or all but one when the first few filled the machine
+    # (seed 127767699: 6 + 6 + 3 of 16 cores, then nothing else fits)
+    ids = sorted(svc.allocations)
+    for alloc_id in rng.sample(ids, min(4, len(ids) - 1)):
         svc.cancel({"id": alloc_id})
     fill(6, 2)
     recorded = {a.id: a.nodes for a in svc.allocations.values()}
