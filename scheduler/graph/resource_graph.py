@@ -245,6 +245,9 @@ class ResourceGraph:
     by_name: dict[str, list[Vertex]] = field(default_factory=dict)
     by_rank: dict[int, list[Vertex]] = field(default_factory=dict)
     subsystems: list[str] = field(default_factory=lambda: [CONTAINMENT])
+    # containment edges into a vertex that already had a parent (Fluxion's multi-tier
+    # storage: a unit under its rack and its tier); 0: a walk meets each vertex once
+    shared_children: int = 0
 
     def add_vertex(self, type_: str, basename: str, name: str, id_: int, *, rank: int = -1,
                    size: int = 1, unit: str = "", uniq_id: int | None = None) -> Vertex:
@@ -327,6 +330,8 @@ class ResourceGraph:
                 parent.children.append(child)
             if child.parent is None:
                 child.parent = parent
+            elif child.parent is not parent:
+                self.shared_children += 1
         else:
             if parent.aux_children is None:
                 parent.aux_children = {}

@@ -127,6 +127,7 @@ class _Template:
         "enforced",
         "visited",
         "errno",
+        "deep",
     )
 
     def __init__(
@@ -142,13 +143,17 @@ class _Template:
         enforced: int,
         visited: bool,
         errno: int,
+        deep: bool = False,
     ) -> None:
         self.ok = ok
         self.x = x
         self.avail = avail
-        self.overall = overall  # less the node-centric score it was entered with
+        # less the node-centric score it was entered with (and, deep, the vertex's id)
+        self.overall = overall
         self.empty_types = empty_types  # types its outcome names without a group
-        self.marks = marks  # (child position, (needs, exclusive)) of the edges it marked
+        # (child position, (needs, exclusive)) of the edges it marked; deep: (parent
+        # position, -1 for the vertex itself, child position, (needs, exclusive))
+        self.marks = marks
         self.preorder = preorder
         self.postorder = postorder
         self.enforced = enforced
@@ -156,6 +161,9 @@ class _Template:
         # later request of the same match does not walk it again), and the errno it set
         self.visited = visited
         self.errno = errno
+        # a vertex whose children are leaf parents or leaves (a node of sockets): its
+        # shape leaves out its own id, which only its own score reads
+        self.deep = deep
 
 
 class _Fallback(Exception):
@@ -185,6 +193,8 @@ class FastTraverser(Traverser):
         self._subtree_cache = _TrackedCache()
         self._indexes = {}
         self._shapes: dict[int, int | None] = {}  # see _leaf_shape
+        self._deep_shapes: dict[int, int | None] = {}  # see _deep_shape
+        self._tree: bool | None = None  # see _is_tree
         self._shape_ids: dict[tuple, int] = {}  # a shape -> its number (hashed once)
         self._ctx_ids: dict[tuple, int] = {}  # a request level and window -> its number
         self._tpl_ctx: dict[tuple, int] = {}  # this match's: (level id, ...) -> number
@@ -195,6 +205,7 @@ class FastTraverser(Traverser):
         v = u
         while v is not None:
             self._shapes.pop(v.uniq_id, None)
+            self._deep_shapes.pop(v.uniq_id, None)
             v = v.parent
         super()._invalidate(u)
 
@@ -210,6 +221,7 @@ class FastTraverser(Traverser):
             self._shape_ids.clear()
             self._ctx_ids.clear()
             self._shapes.clear()
+            self._deep_shapes.clear()
             self._tpl_ctx.clear()
             self._templates.clear()
         got = ids[whole] = len(ids)
@@ -235,6 +247,41 @@ class FastTraverser(Traverser):
         self._shapes[uid] = shape
         return shape
 
+    def _is_tree(self) -> bool:
+        """Is no vertex the child of two? Then no walk meets a vertex twice, and what a
+        deep template leaves out of the visited set (all but its root) is never read.
+        (Fluxion's multi-tier storage hangs a unit under its rack and its tier.)"""
+        return self.g.shared_children == 0
+
+    def _deep_shape(self, u: Vertex) -> int | None:
+        """The number of what the walk of ``u`` reads of its subtree when nothing is held
+        in it and its children are leaf parents or leaves (a node of sockets of cores):
+        u's type, size and status, each leaf child's fields, each leaf parent's
+        ``_leaf_shape``. Not u's id: only u's own score reads it (see _Template.deep).
+        None in a graph that is not a tree, or for a deeper subtree."""
+        uid = u.uniq_id
+        shape = self._deep_shapes.get(uid, False)
+        if shape is not False:
+            return shape
+        shape = None
+        if self._tree is None:
+            self._tree = self._is_tree()
+        if self._tree:
+            parts: list = []
+            for c in u.children:
+                if c.children:
+                    got = self._leaf_shape(c)
+                    if got is None:
+                        break
+                    parts.append(got)
+                else:
+                    parts.append((c.type, c.id, c.size, c.status))
+            else:
+                shape = self._numbered(
+                    self._shape_ids, ("deep", u.type, u.size, u.status, tuple(parts)))
+        self._deep_shapes[uid] = shape
+        return shape
+
     def _dom_dfv(
         self,
         m: JobMeta,
@@ -244,11 +291,27 @@ class FastTraverser(Traverser):
         excl: bool,
         to_parent: Scoring,
     ) -> tuple[bool, bool]:
+        got = self._dom_dfv_tpl(m, u, resources, pristine, excl, to_parent)
+        if got is None:
+            return super()._dom_dfv(m, u, resources, pristine, excl, to_parent)
+        return got
+
+    def _dom_dfv_tpl(
+        self,
+        m: JobMeta,
+        u: Vertex,
+        resources: list[Request],
+        pristine: bool,
+        excl: bool,
+        to_parent: Scoring,
+    ) -> tuple[bool, bool] | None:
         """An untouched vertex whose children are leaves (a socket of cores, with nothing
         held below it: its x_checker has no span) scores as every other of its shape:
         the first one's walk is kept as a template (its marks by child position) and
-        replayed for the others. A fresh graph's gang walks one socket of each shape
-        instead of 10,000."""
+        replayed for the others. So does, in a tree, one whose children are such leaf
+        parents or leaves (a node of sockets: a deep template). A fresh graph's gang
+        walks one node of each shape instead of 5,000. None: no template stands for
+        ``u`` (the caller walks it)."""
         if (
             not self._inline_ok
             or u.parent is None
@@ -256,10 +319,12 @@ class FastTraverser(Traverser):
             or (u.x_checker is not None and u.x_checker.span_count)
             or (self.policy.node_centric and u.type == "node")
         ):
-            return super()._dom_dfv(m, u, resources, pristine, excl, to_parent)
+            return None
         shape = self._leaf_shape(u)
         if shape is None:
-            return super()._dom_dfv(m, u, resources, pristine, excl, to_parent)
+            shape = self._deep_shape(u)
+            if shape is None:
+                return None
         # every score below u moves with the node-centric score it is entered with, the
         # order among them does not: the template keeps scores relative to it
         here = (id(resources), pristine, excl, m.alloc, m.sat)
@@ -267,13 +332,16 @@ class FastTraverser(Traverser):
         if ctx is None:  # this match's first leaf parent for the request level: number it
             whole = (self._cache_policy, self._sig(resources), pristine, excl, m.alloc, m.sat)
             ctx = self._tpl_ctx[here] = self._numbered(self._ctx_ids, whole)
-            shape = self._leaf_shape(u)  # still numbered after a start-over
+            # still numbered after a start-over
+            shape = self._leaf_shape(u)
+            if shape is None:
+                shape = self._deep_shape(u)
         key = (ctx, shape)
         tpl = self._templates.get(key, False)
         if tpl is False:
             return self._template_walk(key, m, u, resources, pristine, excl, to_parent)
         if tpl is None:
-            return super()._dom_dfv(m, u, resources, pristine, excl, to_parent)
+            return None
         self.preorder += tpl.preorder
         self.postorder += tpl.postorder
         self._enforced += tpl.enforced
@@ -285,17 +353,26 @@ class FastTraverser(Traverser):
             marks = self._marks
             kids = u.children
             uid = u.uniq_id
-            for i, val in tpl.marks:
-                c = kids[i]
-                k = (uid, c.uniq_id)
-                if k not in marks:
-                    self._mark_edges.append((u, c))
-                marks[k] = val
+            if tpl.deep:
+                for pi, ci, val in tpl.marks:
+                    pe = u if pi < 0 else kids[pi]
+                    c = pe.children[ci]
+                    k = (pe.uniq_id, c.uniq_id)
+                    if k not in marks:
+                        self._mark_edges.append((pe, c))
+                    marks[k] = val
+            else:
+                for i, val in tpl.marks:
+                    c = kids[i]
+                    k = (uid, c.uniq_id)
+                    if k not in marks:
+                        self._mark_edges.append((u, c))
+                    marks[k] = val
         if tpl.ok:
             for t in tpl.empty_types:
                 to_parent.evals(t)
             to_parent.avail = tpl.avail
-            to_parent.overall = tpl.overall + self.policy.ml_scores
+            to_parent.overall = tpl.overall + self.policy.ml_scores + (u.id if tpl.deep else 0)
         return tpl.ok, tpl.x
 
     def _template_walk(
@@ -323,25 +400,42 @@ class FastTraverser(Traverser):
             to_parent.overall = probe.overall
         tpl = None
         edges = self._mark_edges[start:]
+        deep = any(map(_children_of, u.children))
         if (
-            all(pe is u for pe, _ce in edges)
+            all(pe is u or (deep and pe.parent is u) for pe, _ce in edges)
             and self.policy.ml_scores == ml
             and self.policy.last_factor == last
             and not any(ev.egroups for ev in probe.types.values())
+            and (not ok or not deep or probe.overall > MATCH_UNMET)
         ):
             pos = {c.uniq_id: i for i, c in enumerate(u.children)} if edges else {}
+            marks = self._marks
+            if deep:
+                below = {}
+                for pe, _ce in edges:
+                    if pe is not u and pe.uniq_id not in below:
+                        below[pe.uniq_id] = {c.uniq_id: j for j, c in enumerate(pe.children)}
+                got = [
+                    (-1, pos[ce.uniq_id], marks[(u.uniq_id, ce.uniq_id)]) if pe is u else
+                    (pos[pe.uniq_id], below[pe.uniq_id][ce.uniq_id],
+                     marks[(pe.uniq_id, ce.uniq_id)])
+                    for pe, ce in edges
+                ]
+            else:
+                got = [(pos[ce.uniq_id], marks[(u.uniq_id, ce.uniq_id)]) for _pe, ce in edges]
             tpl = _Template(
                 ok,
                 x,
                 probe.avail,
-                probe.overall - ml,
+                probe.overall - ml - (u.id if deep else 0),
                 tuple(probe.types),
-                [(pos[ce.uniq_id], self._marks[(u.uniq_id, ce.uniq_id)]) for _pe, ce in edges],
+                got,
                 self.preorder - pre,
                 self.postorder - post,
                 self._enforced - enforced,
                 u.uniq_id in self._visited,
                 err,
+                deep,
             )
         self._templates[key] = tpl
         return ok, x
@@ -669,7 +763,9 @@ class FastTraverser(Traverser):
             start = len(mark_edges)
             probe = Scoring()
             try:
-                ok, x = self._dom_dfv_walk(m, c, resources, pristine, excl, probe)
+                got = self._dom_dfv_tpl(m, c, resources, pristine, excl, probe)
+                ok, x = (self._dom_dfv_walk(m, c, resources, pristine, excl, probe)
+                         if got is None else got)
             except BaseException:
                 idx.fresh = True  # half done: start over next time
                 raise

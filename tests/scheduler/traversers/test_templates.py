@@ -18,6 +18,7 @@ from fluxnode.scheduler.readers.grug import read_grug
 from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser
 from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from support.paths import SHARED
+from support.sched_graphs import grug_document, grug_vertices
 
 DATA = SHARED / "fluxion-corpus" / "data" / "resource"
 GRAPH = DATA / "grugs" / "mt-storage" / "mtl3.graphml"
@@ -59,16 +60,40 @@ def _shapes() -> list[dict]:
     ]
 
 
+# Nodes whose sockets and leaves repeat their ids node by node (id_scope 1), so every
+# untouched node has one shape and the walk replays a node template (a deep one: its
+# children are leaf parents, plus a leaf of its own); in the tiny graph socket ids are
+# global, every node's shape its own.
+def _edge(n: int, src: str, tgt: str, scale: int, scope: int = 1) -> str:
+    return (f'    <edge id="e{n}" source="{src}" target="{tgt}"><data key="id_scope">{scope}'
+            f'</data><data key="multi_scale">{scale}</data></edge>\n')
+
+
+TWIN_NODES = grug_document(
+    '  <graph id="twins" edgedefault="directed">\n'
+    + grug_vertices(("cluster", "cluster", "twins"), ("node", "node", "node"),
+                    ("socket", "socket", "socket"), ("core", "core", "core"),
+                    ("gpu", "gpu", "gpu"), ("ssd", "ssd", "ssd"))
+    + _edge(1, "cluster", "node", 6, scope=0) + _edge(2, "node", "socket", 2)
+    + _edge(3, "socket", "core", 4) + _edge(4, "socket", "gpu", 1) + _edge(5, "node", "ssd", 1)
+    + "  </graph>\n")
+
+
+@pytest.mark.parametrize("graph", ["tiny", "twins"])
 @pytest.mark.parametrize("policy", ["low", "high", "hinode", "lonodex", "locality", "first",
                                     "firstnodex"])
 def test_exact_mode_shortcuts_leave_the_plain_walks_errno_counts_and_answers(
-        tmp_path, tiny_grug, policy):
+        tmp_path, tiny_grug, policy, graph):
     """resource-query's FastTraverser in exact mode against the plain Traverser (the walk
     with no shortcut), match by match: answer, errno and visit counts. The errno is what
     resource-query reports for a match that selects nothing (a leaf pruned in line used to
     leave none, so the next jobid was off by one on Fluxion's random cases)."""
-    plain = Traverser(read_grug(tiny_grug), policy)
-    fast = FastTraverser(read_grug(tiny_grug), policy)
+    path = tiny_grug
+    if graph == "twins":
+        path = tmp_path / "twins.graphml"
+        path.write_text(TWIN_NODES)
+    plain = Traverser(read_grug(path), policy)
+    fast = FastTraverser(read_grug(path), policy)
     for t in (plain, fast):
         t.report_errno = True
     shapes = _shapes()
