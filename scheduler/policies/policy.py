@@ -80,10 +80,14 @@ class Policy:
     # -- callbacks --------------------------------------------------------
     def discover(self, u) -> None:
         if self.node_centric and u.type == "node":
-            add = u.id + 1 + 1
-            tie = abs(u.uniq_id % 10000 - 1)
-            self.last_factor = add * 10000 + tie
+            self.last_factor = self.node_factor(u)
             self.ml_scores += self.last_factor
+
+    @staticmethod
+    def node_factor(u) -> int:
+        """What a node-centric policy adds to every score below node ``u`` while it is
+        walked (Fluxion's node-centric "last factor": the node's id, then uniq_id)."""
+        return (u.id + 1 + 1) * 10000 + abs(u.uniq_id % 10000 - 1)
 
     def finish_vtx(self, u, resources: list[Request], dfu: Scoring) -> bool:
         score = MATCH_MET

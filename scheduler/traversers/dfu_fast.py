@@ -128,6 +128,7 @@ class _Template:
         "visited",
         "errno",
         "deep",
+        "centric",
     )
 
     def __init__(
@@ -144,6 +145,7 @@ class _Template:
         visited: bool,
         errno: int,
         deep: bool = False,
+        centric: bool = False,
     ) -> None:
         self.ok = ok
         self.x = x
@@ -164,6 +166,9 @@ class _Template:
         # a vertex whose children are leaf parents or leaves (a node of sockets): its
         # shape leaves out its own id, which only its own score reads
         self.deep = deep
+        # a node a node-centric policy discovered: its walk left the policy's last
+        # factor at the node's own (Policy.node_factor)
+        self.centric = centric
 
 
 class _Fallback(Exception):
@@ -317,7 +322,6 @@ class FastTraverser(Traverser):
             or u.parent is None
             or not u.children
             or (u.x_checker is not None and u.x_checker.span_count)
-            or (self.policy.node_centric and u.type == "node")
         ):
             return None
         shape = self._leaf_shape(u)
@@ -345,6 +349,8 @@ class FastTraverser(Traverser):
         self.preorder += tpl.preorder
         self.postorder += tpl.postorder
         self._enforced += tpl.enforced
+        if tpl.centric:
+            self.policy.last_factor = self.policy.node_factor(u)
         if tpl.visited:
             self._visited.add(u.uniq_id)
         if tpl.errno != _NOT_SET:
@@ -401,10 +407,17 @@ class FastTraverser(Traverser):
         tpl = None
         edges = self._mark_edges[start:]
         deep = any(map(_children_of, u.children))
+        # a node-centric walk of a node shifts every score below it by the node's factor
+        # (the order among them stays) and leaves that factor behind
+        centric = (
+            self.policy.node_centric and u.type == "node"
+            and self.policy.last_factor != last
+            and self.policy.last_factor == self.policy.node_factor(u)
+        )
         if (
             all(pe is u or (deep and pe.parent is u) for pe, _ce in edges)
             and self.policy.ml_scores == ml
-            and self.policy.last_factor == last
+            and (self.policy.last_factor == last or centric)
             and not any(ev.egroups for ev in probe.types.values())
             and (not ok or not deep or probe.overall > MATCH_UNMET)
         ):
@@ -436,6 +449,7 @@ class FastTraverser(Traverser):
                 u.uniq_id in self._visited,
                 err,
                 deep,
+                centric,
             )
         self._templates[key] = tpl
         return ok, x
