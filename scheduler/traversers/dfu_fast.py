@@ -188,6 +188,7 @@ class FastTraverser(Traverser):
         self._index_ok = False
         self._inline_ok = False
         self._first_inline_ok = False
+        self._tpl_ok = False
         self._root_index: RootIndex | None = None
         self._root_dfu: Scoring | None = None
         self._replayed: set[int] = set()
@@ -282,8 +283,12 @@ class FastTraverser(Traverser):
                 else:
                     parts.append((c.type, c.id, c.size, c.status))
             else:
+                # the first-match policies walk the children by edge weight (the update
+                # walk sets one on each vertex it goes through, a cancel leaves it)
+                weights = self._weights
+                order = tuple(weights.get(c.uniq_id, 0) for c in u.children)
                 shape = self._numbered(
-                    self._shape_ids, ("deep", u.type, u.size, u.status, tuple(parts)))
+                    self._shape_ids, ("deep", u.type, u.size, u.status, tuple(parts), order))
         self._deep_shapes[uid] = shape
         return shape
 
@@ -318,7 +323,7 @@ class FastTraverser(Traverser):
         walks one node of each shape instead of 5,000. None: no template stands for
         ``u`` (the caller walks it)."""
         if (
-            not self._inline_ok
+            not self._tpl_ok
             or u.parent is None
             or not u.children
             or (u.x_checker is not None and u.x_checker.span_count)
@@ -471,6 +476,10 @@ class FastTraverser(Traverser):
         # the first-match policies' leaves in line (not variation: its leaves score by
         # a property; not with constraints, which prune nodes by name)
         self._first_inline_ok = p.stop_on_1 and not p.variation and m.constraint is None
+        # untouched subtrees replayed from templates: the exhaustive policies and the
+        # first-match ones (whose children's order, by edge weight, is in the shapes)
+        self._tpl_ok = self._inline_ok or (
+            self._first_inline_ok and self.g.root.type != "node")
         self._root_index = None
         self._root_dfu = None
         self._leaf_levels: dict[int, tuple] = {}  # see _leaf_requests
@@ -478,19 +487,20 @@ class FastTraverser(Traverser):
         try:
             return super()._select(req, m, excl)
         except _Fallback:
-            self._index_ok = self._inline_ok = self._first_inline_ok = False
+            self._index_ok = self._inline_ok = self._first_inline_ok = self._tpl_ok = False
             self._root_index = None
             return super()._select(req, m, excl)
 
     def _dom_slot(self, m, u, shape, nslots, pristine, label, dfu) -> int:
-        if u.parent is not None or not self._inline_ok:
+        if u.parent is not None or not self._tpl_ok:
             return super()._dom_slot(m, u, shape, nslots, pristine, label, dfu)
         # a slot at the root: its candidates are chosen all at once, by the plain walk
-        index_ok, self._index_ok, self._inline_ok = self._index_ok, False, False
+        flags = self._index_ok, self._inline_ok, self._tpl_ok
+        self._index_ok = self._inline_ok = self._tpl_ok = False
         try:
             return super()._dom_slot(m, u, shape, nslots, pristine, label, dfu)
         finally:
-            self._index_ok, self._inline_ok = index_ok, True
+            self._index_ok, self._inline_ok, self._tpl_ok = flags
 
     def _explore(
         self,
