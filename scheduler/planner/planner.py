@@ -73,6 +73,7 @@ class Planner:
         "_base", "_end", "_total", "_type",
         "_at", "_rem", "_ref",
         "_spans", "_counter", "_iter", "_key", "_tracked", "_planned",
+        "shared",
     )
 
     def __init__(self, base_time: int, duration: int, total: int, resource_type: str) -> None:
@@ -99,6 +100,8 @@ class Planner:
         # times of points an avail_time iteration took out of that tree (Fluxion re-inserts
         # them, refreshing their count, at the next avail_time_first or span change)
         self._tracked: list[int] | None = None
+        # held by several vertices (see share): read-only, every change raises
+        self.shared = False
 
     @classmethod
     def holding(cls, base_time: int, duration: int, total: int, resource_type: str,
@@ -127,7 +130,22 @@ class Planner:
         p._counter = 1
         p._planned = request
         p._iter = p._key = p._tracked = None
+        p.shared = False
         return p
+
+    def share(self) -> Planner:
+        """Mark this planner read-only and return it, so that several vertices can hold
+        it: the update walk gives the leaves of a subtree a job takes whole one planner
+        per (type, size) instead of one each (64 cores of a node: 2 planners, not 128).
+        Every change raises (PlannerError EPERM); a holder that must change its own
+        takes a :meth:`copy` first, and one that drops the job whose span it holds
+        drops the planner (it holds that one span, nothing else)."""
+        self.shared = True
+        return self
+
+    def _read_only(self) -> None:
+        if self.shared:
+            raise PlannerError(_errno.EPERM, "a shared planner cannot change; copy it first")
 
     # ---------------------------------------------------------------- getters
 
@@ -223,6 +241,8 @@ class Planner:
         """The earliest scheduled point ``t >= on_or_after`` with ``request`` units free
         during ``[t, t + duration)`` inside the horizon, or None. Starts an iteration that
         :meth:`avail_time_next` continues."""
+        if self.shared:
+            self._read_only()
         if on_or_after < self._base or on_or_after >= self._end or duration < 1:
             raise PlannerError(
                 _errno.EINVAL,
@@ -265,6 +285,8 @@ class Planner:
     def add_span(self, start: int, duration: int, request: int) -> int:
         """Plan ``request`` units during ``[start, start + duration)``; returns the span id
         (1, 2, ... like Fluxion's)."""
+        if self.shared:
+            self._read_only()
         if duration < 1 or start < self._base or start + duration - 1 > self._end:
             raise PlannerError(
                 _errno.EINVAL,
@@ -309,6 +331,8 @@ class Planner:
 
     def rem_span(self, span_id: int) -> None:
         """Remove a span, freeing its units."""
+        if self.shared:
+            self._read_only()
         start, last, planned = self._get_span(span_id)
         del self._spans[span_id]
         self._planned -= planned
@@ -334,6 +358,8 @@ class Planner:
     def reduce_span(self, span_id: int, amount: int) -> bool:
         """Give back ``amount`` units of a span (a partial cancel); the span goes away when
         its planned amount is reached. Returns True when the span was removed."""
+        if self.shared:
+            self._read_only()
         start, last, planned = self._get_span(span_id)
         if amount == planned:
             self.rem_span(span_id)
@@ -357,6 +383,8 @@ class Planner:
 
     def update_total(self, total: int) -> None:
         """Change the total; every point's free count moves by the difference (not below 0)."""
+        if self.shared:
+            self._read_only()
         if not 0 <= total <= INT64_MAX:
             raise PlannerError(_errno.ERANGE, f"total must be within 0..INT64_MAX, not {total}")
         delta = total - self._total
@@ -381,6 +409,8 @@ class Planner:
 
     def reset(self, base_time: int, duration: int) -> None:
         """Forget every span and restart the horizon (span ids restart at 1)."""
+        if self.shared:
+            self._read_only()
         if duration < 1:
             raise PlannerError(_errno.EINVAL, f"duration must be >= 1, not {duration}")
         self._base, self._end = base_time, _shared_end(base_time + duration)
@@ -401,6 +431,7 @@ class Planner:
         new._counter, new._iter, new._planned = self._counter, self._iter, self._planned
         new._key = None if self._key is None else list(self._key)
         new._tracked = None if self._tracked is None else list(self._tracked)
+        new.shared = False
         return new
 
     def __eq__(self, other: object) -> bool:

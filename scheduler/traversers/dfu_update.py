@@ -25,20 +25,35 @@ _dict_pop = dict.pop
 def _plan_units(v: Vertex, jobid: int, at: int, duration: int, needs: int,
                 allocating: bool) -> None:
     """``jobid`` takes ``needs`` of ``v``'s own units during the window (its schedule)."""
-    if v.schedule is None:
+    p = v.schedule
+    if p is None:
         v.schedule = Planner.holding(0, INF, v.size, v.type, at, duration, needs)
         v.hold_units(jobid, 1, allocating)
     else:
-        v.hold_units(jobid, v.schedule.add_span(at, duration, needs), allocating)
+        if p.shared:  # another job's, held with other leaves (see _update): v's own now
+            p = v.schedule = p.copy()
+        v.hold_units(jobid, p.add_span(at, duration, needs), allocating)
 
 
 def _plan_x(v: Vertex, jobid: int, at: int, duration: int) -> None:
     """``jobid`` holds something at or below ``v`` during the window (its x_checker)."""
-    if v.x_checker is None:
+    p = v.x_checker
+    if p is None:
         v.x_checker = Planner.holding(0, INF, X_CHECKER_NJOBS, "x_checker", at, duration, 1)
         v.hold(jobid, 1)
     else:
-        v.hold(jobid, v.x_checker.add_span(at, duration, 1))
+        if p.shared:
+            p = v.x_checker = p.copy()
+        v.hold(jobid, p.add_span(at, duration, 1))
+
+
+def _drop_x(v: Vertex, sid: int) -> None:
+    """Take span ``sid`` out of ``v``'s x_checker (a shared one holds it alone)."""
+    p = v.x_checker
+    if p.shared:
+        v.x_checker = None
+    else:
+        p.rem_span(sid)
 
 
 class DfuUpdate(DfuImpl):
@@ -97,6 +112,10 @@ class DfuUpdate(DfuImpl):
         prune_types = self.prune_types
         seen: set[int] = set()
         marked: dict[int, list[Vertex]] = {}
+        # the planners the fresh leaves of subtrees taken whole share, per (needs, size,
+        # type), and their one x_checker (see Planner.share)
+        shared: dict[tuple, Planner] = {}
+        shared_x: list[Planner] = []
         for e_parent, e_child in self._mark_edges:
             marked.setdefault(e_parent.uniq_id, []).append(e_child)
 
@@ -132,11 +151,27 @@ class DfuUpdate(DfuImpl):
                     cid = c.uniq_id
                     seen.add(cid)
                     cneeds = mk[0]
-                    _plan_units(c, jobid, at, duration, cneeds, allocating)
+                    if c.schedule is None and c.x_checker is None:
+                        # a fresh leaf: its planners are the ones every such leaf of
+                        # this job shares (one span each, the job's: span id 1)
+                        sk = (cneeds, c.size, c.type)
+                        sp = shared.get(sk)
+                        if sp is None:
+                            sp = shared[sk] = Planner.holding(
+                                0, INF, c.size, c.type, at, duration, cneeds).share()
+                        c.schedule = sp
+                        c.hold_units(jobid, 1, allocating)
+                        if not shared_x:
+                            shared_x.append(Planner.holding(
+                                0, INF, X_CHECKER_NJOBS, "x_checker", at, duration, 1).share())
+                        c.x_checker = shared_x[0]
+                        c.hold(jobid, 1)
+                    else:
+                        _plan_units(c, jobid, at, duration, cneeds, allocating)
+                        _plan_x(c, jobid, at, duration)
                     # dict.pop, not the cache's own: a fast-mode root index watches the
                     # root's children only, and c's ancestors are all popped below
                     _dict_pop(subtree_cache, cid, None)
-                    _plan_x(c, jobid, at, duration)
                     job_vertices[cid] = c
                     out.append(Emit(c, cneeds, True, level + 1))
                     n += 1
@@ -210,11 +245,15 @@ class DfuUpdate(DfuImpl):
             u.tags.discard(jobid)
             sid = u.xspans.pop(jobid, None)
             if sid is not None:
-                u.x_checker.rem_span(sid)
+                _drop_x(u, sid)
         self._ag_drop(u, jobid)
         sid = u.spans.pop(jobid, None) if u.spans else None
         if sid is not None:
-            u.schedule.rem_span(sid)
+            p = u.schedule
+            if p.shared:  # it holds this job's span alone (see Planner.share)
+                u.schedule = None
+            else:
+                p.rem_span(sid)
         if u.allocations:
             u.allocations.discard(jobid)
         if u.reservations:

@@ -461,3 +461,29 @@ def test_holding_refuses_what_add_span_refuses(start, duration, units, errnum) -
     with pytest.raises(PlannerError) as exc:
         Planner.holding(0, INT64_MAX, 4, "core", start, duration, units)
     assert exc.value.errno == errnum
+
+
+def test_a_shared_planner_refuses_every_change_and_its_copy_is_free() -> None:
+    """Leaves of a subtree a job takes whole hold one planner together (Planner.share):
+    any change through one holder would change them all, so every mutator raises, and
+    a holder that must change takes a copy, which changes alone."""
+    p = Planner.holding(0, 100, 4, "core", 0, 10, 4).share()
+    changes = [
+        lambda: p.add_span(20, 5, 1),
+        lambda: p.rem_span(1),
+        lambda: p.reduce_span(1, 1),
+        lambda: p.update_total(8),
+        lambda: p.reset(0, 50),
+        lambda: p.avail_time_first(0, 5, 1),
+    ]
+    for change in changes:
+        with pytest.raises(PlannerError) as info:
+            change()
+        assert info.value.errno == errno.EPERM
+    assert p.points() == [(0, 0), (10, 4)] and p.span_count == 1  # untouched
+    own = p.copy()
+    assert not own.shared and own == p
+    assert own.add_span(20, 5, 1) == 2
+    own.rem_span(1)
+    assert own.points() == [(0, 4), (20, 3), (25, 4)]
+    assert p.points() == [(0, 0), (10, 4)] and p.span_count == 1

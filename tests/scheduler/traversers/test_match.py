@@ -246,3 +246,60 @@ def test_xor_slots_that_can_never_fit_are_unsatisfiable_not_busy(tiny_grug):
     with pytest.raises(NoMatch) as exc:  # a plain allocate gives no verdict, like the base
         t.match(never)
     assert exc.value.busy
+
+
+@pytest.mark.parametrize("policy", ["lonodex", "hinodex", "firstnodex", "low", "first"])
+def test_leaves_sharing_planners_are_never_given_twice(policy):
+    """A job that takes a node whole gives the node's fresh leaves planners they share
+    (Planner.share); a later reservation on one of them copies it first, a cancel drops
+    it. Against a ledger kept from the matches' selections alone (each exclusive leaf's
+    time windows), a random stream of allocations, reservations and cancels never gives
+    a leaf to two jobs at once, and once every job is cancelled the whole machine is
+    taken at once again."""
+    import random
+
+    from fluxnode.scheduler.policies.policy import Policy
+    from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
+
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    nodes = 4
+    R = {"version": 1, "execution": {
+        "R_lite": [{"rank": f"0-{nodes - 1}", "children": {"core": "0-7", "gpu": "0-1"}}],
+        "nodelist": [f"n[0-{nodes - 1}]"], "starttime": 0, "expiration": 0}}
+    t = FastTraverser(read_rv1(R), Policy.parse(policy, stable_ties=rng.random() < 0.5))
+
+    def whole(n, duration):
+        return jobspec([{"type": "node", "count": n, "exclusive": True, "with": [
+            {"type": "slot", "count": 1, "label": "default", "with": [
+                {"type": "core", "count": 8}, {"type": "gpu", "count": 2}]}]}], duration)
+
+    ledger: dict[int, list[tuple[int, int, int]]] = {}  # leaf -> (start, end, job)
+    live: list[int] = []
+    for jobid in range(1, 121):
+        if live and rng.random() < 0.3:
+            gone = live.pop(rng.randrange(len(live)))
+            t.cancel(gone)
+            for windows in ledger.values():
+                windows[:] = [w for w in windows if w[2] != gone]
+        duration = rng.choice([10, 60, 3600])
+        spec = rng.choice([cores(rng.randint(1, 3)), whole(1, duration), whole(2, duration)])
+        spec = {**spec, "attributes": {"system": {"duration": duration}}}
+        try:
+            res = t.match(spec, op="allocate_orelse_reserve", jobid=jobid)
+        except NoMatch:
+            continue
+        live.append(jobid)
+        start, end = res.at, res.at + res.duration
+        for e in res.selection:
+            if e.exclusive and not e.vertex.children:
+                windows = ledger.setdefault(e.vertex.uniq_id, [])
+                clash = [w for w in windows if w[0] < end and start < w[1]]
+                assert not clash, (seed, jobid, e.vertex.path, clash)
+                windows.append((start, end, jobid))
+    for jobid in live:
+        t.cancel(jobid)
+    res = t.match(whole(nodes, 60), jobid=1000)
+    assert res.status == "ALLOCATED" and res.at == 0, seed
+    assert sum(1 for e in res.selection if e.vertex.type == "core") == nodes * 8
