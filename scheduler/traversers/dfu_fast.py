@@ -36,7 +36,7 @@ from fluxnode.scheduler.policies.indexed_evals import IndexedEvals, TypeIndex
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
 from fluxnode.scheduler.traversers.dfu import Traverser
 from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, JobMeta, free_during
-from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, EINVAL
+from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, EINVAL, count_shares
 
 _children_of = attrgetter("children")
 # what a leaf's walk reads of it
@@ -48,6 +48,27 @@ MAX_SHAPES = 65536
 
 # Requests (levels x windows x policies) whose root index is kept; the oldest goes first.
 MAX_INDEXES = 8
+
+
+def _leaf_free(c: Vertex, r: Request, x_in: bool, checking: bool, allocating: bool,
+               at: int, duration: int) -> int:
+    """A leaf's test and prunes for the one request ``r`` naming it, as _dom_dfv_walk's
+    _prune and _excl_busy do them: its free units, or the errno a prune sets, negated."""
+    if checking and c.status != "up":
+        return -EBUSY
+    p = c.schedule
+    avail = c.size if p is None else free_during(p, at, duration)
+    if avail == 0:
+        return -EBUSY
+    if x_in and r.exclusive is False:
+        return -EINVAL  # _excl_busy: non-exclusive under exclusive
+    if x_in or r.exclusive is True:
+        if allocating and c.allocations:
+            return -EBUSY
+        xc = c.x_checker
+        if xc is not None and free_during(xc, at, duration) < X_CHECKER_NJOBS:
+            return -EBUSY
+    return avail
 
 
 class _TrackedCache(dict):
@@ -539,10 +560,9 @@ class FastTraverser(Traverser):
         rc2 = -1
         level = self._level(resources)
         per_share = level.per_share
-        ntypes = len(per_share)
-        prev = [0] * ntypes
-        shares = [0] * ntypes
-        acc = [0] * ntypes
+        prev = [0] * len(per_share)
+        shares = [0] * len(per_share)
+        acc = [0] * len(per_share)
         sat_types: set[str] = set()
         named = None if pristine else level.named
         leaf_r = self._leaf_requests(level) if named is not None else {}
@@ -577,26 +597,11 @@ class FastTraverser(Traverser):
             else:
                 # _dom_dfv_walk of a leaf for the one request ``r`` naming its type
                 self.preorder += 1
-                if checking and c.status != "up":
-                    self.errno = EBUSY
-                    continue
-                p = c.schedule
-                avail = c.size if p is None else free_during(p, at, duration)
-                if avail == 0:
-                    self.errno = EBUSY
-                    continue
                 x_in = excl or ctype in xtypes
-                if x_in and r.exclusive is False:
-                    self.errno = EINVAL  # _excl_busy: non-exclusive under exclusive
+                avail = _leaf_free(c, r, x_in, checking, allocating, at, duration)
+                if avail < 0:
+                    self.errno = -avail
                     continue
-                if x_in or r.exclusive is True:
-                    if allocating and c.allocations:
-                        self.errno = EBUSY
-                        continue
-                    xc = c.x_checker
-                    if xc is not None and free_during(xc, at, duration) < X_CHECKER_NJOBS:
-                        self.errno = EBUSY
-                        continue
                 visited.add(uid)
                 self.postorder += 1
                 overall = MATCH_MET + policy.ml_scores + c.id + 1
@@ -604,21 +609,7 @@ class FastTraverser(Traverser):
                 dfu.overall = overall
                 dfu.add(ctype, EGroup(overall, avail, x_in, edges=[Edge(c, avail, avail, x_in, u)]))
             rc2 = 0
-            done = 0
-            for i, (t, share) in enumerate(per_share):
-                total = dfu.total_count(t)
-                if total > prev[i]:
-                    # units accumulate until they make a share; what a share leaves
-                    # over is dropped, as Fluxion does (DfuSelect._explore)
-                    acc[i] += total - prev[i]
-                    prev[i] = total
-                    if share and acc[i] >= share:
-                        shares[i] += 1
-                        acc[i] = 0
-                if shares[i] >= multiplier:
-                    sat_types.add(t)
-                    done += 1
-            if done == ntypes:
+            if count_shares(dfu, per_share, prev, acc, shares, multiplier, sat_types):
                 break
         return rc2
 
@@ -677,26 +668,11 @@ class FastTraverser(Traverser):
             # _dom_dfv_walk of a leaf for the one request ``r`` naming its type; each
             # prune sets the errno _prune sets (resource-query reports the last one)
             pre += 1
-            if checking and c.status != "up":
-                self.errno = EBUSY
-                continue
-            p = c.schedule
-            avail = c.size if p is None else free_during(p, at, duration)
-            if avail == 0:
-                self.errno = EBUSY
-                continue
             x_in = excl or ctype in xtypes
-            if x_in and r.exclusive is False:
-                self.errno = EINVAL  # _excl_busy: non-exclusive under exclusive
+            avail = _leaf_free(c, r, x_in, checking, allocating, at, duration)
+            if avail < 0:
+                self.errno = -avail
                 continue
-            if x_in or r.exclusive is True:
-                if allocating and c.allocations:
-                    self.errno = EBUSY
-                    continue
-                xc = c.x_checker
-                if xc is not None and free_during(xc, at, duration) < X_CHECKER_NJOBS:
-                    self.errno = EBUSY
-                    continue
             visited.add(uid)
             overall = base + c.id
             post += 1

@@ -102,6 +102,27 @@ def take_slots(dfu_slot: Scoring, shape, label: str, n: int) -> list[EGroup] | N
     return groups
 
 
+def count_shares(dfu: Scoring, per_share: list[tuple[str, int]], prev: list[int],
+                 acc: list[int], shares: list[int], multiplier: int,
+                 sat_types: set[str]) -> bool:
+    """Fluxion's dynamic stop, after a child qualified: per type, count whole shares as
+    units come in (what a share leaves over is dropped, as Fluxion does); a type with
+    ``multiplier`` shares goes in ``sat_types``. True once every type has them."""
+    done = 0
+    for i, (t, share) in enumerate(per_share):
+        total = dfu.total_count(t)
+        if total > prev[i]:
+            acc[i] += total - prev[i]
+            prev[i] = total
+            if share and acc[i] >= share:
+                shares[i] += 1
+                acc[i] = 0
+        if shares[i] >= multiplier:
+            sat_types.add(t)
+            done += 1
+    return done == len(per_share)
+
+
 @dataclass(slots=True)
 class _Level:
     """One request level as the walk asks about it (see DfuSelect._level)."""
@@ -256,10 +277,9 @@ class DfuSelect(DfuImpl):
             # Fluxion's dynamic stop: per type, count whole shares as children qualify
             # and stop once every type has ``multiplier`` of them
             per_share = level.per_share
-            ntypes = len(per_share)
-            prev = [0] * ntypes
-            shares = [0] * ntypes
-            acc = [0] * ntypes
+            prev = [0] * len(per_share)
+            shares = [0] * len(per_share)
+            acc = [0] * len(per_share)
             sat_types: set[str] = set()
         # a child no request of this level names is seen (counted) and left, as
         # _dom_dfv_walk's test would do, without the calls (half a gang's visits are GPUs)
@@ -281,23 +301,9 @@ class DfuSelect(DfuImpl):
                 dfu.add(c.type, EGroup(dfu.overall, count, x_out,
                                        edges=[Edge(c, count, count, x_out, u)]))
                 rc2 = 0
-                if dynamic:
-                    done = 0
-                    for i, (t, share) in enumerate(per_share):
-                        total = dfu.total_count(t)
-                        if total > prev[i]:
-                            # units accumulate until they make a share; what a share
-                            # leaves over is dropped, as Fluxion does
-                            acc[i] += total - prev[i]
-                            prev[i] = total
-                            if share and acc[i] >= share:
-                                shares[i] += 1
-                                acc[i] = 0
-                        if shares[i] >= multiplier:
-                            sat_types.add(t)
-                            done += 1
-                    if done == ntypes:
-                        break
+                if dynamic and count_shares(dfu, per_share, prev, acc, shares, multiplier,
+                                            sat_types):
+                    break
         return rc2
 
     def _dom_slot(self, m: JobMeta, u: Vertex, shape: list[Request], nslots: int, pristine: bool,
