@@ -144,8 +144,7 @@ class Planner:
         return self
 
     def _read_only(self) -> None:
-        if self.shared:
-            raise PlannerError(_errno.EPERM, "a shared planner cannot change; copy it first")
+        raise PlannerError(_errno.EPERM, "a shared planner cannot change; copy it first")
 
     # ---------------------------------------------------------------- getters
 

@@ -221,7 +221,6 @@ class FastTraverser(Traverser):
         self._indexes = {}
         self._shapes: dict[int, int | None] = {}  # see _leaf_shape
         self._deep_shapes: dict[int, int | None] = {}  # see _deep_shape
-        self._tree: bool | None = None  # see _is_tree
         self._shape_ids: dict[tuple, int] = {}  # a shape -> its number (hashed once)
         self._ctx_ids: dict[tuple, int] = {}  # a request level and window -> its number
         self._tpl_ctx: dict[tuple, int] = {}  # this match's: (level id, ...) -> number
@@ -274,26 +273,25 @@ class FastTraverser(Traverser):
         self._shapes[uid] = shape
         return shape
 
-    def _is_tree(self) -> bool:
-        """Is no vertex the child of two? Then no walk meets a vertex twice, and what a
-        deep template leaves out of the visited set (all but its root) is never read.
-        (Fluxion's multi-tier storage hangs a unit under its rack and its tier.)"""
-        return self.g.shared_children == 0
+    def _shape(self, u: Vertex) -> int | None:
+        """``u``'s leaf-parent shape, or else its deep one (None: neither)."""
+        shape = self._leaf_shape(u)
+        return self._deep_shape(u) if shape is None else shape
 
     def _deep_shape(self, u: Vertex) -> int | None:
         """The number of what the walk of ``u`` reads of its subtree when nothing is held
         in it and its children are leaf parents or leaves (a node of sockets of cores):
         u's type, size and status, each leaf child's fields, each leaf parent's
         ``_leaf_shape``. Not u's id: only u's own score reads it (see _Template.deep).
-        None in a graph that is not a tree, or for a deeper subtree."""
+        None for a deeper subtree, or in a graph where a vertex is the child of two
+        (ResourceGraph.shared_children): then a walk may meet a vertex twice, and
+        what a deep template leaves out of the visited set (all but its root) counts."""
         uid = u.uniq_id
         shape = self._deep_shapes.get(uid, False)
         if shape is not False:
             return shape
         shape = None
-        if self._tree is None:
-            self._tree = self._is_tree()
-        if self._tree:
+        if self.g.shared_children == 0:
             parts: list = []
             for c in u.children:
                 if c.children:
@@ -350,11 +348,9 @@ class FastTraverser(Traverser):
             or (u.x_checker is not None and u.x_checker.span_count)
         ):
             return None
-        shape = self._leaf_shape(u)
+        shape = self._shape(u)
         if shape is None:
-            shape = self._deep_shape(u)
-            if shape is None:
-                return None
+            return None
         # every score below u moves with the node-centric score it is entered with, the
         # order among them does not: the template keeps scores relative to it
         here = (id(resources), pristine, excl, m.alloc, m.sat)
@@ -362,10 +358,7 @@ class FastTraverser(Traverser):
         if ctx is None:  # this match's first leaf parent for the request level: number it
             whole = (self._cache_policy, self._sig(resources), pristine, excl, m.alloc, m.sat)
             ctx = self._tpl_ctx[here] = self._numbered(self._ctx_ids, whole)
-            # still numbered after a start-over
-            shape = self._leaf_shape(u)
-            if shape is None:
-                shape = self._deep_shape(u)
+            shape = self._shape(u)  # still numbered after a start-over
         key = (ctx, shape)
         tpl = self._templates.get(key, False)
         if tpl is False:
