@@ -143,6 +143,18 @@ class Planner:
         self.shared = True
         return self
 
+    def owned(self) -> Planner:
+        """This planner, or a private copy of it when it is shared (to change it)."""
+        return self.copy() if self.shared else self
+
+    def without_span(self, span_id: int) -> Planner | None:
+        """What a holder keeps once span ``span_id`` goes: this planner less the span, or
+        None for a shared one (it held that span alone, see share)."""
+        if self.shared:
+            return None
+        self.rem_span(span_id)
+        return self
+
     def _read_only(self) -> None:
         raise PlannerError(_errno.EPERM, "a shared planner cannot change; copy it first")
 

@@ -62,7 +62,7 @@ from fluxnode.scheduler.traversers.dfu_impl import (
 )
 from fluxnode.scheduler.traversers.dfu_reservation import DfuReservation
 from fluxnode.scheduler.traversers.dfu_select import DfuSelect
-from fluxnode.scheduler.traversers.dfu_update import DfuUpdate, _drop_x
+from fluxnode.scheduler.traversers.dfu_update import DfuUpdate
 from fluxnode.scheduler.traversers.find import find
 
 _children_of, _type_of = attrgetter("children"), attrgetter("type")
@@ -587,7 +587,7 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
                 job.vertices.pop(v.uniq_id, None)
             xsid = v.xspans.pop(jobid, None) if v.xspans else None
             if xsid is not None:
-                _drop_x(v, xsid)
+                v.x_checker = v.x_checker.without_span(xsid)
 
     def remove_subgraph(self, v: Vertex) -> list[int]:
         """Drop ``v``'s subtree from the graph, releasing what jobs held there.

@@ -30,8 +30,7 @@ def _plan_units(v: Vertex, jobid: int, at: int, duration: int, needs: int,
         v.schedule = Planner.holding(0, INF, v.size, v.type, at, duration, needs)
         v.hold_units(jobid, 1, allocating)
     else:
-        if p.shared:  # another job's, held with other leaves (see _update): v's own now
-            p = v.schedule = p.copy()
+        p = v.schedule = p.owned()  # a shared one is another job's (see _update)
         v.hold_units(jobid, p.add_span(at, duration, needs), allocating)
 
 
@@ -42,18 +41,8 @@ def _plan_x(v: Vertex, jobid: int, at: int, duration: int) -> None:
         v.x_checker = Planner.holding(0, INF, X_CHECKER_NJOBS, "x_checker", at, duration, 1)
         v.hold(jobid, 1)
     else:
-        if p.shared:
-            p = v.x_checker = p.copy()
+        p = v.x_checker = p.owned()
         v.hold(jobid, p.add_span(at, duration, 1))
-
-
-def _drop_x(v: Vertex, sid: int) -> None:
-    """Take span ``sid`` out of ``v``'s x_checker (a shared one holds it alone)."""
-    p = v.x_checker
-    if p.shared:
-        v.x_checker = None
-    else:
-        p.rem_span(sid)
 
 
 class DfuUpdate(DfuImpl):
@@ -245,15 +234,11 @@ class DfuUpdate(DfuImpl):
             u.tags.discard(jobid)
             sid = u.xspans.pop(jobid, None)
             if sid is not None:
-                _drop_x(u, sid)
+                u.x_checker = u.x_checker.without_span(sid)
         self._ag_drop(u, jobid)
         sid = u.spans.pop(jobid, None) if u.spans else None
         if sid is not None:
-            p = u.schedule
-            if p.shared:  # it holds this job's span alone (see Planner.share)
-                u.schedule = None
-            else:
-                p.rem_span(sid)
+            u.schedule = u.schedule.without_span(sid)
         if u.allocations:
             u.allocations.discard(jobid)
         if u.reservations:
