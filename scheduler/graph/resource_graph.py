@@ -47,6 +47,8 @@ def gc_paused():
 FREEZE_MIN_VERTICES = 20_000
 # Young-generation threshold for a process that holds such a graph (CPython's default: 700).
 GC_GEN0_THRESHOLD = 20_000
+# How far short of GC_GEN0_THRESHOLD a match's end freezes (see freeze_job_state).
+FREEZE_SLACK = 1_000
 # Set once freeze_for_gc has run (gc.get_freeze_count() walks every frozen object).
 _graph_frozen = False
 # The graph freeze_built_graph froze, while it is the only thing frozen.
@@ -110,11 +112,28 @@ def freeze_job_state() -> bool:
     The trade-off: cyclic garbage that happens to sit in the young generation at this
     moment is never collected. It is small (under GC_GEN0_THRESHOLD objects, and only
     after such big matches); tests check that a gang's match and cancel leave nothing
-    frozen behind. Returns whether it froze."""
-    if not _graph_frozen or gc.get_count()[0] < GC_GEN0_THRESHOLD:
+    frozen behind. Returns whether it froze.
+
+    It freezes FREEZE_SLACK objects short of the threshold: a match that ended just
+    short of it would otherwise leave the next young collection to whatever is
+    allocated before the next match pauses the GC (the pause's own exit is enough)."""
+    if not _graph_frozen or gc.get_count()[0] < GC_GEN0_THRESHOLD - FREEZE_SLACK:
         return False
     gc.freeze()
     return True
+
+
+class LeafHold:
+    """The containers one job's fresh leaves of subtrees it takes whole share (see
+    Vertex.hold_whole): tagged with the job, its x_checker and schedule spans both
+    span id 1 (in the planners those leaves share too, see Planner.share)."""
+
+    __slots__ = ("tags", "spans", "allocated")
+
+    def __init__(self, jobid: int, allocated: bool) -> None:
+        self.tags: frozenset[int] = frozenset((jobid,))
+        self.spans: MappingProxyType[int, int] = MappingProxyType({jobid: 1})
+        self.allocated = allocated
 
 
 class Vertex:
@@ -163,35 +182,88 @@ class Vertex:
         self.allocations: set[int] = _NO_SET
         self.reservations: set[int] = _NO_SET
 
-    # Writers of the scheduling containers: each container stays the shared read-only
-    # empty until its first write, since most vertices a job touches need only some of
-    # them (a gang's 3,000 vertices would otherwise get 18,000 containers).
+    # Writers of the scheduling containers. A container that is not a plain set or
+    # dict is shared and read-only: the empties every vertex starts with (most
+    # vertices a job touches need only some containers; a gang's 3,000 vertices would
+    # otherwise get 18,000), or one job's LeafHold, which every fresh leaf of a subtree
+    # that job takes whole holds (64 cores of an exclusive node: 4 containers, not
+    # 256). A writer copies such a container first; one that is missed raises
+    # (frozenset and MappingProxyType have no add, pop or discard) instead of
+    # changing the other holders.
     def hold(self, jobid: int, xspan: int) -> None:
         """``jobid`` holds something at or below this vertex (its x_checker span)."""
-        if self.tags is _NO_SET:
-            self.tags = set()
-            self.xspans = {}
+        if type(self.tags) is not set:
+            self.tags = set(self.tags)
+        if type(self.xspans) is not dict:
+            self.xspans = dict(self.xspans)
         self.tags.add(jobid)
         self.xspans[jobid] = xspan
 
     def hold_units(self, jobid: int, span: int, allocated: bool) -> None:
         """``jobid`` holds units of this vertex itself (its schedule span), allocated now
         or reserved for later."""
-        if self.spans is _NO_DICT:
-            self.spans = {}
+        if type(self.spans) is not dict:
+            self.spans = dict(self.spans)
         self.spans[jobid] = span
         if allocated:
-            if self.allocations is _NO_SET:
-                self.allocations = set()
+            if type(self.allocations) is not set:
+                self.allocations = set(self.allocations)
             self.allocations.add(jobid)
         else:
-            if self.reservations is _NO_SET:
-                self.reservations = set()
+            if type(self.reservations) is not set:
+                self.reservations = set(self.reservations)
             self.reservations.add(jobid)
+
+    def hold_whole(self, held: LeafHold) -> None:
+        """A fresh leaf (no container written yet) joins a subtree its job takes whole:
+        what hold and hold_units with span id 1 give it, as that job's shared
+        containers."""
+        self.tags = held.tags
+        self.xspans = self.spans = held.spans
+        if held.allocated:
+            self.allocations = held.tags
+        else:
+            self.reservations = held.tags
+
+    def drop_hold(self, jobid: int) -> int | None:
+        """Undo :meth:`hold`: ``jobid`` no longer holds anything here; returns its
+        x_checker span id (None when it held none)."""
+        tags = self.tags
+        if jobid in tags:
+            if type(tags) is set:
+                tags.discard(jobid)
+            else:
+                self.tags = tags - {jobid} or _NO_SET
+        if jobid not in self.xspans:
+            return None
+        if type(self.xspans) is not dict:
+            self.xspans = dict(self.xspans)
+        return self.xspans.pop(jobid)
+
+    def drop_units(self, jobid: int) -> int | None:
+        """Undo :meth:`hold_units`; returns ``jobid``'s schedule span id (None when it
+        held none)."""
+        held = self.allocations
+        if jobid in held:
+            if type(held) is set:
+                held.discard(jobid)
+            else:
+                self.allocations = held - {jobid} or _NO_SET
+        held = self.reservations
+        if jobid in held:
+            if type(held) is set:
+                held.discard(jobid)
+            else:
+                self.reservations = held - {jobid} or _NO_SET
+        if jobid not in self.spans:
+            return None
+        if type(self.spans) is not dict:
+            self.spans = dict(self.spans)
+        return self.spans.pop(jobid)
 
     def set_agspan(self, jobid: int, span: int) -> None:
         """``jobid``'s span in this vertex's subtree planner."""
-        if self.agspans is _NO_DICT:
+        if type(self.agspans) is not dict:
             self.agspans = {}
         self.agspans[jobid] = span
 

@@ -583,9 +583,10 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
                 raise TraverserError(f"{v.name}: {exc}") from None
             if removed:
                 v.agspans.pop(jobid, None)
-                v.tags.discard(jobid)
                 job.vertices.pop(v.uniq_id, None)
-            xsid = v.xspans.pop(jobid, None) if v.xspans else None
+                xsid = v.drop_hold(jobid)
+            else:  # the tag stays, the x_checker span goes (a leaf never has a subplan)
+                xsid = v.xspans.pop(jobid, None) if v.xspans else None
             if xsid is not None:
                 v.x_checker = v.x_checker.without_span(xsid)
 

@@ -14,35 +14,102 @@ from __future__ import annotations
 
 import bisect
 
-from fluxnode.scheduler.graph.resource_graph import Vertex
+from fluxnode.scheduler.graph.resource_graph import LeafHold, Vertex
 from fluxnode.scheduler.planner.planner import Planner
 from fluxnode.scheduler.planner.planner_multi import PlannerMulti
-from fluxnode.scheduler.traversers.dfu_impl import INF, X_CHECKER_NJOBS, DfuImpl, Emit, Job, JobMeta
+from fluxnode.scheduler.traversers.dfu_impl import (
+    INF,
+    X_CHECKER_NJOBS,
+    DfuImpl,
+    Emit,
+    Job,
+    JobMeta,
+    free_during,
+)
 
 _dict_pop = dict.pop
 
 
-def _plan_units(v: Vertex, jobid: int, at: int, duration: int, needs: int,
-                allocating: bool) -> None:
-    """``jobid`` takes ``needs`` of ``v``'s own units during the window (its schedule)."""
-    p = v.schedule
-    if p is None:
-        v.schedule = Planner.holding(0, INF, v.size, v.type, at, duration, needs)
-        v.hold_units(jobid, 1, allocating)
-    else:
-        p = v.schedule = p.owned()  # a shared one is another job's (see _update)
-        v.hold_units(jobid, p.add_span(at, duration, needs), allocating)
+class _JobSpans:
+    """How one update walk plans its job's spans on the vertices it takes.
 
+    A vertex with no planner yet (fresh) gets a shared one (Planner.share) holding
+    just this job's span, span id 1: one schedule planner per (needs, size, type) and
+    one x_checker for the whole walk, where a private planner each would be made
+    (a 1,000-node gang: 6,000 planners; a whole node: 140). A fresh leaf of a subtree
+    taken whole also gets the job's shared containers (LeafHold). A vertex that
+    already has a planner gets its own copy of a shared one before the span is added
+    (Planner.owned), and a cancel drops a shared one (Planner.without_span)."""
 
-def _plan_x(v: Vertex, jobid: int, at: int, duration: int) -> None:
-    """``jobid`` holds something at or below ``v`` during the window (its x_checker)."""
-    p = v.x_checker
-    if p is None:
-        v.x_checker = Planner.holding(0, INF, X_CHECKER_NJOBS, "x_checker", at, duration, 1)
-        v.hold(jobid, 1)
-    else:
-        p = v.x_checker = p.owned()
-        v.hold(jobid, p.add_span(at, duration, 1))
+    __slots__ = ("jobid", "at", "duration", "allocating", "kits", "_by_needs", "_x", "_held")
+
+    def __init__(self, jobid: int, at: int, duration: int, allocating: bool) -> None:
+        self.jobid = jobid
+        self.at = at
+        self.duration = duration
+        self.allocating = allocating
+        self._by_needs: dict[tuple[int, int, str], Planner] = {}
+        self._x: Planner | None = None
+        self._held: LeafHold | None = None
+        self.kits: dict[tuple[int, int, str], tuple[Planner, Planner, LeafHold]] = {}
+
+    def _shared(self, v: Vertex, needs: int) -> Planner:
+        key = (needs, v.size, v.type)
+        p = self._by_needs.get(key)
+        if p is None:
+            p = self._by_needs[key] = Planner.holding(
+                0, INF, v.size, v.type, self.at, self.duration, needs).share()
+        return p
+
+    def _shared_x(self) -> Planner:
+        p = self._x
+        if p is None:
+            p = self._x = Planner.holding(
+                0, INF, X_CHECKER_NJOBS, "x_checker", self.at, self.duration, 1).share()
+        return p
+
+    def units(self, v: Vertex, needs: int) -> None:
+        """The job takes ``needs`` of ``v``'s own units during the window (its schedule)."""
+        p = v.schedule
+        if p is None:
+            v.schedule = self._shared(v, needs)
+            v.hold_units(self.jobid, 1, self.allocating)
+        else:
+            p = v.schedule = p.owned()
+            v.hold_units(self.jobid, p.add_span(self.at, self.duration, needs),
+                         self.allocating)
+
+    def x(self, v: Vertex) -> None:
+        """The job holds something at or below ``v`` during the window (its x_checker)."""
+        p = v.x_checker
+        if p is None:
+            v.x_checker = self._shared_x()
+            v.hold(self.jobid, 1)
+        else:
+            p = v.x_checker = p.owned()
+            v.hold(self.jobid, p.add_span(self.at, self.duration, 1))
+
+    def leaf_kit(self, c: Vertex, needs: int) -> tuple[Planner, Planner, LeafHold]:
+        """What a fresh leaf of a subtree the job takes whole gets, ``needs`` of its
+        units: (schedule planner, x_checker, containers), all shared. The walk keeps
+        them in ``kits`` by (needs, size, type) and looks there first."""
+        held = self._held
+        if held is None:
+            held = self._held = LeafHold(self.jobid, self.allocating)
+        kit = self.kits[(needs, c.size, c.type)] = (self._shared(c, needs), self._shared_x(),
+                                                     held)
+        return kit
+
+    def whole_leaf(self, c: Vertex, needs: int) -> None:
+        """A leaf of a subtree the job takes whole (a core of an exclusive node): what
+        units and x do for it, with the job's shared containers when it is fresh."""
+        if c.schedule is None and c.x_checker is None and not c.tags:
+            kit = self.kits.get((needs, c.size, c.type)) or self.leaf_kit(c, needs)
+            c.schedule, c.x_checker, held = kit
+            c.hold_whole(held)
+        else:
+            self.units(c, needs)
+            self.x(c)
 
 
 class DfuUpdate(DfuImpl):
@@ -101,10 +168,10 @@ class DfuUpdate(DfuImpl):
         prune_types = self.prune_types
         seen: set[int] = set()
         marked: dict[int, list[Vertex]] = {}
-        # the planners the fresh leaves of subtrees taken whole share, per (needs, size,
-        # type), and their one x_checker (see Planner.share)
-        shared: dict[tuple, Planner] = {}
-        shared_x: list[Planner] = []
+        spans = _JobSpans(jobid, at, duration, allocating)
+        whole_leaf, leaf_kit, kits = spans.whole_leaf, spans.leaf_kit, spans.kits
+        # no vertex can be met twice (see the walk below)
+        tree = self.g.shared_children == 0
         for e_parent, e_child in self._mark_edges:
             marked.setdefault(e_parent.uniq_id, []).append(e_child)
 
@@ -123,44 +190,52 @@ class DfuUpdate(DfuImpl):
                 if len(kids) > 1:
                     pos = {id(c): i for i, c in enumerate(u.children)} if len(kids) > 8 else None
                     kids = sorted(kids, key=(lambda c: pos[id(c)]) if pos else u.children.index)
+            uid = u.uniq_id
+            # a subtree taken whole in a tree (no vertex met twice): a child the walk
+            # did not mark is taken with all it has free, and a fresh leaf gets its
+            # job's shared planners and containers (see _JobSpans) with no further test
+            # (a whole node's 64 cores)
+            whole = shadow and tree
+            some_marked = whole and uid in marked
             for c in kids:
-                if c.uniq_id in seen:
+                cid = c.uniq_id
+                if whole:
+                    mk = marks.get((uid, cid)) if some_marked else None
+                    if mk is None and c.status != "up":
+                        continue
+                    if (not c.children and c.schedule is None and c.x_checker is None
+                            and not c.tags):
+                        # whole_leaf of a fresh leaf, in line
+                        cneeds = c.size if mk is None else mk[0]
+                        kit = kits.get((cneeds, c.size, c.type)) or leaf_kit(c, cneeds)
+                        c.schedule, c.x_checker, held = kit
+                        c.hold_whole(held)
+                        job_vertices[cid] = c
+                        out.append(Emit(c, cneeds, True, level + 1))
+                        n += 1
+                        if c.type in prune_types:
+                            agg[c.type] = agg.get(c.type, 0) + c.size
+                        continue
+                elif cid in seen:
                     continue
-                mk = marks.get((u.uniq_id, c.uniq_id))
+                else:
+                    mk = marks.get((uid, cid))
                 if mk is None:
                     if not shadow or c.status != "up":
                         continue
-                    mk = (self._avail(c, m) or c.size, True)
-                if shadow and not mk[1]:
+                    p = c.schedule
+                    mk = (free_during(p, at, duration) or c.size if p is not None else c.size,
+                          True)
+                elif shadow and not mk[1]:
                     mk = (mk[0], True)
                 if shadow and not c.children:
                     # a leaf of a subtree taken whole (a core of an exclusive node): what
                     # upd(c, ...) does for it, in line; the node-exclusive policies take
-                    # ~70 of these per single-core match
-                    cid = c.uniq_id
+                    # ~70 of these per single-core match. A leaf is never in the subtree
+                    # cache (DfuSelect._dom_dfv keeps vertices with children)
                     seen.add(cid)
                     cneeds = mk[0]
-                    if c.schedule is None and c.x_checker is None:
-                        # a fresh leaf: its planners are the ones every such leaf of
-                        # this job shares (one span each, the job's: span id 1)
-                        sk = (cneeds, c.size, c.type)
-                        sp = shared.get(sk)
-                        if sp is None:
-                            sp = shared[sk] = Planner.holding(
-                                0, INF, c.size, c.type, at, duration, cneeds).share()
-                        c.schedule = sp
-                        c.hold_units(jobid, 1, allocating)
-                        if not shared_x:
-                            shared_x.append(Planner.holding(
-                                0, INF, X_CHECKER_NJOBS, "x_checker", at, duration, 1).share())
-                        c.x_checker = shared_x[0]
-                        c.hold(jobid, 1)
-                    else:
-                        _plan_units(c, jobid, at, duration, cneeds, allocating)
-                        _plan_x(c, jobid, at, duration)
-                    # dict.pop, not the cache's own: a fast-mode root index watches the
-                    # root's children only, and c's ancestors are all popped below
-                    _dict_pop(subtree_cache, cid, None)
+                    whole_leaf(c, cneeds)
                     job_vertices[cid] = c
                     out.append(Emit(c, cneeds, True, level + 1))
                     n += 1
@@ -174,11 +249,11 @@ class DfuUpdate(DfuImpl):
                         agg[t] = agg.get(t, 0) + k
             if x:
                 n += 1
-                _plan_units(u, jobid, at, duration, needs, allocating)
+                spans.units(u, needs)
             if n > 0:
                 uid = u.uniq_id
                 subtree_cache.pop(uid, None)
-                _plan_x(u, jobid, at, duration)
+                spans.x(u)
                 if agg:
                     self._ag_put(u, jobid, at, end, agg)  # reads agg, keeps no reference
                 job_vertices[uid] = u
@@ -230,19 +305,13 @@ class DfuUpdate(DfuImpl):
     def _release(self, u: Vertex, jobid: int) -> None:
         self._invalidate(u)
         # an unwritten container is the shared read-only empty: nothing to take out
-        if u.tags:
-            u.tags.discard(jobid)
-            sid = u.xspans.pop(jobid, None)
-            if sid is not None:
-                u.x_checker = u.x_checker.without_span(sid)
+        sid = u.drop_hold(jobid)
+        if sid is not None:
+            u.x_checker = u.x_checker.without_span(sid)
         self._ag_drop(u, jobid)
-        sid = u.spans.pop(jobid, None) if u.spans else None
+        sid = u.drop_units(jobid)
         if sid is not None:
             u.schedule = u.schedule.without_span(sid)
-        if u.allocations:
-            u.allocations.discard(jobid)
-        if u.reservations:
-            u.reservations.discard(jobid)
 
     def _edge_weight(self, u: Vertex) -> int | None:
         """Fluxion's upd_by_outedges: the new weight of the edge into ``u`` after an

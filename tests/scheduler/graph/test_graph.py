@@ -268,3 +268,31 @@ print(json.dumps(out))
         garbage, failed, held = got[policy]
         assert failed >= 22 and held > 0, (policy, got[policy])  # every path was taken
         assert garbage == 0, (policy, got[policy])
+
+
+def test_leaves_holding_one_jobs_containers_change_alone():
+    """Fresh leaves a job takes whole share its LeafHold (tags, span ids, allocations):
+    a second job's hold on one of them, and the first job's release of one, change that
+    leaf alone and never the containers the others still hold."""
+    from fluxnode.scheduler.graph.resource_graph import LeafHold, Vertex
+
+    cores = [Vertex(i, "core", "core", f"core{i}", i) for i in range(3)]
+    held = LeafHold(7, allocated=True)
+    for v in cores:
+        v.hold_whole(held)
+    a, b, c = cores
+    a.hold(8, 2)  # job 8 reserves core0 later: its x_checker span 2, its schedule span 3
+    a.hold_units(8, 3, allocated=False)
+    assert (a.tags, dict(a.xspans), dict(a.spans)) == ({7, 8}, {7: 1, 8: 2}, {7: 1, 8: 3})
+    assert (set(a.allocations), set(a.reservations)) == ({7}, {8})
+    assert a.drop_hold(7) == 1 and a.drop_units(7) == 1
+    assert (a.tags, dict(a.spans), set(a.allocations)) == ({8}, {8: 3}, set())
+    assert b.drop_hold(7) == 1 and b.drop_units(7) == 1
+    assert (set(b.tags), dict(b.xspans), dict(b.spans), set(b.allocations)) == (set(), {}, {},
+                                                                                  set())
+    assert b.drop_hold(7) is None and b.drop_units(7) is None
+    for v in (c,):  # untouched: still job 7's, as it was given
+        assert (set(v.tags), dict(v.xspans), dict(v.spans), set(v.allocations)) == (
+            {7}, {7: 1}, {7: 1}, {7})
+    assert set(c.reservations) == set()
+    assert (set(held.tags), dict(held.spans)) == ({7}, {7: 1})
