@@ -123,6 +123,22 @@ def freeze_job_state() -> bool:
     return True
 
 
+def _less(held: set[int], jobid: int) -> set[int]:
+    """``held`` without ``jobid``: changed in place when it is the vertex's own set,
+    else (a shared read-only one) a new one, or the shared empty."""
+    if type(held) is set:
+        held.discard(jobid)
+        return held
+    return held - {jobid} or _NO_SET  # type: ignore[return-value]
+
+
+def _popped(spans: dict[int, int], jobid: int) -> tuple[dict[int, int], int]:
+    """``spans`` without ``jobid``, and ``jobid``'s span id (see _less)."""
+    if type(spans) is not dict:
+        spans = dict(spans)
+    return spans, spans.pop(jobid)
+
+
 class LeafHold:
     """The containers one job's fresh leaves of subtrees it takes whole share (see
     Vertex.hold_whole): tagged with the job, its x_checker and schedule spans both
@@ -228,38 +244,24 @@ class Vertex:
     def drop_hold(self, jobid: int) -> int | None:
         """Undo :meth:`hold`: ``jobid`` no longer holds anything here; returns its
         x_checker span id (None when it held none)."""
-        tags = self.tags
-        if jobid in tags:
-            if type(tags) is set:
-                tags.discard(jobid)
-            else:
-                self.tags = tags - {jobid} or _NO_SET
+        if jobid in self.tags:
+            self.tags = _less(self.tags, jobid)
         if jobid not in self.xspans:
             return None
-        if type(self.xspans) is not dict:
-            self.xspans = dict(self.xspans)
-        return self.xspans.pop(jobid)
+        self.xspans, sid = _popped(self.xspans, jobid)
+        return sid
 
     def drop_units(self, jobid: int) -> int | None:
         """Undo :meth:`hold_units`; returns ``jobid``'s schedule span id (None when it
         held none)."""
-        held = self.allocations
-        if jobid in held:
-            if type(held) is set:
-                held.discard(jobid)
-            else:
-                self.allocations = held - {jobid} or _NO_SET
-        held = self.reservations
-        if jobid in held:
-            if type(held) is set:
-                held.discard(jobid)
-            else:
-                self.reservations = held - {jobid} or _NO_SET
+        if jobid in self.allocations:
+            self.allocations = _less(self.allocations, jobid)
+        if jobid in self.reservations:
+            self.reservations = _less(self.reservations, jobid)
         if jobid not in self.spans:
             return None
-        if type(self.spans) is not dict:
-            self.spans = dict(self.spans)
-        return self.spans.pop(jobid)
+        self.spans, sid = _popped(self.spans, jobid)
+        return sid
 
     def set_agspan(self, jobid: int, span: int) -> None:
         """``jobid``'s span in this vertex's subtree planner."""

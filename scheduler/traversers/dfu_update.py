@@ -199,6 +199,7 @@ class DfuUpdate(DfuImpl):
             some_marked = whole and uid in marked
             for c in kids:
                 cid = c.uniq_id
+                cneeds = -1  # set once c is a leaf taken whole, planned
                 if whole:
                     mk = marks.get((uid, cid)) if some_marked else None
                     if mk is None and c.status != "up":
@@ -210,43 +211,38 @@ class DfuUpdate(DfuImpl):
                         kit = kits.get((cneeds, c.size, c.type)) or leaf_kit(c, cneeds)
                         c.schedule, c.x_checker, held = kit
                         c.hold_whole(held)
-                        job_vertices[cid] = c
-                        out.append(Emit(c, cneeds, True, level + 1))
-                        n += 1
-                        if c.type in prune_types:
-                            agg[c.type] = agg.get(c.type, 0) + c.size
-                        continue
                 elif cid in seen:
                     continue
                 else:
                     mk = marks.get((uid, cid))
-                if mk is None:
-                    if not shadow or c.status != "up":
+                if cneeds < 0:
+                    if mk is None:
+                        if not shadow or c.status != "up":
+                            continue
+                        p = c.schedule
+                        mk = (free_during(p, at, duration) or c.size if p is not None
+                              else c.size, True)
+                    elif shadow and not mk[1]:
+                        mk = (mk[0], True)
+                    if not shadow or c.children:
+                        sub, cagg = upd(c, mk[0], mk[1], level + 1, shadow)
+                        if sub > 0:
+                            n += sub
+                            for t, k in cagg.items():
+                                agg[t] = agg.get(t, 0) + k
                         continue
-                    p = c.schedule
-                    mk = (free_during(p, at, duration) or c.size if p is not None else c.size,
-                          True)
-                elif shadow and not mk[1]:
-                    mk = (mk[0], True)
-                if shadow and not c.children:
-                    # a leaf of a subtree taken whole (a core of an exclusive node): what
-                    # upd(c, ...) does for it, in line; the node-exclusive policies take
-                    # ~70 of these per single-core match. A leaf is never in the subtree
-                    # cache (DfuSelect._dom_dfv keeps vertices with children)
                     seen.add(cid)
                     cneeds = mk[0]
                     whole_leaf(c, cneeds)
-                    job_vertices[cid] = c
-                    out.append(Emit(c, cneeds, True, level + 1))
-                    n += 1
-                    if c.type in prune_types:
-                        agg[c.type] = agg.get(c.type, 0) + c.size
-                    continue
-                sub, cagg = upd(c, mk[0], mk[1], level + 1, shadow)
-                if sub > 0:
-                    n += sub
-                    for t, k in cagg.items():
-                        agg[t] = agg.get(t, 0) + k
+                # a leaf of a subtree taken whole (a core of an exclusive node): what
+                # upd(c, ...) does for it, in line; the node-exclusive policies take ~70
+                # of these per single-core match. A leaf is never in the subtree cache
+                # (DfuSelect._dom_dfv keeps vertices with children)
+                job_vertices[cid] = c
+                out.append(Emit(c, cneeds, True, level + 1))
+                n += 1
+                if c.type in prune_types:
+                    agg[c.type] = agg.get(c.type, 0) + c.size
             if x:
                 n += 1
                 spans.units(u, needs)
