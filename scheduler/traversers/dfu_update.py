@@ -69,21 +69,32 @@ class _JobSpans:
         return p
 
     def units(self, v: Vertex, needs: int) -> None:
-        """The job takes ``needs`` of ``v``'s own units during the window (its schedule)."""
+        """The job takes ``needs`` of ``v``'s own units during the window (its schedule).
+        A fresh vertex it takes whole shares the planner: no other job can take units
+        of it before this one ends, so it is dropped, not copied. One it takes part of
+        gets its own (the next job there would copy a shared one at once)."""
         p = v.schedule
         if p is None:
-            v.schedule = self._shared(v, needs)
-            v.hold_units(self.jobid, 1, self.allocating)
+            if needs == v.size:
+                v.schedule = self._shared(v, needs)
+                v.hold_units(self.jobid, 1, self.allocating)
+            else:
+                v.schedule = Planner.holding(0, INF, v.size, v.type, self.at, self.duration,
+                                             needs)
+                v.hold_units(self.jobid, 1, self.allocating)
         else:
             p = v.schedule = p.owned()
             v.hold_units(self.jobid, p.add_span(self.at, self.duration, needs),
                          self.allocating)
 
     def x(self, v: Vertex) -> None:
-        """The job holds something at or below ``v`` during the window (its x_checker)."""
+        """The job holds something at or below ``v`` during the window (its x_checker).
+        A fresh leaf shares the job's; a vertex with children gets its own, since other
+        jobs come to it while this one holds a part (a node of single-core jobs)."""
         p = v.x_checker
         if p is None:
-            v.x_checker = self._shared_x()
+            v.x_checker = (self._shared_x() if not v.children else Planner.holding(
+                0, INF, X_CHECKER_NJOBS, "x_checker", self.at, self.duration, 1))
             v.hold(self.jobid, 1)
         else:
             p = v.x_checker = p.owned()
