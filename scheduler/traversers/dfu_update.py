@@ -27,18 +27,17 @@ from fluxnode.scheduler.traversers.dfu_impl import (
     free_during,
 )
 
-_dict_pop = dict.pop
-
 
 class _JobSpans:
     """How one update walk plans its job's spans on the vertices it takes.
 
-    A vertex with no planner yet (fresh) gets a shared one (Planner.share) holding
+    A vertex with no planner yet (fresh) that no other job can come to while this one
+    holds it (taken whole, or a leaf) gets a shared planner (Planner.share) holding
     just this job's span, span id 1: one schedule planner per (needs, size, type) and
-    one x_checker for the whole walk, where a private planner each would be made
-    (a 1,000-node gang: 6,000 planners; a whole node: 140). A fresh leaf of a subtree
-    taken whole also gets the job's shared containers (LeafHold). A vertex that
-    already has a planner gets its own copy of a shared one before the span is added
+    one x_checker for the whole walk, where a private planner each would be made (a
+    whole node: 2 for its 64 cores instead of 128). A fresh leaf of a subtree taken
+    whole also gets the job's shared containers (LeafHold). A vertex that already has
+    a planner gets its own copy of a shared one before the span is added
     (Planner.owned), and a cancel drops a shared one (Planner.without_span)."""
 
     __slots__ = ("jobid", "at", "duration", "allocating", "kits", "_by_needs", "_x", "_held")
@@ -75,13 +74,9 @@ class _JobSpans:
         gets its own (the next job there would copy a shared one at once)."""
         p = v.schedule
         if p is None:
-            if needs == v.size:
-                v.schedule = self._shared(v, needs)
-                v.hold_units(self.jobid, 1, self.allocating)
-            else:
-                v.schedule = Planner.holding(0, INF, v.size, v.type, self.at, self.duration,
-                                             needs)
-                v.hold_units(self.jobid, 1, self.allocating)
+            v.schedule = self._shared(v, needs) if needs == v.size else Planner.holding(
+                0, INF, v.size, v.type, self.at, self.duration, needs)
+            v.hold_units(self.jobid, 1, self.allocating)
         else:
             p = v.schedule = p.owned()
             v.hold_units(self.jobid, p.add_span(self.at, self.duration, needs),
