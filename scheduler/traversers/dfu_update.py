@@ -52,19 +52,25 @@ class _JobSpans:
         self._held: LeafHold | None = None
         self.kits: dict[tuple[int, int, str], tuple[Planner, Planner, LeafHold]] = {}
 
+    def _fresh(self, v: Vertex, needs: int) -> Planner:
+        """A new schedule planner for ``v`` holding the job's ``needs`` units."""
+        return Planner.holding(0, INF, v.size, v.type, self.at, self.duration, needs)
+
+    def _fresh_x(self) -> Planner:
+        """A new x_checker holding the job."""
+        return Planner.holding(0, INF, X_CHECKER_NJOBS, "x_checker", self.at, self.duration, 1)
+
     def _shared(self, v: Vertex, needs: int) -> Planner:
         key = (needs, v.size, v.type)
         p = self._by_needs.get(key)
         if p is None:
-            p = self._by_needs[key] = Planner.holding(
-                0, INF, v.size, v.type, self.at, self.duration, needs).share()
+            p = self._by_needs[key] = self._fresh(v, needs).share()
         return p
 
     def _shared_x(self) -> Planner:
         p = self._x
         if p is None:
-            p = self._x = Planner.holding(
-                0, INF, X_CHECKER_NJOBS, "x_checker", self.at, self.duration, 1).share()
+            p = self._x = self._fresh_x().share()
         return p
 
     def units(self, v: Vertex, needs: int) -> None:
@@ -74,8 +80,7 @@ class _JobSpans:
         gets its own (the next job there would copy a shared one at once)."""
         p = v.schedule
         if p is None:
-            v.schedule = self._shared(v, needs) if needs == v.size else Planner.holding(
-                0, INF, v.size, v.type, self.at, self.duration, needs)
+            v.schedule = self._shared(v, needs) if needs == v.size else self._fresh(v, needs)
             v.hold_units(self.jobid, 1, self.allocating)
         else:
             p = v.schedule = p.owned()
@@ -88,8 +93,7 @@ class _JobSpans:
         jobs come to it while this one holds a part (a node of single-core jobs)."""
         p = v.x_checker
         if p is None:
-            v.x_checker = (self._shared_x() if not v.children else Planner.holding(
-                0, INF, X_CHECKER_NJOBS, "x_checker", self.at, self.duration, 1))
+            v.x_checker = self._fresh_x() if v.children else self._shared_x()
             v.hold(self.jobid, 1)
         else:
             p = v.x_checker = p.owned()
@@ -97,25 +101,14 @@ class _JobSpans:
 
     def leaf_kit(self, c: Vertex, needs: int) -> tuple[Planner, Planner, LeafHold]:
         """What a fresh leaf of a subtree the job takes whole gets, ``needs`` of its
-        units: (schedule planner, x_checker, containers), all shared. The walk keeps
-        them in ``kits`` by (needs, size, type) and looks there first."""
+        units: (schedule planner, x_checker, containers), all shared. The update walk
+        keeps them in ``kits`` by (needs, size, type) and looks there first."""
         held = self._held
         if held is None:
             held = self._held = LeafHold(self.jobid, self.allocating)
         kit = self.kits[(needs, c.size, c.type)] = (self._shared(c, needs), self._shared_x(),
                                                      held)
         return kit
-
-    def whole_leaf(self, c: Vertex, needs: int) -> None:
-        """A leaf of a subtree the job takes whole (a core of an exclusive node): what
-        units and x do for it, with the job's shared containers when it is fresh."""
-        if c.schedule is None and c.x_checker is None and not c.tags:
-            kit = self.kits.get((needs, c.size, c.type)) or self.leaf_kit(c, needs)
-            c.schedule, c.x_checker, held = kit
-            c.hold_whole(held)
-        else:
-            self.units(c, needs)
-            self.x(c)
 
 
 class DfuUpdate(DfuImpl):
@@ -175,7 +168,7 @@ class DfuUpdate(DfuImpl):
         seen: set[int] = set()
         marked: dict[int, list[Vertex]] = {}
         spans = _JobSpans(jobid, at, duration, allocating)
-        whole_leaf, leaf_kit, kits = spans.whole_leaf, spans.leaf_kit, spans.kits
+        leaf_kit, kits = spans.leaf_kit, spans.kits
         # no vertex can be met twice (see the walk below)
         tree = self.g.shared_children == 0
         for e_parent, e_child in self._mark_edges:
@@ -197,53 +190,48 @@ class DfuUpdate(DfuImpl):
                     pos = {id(c): i for i, c in enumerate(u.children)} if len(kids) > 8 else None
                     kids = sorted(kids, key=(lambda c: pos[id(c)]) if pos else u.children.index)
             uid = u.uniq_id
-            # a subtree taken whole in a tree (no vertex met twice): a child the walk
-            # did not mark is taken with all it has free, and a fresh leaf gets its
-            # job's shared planners and containers (see _JobSpans) with no further test
-            # (a whole node's 64 cores)
+            # in a subtree taken whole (shadow) a child the walk did not mark is taken
+            # with all it has free; in a tree no vertex is met twice, so the seen set
+            # is left alone, and the marks are read only when the walk marked a child
             whole = shadow and tree
             some_marked = whole and uid in marked
             for c in kids:
                 cid = c.uniq_id
-                cneeds = -1  # set once c is a leaf taken whole, planned
                 if whole:
                     mk = marks.get((uid, cid)) if some_marked else None
-                    if mk is None and c.status != "up":
-                        continue
-                    if (not c.children and c.schedule is None and c.x_checker is None
-                            and not c.tags):
-                        # whole_leaf of a fresh leaf, in line
-                        cneeds = c.size if mk is None else mk[0]
-                        kit = kits.get((cneeds, c.size, c.type)) or leaf_kit(c, cneeds)
-                        c.schedule, c.x_checker, held = kit
-                        c.hold_whole(held)
                 elif cid in seen:
                     continue
                 else:
                     mk = marks.get((uid, cid))
-                if cneeds < 0:
-                    if mk is None:
-                        if not shadow or c.status != "up":
-                            continue
-                        p = c.schedule
-                        mk = (free_during(p, at, duration) or c.size if p is not None
-                              else c.size, True)
-                    elif shadow and not mk[1]:
-                        mk = (mk[0], True)
-                    if not shadow or c.children:
-                        sub, cagg = upd(c, mk[0], mk[1], level + 1, shadow)
-                        if sub > 0:
-                            n += sub
-                            for t, k in cagg.items():
-                                agg[t] = agg.get(t, 0) + k
+                if mk is None:
+                    if not shadow or c.status != "up":
                         continue
-                    seen.add(cid)
-                    cneeds = mk[0]
-                    whole_leaf(c, cneeds)
+                    p = c.schedule
+                    cneeds = free_during(p, at, duration) or c.size if p is not None else c.size
+                    cx = True
+                else:
+                    cneeds, cx = mk[0], mk[1] or shadow
+                if not shadow or c.children:
+                    sub, cagg = upd(c, cneeds, cx, level + 1, shadow)
+                    if sub > 0:
+                        n += sub
+                        for t, k in cagg.items():
+                            agg[t] = agg.get(t, 0) + k
+                    continue
                 # a leaf of a subtree taken whole (a core of an exclusive node): what
                 # upd(c, ...) does for it, in line; the node-exclusive policies take ~70
                 # of these per single-core match. A leaf is never in the subtree cache
                 # (DfuSelect._dom_dfv keeps vertices with children)
+                if not whole:
+                    seen.add(cid)
+                if c.schedule is None and c.x_checker is None and not c.tags:
+                    # a fresh leaf: the job's shared planners and containers (see _JobSpans)
+                    kit = kits.get((cneeds, c.size, c.type)) or leaf_kit(c, cneeds)
+                    c.schedule, c.x_checker, held = kit
+                    c.hold_whole(held)
+                else:
+                    spans.units(c, cneeds)
+                    spans.x(c)
                 job_vertices[cid] = c
                 out.append(Emit(c, cneeds, True, level + 1))
                 n += 1
@@ -253,7 +241,6 @@ class DfuUpdate(DfuImpl):
                 n += 1
                 spans.units(u, needs)
             if n > 0:
-                uid = u.uniq_id
                 subtree_cache.pop(uid, None)
                 spans.x(u)
                 if agg:
