@@ -132,8 +132,11 @@ def _less(held: set[int], jobid: int) -> set[int]:
     return held - {jobid} or _NO_SET  # type: ignore[return-value]
 
 
-def _popped(spans: dict[int, int], jobid: int) -> tuple[dict[int, int], int]:
-    """``spans`` without ``jobid``, and ``jobid``'s span id (see _less)."""
+def _popped(spans: dict[int, int], jobid: int) -> tuple[dict[int, int], int | None]:
+    """``spans`` without ``jobid``, and ``jobid``'s span id (None: it had none). A
+    shared read-only map is copied first (see _less)."""
+    if jobid not in spans:
+        return spans, None
     if type(spans) is not dict:
         spans = dict(spans)
     return spans, spans.pop(jobid)
@@ -246,8 +249,6 @@ class Vertex:
         x_checker span id (None when it held none)."""
         if jobid in self.tags:
             self.tags = _less(self.tags, jobid)
-        if jobid not in self.xspans:
-            return None
         self.xspans, sid = _popped(self.xspans, jobid)
         return sid
 
@@ -258,8 +259,6 @@ class Vertex:
             self.allocations = _less(self.allocations, jobid)
         if jobid in self.reservations:
             self.reservations = _less(self.reservations, jobid)
-        if jobid not in self.spans:
-            return None
         self.spans, sid = _popped(self.spans, jobid)
         return sid
 

@@ -36,7 +36,7 @@ from fluxnode.scheduler.policies.indexed_evals import IndexedEvals, TypeIndex
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
 from fluxnode.scheduler.traversers.dfu import Traverser
 from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, JobMeta, free_during
-from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, EINVAL, count_shares
+from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, EINVAL, ShareTally
 
 _children_of = attrgetter("children")
 # what a leaf's walk reads of it
@@ -552,11 +552,8 @@ class FastTraverser(Traverser):
         one core of each: a third of its vertices."""
         rc2 = -1
         level = self._level(resources)
-        per_share = level.per_share
-        prev = [0] * len(per_share)
-        shares = [0] * len(per_share)
-        acc = [0] * len(per_share)
-        sat_types: set[str] = set()
+        tally = ShareTally(level.per_share, multiplier)
+        sat_types = tally.sat_types
         named = None if pristine else level.named
         leaf_r = self._leaf_requests(level) if named is not None else {}
         direct = self._cache is None
@@ -602,7 +599,7 @@ class FastTraverser(Traverser):
                 dfu.overall = overall
                 dfu.add(ctype, EGroup(overall, avail, x_in, edges=[Edge(c, avail, avail, x_in, u)]))
             rc2 = 0
-            if count_shares(dfu, per_share, prev, acc, shares, multiplier, sat_types):
+            if tally.count(dfu):
                 break
         return rc2
 

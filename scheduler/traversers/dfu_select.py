@@ -102,25 +102,39 @@ def take_slots(dfu_slot: Scoring, shape, label: str, n: int) -> list[EGroup] | N
     return groups
 
 
-def count_shares(dfu: Scoring, per_share: list[tuple[str, int]], prev: list[int],
-                 acc: list[int], shares: list[int], multiplier: int,
-                 sat_types: set[str]) -> bool:
-    """Fluxion's dynamic stop, after a child qualified: per type, count whole shares as
-    units come in (what a share leaves over is dropped, as Fluxion does); a type with
-    ``multiplier`` shares goes in ``sat_types``. True once every type has them."""
-    done = 0
-    for i, (t, share) in enumerate(per_share):
-        total = dfu.total_count(t)
-        if total > prev[i]:
-            acc[i] += total - prev[i]
-            prev[i] = total
-            if share and acc[i] >= share:
-                shares[i] += 1
-                acc[i] = 0
-        if shares[i] >= multiplier:
-            sat_types.add(t)
-            done += 1
-    return done == len(per_share)
+class ShareTally:
+    """Fluxion's dynamic stop (share_tally_map_t): as children qualify, count per type
+    the whole shares their units make (what a share leaves over is dropped, as Fluxion
+    does); a type with ``multiplier`` shares goes in ``sat_types``, and the walk stops
+    once every type is there."""
+
+    __slots__ = ("per_share", "multiplier", "sat_types", "_prev", "_acc", "_shares")
+
+    def __init__(self, per_share: list[tuple[str, int]], multiplier: int) -> None:
+        self.per_share = per_share
+        self.multiplier = multiplier
+        self.sat_types: set[str] = set()
+        self._prev = [0] * len(per_share)
+        self._acc = [0] * len(per_share)
+        self._shares = [0] * len(per_share)
+
+    def count(self, dfu: Scoring) -> bool:
+        """Count what ``dfu`` holds now, after a child qualified; True once every type
+        has ``multiplier`` shares."""
+        prev, acc, shares = self._prev, self._acc, self._shares
+        done = 0
+        for i, (t, share) in enumerate(self.per_share):
+            total = dfu.total_count(t)
+            if total > prev[i]:
+                acc[i] += total - prev[i]
+                prev[i] = total
+                if share and acc[i] >= share:
+                    shares[i] += 1
+                    acc[i] = 0
+            if shares[i] >= self.multiplier:
+                self.sat_types.add(t)
+                done += 1
+        return done == len(shares)
 
 
 @dataclass(slots=True)
@@ -276,11 +290,8 @@ class DfuSelect(DfuImpl):
         if dynamic:
             # Fluxion's dynamic stop: per type, count whole shares as children qualify
             # and stop once every type has ``multiplier`` of them
-            per_share = level.per_share
-            prev = [0] * len(per_share)
-            shares = [0] * len(per_share)
-            acc = [0] * len(per_share)
-            sat_types: set[str] = set()
+            tally = ShareTally(level.per_share, multiplier)
+            sat_types = tally.sat_types
         # a child no request of this level names is seen (counted) and left, as
         # _dom_dfv_walk's test would do, without the calls (half a gang's visits are GPUs)
         named = None if pristine else level.named
@@ -301,8 +312,7 @@ class DfuSelect(DfuImpl):
                 dfu.add(c.type, EGroup(dfu.overall, count, x_out,
                                        edges=[Edge(c, count, count, x_out, u)]))
                 rc2 = 0
-                if dynamic and count_shares(dfu, per_share, prev, acc, shares, multiplier,
-                                            sat_types):
+                if dynamic and tally.count(dfu):
                     break
         return rc2
 
