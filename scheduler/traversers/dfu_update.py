@@ -293,7 +293,8 @@ class DfuUpdate(DfuImpl):
 
     def _release(self, u: Vertex, jobid: int) -> None:
         self._invalidate(u)
-        # an unwritten container is the shared read-only empty: nothing to take out
+        # a shared container or planner (the empties, a LeafHold, Planner.share) is
+        # never changed: drop_hold/drop_units and without_span replace it
         sid = u.drop_hold(jobid)
         if sid is not None:
             u.x_checker = u.x_checker.without_span(sid)
