@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fluxnode.scheduler.jobspec.request import Request, calc_count
+from fluxnode.scheduler.policies.locality import RunFloors
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Scoring
 
 NAMED = {
@@ -51,6 +52,9 @@ class Policy:
     #: first in the walk, i.e. the lowest vertex id, wins: a stable sort). Scores, and so
     #: every level's choice up to ties, are the same either way.
     stable_ties: bool = False
+    #: Fluxion's ``locality`` (policies.locality): ``high``, but the root chooses by
+    #: runs of consecutive scores. Only the name gives it, as in Fluxion.
+    locality: bool = False
 
     @classmethod
     def parse(cls, name: str, stable_ties: bool = False) -> Policy:
@@ -72,7 +76,8 @@ class Policy:
                 node_centric=opts.get("node_centric") == "true",
                 node_exclusive=opts.get("node_exclusive") == "true",
                 stop_on_1=opts.get("stop_on_1_matches") == "true",
-                variation=opts.get("variation") == "true", stable_ties=stable_ties)
+                variation=opts.get("variation") == "true", stable_ties=stable_ties,
+                locality=name == "locality")
         if p.node_exclusive:
             p.exclusive_types.add("node")
         return p
@@ -126,12 +131,18 @@ class Policy:
 
     def finish_graph(self, resources: list[Request], dfu: Scoring) -> bool:
         score = MATCH_MET
+        # fast mode's tie rule makes locality's root choice high's (policies.locality)
+        runs = RunFloors() if self.locality and not self.stable_ties else None
         for r in resources:
             count = calc_count(r, dfu.qualified_count(r.type))
             if count == 0:
                 score = MATCH_UNMET
                 break
-            dfu.choose_best_k(r.type, count, self.high, self.stable_ties)
+            if runs is not None:
+                runs.add(eg.score for eg in dfu.evals(r.type).egroups)
+                dfu.choose_best_k_by(r.type, count, runs.key)
+            else:
+                dfu.choose_best_k(r.type, count, self.high, self.stable_ties)
         dfu.overall = score
         self.ml_scores = 0
         return score == MATCH_MET

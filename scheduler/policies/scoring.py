@@ -64,27 +64,29 @@ class Evals:
         self.egroups.extend(o.egroups)
 
     def choose_best_k(self, k: int, descending: bool, partial: bool = False,
-                      stable: bool = False) -> bool:
+                      stable: bool = False, key=None) -> bool:
         """Order the groups best first and mark the best ``k`` units. ``partial``: only
         the chosen groups are read afterwards, so only their positions are sorted
         (every group holds at least one unit, so they are within the first ``k``).
 
         ``stable``: the fast mode's tie rule (see policies.fast_index): among equal
         scores the group met first in the walk comes first (a stable sort), instead
-        of the order libstdc++'s unstable ``std::sort`` leaves (Fluxion's)."""
+        of the order libstdc++'s unstable ``std::sort`` leaves (Fluxion's).
+
+        ``key``: what the sort compares instead of the score (locality's run floor)."""
         if k == 0 or k > self.qual:
             return False
         if stable:
             self.egroups.sort(key=_score, reverse=descending)  # stable, also reversed
             return self._take(k)
         orig = list(self.egroups) if partial else None
-        std_sort(self.egroups, _score, descending, k if partial else None)
+        std_sort(self.egroups, key or _score, descending, k if partial else None)
         i = 0
         left = k
         while left > 0:
             if orig is not None and i >= k:  # an empty group: sort all after all
                 self.egroups[:] = orig
-                return self.choose_best_k(k, descending)
+                return self.choose_best_k(k, descending, key=key)
             eg = self.egroups[i]
             eg.needs = left if left <= eg.count else eg.count
             left -= eg.count
@@ -149,6 +151,12 @@ class Scoring:
 
     def choose_best_k(self, t: str, k: int, descending: bool, stable: bool = False) -> None:
         if self.evals(t).choose_best_k(k, descending, partial=True, stable=stable):
+            self.hier = True
+
+    def choose_best_k_by(self, t: str, k: int, key) -> None:
+        """Choose the best ``k`` by ``key``, highest first, in Fluxion's tie order (exact
+        mode only: the fast mode's kept index orders by score)."""
+        if self.evals(t).choose_best_k(k, True, partial=True, key=key):
             self.hier = True
 
     def choose_all(self, t: str, descending: bool, stable: bool = False) -> None:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
 import yaml
 from support.rq_run import rq
-from support.sched_graphs import R_TWO_NODES, cores
+from support.sched_graphs import R_TWO_NODES, cores, grug_document, grug_vertices
 
 
 def test_match_cancel_and_info_blocks(tmp_path, tiny_grug):
@@ -131,9 +130,6 @@ def test_elapse_time_writes_what_fluxion_writes_where_it_writes_it(tmp_path, tin
     assert out_file.read_text().count("ELAPSE") == 1
 
 
-@pytest.mark.xfail(strict=True, reason="locality is still run as `high`: Fluxion's "
-                   "greater_interval_first_t orders the root's candidates by the interval "
-                   "of consecutive scores they fall in (docs/scheduler.md, Left to do)")
 def test_locality_orders_the_roots_candidates_by_interval_not_by_score(tmp_path, tiny_grug):
     """Fluxion's `locality` is not `high`: its dom_finish_graph merges the candidates'
     scores into intervals (boost::icl) and chooses by interval, so two free nodes (one
@@ -152,3 +148,74 @@ def test_locality_orders_the_roots_candidates_by_interval_not_by_score(tmp_path,
     assert rc == 0 and err == ""
     picks = re.findall(r"(core\d+|node\d+)\[", out)
     assert picks == ["core7", "node0", "core3", "node0", "core7", "node1"]
+
+
+LOCALITY_STREAM = """\
+match allocate {a}
+match allocate {a}
+match allocate {a}
+match allocate {b}
+match allocate {a}
+match allocate {b}
+cancel 2
+cancel 4
+match allocate {a}
+match allocate {b}
+match allocate {c}
+match allocate {c}
+match allocate {c}
+set-status /c0/node20 down
+match allocate {b}
+match allocate {a}
+quit
+"""
+
+
+def test_locality_takes_the_run_of_free_nodes_that_starts_highest(tmp_path):
+    """40 free nodes are one run of consecutive scores, so every node ties and the first
+    pick is where libstdc++'s std::sort leaves them (node30, not high's node39). Each
+    exclusive job then cuts the run, and the run that starts highest goes first: after
+    node30 is taken, nodes 31-39 come before 0-29; a cancel joins runs again. The
+    expected picks are what Fluxion's resource-query (flux-sched v0.54.0-8-gfd257f71)
+    printed for this graph and stream, one line per job."""
+    graph = tmp_path / "g.graphml"
+    graph.write_text(grug_document(
+        '  <graph id="g" edgedefault="directed">\n'
+        + grug_vertices(("cluster", "cluster", "c"), ("node", "node", "node"),
+                        ("core", "core", "core"))
+        + '    <edge id="c2n" source="cluster" target="node">'
+          '<data key="multi_scale">40</data></edge>\n'
+          '    <edge id="n2c" source="node" target="core">'
+          '<data key="multi_scale">2</data></edge>\n  </graph>\n'))
+    slot = {"type": "slot", "count": 1, "label": "s", "with": [{"type": "core", "count": 2}]}
+    one_core = {"type": "slot", "count": 1, "label": "s", "with": [{"type": "core", "count": 1}]}
+    files = {}
+    for name, resources in (
+        ("a", [{"type": "node", "count": 1, "exclusive": True, "with": [slot]}]),
+        ("b", [{"type": "node", "count": 3, "exclusive": True, "with": [slot]}]),
+        ("c", [one_core]),
+    ):
+        files[name] = tmp_path / f"{name}.yaml"
+        files[name].write_text(yaml.safe_dump({
+            "version": 1, "resources": resources, "attributes": {"system": {"duration": 3600}},
+            "tasks": [{"command": ["a"], "slot": "s", "count": {"per_slot": 1}}]}))
+    out, err, rc = rq(tmp_path, graph, LOCALITY_STREAM.format(**files),
+                      "-f", "grug", "-S", "CA", "-P", "locality", "-F", "simple")
+    assert rc == 0 and err == ""
+    jobs = [" ".join(re.findall(r"(core\d+|node\d+)\[", block))
+            for block in out.split("INFO: JOBID=")[:-1]]
+    assert jobs == [
+        "core0 core1 node30",
+        "core0 core1 node39",
+        "core0 core1 node38",
+        "core0 core1 node35 core0 core1 node36 core0 core1 node37",
+        "core0 core1 node34",
+        "core0 core1 node31 core0 core1 node32 core0 core1 node33",
+        "core0 core1 node39",
+        "core0 core1 node35 core0 core1 node36 core0 core1 node37",
+        "core0 node22",
+        "core1 node22",
+        "core1 node23",
+        "core0 core1 node27 core0 core1 node28 core0 core1 node29",
+        "core0 core1 node26",
+    ]

@@ -9,6 +9,11 @@ random streams of allocations and cancels, every fast placement
 - is the plain walk's with the same tie rule: the index it keeps across matches and the
   templates of untouched sockets (traversers/dfu_fast.py) change nothing but the speed.
 
+``locality`` chooses at the root by runs of consecutive scores; its fast tie rule within
+a run (higher score first) is ``high``'s order, so fast ``locality`` is held to exact
+``high``'s scores here, and test_locality.py checks, with its own runs, that choosing
+by score takes as many units from each run as Fluxion's choice by run.
+
 Streams interleave allocations, cancels and vertices going down and up.
 
 Exact mode is kept in the fast traverser's state by replaying each fast placement into it
@@ -150,7 +155,8 @@ def test_fast_placements_are_valid_and_score_as_exact_mode(policy, dims, steps):
         path.write_text(grug(*dims))
         fast = FastTraverser(read_grug(path), Policy.parse(policy, stable_ties=True))
         plain = Traverser(read_grug(path), Policy.parse(policy, stable_ties=True))
-        exact = Traverser(read_grug(path), Policy.parse(policy))
+        exact = Traverser(read_grug(path),
+                          Policy.parse("high" if policy == "locality" else policy))
     centric = exact.policy.node_centric
     live: list[int] = []
     held: dict[int, int] = {}  # uniq_id of an exclusively held leaf -> job
