@@ -204,7 +204,9 @@ class DfuUpdate(DfuImpl):
                 else:
                     mk = marks.get((uid, cid))
                 if mk is None:
-                    if not shadow or c.status != "up":
+                    # Fluxion's upd_dfv follows every edge below an exclusive type
+                    # (modify_traversal), down vertices included: they are taken too
+                    if not shadow:
                         continue
                     p = c.schedule
                     cneeds = free_during(p, at, duration) or c.size if p is not None else c.size

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 import yaml
 from support.rq_run import rq
 from support.sched_graphs import R_TWO_NODES, cores, grug_document, grug_vertices
@@ -219,3 +220,56 @@ def test_locality_takes_the_run_of_free_nodes_that_starts_highest(tmp_path):
         "core0 core1 node27 core0 core1 node28 core0 core1 node29",
         "core0 core1 node26",
     ]
+
+
+RACK_STREAM = """\
+set-status /cluster0/rack2/node8 down
+set-status /cluster0/rack2/node11 down
+match allocate {rx}
+set-status /cluster0/rack1/node5 down
+match allocate {rx}
+match allocate {rx}
+cancel 1
+set-status /cluster0/rack2/node8 up
+match allocate {rx}
+quit
+"""
+
+
+@pytest.mark.parametrize(("policy", "racks"), [
+    ("first", ["rack2", "rack1", "rack0", "rack2"]),
+    ("low", ["rack0", "rack1", "rack2", "rack0"]),
+])
+def test_a_rack_asked_for_exclusively_is_taken_with_its_down_nodes(tmp_path, policy, racks):
+    """A type the jobspec asks for exclusively is taken whole: Fluxion's update follows
+    every edge below it (modify_traversal), down vertices included, so each rack goes
+    with all four of its nodes although two are down and the request names two. The
+    picks are what Fluxion's resource-query (flux-sched v0.54.0-8-gfd257f71) printed."""
+    graph = tmp_path / "g.graphml"
+    graph.write_text(grug_document(
+        '  <graph id="g" edgedefault="directed">\n'
+        + grug_vertices(("cluster", "cluster", "cluster"), ("rack", "rack", "rack"),
+                        ("node", "node", "node"), ("core", "core", "core"))
+        + '    <edge id="c2r" source="cluster" target="rack">'
+          '<data key="multi_scale">3</data></edge>\n'
+          '    <edge id="r2n" source="rack" target="node"><data key="id_scope">1</data>'
+          '<data key="multi_scale">4</data></edge>\n'
+          '    <edge id="n2c" source="node" target="core"><data key="id_scope">1</data>'
+          '<data key="multi_scale">2</data></edge>\n  </graph>\n'))
+    rx = tmp_path / "rx.yaml"
+    rx.write_text(yaml.safe_dump({
+        "version": 1,
+        "resources": [{"type": "rack", "count": 1, "exclusive": True, "with": [
+            {"type": "node", "count": 2, "exclusive": True, "with": [
+                {"type": "slot", "count": {"min": 1}, "label": "s",
+                 "with": [{"type": "core", "count": 2}]}]}]}],
+        "attributes": {"system": {"duration": 3600}},
+        "tasks": [{"command": ["a"], "slot": "s", "count": {"per_slot": 1}}]}))
+    out, err, rc = rq(tmp_path, graph, RACK_STREAM.format(rx=rx),
+                      "-f", "grug", "-S", "CA", "-P", policy, "-F", "simple")
+    assert rc == 0 and err == ""
+    nodes = {"rack0": "node0 node1 node2 node3", "rack1": "node4 node5 node6 node7",
+             "rack2": "node8 node9 node10 node11"}
+    jobs = [" ".join(re.findall(r"(node\d+|rack\d+)\[", block))
+            for block in out.split("INFO: JOBID=")[:-1]]
+    assert jobs == [f"{nodes[r]} {r}" for r in racks]
