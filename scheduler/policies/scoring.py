@@ -42,7 +42,7 @@ class EGroup:
 
 
 class Evals:
-    __slots__ = ("egroups", "qual", "total", "best_k", "best_i", "cursor")
+    __slots__ = ("egroups", "qual", "total", "best_k", "best_i", "cursor", "redo")
 
     def __init__(self) -> None:
         self.egroups: list[EGroup] = []
@@ -51,6 +51,9 @@ class Evals:
         self.best_k = 0
         self.best_i = 0
         self.cursor = -1
+        # after a partial sort: (the order before it, key, descending), to put back the
+        # whole order a full sort leaves if the same groups are sorted again
+        self.redo: tuple | None = None
 
     def add(self, eg: EGroup) -> None:
         self.total += eg.count
@@ -73,14 +76,24 @@ class Evals:
         scores the group met first in the walk comes first (a stable sort), instead
         of the order libstdc++'s unstable ``std::sort`` leaves (Fluxion's).
 
-        ``key``: what the sort compares instead of the score (locality's run floor)."""
+        ``key``: what the sort compares instead of the score (locality's run floor).
+
+        A second choice of the same groups (a request naming one type twice, as the
+        flexible traverser's or-slots do) sorts what the first sort left, all of it:
+        a partial first sort is then completed from ``redo`` as Fluxion's full one."""
         if k == 0 or k > self.qual:
             return False
         if stable:
             self.egroups.sort(key=_score, reverse=descending)  # stable, also reversed
             return self._take(k)
+        redo = self.redo
+        if redo is not None:
+            self.redo = None
+            self.egroups[:] = redo[0]
+            std_sort(self.egroups, redo[1], redo[2])
+        key = key or _score
         orig = list(self.egroups) if partial else None
-        std_sort(self.egroups, key or _score, descending, k if partial else None)
+        std_sort(self.egroups, key, descending, k if partial else None)
         i = 0
         left = k
         while left > 0:
@@ -93,6 +106,8 @@ class Evals:
             i += 1
         self.best_k = k
         self.best_i = i
+        if orig is not None:
+            self.redo = (orig, key, descending)
         return True
 
     def _take(self, k: int) -> bool:

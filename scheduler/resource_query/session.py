@@ -249,6 +249,8 @@ class Session:
                 if full:
                     self.allocations.pop(jobid, None)
             except (ValueError, KeyError, TypeError, RecursionError, RError, TraverserError):
+                # Fluxion reads R inside its remove, after zeroing the visit counts
+                self.t.total_preorder = self.t.total_postorder = 0
                 self.error(f"ERROR: error encountered while removing job {jobid}")
         elif jobid in self.reservations:
             return self.error("ERROR: reservations not currently supported by partial cancel")

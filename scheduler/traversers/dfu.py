@@ -516,6 +516,9 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         job = self.jobs.get(jobid)
         if job is None:
             raise TraverserError(f"nonexistent job {jobid}")
+        # Fluxion's remove zeroes its visit counts first and reports no traversal (it
+        # releases by rank index), even when it then fails (a rank the job holds nothing on)
+        self.total_preorder = self.total_postorder = 0
         rankset = set(ranks)
         pre = post = 0
         counts: dict[int, dict[str, int]] = {}
@@ -538,8 +541,6 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
             self._reduce_ancestors(jobid, job, counts, rank_root)
         else:
             self._rebuild_job(jobid, job)
-        # Fluxion reports no traversal for a partial cancel (it releases by rank index)
-        self.total_preorder = self.total_postorder = 0
         if jobid not in self.g.root.tags:
             self.jobs.pop(jobid, None)
             return True

@@ -273,3 +273,73 @@ def test_a_rack_asked_for_exclusively_is_taken_with_its_down_nodes(tmp_path, pol
     jobs = [" ".join(re.findall(r"(node\d+|rack\d+)\[", block))
             for block in out.split("INFO: JOBID=")[:-1]]
     assert jobs == [f"{nodes[r]} {r}" for r in racks]
+
+
+def _forty_nodes(tmp_path):
+    graph = tmp_path / "g.graphml"
+    graph.write_text(grug_document(
+        '  <graph id="g" edgedefault="directed">\n'
+        + grug_vertices(("cluster", "cluster", "c"), ("node", "node", "node"),
+                        ("core", "core", "core"))
+        + '    <edge id="c2n" source="cluster" target="node">'
+          '<data key="multi_scale">40</data></edge>\n'
+          '    <edge id="n2c" source="node" target="core">'
+          '<data key="multi_scale">2</data></edge>\n  </graph>\n'))
+    return graph
+
+
+def test_a_failed_partial_cancel_reports_no_visits(tmp_path):
+    """Fluxion's remove zeroes its visit counts before it reads R, so a partial cancel
+    that fails (a rank the job holds nothing on; R that is not JSON) prints counts of 0,
+    not the last match's. Expected lines as Fluxion's resource-query printed them."""
+    job = tmp_path / "a.yaml"
+    job.write_text(yaml.safe_dump({
+        "version": 1, "attributes": {"system": {"duration": 3600}},
+        "resources": [{"type": "node", "count": 1, "exclusive": True, "with": [
+            {"type": "slot", "count": 1, "label": "s",
+             "with": [{"type": "core", "count": 2}]}]}],
+        "tasks": [{"command": ["a"], "slot": "s", "count": {"per_slot": 1}}]}))
+    other_rank = tmp_path / "pc.json"
+    other_rank.write_text(json.dumps({"version": 1, "execution": {
+        "R_lite": [{"rank": "1", "children": {"core": "0"}}], "nodelist": ["node1"],
+        "starttime": 0, "expiration": 3600}}))
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json\n")
+    out, err, rc = rq(tmp_path, _forty_nodes(tmp_path),
+                      f"match allocate {job}\npartial-cancel 1 rv1exec {other_rank} stats\n"
+                      f"match allocate {job}\npartial-cancel 2 rv1exec {bad} stats\nquit\n",
+                      "-f", "grug", "-S", "CA", "-P", "high", "-F", "simple")
+    assert rc == 0
+    assert err == ("ERROR: error encountered while removing job 1\n"
+                   "ERROR: error encountered while removing job 2\n")
+    assert re.findall(r'PARTIAL CANCEL (?:PRE|POST)ORDER COUNT="(\d+)"', out) == ["0"] * 4
+
+
+def test_a_type_chosen_twice_is_sorted_twice_in_full(tmp_path):
+    """The flexible traverser's two or-slots of one core each make the root choose among
+    the same 36 tied slots twice. Fluxion's second std::sort starts from the whole order
+    its first left, so the picks depend on all of it, not only on its first k. The picks
+    are what Fluxion's resource-query (flux-sched v0.54.0-8-gfd257f71) printed."""
+    graph = tmp_path / "g.graphml"
+    graph.write_text(grug_document(
+        '  <graph id="g" edgedefault="directed">\n'
+        + grug_vertices(("cluster", "cluster", "tiny"), ("node", "node", "node"),
+                        ("socket", "socket", "socket"), ("core", "core", "core"))
+        + '    <edge id="c2n" source="cluster" target="node">'
+          '<data key="multi_scale">1</data></edge>\n'
+          '    <edge id="n2s" source="node" target="socket">'
+          '<data key="multi_scale">2</data></edge>\n'
+          '    <edge id="s2c" source="socket" target="core">'
+          '<data key="multi_scale">18</data></edge>\n  </graph>\n'))
+    one_core = {"type": "slot", "count": 1, "label": "default",
+                "with": [{"type": "core", "count": 1}]}
+    job = tmp_path / "or.yaml"
+    job.write_text(yaml.safe_dump({
+        "version": 9999, "resources": [one_core, one_core],
+        "attributes": {"system": {"duration": 3600}},
+        "tasks": [{"command": ["app"], "slot": "default", "count": {"per_slot": 1}}]}))
+    out, err, rc = rq(tmp_path, graph, f"match allocate {job}\n" * 3 + "quit\n",
+                      "-f", "grug", "-S", "CA", "-P", "locality", "-T", "flexible",
+                      "-F", "simple")
+    assert rc == 0 and err == ""
+    assert re.findall(r"(core\d+)\[", out) == ["core17", "core8", "core16"]
