@@ -88,7 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-P", "--match-policy", default="first")
     p.add_argument("-F", "--match-format", default="simple")
     p.add_argument("-o", "--graph-format")
-    p.add_argument("-p", "--prune-filters", default=DEFAULT_PRUNE_FILTERS)
+    # Fluxion's resource-query joins every -p with "," and ignores one of spaces only,
+    # so `--prune-filters=` keeps the default filters
+    p.add_argument("-p", "--prune-filters", action="append", default=[])
     p.add_argument("-t", "--test-output")
     p.add_argument("-r", "--reserve-vtx-vec")
     p.add_argument("-T", "--traverser", default="simple")
@@ -136,7 +138,9 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
         return 1
     cls = FlexibleTraverser if ns.traverser == "flexible" else FastTraverser
     try:
-        trav = cls(graph, ns.match_policy, prune_filters=ns.prune_filters)
+        given = [f for f in ns.prune_filters if f.strip(" ")]
+        prune = ",".join(given) if given else DEFAULT_PRUNE_FILTERS
+        trav = cls(graph, ns.match_policy, prune_filters=prune)
     except PolicyError as exc:
         stderr.write(f"ERROR: unknown match policy {ns.match_policy}: {exc}\n")
         return 1

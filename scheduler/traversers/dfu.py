@@ -180,6 +180,8 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         """The graph's vertices got new ``uniq_id``s (old -> new; no job holds any): carry
         the edge weights over to the new ids. Call reinit() next."""
         self._weights = {mapping[uid]: w for uid, w in self._weights.items() if uid in mapping}
+        self._weights_via = {(mapping[a], mapping[b]): w for (a, b), w in
+                             self._weights_via.items() if a in mapping and b in mapping}
 
     def _reinit(self) -> None:
         self._totals: dict[int, dict[str, int]] = {}
@@ -187,6 +189,9 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         # kept across reinit for vertices that stay, as Fluxion keeps its edges' weights
         old_weights = getattr(self, "_weights", {})
         self._weights: dict[int, int] = {}
+        # (parent uniq_id, child uniq_id) -> weight, for an edge into a child from other
+        # than its containment parent (ASSOCIATE_IN); absent: never weighed (UINT64_MAX)
+        self._weights_via: dict[tuple[int, int], int] = getattr(self, "_weights_via", {})
         self._order: dict[int, list[tuple[int, int, int]]] = {}
         self._leaf_order: dict[int, list[Vertex]] = {}
         self._last_type: dict[

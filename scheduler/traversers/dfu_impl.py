@@ -94,6 +94,7 @@ class DfuImpl:
     total_postorder: int
     _totals: dict[int, dict[str, int]]  # vertex uniq_id -> {type: units below it}
     _weights: dict[int, int]  # child uniq_id -> weight of the edge into it (first-match order)
+    _weights_via: dict[tuple[int, int], int]  # (parent, child) uniq_ids: a second parent's edge
     _order: dict[int, list[tuple[int, int, int]]]  # parent uniq_id -> children by weight
     _leaf_order: dict[int, list[Vertex]]  # parent uniq_id -> its leaf children, ordered once
     _last_type: dict[str, str | None]  # vertex type -> last filter type (see _edge_weight)

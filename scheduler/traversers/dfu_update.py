@@ -19,6 +19,7 @@ from fluxnode.scheduler.planner.planner import Planner
 from fluxnode.scheduler.planner.planner_multi import PlannerMulti
 from fluxnode.scheduler.traversers.dfu_impl import (
     INF,
+    UNSET_WEIGHT,
     X_CHECKER_NJOBS,
     DfuImpl,
     Emit,
@@ -137,12 +138,21 @@ class DfuUpdate(DfuImpl):
             cache.pop(u.uniq_id, None)
             u = u.parent
 
-    def _set_weight(self, v: Vertex, w: int) -> None:
-        old = self._weights.get(v.uniq_id, 0)
-        self._weights[v.uniq_id] = w
-        if old == w or v.parent is None:
+    def _set_weight(self, via: Vertex, v: Vertex, w: int) -> None:
+        """Weigh the edge ``via`` -> ``v`` and move ``v`` in ``via``'s child order. Weights
+        are Fluxion's, per edge: a vertex with a second parent (ASSOCIATE_IN) has its
+        own weight under each (``_weights_via``), its containment parent's in
+        ``_weights``."""
+        if v.parent is via:
+            old = self._weights.get(v.uniq_id, 0)
+            self._weights[v.uniq_id] = w
+        else:
+            key = (via.uniq_id, v.uniq_id)
+            old = self._weights_via.get(key, UNSET_WEIGHT)
+            self._weights_via[key] = w
+        if old == w:
             return
-        order = self._order.get(v.parent.uniq_id)
+        order = self._order.get(via.uniq_id)
         if order is None:
             return
         pos = bisect.bisect_left(order, (-old, -v.uniq_id))
@@ -150,7 +160,7 @@ class DfuUpdate(DfuImpl):
             item = order.pop(pos)
             bisect.insort(order, (-w, item[1], item[2]))
         else:  # not where expected (graph changed): rebuild lazily
-            self._order.pop(v.parent.uniq_id, None)
+            self._order.pop(via.uniq_id, None)
 
     def _update(self, m: JobMeta, needs: int, excl: bool) -> list[Emit]:
         out: list[Emit] = []
@@ -174,8 +184,8 @@ class DfuUpdate(DfuImpl):
         for e_parent, e_child in self._mark_edges:
             marked.setdefault(e_parent.uniq_id, []).append(e_child)
 
-        def upd(u: Vertex, needs: int, x: bool, level: int,
-                inherited: bool = False) -> tuple[int, dict[str, int]]:
+        def upd(u: Vertex, needs: int, x: bool, level: int, inherited: bool = False,
+                via: Vertex | None = None) -> tuple[int, dict[str, int]]:
             n = 0
             agg: dict[str, int] = {}
             seen.add(u.uniq_id)
@@ -214,7 +224,7 @@ class DfuUpdate(DfuImpl):
                 else:
                     cneeds, cx = mk[0], mk[1] or shadow
                 if not shadow or c.children:
-                    sub, cagg = upd(c, cneeds, cx, level + 1, shadow)
+                    sub, cagg = upd(c, cneeds, cx, level + 1, shadow, u)
                     if sub > 0:
                         n += sub
                         for t, k in cagg.items():
@@ -252,10 +262,10 @@ class DfuUpdate(DfuImpl):
                 up: dict[str, int] = dict(agg)
                 if u.type in prune_types:
                     up[u.type] = up.get(u.type, 0) + (u.size if x else u.size - needs)
-                if stop_on_1 and u.children:
+                if stop_on_1 and u.children and via is not None:
                     w = self._edge_weight(u)
                     if w is not None:
-                        self._set_weight(u, w)
+                        self._set_weight(via, u, w)
                 return n, up
             return 0, {}
 

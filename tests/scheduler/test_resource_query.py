@@ -343,3 +343,81 @@ def test_a_type_chosen_twice_is_sorted_twice_in_full(tmp_path):
                       "-F", "simple")
     assert rc == 0 and err == ""
     assert re.findall(r"(core\d+)\[", out) == ["core17", "core8", "core16"]
+
+
+@pytest.mark.parametrize("filters", [["--prune-filters="], ["-p", " "],
+                                     ["-p", "ALL:core", "-p", "ALL:node"]])
+def test_prune_filters_given_empty_keep_the_default_and_repeat_joined(tmp_path, tiny_grug,
+                                                                      filters):
+    """Fluxion's resource-query ignores a -p of spaces only and joins repeated -p with
+    ",", so each of these runs with ALL:core,ALL:node. `first` shows it: the edge into a
+    node a job used is re-weighed by its free cores, so the second job goes to node0
+    (with no filter, weights never change and node1 would be taken again). Picks as
+    Fluxion's resource-query printed them."""
+    js = tmp_path / "job.yaml"
+    js.write_text(yaml.safe_dump({
+        "version": 1, "attributes": {"system": {"duration": 3600}},
+        "resources": [{"type": "node", "count": 1, "with": [
+            {"type": "slot", "count": 1, "label": "task", "with": [
+                {"type": "socket", "count": 1, "with": [{"type": "core", "count": 1}]}]}]}],
+        "tasks": [{"command": ["app"], "slot": "task", "count": {"per_slot": 1}}]}))
+    out, err, rc = rq(tmp_path, tiny_grug, f"match allocate {js}\n" * 3 + "quit\n",
+                      "-P", "first", *filters)
+    assert rc == 0 and err == ""
+    assert re.findall(r"(core\d+|node\d+)\[", out) == [
+        "core7", "node1", "core7", "node0", "core3", "node1"]
+
+
+def test_first_weighs_each_edge_into_a_vertex_with_two_parents(tmp_path):
+    """ASSOCIATE_IN makes each rack's storage unit (mtl1unit) also a child of mtl2unit.
+    Fluxion weighs edges, not vertices: a job through mtl2unit -> mtl1unit1 re-weighs
+    that edge only, so the next job's storage comes from mtl1unit0 while its node may
+    again be under rack1. Picks as Fluxion's resource-query printed them."""
+    graph = tmp_path / "m.graphml"
+    vertices = grug_vertices(
+        ("cluster", "cluster", "mtl"), ("mtl2unit", "mtl2unit", "mtl2unit"),
+        ("rack", "rack", "rack"), ("mtl1unit", "mtl1unit", "mtl1unit"), ("ssd", "ssd", "ssd"),
+        ("node", "node", "node"), ("core", "core", "core"),
+        ("mtl1_link", "mtl1unit", "mtl1unit"))
+    vertices = vertices.replace('<node id="ssd"><data key="type">ssd</data>',
+                                '<node id="ssd"><data key="type">ssd</data>'
+                                '<data key="size">512</data>')
+    scope = '<data key="id_scope">1</data>'
+    graph.write_text(grug_document(
+        '  <graph id="g" edgedefault="directed">\n' + vertices
+        + '    <edge id="c2r" source="cluster" target="rack">'
+          '<data key="multi_scale">2</data></edge>\n'
+          '    <edge id="c2m" source="cluster" target="mtl2unit">'
+          '<data key="multi_scale">1</data></edge>\n'
+          f'    <edge id="r2u" source="rack" target="mtl1unit">{scope}</edge>\n'
+          f'    <edge id="u2s" source="mtl1unit" target="ssd">{scope}'
+          '<data key="multi_scale">4</data></edge>\n'
+          f'    <edge id="r2n" source="rack" target="node">{scope}'
+          '<data key="multi_scale">2</data></edge>\n'
+          f'    <edge id="n2c" source="node" target="core">{scope}'
+          '<data key="multi_scale">2</data></edge>\n'
+          '    <edge id="m2l" source="mtl2unit" target="mtl1_link">'
+          '<data key="gen_method">ASSOCIATE_IN</data></edge>\n  </graph>\n'))
+    js = tmp_path / "m.yaml"
+    js.write_text(yaml.safe_dump({
+        "version": 9999, "attributes": {"system": {"duration": 3600}},
+        "resources": [
+            {"type": "rack", "count": 1, "with": [{"type": "node", "count": 1, "with": [
+                {"type": "slot", "count": 1, "label": "default",
+                 "with": [{"type": "core", "count": 1}]}]}]},
+            {"type": "mtl2unit", "count": 1, "with": [{"type": "mtl1unit", "count": 1, "with": [
+                {"type": "ssd", "count": 512, "exclusive": True}]}]}],
+        "tasks": [{"command": ["a"], "slot": "default", "count": {"per_slot": 1}}]}))
+    out, err, rc = rq(tmp_path, graph, f"match allocate {js}\n" * 6 + "quit\n",
+                      "-f", "grug", "-S", "CA", "-P", "first", "-F", "simple")
+    assert rc == 0 and err == ""
+    jobs = [" ".join(re.findall(r"(ssd\d+|mtl1unit\d+|node\d+|rack\d+)\[", block))
+            for block in out.split("INFO: JOBID=")[:-1]]
+    assert jobs == [
+        "node3 rack1 ssd3 mtl1unit1",
+        "node1 rack0 ssd3 mtl1unit0",
+        "node2 rack1 ssd2 mtl1unit1",
+        "node3 rack1 ssd1 mtl1unit1",
+        "node2 rack1 ssd0 mtl1unit1",
+        "node0 rack0 ssd2 mtl1unit0",
+    ]
