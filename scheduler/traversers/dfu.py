@@ -596,29 +596,20 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
             if xsid is not None:
                 v.x_checker = v.x_checker.without_span(xsid)
 
-    def remove_subgraph(self, v: Vertex) -> list[int]:
-        """Drop ``v``'s subtree from the graph, releasing what jobs held there.
-
-        Returns the jobs that no longer hold anything (fully released)."""
+    def remove_subgraph(self, v: Vertex) -> None:
+        """Drop ``v``'s subtree from the graph, as Fluxion's ``dfu_impl_t::remove_subgraph``:
+        the vertices go, and nothing else changes. A job that held some of them keeps
+        what it holds elsewhere, its spans on the ancestors included, until it is
+        cancelled; the ancestors' subtree filters get their new totals (``reinit``:
+        Fluxion's ``update_total``, which clamps free counts at 0)."""
         sub = list(self.g.walk(v))
-        affected = {j for u in sub for j in u.tags}
-        for u in sub:
-            for j in list(u.tags):
-                self._release(u, j)
-        self.g.remove_vertex(v)
-        gone = []
-        for j in sorted(affected):
+        for j in {j for u in sub for j in u.tags}:
             job = self.jobs.get(j)
-            if job is None:
-                continue
-            for u in sub:
-                job.vertices.pop(u.uniq_id, None)
-            self._rebuild_job(j, job)
-            if j not in self.g.root.tags:
-                self.jobs.pop(j, None)
-                gone.append(j)
+            if job is not None:
+                for u in sub:
+                    job.vertices.pop(u.uniq_id, None)
+        self.g.remove_vertex(v)
         self.reinit()
-        return gone
 
     def find(self, expr: str) -> list[Emit]:
         """Vertices matching a find expression (``status=down``, ``sched-now=allocated``...),

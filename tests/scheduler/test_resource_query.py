@@ -421,3 +421,32 @@ def test_first_weighs_each_edge_into_a_vertex_with_two_parents(tmp_path):
         "node2 rack1 ssd0 mtl1unit1",
         "node0 rack0 ssd2 mtl1unit0",
     ]
+
+
+def test_removing_a_subgraph_leaves_its_jobs_to_cancel(tmp_path, tiny_grug):
+    """Fluxion's `remove PATH true` drops the vertices and nothing else: job 2, whose node
+    went, keeps its spans on the rack and the cluster until `cancel 2`, which succeeds.
+    The subtree filters got their new totals by Fluxion's update_total, which clamps free
+    counts at 0, so after the cancel they read 0 cores used though job 1 still holds node1.
+    The agfilter lines are what Fluxion's resource-query printed."""
+    js = tmp_path / "node.yaml"
+    js.write_text(yaml.safe_dump({
+        "version": 9999, "attributes": {"system": {"duration": 3600}},
+        "resources": [{"type": "slot", "count": 1, "label": "default", "with": [
+            {"type": "node", "count": 1, "with": [
+                {"type": "socket", "count": 2, "with": [{"type": "core", "count": 4}]}]}]}],
+        "tasks": [{"command": ["app"], "slot": "default", "count": {"per_slot": 1}}]}))
+    out, err, rc = rq(tmp_path, tiny_grug,
+                      f"match allocate {js}\nmatch allocate {js}\n"
+                      "remove /tiny0/rack0/node0 true\ncancel 2\n"
+                      f"match allocate {js}\nfind agfilter=t\nquit\n",
+                      "-f", "grug", "-F", "jgf", "-P", "high",
+                      "--prune-filters=ALL:core,ALL:node")
+    assert rc == 0 and err == ""
+    assert "INFO: No matching resources found\nINFO: JOBID=3\n" in out
+    found = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    agfilter = {n["metadata"]["paths"]["containment"]: n["metadata"].get("agfilter")
+                for n in found["graph"]["nodes"]}
+    assert agfilter["/tiny0/rack0"] == {"core": "used:0, total:8", "node": "used:0, total:1"}
+    assert agfilter["/tiny0"] == {"core": "used:0, total:8", "gpu": "used:0, total:2",
+                                  "memory": "used:0, total:8", "node": "used:0, total:1"}
