@@ -48,6 +48,9 @@ def read_hwloc(
 
     g = ResourceGraph()
     counters: dict[str, int] = {}
+    # Fluxion's hwloc reader gives node vertices ranks 0, 1, ... when it is given none
+    # (flux-core wants node ranks in an idset, so nonnegative); others get ``rank``
+    node_ranks = iter(range(1 << 62))
 
     def logical(kind: str) -> int:
         n = counters.get(kind, 0)
@@ -57,7 +60,8 @@ def read_hwloc(
     def add(parent: Vertex, type_: str, basename: str, id_: int, name: str = "",
             size: int = 1, props: dict | None = None) -> Vertex:
         name = name or f"{basename}{id_ if id_ != -1 else ''}"
-        v = g.add_vertex(type_, basename, name, id_, rank=rank, size=size)
+        vrank = next(node_ranks) if type_ == "node" and rank == -1 else rank
+        v = g.add_vertex(type_, basename, name, id_, rank=vrank, size=size)
         g.set_path(v, CONTAINMENT, f"{parent.path}/{name}")
         for k, val in (props or {}).items():
             v.set_property(k, val)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -450,3 +451,23 @@ def test_removing_a_subgraph_leaves_its_jobs_to_cancel(tmp_path, tiny_grug):
     assert agfilter["/tiny0/rack0"] == {"core": "used:0, total:8", "node": "used:0, total:1"}
     assert agfilter["/tiny0"] == {"core": "used:0, total:8", "gpu": "used:0, total:2",
                                   "memory": "used:0, total:8", "node": "used:0, total:1"}
+
+
+def test_an_hwloc_node_gets_rank_0(tmp_path):
+    """Fluxion's hwloc reader, given no rank, numbers node vertices 0, 1, ... (flux-core
+    wants node ranks in an idset), so R names rank 0. The line is what Fluxion's
+    resource-query printed for this topology and request."""
+    topo = Path(__file__).parent / "data" / "hwloc-one-node.xml"
+    js = tmp_path / "core.yaml"
+    js.write_text(yaml.safe_dump({
+        "version": 1, "attributes": {"system": {"duration": 3600}},
+        "resources": [{"type": "node", "count": 1, "with": [
+            {"type": "slot", "count": 1, "label": "s", "with": [
+                {"type": "socket", "count": 1, "with": [{"type": "core", "count": 1}]}]}]}],
+        "tasks": [{"command": ["a"], "slot": "s", "count": {"per_slot": 1}}]}))
+    out, err, rc = rq(tmp_path, topo, f"match allocate {js}\nquit\n",
+                      "-f", "hwloc", "-S", "CA", "-P", "high", "-F", "rv1_nosched")
+    assert rc == 0 and err == ""
+    assert out.splitlines()[0] == (
+        '{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "1"}}], '
+        '"nodelist": ["tiny7"], "starttime": 0, "expiration": 3600}}')
