@@ -118,6 +118,26 @@ def _nodelist(result) -> list[str]:
     """The nodes R_lite names: rlite_match_writers_t gathers a node only when cores or GPUs
     of it were emitted before it (its reducer is set), so a node selected whole, with
     nothing below it in the selection, is in neither R_lite nor the nodelist."""
+    return [n for _r, n in _gathered(result)]
+
+
+def _gathered(result) -> list[tuple[int, str]]:
+    """(rank, name) of each node the rlite writer gathers (see _nodelist), by rank."""
+    return sorted({(v.rank, v.name) for v in _gathered_nodes(result)})
+
+
+def _node_properties(result) -> dict[str, str]:
+    """rlite_match_writers_t's property gatherer: each property of a gathered node
+    (``name`` or ``name=value``) -> the idset of those nodes' ranks, by property."""
+    ranks: dict[str, set[int]] = {}
+    for v in _gathered_nodes(result):
+        for k, val in v.properties.items():
+            ranks.setdefault(f"{k}={val}" if val != "" else k, set()).add(v.rank)
+    return {p: idset.encode(sorted(rs)) for p, rs in sorted(ranks.items())}
+
+
+def _gathered_nodes(result) -> list:
+    """The node vertices the rlite writer gathers (see _nodelist)."""
     with_units = set()
     for e in _sel(result):
         v = e.vertex
@@ -126,11 +146,8 @@ def _nodelist(result) -> list[str]:
                 v = v.parent
             if v is not None:
                 with_units.add(v.uniq_id)
-    names = []
-    for e in _sel(result):
-        if e.vertex.type == "node" and e.vertex.uniq_id in with_units:
-            names.append((e.vertex.rank, e.vertex.name))
-    return [n for _r, n in sorted(set(names))]
+    return [e.vertex for e in _sel(result)
+            if e.vertex.type == "node" and e.vertex.uniq_id in with_units]
 
 
 def rv1_nosched(result) -> dict:
@@ -221,16 +238,25 @@ class MatchWriters:
     def _rlite_empty(self) -> bool:
         return not _nodelist(self.rl)
 
-    def _rlite_json(self) -> tuple[list, list[str]]:
+    def _rlite_json(self) -> tuple[list, list[str], dict[str, str]]:
         if self._rlite_empty():
             raise WriterEmitError(errno.EINVAL)
-        lite, nodes = rlite(self.rl), _nodelist(self.rl)
+        if any(rank < 0 for rank, _name in _gathered(self.rl)):
+            # rlite_match_writers_t::fill encodes each gathered node's rank into an idset
+            # (compress_ids), which refuses a negative id: a node of rank -1 (a JGF without
+            # ranks) fails with EINVAL, and the gatherer keeps it for the next emit
+            raise WriterEmitError(errno.EINVAL)
+        lite, nodes, props = rlite(self.rl), _nodelist(self.rl), _node_properties(self.rl)
         self.rl = []
-        return lite, [hostlist.encode(nodes)] if nodes else []
+        return lite, [hostlist.encode(nodes)] if nodes else [], props
 
-    def _execution(self, lite: list, nodelist: list[str]) -> dict:
-        return {"R_lite": lite, "nodelist": nodelist, "starttime": self.at,
-                "expiration": self.at + self.duration if self.duration < 2**62 else 0}
+    def _execution(self, lite: list, nodelist: list[str], props: dict[str, str]) -> dict:
+        ex: dict = {"R_lite": lite, "nodelist": nodelist}
+        if props:  # rv1_match_writers_t::emit_json packs "properties" only when some
+            ex["properties"] = props
+        ex["starttime"] = self.at
+        ex["expiration"] = self.at + self.duration if self.duration < 2**62 else 0
+        return ex
 
     # -- emitting --------------------------------------------------------------------
     def emit_json(self):
@@ -245,8 +271,8 @@ class MatchWriters:
             return self._rlite_json()[0]
         if self._rlite_empty() or (self.fmt == "rv1" and not self.vout and not self.eout):
             return None
-        lite, nodelist = self._rlite_json()
-        R = {"version": 1, "execution": self._execution(lite, nodelist)}
+        lite, nodelist, props = self._rlite_json()
+        R = {"version": 1, "execution": self._execution(lite, nodelist, props)}
         if self.fmt == "rv1":
             R["scheduling"] = self._jgf_json()
         return R

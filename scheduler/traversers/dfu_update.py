@@ -28,6 +28,10 @@ from fluxnode.scheduler.traversers.dfu_impl import (
     free_during,
 )
 
+# flux-sched's resource/schema/data_std.cpp interns these at start-up, in this order
+TYPES_INTERNED_FIRST = ["cluster", "core", "socket", "gpu", "node", "rack", "slot", "xor_slot",
+                        "ssd", "storage_node"]
+
 
 class _JobSpans:
     """How one update walk plans its job's spans on the vertices it takes.
@@ -319,11 +323,20 @@ class DfuUpdate(DfuImpl):
         """Fluxion's upd_by_outedges: the new weight of the edge into ``u`` after an
         update through it, the free units (now) of the LAST type its subtree filter
         tracks (the scarcest, by Fluxion's heuristic); None leaves the weight as it is.
-        Cancels never change weights (Fluxion's cancel does not touch by_outedges)."""
+        Cancels never change weights (Fluxion's cancel does not touch by_outedges).
+
+        "Last" is in the order of Fluxion's multi-planner, a std::map keyed by interned
+        resource types, which order by when each was first interned: the types
+        flux-sched names in its sources (``TYPES_INTERNED_FIRST``), then the graph's in
+        the order the reader met them, then the rest (named only by a filter)."""
         t = self._last_type.get(u.type, "")
         if t == "":
             types = self.subplan_types(u)
-            t = self._last_type[u.type] = types[-1] if types else None
+            seen = list(self.g.by_type)
+            order = {x: i for i, x in enumerate(
+                TYPES_INTERNED_FIRST + [x for x in seen if x not in TYPES_INTERNED_FIRST])}
+            t = self._last_type[u.type] = max(
+                types, key=lambda x: (order.get(x, len(order)), x)) if types else None
         if t is None:
             return None
         total = self._totals.get(u.uniq_id, {}).get(t, 0)

@@ -471,3 +471,99 @@ def test_an_hwloc_node_gets_rank_0(tmp_path):
     assert out.splitlines()[0] == (
         '{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "1"}}], '
         '"nodelist": ["tiny7"], "starttime": 0, "expiration": 3600}}')
+
+
+def _two_node_jgf(ranked: bool) -> str:
+    """A JGF cluster of two nodes of two cores; ``ranked``: the nodes have ranks 0 and 1
+    and properties, else rank -1 as in a JGF written without ranks."""
+    nodes, edges = [], []
+
+    def vertex(uid, type_, name, vid, rank, path, props=None):
+        md = {"type": type_, "basename": "tiny" if type_ == "cluster" else type_,
+              "name": name, "id": vid, "uniq_id": uid, "rank": rank, "exclusive": False,
+              "unit": "", "size": 1, "paths": {"containment": path}}
+        if props:
+            md["properties"] = props
+        nodes.append({"id": str(uid), "metadata": md})
+
+    vertex(0, "cluster", "tiny0", 0, -1, "/tiny0")
+    uid = 1
+    for n in range(2):
+        node = uid
+        vertex(uid, "node", f"node{n}", n, n if ranked else -1, f"/tiny0/node{n}",
+               {"perf_class": str(n + 1), "fast": ""} if ranked else None)
+        edges.append({"source": "0", "target": str(uid), "metadata": {"subsystem": "containment"}})
+        uid += 1
+        for c in range(2):
+            vertex(uid, "core", f"core{c}", c, -1, f"/tiny0/node{n}/core{c}")
+            edges.append({"source": str(node), "target": str(uid),
+                          "metadata": {"subsystem": "containment"}})
+            uid += 1
+    return json.dumps({"graph": {"nodes": nodes, "edges": edges}})
+
+
+def _one_core_job(tmp_path):
+    js = tmp_path / "core.yaml"
+    js.write_text(yaml.safe_dump({
+        "version": 9999, "attributes": {"system": {"duration": 3600}},
+        "resources": [{"type": "node", "count": 1, "with": [
+            {"type": "slot", "count": 1, "label": "s", "with": [{"type": "core", "count": 1}]}]}],
+        "tasks": [{"command": ["a"], "slot": "s", "count": {"per_slot": 1}}]}))
+    return js
+
+
+@pytest.mark.parametrize("writer", ["rlite", "rv1_nosched"])
+def test_r_of_a_node_without_rank_is_a_writer_error(tmp_path, writer):
+    """Fluxion's rlite writer encodes node ranks into an idset, which refuses -1: the
+    emit fails with EINVAL, the match reads as not found and consumes no jobid. Output as
+    Fluxion's resource-query printed it."""
+    graph = tmp_path / "norank.json"
+    graph.write_text(_two_node_jgf(ranked=False))
+    js = _one_core_job(tmp_path)
+    out, err, rc = rq(tmp_path, graph, f"match allocate {js}\nquit\n",
+                      "-f", "jgf", "-S", "CA", "-P", "low", "-F", writer)
+    assert rc == 0
+    assert err == "match_allocate: ERROR: match writer emit: Invalid argument\n"
+    assert out == ("INFO: =============================\nINFO: No matching resources found\n"
+                   "INFO: JOBID=1\nINFO: =============================\n")
+
+
+def test_r_names_the_properties_of_its_nodes(tmp_path):
+    """The rv1 writers add "properties": each node property (name, or name=value) and the
+    ranks of the nodes having it, sorted by property. Lines as Fluxion printed them."""
+    graph = tmp_path / "ranked.json"
+    graph.write_text(_two_node_jgf(ranked=True))
+    js = _one_core_job(tmp_path)
+    out, err, rc = rq(tmp_path, graph, f"match allocate {js}\nquit\n",
+                      "-f", "jgf", "-S", "CA", "-P", "low", "-F", "rv1_nosched")
+    assert rc == 0 and err == ""
+    assert out.splitlines()[0] == (
+        '{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], '
+        '"nodelist": ["node0"], "properties": {"fast": "0", "perf_class=1": "0"}, '
+        '"starttime": 0, "expiration": 3600}}')
+
+
+def test_first_weighs_edges_by_the_filter_type_fluxion_interned_last(tmp_path, tiny_grug):
+    """Under `first` an edge weighs the free units of the last type its subtree filter
+    tracks, last in Fluxion's order of interned types (core, socket, gpu, node first,
+    then memory as the graph names it), not alphabetically (socket). Picks as Fluxion's
+    resource-query printed them for -p ALL:core,ALL:node,ALL:socket,ALL:gpu,ALL:memory."""
+    def job(name, leaf, count):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({
+            "version": 1, "attributes": {"system": {"duration": 3600}},
+            "resources": [{"type": "node", "count": 1, "with": [
+                {"type": "socket", "count": 1, "with": [
+                    {"type": "slot", "count": 1, "label": "s",
+                     "with": [{"type": leaf, "count": count}]}]}]}],
+            "tasks": [{"command": ["a"], "slot": "s", "count": {"per_slot": 1}}]}))
+        return path
+    m2, c1, c3 = job("m2", "memory", 2), job("c1", "core", 1), job("c3", "core", 3)
+    stream = "".join(f"match allocate {j}\n" for j in (m2, c1, c1, m2, c3)) + "quit\n"
+    out, err, rc = rq(tmp_path, tiny_grug, stream, "-P", "first",
+                      "-p", "ALL:core,ALL:node,ALL:socket,ALL:gpu,ALL:memory")
+    assert rc == 0 and err == ""
+    jobs = [" ".join(re.findall(r"(core\d+|memory\d+|socket\d+|node\d+)\[", block))
+            for block in out.split("INFO: JOBID=")[:-1]]
+    assert jobs == ["memory3 socket1 node1", "core7 socket1 node0", "core3 socket0 node0",
+                    "memory3 socket1 node0", "core1 core2 core3 socket0 node1"]
