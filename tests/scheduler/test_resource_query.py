@@ -132,12 +132,8 @@ def test_elapse_time_writes_what_fluxion_writes_where_it_writes_it(tmp_path, tin
     assert out_file.read_text().count("ELAPSE") == 1
 
 
-def test_locality_orders_the_roots_candidates_by_interval_not_by_score(tmp_path, tiny_grug):
-    """Fluxion's `locality` is not `high`: its dom_finish_graph merges the candidates'
-    scores into intervals (boost::icl) and chooses by interval, so two free nodes (one
-    interval) tie and keep their order, node0 first, where `high` takes node1. The
-    picks below are what Fluxion's resource-query (flux-sched v0.54.0-8-gfd257f71)
-    printed for this graph and stream."""
+def _core_of_a_socket_job(tmp_path):
+    """node[1] -> slot[1] -> socket[1] -> core[1]."""
     js = tmp_path / "job.yaml"
     js.write_text(yaml.safe_dump({
         "version": 1, "attributes": {"system": {"duration": 3600}},
@@ -145,6 +141,15 @@ def test_locality_orders_the_roots_candidates_by_interval_not_by_score(tmp_path,
             {"type": "slot", "count": 1, "label": "task", "with": [
                 {"type": "socket", "count": 1, "with": [{"type": "core", "count": 1}]}]}]}],
         "tasks": [{"command": ["app"], "slot": "task", "count": {"per_slot": 1}}]}))
+    return js
+
+def test_locality_orders_the_roots_candidates_by_interval_not_by_score(tmp_path, tiny_grug):
+    """Fluxion's `locality` is not `high`: its dom_finish_graph merges the candidates'
+    scores into intervals (boost::icl) and chooses by interval, so two free nodes (one
+    interval) tie and keep their order, node0 first, where `high` takes node1. The
+    picks below are what Fluxion's resource-query (flux-sched v0.54.0-8-gfd257f71)
+    printed for this graph and stream."""
+    js = _core_of_a_socket_job(tmp_path)
     out, err, rc = rq(tmp_path, tiny_grug, f"match allocate {js}\n" * 3 + "quit\n",
                       "-P", "locality")
     assert rc == 0 and err == ""
@@ -173,6 +178,32 @@ quit
 """
 
 
+def _chain_grug(tmp_path, root: str, *levels: tuple[str, int, bool]):
+    """A GRUG file of a cluster (basename ``root``) and a chain of ``levels``, each
+    (type, count under its parent, ids scoped to the parent), each the child of the one
+    before."""
+    kinds = [("cluster", "cluster", root)] + [(t, t, t) for t, _n, _s in levels]
+    edges, parent = [], "cluster"
+    for t, n, scoped in levels:
+        scope = '<data key="id_scope">1</data>' if scoped else ""
+        edges.append(f'    <edge id="{parent}2{t}" source="{parent}" target="{t}">{scope}'
+                     f'<data key="multi_scale">{n}</data></edge>\n')
+        parent = t
+    graph = tmp_path / "g.graphml"
+    graph.write_text(grug_document('  <graph id="g" edgedefault="directed">\n'
+                                   + grug_vertices(*kinds) + "".join(edges) + "  </graph>\n"))
+    return graph
+
+
+def _forty_nodes(tmp_path):
+    return _chain_grug(tmp_path, "c", ("node", 40, False), ("core", 2, False))
+
+def _jobs(out: str, names: str) -> list[str]:
+    """Per job block of a -t file, the names of type ``names`` (a regex alternation)
+    its lines show, in order."""
+    return [" ".join(re.findall(rf"((?:{names})\d+)\[", block))
+            for block in out.split("INFO: JOBID=")[:-1]]
+
 def test_locality_takes_the_run_of_free_nodes_that_starts_highest(tmp_path):
     """40 free nodes are one run of consecutive scores, so every node ties and the first
     pick is where libstdc++'s std::sort leaves them (node30, not high's node39). Each
@@ -180,15 +211,7 @@ def test_locality_takes_the_run_of_free_nodes_that_starts_highest(tmp_path):
     node30 is taken, nodes 31-39 come before 0-29; a cancel joins runs again. The
     expected picks are what Fluxion's resource-query (flux-sched v0.54.0-8-gfd257f71)
     printed for this graph and stream, one line per job."""
-    graph = tmp_path / "g.graphml"
-    graph.write_text(grug_document(
-        '  <graph id="g" edgedefault="directed">\n'
-        + grug_vertices(("cluster", "cluster", "c"), ("node", "node", "node"),
-                        ("core", "core", "core"))
-        + '    <edge id="c2n" source="cluster" target="node">'
-          '<data key="multi_scale">40</data></edge>\n'
-          '    <edge id="n2c" source="node" target="core">'
-          '<data key="multi_scale">2</data></edge>\n  </graph>\n'))
+    graph = _forty_nodes(tmp_path)
     slot = {"type": "slot", "count": 1, "label": "s", "with": [{"type": "core", "count": 2}]}
     one_core = {"type": "slot", "count": 1, "label": "s", "with": [{"type": "core", "count": 1}]}
     files = {}
@@ -204,8 +227,7 @@ def test_locality_takes_the_run_of_free_nodes_that_starts_highest(tmp_path):
     out, err, rc = rq(tmp_path, graph, LOCALITY_STREAM.format(**files),
                       "-f", "grug", "-S", "CA", "-P", "locality", "-F", "simple")
     assert rc == 0 and err == ""
-    jobs = [" ".join(re.findall(r"(core\d+|node\d+)\[", block))
-            for block in out.split("INFO: JOBID=")[:-1]]
+    jobs = _jobs(out, "core|node")
     assert jobs == [
         "core0 core1 node30",
         "core0 core1 node39",
@@ -246,17 +268,8 @@ def test_a_rack_asked_for_exclusively_is_taken_with_its_down_nodes(tmp_path, pol
     every edge below it (modify_traversal), down vertices included, so each rack goes
     with all four of its nodes although two are down and the request names two. The
     picks are what Fluxion's resource-query (flux-sched v0.54.0-8-gfd257f71) printed."""
-    graph = tmp_path / "g.graphml"
-    graph.write_text(grug_document(
-        '  <graph id="g" edgedefault="directed">\n'
-        + grug_vertices(("cluster", "cluster", "cluster"), ("rack", "rack", "rack"),
-                        ("node", "node", "node"), ("core", "core", "core"))
-        + '    <edge id="c2r" source="cluster" target="rack">'
-          '<data key="multi_scale">3</data></edge>\n'
-          '    <edge id="r2n" source="rack" target="node"><data key="id_scope">1</data>'
-          '<data key="multi_scale">4</data></edge>\n'
-          '    <edge id="n2c" source="node" target="core"><data key="id_scope">1</data>'
-          '<data key="multi_scale">2</data></edge>\n  </graph>\n'))
+    graph = _chain_grug(tmp_path, "cluster", ("rack", 3, False), ("node", 4, True),
+                        ("core", 2, True))
     rx = tmp_path / "rx.yaml"
     rx.write_text(yaml.safe_dump({
         "version": 1,
@@ -271,22 +284,8 @@ def test_a_rack_asked_for_exclusively_is_taken_with_its_down_nodes(tmp_path, pol
     assert rc == 0 and err == ""
     nodes = {"rack0": "node0 node1 node2 node3", "rack1": "node4 node5 node6 node7",
              "rack2": "node8 node9 node10 node11"}
-    jobs = [" ".join(re.findall(r"(node\d+|rack\d+)\[", block))
-            for block in out.split("INFO: JOBID=")[:-1]]
+    jobs = _jobs(out, "node|rack")
     assert jobs == [f"{nodes[r]} {r}" for r in racks]
-
-
-def _forty_nodes(tmp_path):
-    graph = tmp_path / "g.graphml"
-    graph.write_text(grug_document(
-        '  <graph id="g" edgedefault="directed">\n'
-        + grug_vertices(("cluster", "cluster", "c"), ("node", "node", "node"),
-                        ("core", "core", "core"))
-        + '    <edge id="c2n" source="cluster" target="node">'
-          '<data key="multi_scale">40</data></edge>\n'
-          '    <edge id="n2c" source="node" target="core">'
-          '<data key="multi_scale">2</data></edge>\n  </graph>\n'))
-    return graph
 
 
 def test_a_failed_partial_cancel_reports_no_visits(tmp_path):
@@ -321,17 +320,8 @@ def test_a_type_chosen_twice_is_sorted_twice_in_full(tmp_path):
     the same 36 tied slots twice. Fluxion's second std::sort starts from the whole order
     its first left, so the picks depend on all of it, not only on its first k. The picks
     are what Fluxion's resource-query (flux-sched v0.54.0-8-gfd257f71) printed."""
-    graph = tmp_path / "g.graphml"
-    graph.write_text(grug_document(
-        '  <graph id="g" edgedefault="directed">\n'
-        + grug_vertices(("cluster", "cluster", "tiny"), ("node", "node", "node"),
-                        ("socket", "socket", "socket"), ("core", "core", "core"))
-        + '    <edge id="c2n" source="cluster" target="node">'
-          '<data key="multi_scale">1</data></edge>\n'
-          '    <edge id="n2s" source="node" target="socket">'
-          '<data key="multi_scale">2</data></edge>\n'
-          '    <edge id="s2c" source="socket" target="core">'
-          '<data key="multi_scale">18</data></edge>\n  </graph>\n'))
+    graph = _chain_grug(tmp_path, "tiny", ("node", 1, False), ("socket", 2, False),
+                        ("core", 18, False))
     one_core = {"type": "slot", "count": 1, "label": "default",
                 "with": [{"type": "core", "count": 1}]}
     job = tmp_path / "or.yaml"
@@ -355,13 +345,7 @@ def test_prune_filters_given_empty_keep_the_default_and_repeat_joined(tmp_path, 
     node a job used is re-weighed by its free cores, so the second job goes to node0
     (with no filter, weights never change and node1 would be taken again). Picks as
     Fluxion's resource-query printed them."""
-    js = tmp_path / "job.yaml"
-    js.write_text(yaml.safe_dump({
-        "version": 1, "attributes": {"system": {"duration": 3600}},
-        "resources": [{"type": "node", "count": 1, "with": [
-            {"type": "slot", "count": 1, "label": "task", "with": [
-                {"type": "socket", "count": 1, "with": [{"type": "core", "count": 1}]}]}]}],
-        "tasks": [{"command": ["app"], "slot": "task", "count": {"per_slot": 1}}]}))
+    js = _core_of_a_socket_job(tmp_path)
     out, err, rc = rq(tmp_path, tiny_grug, f"match allocate {js}\n" * 3 + "quit\n",
                       "-P", "first", *filters)
     assert rc == 0 and err == ""
@@ -412,8 +396,7 @@ def test_first_weighs_each_edge_into_a_vertex_with_two_parents(tmp_path):
     out, err, rc = rq(tmp_path, graph, f"match allocate {js}\n" * 6 + "quit\n",
                       "-f", "grug", "-S", "CA", "-P", "first", "-F", "simple")
     assert rc == 0 and err == ""
-    jobs = [" ".join(re.findall(r"(ssd\d+|mtl1unit\d+|node\d+|rack\d+)\[", block))
-            for block in out.split("INFO: JOBID=")[:-1]]
+    jobs = _jobs(out, "ssd|mtl1unit|node|rack")
     assert jobs == [
         "node3 rack1 ssd3 mtl1unit1",
         "node1 rack0 ssd3 mtl1unit0",
@@ -563,7 +546,6 @@ def test_first_weighs_edges_by_the_filter_type_fluxion_interned_last(tmp_path, t
     out, err, rc = rq(tmp_path, tiny_grug, stream, "-P", "first",
                       "-p", "ALL:core,ALL:node,ALL:socket,ALL:gpu,ALL:memory")
     assert rc == 0 and err == ""
-    jobs = [" ".join(re.findall(r"(core\d+|memory\d+|socket\d+|node\d+)\[", block))
-            for block in out.split("INFO: JOBID=")[:-1]]
+    jobs = _jobs(out, "core|memory|socket|node")
     assert jobs == ["memory3 socket1 node1", "core7 socket1 node0", "core3 socket0 node0",
                     "memory3 socket1 node0", "core1 core2 core3 socket0 node1"]
