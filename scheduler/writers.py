@@ -118,19 +118,19 @@ def _nodelist(result) -> list[str]:
     """The nodes R_lite names: rlite_match_writers_t gathers a node only when cores or GPUs
     of it were emitted before it (its reducer is set), so a node selected whole, with
     nothing below it in the selection, is in neither R_lite nor the nodelist."""
-    return [n for _r, n in _gathered(result)]
+    return [n for _r, n in _by_rank(_gathered_nodes(result))]
 
 
-def _gathered(result) -> list[tuple[int, str]]:
-    """(rank, name) of each node the rlite writer gathers (see _nodelist), by rank."""
-    return sorted({(v.rank, v.name) for v in _gathered_nodes(result)})
+def _by_rank(nodes: list) -> list[tuple[int, str]]:
+    """(rank, name) of each of ``nodes``, by rank, each once."""
+    return sorted({(v.rank, v.name) for v in nodes})
 
 
-def _node_properties(result) -> dict[str, str]:
-    """rlite_match_writers_t's property gatherer: each property of a gathered node
-    (``name`` or ``name=value``) -> the idset of those nodes' ranks, by property."""
+def _node_properties(nodes: list) -> dict[str, str]:
+    """rlite_match_writers_t's property gatherer over the gathered ``nodes``: each node
+    property (``name`` or ``name=value``) -> the idset of those nodes' ranks, by property."""
     ranks: dict[str, set[int]] = {}
-    for v in _gathered_nodes(result):
+    for v in nodes:
         for k, val in v.properties.items():
             ranks.setdefault(f"{k}={val}" if val != "" else k, set()).add(v.rank)
     return {p: idset.encode(sorted(rs)) for p, rs in sorted(ranks.items())}
@@ -239,16 +239,16 @@ class MatchWriters:
         return not _nodelist(self.rl)
 
     def _rlite_json(self) -> tuple[list, list[str], dict[str, str]]:
-        if self._rlite_empty():
+        nodes = _gathered_nodes(self.rl)
+        ranked = _by_rank(nodes)
+        if not ranked or ranked[0][0] < 0:
+            # no node gathered; or rlite_match_writers_t::fill encodes each gathered
+            # node's rank into an idset (compress_ids), which refuses a negative id: a node
+            # of rank -1 (a JGF without ranks) fails, and the gatherer keeps it
             raise WriterEmitError(errno.EINVAL)
-        if any(rank < 0 for rank, _name in _gathered(self.rl)):
-            # rlite_match_writers_t::fill encodes each gathered node's rank into an idset
-            # (compress_ids), which refuses a negative id: a node of rank -1 (a JGF without
-            # ranks) fails with EINVAL, and the gatherer keeps it for the next emit
-            raise WriterEmitError(errno.EINVAL)
-        lite, nodes, props = rlite(self.rl), _nodelist(self.rl), _node_properties(self.rl)
+        lite, props = rlite(self.rl), _node_properties(nodes)
         self.rl = []
-        return lite, [hostlist.encode(nodes)] if nodes else [], props
+        return lite, [hostlist.encode([n for _r, n in ranked])], props
 
     def _execution(self, lite: list, nodelist: list[str], props: dict[str, str]) -> dict:
         ex: dict = {"R_lite": lite, "nodelist": nodelist}

@@ -12,6 +12,7 @@ ids are hwloc logical indexes (order of appearance per type).
 
 from __future__ import annotations
 
+import itertools
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -50,7 +51,7 @@ def read_hwloc(
     counters: dict[str, int] = {}
     # Fluxion's hwloc reader gives node vertices ranks 0, 1, ... when it is given none
     # (flux-core wants node ranks in an idset, so nonnegative); others get ``rank``
-    node_ranks = iter(range(1 << 62))
+    node_ranks = itertools.count()
 
     def logical(kind: str) -> int:
         n = counters.get(kind, 0)

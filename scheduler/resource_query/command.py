@@ -137,9 +137,9 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write(f"ERROR: unknown traverser {ns.traverser}\n")
         return 1
     cls = FlexibleTraverser if ns.traverser == "flexible" else FastTraverser
+    given = [f for f in ns.prune_filters if f.strip(" ")]
+    prune = ",".join(given) if given else DEFAULT_PRUNE_FILTERS
     try:
-        given = [f for f in ns.prune_filters if f.strip(" ")]
-        prune = ",".join(given) if given else DEFAULT_PRUNE_FILTERS
         trav = cls(graph, ns.match_policy, prune_filters=prune)
     except PolicyError as exc:
         stderr.write(f"ERROR: unknown match policy {ns.match_policy}: {exc}\n")

@@ -112,6 +112,16 @@ class DfuImpl:
     _req_xtypes: set[str]  # the types the current request asks for exclusively
     _enforced: int  # marking passes of the current walk (see _dom_dfv)
 
+    def edge_weight_of(self, parent: Vertex, child: Vertex) -> int:
+        """The weight of the edge ``parent`` -> ``child`` (first-match order): the
+        containment parent's in ``_weights``, a second parent's (ASSOCIATE_IN) in
+        ``_weights_via``; an edge never weighed weighs UINT64_MAX into a vertex with
+        children, 0 into a leaf (leaves are ordered by uniq_id alone)."""
+        if child.parent is parent:
+            return self._weights.get(child.uniq_id, 0)
+        return self._weights_via.get((parent.uniq_id, child.uniq_id),
+                                     UNSET_WEIGHT if child.children else 0)
+
     def subplan_types(self, u: Vertex, shown: bool = False) -> list[str]:
         """The resource types a vertex's subtree filter tracks, in Fluxion's order.
 

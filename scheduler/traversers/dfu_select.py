@@ -25,7 +25,7 @@ from operator import attrgetter
 from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.jobspec.request import MatchRequest, Request, calc_count, effective_max
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
-from fluxnode.scheduler.traversers.dfu_impl import UNSET_WEIGHT, DfuImpl, JobMeta, free_during
+from fluxnode.scheduler.traversers.dfu_impl import DfuImpl, JobMeta, free_during
 
 EBUSY = _errno.EBUSY
 EINVAL = _errno.EINVAL
@@ -275,10 +275,8 @@ class DfuSelect(DfuImpl):
                 # their order is by uniq_id alone, computed once
                 leaves = self._leaf_order[u.uniq_id] = sorted(kids, key=_uniq_id, reverse=True)
                 return leaves
-            weights, via = self._weights, self._weights_via
-            order = sorted(((-(weights.get(c.uniq_id, 0) if c.parent is u else
-                               via.get((u.uniq_id, c.uniq_id), UNSET_WEIGHT if c.children else 0)),
-                             -c.uniq_id, i) for i, c in enumerate(u.children)))
+            weight = self.edge_weight_of
+            order = sorted(((-weight(u, c), -c.uniq_id, i) for i, c in enumerate(u.children)))
             self._order[u.uniq_id] = order
         kids = u.children
         return (kids[i] for _w, _u, i in order)

@@ -19,7 +19,6 @@ from fluxnode.scheduler.planner.planner import Planner
 from fluxnode.scheduler.planner.planner_multi import PlannerMulti
 from fluxnode.scheduler.traversers.dfu_impl import (
     INF,
-    UNSET_WEIGHT,
     X_CHECKER_NJOBS,
     DfuImpl,
     Emit,
@@ -147,13 +146,11 @@ class DfuUpdate(DfuImpl):
         are Fluxion's, per edge: a vertex with a second parent (ASSOCIATE_IN) has its
         own weight under each (``_weights_via``), its containment parent's in
         ``_weights``."""
+        old = self.edge_weight_of(via, v)
         if v.parent is via:
-            old = self._weights.get(v.uniq_id, 0)
             self._weights[v.uniq_id] = w
         else:
-            key = (via.uniq_id, v.uniq_id)
-            old = self._weights_via.get(key, UNSET_WEIGHT)
-            self._weights_via[key] = w
+            self._weights_via[(via.uniq_id, v.uniq_id)] = w
         if old == w:
             return
         order = self._order.get(via.uniq_id)
