@@ -26,6 +26,7 @@ from fluxnode.scheduler.traversers.dfu_impl import (
     JobMeta,
     free_during,
 )
+from fluxnode.scheduler.traversers.whole_leaves import take_fresh_leaves
 
 # flux-sched's resource/schema/data_std.cpp interns these at start-up, in this order
 TYPES_INTERNED_FIRST = ["cluster", "core", "socket", "gpu", "node", "rack", "slot", "xor_slot",
@@ -206,7 +207,20 @@ class DfuUpdate(DfuImpl):
             # is left alone, and the marks are read only when the walk marked a child
             whole = shadow and tree
             some_marked = whole and uid in marked
-            for c in kids:
+            # runs of fresh leaves there go to take_fresh_leaves (compiled): the same
+            # as the leaf branch below, ~70 leaves per node-exclusive match
+            leaf_marks = marks if some_marked else None
+            nk = len(kids)
+            i = 0
+            while i < nk:
+                if whole:
+                    i, k = take_fresh_leaves(kids, i, kits, Emit, level + 1, job_vertices, out,
+                                             prune_types, agg, leaf_marks, uid)
+                    n += k
+                    if i == nk:
+                        break
+                c = kids[i]
+                i += 1
                 cid = c.uniq_id
                 if whole:
                     mk = marks.get((uid, cid)) if some_marked else None

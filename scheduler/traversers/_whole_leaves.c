@@ -1,0 +1,398 @@
+/* The compiled take_fresh_leaves (see whole_leaves.py, which documents the contract
+ * and holds the Python reference this must equal).
+ *
+ * Design: the loop stays on Python objects (Vertex, the kit's planners, the job's
+ * dicts) and changes exactly what the Python loop changes, in the same order; what
+ * it saves is the interpreter's work per leaf. Going through PyObject_GetAttr and
+ * PyObject_SetAttr saves little (measured: 0.8x the Python loop's time), since a
+ * slot access there costs a type lookup as it does in the interpreter. So, for a
+ * class whose attributes are plain __slots__ (Vertex, and Emit, which a slotted
+ * dataclass is), the loop reads and writes the slots at their offsets, which it
+ * takes from the class's member descriptors the first time it meets the class. A
+ * class that is not laid out so (a property or a __setattr__ in the way, a slot
+ * missing) takes the generic calls, and an Emit that is not such a plain dataclass
+ * is built by calling it. The kit of the previous leaf is kept: the leaves of a
+ * subtree are almost always of one type and size, so the (size, size, type) key is
+ * built once per run. Anything unexpected (a kit that does not unpack to three, an
+ * unset slot) raises what the Python loop raises.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include "structmember.h" /* T_OBJECT_EX, READONLY */
+
+/* ------------------------------------------------------------ slot layouts */
+
+enum { V_CHILDREN, V_SCHEDULE, V_X_CHECKER, V_TAGS, V_SIZE, V_TYPE, V_UNIQ_ID, V_XSPANS,
+       V_SPANS, V_ALLOCATIONS, V_RESERVATIONS, V_N };
+static const char *const vertex_fields[V_N] = {
+    "children", "schedule", "x_checker", "tags", "size", "type", "uniq_id", "xspans",
+    "spans", "allocations", "reservations"};
+
+enum { E_VERTEX, E_NEEDS, E_EXCLUSIVE, E_LEVEL, E_AGFILTER, E_N };
+static const char *const emit_fields[E_N] = {"vertex", "needs", "exclusive", "level",
+                                             "agfilter"};
+
+static PyObject *vertex_names[V_N], *emit_names[E_N], *s_allocated, *s_post_init;
+
+/* Where a class keeps the named attributes: their slot offsets, or (direct == 0)
+ * nowhere the loop may reach directly, and it calls PyObject_GetAttr/SetAttr. */
+typedef struct {
+    PyTypeObject *type; /* strong reference, NULL before the first use */
+    int direct;
+    Py_ssize_t offset[(int)V_N > (int)E_N ? (int)V_N : (int)E_N];
+} Layout;
+
+static Layout vertex_layout, emit_layout;
+
+/* Fill `lay` for `tp`: direct when every name is a writable object slot of tp (a
+ * member descriptor found by the ordinary lookup, so nothing overrides it) and tp
+ * gets and sets attributes the generic way. */
+static void
+layout_for(Layout *lay, PyTypeObject *tp, PyObject *const *names, int n)
+{
+    Py_XSETREF(lay->type, (PyTypeObject *)Py_NewRef(tp));
+    lay->direct = tp->tp_getattro == PyObject_GenericGetAttr &&
+                  tp->tp_setattro == PyObject_GenericSetAttr;
+    for (int i = 0; i < n && lay->direct; i++) {
+        PyObject *d = _PyType_Lookup(tp, names[i]); /* borrowed */
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+            lay->direct = 0;
+            break;
+        }
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) {
+            lay->direct = 0;
+            break;
+        }
+        lay->offset[i] = m->offset;
+    }
+}
+
+static inline const Layout *
+vertex_layout_of(PyObject *o)
+{
+    if (Py_TYPE(o) != vertex_layout.type)
+        layout_for(&vertex_layout, Py_TYPE(o), vertex_names, V_N);
+    return &vertex_layout;
+}
+
+/* Attribute `i` of `o` (a new reference), or NULL with an exception. */
+static inline PyObject *
+get(PyObject *o, const Layout *lay, PyObject *const *names, int i)
+{
+    if (lay->direct) {
+        PyObject *v = *(PyObject **)((char *)o + lay->offset[i]);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(o, names[i]); /* an unset slot raises AttributeError here */
+}
+
+/* o.<attribute i> = v: 0, or -1 with an exception. */
+static inline int
+set(PyObject *o, const Layout *lay, PyObject *const *names, int i, PyObject *v)
+{
+    if (lay->direct) {
+        PyObject **slot = (PyObject **)((char *)o + lay->offset[i]);
+        PyObject *old = *slot;
+        *slot = Py_NewRef(v);
+        Py_XDECREF(old);
+        return 0;
+    }
+    return PyObject_SetAttr(o, names[i], v);
+}
+
+/* A truth test of vertex attribute `i`: 1, 0, or -1 with an exception set. */
+static int
+vtrue(PyObject *o, const Layout *lay, int i)
+{
+    PyObject *v = get(o, lay, vertex_names, i);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* 1 when vertex attribute `i` is None, 0 when not, -1 on error. */
+static int
+vnone(PyObject *o, const Layout *lay, int i)
+{
+    PyObject *v = get(o, lay, vertex_names, i);
+    if (v == NULL)
+        return -1;
+    int r = v == Py_None;
+    Py_DECREF(v);
+    return r;
+}
+
+/* emit(c, size, True, level): built in place for a plain slotted dataclass (object's
+ * __new__, no __post_init__, every field a slot), else by calling `emit`. */
+static PyObject *
+make_emit(PyObject *emit, PyObject *c, PyObject *size, PyObject *level)
+{
+    if (PyType_Check(emit)) {
+        PyTypeObject *tp = (PyTypeObject *)emit;
+        if (tp != emit_layout.type) {
+            layout_for(&emit_layout, tp, emit_names, E_N);
+            if (emit_layout.direct &&
+                (tp->tp_new != PyBaseObject_Type.tp_new || tp->tp_alloc == NULL ||
+                 PyObject_HasAttr(emit, s_post_init)))
+                emit_layout.direct = 0;
+        }
+        if (emit_layout.direct) {
+            PyObject *e = tp->tp_alloc(tp, 0);
+            if (e == NULL)
+                return NULL;
+            PyObject *fields[E_N] = {c, size, Py_True, level, Py_None};
+            for (int i = 0; i < E_N; i++)
+                *(PyObject **)((char *)e + emit_layout.offset[i]) = Py_NewRef(fields[i]);
+            return e;
+        }
+    }
+    PyObject *args[4] = {c, size, Py_True, level};
+    return PyObject_Vectorcall(emit, args, 4, NULL);
+}
+
+/* ------------------------------------------------------------ the kit */
+
+/* The kit of the previous leaf, and what take_one reads of it, kept across leaves. */
+typedef struct {
+    PyObject *type; /* the leaves' type (compared by identity) */
+    Py_ssize_t size;
+    PyObject *schedule, *x_checker; /* borrowed from kit */
+    PyObject *kit, *tags, *spans;
+    int allocated, tracked;
+} Kit;
+
+static void
+kit_clear(Kit *k)
+{
+    Py_CLEAR(k->type);
+    Py_CLEAR(k->kit);
+    Py_CLEAR(k->tags);
+    Py_CLEAR(k->spans);
+    k->size = -1;
+}
+
+/* Make `found` (kits[(size, size, type)]) the current kit. 0, or -1 with an exception. */
+static int
+kit_set(Kit *k, PyObject *found, PyObject *type, Py_ssize_t size, PyObject *prune_types)
+{
+    /* the errors of `schedule, x_checker, held = kit` */
+    PyObject *t = PySequence_Tuple(found);
+    if (t == NULL) {
+        PyErr_Format(PyExc_TypeError, "cannot unpack non-iterable %.200s object",
+                     Py_TYPE(found)->tp_name);
+        return -1;
+    }
+    Py_ssize_t len = PyTuple_GET_SIZE(t);
+    if (len != 3) {
+        if (len < 3)
+            PyErr_Format(PyExc_ValueError, "not enough values to unpack (expected 3, got %zd)",
+                         len);
+        else
+            PyErr_SetString(PyExc_ValueError, "too many values to unpack (expected 3)");
+        Py_DECREF(t);
+        return -1;
+    }
+    found = t; /* kept below as k->kit */
+    PyObject *held = PyTuple_GET_ITEM(found, 2);
+    PyObject *tags = PyObject_GetAttr(held, vertex_names[V_TAGS]);
+    PyObject *spans = tags ? PyObject_GetAttr(held, vertex_names[V_SPANS]) : NULL;
+    PyObject *allocated = spans ? PyObject_GetAttr(held, s_allocated) : NULL;
+    int alloc = allocated ? PyObject_IsTrue(allocated) : -1;
+    Py_XDECREF(allocated);
+    int tracked = alloc >= 0 ? PySequence_Contains(prune_types, type) : -1;
+    if (tracked < 0) {
+        Py_XDECREF(tags);
+        Py_XDECREF(spans);
+        Py_DECREF(found);
+        return -1;
+    }
+    kit_clear(k);
+    k->type = Py_NewRef(type);
+    k->size = size;
+    k->kit = found;
+    k->schedule = PyTuple_GET_ITEM(found, 0);
+    k->x_checker = PyTuple_GET_ITEM(found, 1);
+    k->tags = tags;
+    k->spans = spans;
+    k->allocated = alloc;
+    k->tracked = tracked;
+    return 0;
+}
+
+/* ------------------------------------------------------------ the loop */
+
+typedef struct {
+    PyObject *kits, *emit, *level, *job_vertices, *out, *prune_types, *agg, *marks,
+        *parent_uid;
+} Walk;
+
+/* Is `c` a fresh unmarked leaf? 1 yes, 0 no, -1 error. Sets *uid (a new reference)
+ * when it says yes. */
+static int
+fresh_leaf(PyObject *c, const Layout *lay, const Walk *w, PyObject **uid)
+{
+    int r = vtrue(c, lay, V_CHILDREN);
+    if (r != 0)
+        return r < 0 ? -1 : 0;
+    r = vnone(c, lay, V_SCHEDULE);
+    if (r != 1)
+        return r;
+    r = vnone(c, lay, V_X_CHECKER);
+    if (r != 1)
+        return r;
+    r = vtrue(c, lay, V_TAGS);
+    if (r != 0)
+        return r < 0 ? -1 : 0;
+    PyObject *id = get(c, lay, vertex_names, V_UNIQ_ID);
+    if (id == NULL)
+        return -1;
+    if (w->marks != Py_None) {
+        PyObject *edge = PyTuple_Pack(2, w->parent_uid, id);
+        r = edge ? PyDict_Contains(w->marks, edge) : -1;
+        Py_XDECREF(edge);
+        if (r != 0) {
+            Py_DECREF(id);
+            return r < 0 ? -1 : 0;
+        }
+    }
+    *uid = id;
+    return 1;
+}
+
+/* Take the fresh unmarked leaf `c` (uniq_id `uid`) if its kit is there: 1 taken,
+ * 0 no kit yet, -1 error. */
+static int
+take_one(PyObject *c, const Layout *lay, PyObject *uid, const Walk *w, Kit *k)
+{
+    int ret = -1;
+    PyObject *type = NULL, *e = NULL, *sum = NULL;
+    PyObject *size = get(c, lay, vertex_names, V_SIZE);
+    if (size == NULL)
+        return -1;
+    Py_ssize_t sz = PyLong_AsSsize_t(size);
+    if (sz == -1 && PyErr_Occurred())
+        goto done;
+    if ((type = get(c, lay, vertex_names, V_TYPE)) == NULL)
+        goto done;
+    if (type != k->type || sz != k->size) {
+        PyObject *key = PyTuple_Pack(3, size, size, type);
+        if (key == NULL)
+            goto done;
+        PyObject *found = PyDict_GetItemWithError(w->kits, key); /* borrowed */
+        Py_DECREF(key);
+        if (found == NULL) {
+            ret = PyErr_Occurred() ? -1 : 0;
+            goto done;
+        }
+        if (kit_set(k, found, type, sz, w->prune_types) < 0)
+            goto done;
+    }
+    /* what `c.schedule, c.x_checker, held = kit; c.hold_whole(held)` does */
+    if (set(c, lay, vertex_names, V_SCHEDULE, k->schedule) < 0 ||
+        set(c, lay, vertex_names, V_X_CHECKER, k->x_checker) < 0 ||
+        set(c, lay, vertex_names, V_TAGS, k->tags) < 0 ||
+        set(c, lay, vertex_names, V_XSPANS, k->spans) < 0 ||
+        set(c, lay, vertex_names, V_SPANS, k->spans) < 0 ||
+        set(c, lay, vertex_names, k->allocated ? V_ALLOCATIONS : V_RESERVATIONS, k->tags) < 0)
+        goto done;
+    if (PyDict_SetItem(w->job_vertices, uid, c) < 0)
+        goto done;
+    if ((e = make_emit(w->emit, c, size, w->level)) == NULL || PyList_Append(w->out, e) < 0)
+        goto done;
+    if (k->tracked) {
+        PyObject *had = PyDict_GetItemWithError(w->agg, type); /* borrowed */
+        if (had == NULL && PyErr_Occurred())
+            goto done;
+        sum = had == NULL ? Py_NewRef(size) : PyNumber_Add(had, size);
+        if (sum == NULL || PyDict_SetItem(w->agg, type, sum) < 0)
+            goto done;
+    }
+    ret = 1;
+done:
+    Py_XDECREF(sum);
+    Py_XDECREF(e);
+    Py_XDECREF(type);
+    Py_DECREF(size);
+    return ret;
+}
+
+static PyObject *
+take_fresh_leaves(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError,
+                        "take_fresh_leaves(kids, i, kits, emit, level, job_vertices, out, "
+                        "prune_types, agg, marks, uid) takes 11 arguments");
+        return NULL;
+    }
+    Walk w = {args[2], args[3], args[4], args[5], args[6], args[7], args[8], args[9], args[10]};
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    if (i < 0) {
+        PyErr_SetString(PyExc_ValueError, "take_fresh_leaves: i must be >= 0");
+        return NULL;
+    }
+    if (!PyDict_Check(w.kits) || !PyDict_Check(w.job_vertices) || !PyList_Check(w.out) ||
+        !PyDict_Check(w.agg) || (w.marks != Py_None && !PyDict_Check(w.marks))) {
+        PyErr_SetString(PyExc_TypeError, "take_fresh_leaves: kits, job_vertices, agg and "
+                                         "marks (or None) must be dicts, out a list");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[0], "take_fresh_leaves: kids must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    Py_ssize_t start = i;
+    Kit k = {NULL, -1, NULL, NULL, NULL, NULL, NULL, 0, 0};
+    int r = 1;
+    for (; i < n; i++) {
+        PyObject *c = items[i], *uid = NULL;
+        const Layout *lay = vertex_layout_of(c);
+        r = fresh_leaf(c, lay, &w, &uid);
+        if (r == 1) {
+            r = take_one(c, lay, uid, &w, &k);
+            Py_DECREF(uid);
+        }
+        if (r != 1)
+            break;
+    }
+    kit_clear(&k);
+    Py_DECREF(seq);
+    if (r < 0)
+        return NULL;
+    return Py_BuildValue("(nn)", i, i - start);
+}
+
+static PyMethodDef methods[] = {
+    {"take_fresh_leaves", (PyCFunction)(void (*)(void))take_fresh_leaves, METH_FASTCALL,
+     "take_fresh_leaves(kids, i, kits, emit, level, job_vertices, out, prune_types, agg,"
+     " marks, uid) -> (stopped at, taken); see fluxnode.scheduler.traversers.whole_leaves."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_whole_leaves",
+    "Compiled take_fresh_leaves (see fluxnode.scheduler.traversers.whole_leaves).", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__whole_leaves(void)
+{
+    for (int i = 0; i < V_N; i++)
+        if ((vertex_names[i] = PyUnicode_InternFromString(vertex_fields[i])) == NULL)
+            return NULL;
+    for (int i = 0; i < E_N; i++)
+        if ((emit_names[i] = PyUnicode_InternFromString(emit_fields[i])) == NULL)
+            return NULL;
+    if ((s_allocated = PyUnicode_InternFromString("allocated")) == NULL ||
+        (s_post_init = PyUnicode_InternFromString("__post_init__")) == NULL)
+        return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,84 @@
+"""Fresh leaves of a subtree a job takes whole: the update walk's hottest loop.
+
+A node-exclusive match takes every core of its node: 64-70 leaves per single-core
+``firstnodex``/``lonodex``/``hinodex`` match, 68,000 for a 1,000-node exclusive gang.
+A fresh leaf (no planner, no tag yet) there gets the same things every time: the
+job's shared planners and containers (its "kit", see ``dfu_update._JobSpans``), a
+place in the job's vertices, an :class:`~.dfu_impl.Emit`, and its units in the
+parent's subtree counts. :func:`take_fresh_leaves` does that for a run of such
+children in one call.
+
+There are two implementations of the one function, with one contract:
+
+* ``_whole_leaves.c``, compiled by ``pip install`` when a C compiler and the Python
+  headers are there (setuptools ``ext-modules`` in pyproject.toml, ``optional``: a
+  machine without a compiler gets a working install without it), about four times
+  faster per leaf: the interpreter's cost per attribute and call is what this loop
+  is made of;
+* :func:`_take_fresh_leaves_py` below, the reference, which the C one must equal
+  (tests/scheduler/traversers/test_whole_leaves.py holds them to each other on
+  random runs of children, and runs the match tests under each).
+
+``FLUXNODE_PURE_PYTHON=1`` in the environment selects the Python one at import.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+ENV_PURE_PYTHON = "FLUXNODE_PURE_PYTHON"
+
+
+def _take_fresh_leaves_py(kids: Sequence[Any], i: int, kits: dict, emit: Callable[..., Any],
+                          level: int, job_vertices: dict, out: list,
+                          prune_types: Collection[str], agg: dict[str, int],
+                          marks: dict | None, uid: int) -> tuple[int, int]:
+    """Take ``kids[i:]`` of the vertex ``uid`` while each is a fresh leaf whose kit
+    ``kits`` already has and that the selection walk did not mark (``marks``, keyed
+    ``(uid, child's uniq_id)``; None: it marked no child of ``uid``).
+
+    For each: its schedule planner, x_checker and containers from the kit (keyed
+    ``(size, size, type)``: a fresh vertex is taken with all its units), a place in
+    ``job_vertices``, ``emit(c, size, True, level)`` appended to ``out``, and its size
+    added to ``agg[type]`` when ``prune_types`` tracks the type. Stops at the first
+    child that is not such a leaf (it has children, any state, a mark, or no kit yet), which
+    the caller takes its own way. Returns (the index it stopped at, how many it took)."""
+    if i < 0:
+        raise ValueError("take_fresh_leaves: i must be >= 0")
+    n = len(kids)
+    start = i
+    while i < n:
+        c = kids[i]
+        if c.children or c.schedule is not None or c.x_checker is not None or c.tags:
+            break
+        if marks is not None and (uid, c.uniq_id) in marks:
+            break
+        size = c.size
+        kit = kits.get((size, size, c.type))
+        if kit is None:
+            break
+        c.schedule, c.x_checker, held = kit
+        c.hold_whole(held)
+        job_vertices[c.uniq_id] = c
+        out.append(emit(c, size, True, level))
+        if c.type in prune_types:
+            agg[c.type] = agg.get(c.type, 0) + size
+        i += 1
+    return i, i - start
+
+
+def _compiled() -> Callable[..., tuple[int, int]] | None:
+    if os.environ.get(ENV_PURE_PYTHON, "") not in ("", "0"):
+        return None
+    try:
+        from fluxnode.scheduler.traversers._whole_leaves import take_fresh_leaves
+    except ImportError:  # built without a compiler (optional extension)
+        return None
+    return take_fresh_leaves
+
+
+_c_take = _compiled()
+COMPILED = _c_take is not None
+take_fresh_leaves: Callable[..., tuple[int, int]] = _c_take or _take_fresh_leaves_py
