@@ -92,13 +92,15 @@ class _JobSpans:
             v.hold_units(self.jobid, p.add_span(self.at, self.duration, needs),
                          self.allocating)
 
-    def x(self, v: Vertex) -> None:
+    def x(self, v: Vertex, whole: bool = False) -> None:
         """The job holds something at or below ``v`` during the window (its x_checker).
-        A fresh leaf shares the job's; a vertex with children gets its own, since other
-        jobs come to it while this one holds a part (a node of single-core jobs)."""
+        A fresh leaf shares the job's, and so does a fresh vertex of a subtree it takes
+        whole (``whole``: the sockets of an exclusive node; no other job comes to them
+        while this one holds them). Another vertex with children gets its own, since
+        other jobs come to it while this one holds a part (a node of single-core jobs)."""
         p = v.x_checker
         if p is None:
-            v.x_checker = self._fresh_x() if v.children else self._shared_x()
+            v.x_checker = self._fresh_x() if v.children and not whole else self._shared_x()
             v.hold(self.jobid, 1)
         else:
             p = v.x_checker = p.owned()
@@ -269,7 +271,7 @@ class DfuUpdate(DfuImpl):
                 spans.units(u, needs)
             if n > 0:
                 subtree_cache.pop(uid, None)
-                spans.x(u)
+                spans.x(u, shadow)
                 if agg:
                     self._ag_put(u, jobid, at, end, agg)  # reads agg, keeps no reference
                 job_vertices[uid] = u

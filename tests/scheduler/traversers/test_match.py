@@ -248,14 +248,16 @@ def test_xor_slots_that_can_never_fit_are_unsatisfiable_not_busy(tiny_grug):
     assert exc.value.busy
 
 
+@pytest.mark.parametrize("graph", ["rv1", "sockets"])
 @pytest.mark.parametrize("policy", ["lonodex", "hinodex", "firstnodex", "low", "first"])
-def test_leaves_sharing_planners_are_never_given_twice(policy):
+def test_leaves_sharing_planners_are_never_given_twice(policy, graph, tiny_grug):
     """A job that takes a node whole gives the node's fresh leaves planners they share
-    (Planner.share); a later reservation on one of them copies it first, a cancel drops
-    it. Against a ledger kept from the matches' selections alone (each exclusive leaf's
-    time windows), a random stream of allocations, reservations and cancels never gives
-    a leaf to two jobs at once, and once every job is cancelled the whole machine is
-    taken at once again."""
+    (Planner.share), and the sockets of it the job's x_checker; a later reservation on
+    one of them copies it first, a cancel drops it. Against a ledger kept from the
+    matches' selections alone (each exclusive leaf's time windows), a random stream of
+    allocations, reservations and cancels never gives a leaf to two jobs at once, and
+    once every job is cancelled the whole machine is taken at once again. Graphs: nodes
+    of cores and GPUs (rv1), and nodes of 2 sockets of 4 cores, a GPU and memory."""
     import random
 
     from fluxnode.scheduler.policies.policy import Policy
@@ -264,16 +266,23 @@ def test_leaves_sharing_planners_are_never_given_twice(policy):
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")
     rng = random.Random(seed)
-    nodes = 4
-    R = {"version": 1, "execution": {
-        "R_lite": [{"rank": f"0-{nodes - 1}", "children": {"core": "0-7", "gpu": "0-1"}}],
-        "nodelist": [f"n[0-{nodes - 1}]"], "starttime": 0, "expiration": 0}}
-    t = FastTraverser(read_rv1(R), Policy.parse(policy, stable_ties=rng.random() < 0.5))
+    if graph == "rv1":
+        nodes = 4
+        R = {"version": 1, "execution": {
+            "R_lite": [{"rank": f"0-{nodes - 1}", "children": {"core": "0-7", "gpu": "0-1"}}],
+            "nodelist": [f"n[0-{nodes - 1}]"], "starttime": 0, "expiration": 0}}
+        g = read_rv1(R)
+    else:
+        nodes, g = 2, read_grug(tiny_grug)
+    t = FastTraverser(g, Policy.parse(policy, stable_ties=rng.random() < 0.5))
 
     def whole(n, duration):
+        per_node = [{"type": "core", "count": 8}, {"type": "gpu", "count": 2}]
+        if graph == "sockets":  # Fluxion finds no cores of a socket from a slot above it
+            per_node = [{"type": "socket", "count": 2, "with": [
+                {"type": "core", "count": 4}, {"type": "gpu", "count": 1}]}]
         return jobspec([{"type": "node", "count": n, "exclusive": True, "with": [
-            {"type": "slot", "count": 1, "label": "default", "with": [
-                {"type": "core", "count": 8}, {"type": "gpu", "count": 2}]}]}], duration)
+            {"type": "slot", "count": 1, "label": "default", "with": per_node}]}], duration)
 
     ledger: dict[int, list[tuple[int, int, int]]] = {}  # leaf -> (start, end, job)
     live: list[int] = []
