@@ -45,6 +45,11 @@ _size_of, _status_of = attrgetter("size"), attrgetter("status")
 
 # Distinct leaf-parent shapes numbered before the numbering starts over (see _leaf_shape).
 MAX_SHAPES = 65536
+# A request level whose walks of one vertex type have made no template this many times
+# in a row stops numbering that type's shapes, and tries again once in TPL_RETRY walks
+# (see _dom_dfv_tpl)
+TPL_GIVE_UP = 16
+TPL_RETRY = 256
 
 # Requests (levels x windows x policies) whose root index is kept; the oldest goes first.
 MAX_INDEXES = 8
@@ -225,6 +230,10 @@ class FastTraverser(Traverser):
         self._ctx_ids: dict[tuple, int] = {}  # a request level and window -> its number
         self._tpl_ctx: dict[tuple, int] = {}  # this match's: (level id, ...) -> number
         self._templates: dict[tuple, _Template | None] = {}
+        # (request level number, vertex type) -> walks in a row that made or found no
+        # template; see _dom_dfv_tpl
+        self._tpl_misses: dict[tuple[int, str], int] = {}
+        self._starts_over = 0  # how many times _numbered started every numbering over
 
     def _invalidate(self, u: Vertex | None) -> None:
         # a status changed at or below u: the shapes of u and its ancestors name statuses
@@ -250,6 +259,8 @@ class FastTraverser(Traverser):
             self._deep_shapes.clear()
             self._tpl_ctx.clear()
             self._templates.clear()
+            self._tpl_misses.clear()
+            self._starts_over += 1
         got = ids[whole] = len(ids)
         return got
 
@@ -348,23 +359,43 @@ class FastTraverser(Traverser):
             or (u.x_checker is not None and u.x_checker.span_count)
         ):
             return None
-        shape = self._shape(u)
-        if shape is None:
-            return None
         # every score below u moves with the node-centric score it is entered with, the
         # order among them does not: the template keeps scores relative to it
         here = (id(resources), pristine, excl, m.alloc, m.sat)
         ctx = self._tpl_ctx.get(here)
         if ctx is None:  # this match's first leaf parent for the request level: number it
-            whole = (self._cache_policy, self._sig(resources), pristine, excl, m.alloc, m.sat)
-            ctx = self._tpl_ctx[here] = self._numbered(self._ctx_ids, whole)
-            shape = self._shape(u)  # still numbered after a start-over
+            ctx = self._ctx_number(here, resources, pristine, excl, m)
+        # A walk that takes something leaves groups in its scoring and makes no template
+        # (see _template_walk): a single-core first-match walks a fresh node and socket
+        # per match, so it numbered two new shapes (tuples of 70 children's fields) per
+        # match for nothing. After TPL_GIVE_UP such walks in a row for this request level
+        # and type, the type's shapes are numbered only once in TPL_RETRY walks (the
+        # graph's state may have changed): the plain walk gives the same answer as a
+        # template, which only saves time.
+        misses = self._tpl_misses
+        mkey = (ctx, u.type)
+        missed = misses.get(mkey, 0)
+        if missed >= TPL_GIVE_UP:
+            misses[mkey] = missed + 1 if missed < TPL_RETRY else TPL_GIVE_UP - 1
+            return None
+        starts = self._starts_over
+        shape = self._shape(u)
+        if shape is None:
+            return None
+        if self._starts_over != starts:  # numbering the shape started over: ctx went too
+            ctx = self._ctx_number(here, resources, pristine, excl, m)
+            shape = self._shape(u)
+            mkey, missed = (ctx, u.type), 0
         key = (ctx, shape)
         tpl = self._templates.get(key, False)
         if tpl is False:
-            return self._template_walk(key, m, u, resources, pristine, excl, to_parent)
+            got = self._template_walk(key, m, u, resources, pristine, excl, to_parent)
+            self._tpl_misses[mkey] = missed + 1 if self._templates.get(key) is None else 0
+            return got
         if tpl is None:
+            misses[mkey] = missed + 1
             return None
+        misses[mkey] = 0
         self.preorder += tpl.preorder
         self.postorder += tpl.postorder
         self._enforced += tpl.enforced
@@ -399,6 +430,13 @@ class FastTraverser(Traverser):
             to_parent.avail = tpl.avail
             to_parent.overall = tpl.overall + self.policy.ml_scores + (u.id if tpl.deep else 0)
         return tpl.ok, tpl.x
+
+    def _ctx_number(self, here: tuple, resources: list[Request], pristine: bool, excl: bool,
+                    m: JobMeta) -> int:
+        """Number this match's request level ``here`` (kept in ``_tpl_ctx``)."""
+        whole = (self._cache_policy, self._sig(resources), pristine, excl, m.alloc, m.sat)
+        ctx = self._tpl_ctx[here] = self._numbered(self._ctx_ids, whole)
+        return ctx
 
     def _template_walk(
         self,
@@ -481,6 +519,7 @@ class FastTraverser(Traverser):
         if key != self._cache_policy:  # the service changes policy between matches
             self._subtree_cache.clear()
             self._templates.clear()
+            self._tpl_misses.clear()
             self._cache_policy = key
         self._cacheable = exhaustive
         # the walk's shortcuts (leaves in line, untouched leaf parents by template) give

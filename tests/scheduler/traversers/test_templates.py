@@ -114,3 +114,61 @@ def test_exact_mode_shortcuts_leave_the_plain_walks_errno_counts_and_answers(
         if i % 5 == 4 and i + 1 in plain.jobs:
             plain.cancel(i + 1)
             fast.cancel(i + 1)
+
+
+@pytest.mark.parametrize("policy", ["first", "firstnodex", "low"])
+def test_a_request_level_that_never_makes_a_template_stops_numbering_shapes(policy):
+    """A single-core first-match walk takes a core of a fresh node and socket each time:
+    the walk leaves groups, so it makes no template, and numbering the shapes of that
+    node and socket (tuples of their children's fields) was wasted work per match. After
+    TPL_GIVE_UP such walks in a row the request level stops numbering shapes of that type,
+    and tries again once in TPL_RETRY walks. 400 matches with cancels on 96 nodes pass
+    through one retry; every answer is the plain walk's, shapes are
+    numbered for only a few of the vertices walked, and a gang of nodes afterwards (a new
+    request level) still replays a node template."""
+    from fluxnode.scheduler.traversers import dfu_fast
+    from support.sched_graphs import cores, jobspec
+
+    graph = grug_document(
+        '  <graph id="twins" edgedefault="directed">\n'
+        + grug_vertices(("cluster", "cluster", "twins"), ("node", "node", "node"),
+                        ("socket", "socket", "socket"), ("core", "core", "core"))
+        + _edge(1, "cluster", "node", 96, scope=0) + _edge(2, "node", "socket", 2)
+        + _edge(3, "socket", "core", 4) + "  </graph>\n")
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "g.graphml"
+        path.write_text(graph)
+        plain, fast = Traverser(read_grug(path), policy), FastTraverser(read_grug(path), policy)
+    live: list[int] = []
+    walked = 0
+    for jobid in range(1, 401):
+        got = []
+        for t in (plain, fast):
+            res = t.match(cores(1), jobid=jobid)
+            got.append(sorted((e.vertex.uniq_id, e.needs, e.exclusive) for e in res.selection))
+        assert got[0] == got[1], (jobid, got)
+        walked += 2  # a node and a socket per match
+        live.append(jobid)
+        if len(live) > 60:  # firstnodex: a node each
+            gone = live.pop(0)
+            plain.cancel(gone)
+            fast.cancel(gone)
+    assert jobid > dfu_fast.TPL_RETRY + dfu_fast.TPL_GIVE_UP  # a retry came
+    numbered = len(fast._shapes) + len(fast._deep_shapes)
+    # without giving up: first 98, firstnodex 240, low 381 (low's first match walks every
+    # node before its give-up counts are reached)
+    bound = (8 if policy == "low" else 4) * dfu_fast.TPL_GIVE_UP
+    assert numbered < bound < walked, numbered
+    gang = jobspec([{"type": "node", "count": 8, "with": [
+        {"type": "slot", "count": 1, "label": "default", "with": [
+            {"type": "socket", "count": 1, "with": [{"type": "core", "count": 1}]}]}]}])
+    for t in (plain, fast):
+        for jobid in live:
+            t.cancel(jobid)
+    got = [sorted(e.vertex.uniq_id for e in t.match(gang, jobid=1000).selection)
+           for t in (plain, fast)]
+    assert got[0] == got[1]
+    assert any(tpl is not None for tpl in fast._templates.values())
