@@ -16,9 +16,7 @@
  * built once per run. Anything unexpected (a kit that does not unpack to three, an
  * unset slot) raises what the Python loop raises.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include "structmember.h" /* T_OBJECT_EX, READONLY */
+#include "_slots.h"
 
 /* ------------------------------------------------------------ slot layouts */
 
@@ -34,72 +32,12 @@ static const char *const emit_fields[E_N] = {"vertex", "needs", "exclusive", "le
 
 static PyObject *vertex_names[V_N], *emit_names[E_N], *s_allocated, *s_post_init;
 
-/* Where a class keeps the named attributes: their slot offsets, or (direct == 0)
- * nowhere the loop may reach directly, and it calls PyObject_GetAttr/SetAttr. */
-typedef struct {
-    PyTypeObject *type; /* strong reference, NULL before the first use */
-    int direct;
-    Py_ssize_t offset[(int)V_N > (int)E_N ? (int)V_N : (int)E_N];
-} Layout;
-
 static Layout vertex_layout, emit_layout;
-
-/* Fill `lay` for `tp`: direct when every name is a writable object slot of tp (a
- * member descriptor found by the ordinary lookup, so nothing overrides it) and tp
- * gets and sets attributes the generic way. */
-static void
-layout_for(Layout *lay, PyTypeObject *tp, PyObject *const *names, int n)
-{
-    Py_XSETREF(lay->type, (PyTypeObject *)Py_NewRef(tp));
-    lay->direct = tp->tp_getattro == PyObject_GenericGetAttr &&
-                  tp->tp_setattro == PyObject_GenericSetAttr;
-    for (int i = 0; i < n && lay->direct; i++) {
-        PyObject *d = _PyType_Lookup(tp, names[i]); /* borrowed */
-        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-            lay->direct = 0;
-            break;
-        }
-        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) {
-            lay->direct = 0;
-            break;
-        }
-        lay->offset[i] = m->offset;
-    }
-}
 
 static inline const Layout *
 vertex_layout_of(PyObject *o)
 {
-    if (Py_TYPE(o) != vertex_layout.type)
-        layout_for(&vertex_layout, Py_TYPE(o), vertex_names, V_N);
-    return &vertex_layout;
-}
-
-/* Attribute `i` of `o` (a new reference), or NULL with an exception. */
-static inline PyObject *
-get(PyObject *o, const Layout *lay, PyObject *const *names, int i)
-{
-    if (lay->direct) {
-        PyObject *v = *(PyObject **)((char *)o + lay->offset[i]);
-        if (v != NULL)
-            return Py_NewRef(v);
-    }
-    return PyObject_GetAttr(o, names[i]); /* an unset slot raises AttributeError here */
-}
-
-/* o.<attribute i> = v: 0, or -1 with an exception. */
-static inline int
-set(PyObject *o, const Layout *lay, PyObject *const *names, int i, PyObject *v)
-{
-    if (lay->direct) {
-        PyObject **slot = (PyObject **)((char *)o + lay->offset[i]);
-        PyObject *old = *slot;
-        *slot = Py_NewRef(v);
-        Py_XDECREF(old);
-        return 0;
-    }
-    return PyObject_SetAttr(o, names[i], v);
+    return layout_of(&vertex_layout, o, vertex_names, V_N);
 }
 
 /* A truth test of vertex attribute `i`: 1, 0, or -1 with an exception set. */
@@ -228,12 +166,12 @@ kit_set(Kit *k, PyObject *found, PyObject *type, Py_ssize_t size, PyObject *prun
 typedef struct {
     PyObject *kits, *emit, *level, *job_vertices, *out, *prune_types, *agg, *marks,
         *parent_uid;
+    int whole;
 } Walk;
 
-/* Is `c` a fresh unmarked leaf? 1 yes, 0 no, -1 error. Sets *uid (a new reference)
- * when it says yes. */
+/* Is `c` a fresh leaf? 1 yes, 0 no, -1 error. */
 static int
-fresh_leaf(PyObject *c, const Layout *lay, const Walk *w, PyObject **uid)
+fresh_leaf(PyObject *c, const Layout *lay)
 {
     int r = vtrue(c, lay, V_CHILDREN);
     if (r != 0)
@@ -247,35 +185,64 @@ fresh_leaf(PyObject *c, const Layout *lay, const Walk *w, PyObject **uid)
     r = vtrue(c, lay, V_TAGS);
     if (r != 0)
         return r < 0 ? -1 : 0;
-    PyObject *id = get(c, lay, vertex_names, V_UNIQ_ID);
-    if (id == NULL)
-        return -1;
-    if (w->marks != Py_None) {
-        PyObject *edge = PyTuple_Pack(2, w->parent_uid, id);
-        r = edge ? PyDict_Contains(w->marks, edge) : -1;
-        Py_XDECREF(edge);
-        if (r != 0) {
-            Py_DECREF(id);
-            return r < 0 ? -1 : 0;
-        }
-    }
-    *uid = id;
     return 1;
 }
 
-/* Take the fresh unmarked leaf `c` (uniq_id `uid`) if its kit is there: 1 taken,
- * 0 no kit yet, -1 error. */
+/* Is the fresh leaf `c` (`size` units, uniq_id `uid`) taken whole? Its mark asks for
+ * all its units, exclusively, or the parent is taken whole and the mark asks for all
+ * its units or there is none. 1 yes, 0 no, -1 error. */
 static int
-take_one(PyObject *c, const Layout *lay, PyObject *uid, const Walk *w, Kit *k)
+taken_whole(PyObject *uid, PyObject *size, const Walk *w)
+{
+    PyObject *mark = NULL;
+    if (w->marks != Py_None) {
+        PyObject *edge = PyTuple_Pack(2, w->parent_uid, uid);
+        if (edge == NULL)
+            return -1;
+        mark = PyDict_GetItemWithError(w->marks, edge); /* borrowed */
+        Py_DECREF(edge);
+        if (mark == NULL && PyErr_Occurred())
+            return -1;
+    }
+    if (mark == NULL)
+        return w->whole;
+    PyObject *needs = PySequence_GetItem(mark, 0);
+    if (needs == NULL)
+        return -1;
+    int differ = PyObject_RichCompareBool(needs, size, Py_NE);
+    Py_DECREF(needs);
+    if (differ != 0)
+        return differ < 0 ? -1 : 0;
+    if (w->whole)
+        return 1;
+    PyObject *x = PySequence_GetItem(mark, 1);
+    if (x == NULL)
+        return -1;
+    int r = PyObject_IsTrue(x);
+    Py_DECREF(x);
+    return r;
+}
+
+/* Take the fresh leaf `c` if it is taken whole and its kit is there: 1 taken, 0 not
+ * (another mark, or no kit yet), -1 error. */
+static int
+take_one(PyObject *c, const Layout *lay, const Walk *w, Kit *k)
 {
     int ret = -1;
-    PyObject *type = NULL, *e = NULL, *sum = NULL;
+    PyObject *uid = NULL, *type = NULL, *e = NULL, *sum = NULL;
     PyObject *size = get(c, lay, vertex_names, V_SIZE);
     if (size == NULL)
         return -1;
     Py_ssize_t sz = PyLong_AsSsize_t(size);
     if (sz == -1 && PyErr_Occurred())
         goto done;
+    if ((uid = get(c, lay, vertex_names, V_UNIQ_ID)) == NULL)
+        goto done;
+    int r = taken_whole(uid, size, w);
+    if (r != 1) {
+        ret = r;
+        goto done;
+    }
     if ((type = get(c, lay, vertex_names, V_TYPE)) == NULL)
         goto done;
     if (type != k->type || sz != k->size) {
@@ -316,6 +283,7 @@ done:
     Py_XDECREF(sum);
     Py_XDECREF(e);
     Py_XDECREF(type);
+    Py_XDECREF(uid);
     Py_DECREF(size);
     return ret;
 }
@@ -323,13 +291,17 @@ done:
 static PyObject *
 take_fresh_leaves(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 11) {
+    if (nargs != 12) {
         PyErr_SetString(PyExc_TypeError,
                         "take_fresh_leaves(kids, i, kits, emit, level, job_vertices, out, "
-                        "prune_types, agg, marks, uid) takes 11 arguments");
+                        "prune_types, agg, marks, uid, whole) takes 12 arguments");
         return NULL;
     }
-    Walk w = {args[2], args[3], args[4], args[5], args[6], args[7], args[8], args[9], args[10]};
+    int whole = PyObject_IsTrue(args[11]);
+    if (whole < 0)
+        return NULL;
+    Walk w = {args[2], args[3], args[4], args[5], args[6], args[7],
+              args[8], args[9], args[10], whole};
     Py_ssize_t i = PyLong_AsSsize_t(args[1]);
     if (i == -1 && PyErr_Occurred())
         return NULL;
@@ -352,13 +324,11 @@ take_fresh_leaves(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t n
     Kit k = {NULL, -1, NULL, NULL, NULL, NULL, NULL, 0, 0};
     int r = 1;
     for (; i < n; i++) {
-        PyObject *c = items[i], *uid = NULL;
+        PyObject *c = items[i];
         const Layout *lay = vertex_layout_of(c);
-        r = fresh_leaf(c, lay, &w, &uid);
-        if (r == 1) {
-            r = take_one(c, lay, uid, &w, &k);
-            Py_DECREF(uid);
-        }
+        r = fresh_leaf(c, lay);
+        if (r == 1)
+            r = take_one(c, lay, &w, &k);
         if (r != 1)
             break;
     }
@@ -372,7 +342,8 @@ take_fresh_leaves(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t n
 static PyMethodDef methods[] = {
     {"take_fresh_leaves", (PyCFunction)(void (*)(void))take_fresh_leaves, METH_FASTCALL,
      "take_fresh_leaves(kids, i, kits, emit, level, job_vertices, out, prune_types, agg,"
-     " marks, uid) -> (stopped at, taken); see fluxnode.scheduler.traversers.whole_leaves."},
+     " marks, uid, whole) -> (stopped at, taken); see"
+     " fluxnode.scheduler.traversers.whole_leaves."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -94,10 +94,11 @@ class _JobSpans:
 
     def x(self, v: Vertex, whole: bool = False) -> None:
         """The job holds something at or below ``v`` during the window (its x_checker).
-        A fresh leaf shares the job's, and so does a fresh vertex of a subtree it takes
-        whole (``whole``: the sockets of an exclusive node; no other job comes to them
-        while this one holds them). Another vertex with children gets its own, since
-        other jobs come to it while this one holds a part (a node of single-core jobs)."""
+        A fresh leaf shares the job's, and so does a fresh vertex the job takes whole
+        (``whole``: in a subtree taken whole, the sockets of an exclusive node, or held
+        exclusively with all its units, a gang's socket): no other job comes to it while
+        this one holds it. Another vertex with children gets its own, since other jobs
+        come to it while this one holds a part (a node of single-core jobs)."""
         p = v.x_checker
         if p is None:
             v.x_checker = self._fresh_x() if v.children and not whole else self._shared_x()
@@ -209,15 +210,16 @@ class DfuUpdate(DfuImpl):
             # is left alone, and the marks are read only when the walk marked a child
             whole = shadow and tree
             some_marked = whole and uid in marked
-            # runs of fresh leaves there go to take_fresh_leaves (compiled): the same
-            # as the leaf branch below, ~70 leaves per node-exclusive match
-            leaf_marks = marks if some_marked else None
+            # in a tree, runs of fresh leaves taken whole go to take_fresh_leaves
+            # (compiled): the same as the leaf branch below, ~70 leaves per
+            # node-exclusive match, a core per node of a gang
+            leaf_marks = marks if some_marked or not shadow else None
             nk = len(kids)
             i = 0
             while i < nk:
-                if whole:
+                if tree:
                     i, k = take_fresh_leaves(kids, i, kits, Emit, level + 1, job_vertices, out,
-                                             prune_types, agg, leaf_marks, uid)
+                                             prune_types, agg, leaf_marks, uid, shadow)
                     n += k
                     if i == nk:
                         break
@@ -240,14 +242,15 @@ class DfuUpdate(DfuImpl):
                     cx = True
                 else:
                     cneeds, cx = mk[0], mk[1] or shadow
-                if not shadow or c.children:
+                if c.children or not (shadow or (cx and cneeds == c.size)):
                     sub, cagg = upd(c, cneeds, cx, level + 1, shadow, u)
                     if sub > 0:
                         n += sub
                         for t, k in cagg.items():
                             agg[t] = agg.get(t, 0) + k
                     continue
-                # a leaf of a subtree taken whole (a core of an exclusive node): what
+                # a leaf taken whole: of a subtree taken whole (a core of an exclusive
+                # node), or marked with all its units, exclusively (a gang's core): what
                 # upd(c, ...) does for it, in line; the node-exclusive policies take ~70
                 # of these per single-core match. A leaf is never in the subtree cache
                 # (DfuSelect._dom_dfv keeps vertices with children)
@@ -271,7 +274,7 @@ class DfuUpdate(DfuImpl):
                 spans.units(u, needs)
             if n > 0:
                 subtree_cache.pop(uid, None)
-                spans.x(u, shadow)
+                spans.x(u, shadow or (x and needs == u.size))
                 if agg:
                     self._ag_put(u, jobid, at, end, agg)  # reads agg, keeps no reference
                 job_vertices[uid] = u

@@ -34,16 +34,18 @@ ENV_PURE_PYTHON = "FLUXNODE_PURE_PYTHON"
 def _take_fresh_leaves_py(kids: Sequence[Any], i: int, kits: dict, emit: Callable[..., Any],
                           level: int, job_vertices: dict, out: list,
                           prune_types: Collection[str], agg: dict[str, int],
-                          marks: dict | None, uid: int) -> tuple[int, int]:
-    """Take ``kids[i:]`` of the vertex ``uid`` while each is a fresh leaf whose kit
-    ``kits`` already has and that the selection walk did not mark (``marks``, keyed
-    ``(uid, child's uniq_id)``; None: it marked no child of ``uid``).
+                          marks: dict | None, uid: int, whole: bool) -> tuple[int, int]:
+    """Take ``kids[i:]`` of the vertex ``uid`` while each is a fresh leaf taken whole
+    whose kit ``kits`` already has. Taken whole: the selection walk's mark (``marks``,
+    keyed ``(uid, child's uniq_id)``; None: no child of ``uid`` is marked) asks for
+    all its units, exclusively, or ``uid`` is taken whole (``whole``) and the mark asks
+    for all its units or there is none.
 
     For each: its schedule planner, x_checker and containers from the kit (keyed
     ``(size, size, type)``: a fresh vertex is taken with all its units), a place in
     ``job_vertices``, ``emit(c, size, True, level)`` appended to ``out``, and its size
     added to ``agg[type]`` when ``prune_types`` tracks the type. Stops at the first
-    child that is not such a leaf (it has children, any state, a mark, or no kit yet), which
+    child that is not such a leaf (it has children, any state, another mark, or no kit yet), which
     the caller takes its own way. Returns (the index it stopped at, how many it took)."""
     if i < 0:
         raise ValueError("take_fresh_leaves: i must be >= 0")
@@ -53,9 +55,13 @@ def _take_fresh_leaves_py(kids: Sequence[Any], i: int, kits: dict, emit: Callabl
         c = kids[i]
         if c.children or c.schedule is not None or c.x_checker is not None or c.tags:
             break
-        if marks is not None and (uid, c.uniq_id) in marks:
-            break
         size = c.size
+        mark = marks.get((uid, c.uniq_id)) if marks is not None else None
+        if mark is None:
+            if not whole:
+                break
+        elif mark[0] != size or not (whole or mark[1]):
+            break
         kit = kits.get((size, size, c.type))
         if kit is None:
             break

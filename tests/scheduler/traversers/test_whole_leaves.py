@@ -74,14 +74,19 @@ TAGGED = frozenset((3,))
 KIDS_OF_A_PARENT = [Vertex(900, "core", "core", "core900", 0)]
 
 kid_kinds = st.sampled_from(["fresh", "fresh", "fresh", "fresh", "scheduled", "x_checked",
-                             "tagged", "parent", "marked", "unset"])
+                             "tagged", "parent", "unset"])
+# the selection walk's mark on the edge to the kid: none, all its units exclusively, all
+# of them shared, part of them
+kid_marks = st.sampled_from([None, None, "all-x", "all", "part-x"])
 kid_specs = st.lists(st.tuples(kid_kinds, st.sampled_from(["core", "gpu", "memory"]),
-                               st.sampled_from([1, 2, 16])), max_size=24)
+                               st.sampled_from([1, 2, 16]), kid_marks), max_size=24)
+MARKS = {"all-x": lambda size: (size, True), "all": lambda size: (size, False),
+         "part-x": lambda size: (size - 1, True)}
 
 
 def _world(spec, vertex_cls):
     kids = []
-    for n, (kind, type_, size) in enumerate(spec):
+    for n, (kind, type_, size, _mark) in enumerate(spec):
         v = vertex_cls(100 + n, type_, type_, f"{type_}{n}", n, size=size)
         if kind == "scheduled":
             v.schedule = PLANNERS["own_sched"]
@@ -98,18 +103,19 @@ def _world(spec, vertex_cls):
 
 
 def _run(impl, spec, start, kit_keys, allocated, tracked, agg0, vertex_cls, emit_cls,
-         bad_kit):
+         bad_kit, whole):
     kids = _world(spec, vertex_cls)
     kits = {key: (PLANNERS["sched1" if key[0] == 1 else "sched2"], PLANNERS["x"],
                   HELD[allocated]) for key in kit_keys}
     if bad_kit and kits:
         kits[next(iter(kits))] = ("not", "a kit")
-    marks = {(5, v.uniq_id): (1, False) for (kind, _t, _s), v in zip(spec, kids, strict=True)
-             if kind == "marked"} or None
+    marks = {(5, v.uniq_id): MARKS[mark](size)
+             for (_k, _t, size, mark), v in zip(spec, kids, strict=True) if mark} or None
     job_vertices, out, agg = {}, [], dict(agg0)
     POST_INITS.clear()
     try:
-        got = impl(kids, start, kits, emit_cls, 4, job_vertices, out, tracked, agg, marks, 5)
+        got = impl(kids, start, kits, emit_cls, 4, job_vertices, out, tracked, agg, marks, 5,
+                   whole)
     except Exception as exc:  # noqa: BLE001 - the errors are compared
         got = (type(exc), str(exc).split(":")[0])
     state = []
@@ -148,10 +154,11 @@ def _same(a, b) -> bool:
        agg0=st.dictionaries(st.sampled_from(["core", "gpu"]), st.integers(0, 9), max_size=2),
        vertex_cls=st.sampled_from([Vertex, Vertex, PropertyVertex]),
        emit_cls=st.sampled_from([Emit, Emit, CountingEmit]),
-       bad_kit=st.booleans())
+       bad_kit=st.booleans(), whole=st.booleans())
 def test_the_compiled_loop_leaves_what_the_python_loop_leaves(
-        spec, start, kit_keys, allocated, tracked, agg0, vertex_cls, emit_cls, bad_kit):
-    args = (spec, start, kit_keys, allocated, tracked, agg0, vertex_cls, emit_cls, bad_kit)
+        spec, start, kit_keys, allocated, tracked, agg0, vertex_cls, emit_cls, bad_kit, whole):
+    args = (spec, start, kit_keys, allocated, tracked, agg0, vertex_cls, emit_cls, bad_kit,
+            whole)
     py = _run(whole_leaves._take_fresh_leaves_py, *args)
     c = _run(whole_leaves._c_take, *args)
     assert _same(py, c), (py, c)
@@ -160,7 +167,8 @@ def test_the_compiled_loop_leaves_what_the_python_loop_leaves(
 def test_a_run_of_fresh_leaves_is_taken_and_stops_where_the_caller_must_go_on():
     """The contract, with the expected state written out: fresh leaves get the kit and
     the job's shared containers, an emit each and their units in agg; the loop stops
-    at a leaf holding something, and again at one whose kit is not made yet."""
+    at a leaf holding something, at one whose kit is not made yet, and at one whose
+    mark does not take it whole."""
     held = LeafHold(9, False)
     kits = {(2, 2, "core"): ("S", "X", held)}
     kids = [Vertex(i, "core", "core", f"core{i}", i, size=2) for i in range(4)]
@@ -171,25 +179,30 @@ def test_a_run_of_fresh_leaves_is_taken_and_stops_where_the_caller_must_go_on():
             v.schedule = v.x_checker = None
             v.tags = v.spans = v.xspans = v.reservations = frozenset()
         jv, out, agg = {}, [], {"core": 1}
-        assert impl(kids, 0, kits, Emit, 3, jv, out, {"core"}, agg, None, 1) == (2, 2)
+        assert impl(kids, 0, kits, Emit, 3, jv, out, {"core"}, agg, None, 1, True) == (2, 2)
         assert [(e.vertex.uniq_id, e.needs, e.exclusive, e.level) for e in out] == [
             (0, 2, True, 3), (1, 2, True, 3)]
         assert all(kids[i].schedule == "S" and kids[i].x_checker == "X" for i in (0, 1))
         assert kids[0].tags is held.tags and kids[0].spans is held.spans
         assert kids[0].xspans is held.spans and kids[0].reservations is held.tags
         assert agg == {"core": 5} and sorted(jv) == [0, 1]
-        assert impl(kids, 3, kits, Emit, 3, jv, out, {"core"}, agg, None, 1) == (4, 1)
+        assert impl(kids, 3, kits, Emit, 3, jv, out, {"core"}, agg, None, 1, True) == (4, 1)
         assert kids[4].schedule is None  # no (1, 1, "gpu") kit: left to the caller
-        marks = {(1, 3): (2, True)}
-        kids[3].schedule = kids[3].x_checker = None
-        kids[3].tags = frozenset()
-        assert impl(kids, 3, kits, Emit, 3, jv, out, {"core"}, agg, marks, 1) == (3, 0)
+        # marked: taken only with all its units (and, when the parent is not taken
+        # whole, exclusively); part of them is left to the caller
+        for marks, whole, taken in [({(1, 3): (1, True)}, True, 0), ({(1, 3): (2, False)}, True, 1),
+                                    ({(1, 3): (2, True)}, False, 1),
+                                    ({(1, 3): (2, False)}, False, 0), (None, False, 0)]:
+            kids[3].schedule = kids[3].x_checker = None
+            kids[3].tags = frozenset()
+            assert impl(kids, 3, kits, Emit, 3, jv, out, {"core"}, agg, marks, 1,
+                        whole) == (3 + taken, taken), (marks, whole)
 
 
 def test_bad_arguments_raise_in_both():
     for impl in {whole_leaves._take_fresh_leaves_py, whole_leaves.take_fresh_leaves}:
         with pytest.raises(ValueError):
-            impl([], -1, {}, Emit, 3, {}, [], (), {}, None, 1)
+            impl([], -1, {}, Emit, 3, {}, [], (), {}, None, 1, True)
 
 
 def _have_compiler() -> bool:
