@@ -14,9 +14,9 @@ COPY pyproject.toml /src/pyproject.toml
 RUN python -c "import tomllib, sys; sys.stdout.write('\n'.join(tomllib.load(open('/src/pyproject.toml', 'rb'))['project']['dependencies']) + '\n')" > requirements.txt \
     && pip wheel --no-cache-dir --wheel-dir /deps -r requirements.txt
 
-# 2. the fluxnode wheel (no dependencies), from the source, with its compiled loop
-#    (scheduler/traversers/_whole_leaves.c): the slim image has the Python headers but
-#    no C compiler, so this stage installs one; the final image does not need it
+# 2. the fluxnode wheel (no dependencies), from the source, with its compiled loops
+#    (scheduler/traversers/_*.c): the slim image has the Python headers but no C
+#    compiler, so this stage installs one; the final image does not need it
 FROM ${PYTHON_IMAGE} AS build
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*

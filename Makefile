@@ -9,9 +9,9 @@ CLUSTER ?= fluxnode
 
 .PHONY: install system-deps lint imports docs test demo bench fuzz fuzz-message fuzz-jobspec image kind-up kind-load deploy undeploy e2e-kind clean
 
-# the editable install builds the C loop in place (scheduler/traversers/_whole_leaves.c):
-# a change to it reinstalls
-$(STAMP): pyproject.toml scheduler/traversers/_whole_leaves.c
+# the editable install builds the C loops in place (scheduler/traversers/_*.c, _slots.h):
+# a change to them reinstalls
+$(STAMP): pyproject.toml $(wildcard scheduler/traversers/_*.c scheduler/traversers/_*.h)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)

@@ -7,8 +7,7 @@
  * PyObject_SetAttr saves little (measured: 0.8x the Python loop's time), since a
  * slot access there costs a type lookup as it does in the interpreter. So, for a
  * class whose attributes are plain __slots__ (Vertex, and Emit, which a slotted
- * dataclass is), the loop reads and writes the slots at their offsets, which it
- * takes from the class's member descriptors the first time it meets the class. A
+ * dataclass is), the loop reads and writes the slots at their offsets (_slots.h). A
  * class that is not laid out so (a property or a __setattr__ in the way, a slot
  * missing) takes the generic calls, and an Emit that is not such a plain dataclass
  * is built by calling it. The kit of the previous leaf is kept: the leaves of a

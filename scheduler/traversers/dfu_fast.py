@@ -37,11 +37,9 @@ from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EG
 from fluxnode.scheduler.traversers.dfu import Traverser
 from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, JobMeta, free_during
 from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, EINVAL, ShareTally
+from fluxnode.scheduler.traversers.leaf_shapes import leaf_fields
 
 _children_of = attrgetter("children")
-# what a leaf's walk reads of it
-_type_of, _id_of = attrgetter("type"), attrgetter("id")
-_size_of, _status_of = attrgetter("size"), attrgetter("status")
 
 # Distinct leaf-parent shapes numbered before the numbering starts over (see _leaf_shape).
 MAX_SHAPES = 65536
@@ -272,15 +270,8 @@ class FastTraverser(Traverser):
         shape = self._shapes.get(uid, False)
         if shape is not False:
             return shape
-        kids = u.children
-        shape = None
-        if not any(map(_children_of, kids)):
-            # four tuples of the children's fields (not one tuple per child): a gang on a
-            # fresh graph reads 10,000 of these
-            whole = (u.type, u.id, u.size, u.status, tuple(map(_type_of, kids)),
-                     tuple(map(_id_of, kids)), tuple(map(_size_of, kids)),
-                     tuple(map(_status_of, kids)))
-            shape = self._numbered(self._shape_ids, whole)
+        whole = leaf_fields(u)  # compiled (see leaf_shapes.py)
+        shape = None if whole is None else self._numbered(self._shape_ids, whole)
         self._shapes[uid] = shape
         return shape
 

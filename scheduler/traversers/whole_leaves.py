@@ -19,16 +19,18 @@ There are two implementations of the one function, with one contract:
   (tests/scheduler/traversers/test_whole_leaves.py holds them to each other on
   random runs of children, and runs the match tests under each).
 
-``FLUXNODE_PURE_PYTHON=1`` in the environment selects the Python one at import.
+``FLUXNODE_PURE_PYTHON=1`` in the environment selects the Python one at import
+(see ``compiled.py``).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-ENV_PURE_PYTHON = "FLUXNODE_PURE_PYTHON"
+from fluxnode.scheduler.traversers.compiled import ENV_PURE_PYTHON, compiled
+
+__all__ = ["COMPILED", "ENV_PURE_PYTHON", "take_fresh_leaves"]
 
 
 def _take_fresh_leaves_py(kids: Sequence[Any], i: int, kits: dict, emit: Callable[..., Any],
@@ -75,16 +77,6 @@ def _take_fresh_leaves_py(kids: Sequence[Any], i: int, kits: dict, emit: Callabl
     return i, i - start
 
 
-def _compiled() -> Callable[..., tuple[int, int]] | None:
-    if os.environ.get(ENV_PURE_PYTHON, "") not in ("", "0"):
-        return None
-    try:
-        from fluxnode.scheduler.traversers._whole_leaves import take_fresh_leaves
-    except ImportError:  # built without a compiler (optional extension)
-        return None
-    return take_fresh_leaves
-
-
-_c_take = _compiled()
+_c_take = compiled("fluxnode.scheduler.traversers._whole_leaves", "take_fresh_leaves")
 COMPILED = _c_take is not None
 take_fresh_leaves: Callable[..., tuple[int, int]] = _c_take or _take_fresh_leaves_py

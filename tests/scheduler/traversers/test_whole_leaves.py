@@ -212,17 +212,19 @@ def _have_compiler() -> bool:
 
 @pytest.mark.skipif(os.environ.get(whole_leaves.ENV_PURE_PYTHON, "") not in ("", "0"),
                     reason="FLUXNODE_PURE_PYTHON is set")
-def test_the_extension_is_built_where_a_compiler_is():
-    """pip install builds the loop where there is a C compiler; an optional extension
+def test_the_extensions_are_built_where_a_compiler_is():
+    """pip install builds the loops where there is a C compiler; an optional extension
     that failed to build would otherwise go unnoticed (the Python loop runs instead)."""
     if not _have_compiler():
         pytest.skip("no C compiler: the optional extension is not built here")
-    assert whole_leaves.COMPILED
+    from fluxnode.scheduler.traversers import leaf_shapes
+
+    assert whole_leaves.COMPILED and leaf_shapes.COMPILED
     probe = subprocess.run(
-        [sys.executable, "-c", "from fluxnode.scheduler.traversers import whole_leaves as w;"
-         "print(w.COMPILED)"], capture_output=True, text=True, timeout=60,
-        env={**os.environ, whole_leaves.ENV_PURE_PYTHON: "1"})
-    assert probe.stdout.strip() == "False"  # and the switch selects the Python loop
+        [sys.executable, "-c", "from fluxnode.scheduler.traversers import whole_leaves as w,"
+         " leaf_shapes as s; print(w.COMPILED, s.COMPILED)"], capture_output=True, text=True,
+        timeout=60, env={**os.environ, whole_leaves.ENV_PURE_PYTHON: "1"})
+    assert probe.stdout.strip() == "False False"  # and the switch selects the Python loops
 
 
 @compiled

@@ -1,0 +1,84 @@
+"""leaf_fields: the compiled reading of a leaf parent's shape against its Python reference.
+
+A template is replayed for every vertex whose fields equal the first one's, so the two
+implementations must give equal tuples (and the same None, and the same errors) for
+any vertex: children with and without children of their own, any types, ids, sizes and
+statuses, a vertex class whose fields are properties, an unset slot.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fluxnode.scheduler.graph.resource_graph import Vertex
+from fluxnode.scheduler.traversers import leaf_shapes
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+compiled = pytest.mark.skipif(not leaf_shapes.COMPILED,
+                              reason="the C extension is not built (or FLUXNODE_PURE_PYTHON)")
+
+
+class PropertyVertex(Vertex):
+    """A vertex whose ``status`` is a property: read the generic way."""
+
+    __slots__ = ()
+
+    @property
+    def status(self):
+        return Vertex.status.__get__(self).upper()
+
+    @status.setter
+    def status(self, value):
+        Vertex.status.__set__(self, value)
+
+
+GRANDCHILD = [Vertex(9999, "core", "core", "core9999", 0)]
+kid = st.tuples(st.sampled_from(["core", "gpu", "memory"]), st.integers(-1, 2**40),
+                st.integers(0, 2**63 - 1), st.sampled_from(["up", "down", "drain"]),
+                st.sampled_from(["leaf"] * 8 + ["parent", "unset", "property"]))
+
+
+def _vertex(n, spec):
+    type_, id_, size, status, kind = spec
+    cls = PropertyVertex if kind == "property" else Vertex
+    v = cls(n, type_, type_, f"{type_}{n}", id_, size=size)
+    v.status = status
+    if kind == "parent":
+        v.children = GRANDCHILD
+    elif kind == "unset":
+        del v.size
+    return v
+
+
+def _fields(impl, parent, kids):
+    u = _vertex(0, parent)
+    u.children = [_vertex(i + 1, k) for i, k in enumerate(kids)]
+    try:
+        return impl(u)
+    except AttributeError as exc:
+        return AttributeError, str(exc)
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(parent=kid.filter(lambda k: k[4] in ("leaf", "property")),
+       kids=st.lists(kid, max_size=40))
+def test_the_compiled_fields_are_the_python_fields(parent, kids):
+    py = _fields(leaf_shapes._leaf_fields_py, parent, kids)
+    c = _fields(leaf_shapes._c_fields, parent, kids)
+    assert py == c
+    if py is not None and py[0] is not AttributeError:
+        assert len(py) == 8 and all(type(x) is tuple for x in py[4:])
+
+
+def test_a_socket_of_cores_reads_as_written():
+    """The contract, with the expected tuple written out; a child with children: None."""
+    u = Vertex(0, "socket", "socket", "socket1", 1)
+    u.children = [Vertex(1, "core", "core", "core0", 0), Vertex(2, "gpu", "gpu", "gpu3", 3)]
+    u.children[1].status = "down"
+    for impl in {leaf_shapes._leaf_fields_py, leaf_shapes.leaf_fields}:
+        assert impl(u) == ("socket", 1, 1, "up", ("core", "gpu"), (0, 3), (1, 1),
+                           ("up", "down"))
+        u.children[0].children = GRANDCHILD
+        assert impl(u) is None
+        u.children[0].children = ()
