@@ -87,8 +87,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__leaf_shapes(void)
 {
-    for (int i = 0; i < L_N; i++)
-        if ((names[i] = PyUnicode_InternFromString(leaf_field_names[i])) == NULL)
-            return NULL;
+    if (intern_names(names, leaf_field_names, L_N) < 0)
+        return NULL;
     return PyModule_Create(&module);
 }

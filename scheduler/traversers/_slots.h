@@ -93,4 +93,14 @@ set(PyObject *o, const Layout *lay, PyObject *const *names, int i, PyObject *v)
     return PyObject_SetAttr(o, names[i], v);
 }
 
+/* Interned attribute names, for a Layout: 0, or -1 with an exception. */
+static int
+intern_names(PyObject **out, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if ((out[i] = PyUnicode_InternFromString(names[i])) == NULL)
+            return -1;
+    return 0;
+}
+
 #endif

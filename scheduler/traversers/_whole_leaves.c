@@ -355,12 +355,9 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__whole_leaves(void)
 {
-    for (int i = 0; i < V_N; i++)
-        if ((vertex_names[i] = PyUnicode_InternFromString(vertex_fields[i])) == NULL)
-            return NULL;
-    for (int i = 0; i < E_N; i++)
-        if ((emit_names[i] = PyUnicode_InternFromString(emit_fields[i])) == NULL)
-            return NULL;
+    if (intern_names(vertex_names, vertex_fields, V_N) < 0 ||
+        intern_names(emit_names, emit_fields, E_N) < 0)
+        return NULL;
     if ((s_allocated = PyUnicode_InternFromString("allocated")) == NULL ||
         (s_post_init = PyUnicode_InternFromString("__post_init__")) == NULL)
         return NULL;
