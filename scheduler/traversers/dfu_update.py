@@ -145,27 +145,54 @@ class DfuUpdate(DfuImpl):
             cache.pop(u.uniq_id, None)
             u = u.parent
 
-    def _set_weight(self, via: Vertex, v: Vertex, w: int) -> None:
-        """Weigh the edge ``via`` -> ``v`` and move ``v`` in ``via``'s child order. Weights
-        are Fluxion's, per edge: a vertex with a second parent (ASSOCIATE_IN) has its
-        own weight under each (``_weights_via``), its containment parent's in
-        ``_weights``."""
+    def _set_weight(self, via: Vertex, v: Vertex, w: int,
+                    moves: dict[int, dict[int, tuple[int, int]]]) -> None:
+        """Weigh the edge ``via`` -> ``v``; ``v``'s move in ``via``'s child order waits in
+        ``moves`` for ``_move_weighed`` at the end of the update. Weights are Fluxion's,
+        per edge: a vertex with a second parent (ASSOCIATE_IN) has its own weight under
+        each (``_weights_via``), its containment parent's in ``_weights``."""
         old = self.edge_weight_of(via, v)
         if v.parent is via:
             self._weights[v.uniq_id] = w
         else:
             self._weights_via[(via.uniq_id, v.uniq_id)] = w
-        if old == w:
+        if old == w or via.uniq_id not in self._order:
             return
-        order = self._order.get(via.uniq_id)
-        if order is None:
-            return
-        pos = bisect.bisect_left(order, (-old, -v.uniq_id))
-        if pos < len(order) and order[pos][0] == -old and order[pos][1] == -v.uniq_id:
-            item = order.pop(pos)
-            bisect.insort(order, (-w, item[1], item[2]))
-        else:  # not where expected (graph changed): rebuild lazily
-            self._order.pop(via.uniq_id, None)
+        got = moves.setdefault(via.uniq_id, {})
+        first = got.get(v.uniq_id)
+        got[v.uniq_id] = (old if first is None else first[0], w)
+
+    def _move_weighed(self, moves: dict[int, dict[int, tuple[int, int]]]) -> None:
+        """Move the children an update re-weighed in their parents' sorted child orders:
+        a few by bisection, many (a gang's 1,000 nodes under the cluster) in one pass and
+        one sort of the kept order and the moved entries, not one list insertion each
+        (each moved ~5,000 entries on 5,000 nodes: a tenth of a first-match gang)."""
+        for via_uid, changed in moves.items():
+            order = self._order.get(via_uid)
+            if order is None:
+                continue
+            if len(changed) <= 8:
+                for vid, (old, w) in changed.items():
+                    pos = bisect.bisect_left(order, (-old, -vid))
+                    if pos < len(order) and order[pos][0] == -old and order[pos][1] == -vid:
+                        item = order.pop(pos)
+                        bisect.insort(order, (-w, item[1], item[2]))
+                    else:  # not where expected (graph changed): rebuild lazily
+                        self._order.pop(via_uid, None)
+                        break
+                continue
+            kept, at = [], {}
+            for item in order:
+                if -item[1] in changed:
+                    at[-item[1]] = item[2]
+                else:
+                    kept.append(item)
+            if len(at) != len(changed):  # one is missing (graph changed): rebuild lazily
+                self._order.pop(via_uid, None)
+                continue
+            kept.extend((-changed[vid][1], -vid, i) for vid, i in at.items())
+            kept.sort()
+            self._order[via_uid] = kept
 
     def _update(self, m: JobMeta, needs: int, excl: bool) -> list[Emit]:
         out: list[Emit] = []
@@ -285,13 +312,15 @@ class DfuUpdate(DfuImpl):
                 if stop_on_1 and u.children and via is not None:
                     w = self._edge_weight(u)
                     if w is not None:
-                        self._set_weight(via, u, w)
+                        self._set_weight(via, u, w, moves)
                 return n, up
             return 0, {}
 
+        moves: dict[int, dict[int, tuple[int, int]]] = {}
         try:
             upd(self.g.root, needs, excl, 1)
         finally:
+            self._move_weighed(moves)
             # a recursive closure is a reference cycle (function <-> cell) holding all of
             # the above; break it so refcounting frees it (see freeze_job_state)
             upd = None  # noqa: F841

@@ -312,3 +312,38 @@ def test_leaves_sharing_planners_are_never_given_twice(policy, graph, tiny_grug)
     res = t.match(whole(nodes, 60), jobid=1000)
     assert res.status == "ALLOCATED" and res.at == 0, seed
     assert sum(1 for e in res.selection if e.vertex.type == "core") == nodes * 8
+
+
+@pytest.mark.parametrize("gang", [3, 30])
+def test_first_match_child_order_after_an_update_is_the_order_sorted_afresh(gang):
+    """The first-match policies keep each parent's children sorted by edge weight and
+    move the ones an update re-weighs: a few by bisection, many (a gang's nodes under the
+    cluster) in one pass and one sort. Either way the kept order must be the one a fresh
+    sort of the current weights gives (Fluxion's by_outedges: heaviest first, then the
+    higher uniq_id), after allocations, a cancel and more allocations."""
+    from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
+
+    # nodes of 4 and of 2 cores: a gang leaves them weighed 3 and 1, interleaved by id
+    R = {"version": 1, "execution": {
+        "R_lite": [{"rank": "0-19", "children": {"core": "0-3"}},
+                   {"rank": "20-39", "children": {"core": "0-1"}}],
+        "nodelist": ["n[0-39]"], "starttime": 0, "expiration": 0}}
+    t = FastTraverser(read_rv1(R), "first")
+    root = t.g.root
+    nodes = jobspec([{"type": "node", "count": gang, "with": [
+        {"type": "slot", "count": 1, "label": "default", "with": [{"type": "core", "count": 1}]}]}])
+
+    def fresh_order():
+        return sorted((-t.edge_weight_of(root, c), -c.uniq_id, i)
+                      for i, c in enumerate(root.children))
+
+    t.match(cores(1), jobid=1)  # builds the cluster's order, and moves one node
+    assert t._order[root.uniq_id] == fresh_order()
+    for jobid in (2, 3):
+        t.match(nodes, jobid=jobid)
+        assert t._order[root.uniq_id] == fresh_order(), jobid
+    t.cancel(2)
+    t.match(nodes, jobid=4)
+    assert t._order[root.uniq_id] == fresh_order()
+    weights = {-w for w, _u, _i in t._order[root.uniq_id]}
+    assert len(weights) > 1  # the matches did re-weigh edges
