@@ -71,14 +71,6 @@ get(PyObject *o, const Layout *lay, PyObject *const *names, int i)
     return PyObject_GetAttr(o, names[i]); /* an unset slot raises AttributeError here */
 }
 
-/* Attribute `i` of `o`, borrowed (no reference taken), or NULL: unset, or a class
- * the caller must read with get(). */
-static inline PyObject *
-peek(PyObject *o, const Layout *lay, int i)
-{
-    return lay->direct ? *(PyObject **)((char *)o + lay->offset[i]) : NULL;
-}
-
 /* o.<attribute i> = v: 0, or -1 with an exception. */
 static inline int
 set(PyObject *o, const Layout *lay, PyObject *const *names, int i, PyObject *v)

@@ -381,7 +381,7 @@ class FastTraverser(Traverser):
         tpl = self._templates.get(key, False)
         if tpl is False:
             got = self._template_walk(key, m, u, resources, pristine, excl, to_parent)
-            self._tpl_misses[mkey] = missed + 1 if self._templates.get(key) is None else 0
+            misses[mkey] = missed + 1 if self._templates.get(key) is None else 0
             return got
         if tpl is None:
             misses[mkey] = missed + 1

@@ -1,8 +1,9 @@
-"""Fresh leaves of a subtree a job takes whole: the update walk's hottest loop.
+"""Fresh leaves a job takes whole: the update walk's hottest loop.
 
 A node-exclusive match takes every core of its node: 64-70 leaves per single-core
-``firstnodex``/``lonodex``/``hinodex`` match, 68,000 for a 1,000-node exclusive gang.
-A fresh leaf (no planner, no tag yet) there gets the same things every time: the
+``firstnodex``/``lonodex``/``hinodex`` match, 68,000 for a 1,000-node exclusive gang;
+a gang of nodes takes one core of each, marked with all its units, exclusively. A
+fresh leaf (no planner, no tag yet) taken so gets the same things every time: the
 job's shared planners and containers (its "kit", see ``dfu_update._JobSpans``), a
 place in the job's vertices, an :class:`~.dfu_impl.Emit`, and its units in the
 parent's subtree counts. :func:`take_fresh_leaves` does that for a run of such
@@ -12,12 +13,12 @@ There are two implementations of the one function, with one contract:
 
 * ``_whole_leaves.c``, compiled by ``pip install`` when a C compiler and the Python
   headers are there (setuptools ``ext-modules`` in pyproject.toml, ``optional``: a
-  machine without a compiler gets a working install without it), about four times
+  machine without a compiler gets a working install without it), about five times
   faster per leaf: the interpreter's cost per attribute and call is what this loop
   is made of;
 * :func:`_take_fresh_leaves_py` below, the reference, which the C one must equal
   (tests/scheduler/traversers/test_whole_leaves.py holds them to each other on
-  random runs of children, and runs the match tests under each).
+  random runs of children, and compares resource-query's output with each).
 
 ``FLUXNODE_PURE_PYTHON=1`` in the environment selects the Python one at import
 (see ``compiled.py``).
@@ -47,8 +48,9 @@ def _take_fresh_leaves_py(kids: Sequence[Any], i: int, kits: dict, emit: Callabl
     ``(size, size, type)``: a fresh vertex is taken with all its units), a place in
     ``job_vertices``, ``emit(c, size, True, level)`` appended to ``out``, and its size
     added to ``agg[type]`` when ``prune_types`` tracks the type. Stops at the first
-    child that is not such a leaf (it has children, any state, another mark, or no kit yet), which
-    the caller takes its own way. Returns (the index it stopped at, how many it took)."""
+    child that is not such a leaf (it has children, any state, another mark, or no kit
+    yet), which the caller takes its own way. Returns (the index it stopped at, how many
+    it took)."""
     if i < 0:
         raise ValueError("take_fresh_leaves: i must be >= 0")
     n = len(kids)

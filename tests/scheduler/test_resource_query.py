@@ -441,13 +441,7 @@ def test_an_hwloc_node_gets_rank_0(tmp_path):
     wants node ranks in an idset), so R names rank 0. The line is what Fluxion's
     resource-query printed for this topology and request."""
     topo = Path(__file__).parent / "data" / "hwloc-one-node.xml"
-    js = tmp_path / "core.yaml"
-    js.write_text(yaml.safe_dump({
-        "version": 1, "attributes": {"system": {"duration": 3600}},
-        "resources": [{"type": "node", "count": 1, "with": [
-            {"type": "slot", "count": 1, "label": "s", "with": [
-                {"type": "socket", "count": 1, "with": [{"type": "core", "count": 1}]}]}]}],
-        "tasks": [{"command": ["a"], "slot": "s", "count": {"per_slot": 1}}]}))
+    js = _core_of_a_socket_job(tmp_path)
     out, err, rc = rq(tmp_path, topo, f"match allocate {js}\nquit\n",
                       "-f", "hwloc", "-S", "CA", "-P", "high", "-F", "rv1_nosched")
     assert rc == 0 and err == ""

@@ -15,10 +15,11 @@ import pytest
 from fluxnode.scheduler.jobspec.jobspec import Jobspec
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.readers.grug import read_grug
+from fluxnode.scheduler.traversers import dfu_fast
 from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser
 from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from support.paths import SHARED
-from support.sched_graphs import grug_document, grug_vertices
+from support.sched_graphs import cores, grug_document, grug_vertices, jobspec
 
 DATA = SHARED / "fluxion-corpus" / "data" / "resource"
 GRAPH = DATA / "grugs" / "mt-storage" / "mtl3.graphml"
@@ -43,8 +44,6 @@ def test_a_unit_left_by_one_parents_walk_is_walked_again_under_the_other(cls, st
 
 
 def _shapes() -> list[dict]:
-    from support.sched_graphs import cores, jobspec
-
     slot = {"type": "slot", "count": 1, "label": "default",
             "with": [{"type": "core", "count": 2}]}
     return [
@@ -117,7 +116,7 @@ def test_exact_mode_shortcuts_leave_the_plain_walks_errno_counts_and_answers(
 
 
 @pytest.mark.parametrize("policy", ["first", "firstnodex", "low"])
-def test_a_request_level_that_never_makes_a_template_stops_numbering_shapes(policy):
+def test_a_request_level_that_never_makes_a_template_stops_numbering_shapes(policy, tmp_path):
     """A single-core first-match walk takes a core of a fresh node and socket each time:
     the walk leaves groups, so it makes no template, and numbering the shapes of that
     node and socket (tuples of their children's fields) was wasted work per match. After
@@ -126,22 +125,15 @@ def test_a_request_level_that_never_makes_a_template_stops_numbering_shapes(poli
     through one retry; every answer is the plain walk's, shapes are
     numbered for only a few of the vertices walked, and a gang of nodes afterwards (a new
     request level) still replays a node template."""
-    from fluxnode.scheduler.traversers import dfu_fast
-    from support.sched_graphs import cores, jobspec
-
     graph = grug_document(
         '  <graph id="twins" edgedefault="directed">\n'
         + grug_vertices(("cluster", "cluster", "twins"), ("node", "node", "node"),
                         ("socket", "socket", "socket"), ("core", "core", "core"))
         + _edge(1, "cluster", "node", 96, scope=0) + _edge(2, "node", "socket", 2)
         + _edge(3, "socket", "core", 4) + "  </graph>\n")
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "g.graphml"
-        path.write_text(graph)
-        plain, fast = Traverser(read_grug(path), policy), FastTraverser(read_grug(path), policy)
+    path = tmp_path / "g.graphml"
+    path.write_text(graph)
+    plain, fast = Traverser(read_grug(path), policy), FastTraverser(read_grug(path), policy)
     live: list[int] = []
     walked = 0
     for jobid in range(1, 401):
