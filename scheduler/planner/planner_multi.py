@@ -38,7 +38,8 @@ def _shared_index(types: list[str]) -> dict[str, int]:
 class PlannerMulti:
     """Planners for several resource types over one horizon."""
 
-    __slots__ = ("_base", "_duration", "_planners", "_index", "_spans", "_counter", "_iter")
+    __slots__ = ("_base", "_duration", "_planners", "_index", "_spans", "_counter", "_iter",
+                 "shared")
 
     def __init__(self, base_time: int, duration: int,
                  totals: Mapping[str, int] | Iterable[tuple[str, int]]) -> None:
@@ -58,6 +59,8 @@ class PlannerMulti:
         self._spans: dict[int, list[int | None]] | None = None
         self._counter = 0
         self._iter: tuple[int, list[int]] | None = None  # duration, counts
+        # held by several vertices (see share): read-only, every change raises
+        self.shared = False
 
     @classmethod
     def holding(cls, base_time: int, duration: int, totals: dict[str, int], start: int,
@@ -81,7 +84,36 @@ class PlannerMulti:
         mp._spans = {0: [1] * len(mp._planners)}
         mp._counter = 1
         mp._iter = None
+        mp.shared = False
         return mp, 0
+
+    def share(self) -> PlannerMulti:
+        """Mark this multi-planner (and its planners) read-only and return it, so that
+        several vertices can hold it: the update walk gives the fresh vertices of one
+        job that have the same totals and the same counts below them one subtree
+        filter, not one each (a gang's 1,000 nodes and 1,000 sockets: two, not 2,000;
+        see dfu_update._JobSpans). As with :meth:`Planner.share`, every change raises
+        (EPERM), a holder that must change its own takes :meth:`owned` first, and one
+        that drops the job whose span it holds drops the multi-planner."""
+        self.shared = True
+        for p in self._planners:
+            p.share()
+        return self
+
+    def owned(self) -> PlannerMulti:
+        """This multi-planner, or a private copy of it when it is shared (to change it)."""
+        return self.copy() if self.shared else self
+
+    def without_span(self, span_id: int) -> PlannerMulti | None:
+        """What a holder keeps once span ``span_id`` goes: this multi-planner less the
+        span, or None for a shared one (it held that span alone, see share)."""
+        if self.shared:
+            return None
+        self.rem_span(span_id)
+        return self
+
+    def _read_only(self) -> None:
+        raise PlannerError(_errno.EPERM, "a shared planner_multi cannot change; copy it first")
 
     # ---------------------------------------------------------------- getters
 
@@ -155,6 +187,8 @@ class PlannerMulti:
 
     def avail_time_first(self, on_or_after: int, duration: int, request: Request) -> int | None:
         """The first candidate time of the first type's planner at which every type fits."""
+        if self.shared:
+            self._read_only()
         counts = self._counts(request)
         if not self._planners:
             raise PlannerError(_errno.EINVAL, "planner_multi has no resource types")
@@ -171,6 +205,8 @@ class PlannerMulti:
 
     def add_span(self, start: int, duration: int, request: Request) -> int:
         """Add one span per type (0-unit ones too); all or nothing. Returns the id."""
+        if self.shared:
+            self._read_only()
         counts = self._counts(request)
         subs: list[int | None] = []
         try:
@@ -189,6 +225,8 @@ class PlannerMulti:
         return span_id
 
     def rem_span(self, span_id: int) -> None:
+        if self.shared:
+            self._read_only()
         subs = self._get(span_id)
         if len(subs) > len(self._planners):
             raise PlannerError(_errno.EINVAL, f"span {span_id} predates a planner update")
@@ -202,6 +240,8 @@ class PlannerMulti:
         """Partial cancel: give back ``amounts`` per type (types not named give back 0, which
         removes their 0-unit spans). Returns True when nothing is left and the multi-span
         was removed (planner_multi_reduce_span)."""
+        if self.shared:
+            self._read_only()
         subs = self._get(span_id)
         if len(subs) < len(self._planners):
             raise PlannerError(_errno.EINVAL, f"span {span_id} predates a planner update")
@@ -223,6 +263,8 @@ class PlannerMulti:
     def update(self, totals: Mapping[str, int]) -> None:
         """Make the types and totals these (planner_multi_update): existing types get the
         new total and order, new ones get an empty planner, types not named are dropped."""
+        if self.shared:
+            self._read_only()
         for rtype, total in totals.items():
             if not 0 <= total <= INT64_MAX:
                 raise PlannerError(_errno.ERANGE, f"total of {rtype!r} must be within "
@@ -246,6 +288,8 @@ class PlannerMulti:
 
     def reset(self, base_time: int, duration: int) -> None:
         """Forget every span and restart the horizon."""
+        if self.shared:
+            self._read_only()
         if duration < 1:
             raise PlannerError(_errno.EINVAL, f"duration must be >= 1, not {duration}")
         for p in self._planners:
@@ -262,6 +306,7 @@ class PlannerMulti:
         new._index = self._index
         new._spans = None if self._spans is None else {k: list(v) for k, v in self._spans.items()}
         new._counter, new._iter = self._counter, self._iter
+        new.shared = False
         return new
 
     def __eq__(self, other: object) -> bool:

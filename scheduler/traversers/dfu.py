@@ -240,6 +240,7 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         for v in [v for v in order if v.subplan is not None]:
             # the subtree changed shape: new totals, spans kept
             if v.agspans:
+                v.subplan = v.subplan.owned()
                 v.subplan.update(totals.get(v.uniq_id, {}))
             else:
                 v.subplan = None
@@ -583,6 +584,7 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
             if sp is None or sid is None or jobid not in v.tags:
                 continue
             self._invalidate(v)
+            sp = v.subplan = sp.owned()
             try:
                 removed = sp.reduce_span(sid, {t: n for t, n in acc.items() if sp.has_type(t)})
             except PlannerError as exc:

@@ -45,7 +45,8 @@ class _JobSpans:
     a planner gets its own copy of a shared one before the span is added
     (Planner.owned), and a cancel drops a shared one (Planner.without_span)."""
 
-    __slots__ = ("jobid", "at", "duration", "allocating", "kits", "_by_needs", "_x", "_held")
+    __slots__ = ("jobid", "at", "duration", "allocating", "kits", "_by_needs", "_x", "_held",
+                 "_subplans")
 
     def __init__(self, jobid: int, at: int, duration: int, allocating: bool) -> None:
         self.jobid = jobid
@@ -56,6 +57,7 @@ class _JobSpans:
         self._x: Planner | None = None
         self._held: LeafHold | None = None
         self.kits: dict[tuple[int, int, str], tuple[Planner, Planner, LeafHold]] = {}
+        self._subplans: dict[tuple, PlannerMulti] = {}
 
     def _fresh(self, v: Vertex, needs: int) -> Planner:
         """A new schedule planner for ``v`` holding the job's ``needs`` units."""
@@ -107,6 +109,21 @@ class _JobSpans:
             p = v.x_checker = p.owned()
             v.hold(self.jobid, p.add_span(self.at, self.duration, 1))
 
+    def subplan(self, totals: dict[str, int], counts: dict[str, int]) -> PlannerMulti:
+        """A subtree filter with ``totals`` holding the job's ``counts`` (span id 0) for
+        a vertex that has none yet, shared by every such vertex of this walk with the
+        same totals and counts (PlannerMulti.share): a gang's 1,000 nodes hold one, not
+        one each (making one is a tenth of a 1,000-node first-match gang). Unlike a
+        schedule planner, other jobs do come to a vertex whose subtree this one holds
+        part of; the first to change its filter copies it (PlannerMulti.owned), which
+        costs what making it here would have, and only for the vertices it reaches."""
+        key = (tuple(totals.items()), tuple(counts.items()))
+        sp = self._subplans.get(key)
+        if sp is None:
+            sp = self._subplans[key] = PlannerMulti.holding(
+                0, INF, totals, self.at, self.duration, counts)[0].share()
+        return sp
+
     def leaf_kit(self, c: Vertex, needs: int) -> tuple[Planner, Planner, LeafHold]:
         """What a fresh leaf of a subtree the job takes whole gets, ``needs`` of its
         units: (schedule planner, x_checker, containers), all shared. The update walk
@@ -122,21 +139,29 @@ class _JobSpans:
 class DfuUpdate(DfuImpl):
     """Apply, emit and release what a job holds in the planners."""
 
-    def _ag_put(self, u: Vertex, jobid: int, at: int, end: int, counts: dict[str, int]) -> None:
-        """Plan ``counts`` units below ``u`` for ``jobid`` (replacing its previous span)."""
+    def _ag_put(self, u: Vertex, jobid: int, at: int, end: int, counts: dict[str, int],
+                spans: _JobSpans | None = None) -> None:
+        """Plan ``counts`` units below ``u`` for ``jobid`` (replacing its previous span).
+        A vertex with no subtree filter yet gets the one ``spans`` shares among the
+        job's vertices with the same totals and counts (see _JobSpans.subplan)."""
         self._ag_drop(u, jobid)
         sp = u.subplan
         if sp is None:
-            u.subplan, sid = PlannerMulti.holding(0, INF, self._totals.get(u.uniq_id, {}), at,
-                                                  end - at, counts)
+            totals = self._totals.get(u.uniq_id, {})
+            if spans is not None and u.parent is not None:
+                u.subplan = spans.subplan(totals, counts)
+                u.set_agspan(jobid, 0)
+                return
+            u.subplan, sid = PlannerMulti.holding(0, INF, totals, at, end - at, counts)
             u.set_agspan(jobid, sid)
             return
+        sp = u.subplan = sp.owned()
         u.set_agspan(jobid, sp.add_span(at, end - at, counts))
 
     def _ag_drop(self, u: Vertex, jobid: int) -> None:
         sid = u.agspans.pop(jobid, None) if u.agspans else None
         if sid is not None:
-            u.subplan.rem_span(sid)
+            u.subplan = u.subplan.without_span(sid)
 
     def _invalidate(self, u: Vertex | None) -> None:
         """``u``'s state changed: forget the cached outcomes of it and its ancestors."""
@@ -303,7 +328,7 @@ class DfuUpdate(DfuImpl):
                 subtree_cache.pop(uid, None)
                 spans.x(u, shadow or (x and needs == u.size))
                 if agg:
-                    self._ag_put(u, jobid, at, end, agg)  # reads agg, keeps no reference
+                    self._ag_put(u, jobid, at, end, agg, spans)  # keeps no ref to agg
                 job_vertices[uid] = u
                 out.append(Emit(u, needs, x, level))
                 up: dict[str, int] = dict(agg)

@@ -223,3 +223,36 @@ def test_holding_refuses_what_add_span_refuses() -> None:
     with pytest.raises(PlannerError) as exc:
         PlannerMulti.holding(0, INT64_MAX, {"core": 4}, 0, 10, {"gpu": 1})
     assert exc.value.errno == errno.EINVAL
+
+
+def test_a_shared_multi_planner_refuses_every_change_and_its_copy_is_free() -> None:
+    """A gang's nodes hold one subtree filter together (PlannerMulti.share): a change
+    through one holder, or through one of its planners, would change them all, so each
+    raises EPERM; a holder that must change takes owned(), which changes alone, and one
+    that drops the span it holds keeps nothing (without_span)."""
+    p, sid = PlannerMulti.holding(0, 100, {"core": 8, "gpu": 2}, 0, 10, {"core": 3})
+    assert sid == 0 and p.share() is p and p.shared
+    changes = [
+        lambda: p.add_span(20, 5, {"core": 1}),
+        lambda: p.rem_span(0),
+        lambda: p.reduce_span(0, {"core": 1}),
+        lambda: p.update({"core": 16}),
+        lambda: p.reset(0, 50),
+        lambda: p.avail_time_first(0, 5, {"core": 1}),
+        lambda: p.planner("core").add_span(20, 5, 1),
+        lambda: p.planner("gpu").rem_span(1),
+    ]
+    for change in changes:
+        with pytest.raises(PlannerError) as info:
+            change()
+        assert info.value.errno == errno.EPERM
+    assert p.avail_resources_at(0) == {"core": 5, "gpu": 2} and p.span_count == 1
+    own = p.owned()
+    assert own is not p and not own.shared and own == p
+    assert own.add_span(0, 10, {"core": 5, "gpu": 1}) == 1
+    assert own.avail_resources_at(0) == {"core": 0, "gpu": 1}
+    assert own.without_span(0) is own and own.avail_resources_at(0) == {"core": 3, "gpu": 1}
+    assert p.avail_resources_at(0) == {"core": 5, "gpu": 2} and p.span_count == 1
+    assert p.without_span(0) is None and p.span_count == 1  # the other holders keep it
+    mine, _ = PlannerMulti.holding(0, 100, {"core": 8}, 0, 10, {"core": 3})
+    assert mine.owned() is mine
