@@ -7,6 +7,12 @@
  * attribute reads. Here the reads go to the slots at their offsets (_slots.h) and the
  * tuples are filled in place; the result is the same tuple, compared and hashed by
  * the caller as before.
+ *
+ * leaf_number goes one step further for the lookup itself: building, hashing and
+ * comparing those tuples (about 4 us a socket) was most of what a fresh node cost the
+ * first-match walk. It hashes the fields where they are and compares them with the
+ * tuples of the shapes already numbered whose hash is the same (a bucket), so a shape
+ * met before costs 136 reads and no object; only a new shape builds its tuple.
  */
 #include "_slots.h"
 
@@ -71,16 +77,184 @@ done:
     return result;
 }
 
+/* Field `f` of child `k`: borrowed from its slot, or else a new reference in *own
+ * (released by the caller); NULL with an exception. */
+static inline PyObject *
+kid_field(PyObject *k, const Layout *lk, int f, PyObject **own)
+{
+    PyObject *v = borrow(k, lk, f);
+    if (v != NULL)
+        return v;
+    return *own = get(k, lk, names, f);
+}
+
+/* The hash of a field: a string's is kept in it; others are asked. */
+static inline Py_hash_t
+field_hash(PyObject *v)
+{
+    if (PyUnicode_CheckExact(v)) {
+        Py_hash_t h = ((PyASCIIObject *)v)->hash;
+        if (h != -1)
+            return h;
+    }
+    return PyObject_Hash(v);
+}
+
+/* 1 when child `k` has children, 0 when not, -1 with an exception. */
+static inline int
+has_children(PyObject *k, const Layout *lk)
+{
+    PyObject *own = NULL, *ch = kid_field(k, lk, L_CHILDREN, &own);
+    if (ch == NULL)
+        return -1;
+    int r = PyList_CheckExact(ch) ? PyList_GET_SIZE(ch) > 0 : PyObject_IsTrue(ch);
+    Py_XDECREF(own);
+    return r;
+}
+
+/* 1 when the fields of `u` and its children equal `whole` (a leaf_fields tuple),
+ * 0 when not, -1 with an exception. */
+static int
+same_fields(PyObject *const *own, PyObject *const *items, Py_ssize_t n, PyObject *whole)
+{
+    if (!PyTuple_CheckExact(whole) || PyTuple_GET_SIZE(whole) != 8)
+        return 0;
+    for (int f = 0; f < 4; f++) {
+        PyObject *w = PyTuple_GET_ITEM(whole, f);
+        if (w != own[f]) {
+            int r = PyObject_RichCompareBool(own[f], w, Py_EQ);
+            if (r <= 0)
+                return r;
+        }
+    }
+    for (int f = 0; f < 4; f++) {
+        PyObject *col = PyTuple_GET_ITEM(whole, 4 + f);
+        if (!PyTuple_CheckExact(col) || PyTuple_GET_SIZE(col) != n)
+            return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Layout *lk = layout_of(&kid_layout, items[i], names, L_N);
+        for (int f = 0; f < 4; f++) {
+            PyObject *own_v = NULL, *v = kid_field(items[i], lk, L_TYPE + f, &own_v);
+            if (v == NULL)
+                return -1;
+            PyObject *w = PyTuple_GET_ITEM(PyTuple_GET_ITEM(whole, 4 + f), i);
+            int r = v == w ? 1 : PyObject_RichCompareBool(v, w, Py_EQ);
+            Py_XDECREF(own_v);
+            if (r <= 0)
+                return r;
+        }
+    }
+    return 1;
+}
+
+static PyObject *
+leaf_number(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "leaf_number(u, buckets: dict)");
+        return NULL;
+    }
+    PyObject *u = args[0], *buckets = args[1];
+    const Layout *lu = layout_of(&parent_layout, u, names, L_N);
+    PyObject *kids = get(u, lu, names, L_CHILDREN);
+    if (kids == NULL)
+        return NULL;
+    PyObject *seq = PySequence_Fast(kids, "leaf_number: children must be a sequence");
+    Py_DECREF(kids);
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *result = NULL, *own[4] = {NULL, NULL, NULL, NULL}, *key = NULL;
+    /* first whether a child has children (None), then the fields, as leaf_fields */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int r = has_children(items[i], layout_of(&kid_layout, items[i], names, L_N));
+        if (r < 0)
+            goto done;
+        if (r) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    /* the hash of the fields in leaf_fields' order */
+    Py_uhash_t acc = 0x345678UL;
+    for (int f = 0; f < 4; f++) {
+        if ((own[f] = get(u, lu, names, L_TYPE + f)) == NULL)
+            goto done;
+        Py_hash_t h = field_hash(own[f]);
+        if (h == -1)
+            goto done;
+        acc = (acc ^ (Py_uhash_t)h) * 1000003UL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Layout *lk = layout_of(&kid_layout, items[i], names, L_N);
+        for (int f = 0; f < 4; f++) {
+            PyObject *own_v = NULL, *v = kid_field(items[i], lk, L_TYPE + f, &own_v);
+            if (v == NULL)
+                goto done;
+            Py_hash_t h = field_hash(v);
+            Py_XDECREF(own_v);
+            if (h == -1)
+                goto done;
+            acc = (acc ^ (Py_uhash_t)h) * 1000003UL;
+        }
+    }
+    acc ^= (Py_uhash_t)n;
+    if ((key = PyLong_FromSsize_t((Py_ssize_t)(Py_hash_t)acc)) == NULL)
+        goto done;
+    PyObject *bucket = PyDict_GetItemWithError(buckets, key); /* borrowed */
+    if (bucket == NULL && PyErr_Occurred())
+        goto done;
+    if (bucket != NULL) {
+        if (!PyList_CheckExact(bucket)) {
+            PyErr_SetString(PyExc_TypeError, "leaf_number: a bucket must be a list");
+            goto done;
+        }
+        for (Py_ssize_t b = 0; b < PyList_GET_SIZE(bucket); b++) {
+            PyObject *entry = PyList_GET_ITEM(bucket, b);
+            if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2) {
+                PyErr_SetString(PyExc_TypeError,
+                                "leaf_number: a bucket holds (fields, number) pairs");
+                goto done;
+            }
+            int r = same_fields(own, items, n, PyTuple_GET_ITEM(entry, 0));
+            if (r < 0)
+                goto done;
+            if (r) {
+                result = Py_NewRef(PyTuple_GET_ITEM(entry, 1));
+                goto done;
+            }
+        }
+    }
+    /* a shape not numbered yet: its fields, for the caller to number and keep */
+    PyObject *whole = leaf_fields(NULL, u);
+    if (whole != NULL) {
+        result = PyTuple_Pack(2, key, whole);
+        Py_DECREF(whole);
+    }
+done:
+    for (int f = 0; f < 4; f++)
+        Py_XDECREF(own[f]);
+    Py_XDECREF(key);
+    Py_DECREF(seq);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"leaf_fields", leaf_fields, METH_O,
      "leaf_fields(u) -> (type, id, size, status, kids' types, ids, sizes, statuses) or"
      " None; see fluxnode.scheduler.traversers.leaf_shapes."},
+    {"leaf_number", (PyCFunction)(void (*)(void))leaf_number, METH_FASTCALL,
+     "leaf_number(u, buckets) -> the number buckets hold for u's leaf_fields, None,"
+     " or (hash, leaf_fields) for a new shape; see"
+     " fluxnode.scheduler.traversers.leaf_shapes."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_leaf_shapes",
-    "Compiled leaf_fields (see fluxnode.scheduler.traversers.leaf_shapes).", -1,
+    "Compiled leaf_fields and leaf_number (see fluxnode.scheduler.traversers.leaf_shapes).", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 

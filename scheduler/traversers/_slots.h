@@ -71,6 +71,15 @@ get(PyObject *o, const Layout *lay, PyObject *const *names, int i)
     return PyObject_GetAttr(o, names[i]); /* an unset slot raises AttributeError here */
 }
 
+/* Attribute `i` of `o` as a borrowed reference, or NULL when it is not in a slot a
+ * loop may read directly (or unset): then the caller uses get(). Borrowed: valid
+ * while `o` holds it, that is while the caller runs no Python code. */
+static inline PyObject *
+borrow(PyObject *o, const Layout *lay, int i)
+{
+    return lay->direct ? *(PyObject **)((char *)o + lay->offset[i]) : NULL;
+}
+
 /* o.<attribute i> = v: 0, or -1 with an exception. */
 static inline int
 set(PyObject *o, const Layout *lay, PyObject *const *names, int i, PyObject *v)

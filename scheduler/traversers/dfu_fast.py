@@ -37,7 +37,7 @@ from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EG
 from fluxnode.scheduler.traversers.dfu import Traverser
 from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, JobMeta, free_during
 from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, EINVAL, ShareTally
-from fluxnode.scheduler.traversers.leaf_shapes import leaf_fields
+from fluxnode.scheduler.traversers.leaf_shapes import leaf_number
 
 _children_of = attrgetter("children")
 
@@ -225,6 +225,8 @@ class FastTraverser(Traverser):
         self._shapes: dict[int, int | None] = {}  # see _leaf_shape
         self._deep_shapes: dict[int, int | None] = {}  # see _deep_shape
         self._shape_ids: dict[tuple, int] = {}  # a shape -> its number (hashed once)
+        # a leaf parent's shapes by a hash of their fields (see leaf_shapes.leaf_number)
+        self._leaf_buckets: dict[int, list[tuple[tuple, int]]] = {}
         self._ctx_ids: dict[tuple, int] = {}  # a request level and window -> its number
         self._tpl_ctx: dict[tuple, int] = {}  # this match's: (level id, ...) -> number
         self._templates: dict[tuple, _Template | None] = {}
@@ -252,6 +254,7 @@ class FastTraverser(Traverser):
             return got
         if len(ids) >= MAX_SHAPES:
             self._shape_ids.clear()
+            self._leaf_buckets.clear()
             self._ctx_ids.clear()
             self._shapes.clear()
             self._deep_shapes.clear()
@@ -270,8 +273,13 @@ class FastTraverser(Traverser):
         shape = self._shapes.get(uid, False)
         if shape is not False:
             return shape
-        whole = leaf_fields(u)  # compiled (see leaf_shapes.py)
-        shape = None if whole is None else self._numbered(self._shape_ids, whole)
+        got = leaf_number(u, self._leaf_buckets)  # compiled (see leaf_shapes.py)
+        if got is None or type(got) is int:
+            shape = got
+        else:  # a new shape: number it, and keep it where leaf_number looks
+            h, whole = got
+            shape = self._numbered(self._shape_ids, whole)
+            self._leaf_buckets.setdefault(h, []).append((whole, shape))
         self._shapes[uid] = shape
         return shape
 

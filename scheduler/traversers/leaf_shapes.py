@@ -8,6 +8,12 @@ each. On a fresh graph every vertex is met once, so a 1,000-node gang reads thes
 ``whole_leaves.py``: ``_leaf_shapes.c`` (compiled when a C compiler is there; it reads
 the slots at their offsets, about ten times faster) and :func:`_leaf_fields_py`, the
 reference it must equal (tests/scheduler/traversers/test_leaf_shapes.py).
+
+:func:`leaf_number` is the lookup of a shape already numbered: ``buckets`` maps a hash
+of the fields to the ``(fields, number)`` pairs numbered with that hash, and a shape met
+before is found without building its tuple (in C: hashed and compared where the fields
+are). Each implementation hashes its own way, so one ``buckets`` is filled and read by
+one of them only (a process uses one).
 """
 
 from __future__ import annotations
@@ -34,6 +40,22 @@ def _leaf_fields_py(u: Any) -> tuple | None:
             tuple(map(_status_of, kids)))
 
 
+def _leaf_number_py(u: Any, buckets: dict[int, list[tuple[tuple, int]]]) -> Any:
+    """The number ``buckets`` holds for ``u``'s :func:`leaf_fields`; None when a child
+    of ``u`` has children; ``(hash, fields)`` when no shape numbered so far is equal
+    (the caller numbers it and appends ``(fields, number)`` to ``buckets[hash]``)."""
+    whole = _leaf_fields_py(u)
+    if whole is None:
+        return None
+    h = hash(whole)
+    for fields, number in buckets.get(h, ()):
+        if fields == whole:
+            return number
+    return h, whole
+
+
 _c_fields = compiled("fluxnode.scheduler.traversers._leaf_shapes", "leaf_fields")
-COMPILED = _c_fields is not None
-leaf_fields: Callable[[Any], tuple | None] = _c_fields or _leaf_fields_py
+_c_number = compiled("fluxnode.scheduler.traversers._leaf_shapes", "leaf_number")
+COMPILED = _c_fields is not None and _c_number is not None
+leaf_fields: Callable[[Any], tuple | None] = _c_fields if COMPILED else _leaf_fields_py
+leaf_number: Callable[[Any, dict], Any] = _c_number if COMPILED else _leaf_number_py

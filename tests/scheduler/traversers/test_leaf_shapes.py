@@ -82,3 +82,72 @@ def test_a_socket_of_cores_reads_as_written():
         u.children[0].children = GRANDCHILD
         assert impl(u) is None
         u.children[0].children = ()
+
+
+def _numbers(impl, vertices):
+    """What dfu_fast._leaf_shape makes of ``impl``'s answers: a number per vertex (None
+    for one whose children have children), new shapes numbered in order of meeting."""
+    buckets: dict = {}
+    ids: dict = {}
+    out = []
+    for u in vertices:
+        try:
+            got = impl(u, buckets)
+        except AttributeError as exc:
+            out.append((AttributeError, str(exc)))
+            continue
+        if got is None or type(got) is int:
+            out.append(got)
+            continue
+        h, whole = got
+        assert whole not in ids  # a shape numbered before is found, never numbered again
+        number = ids[whole] = len(ids)
+        buckets.setdefault(h, []).append((whole, number))
+        out.append(number)
+    return out
+
+
+@compiled
+@settings(max_examples=200, deadline=None)
+@given(shapes=st.lists(st.tuples(kid.filter(lambda k: k[4] in ("leaf", "property")),
+                                 st.lists(kid, max_size=6)), min_size=1, max_size=4),
+       picks=st.lists(st.integers(0, 3), min_size=1, max_size=30))
+def test_leaf_numbers_name_equal_fields_alike_in_both_implementations(shapes, picks):
+    """leaf_number: the compiled lookup and the Python one number a stream of vertices
+    alike (new objects each time, built from a few shapes so that most repeat), equal
+    fields get one number and different fields different ones (the oracle: the Python
+    leaf_fields of each), and both raise alike on an unset slot."""
+    def build(parent, kids):
+        u = _vertex(0, parent)
+        u.children = [_vertex(i + 1, k) for i, k in enumerate(kids)]
+        return u
+
+    vertices = [build(*shapes[p % len(shapes)]) for p in picks]
+    py = _numbers(leaf_shapes._leaf_number_py, vertices)
+    c = _numbers(leaf_shapes._c_number, vertices)
+    assert py == c
+    seen: dict = {}
+    for u, number in zip(vertices, py, strict=True):
+        try:
+            fields = leaf_shapes._leaf_fields_py(u)
+        except AttributeError:
+            continue
+        if fields is None:
+            assert number is None
+            continue
+        assert seen.setdefault(fields, number) == number
+    assert len(set(seen.values())) == len(seen)
+
+
+def test_a_bucket_that_is_not_a_list_of_pairs_is_refused():
+    u = Vertex(0, "socket", "socket", "socket0", 0)
+    u.children = [Vertex(1, "core", "core", "core0", 0)]
+    for impl in {leaf_shapes._leaf_number_py, leaf_shapes.leaf_number}:
+        h, whole = impl(u, {})
+        assert impl(u, {h: [(whole, 7)]}) == 7
+    if leaf_shapes.COMPILED:
+        h, _ = leaf_shapes._c_number(u, {})
+        with pytest.raises(TypeError):
+            leaf_shapes._c_number(u, {h: "not a list"})
+        with pytest.raises(TypeError):
+            leaf_shapes._c_number(u, {h: [("no number",)]})
