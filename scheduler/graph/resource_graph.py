@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -155,6 +155,25 @@ class LeafHold:
         self.allocated = allocated
 
 
+class InnerHold:
+    """The containers one job's fresh inner vertices share when the update walk takes
+    them the same way (see Vertex.hold_inner): a gang's 1,000 nodes, and its 1,000
+    sockets. Tagged with the job, its x_checker span id 1, its subtree-filter span id 0
+    (``filtered``), and when it takes units of the vertex itself (``units``) its
+    schedule span id 1, allocated or reserved."""
+
+    __slots__ = ("tags", "xspans", "spans", "agspans", "allocated", "units")
+
+    def __init__(self, jobid: int, allocated: bool, units: bool, filtered: bool) -> None:
+        self.tags: frozenset[int] = frozenset((jobid,))
+        self.xspans: MappingProxyType[int, int] = MappingProxyType({jobid: 1})
+        self.spans: Mapping[int, int] = self.xspans if units else _NO_DICT
+        self.agspans: Mapping[int, int] = \
+            MappingProxyType({jobid: 0}) if filtered else _NO_DICT
+        self.allocated = allocated
+        self.units = units
+
+
 class Vertex:
     """One resource pool (a node, a core, 2 GB of memory...)."""
 
@@ -244,6 +263,20 @@ class Vertex:
         else:
             self.reservations = held.tags
 
+    def hold_inner(self, held: InnerHold) -> None:
+        """A fresh inner vertex (no container written yet) that a job takes as it took
+        others of the walk: what hold, hold_units and set_agspan with span ids 1, 1
+        and 0 give it, as that job's shared containers."""
+        self.tags = held.tags
+        self.xspans = held.xspans
+        self.spans = held.spans
+        self.agspans = held.agspans
+        if held.units:
+            if held.allocated:
+                self.allocations = held.tags
+            else:
+                self.reservations = held.tags
+
     def drop_hold(self, jobid: int) -> int | None:
         """Undo :meth:`hold`: ``jobid`` no longer holds anything here; returns its
         x_checker span id (None when it held none)."""
@@ -265,8 +298,20 @@ class Vertex:
     def set_agspan(self, jobid: int, span: int) -> None:
         """``jobid``'s span in this vertex's subtree planner."""
         if type(self.agspans) is not dict:
-            self.agspans = {}
+            self.agspans = dict(self.agspans)
         self.agspans[jobid] = span
+
+    def drop_agspan(self, jobid: int) -> int | None:
+        """Undo :meth:`set_agspan`; returns ``jobid``'s subtree-planner span id (None
+        when it held none)."""
+        self.agspans, sid = _popped(self.agspans, jobid)
+        return sid
+
+    def drop_xspan(self, jobid: int) -> int | None:
+        """``jobid``'s x_checker span goes, its tag stays (a partial cancel that leaves
+        part of the job below); returns the span id (None when it held none)."""
+        self.xspans, sid = _popped(self.xspans, jobid)
+        return sid
 
     def set_property(self, key: str, value: str) -> None:
         if self.properties is _NO_DICT:

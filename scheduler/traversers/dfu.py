@@ -226,6 +226,9 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         self.prune_types |= leaf_types
         prune = self.prune_types
         totals = self._totals
+        # equal totals are one dict (read-only): the update walk tells vertices whose
+        # subtree filters it may share by it (see dfu_update._JobSpans.inner_kit)
+        same: dict[tuple, dict[str, int]] = {}
         # children before their parent: their totals are known when it is summed
         for v in reversed(inner):
             tot: dict[str, int] = {}
@@ -236,7 +239,7 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
                 if c.children:
                     for t, n in totals[c.uniq_id].items():
                         tot[t] = tot.get(t, 0) + n
-            totals[v.uniq_id] = tot
+            totals[v.uniq_id] = same.setdefault(tuple(tot.items()), tot)
         for v in [v for v in order if v.subplan is not None]:
             # the subtree changed shape: new totals, spans kept
             if v.agspans:
@@ -590,11 +593,11 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
             except PlannerError as exc:
                 raise TraverserError(f"{v.name}: {exc}") from None
             if removed:
-                v.agspans.pop(jobid, None)
+                v.drop_agspan(jobid)
                 job.vertices.pop(v.uniq_id, None)
                 xsid = v.drop_hold(jobid)
             else:  # the tag stays, the x_checker span goes (a leaf never has a subplan)
-                xsid = v.xspans.pop(jobid, None) if v.xspans else None
+                xsid = v.drop_xspan(jobid)
             if xsid is not None:
                 v.x_checker = v.x_checker.without_span(xsid)
 

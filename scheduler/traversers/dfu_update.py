@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 
-from fluxnode.scheduler.graph.resource_graph import LeafHold, Vertex
+from fluxnode.scheduler.graph.resource_graph import InnerHold, LeafHold, Vertex
 from fluxnode.scheduler.planner.planner import Planner
 from fluxnode.scheduler.planner.planner_multi import PlannerMulti
 from fluxnode.scheduler.traversers.dfu_impl import (
@@ -33,6 +33,27 @@ TYPES_INTERNED_FIRST = ["cluster", "core", "socket", "gpu", "node", "rack", "slo
                         "ssd", "storage_node"]
 
 
+_UNWEIGHED = object()  # an _InnerKit whose edge weight is not known yet
+_NO_TOTALS: dict[str, int] = {}  # read-only: the totals of a vertex with none
+
+
+class _InnerKit:
+    """What every fresh inner vertex the update walk takes the same way gets (see
+    _JobSpans.inner_kit): its planners and containers, all shared, what it reports to
+    its parent (``up``, read-only) and, once worked out, its edge weight."""
+
+    __slots__ = ("schedule", "x_checker", "subplan", "held", "up", "weight")
+
+    def __init__(self, schedule: Planner | None, x_checker: Planner,
+                 subplan: PlannerMulti | None, held: InnerHold, up: dict[str, int]) -> None:
+        self.schedule = schedule
+        self.x_checker = x_checker
+        self.subplan = subplan
+        self.held = held
+        self.up = up
+        self.weight = _UNWEIGHED
+
+
 class _JobSpans:
     """How one update walk plans its job's spans on the vertices it takes.
 
@@ -45,8 +66,8 @@ class _JobSpans:
     a planner gets its own copy of a shared one before the span is added
     (Planner.owned), and a cancel drops a shared one (Planner.without_span)."""
 
-    __slots__ = ("jobid", "at", "duration", "allocating", "kits", "_by_needs", "_x", "_held",
-                 "_subplans")
+    __slots__ = ("jobid", "at", "duration", "allocating", "kits", "inner_kits", "_by_needs",
+                 "_x", "_held", "_subplans", "_inner_held")
 
     def __init__(self, jobid: int, at: int, duration: int, allocating: bool) -> None:
         self.jobid = jobid
@@ -58,6 +79,8 @@ class _JobSpans:
         self._held: LeafHold | None = None
         self.kits: dict[tuple[int, int, str], tuple[Planner, Planner, LeafHold]] = {}
         self._subplans: dict[tuple, PlannerMulti] = {}
+        self.inner_kits: dict[tuple, _InnerKit] = {}
+        self._inner_held: dict[tuple[bool, bool], InnerHold] = {}
 
     def _fresh(self, v: Vertex, needs: int) -> Planner:
         """A new schedule planner for ``v`` holding the job's ``needs`` units."""
@@ -124,6 +147,31 @@ class _JobSpans:
                 0, INF, totals, self.at, self.duration, counts)[0].share()
         return sp
 
+    def inner_kit(self, u: Vertex, needs: int, x: bool, agg: dict[str, int],
+                  totals: dict[str, int], prune_types: set[str]) -> _InnerKit:
+        """What a fresh inner vertex gets when the job takes it as ``u``: ``needs`` of
+        its own units when ``x``, and ``agg`` units below it. The update walk keeps
+        kits in ``inner_kits`` by what decides them (type, size, x, needs, whether
+        taken whole, the totals dict, agg) and looks there first: a 1,000-node gang
+        makes two, where each node and socket made two planners, a multi-planner and
+        five containers of its own. Everything is shared as the leaves' kits are: the
+        first job to change a planner or container of one of these vertices copies it
+        (Planner.owned, PlannerMulti.owned, Vertex.hold...), a cancel drops it. The
+        x_checker is the job's one shared x_checker even where other jobs will come
+        (a node of a gang): the first of them copies it, as it would have added a span
+        to a private one."""
+        schedule = self._shared(u, needs) if x else None
+        subplan = self.subplan(totals, agg) if agg else None
+        hkey = (x, bool(agg))
+        held = self._inner_held.get(hkey)
+        if held is None:
+            held = self._inner_held[hkey] = InnerHold(self.jobid, self.allocating, x,
+                                                      bool(agg))
+        up = dict(agg)
+        if u.type in prune_types:
+            up[u.type] = up.get(u.type, 0) + (u.size if x else u.size - needs)
+        return _InnerKit(schedule, self._shared_x(), subplan, held, up)
+
     def leaf_kit(self, c: Vertex, needs: int) -> tuple[Planner, Planner, LeafHold]:
         """What a fresh leaf of a subtree the job takes whole gets, ``needs`` of its
         units: (schedule planner, x_checker, containers), all shared. The update walk
@@ -159,7 +207,7 @@ class DfuUpdate(DfuImpl):
         u.set_agspan(jobid, sp.add_span(at, end - at, counts))
 
     def _ag_drop(self, u: Vertex, jobid: int) -> None:
-        sid = u.agspans.pop(jobid, None) if u.agspans else None
+        sid = u.drop_agspan(jobid) if u.agspans else None
         if sid is not None:
             u.subplan = u.subplan.without_span(sid)
 
@@ -235,7 +283,7 @@ class DfuUpdate(DfuImpl):
         seen: set[int] = set()
         marked: dict[int, list[Vertex]] = {}
         spans = _JobSpans(jobid, at, duration, allocating)
-        leaf_kit, kits = spans.leaf_kit, spans.kits
+        leaf_kit, kits, inner_kits = spans.leaf_kit, spans.kits, spans.inner_kits
         # no vertex can be met twice (see the walk below)
         tree = self.g.shared_children == 0
         for e_parent, e_child in self._mark_edges:
@@ -323,10 +371,34 @@ class DfuUpdate(DfuImpl):
                     agg[c.type] = agg.get(c.type, 0) + c.size
             if x:
                 n += 1
-                spans.units(u, needs)
             if n > 0:
                 subtree_cache.pop(uid, None)
-                spans.x(u, shadow or (x and needs == u.size))
+                whole_u = shadow or (x and needs == u.size)
+                if (tree and u.schedule is None and u.x_checker is None and u.subplan is None
+                        and not u.tags and u.children and u.parent is not None):
+                    # a fresh inner vertex (a node or socket of a gang): the kit of the
+                    # walk's vertices taken the same way (see _JobSpans.inner_kit)
+                    totals = self._totals.get(uid, _NO_TOTALS)
+                    kkey = (u.type, u.size, x, needs, whole_u, id(totals), tuple(agg.items()))
+                    kit = inner_kits.get(kkey)
+                    if kit is None:
+                        kit = inner_kits[kkey] = spans.inner_kit(u, needs, x, agg, totals,
+                                                                 prune_types)
+                    u.schedule, u.x_checker, u.subplan = kit.schedule, kit.x_checker, \
+                        kit.subplan
+                    u.hold_inner(kit.held)
+                    job_vertices[uid] = u
+                    out.append(Emit(u, needs, x, level))
+                    if stop_on_1 and via is not None:
+                        w = kit.weight
+                        if w is _UNWEIGHED:
+                            w = kit.weight = self._edge_weight(u)
+                        if w is not None:
+                            self._set_weight(via, u, w, moves)
+                    return n, kit.up
+                if x:
+                    spans.units(u, needs)
+                spans.x(u, whole_u)
                 if agg:
                     self._ag_put(u, jobid, at, end, agg, spans)  # keeps no ref to agg
                 job_vertices[uid] = u

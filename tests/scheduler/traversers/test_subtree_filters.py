@@ -51,10 +51,12 @@ def _cores_below(v) -> set[int]:
 @pytest.mark.parametrize("kind", ["sockets", "rv1"])
 @pytest.mark.parametrize("policy", ["first", "low", "lonode", "high"])
 def test_every_subtree_filter_counts_what_the_live_jobs_hold(kind, policy, tiny_grug):
-    """After every allocation, cancel and partial cancel of a random stream of gangs and
-    single-core jobs, each vertex's filter reports as used exactly the cores the live
-    jobs' selections hold below it, and the vertices of one gang that no later job
-    touched still hold one filter between them."""
+    """After every allocation, cancel and partial cancel of a random stream of gangs,
+    whole nodes and single-core jobs, no core is given to two live jobs, each vertex's
+    filter reports as used exactly the cores the live jobs' selections hold below it,
+    and the vertices of one gang that no later job touched hold one filter between
+    them (the nodes and sockets of a gang also share their x_checker and containers:
+    a whole node given where a gang holds a core would show in the ledger)."""
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")
     rng = random.Random(seed)
@@ -84,8 +86,13 @@ def test_every_subtree_filter_counts_what_the_live_jobs_hold(kind, policy, tiny_
                 del held[job]
             else:
                 held[job] = {c for c in held[job] if rank_of[c] not in drop}
-        if jobid == 1 or rng.random() < 0.5:  # the first on a fresh graph: a gang
+        roll = rng.random()
+        if jobid == 1 or roll < 0.5:  # the first on a fresh graph: a gang
             spec = _gang(kind, rng.randint(2, nodes), rng.randint(1, 3))
+        elif roll < 0.65:  # a whole node: refused where a gang holds a core
+            spec = jobspec([{"type": "node", "count": 1, "exclusive": True, "with": [
+                {"type": "slot", "count": 1, "label": "task",
+                 "with": [{"type": "core", "count": 1}]}]}])
         else:
             spec = cores(rng.randint(1, 3))
         try:
