@@ -221,6 +221,7 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         # Like Fluxion, leaf types that no filter names are tracked at the cluster
         # vertex; aggregates are kept for every leaf type (the first policy's weights)
         leaf_types = set(map(_type_of, filterfalse(_children_of, order)))
+        self._leaf_types = leaf_types
         named = {t for lst in self.prune_anchored.values() for t in lst}
         self.auto_anchored = sorted(leaf_types - named)
         self.prune_types |= leaf_types

@@ -93,6 +93,7 @@ class DfuImpl:
     total_preorder: int  # visits of the last match, cancel... (what resource-query prints)
     total_postorder: int
     _totals: dict[int, dict[str, int]]  # vertex uniq_id -> {type: units below it}
+    _leaf_types: set[str]  # the types of the graph's leaves
     _weights: dict[int, int]  # child uniq_id -> weight of the edge into it (first-match order)
     _weights_via: dict[tuple[int, int], int]  # (parent, child) uniq_ids: a second parent's edge
     _order: dict[int, list[tuple[int, int, int]]]  # parent uniq_id -> children by weight

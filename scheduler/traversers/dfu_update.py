@@ -34,6 +34,11 @@ TYPES_INTERNED_FIRST = ["cluster", "core", "socket", "gpu", "node", "rack", "slo
 
 
 _UNWEIGHED = object()  # an _InnerKit whose edge weight is not known yet
+# the marked edges from which an update walk shares kits among its inner vertices
+# (see _update): a 1,000-node gang marks 3,000; a single-core match 3 to 4, and kits
+# made for one node and one socket cost it 9% more instructions (first 0.779 ->
+# 0.851 M)
+KIT_MIN_MARKS = 16
 _NO_TOTALS: dict[str, int] = {}  # read-only: the totals of a vertex with none
 
 
@@ -154,12 +159,14 @@ class _JobSpans:
         kits in ``inner_kits`` by what decides them (type, size, x, needs, whether
         taken whole, the totals dict, agg) and looks there first: a 1,000-node gang
         makes two, where each node and socket made two planners, a multi-planner and
-        five containers of its own. Everything is shared as the leaves' kits are: the
-        first job to change a planner or container of one of these vertices copies it
-        (Planner.owned, PlannerMulti.owned, Vertex.hold...), a cancel drops it. The
-        x_checker is the job's one shared x_checker even where other jobs will come
-        (a node of a gang): the first of them copies it, as it would have added a span
-        to a private one."""
+        five containers of its own. Only a walk that marked KIT_MIN_MARKS edges or more
+        uses kits (see _update): a single-core match takes a node and a socket or two,
+        and kits made for them cost it more than they saved.
+        Everything is shared as the leaves' kits are: the first job to change a planner
+        or container of one of these vertices copies it (Planner.owned,
+        PlannerMulti.owned, Vertex.hold...), a cancel drops it. The x_checker is the
+        job's one shared x_checker even where other jobs will come (a node of a gang):
+        the first of them copies it, as it would have added a span to a private one."""
         schedule = self._shared(u, needs) if x else None
         subplan = self.subplan(totals, agg) if agg else None
         hkey = (x, bool(agg))
@@ -286,6 +293,12 @@ class DfuUpdate(DfuImpl):
         leaf_kit, kits, inner_kits = spans.leaf_kit, spans.kits, spans.inner_kits
         # no vertex can be met twice (see the walk below)
         tree = self.g.shared_children == 0
+        # a walk that takes many fresh inner vertices of a kind shares what they and
+        # their subtree filters get, kind by kind (_JobSpans.inner_kit, subplan): a big
+        # walk (a gang), or one that takes a vertex with children whole (the sockets of
+        # an exclusive node); a single-core match takes a node and a socket one by one
+        sharing = len(self._mark_edges) >= KIT_MIN_MARKS or not xtypes <= self._leaf_types
+        kit_spans = spans if sharing else None
         for e_parent, e_child in self._mark_edges:
             marked.setdefault(e_parent.uniq_id, []).append(e_child)
 
@@ -374,7 +387,8 @@ class DfuUpdate(DfuImpl):
             if n > 0:
                 subtree_cache.pop(uid, None)
                 whole_u = shadow or (x and needs == u.size)
-                if (tree and u.schedule is None and u.x_checker is None and u.subplan is None
+                if (sharing and tree and u.schedule is None and u.x_checker is None
+                        and u.subplan is None
                         and not u.tags and u.children and u.parent is not None):
                     # a fresh inner vertex (a node or socket of a gang): the kit of the
                     # walk's vertices taken the same way (see _JobSpans.inner_kit)
@@ -400,7 +414,7 @@ class DfuUpdate(DfuImpl):
                     spans.units(u, needs)
                 spans.x(u, whole_u)
                 if agg:
-                    self._ag_put(u, jobid, at, end, agg, spans)  # keeps no ref to agg
+                    self._ag_put(u, jobid, at, end, agg, kit_spans)  # keeps no ref to agg
                 job_vertices[uid] = u
                 out.append(Emit(u, needs, x, level))
                 up: dict[str, int] = dict(agg)

@@ -5,7 +5,8 @@ same counts below them one shared filter (PlannerMulti.share): a gang's nodes ho
 A later job on one of them copies it first, a cancel drops it. If a change went through
 the shared one, every other holder would report the change too; if a drop lost a span,
 a vertex would report free cores that a job holds. The oracle here is a ledger kept
-from the matches' selections alone: which cores each live job holds.
+from the matches' selections alone: which cores each live job holds. (Only a walk that
+marks KIT_MIN_MARKS edges shares: the first job of each stream is a gang that big.)
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ from support.sched_graphs import cores, jobspec
 
 
 def _graph(kind: str, tiny_grug):
-    if kind == "sockets":  # 2 nodes of 2 sockets of 4 cores, a GPU and memory
+    if kind == "sockets":  # 4 nodes of 2 sockets of 4 cores, a GPU and memory
+        rack_nodes = '<edge id="e2" source="rack" target="node"><data key="id_scope">1</data>' \
+            '<data key="multi_scale">'
+        text = tiny_grug.read_text()
+        assert text.count(rack_nodes + "2<") == 1
+        tiny_grug.write_text(text.replace(rack_nodes + "2<", rack_nodes + "4<"))
         return read_grug(tiny_grug)
     R = {"version": 1, "execution": {  # 6 ranked nodes of 8 cores and 2 GPUs
         "R_lite": [{"rank": "0-5", "children": {"core": "0-7", "gpu": "0-1"}}],
@@ -87,7 +93,9 @@ def test_every_subtree_filter_counts_what_the_live_jobs_hold(kind, policy, tiny_
             else:
                 held[job] = {c for c in held[job] if rank_of[c] not in drop}
         roll = rng.random()
-        if jobid == 1 or roll < 0.5:  # the first on a fresh graph: a gang
+        if jobid == 1:  # the first on a fresh graph: a gang big enough to share kits
+            spec = _gang(kind, nodes, 3)  # (marks KIT_MIN_MARKS edges or more)
+        elif roll < 0.5:
             spec = _gang(kind, rng.randint(2, nodes), rng.randint(1, 3))
         elif roll < 0.65:  # a whole node: refused where a gang holds a core
             spec = jobspec([{"type": "node", "count": 1, "exclusive": True, "with": [
