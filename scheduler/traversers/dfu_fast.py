@@ -285,6 +285,9 @@ class FastTraverser(Traverser):
 
     def _shape(self, u: Vertex) -> int | None:
         """``u``'s leaf-parent shape, or else its deep one (None: neither)."""
+        kids = u.children
+        if kids and kids[0].children:  # not a leaf parent (see _leaf_shape): a node
+            return self._deep_shape(u)
         shape = self._leaf_shape(u)
         return self._deep_shape(u) if shape is None else shape
 

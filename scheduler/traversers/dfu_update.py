@@ -231,7 +231,10 @@ class DfuUpdate(DfuImpl):
         ``moves`` for ``_move_weighed`` at the end of the update. Weights are Fluxion's,
         per edge: a vertex with a second parent (ASSOCIATE_IN) has its own weight under
         each (``_weights_via``), its containment parent's in ``_weights``."""
-        old = self.edge_weight_of(via, v)
+        # (edge_weight_of, in line for the containment parent: once per vertex a
+        # first-match update takes)
+        old = self._weights.get(v.uniq_id, 0) if v.parent is via else \
+            self.edge_weight_of(via, v)
         if v.parent is via:
             self._weights[v.uniq_id] = w
         else:
@@ -293,6 +296,9 @@ class DfuUpdate(DfuImpl):
         leaf_kit, kits, inner_kits = spans.leaf_kit, spans.kits, spans.inner_kits
         # no vertex can be met twice (see the walk below)
         tree = self.g.shared_children == 0
+        # a cache whose pops are tracked (dfu_fast's, for its root indexes) hears of every
+        # vertex changed; an untracked one only needs the vertices it holds popped
+        tracked = bool(getattr(subtree_cache, "sinks", None))
         # a walk that takes many fresh inner vertices of a kind shares what they and
         # their subtree filters get, kind by kind (_JobSpans.inner_kit, subplan): a big
         # walk (a gang), or one that takes a vertex with children whole (the sockets of
@@ -306,7 +312,8 @@ class DfuUpdate(DfuImpl):
                 via: Vertex | None = None) -> tuple[int, dict[str, int]]:
             n = 0
             agg: dict[str, int] = {}
-            seen.add(u.uniq_id)
+            if not tree:  # in a tree no vertex is met twice
+                seen.add(u.uniq_id)
             if u.type in pxtypes:
                 x = True
             shadow = x and (inherited or u.type in xtypes)
@@ -385,7 +392,8 @@ class DfuUpdate(DfuImpl):
             if x:
                 n += 1
             if n > 0:
-                subtree_cache.pop(uid, None)
+                if tracked or uid in subtree_cache:
+                    subtree_cache.pop(uid, None)
                 whole_u = shadow or (x and needs == u.size)
                 if (sharing and tree and u.schedule is None and u.x_checker is None
                         and u.subplan is None
