@@ -26,6 +26,7 @@ from fluxnode.scheduler.traversers.dfu_impl import (
     JobMeta,
     free_during,
 )
+from fluxnode.scheduler.traversers.update_recipes import Recipe, apply_recipe
 from fluxnode.scheduler.traversers.whole_leaves import take_fresh_leaves
 
 # flux-sched's resource/schema/data_std.cpp interns these at start-up, in this order
@@ -39,6 +40,8 @@ _UNWEIGHED = object()  # an _InnerKit whose edge weight is not known yet
 # made for one node and one socket cost it 9% more instructions (first 0.779 ->
 # 0.851 M)
 KIT_MIN_MARKS = 16
+# the recipes kept for one key (see _update): a gang over two kinds of node keeps two
+RECIPES_PER_KEY = 4
 _NO_TOTALS: dict[str, int] = {}  # read-only: the totals of a vertex with none
 
 
@@ -307,6 +310,17 @@ class DfuUpdate(DfuImpl):
         kit_spans = spans if sharing else None
         for e_parent, e_child in self._mark_edges:
             marked.setdefault(e_parent.uniq_id, []).append(e_child)
+        # such a walk also keeps what it did below a vertex it took as a recipe, for
+        # the next one entered the same way (see update_recipes): a key's first vertex
+        # is walked, its second walked and kept, the others take a recipe that fits
+        # (0: none can be kept for that key). Only a big walk (a gang) keeps recipes: a
+        # single-core whole-node match would keep its second socket's for nothing
+        # (recording it doubled the match's instructions)
+        recipes: dict[tuple, int | list[Recipe]] | None = \
+            {} if tree and len(self._mark_edges) >= KIT_MIN_MARKS else None
+        totals_of = self._totals
+        weights = self._weights if stop_on_1 else None
+        orders = self._order
 
         def upd(u: Vertex, needs: int, x: bool, level: int, inherited: bool = False,
                 via: Vertex | None = None) -> tuple[int, dict[str, int]]:
@@ -363,7 +377,45 @@ class DfuUpdate(DfuImpl):
                 else:
                     cneeds, cx = mk[0], mk[1] or shadow
                 if c.children or not (shadow or (cx and cneeds == c.size)):
+                    record = None
+                    if recipes is not None and c.children:
+                        # recipes by what the walk is entered with and the vertex's kind
+                        # (Recipe.fits checks the rest): a node of a gang
+                        rkey = (cneeds, cx, shadow, level, c.type, c.size,
+                                id(totals_of.get(cid)))
+                        got = recipes.get(rkey)
+                        if got is None:
+                            recipes[rkey] = 1  # the first: walked, nothing kept
+                        elif got == 1:
+                            record = rkey  # the second: walked, kept as a recipe
+                        elif got != 0:
+                            for rec in got:
+                                if apply_recipe(rec.entries, c, level + 1, Emit, out,
+                                                job_vertices, marks, marked, totals_of,
+                                                subtree_cache, tracked, weights, orders,
+                                                moves):
+                                    break
+                            else:
+                                rec = None
+                                if len(got) < RECIPES_PER_KEY:
+                                    record = rkey
+                            if rec is not None:
+                                n += rec.n
+                                for t, k in rec.up.items():
+                                    agg[t] = agg.get(t, 0) + k
+                                continue
+                    start = len(out)
                     sub, cagg = upd(c, cneeds, cx, level + 1, shadow, u)
+                    if record is not None:
+                        rec = Recipe.record(
+                            c, out[start:], level + 1, sub, cagg, marks, marked, totals_of,
+                            self._edge_weight if stop_on_1 else None) if sub > 0 else None
+                        if rec is None:
+                            recipes[record] = 0  # none can be kept for this key
+                        elif type(recipes[record]) is list:
+                            recipes[record].append(rec)
+                        else:
+                            recipes[record] = [rec]
                     if sub > 0:
                         n += sub
                         for t, k in cagg.items():

@@ -1,0 +1,165 @@
+"""Update recipes (update_recipes.py): a gang's nodes updated by replaying the first.
+
+The oracle is the plain Traverser, which keeps no templates, no kits and no recipes: it
+walks every node of every gang. The same random stream of gangs, single-core jobs, whole
+nodes, cancels and partial cancels runs three times in fresh interpreters: on the plain
+Traverser, on the FastTraverser with the compiled apply_recipe, and on the FastTraverser
+with FLUXNODE_PURE_PYTHON=1 (the Python apply_recipe). After every command each run
+dumps what every vertex holds (planner points, filter points, job ids, allocations) and
+every selection; the three dumps must be equal. Some cores are down, so that fresh nodes
+of one gang are marked at different cores. A recipe given to a vertex that is not fresh,
+or marked otherwise, would change a dump (mutations that skip the fresh check, or the
+check of each marked child's mark, fail this test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = r"""
+import json, random, sys
+from fluxnode.scheduler.readers.grug import read_grug
+from fluxnode.scheduler.readers.rv1 import read_rv1
+from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser
+from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
+from fluxnode.scheduler.traversers import update_recipes
+
+seed, kind, policy, which, grug = sys.argv[1:6]
+rng = random.Random(int(seed))
+if kind == "rv1":
+    R = {"version": 1, "execution": {
+        "R_lite": [{"rank": "0-23", "children": {"core": "0-3", "gpu": "0"}}],
+        "nodelist": ["n[0-23]"], "starttime": 0, "expiration": 0}}
+    g = read_rv1(R)
+else:
+    g = read_grug(grug)
+cls = Traverser if which == "plain" else FastTraverser
+applied = [0]
+if which == "fast":  # count the recipes that fitted (the walk looks the name up per call)
+    from fluxnode.scheduler.traversers import dfu_update
+    apply = dfu_update.apply_recipe
+
+    def counted(*args):
+        done = apply(*args)
+        applied[0] += done
+        return done
+
+    dfu_update.apply_recipe = counted
+t = cls(g, policy)
+nodes = [v for v in g.walk() if v.type == "node"]
+# a quarter of the nodes lose a core: their fresh subtrees are marked elsewhere (the same
+# count of marked children at other positions)
+cores = [v for v in g.walk() if v.type == "core"]
+for c in rng.sample(cores, len(nodes) // 4 * 4):
+    t.set_status(c.path, "down")
+
+def spec(resources, duration):
+    return {"version": 1, "resources": resources,
+            "attributes": {"system": {"duration": duration}},
+            "tasks": [{"command": ["x"], "slot": "task", "count": {"per_slot": 1}}]}
+
+def gang(n, per):
+    below = [{"type": "core", "count": per}]
+    if kind == "sockets":
+        below = [{"type": "socket", "count": 1, "with": below}]
+    return [{"type": "node", "count": n, "with": [
+        {"type": "slot", "count": 1, "label": "task", "with": below}]}]
+
+def planner(p):
+    if p is None or not p.span_count:
+        return None
+    return p.points()
+
+def dump():
+    out = []
+    for v in g.walk():
+        sp = v.subplan
+        filt = None
+        if sp is not None and sp.span_count:
+            filt = {r: sp.planner(r).points() for r in sp.resource_types}
+        out.append([v.path, planner(v.schedule), planner(v.x_checker), filt,
+                    sorted(v.tags), sorted(v.spans), sorted(v.xspans), sorted(v.agspans),
+                    sorted(v.allocations), sorted(v.reservations)])
+    return out
+
+log = []
+live = []
+for jobid in range(1, 61):
+    roll = rng.random()
+    if live and roll < 0.2:
+        gone = live.pop(rng.randrange(len(live)))
+        t.cancel(gone)
+        log.append(["cancel", gone, dump()])
+        continue
+    if live and roll < 0.3 and kind == "rv1":
+        job = rng.choice(live)
+        ranks = rng.sample(range(24), 3)
+        try:
+            if t.partial_cancel(job, ranks):
+                live.remove(job)
+            log.append(["partial", job, ranks, dump()])
+        except Exception as exc:  # a rank the job holds nothing on
+            log.append(["partial", job, ranks, type(exc).__name__])
+        continue
+    duration = rng.choice([60, 3600])
+    pick = rng.random()
+    if jobid == 1 or pick < 0.5:
+        res = gang(rng.randint(6, len(nodes)), rng.randint(1, 3))
+    elif pick < 0.7:
+        res = [{"type": "node", "count": 1, "exclusive": True, "with": [
+            {"type": "slot", "count": 1, "label": "task",
+             "with": [{"type": "core", "count": 1}]}]}]
+    else:
+        res = [{"type": "slot", "count": 1, "label": "task",
+                "with": [{"type": "core", "count": rng.randint(1, 3)}]}]
+    try:
+        r = t.match(spec(res, duration), op="allocate_orelse_reserve", jobid=jobid)
+    except NoMatch:
+        log.append(["nomatch", jobid])
+        continue
+    live.append(jobid)
+    log.append(["match", jobid, r.at,
+                [[e.vertex.path, e.needs, e.exclusive, e.level] for e in r.selection],
+                dump()])
+print(json.dumps({"compiled": update_recipes.COMPILED, "applied": applied[0], "log": log}))
+"""
+
+
+def _run(seed: int, kind: str, policy: str, which: str, grug: str, pure: bool) -> dict:
+    env = dict(os.environ)
+    env.pop("FLUXNODE_PURE_PYTHON", None)
+    if pure:
+        env["FLUXNODE_PURE_PYTHON"] = "1"
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(seed), kind, policy, which, grug],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("kind", ["rv1", "sockets"])
+@pytest.mark.parametrize("policy", ["first", "low", "firstnodex"])
+def test_gangs_by_recipe_leave_what_the_plain_walk_leaves(kind, policy, tiny_grug):
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    text = tiny_grug.read_text()
+    rack = '<edge id="e2" source="rack" target="node"><data key="id_scope">1</data>' \
+        '<data key="multi_scale">'
+    assert text.count(rack + "2<") == 1
+    tiny_grug.write_text(text.replace(rack + "2<", rack + "12<"))  # 12 nodes of sockets
+    plain = _run(seed, kind, policy, "plain", str(tiny_grug), pure=False)
+    fast = _run(seed, kind, policy, "fast", str(tiny_grug), pure=False)
+    pure = _run(seed, kind, policy, "fast", str(tiny_grug), pure=True)
+    assert not pure["compiled"]
+    assert fast["applied"] > 0 and pure["applied"] > 0, seed  # recipes did fit
+    matched = [e for e in plain["log"] if e[0] == "match"]
+    assert len(matched) >= 5, seed  # the stream did place gangs
+    for i, (want, got) in enumerate(zip(plain["log"], fast["log"], strict=True)):
+        assert got == want, (seed, i, want[:2])
+    for i, (want, got) in enumerate(zip(plain["log"], pure["log"], strict=True)):
+        assert got == want, (seed, i, want[:2])
