@@ -21,62 +21,6 @@ static const char *const leaf_field_names[L_N] = {"children", "type", "id", "siz
 static PyObject *names[L_N];
 static Layout parent_layout, kid_layout;
 
-static PyObject *
-leaf_fields(PyObject *Py_UNUSED(self), PyObject *u)
-{
-    const Layout *lu = layout_of(&parent_layout, u, names, L_N);
-    PyObject *kids = get(u, lu, names, L_CHILDREN);
-    if (kids == NULL)
-        return NULL;
-    PyObject *seq = PySequence_Fast(kids, "leaf_fields: children must be a sequence");
-    Py_DECREF(kids);
-    if (seq == NULL)
-        return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
-    PyObject *result = NULL, *cols[4] = {NULL, NULL, NULL, NULL}, *own[4] = {NULL, NULL,
-                                                                             NULL, NULL};
-    /* what `any(map(attrgetter("children"), kids))` answers */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const Layout *lk = layout_of(&kid_layout, items[i], names, L_N);
-        PyObject *ch = get(items[i], lk, names, L_CHILDREN);
-        if (ch == NULL)
-            goto done;
-        int r = PyObject_IsTrue(ch);
-        Py_DECREF(ch);
-        if (r < 0)
-            goto done;
-        if (r) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-    }
-    for (int f = 0; f < 4; f++)
-        if ((own[f] = get(u, lu, names, L_TYPE + f)) == NULL)
-            goto done;
-    for (int f = 0; f < 4; f++)
-        if ((cols[f] = PyTuple_New(n)) == NULL)
-            goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const Layout *lk = layout_of(&kid_layout, items[i], names, L_N);
-        for (int f = 0; f < 4; f++) {
-            PyObject *v = get(items[i], lk, names, L_TYPE + f);
-            if (v == NULL)
-                goto done;
-            PyTuple_SET_ITEM(cols[f], i, v);
-        }
-    }
-    result = PyTuple_Pack(8, own[0], own[1], own[2], own[3], cols[0], cols[1], cols[2],
-                          cols[3]);
-done:
-    for (int f = 0; f < 4; f++) {
-        Py_XDECREF(own[f]);
-        Py_XDECREF(cols[f]);
-    }
-    Py_DECREF(seq);
-    return result;
-}
-
 /* Field `f` of child `k`: borrowed from its slot, or else a new reference in *own
  * (released by the caller); NULL with an exception. */
 static inline PyObject *
@@ -114,6 +58,73 @@ has_children(PyObject *k, const Layout *lk)
                                      : PyObject_IsTrue(ch);
     Py_XDECREF(own);
     return r;
+}
+
+/* u's children as a fast sequence (a new reference), or NULL with an exception. */
+static PyObject *
+children_seq(PyObject *u, const char *what)
+{
+    PyObject *kids = get(u, layout_of(&parent_layout, u, names, L_N), names, L_CHILDREN);
+    if (kids == NULL)
+        return NULL;
+    PyObject *seq = PySequence_Fast(kids, what);
+    Py_DECREF(kids);
+    return seq;
+}
+
+/* 1 when a child in `items` has children, 0 when none has, -1 with an exception. */
+static int
+any_has_children(PyObject *const *items, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int r = has_children(items[i], layout_of(&kid_layout, items[i], names, L_N));
+        if (r != 0)
+            return r;
+    }
+    return 0;
+}
+
+static PyObject *
+leaf_fields(PyObject *Py_UNUSED(self), PyObject *u)
+{
+    PyObject *seq = children_seq(u, "leaf_fields: children must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    const Layout *lu = layout_of(&parent_layout, u, names, L_N);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *result = NULL, *cols[4] = {NULL, NULL, NULL, NULL}, *own[4] = {NULL, NULL,
+                                                                             NULL, NULL};
+    /* what `any(map(attrgetter("children"), kids))` answers */
+    int r = any_has_children(items, n);
+    if (r != 0) {
+        result = r < 0 ? NULL : Py_NewRef(Py_None);
+        goto done;
+    }
+    for (int f = 0; f < 4; f++)
+        if ((own[f] = get(u, lu, names, L_TYPE + f)) == NULL)
+            goto done;
+    for (int f = 0; f < 4; f++)
+        if ((cols[f] = PyTuple_New(n)) == NULL)
+            goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Layout *lk = layout_of(&kid_layout, items[i], names, L_N);
+        for (int f = 0; f < 4; f++) {
+            PyObject *v = get(items[i], lk, names, L_TYPE + f);
+            if (v == NULL)
+                goto done;
+            PyTuple_SET_ITEM(cols[f], i, v);
+        }
+    }
+    result = PyTuple_Pack(8, own[0], own[1], own[2], own[3], cols[0], cols[1], cols[2],
+                          cols[3]);
+done:
+    for (int f = 0; f < 4; f++) {
+        Py_XDECREF(own[f]);
+        Py_XDECREF(cols[f]);
+    }
+    Py_DECREF(seq);
+    return result;
 }
 
 /* 1 when the fields of `u` and its children equal `whole` (a leaf_fields tuple),
@@ -160,26 +171,18 @@ leaf_number(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *u = args[0], *buckets = args[1];
-    const Layout *lu = layout_of(&parent_layout, u, names, L_N);
-    PyObject *kids = get(u, lu, names, L_CHILDREN);
-    if (kids == NULL)
-        return NULL;
-    PyObject *seq = PySequence_Fast(kids, "leaf_number: children must be a sequence");
-    Py_DECREF(kids);
+    PyObject *seq = children_seq(u, "leaf_number: children must be a sequence");
     if (seq == NULL)
         return NULL;
+    const Layout *lu = layout_of(&parent_layout, u, names, L_N);
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
     PyObject *result = NULL, *own[4] = {NULL, NULL, NULL, NULL}, *key = NULL;
     /* first whether a child has children (None), then the fields, as leaf_fields */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int r = has_children(items[i], layout_of(&kid_layout, items[i], names, L_N));
-        if (r < 0)
-            goto done;
-        if (r) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
+    int r = any_has_children(items, n);
+    if (r != 0) {
+        result = r < 0 ? NULL : Py_NewRef(Py_None);
+        goto done;
     }
     /* the hash of the fields in leaf_fields' order */
     Py_uhash_t acc = 0x345678UL;

@@ -14,6 +14,10 @@
  * subtree are almost always of one type and size, so the (size, size, type) key is
  * built once per run. Anything unexpected (a kit that does not unpack to three, an
  * unset slot) raises what the Python loop raises.
+ *
+ * apply_recipe (see update_recipes.py and its _apply_recipe_py reference) is the same
+ * technique for the update walk of a gang's node: checked entry by entry first (a
+ * recipe that does not fit changes nothing), then done entry by entry.
  */
 #include "_slots.h"
 

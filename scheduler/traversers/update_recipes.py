@@ -1,17 +1,18 @@
 """Update recipes: what the update walk did to one fresh subtree, done again to another.
 
 A gang's update walk takes a thousand nodes the same way: each is fresh, the selection
-marked the same edges in it (the select walk replayed one template for all of them), and
-the walk gives each of its vertices the same shared planners and containers (the kits of
-``dfu_update._JobSpans``), an emit and an edge weight. The walk of one such node is kept
-as a :class:`Recipe`: each vertex it emitted, by its position below the node, with its
-emit's needs, exclusivity and level, the state it was left in, and its new edge weight;
-each inner vertex's marked children, by position, with their marks. Another node of the
-same deep shape (``dfu_fast``'s ``_deep_shape``: the same types, ids, sizes, statuses and
-child order) entered the same way takes the recipe when :meth:`Recipe.fits`: every
-vertex the recipe names is fresh, and the selection marked exactly the recorded
-children of each, with the recorded marks. Then the walk below it would do what it did
-below the first, which :meth:`Recipe.apply` does without the walk.
+marked the same edges in it, and the walk gives each of its vertices the same shared
+planners and containers (the kits of ``dfu_update._JobSpans``), an emit and an edge
+weight. The walk of one such node is kept as a :class:`Recipe`: each vertex it emitted,
+by its child positions below the node, with its emit's needs, exclusivity and level,
+the state it was left in and its new edge weight; each vertex's marked children, by
+position, with their marks. The update walk files recipes by what it enters a node
+with and the node's type, size and totals, and :func:`apply_recipe` does one to another
+node when it fits: every vertex the recipe names is there with the same type, size,
+totals dict and child count, fresh (no planner, filter or tag), and has exactly the
+recorded children marked, marked alike. Nothing else of a vertex is read by the walk
+below it (not its id, nor its status: down vertices below are taken too), so the walk
+would do there what it did below the first, which apply_recipe does without the walk.
 
 A recipe is kept only when everything it hands out is shared (planners marked shared,
 read-only containers): a vertex's own set or planner is never given to a second one.
@@ -55,7 +56,7 @@ class Recipe:
 
     def __init__(self, entries: list[tuple], n: int, up: dict[str, int]) -> None:
         # per vertex emitted, in emit order: (path, needs, exclusive, level below the
-        # subtree's root, state, new edge weight or None; what fits() checks: type,
+        # subtree's root, state, new edge weight or None; what apply_recipe checks: type,
         # size, totals dict, child count, ((position, mark) of each marked child, ...))
         self.entries = entries
         self.n = n  # what the walk of the subtree counted

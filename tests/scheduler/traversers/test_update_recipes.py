@@ -163,3 +163,39 @@ def test_gangs_by_recipe_leave_what_the_plain_walk_leaves(kind, policy, tiny_gru
         assert got == want, (seed, i, want[:2])
     for i, (want, got) in enumerate(zip(plain["log"], pure["log"], strict=True)):
         assert got == want, (seed, i, want[:2])
+
+
+@pytest.mark.skipif(not __import__("fluxnode.scheduler.traversers.update_recipes",
+                                   fromlist=["COMPILED"]).COMPILED,
+                    reason="the C extension is not built (or FLUXNODE_PURE_PYTHON)")
+def test_the_compiled_apply_refuses_malformed_recipes_and_changes_nothing():
+    """apply_recipe in C: wrong argument counts and types, an entry that is not an
+    11-tuple, a path that is not a tuple raise TypeError; a recipe that does not fit
+    (the vertex is not fresh) answers False and leaves everything as it was."""
+    from fluxnode.scheduler.graph.resource_graph import Vertex
+    from fluxnode.scheduler.traversers import update_recipes
+    from fluxnode.scheduler.traversers.dfu_impl import Emit
+
+    apply = update_recipes._c_apply
+    root = Vertex(0, "node", "node", "node0", 0)
+    root.children = [Vertex(1, "core", "core", "core0", 0, parent=root)]
+    state = (None,) * 3 + (frozenset(),) * 6
+    entry = ((0,), 1, True, 1, state, None, "core", 1, None, 0, ())
+    ok = [[entry], root, 2, Emit, [], {}, {}, {}, {}, {}, False, None, {}, {}]
+    with pytest.raises(TypeError):
+        apply(*ok[:13])
+    for i, bad in [(0, (entry,)), (4, ()), (6, []), (9, [])]:
+        with pytest.raises(TypeError):
+            apply(*ok[:i], bad, *ok[i + 1:])
+    for bad_entry in [entry[:10], ([0], *entry[1:])]:
+        with pytest.raises(TypeError):
+            apply([bad_entry], *ok[1:])
+    root.children[0].tags = frozenset({7})  # not fresh: no fit, nothing changed
+    out, job_vertices = [], {}
+    assert apply([entry], root, 2, Emit, out, job_vertices, *ok[6:]) is False
+    assert out == [] and job_vertices == {} and root.children[0].tags == frozenset({7})
+    root.children[0].tags = frozenset()
+    assert apply([entry], root, 2, Emit, out, job_vertices, *ok[6:]) is True
+    assert [(e.vertex.name, e.needs, e.exclusive, e.level) for e in out] == \
+        [("core0", 1, True, 3)]
+    assert job_vertices == {1: root.children[0]}
