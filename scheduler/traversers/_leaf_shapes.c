@@ -16,8 +16,9 @@
  */
 #include "_slots.h"
 
-enum { L_CHILDREN, L_TYPE, L_ID, L_SIZE, L_STATUS, L_N };
-static const char *const leaf_field_names[L_N] = {"children", "type", "id", "size", "status"};
+enum { L_CHILDREN, L_TYPE, L_ID, L_SIZE, L_STATUS, L_UNIQ_ID, L_N };
+static const char *const leaf_field_names[L_N] = {"children", "type",   "id",
+                                                  "size",     "status", "uniq_id"};
 static PyObject *names[L_N];
 static Layout parent_layout, kid_layout;
 
@@ -163,14 +164,10 @@ same_fields(PyObject *const *own, PyObject *const *items, Py_ssize_t n, PyObject
     return 1;
 }
 
+/* leaf_number's answer for `u` (a new reference), or NULL with an exception. */
 static PyObject *
-leaf_number(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+number_of(PyObject *u, PyObject *buckets)
 {
-    if (nargs != 2 || !PyDict_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "leaf_number(u, buckets: dict)");
-        return NULL;
-    }
-    PyObject *u = args[0], *buckets = args[1];
     PyObject *seq = children_seq(u, "leaf_number: children must be a sequence");
     if (seq == NULL)
         return NULL;
@@ -248,6 +245,110 @@ done:
     return result;
 }
 
+static PyObject *
+leaf_number(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "leaf_number(u, buckets: dict)");
+        return NULL;
+    }
+    return number_of(args[0], args[1]);
+}
+
+static PyObject *s_deep;
+
+/* deep_number (see leaf_shapes._deep_number_py): `u`'s deep shape number when every
+ * part of it is numbered already, else None. */
+static PyObject *
+deep_number(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyDict_Check(args[1]) || !PyDict_Check(args[2]) ||
+        !PyDict_Check(args[3]) || !PyDict_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "deep_number(u, shapes, buckets, weights, shape_ids: dicts)");
+        return NULL;
+    }
+    PyObject *u = args[0], *shapes = args[1], *buckets = args[2], *weights = args[3],
+             *shape_ids = args[4];
+    PyObject *seq = children_seq(u, "deep_number: children must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    const Layout *lu = layout_of(&parent_layout, u, names, L_N);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *result = NULL, *parts = NULL, *order = NULL, *key = NULL, *zero = NULL;
+    PyObject *own[4] = {NULL, NULL, NULL, NULL}; /* type, size, status (own[1]: unused) */
+    if ((parts = PyTuple_New(n)) == NULL || (order = PyTuple_New(n)) == NULL ||
+        (zero = PyLong_FromLong(0)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = items[i], *part = NULL;
+        const Layout *lk = layout_of(&kid_layout, k, names, L_N);
+        int inner = has_children(k, lk);
+        PyObject *kuid = inner < 0 ? NULL : get(k, lk, names, L_UNIQ_ID);
+        if (kuid == NULL)
+            goto done;
+        if (inner) {
+            /* _leaf_shape(k): kept in shapes, or found by number_of; any other answer
+             * (a new shape, or None) is left to the Python walk */
+            part = PyDict_GetItemWithError(shapes, kuid); /* borrowed */
+            if (part != NULL)
+                Py_INCREF(part);
+            else if (!PyErr_Occurred()) {
+                part = number_of(k, buckets);
+                if (part != NULL && PyLong_CheckExact(part) &&
+                    PyDict_SetItem(shapes, kuid, part) < 0)
+                    Py_CLEAR(part);
+            }
+            if (part != NULL && !PyLong_CheckExact(part)) {
+                Py_DECREF(part);
+                Py_DECREF(kuid);
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+        }
+        else {
+            PyObject *f[4] = {NULL, NULL, NULL, NULL};
+            int ok = 1;
+            for (int j = 0; j < 4 && ok; j++)
+                ok = (f[j] = get(k, lk, names, L_TYPE + j)) != NULL;
+            if (ok)
+                part = PyTuple_Pack(4, f[0], f[1], f[2], f[3]);
+            for (int j = 0; j < 4; j++)
+                Py_XDECREF(f[j]);
+        }
+        if (part == NULL) {
+            Py_DECREF(kuid);
+            goto done;
+        }
+        PyTuple_SET_ITEM(parts, i, part);
+        PyObject *w = PyDict_GetItemWithError(weights, kuid); /* borrowed */
+        Py_DECREF(kuid);
+        if (w == NULL && PyErr_Occurred())
+            goto done;
+        PyTuple_SET_ITEM(order, i, Py_NewRef(w != NULL ? w : zero));
+    }
+    if ((own[0] = get(u, lu, names, L_TYPE)) == NULL ||
+        (own[2] = get(u, lu, names, L_SIZE)) == NULL ||
+        (own[3] = get(u, lu, names, L_STATUS)) == NULL)
+        goto done;
+    if ((key = PyTuple_Pack(6, s_deep, own[0], own[2], own[3], parts, order)) == NULL)
+        goto done;
+    PyObject *got = PyDict_GetItemWithError(shape_ids, key); /* borrowed */
+    if (got == NULL && PyErr_Occurred())
+        goto done;
+    result = Py_NewRef(got != NULL && PyLong_CheckExact(got) ? got : Py_None);
+done:
+    for (int f = 0; f < 4; f++)
+        Py_XDECREF(own[f]);
+    Py_XDECREF(key);
+    Py_XDECREF(zero);
+    Py_XDECREF(order);
+    Py_XDECREF(parts);
+    Py_DECREF(seq);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"leaf_fields", leaf_fields, METH_O,
      "leaf_fields(u) -> (type, id, size, status, kids' types, ids, sizes, statuses) or"
@@ -255,6 +356,10 @@ static PyMethodDef methods[] = {
     {"leaf_number", (PyCFunction)(void (*)(void))leaf_number, METH_FASTCALL,
      "leaf_number(u, buckets) -> the number buckets hold for u's leaf_fields, None,"
      " or (hash, leaf_fields) for a new shape; see"
+     " fluxnode.scheduler.traversers.leaf_shapes."},
+    {"deep_number", (PyCFunction)(void (*)(void))deep_number, METH_FASTCALL,
+     "deep_number(u, shapes, buckets, weights, shape_ids) -> u's deep shape number when"
+     " every part of it is numbered, else None; see"
      " fluxnode.scheduler.traversers.leaf_shapes."},
     {NULL, NULL, 0, NULL},
 };
@@ -268,7 +373,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__leaf_shapes(void)
 {
-    if (intern_names(names, leaf_field_names, L_N) < 0)
+    if (intern_names(names, leaf_field_names, L_N) < 0 ||
+        (s_deep = PyUnicode_InternFromString("deep")) == NULL)
         return NULL;
     return PyModule_Create(&module);
 }

@@ -37,7 +37,7 @@ from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EG
 from fluxnode.scheduler.traversers.dfu import Traverser
 from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, JobMeta, free_during
 from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, EINVAL, ShareTally
-from fluxnode.scheduler.traversers.leaf_shapes import leaf_number
+from fluxnode.scheduler.traversers.leaf_shapes import deep_number, leaf_number
 
 _children_of = attrgetter("children")
 
@@ -287,6 +287,17 @@ class FastTraverser(Traverser):
         """``u``'s leaf-parent shape, or else its deep one (None: neither)."""
         kids = u.children
         if kids and kids[0].children:  # not a leaf parent (see _leaf_shape): a node
+            if self.g.shared_children == 0:
+                uid = u.uniq_id
+                shape = self._deep_shapes.get(uid, False)
+                if shape is not False:
+                    return shape
+                # every part numbered already (a gang's fresh node): one call (compiled)
+                shape = deep_number(u, self._shapes, self._leaf_buckets, self._weights,
+                                    self._shape_ids)
+                if shape is not None:
+                    self._deep_shapes[uid] = shape
+                    return shape
             return self._deep_shape(u)
         shape = self._leaf_shape(u)
         return self._deep_shape(u) if shape is None else shape

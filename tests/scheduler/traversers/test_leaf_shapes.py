@@ -151,3 +151,75 @@ def test_a_bucket_that_is_not_a_list_of_pairs_is_refused():
             leaf_shapes._c_number(u, {h: "not a list"})
         with pytest.raises(TypeError):
             leaf_shapes._c_number(u, {h: [("no number",)]})
+
+
+def _deep_numbers(deep, number, vertices, weights):
+    """What dfu_fast._shape makes of ``deep`` (a deep_number) for each vertex of
+    ``vertices``, falling back to numbering every part the way _deep_shape does."""
+    shapes: dict = {}
+    buckets: dict = {}
+    ids: dict = {}
+
+    def leaf(c):
+        if c.uniq_id in shapes:
+            return shapes[c.uniq_id]
+        got = number(c, buckets)
+        if got is not None and type(got) is not int:
+            h, whole = got
+            got = ids.setdefault(whole, len(ids))
+            buckets.setdefault(h, []).append((whole, got))
+        shapes[c.uniq_id] = got
+        return got
+
+    out = []
+    for u in vertices:
+        got = deep(u, shapes, buckets, weights, ids)
+        if got is None:
+            parts = [leaf(c) if c.children else (c.type, c.id, c.size, c.status)
+                     for c in u.children]
+            if None in parts:
+                out.append(None)
+                continue
+            key = ("deep", u.type, u.size, u.status, tuple(parts),
+                   tuple(weights.get(c.uniq_id, 0) for c in u.children))
+            got = ids.setdefault(key, len(ids))
+        out.append(got)
+    return out
+
+
+@compiled
+def test_deep_numbers_are_the_same_in_both_implementations(tiny_grug):
+    """deep_number: on a graph of nodes of sockets, with random cores down and random
+    edge weights on some sockets (each node visited twice, so that the second pass finds
+    every part numbered), the compiled and the Python deep_number give the same numbers,
+    and nodes get one number exactly when their subtrees read the same (the oracle: the
+    Python leaf_fields of every socket and each child's weight)."""
+    import random
+
+    from fluxnode.scheduler.readers.grug import read_grug
+
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    text = tiny_grug.read_text()
+    rack = '<edge id="e2" source="rack" target="node"><data key="id_scope">1</data>' \
+        '<data key="multi_scale">'
+    tiny_grug.write_text(text.replace(rack + "2<", rack + "16<"))
+    g = read_grug(tiny_grug)
+    nodes = [v for v in g.walk() if v.type == "node"]
+    for c in rng.sample([v for v in g.walk() if v.type == "core"], 6):
+        c.status = "down"
+    weights = {s.uniq_id: rng.choice([1, 2]) for s in g.walk()
+               if s.type == "socket" and rng.random() < 0.3}
+    order = nodes + rng.sample(nodes, len(nodes))
+    py = _deep_numbers(leaf_shapes._deep_number_py, leaf_shapes._leaf_number_py, order,
+                       weights)
+    c = _deep_numbers(leaf_shapes._c_deep, leaf_shapes._c_number, order, weights)
+    assert py == c, seed
+    seen: dict = {}
+    for u, number in zip(order, py, strict=True):
+        key = (tuple(leaf_shapes._leaf_fields_py(s) for s in u.children),
+               tuple(weights.get(s.uniq_id, 0) for s in u.children))
+        assert seen.setdefault(key, number) == number, seed
+    assert len(set(seen.values())) == len(seen), seed
+    assert 1 < len(seen) < len(nodes), seed  # some nodes alike, some not
