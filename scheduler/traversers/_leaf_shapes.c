@@ -61,16 +61,41 @@ has_children(PyObject *k, const Layout *lk)
     return r;
 }
 
-/* u's children as a fast sequence (a new reference), or NULL with an exception. */
-static PyObject *
-children_seq(PyObject *u, const char *what)
+/* A parent as leaf_fields, number_of and deep_number read it: its layout, and its
+ * children as a fast sequence (`seq`, a reference the caller releases) of `n`
+ * `items`. */
+typedef struct {
+    const Layout *lay;
+    PyObject *seq, **items;
+    Py_ssize_t n;
+} Parent;
+
+/* Fill `p` for `u`: 0, or -1 with an exception (`what` names the caller). */
+static int
+open_parent(Parent *p, PyObject *u, const char *what)
 {
-    PyObject *kids = get(u, layout_of(&parent_layout, u, names, L_N), names, L_CHILDREN);
+    p->lay = layout_of(&parent_layout, u, names, L_N);
+    PyObject *kids = get(u, p->lay, names, L_CHILDREN);
     if (kids == NULL)
-        return NULL;
-    PyObject *seq = PySequence_Fast(kids, what);
+        return -1;
+    p->seq = PySequence_Fast(kids, what);
     Py_DECREF(kids);
-    return seq;
+    if (p->seq == NULL)
+        return -1;
+    p->n = PySequence_Fast_GET_SIZE(p->seq);
+    p->items = PySequence_Fast_ITEMS(p->seq);
+    return 0;
+}
+
+/* `o`'s type, id, size and status into `out` (new references): 0, or -1 with an
+ * exception (what was read stays in `out` for the caller to release). */
+static int
+read_fields(PyObject *o, const Layout *lay, PyObject **out)
+{
+    for (int f = 0; f < 4; f++)
+        if ((out[f] = get(o, lay, names, L_TYPE + f)) == NULL)
+            return -1;
+    return 0;
 }
 
 /* 1 when a child in `items` has children, 0 when none has, -1 with an exception. */
@@ -88,34 +113,30 @@ any_has_children(PyObject *const *items, Py_ssize_t n)
 static PyObject *
 leaf_fields(PyObject *Py_UNUSED(self), PyObject *u)
 {
-    PyObject *seq = children_seq(u, "leaf_fields: children must be a sequence");
-    if (seq == NULL)
+    Parent p;
+    if (open_parent(&p, u, "leaf_fields: children must be a sequence") < 0)
         return NULL;
-    const Layout *lu = layout_of(&parent_layout, u, names, L_N);
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
     PyObject *result = NULL, *cols[4] = {NULL, NULL, NULL, NULL}, *own[4] = {NULL, NULL,
                                                                              NULL, NULL};
     /* what `any(map(attrgetter("children"), kids))` answers */
-    int r = any_has_children(items, n);
+    int r = any_has_children(p.items, p.n);
     if (r != 0) {
         result = r < 0 ? NULL : Py_NewRef(Py_None);
         goto done;
     }
+    if (read_fields(u, p.lay, own) < 0)
+        goto done;
     for (int f = 0; f < 4; f++)
-        if ((own[f] = get(u, lu, names, L_TYPE + f)) == NULL)
+        if ((cols[f] = PyTuple_New(p.n)) == NULL)
             goto done;
-    for (int f = 0; f < 4; f++)
-        if ((cols[f] = PyTuple_New(n)) == NULL)
+    for (Py_ssize_t i = 0; i < p.n; i++) {
+        PyObject *kf[4] = {NULL, NULL, NULL, NULL};
+        r = read_fields(p.items[i], layout_of(&kid_layout, p.items[i], names, L_N), kf);
+        for (int f = 0; f < 4; f++)
+            if (kf[f] != NULL)
+                PyTuple_SET_ITEM(cols[f], i, kf[f]); /* steals */
+        if (r < 0)
             goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const Layout *lk = layout_of(&kid_layout, items[i], names, L_N);
-        for (int f = 0; f < 4; f++) {
-            PyObject *v = get(items[i], lk, names, L_TYPE + f);
-            if (v == NULL)
-                goto done;
-            PyTuple_SET_ITEM(cols[f], i, v);
-        }
     }
     result = PyTuple_Pack(8, own[0], own[1], own[2], own[3], cols[0], cols[1], cols[2],
                           cols[3]);
@@ -124,7 +145,7 @@ done:
         Py_XDECREF(own[f]);
         Py_XDECREF(cols[f]);
     }
-    Py_DECREF(seq);
+    Py_DECREF(p.seq);
     return result;
 }
 
@@ -168,12 +189,11 @@ same_fields(PyObject *const *own, PyObject *const *items, Py_ssize_t n, PyObject
 static PyObject *
 number_of(PyObject *u, PyObject *buckets)
 {
-    PyObject *seq = children_seq(u, "leaf_number: children must be a sequence");
-    if (seq == NULL)
+    Parent p;
+    if (open_parent(&p, u, "leaf_number: children must be a sequence") < 0)
         return NULL;
-    const Layout *lu = layout_of(&parent_layout, u, names, L_N);
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
+    Py_ssize_t n = p.n;
+    PyObject **items = p.items;
     PyObject *result = NULL, *own[4] = {NULL, NULL, NULL, NULL}, *key = NULL;
     /* first whether a child has children (None), then the fields, as leaf_fields */
     int r = any_has_children(items, n);
@@ -181,11 +201,11 @@ number_of(PyObject *u, PyObject *buckets)
         result = r < 0 ? NULL : Py_NewRef(Py_None);
         goto done;
     }
+    if (read_fields(u, p.lay, own) < 0)
+        goto done;
     /* the hash of the fields in leaf_fields' order */
     Py_uhash_t acc = 0x345678UL;
     for (int f = 0; f < 4; f++) {
-        if ((own[f] = get(u, lu, names, L_TYPE + f)) == NULL)
-            goto done;
         Py_hash_t h = field_hash(own[f]);
         if (h == -1)
             goto done;
@@ -241,7 +261,7 @@ done:
     for (int f = 0; f < 4; f++)
         Py_XDECREF(own[f]);
     Py_XDECREF(key);
-    Py_DECREF(seq);
+    Py_DECREF(p.seq);
     return result;
 }
 
@@ -270,12 +290,12 @@ deep_number(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *u = args[0], *shapes = args[1], *buckets = args[2], *weights = args[3],
              *shape_ids = args[4];
-    PyObject *seq = children_seq(u, "deep_number: children must be a sequence");
-    if (seq == NULL)
+    Parent p;
+    if (open_parent(&p, u, "deep_number: children must be a sequence") < 0)
         return NULL;
-    const Layout *lu = layout_of(&parent_layout, u, names, L_N);
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
+    const Layout *lu = p.lay;
+    Py_ssize_t n = p.n;
+    PyObject **items = p.items;
     PyObject *result = NULL, *parts = NULL, *order = NULL, *key = NULL, *zero = NULL;
     PyObject *own[4] = {NULL, NULL, NULL, NULL}; /* type, size, status (own[1]: unused) */
     if ((parts = PyTuple_New(n)) == NULL || (order = PyTuple_New(n)) == NULL ||
@@ -309,10 +329,7 @@ deep_number(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         }
         else {
             PyObject *f[4] = {NULL, NULL, NULL, NULL};
-            int ok = 1;
-            for (int j = 0; j < 4 && ok; j++)
-                ok = (f[j] = get(k, lk, names, L_TYPE + j)) != NULL;
-            if (ok)
+            if (read_fields(k, lk, f) == 0)
                 part = PyTuple_Pack(4, f[0], f[1], f[2], f[3]);
             for (int j = 0; j < 4; j++)
                 Py_XDECREF(f[j]);
@@ -345,7 +362,7 @@ done:
     Py_XDECREF(zero);
     Py_XDECREF(order);
     Py_XDECREF(parts);
-    Py_DECREF(seq);
+    Py_DECREF(p.seq);
     return result;
 }
 

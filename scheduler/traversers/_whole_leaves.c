@@ -480,7 +480,8 @@ done:
 }
 
 /* The edge weight of `v` (uniq_id `uid`) under its parent becomes `w`, as
- * DfuUpdate._set_weight sets it for a containment parent. 0, or -1. */
+ * DfuUpdate._set_weight sets it for a containment parent (the move as
+ * dfu_impl.note_move files it). 0, or -1. */
 static int
 set_weight(PyObject *v, const Layout *lay, PyObject *uid, PyObject *w, const Recipe *r)
 {

@@ -73,6 +73,19 @@ def free_during(p: Planner, at: int, duration: int) -> int:
     return p.avail_resources_during(at, duration)
 
 
+def note_move(order: dict[int, list], moves: dict[int, dict[int, tuple[int, int]]],
+              via_uid: int, uid: int, old: int, w: int) -> None:
+    """The edge into child ``uid`` of ``via_uid`` was re-weighed from ``old`` to ``w``:
+    when that changes it and the parent keeps a sorted child order (``order``), the
+    child's move waits in ``moves`` (first old weight, last new one) for
+    DfuUpdate._move_weighed at the end of the update."""
+    if old == w or via_uid not in order:
+        return
+    got = moves.setdefault(via_uid, {})
+    first = got.get(uid)
+    got[uid] = (old if first is None else first[0], w)
+
+
 class DfuImpl:
     """The traverser's state, and the reads of a vertex both walks make.
 

@@ -25,6 +25,7 @@ from fluxnode.scheduler.traversers.dfu_impl import (
     Job,
     JobMeta,
     free_during,
+    note_move,
 )
 from fluxnode.scheduler.traversers.update_recipes import Recipe, apply_recipe
 from fluxnode.scheduler.traversers.whole_leaves import take_fresh_leaves
@@ -43,6 +44,17 @@ KIT_MIN_MARKS = 16
 # the recipes kept for one key (see _update): a gang over two kinds of node keeps two
 RECIPES_PER_KEY = 4
 _NO_TOTALS: dict[str, int] = {}  # read-only: the totals of a vertex with none
+
+
+def reported(u: Vertex, agg: dict[str, int], x: bool, needs: int,
+             prune_types: set[str]) -> dict[str, int]:
+    """What the update walk reports to a taken vertex's parent: the units of each
+    tracked type below it (``agg``), plus, when its own type is tracked, its size
+    when taken exclusively (``x``), else its size less ``needs``."""
+    up = dict(agg)
+    if u.type in prune_types:
+        up[u.type] = up.get(u.type, 0) + (u.size if x else u.size - needs)
+    return up
 
 
 class _InnerKit:
@@ -177,10 +189,8 @@ class _JobSpans:
         if held is None:
             held = self._inner_held[hkey] = InnerHold(self.jobid, self.allocating, x,
                                                       bool(agg))
-        up = dict(agg)
-        if u.type in prune_types:
-            up[u.type] = up.get(u.type, 0) + (u.size if x else u.size - needs)
-        return _InnerKit(schedule, self._shared_x(), subplan, held, up)
+        return _InnerKit(schedule, self._shared_x(), subplan, held,
+                         reported(u, agg, x, needs, prune_types))
 
     def leaf_kit(self, c: Vertex, needs: int) -> tuple[Planner, Planner, LeafHold]:
         """What a fresh leaf of a subtree the job takes whole gets, ``needs`` of its
@@ -201,7 +211,9 @@ class DfuUpdate(DfuImpl):
                 spans: _JobSpans | None = None) -> None:
         """Plan ``counts`` units below ``u`` for ``jobid`` (replacing its previous span).
         A vertex with no subtree filter yet gets the one ``spans`` shares among the
-        job's vertices with the same totals and counts (see _JobSpans.subplan)."""
+        job's vertices with the same totals and counts (see _JobSpans.subplan), but the
+        root: the reservation search iterates the root's filter, which a shared one
+        refuses (PlannerMulti.avail_time_first)."""
         self._ag_drop(u, jobid)
         sp = u.subplan
         if sp is None:
@@ -234,19 +246,13 @@ class DfuUpdate(DfuImpl):
         ``moves`` for ``_move_weighed`` at the end of the update. Weights are Fluxion's,
         per edge: a vertex with a second parent (ASSOCIATE_IN) has its own weight under
         each (``_weights_via``), its containment parent's in ``_weights``."""
-        # (edge_weight_of, in line for the containment parent: once per vertex a
-        # first-match update takes)
-        old = self._weights.get(v.uniq_id, 0) if v.parent is via else \
-            self.edge_weight_of(via, v)
-        if v.parent is via:
+        if v.parent is via:  # (edge_weight_of in line: once per vertex an update takes)
+            old = self._weights.get(v.uniq_id, 0)
             self._weights[v.uniq_id] = w
         else:
+            old = self.edge_weight_of(via, v)
             self._weights_via[(via.uniq_id, v.uniq_id)] = w
-        if old == w or via.uniq_id not in self._order:
-            return
-        got = moves.setdefault(via.uniq_id, {})
-        first = got.get(v.uniq_id)
-        got[v.uniq_id] = (old if first is None else first[0], w)
+        note_move(self._order, moves, via.uniq_id, v.uniq_id, old, w)
 
     def _move_weighed(self, moves: dict[int, dict[int, tuple[int, int]]]) -> None:
         """Move the children an update re-weighed in their parents' sorted child orders:
@@ -306,7 +312,8 @@ class DfuUpdate(DfuImpl):
         # their subtree filters get, kind by kind (_JobSpans.inner_kit, subplan): a big
         # walk (a gang), or one that takes a vertex with children whole (the sockets of
         # an exclusive node); a single-core match takes a node and a socket one by one
-        sharing = len(self._mark_edges) >= KIT_MIN_MARKS or not xtypes <= self._leaf_types
+        big = len(self._mark_edges) >= KIT_MIN_MARKS
+        sharing = big or not xtypes <= self._leaf_types
         kit_spans = spans if sharing else None
         for e_parent, e_child in self._mark_edges:
             marked.setdefault(e_parent.uniq_id, []).append(e_child)
@@ -316,8 +323,7 @@ class DfuUpdate(DfuImpl):
         # (0: none can be kept for that key). Only a big walk (a gang) keeps recipes: a
         # single-core whole-node match would keep its second socket's for nothing
         # (recording it doubled the match's instructions)
-        recipes: dict[tuple, int | list[Recipe]] | None = \
-            {} if tree and len(self._mark_edges) >= KIT_MIN_MARKS else None
+        recipes: dict[tuple, int | list[Recipe]] | None = {} if tree and big else None
         totals_of = self._totals
         weights = self._weights if stop_on_1 else None
         orders = self._order
@@ -447,6 +453,7 @@ class DfuUpdate(DfuImpl):
                 if tracked or uid in subtree_cache:
                     subtree_cache.pop(uid, None)
                 whole_u = shadow or (x and needs == u.size)
+                kit = None
                 if (sharing and tree and u.schedule is None and u.x_checker is None
                         and u.subplan is None
                         and not u.tags and u.children and u.parent is not None):
@@ -461,27 +468,23 @@ class DfuUpdate(DfuImpl):
                     u.schedule, u.x_checker, u.subplan = kit.schedule, kit.x_checker, \
                         kit.subplan
                     u.hold_inner(kit.held)
-                    job_vertices[uid] = u
-                    out.append(Emit(u, needs, x, level))
-                    if stop_on_1 and via is not None:
+                    up = kit.up
+                else:
+                    if x:
+                        spans.units(u, needs)
+                    spans.x(u, whole_u)
+                    if agg:
+                        self._ag_put(u, jobid, at, end, agg, kit_spans)  # keeps no ref to agg
+                    up = reported(u, agg, x, needs, prune_types)
+                job_vertices[uid] = u
+                out.append(Emit(u, needs, x, level))
+                if stop_on_1 and u.children and via is not None:
+                    if kit is None:
+                        w = self._edge_weight(u)
+                    else:  # equal for the kit's vertices: worked out once
                         w = kit.weight
                         if w is _UNWEIGHED:
                             w = kit.weight = self._edge_weight(u)
-                        if w is not None:
-                            self._set_weight(via, u, w, moves)
-                    return n, kit.up
-                if x:
-                    spans.units(u, needs)
-                spans.x(u, whole_u)
-                if agg:
-                    self._ag_put(u, jobid, at, end, agg, kit_spans)  # keeps no ref to agg
-                job_vertices[uid] = u
-                out.append(Emit(u, needs, x, level))
-                up: dict[str, int] = dict(agg)
-                if u.type in prune_types:
-                    up[u.type] = up.get(u.type, 0) + (u.size if x else u.size - needs)
-                if stop_on_1 and u.children and via is not None:
-                    w = self._edge_weight(u)
                     if w is not None:
                         self._set_weight(via, u, w, moves)
                 return n, up

@@ -27,6 +27,7 @@ from typing import Any
 
 from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.traversers.compiled import compiled
+from fluxnode.scheduler.traversers.dfu_impl import note_move
 
 # what the update walk writes on a vertex it takes (schedule, x_checker and subtree
 # filter; tags, span maps and allocation sets)
@@ -135,16 +136,10 @@ def _apply_recipe_py(entries: list[tuple], root: Vertex, level: int, emit: type,
             cache.pop(uid, None)
         elif uid in cache:
             del cache[uid]
-        if w is None or weights is None:
-            continue
-        old = weights.get(uid, 0)
-        weights[uid] = w
-        via = v.parent.uniq_id
-        if old == w or via not in order:
-            continue
-        got_moves = moves.setdefault(via, {})
-        first = got_moves.get(uid)
-        got_moves[uid] = (old if first is None else first[0], w)
+        if w is not None and weights is not None:
+            old = weights.get(uid, 0)
+            weights[uid] = w
+            note_move(order, moves, v.parent.uniq_id, uid, old, w)
     return True
 
 
