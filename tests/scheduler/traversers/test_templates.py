@@ -164,3 +164,52 @@ def test_a_request_level_that_never_makes_a_template_stops_numbering_shapes(poli
            for t in (plain, fast)]
     assert got[0] == got[1]
     assert any(tpl is not None for tpl in fast._templates.values())
+
+
+@pytest.mark.parametrize("policy", ["first", "low"])
+def test_a_fresh_graphs_nodes_are_numbered_before_the_first_match(policy, tmp_path):
+    """FastTraverser numbers every node's shape when the graph is (re)built, so that a
+    gang's walk of fresh nodes finds each node's template without numbering it there.
+    The oracle for the numbers: nodes get one number exactly when their children read the
+    same (the Python leaf_fields of each socket, the other children's own fields). Then a
+    gang on the fresh graph numbers no new shape, and answers as the plain walk does;
+    without the numbering at build time, its walk numbers the four distinct shapes."""
+    from fluxnode.scheduler.traversers.leaf_shapes import _leaf_fields_py
+
+    graph = grug_document(  # ids as in bench/: sockets 0-1 and cores 0-7 in each node
+        '  <graph id="alike" edgedefault="directed">\n'
+        + grug_vertices(("cluster", "cluster", "alike"), ("node", "node", "node"),
+                        ("socket", "socket", "socket"), ("core", "core", "core"),
+                        ("gpu", "gpu", "gpu"), ("ssd", "ssd", "ssd"))
+        + _edge(1, "cluster", "node", 12, scope=0) + _edge(2, "node", "socket", 2, scope=0)
+        + _edge(3, "socket", "core", 4) + _edge(4, "socket", "gpu", 1)
+        + _edge(5, "node", "ssd", 1, scope=0) + "  </graph>\n")
+    path = tmp_path / "g.graphml"
+    path.write_text(graph)
+    plain, fast = (cls(read_grug(path), policy) for cls in (Traverser, FastTraverser))
+    for t in (plain, fast):  # three nodes differ: a core down, a gpu down, the ssd down
+        nodes = [v for v in t.g.walk() if v.type == "node"]
+        for u, path in ((nodes[2], (0, 1)), (nodes[5], (1, 4)), (nodes[8], (2,))):
+            v = u
+            for i in path:
+                v = v.children[i]
+            v.status = "down"
+        t.reinit()
+    nodes = [v for v in fast.g.walk() if v.type == "node"]
+    assert len(nodes) == 12
+    seen: dict = {}
+    for u in nodes:
+        number = fast._deep_shapes.get(u.uniq_id)
+        assert type(number) is int, u.name
+        key = tuple(_leaf_fields_py(c) if c.children else (c.type, c.id, c.size, c.status)
+                    for c in u.children)
+        assert seen.setdefault(key, number) == number, u.name
+    assert len(set(seen.values())) == len(seen) == 4
+    numbered = len(fast._shape_ids)
+    gang = jobspec([{"type": "node", "count": 9, "with": [
+        {"type": "slot", "count": 1, "label": "default", "with": [
+            {"type": "socket", "count": 1, "with": [{"type": "core", "count": 1}]}]}]}])
+    got = [sorted(e.vertex.uniq_id for e in t.match(gang, jobid=1).selection)
+           for t in (plain, fast)]
+    assert got[0] == got[1]
+    assert len(fast._shape_ids) == numbered
