@@ -37,6 +37,7 @@ from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EG
 from fluxnode.scheduler.traversers.dfu import Traverser
 from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, JobMeta, free_during
 from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, EINVAL, ShareTally
+from fluxnode.scheduler.traversers.leaf_scores import score_fresh_leaves
 from fluxnode.scheduler.traversers.leaf_shapes import deep_number, leaf_number
 
 _children_of = attrgetter("children")
@@ -701,7 +702,23 @@ class FastTraverser(Traverser):
         pre = post = 0  # this loop's leaf visits, added to the walk's counts at the end
         last = None  # (avail, overall) of the last leaf taken, while no subtree came after
         base = MATCH_MET + policy.ml_scores + 1
-        for c in u.children:
+        children = u.children
+        nk = len(children)
+        i = 0
+        while i < nk:
+            if leaf_r:  # runs of fresh leaves that pass: scored in one call (compiled)
+                i, k, avail, overall = score_fresh_leaves(
+                    children, i, u, leaf_r, visited, dfu, xtypes, excl, checking, allocating,
+                    centric, base)
+                if k:
+                    pre += k
+                    post += k
+                    last = (avail, overall)
+                    rc2 = 0
+                if i == nk:
+                    break
+            c = children[i]
+            i += 1
             uid = c.uniq_id
             if uid in visited:
                 continue

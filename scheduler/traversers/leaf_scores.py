@@ -1,0 +1,88 @@
+"""Fresh leaves scored in line: the exhaustive select walk's hottest loop.
+
+A single-core match under an exhaustive policy (``low``, ``high``, ``locality``...)
+re-walks the socket whose core the last match took, and its walk scores each of the
+socket's ~34 leaves: a test, an :class:`~.scoring.EGroup` holding one
+:class:`~.scoring.Edge`, its units in the type's :class:`~.scoring.Evals`. Most of
+them are fresh (no planner, no x_checker: nothing ever held them), and a fresh leaf
+that passes the tests scores the same way every time. :func:`score_fresh_leaves` does
+that for a run of such children in one call; ``dfu_fast._explore_cached`` does every
+other child (a subtree, a leaf with a planner, a leaf a prune turns down) its own way.
+
+Two implementations of one contract, as in ``whole_leaves.py``: ``_leaf_scores.c``
+(compiled when a C compiler is there: it reads and writes the slots at their offsets
+and builds the groups and edges in place) and :func:`_score_fresh_leaves_py`, the
+reference it must equal (tests/scheduler/traversers/test_leaf_scores.py).
+``FLUXNODE_PURE_PYTHON=1`` selects the reference (see ``compiled.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+from fluxnode.scheduler.policies.scoring import MATCH_UNMET, Edge, EGroup
+from fluxnode.scheduler.traversers.compiled import compiled
+
+__all__ = ["COMPILED", "score_fresh_leaves"]
+
+
+def _score_fresh_leaves_py(kids: Sequence[Any], i: int, u: Any, leaf_r: dict, visited: set,
+                           dfu: Any, xtypes: Collection[str], excl: bool, checking: bool,
+                           allocating: bool, centric: bool, base: int
+                           ) -> tuple[int, int, int, int]:
+    """Score ``kids[i:]`` (children of ``u``) while each is a visited leaf (skipped, as
+    the walk skips it) or a fresh leaf that passes the walk's tests: no children, a
+    request of ``leaf_r`` naming its type (not a node under a node-centric policy), no
+    schedule planner and no x_checker, up (when ``checking``), with units, and neither
+    non-exclusive under exclusive nor held (``allocations``) where exclusivity counts.
+
+    For each fresh one: marked visited, and a group of score ``base + id`` with its
+    units and one edge from ``u`` added to ``dfu``'s evals of its type. Stops at the
+    first other child, which the caller walks. Returns (the index it stopped at, how
+    many it scored, the last one's units and score; 0 and 0 when none)."""
+    if i < 0:
+        raise ValueError("score_fresh_leaves: i must be >= 0")
+    n = len(kids)
+    scored = avail = overall = 0
+    types = dfu.types
+    while i < n:
+        c = kids[i]
+        if c.uniq_id in visited:
+            i += 1
+            continue
+        if c.children:
+            break
+        ctype = c.type
+        r = leaf_r.get(ctype)
+        if r is None or (centric and ctype == "node"):
+            break
+        if c.schedule is not None or c.x_checker is not None:
+            break
+        if checking and c.status != "up":
+            break
+        size = c.size
+        if size == 0:
+            break
+        x_in = excl or ctype in xtypes
+        if x_in and r.exclusive is False:
+            break
+        if (x_in or r.exclusive is True) and allocating and c.allocations:
+            break
+        visited.add(c.uniq_id)
+        avail, overall = size, base + c.id
+        ev = types.get(ctype)
+        if ev is None:
+            ev = dfu.evals(ctype)
+        ev.total += avail
+        if overall > MATCH_UNMET:
+            ev.qual += avail
+        ev.egroups.append(EGroup(overall, avail, x_in, False, "", [Edge(c, avail, avail, x_in, u)]))
+        scored += 1
+        i += 1
+    return i, scored, avail, overall
+
+
+_c_score = compiled("fluxnode.scheduler.traversers._leaf_scores", "score_fresh_leaves")
+COMPILED = _c_score is not None
+score_fresh_leaves: Callable[..., tuple[int, int, int, int]] = _c_score or _score_fresh_leaves_py
