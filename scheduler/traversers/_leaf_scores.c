@@ -32,9 +32,12 @@ static const char *const evals_fields[EV_N] = {"egroups", "qual", "total"};
 
 static PyObject *vertex_names[V_N], *egroup_names[G_N], *edge_names[D_N],
     *evals_names[EV_N];
-static PyObject *s_types, *s_evals, *s_exclusive, *s_up, *s_empty, *zero, *match_unmet;
+static PyObject *s_types, *s_evals, *s_exclusive, *s_up, *s_empty, *zero, *one, *match_unmet,
+    *match_met;
 static PyObject *egroup_class, *edge_class;
-static Layout vertex_layout, evals_layout, egroup_layout, edge_layout;
+/* egroup_layout and edge_layout build the classes; the read layouts read any instance */
+static Layout vertex_layout, evals_layout, egroup_layout, edge_layout, egroup_read_layout,
+    edge_read_layout;
 
 /* A vertex field as a new reference, or NULL with an exception. */
 static inline PyObject *
@@ -343,17 +346,103 @@ done:
     return result;
 }
 
+/* A slot of one unit made of group `eg` (see unit_slots): a new reference. */
+static PyObject *
+unit_slot(PyObject *eg, PyObject *label)
+{
+    const Layout *gl = layout_of(&egroup_read_layout, eg, egroup_names, G_N);
+    PyObject *edges = get(eg, gl, egroup_names, G_EDGES), *e0 = NULL, *score = NULL,
+             *slot = NULL;
+    if (edges == NULL)
+        return NULL;
+    e0 = PySequence_GetItem(edges, 0);
+    Py_DECREF(edges);
+    if (e0 == NULL)
+        return NULL;
+    const Layout *dl = layout_of(&edge_read_layout, e0, edge_names, D_N);
+    PyObject *f[D_N] = {NULL, NULL, NULL, NULL, NULL};
+    for (int i = 0; i < D_N; i++)
+        if ((f[i] = get(e0, dl, edge_names, i)) == NULL)
+            goto done;
+    int differs = f[D_EXCLUSIVE] != Py_True;
+    if (!differs && (differs = PyObject_RichCompareBool(f[D_NEEDS], f[D_COUNT], Py_NE)) < 0)
+        goto done;
+    if (differs) { /* Edge(vertex, count, count, True, parent) */
+        PyObject *fields[D_N] = {f[D_VERTEX], f[D_COUNT], f[D_COUNT], Py_True, f[D_PARENT]};
+        PyObject *edge = build(edge_class, &edge_layout, edge_names, D_N, fields, fields, D_N);
+        if (edge == NULL)
+            goto done;
+        Py_SETREF(e0, edge);
+    }
+    PyObject *own = get(eg, gl, egroup_names, G_SCORE);
+    if (own == NULL)
+        goto done;
+    score = PyNumber_Add(match_met, own);
+    Py_DECREF(own);
+    if (score == NULL)
+        goto done;
+    PyObject *list = PyList_New(1);
+    if (list == NULL)
+        goto done;
+    PyList_SET_ITEM(list, 0, Py_NewRef(e0));
+    PyObject *fields[G_N] = {score, one, zero, Py_True, Py_False, label, list};
+    PyObject *args[6] = {score, one, Py_True, Py_False, label, list};
+    slot = build(egroup_class, &egroup_layout, egroup_names, G_N, fields, args, 6);
+    Py_DECREF(list);
+done:
+    for (int i = 0; i < D_N; i++)
+        Py_XDECREF(f[i]);
+    Py_XDECREF(score);
+    Py_DECREF(e0);
+    return slot;
+}
+
+static PyObject *
+unit_slots(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "unit_slots: 4 arguments expected");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]), n = PyLong_AsSsize_t(args[2]);
+    if ((start == -1 || n == -1) && PyErr_Occurred())
+        return NULL;
+    if (start < 0 || n < 0) {
+        PyErr_SetString(PyExc_ValueError, "unit_slots: start and n must be >= 0");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[0], "unit_slots: egroups must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t end = start > len ? len : (n > len - start ? len : start + n);
+    PyObject *out = PyList_New(end > start ? end - start : 0);
+    for (Py_ssize_t i = start; out != NULL && i < end; i++) {
+        PyObject *slot = unit_slot(PySequence_Fast_GET_ITEM(seq, i), args[3]);
+        if (slot == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i - start, slot); /* steals */
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"score_fresh_leaves", (PyCFunction)(void (*)(void))score_fresh_leaves, METH_FASTCALL,
      "score_fresh_leaves(kids, i, u, leaf_r, visited, dfu, xtypes, excl, checking,"
      " allocating, centric, base) -> (stopped at, scored, last units, last score); see"
+     " fluxnode.scheduler.traversers.leaf_scores."},
+    {"unit_slots", (PyCFunction)(void (*)(void))unit_slots, METH_FASTCALL,
+     "unit_slots(egroups, start, n, label) -> a slot of one unit per group; see"
      " fluxnode.scheduler.traversers.leaf_scores."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_leaf_scores",
-    "Compiled score_fresh_leaves (see fluxnode.scheduler.traversers.leaf_scores).", -1,
+    "Compiled score_fresh_leaves and unit_slots (see"
+    " fluxnode.scheduler.traversers.leaf_scores).", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 
@@ -370,7 +459,7 @@ PyInit__leaf_scores(void)
         (s_exclusive = PyUnicode_InternFromString("exclusive")) == NULL ||
         (s_up = PyUnicode_InternFromString("up")) == NULL ||
         (s_empty = PyUnicode_InternFromString("")) == NULL ||
-        (zero = PyLong_FromLong(0)) == NULL)
+        (zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL)
         return NULL;
     PyObject *scoring = PyImport_ImportModule("fluxnode.scheduler.policies.scoring");
     if (scoring == NULL)
@@ -378,8 +467,9 @@ PyInit__leaf_scores(void)
     egroup_class = PyObject_GetAttrString(scoring, "EGroup");
     edge_class = egroup_class ? PyObject_GetAttrString(scoring, "Edge") : NULL;
     match_unmet = edge_class ? PyObject_GetAttrString(scoring, "MATCH_UNMET") : NULL;
+    match_met = match_unmet ? PyObject_GetAttrString(scoring, "MATCH_MET") : NULL;
     Py_DECREF(scoring);
-    if (match_unmet == NULL)
+    if (match_met == NULL)
         return NULL;
     if (!PyType_Check(egroup_class) || !PyType_Check(edge_class)) {
         PyErr_SetString(PyExc_TypeError, "_leaf_scores: EGroup and Edge must be classes");

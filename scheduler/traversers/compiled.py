@@ -1,9 +1,10 @@
 """Which implementation of a compiled loop runs: the C one, or its Python reference.
 
-The traversers have two loops compiled from C (``_whole_leaves.c``, ``_leaf_shapes.c``,
-built by ``pip install`` as optional setuptools extensions, see pyproject.toml). Each
-has a Python reference beside it (``whole_leaves.py``, ``leaf_shapes.py``) that the C
-one must equal, and a test that holds them to each other. Where no C compiler was
+The traversers have loops compiled from C (``_whole_leaves.c``, ``_leaf_shapes.c``,
+``_leaf_scores.c``, built by ``pip install`` as optional setuptools extensions, see
+pyproject.toml). Each has a Python reference beside it (``whole_leaves.py``,
+``update_recipes.py``, ``leaf_shapes.py``, ``leaf_scores.py``) that the C one must
+equal, and a test that holds them to each other. Where no C compiler was
 found the extension is missing and the reference runs; ``FLUXNODE_PURE_PYTHON=1``
 in the environment selects the references on purpose (read once, at import).
 """

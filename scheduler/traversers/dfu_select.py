@@ -26,6 +26,7 @@ from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.jobspec.request import MatchRequest, Request, calc_count, effective_max
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
 from fluxnode.scheduler.traversers.dfu_impl import DfuImpl, JobMeta, free_during
+from fluxnode.scheduler.traversers.leaf_scores import unit_slots
 
 EBUSY = _errno.EBUSY
 EINVAL = _errno.EINVAL
@@ -72,11 +73,7 @@ def take_slots(dfu_slot: Scoring, shape, label: str, n: int) -> list[EGroup] | N
         ev, egroups, _count = plan[0]
         start = ev.cursor + 1
         if start + n <= len(egroups):
-            for eg in egroups[start : start + n]:
-                e0 = eg.edges[0]
-                if e0.exclusive is not True or e0.needs != e0.count:
-                    e0 = Edge(e0.vertex, e0.count, e0.count, True, e0.parent)
-                groups.append(EGroup(MATCH_MET + eg.score, 1, True, False, label, [e0]))
+            groups = unit_slots(egroups, start, n, label)  # compiled (see leaf_scores)
             ev.cursor = start + n - 1
             return groups
     for _ in range(n):

@@ -8,6 +8,8 @@ them are fresh (no planner, no x_checker: nothing ever held them), and a fresh l
 that passes the tests scores the same way every time. :func:`score_fresh_leaves` does
 that for a run of such children in one call; ``dfu_fast._explore_cached`` does every
 other child (a subtree, a leaf with a planner, a leaf a prune turns down) its own way.
+The socket's single-core slots are then made of those groups, one each, on every
+match that changed it: :func:`unit_slots` (``dfu_select.take_slots``' shortcut).
 
 Two implementations of one contract, as in ``whole_leaves.py``: ``_leaf_scores.c``
 (compiled when a C compiler is there: it reads and writes the slots at their offsets
@@ -21,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from fluxnode.scheduler.policies.scoring import MATCH_UNMET, Edge, EGroup
+from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup
 from fluxnode.scheduler.traversers.compiled import compiled
 
-__all__ = ["COMPILED", "score_fresh_leaves"]
+__all__ = ["COMPILED", "score_fresh_leaves", "unit_slots"]
 
 
 def _score_fresh_leaves_py(kids: Sequence[Any], i: int, u: Any, leaf_r: dict, visited: set,
@@ -83,6 +85,24 @@ def _score_fresh_leaves_py(kids: Sequence[Any], i: int, u: Any, leaf_r: dict, vi
     return i, scored, avail, overall
 
 
+def _unit_slots_py(egroups: Sequence[EGroup], start: int, n: int, label: str) -> list[EGroup]:
+    """A slot of one unit for each group of ``egroups[start:start + n]`` (each holding
+    one edge): score MATCH_MET plus the group's, count 1, exclusive, labelled ``label``,
+    its edge the group's when that already takes all its units exclusively, else a new
+    one that does (an edge is never changed once made)."""
+    if start < 0 or n < 0:
+        raise ValueError("unit_slots: start and n must be >= 0")
+    groups = []
+    for eg in egroups[start:start + n]:
+        e0 = eg.edges[0]
+        if e0.exclusive is not True or e0.needs != e0.count:
+            e0 = Edge(e0.vertex, e0.count, e0.count, True, e0.parent)
+        groups.append(EGroup(MATCH_MET + eg.score, 1, True, False, label, [e0]))
+    return groups
+
+
 _c_score = compiled("fluxnode.scheduler.traversers._leaf_scores", "score_fresh_leaves")
 COMPILED = _c_score is not None
 score_fresh_leaves: Callable[..., tuple[int, int, int, int]] = _c_score or _score_fresh_leaves_py
+_c_slots = compiled("fluxnode.scheduler.traversers._leaf_scores", "unit_slots")
+unit_slots: Callable[..., list[EGroup]] = _c_slots or _unit_slots_py

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.jobspec.request import Request
-from fluxnode.scheduler.policies.scoring import Scoring
+from fluxnode.scheduler.policies.scoring import Edge, EGroup, Scoring
 from fluxnode.scheduler.traversers import leaf_scores
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -129,3 +129,49 @@ def test_bad_arguments_are_refused():
                              False, 2)
     with pytest.raises(TypeError):
         leaf_scores._c_score(kids, 0, u, {})
+
+
+group = st.tuples(st.integers(-2**40, 2**40), st.sampled_from([True, False, None]),
+                  st.integers(0, 3), st.integers(0, 3))
+
+
+def _groups(specs: list[tuple]) -> list[EGroup]:
+    out = []
+    for n, (score, exclusive, count, needs) in enumerate(specs, start=1):
+        v = Vertex(n, "core", "core", f"core{n}", n)
+        out.append(EGroup(score, count, bool(exclusive), edges=[
+            Edge(v, count, needs, exclusive, GRANDCHILD[0])]))
+    return out
+
+
+def _slots(impl, groups, start, n, label):
+    """The slots by value, and for each whether its edge is the group's own object."""
+    got = impl(groups, start, n, label)
+    return [(s.score, s.count, s.needs, s.exclusive, s.root, s.label,
+             [(e.vertex.uniq_id, e.count, e.needs, e.exclusive, e.parent.uniq_id)
+              for e in s.edges], s.edges[0] is g.edges[0])
+            for s, g in zip(got, groups[start:], strict=False)], len(got)
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(specs=st.lists(group, max_size=12), start=st.integers(0, 14), n=st.integers(0, 14),
+       label=st.sampled_from(["task", "default", ""]))
+def test_the_compiled_unit_slots_are_the_python_ones(specs, start, n, label):
+    groups = _groups(specs)
+    assert _slots(leaf_scores._unit_slots_py, groups, start, n, label) == \
+        _slots(leaf_scores._c_slots, groups, start, n, label)
+
+
+def test_a_unit_slot_keeps_an_edge_that_takes_all_exclusively():
+    """Written out: the slot scores MATCH_MET more than its group, holds one unit, and
+    keeps the group's edge when it already takes all its units exclusively; any other
+    edge is replaced by one that does."""
+    groups = _groups([(7, True, 1, 1), (3, False, 1, 1), (5, True, 2, 1)])
+    for impl in {leaf_scores._unit_slots_py, leaf_scores.unit_slots}:
+        slots, count = _slots(impl, groups, 0, 3, "task")
+        assert count == 3
+        assert [s[0] for s in slots] == [8, 4, 6]
+        assert [s[7] for s in slots] == [True, False, False]
+        assert all(s[1:6] == (1, 0, True, False, "task") for s in slots)
+        assert [s[6][0][1:4] for s in slots] == [(1, 1, True), (1, 1, True), (2, 2, True)]
