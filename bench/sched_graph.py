@@ -2,7 +2,9 @@
 
 Each size is built in a fresh process (so peak RSS is that build's):
     .venv/bin/python bench/sched_graph.py [SIZES...]
-Nodes are 2 sockets x 32 cores + 4 GPUs (71 vertices per node).
+Nodes are 2 sockets x 32 cores + 4 GPUs (71 vertices per node). The traverser is the
+FastTraverser the scheduler service and resource-query build (its init includes
+numbering every node's shape, see docs/scheduler.md).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 from pathlib import Path
 
 from fluxnode.scheduler.readers.grug import read_grug
-from fluxnode.scheduler.traversers.dfu import Traverser
+from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from sched_common import write_grug
 
 
@@ -27,7 +29,7 @@ def one(nodes: int) -> dict:
         t0 = time.perf_counter()
         g = read_grug(path)
         t1 = time.perf_counter()
-        Traverser(g, "low")
+        FastTraverser(g, "first")
         t2 = time.perf_counter()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"nodes": nodes, "vertices": len(g.vertices), "read_s": round(t1 - t0, 3),
