@@ -5,9 +5,16 @@ scores the order it leaves is a property of the algorithm. Matching Fluxion's
 choices byte for byte on ties therefore needs the same algorithm, so this
 module reimplements it (median-of-three pivot, unguarded partition, final
 insertion sort with threshold 16).
+
+The steps are all comparisons and swaps of small integers, so they also run compiled
+(``_stdsort.c``, built by ``pip install`` when a C compiler is there) on keys that fit
+in 64 bits; :func:`_order_py` is the reference it must equal
+(tests/scheduler/policies/test_stdsort.py), and runs for any other key.
 """
 
 from __future__ import annotations
+
+from fluxnode.scheduler.compiled import compiled
 
 _THRESHOLD = 16
 
@@ -25,16 +32,28 @@ def std_sort(items: list, key, descending: bool, limit: int | None = None) -> No
     n = len(items)
     if n < 2:
         return
-    a = [-k for k in map(key, items)] if descending else list(map(key, items))
-    idx = list(range(n))
-    bound = [n]
-    _introsort_loop(a, idx, 0, n, 2 * (n.bit_length() - 1),
-                    n if limit is None else limit, bound)
-    _final_insertion_sort(a, idx, 0, bound[0])
+    keys = list(map(key, items))
+    depth, wanted = 2 * (n.bit_length() - 1), n if limit is None else limit
+    got = None if _c_order is None else _c_order(keys, descending, depth, wanted)
+    idx, _bound = _order_py(keys, descending, depth, wanted) if got is None else got
     if limit is None or limit * 8 >= n:
         items[:] = list(map(list(items).__getitem__, idx))
     else:
         _to_front(items, idx[:limit])
+
+
+def _order_py(keys: list, descending: bool, depth: int, limit: int) -> tuple[list[int], int]:
+    """The permutation std::sort leaves (``idx[p]``: the original index of what ends at
+    position ``p``) and the end of the sorted prefix (positions past it are left as the
+    partitions put them; see ``limit`` in :func:`std_sort`)."""
+    n = len(keys)
+    a = [-k for k in keys] if descending else list(keys)
+    idx = list(range(n))
+    bound = [n]
+    if n >= 2:
+        _introsort_loop(a, idx, 0, n, depth, limit, bound)
+        _final_insertion_sort(a, idx, 0, bound[0])
+    return idx, bound[0]
 
 
 def _to_front(items: list, chosen: list[int]) -> None:
@@ -139,3 +158,7 @@ def _heap_fallback(a, idx, first, last):
     seg = sorted(zip(a[first:last], idx[first:last], strict=True), key=lambda p: p[0])
     a[first:last] = [p[0] for p in seg]
     idx[first:last] = [p[1] for p in seg]
+
+
+_c_order = compiled("fluxnode.scheduler.policies._stdsort", "order")
+COMPILED = _c_order is not None

@@ -15,7 +15,7 @@ Two implementations of one contract, as in ``whole_leaves.py``: ``_leaf_scores.c
 (compiled when a C compiler is there: it reads and writes the slots at their offsets
 and builds the groups and edges in place) and :func:`_score_fresh_leaves_py`, the
 reference it must equal (tests/scheduler/traversers/test_leaf_scores.py).
-``FLUXNODE_PURE_PYTHON=1`` selects the reference (see ``compiled.py``).
+``FLUXNODE_PURE_PYTHON=1`` selects the reference (see ``fluxnode.scheduler.compiled``).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from fluxnode.scheduler.compiled import compiled
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup
-from fluxnode.scheduler.traversers.compiled import compiled
 
 __all__ = ["COMPILED", "score_fresh_leaves", "unit_slots"]
 

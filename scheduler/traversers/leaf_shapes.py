@@ -22,7 +22,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
-from fluxnode.scheduler.traversers.compiled import compiled
+from fluxnode.scheduler.compiled import compiled
 
 _children_of = attrgetter("children")
 _type_of, _id_of = attrgetter("type"), attrgetter("id")

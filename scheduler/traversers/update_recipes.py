@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from fluxnode.scheduler.compiled import compiled
 from fluxnode.scheduler.graph.resource_graph import Vertex
-from fluxnode.scheduler.traversers.compiled import compiled
 from fluxnode.scheduler.traversers.dfu_impl import note_move
 
 # what the update walk writes on a vertex it takes (schedule, x_checker and subtree

@@ -21,7 +21,7 @@ There are two implementations of the one function, with one contract:
   random runs of children, and compares resource-query's output with each).
 
 ``FLUXNODE_PURE_PYTHON=1`` in the environment selects the Python one at import
-(see ``compiled.py``).
+(see ``fluxnode.scheduler.compiled``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from fluxnode.scheduler.traversers.compiled import ENV_PURE_PYTHON, compiled
+from fluxnode.scheduler.compiled import ENV_PURE_PYTHON, compiled
 
 __all__ = ["COMPILED", "ENV_PURE_PYTHON", "take_fresh_leaves"]
 
