@@ -662,7 +662,12 @@ class KubeEmulator:
                     info.namespace, (body.get("metadata") or {}).get("name", ""), body
                 )
                 return web.json_response(result, status=201)
-            obj = store.create(info.resource, info.namespace, body, as_client=True, dry_run=dry_run)
+            # a JSON body was parsed for this request (no object in it twice, as YAML
+            # aliases can make): the store keeps it, and the response is the stored
+            # object, serialized at once (no copy either way)
+            owned = "yaml" not in request.headers.get("Content-Type", "")
+            obj = store.create(info.resource, info.namespace, body, as_client=True,
+                               dry_run=dry_run, owned=owned)
             return web.json_response(obj, status=201)
         if info.verb == "update":
             if body is None:

@@ -16,6 +16,7 @@ import copy
 import datetime
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -183,8 +184,18 @@ def pod_grace_period(pod: dict, options: dict | None) -> int:
         raise bad_request(f"gracePeriodSeconds: invalid value {value!r}") from None
 
 
+_now: tuple[int, str] = (0, "")
+
+
 def now_rfc3339() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The time to the second, as the API server writes it (formatted once a second: a
+    burst of thousands of writes a second asks for it three times per pod)."""
+    global _now
+    second = int(time.time())
+    if _now[0] != second:
+        _now = (second, datetime.datetime.fromtimestamp(second, datetime.UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"))
+    return _now[1]
 
 
 @dataclass(frozen=True)
@@ -298,7 +309,11 @@ class KubeStore:
             return items, self.rv
 
     # -- writing -----------------------------------------------------------------------------
-    def _commit(self, rt: ResourceType, type_: str, obj: dict, prev: dict | None) -> dict:
+    def _commit(self, rt: ResourceType, type_: str, obj: dict, prev: dict | None, *,
+                copy: bool = True) -> dict:
+        """Store ``obj`` (which the store owns from now on) and tell the watchers; a copy of
+        it, or with ``copy=False`` the stored object itself, which the caller must only
+        read (every write replaces a stored object, none is changed in place)."""
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         key = self._key(rt, obj["metadata"].get("namespace"), obj["metadata"]["name"])
@@ -317,7 +332,7 @@ class KubeStore:
         for w in list(self._watchers):
             if w.ref == rt.ref:
                 w.push(("change", change))
-        return json_copy(obj)
+        return json_copy(obj) if copy else obj
 
     def _check_namespace(self, rt: ResourceType, namespace: str | None, obj: dict) -> str | None:
         meta = obj.setdefault("metadata", {})
@@ -422,13 +437,15 @@ class KubeStore:
             obj.setdefault("type", "Opaque")
 
     def create(self, ref: str, namespace: str | None, body: dict, *, as_client: bool = False,
-               dry_run: bool = False) -> dict:
+               dry_run: bool = False, owned: bool = False) -> dict:
         """POST semantics; ``as_client`` applies the registry's create strategy (e.g. pod status
-        reset)."""
+        reset). ``owned``: ``body`` is the store's to keep (the HTTP layer parsed it for
+        this call) and the result is the stored object, which the caller only reads (it
+        serializes it at once); otherwise both are copies."""
         rt = self.resource(ref)
         if rt.ref == "bindings":
             return self.bind(namespace, (body.get("metadata") or {}).get("name", ""), body)
-        obj = json_copy(body)
+        obj = body if owned else json_copy(body)
         if not isinstance(obj, dict):
             raise bad_request("the request body must be a JSON object")
         with self.lock:
@@ -458,7 +475,7 @@ class KubeStore:
                 self._create_strategy(rt, obj)
             if dry_run:
                 return obj
-            return self._commit(rt, "ADDED", obj, None)
+            return self._commit(rt, "ADDED", obj, None, copy=not owned)
 
     @staticmethod
     def _create_strategy(rt: ResourceType, obj: dict) -> None:
@@ -633,7 +650,7 @@ class KubeStore:
                     if other.namespaced:
                         for (ns, _name), o in list(self._objects[other.ref].items()):
                             if ns == name:
-                                self._commit(other, "DELETED", json_copy(o), o)
+                                self._commit(other, "DELETED", json_copy(o), o, copy=False)
             return self._commit(rt, "DELETED", json_copy(old), old), True
 
     def bind(self, namespace: str | None, pod_name: str, binding: dict) -> dict:
@@ -669,22 +686,25 @@ class KubeStore:
                     pod_name,
                     f'pod {pod_name} is already assigned to node "{bound}"',
                 )
-            new = json_copy(old)
+            # stored objects are never changed in place: copy only what this write changes
+            new = {**old, "metadata": {**old["metadata"]}, "spec": {**old["spec"]},
+                   "status": {**(old.get("status") or {})}}
             new["spec"]["nodeName"] = target
             # Like setPodHostAndAnnotations: the Binding's annotations land on the pod in the same
             # write.
             annotations = (binding.get("metadata") or {}).get("annotations") or {}
             if annotations:
-                new["metadata"].setdefault("annotations", {}).update(annotations)
+                new["metadata"]["annotations"] = {**(new["metadata"].get("annotations") or {}),
+                                                  **annotations}
             conditions = [
                 c
-                for c in new.setdefault("status", {}).get("conditions", [])
+                for c in new["status"].get("conditions", [])
                 if c.get("type") != "PodScheduled"
             ]
             conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                                "lastTransitionTime": now_rfc3339()})
             new["status"]["conditions"] = conditions
-            self._commit(rt, "MODIFIED", new, old)
+            self._commit(rt, "MODIFIED", new, old, copy=False)
             return {
                 "kind": "Status",
                 "apiVersion": "v1",

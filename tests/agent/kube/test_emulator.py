@@ -329,6 +329,33 @@ def test_binding_once(kube, core):
     assert exc.value.status == 404
 
 
+def test_a_binding_leaves_the_versions_before_it_as_they_were(kube, core):
+    """A write copies only what it changes (the pod's metadata, spec and status) and
+    shares the rest with the version before: a watch replayed from before the binding
+    must still see the created pod unbound, without the binding's annotation, and the
+    bound pod keeps the annotations it had. A write that changed a shared part in place
+    fails here."""
+    kube.add_node("n1")
+    before = core.list_namespaced_pod("default").metadata.resource_version
+    created = core.create_namespaced_pod(
+        "default", {**POD, "metadata": {**POD["metadata"], "annotations": {"a": "1"}}})
+    body = {"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": "p1", "annotations": {"b": "2"}},
+            "target": {"kind": "Node", "name": "n1"}}
+    core.create_namespaced_pod_binding("p1", "default", body, _preload_content=False)
+    stream = Stream(core.list_namespaced_pod, namespace="default", resource_version=before)
+    (t1, o1), (t2, o2) = stream.next(), stream.next()
+    stream.stop()
+    assert (t1, t2) == ("ADDED", "MODIFIED")
+    assert "nodeName" not in o1["spec"] and o1["metadata"]["annotations"] == {"a": "1"}
+    assert "conditions" not in o1["status"]
+    assert o1["metadata"]["resourceVersion"] == created.metadata.resource_version
+    assert o2["spec"]["nodeName"] == "n1"
+    assert o2["metadata"]["annotations"] == {"a": "1", "b": "2"}
+    assert [c["type"] for c in o2["status"]["conditions"]] == ["PodScheduled"]
+    assert o2["spec"]["containers"] == o1["spec"]["containers"]
+
+
 def test_patch_flavours_and_status_subresource(kube, core):
     kube.add_node("n1")
     # strategic merge (the client's default for dict bodies) merges conditions by type
