@@ -143,30 +143,38 @@ introsort_loop(Arr *s, Py_ssize_t first, Py_ssize_t last, Py_ssize_t depth, Py_s
     return 0;
 }
 
+/* Move the element at `i` left past every greater one (no bound check: a smaller or
+ * equal element stands before it, as libstdc++'s __unguarded_linear_insert assumes). */
+static inline void
+linear_insert(Arr *s, Py_ssize_t i)
+{
+    int64_t *a = s->a, v = a[i];
+    Py_ssize_t *idx = s->idx, vi = idx[i], j = i;
+    while (v < a[j - 1]) {
+        a[j] = a[j - 1];
+        idx[j] = idx[j - 1];
+        j--;
+    }
+    a[j] = v;
+    idx[j] = vi;
+}
+
 static void
 insertion_sort(Arr *s, Py_ssize_t first, Py_ssize_t last)
 {
     int64_t *a = s->a;
     Py_ssize_t *idx = s->idx;
     for (Py_ssize_t i = first + 1; i < last; i++) {
-        int64_t v = a[i];
-        Py_ssize_t vi = idx[i];
-        if (v < a[first]) {
+        if (a[i] < a[first]) { /* the new least: everything before it moves one right */
+            int64_t v = a[i];
+            Py_ssize_t vi = idx[i];
             memmove(a + first + 1, a + first, (i - first) * sizeof(int64_t));
             memmove(idx + first + 1, idx + first, (i - first) * sizeof(Py_ssize_t));
             a[first] = v;
             idx[first] = vi;
         }
-        else {
-            Py_ssize_t j = i;
-            while (v < a[j - 1]) {
-                a[j] = a[j - 1];
-                idx[j] = idx[j - 1];
-                j--;
-            }
-            a[j] = v;
-            idx[j] = vi;
-        }
+        else
+            linear_insert(s, i);
     }
 }
 
@@ -175,19 +183,8 @@ final_insertion_sort(Arr *s, Py_ssize_t first, Py_ssize_t last)
 {
     if (last - first > THRESHOLD) {
         insertion_sort(s, first, first + THRESHOLD);
-        int64_t *a = s->a;
-        Py_ssize_t *idx = s->idx;
-        for (Py_ssize_t i = first + THRESHOLD; i < last; i++) {
-            int64_t v = a[i];
-            Py_ssize_t vi = idx[i], j = i;
-            while (v < a[j - 1]) {
-                a[j] = a[j - 1];
-                idx[j] = idx[j - 1];
-                j--;
-            }
-            a[j] = v;
-            idx[j] = vi;
-        }
+        for (Py_ssize_t i = first + THRESHOLD; i < last; i++)
+            linear_insert(s, i);
     }
     else
         insertion_sort(s, first, last);

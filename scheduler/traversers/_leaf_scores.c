@@ -46,28 +46,15 @@ vget(PyObject *c, const Layout *lay, int f)
     return get(c, lay, vertex_names, f);
 }
 
-/* 1 when vertex field `f` is truthy, 0 when not, -1 with an exception. */
-static int
-vtrue(PyObject *c, const Layout *lay, int f)
-{
-    PyObject *v = vget(c, lay, f);
-    if (v == NULL)
-        return -1;
-    int r = PyObject_IsTrue(v);
-    Py_DECREF(v);
-    return r;
-}
+/* 1 when vertex field `f` is truthy, 0 when not, -1 with an exception (_slots.h). */
+#define vtrue(c, lay, f) truth(c, lay, vertex_names, f)
 
 /* 1 when vertex field `f` is not None, 0 when it is, -1 with an exception. */
-static int
+static inline int
 vset(PyObject *c, const Layout *lay, int f)
 {
-    PyObject *v = vget(c, lay, f);
-    if (v == NULL)
-        return -1;
-    int r = v != Py_None;
-    Py_DECREF(v);
-    return r;
+    int none = is_none(c, lay, vertex_names, f);
+    return none < 0 ? -1 : !none;
 }
 
 /* Whether `cls` can be built in place: a plain slotted class (object's __new__, the

@@ -94,6 +94,30 @@ set(PyObject *o, const Layout *lay, PyObject *const *names, int i, PyObject *v)
     return PyObject_SetAttr(o, names[i], v);
 }
 
+/* A truth test of attribute `i` of `o`: 1, 0, or -1 with an exception. */
+static inline int
+truth(PyObject *o, const Layout *lay, PyObject *const *names, int i)
+{
+    PyObject *v = get(o, lay, names, i);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* 1 when attribute `i` of `o` is None, 0 when not, -1 with an exception. */
+static inline int
+is_none(PyObject *o, const Layout *lay, PyObject *const *names, int i)
+{
+    PyObject *v = get(o, lay, names, i);
+    if (v == NULL)
+        return -1;
+    int r = v == Py_None;
+    Py_DECREF(v);
+    return r;
+}
+
 /* Interned attribute names, for a Layout: 0, or -1 with an exception. */
 static int
 intern_names(PyObject **out, const char *const *names, int n)

@@ -43,29 +43,10 @@ vertex_layout_of(PyObject *o)
     return layout_of(&vertex_layout, o, vertex_names, V_N);
 }
 
-/* A truth test of vertex attribute `i`: 1, 0, or -1 with an exception set. */
-static int
-vtrue(PyObject *o, const Layout *lay, int i)
-{
-    PyObject *v = get(o, lay, vertex_names, i);
-    if (v == NULL)
-        return -1;
-    int r = PyObject_IsTrue(v);
-    Py_DECREF(v);
-    return r;
-}
-
-/* 1 when vertex attribute `i` is None, 0 when not, -1 on error. */
-static int
-vnone(PyObject *o, const Layout *lay, int i)
-{
-    PyObject *v = get(o, lay, vertex_names, i);
-    if (v == NULL)
-        return -1;
-    int r = v == Py_None;
-    Py_DECREF(v);
-    return r;
-}
+/* A truth test of vertex attribute `i` (1, 0, -1 with an exception), and whether it is
+ * None (the same answers); see _slots.h. */
+#define vtrue(o, lay, i) truth(o, lay, vertex_names, i)
+#define vnone(o, lay, i) is_none(o, lay, vertex_names, i)
 
 /* emit(c, needs, exclusive, level): built in place for a plain slotted dataclass
  * (object's __new__, no __post_init__, every field a slot), else by calling `emit`. */

@@ -37,7 +37,7 @@ from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EG
 from fluxnode.scheduler.traversers.dfu import Traverser
 from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, JobMeta, free_during
 from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, EINVAL, ShareTally
-from fluxnode.scheduler.traversers.leaf_scores import score_fresh_leaves
+from fluxnode.scheduler.traversers.leaf_scores import add_leaf_group, score_fresh_leaves
 from fluxnode.scheduler.traversers.leaf_shapes import deep_number, leaf_number
 
 _children_of = attrgetter("children")
@@ -698,7 +698,6 @@ class FastTraverser(Traverser):
         allocating = m.alloc == "alloc"
         at, duration = m.at, m.duration
         rc2 = -1
-        types = dfu.types
         pre = post = 0  # this loop's leaf visits, added to the walk's counts at the end
         last = None  # (avail, overall) of the last leaf taken, while no subtree came after
         base = MATCH_MET + policy.ml_scores + 1
@@ -753,16 +752,7 @@ class FastTraverser(Traverser):
             overall = base + c.id
             post += 1
             last = (avail, overall)
-            ev = types.get(ctype)
-            if ev is None:
-                ev = dfu.evals(ctype)
-            # Evals.add, in line
-            ev.total += avail
-            if overall > MATCH_UNMET:
-                ev.qual += avail
-            ev.egroups.append(
-                EGroup(overall, avail, x_in, False, "", [Edge(c, avail, avail, x_in, u)])
-            )
+            add_leaf_group(dfu, c, u, ctype, avail, overall, x_in)
             rc2 = 0
         self.preorder += pre
         self.postorder += post

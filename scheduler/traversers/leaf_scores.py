@@ -26,7 +26,20 @@ from typing import Any
 from fluxnode.scheduler.compiled import compiled
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup
 
-__all__ = ["COMPILED", "score_fresh_leaves", "unit_slots"]
+__all__ = ["COMPILED", "add_leaf_group", "score_fresh_leaves", "unit_slots"]
+
+
+def add_leaf_group(dfu: Any, c: Any, u: Any, ctype: str, avail: int, overall: int,
+                   x_in: bool) -> None:
+    """A scored leaf ``c`` in ``dfu``'s evals of its type, as ``Evals.add`` adds it: a
+    group of score ``overall`` with its ``avail`` units and one edge from ``u``."""
+    ev = dfu.types.get(ctype)
+    if ev is None:
+        ev = dfu.evals(ctype)
+    ev.total += avail
+    if overall > MATCH_UNMET:
+        ev.qual += avail
+    ev.egroups.append(EGroup(overall, avail, x_in, False, "", [Edge(c, avail, avail, x_in, u)]))
 
 
 def _score_fresh_leaves_py(kids: Sequence[Any], i: int, u: Any, leaf_r: dict, visited: set,
@@ -47,7 +60,6 @@ def _score_fresh_leaves_py(kids: Sequence[Any], i: int, u: Any, leaf_r: dict, vi
         raise ValueError("score_fresh_leaves: i must be >= 0")
     n = len(kids)
     scored = avail = overall = 0
-    types = dfu.types
     while i < n:
         c = kids[i]
         if c.uniq_id in visited:
@@ -73,13 +85,7 @@ def _score_fresh_leaves_py(kids: Sequence[Any], i: int, u: Any, leaf_r: dict, vi
             break
         visited.add(c.uniq_id)
         avail, overall = size, base + c.id
-        ev = types.get(ctype)
-        if ev is None:
-            ev = dfu.evals(ctype)
-        ev.total += avail
-        if overall > MATCH_UNMET:
-            ev.qual += avail
-        ev.egroups.append(EGroup(overall, avail, x_in, False, "", [Edge(c, avail, avail, x_in, u)]))
+        add_leaf_group(dfu, c, u, ctype, avail, overall, x_in)
         scored += 1
         i += 1
     return i, scored, avail, overall
