@@ -109,7 +109,9 @@ for jobid in range(1, 61):
         continue
     duration = rng.choice([60, 3600])
     pick = rng.random()
-    if jobid == 1 or pick < 0.5:
+    if jobid == 1:  # every node: recipes fit from its third fresh node on, whatever the seed
+        res = gang(len(nodes), rng.randint(1, 3))
+    elif pick < 0.5:
         res = gang(rng.randint(6, len(nodes)), rng.randint(1, 3))
     elif pick < 0.7:
         res = [{"type": "node", "count": 1, "exclusive": True, "with": [
