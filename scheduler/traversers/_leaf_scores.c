@@ -90,6 +90,21 @@ build(PyObject *cls, Layout *lay, PyObject *const *names, int n, PyObject *const
     return PyObject_Vectorcall(cls, args, nargs, NULL);
 }
 
+/* EGroup(score, count, x, False, label, [edge]): a new reference (`edge` borrowed). */
+static PyObject *
+one_edge_group(PyObject *score, PyObject *count, PyObject *x, PyObject *label, PyObject *edge)
+{
+    PyObject *edges = PyList_New(1);
+    if (edges == NULL)
+        return NULL;
+    PyList_SET_ITEM(edges, 0, Py_NewRef(edge));
+    PyObject *fields[G_N] = {score, count, zero, x, Py_False, label, edges};
+    PyObject *args[6] = {score, count, x, Py_False, label, edges};
+    PyObject *g = build(egroup_class, &egroup_layout, egroup_names, G_N, fields, args, 6);
+    Py_DECREF(edges);
+    return g;
+}
+
 /* EGroup(score, avail, x, False, "", [Edge(c, avail, avail, x, u)]): a new reference. */
 static PyObject *
 leaf_group(PyObject *score, PyObject *avail, PyObject *x, PyObject *c, PyObject *u)
@@ -99,16 +114,8 @@ leaf_group(PyObject *score, PyObject *avail, PyObject *x, PyObject *c, PyObject 
                            edge_fields_v, D_N);
     if (edge == NULL)
         return NULL;
-    PyObject *edges = PyList_New(1);
-    if (edges == NULL) {
-        Py_DECREF(edge);
-        return NULL;
-    }
-    PyList_SET_ITEM(edges, 0, edge); /* steals */
-    PyObject *fields[G_N] = {score, avail, zero, x, Py_False, s_empty, edges};
-    PyObject *args[6] = {score, avail, x, Py_False, s_empty, edges};
-    PyObject *g = build(egroup_class, &egroup_layout, egroup_names, G_N, fields, args, 6);
-    Py_DECREF(edges);
+    PyObject *g = one_edge_group(score, avail, x, s_empty, edge);
+    Py_DECREF(edge);
     return g;
 }
 
@@ -368,14 +375,7 @@ unit_slot(PyObject *eg, PyObject *label)
     Py_DECREF(own);
     if (score == NULL)
         goto done;
-    PyObject *list = PyList_New(1);
-    if (list == NULL)
-        goto done;
-    PyList_SET_ITEM(list, 0, Py_NewRef(e0));
-    PyObject *fields[G_N] = {score, one, zero, Py_True, Py_False, label, list};
-    PyObject *args[6] = {score, one, Py_True, Py_False, label, list};
-    slot = build(egroup_class, &egroup_layout, egroup_names, G_N, fields, args, 6);
-    Py_DECREF(list);
+    slot = one_edge_group(score, one, Py_True, label, e0);
 done:
     for (int i = 0; i < D_N; i++)
         Py_XDECREF(f[i]);

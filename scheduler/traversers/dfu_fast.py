@@ -35,9 +35,9 @@ from fluxnode.scheduler.jobspec.request import Request
 from fluxnode.scheduler.policies.indexed_evals import IndexedEvals, TypeIndex
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
 from fluxnode.scheduler.traversers.dfu import Traverser
-from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, JobMeta, free_during
-from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, EINVAL, ShareTally
-from fluxnode.scheduler.traversers.leaf_scores import add_leaf_group, score_fresh_leaves
+from fluxnode.scheduler.traversers.dfu_impl import JobMeta
+from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, ShareTally
+from fluxnode.scheduler.traversers.leaf_scores import add_leaf_group, leaf_free, score_fresh_leaves
 from fluxnode.scheduler.traversers.leaf_shapes import deep_number, leaf_number
 
 _children_of = attrgetter("children")
@@ -52,27 +52,6 @@ TPL_RETRY = 256
 
 # Requests (levels x windows x policies) whose root index is kept; the oldest goes first.
 MAX_INDEXES = 8
-
-
-def _leaf_free(c: Vertex, r: Request, x_in: bool, checking: bool, allocating: bool,
-               at: int, duration: int) -> int:
-    """A leaf's test and prunes for the one request ``r`` naming it, as _dom_dfv_walk's
-    _prune and _excl_busy do them: its free units, or the errno a prune sets, negated."""
-    if checking and c.status != "up":
-        return -EBUSY
-    p = c.schedule
-    avail = c.size if p is None else free_during(p, at, duration)
-    if avail == 0:
-        return -EBUSY
-    if x_in and r.exclusive is False:
-        return -EINVAL  # _excl_busy: non-exclusive under exclusive
-    if x_in or r.exclusive is True:
-        if allocating and c.allocations:
-            return -EBUSY
-        xc = c.x_checker
-        if xc is not None and free_during(xc, at, duration) < X_CHECKER_NJOBS:
-            return -EBUSY
-    return avail
 
 
 class _TrackedCache(dict):
@@ -305,17 +284,6 @@ class FastTraverser(Traverser):
         """``u``'s leaf-parent shape, or else its deep one (None: neither)."""
         kids = u.children
         if kids and kids[0].children:  # not a leaf parent (see _leaf_shape): a node
-            if self.g.shared_children == 0:
-                uid = u.uniq_id
-                shape = self._deep_shapes.get(uid, False)
-                if shape is not False:
-                    return shape
-                # every part numbered already (a gang's fresh node): one call (compiled)
-                shape = deep_number(u, self._shapes, self._leaf_buckets, self._weights,
-                                    self._shape_ids)
-                if shape is not None:
-                    self._deep_shapes[uid] = shape
-                    return shape
             return self._deep_shape(u)
         shape = self._leaf_shape(u)
         return self._deep_shape(u) if shape is None else shape
@@ -334,22 +302,27 @@ class FastTraverser(Traverser):
             return shape
         shape = None
         if self.g.shared_children == 0:
-            parts: list = []
-            for c in u.children:
-                if c.children:
-                    got = self._leaf_shape(c)
-                    if got is None:
-                        break
-                    parts.append(got)
+            # every part numbered already (a gang's fresh node): one call (compiled);
+            # else each part is numbered here
+            shape = deep_number(u, self._shapes, self._leaf_buckets, self._weights,
+                                self._shape_ids)
+            if shape is None:
+                parts: list = []
+                for c in u.children:
+                    if c.children:
+                        got = self._leaf_shape(c)
+                        if got is None:
+                            break
+                        parts.append(got)
+                    else:
+                        parts.append((c.type, c.id, c.size, c.status))
                 else:
-                    parts.append((c.type, c.id, c.size, c.status))
-            else:
-                # the first-match policies walk the children by edge weight (the update
-                # walk sets one on each vertex it goes through, a cancel leaves it)
-                weights = self._weights
-                order = tuple(weights.get(c.uniq_id, 0) for c in u.children)
-                shape = self._numbered(
-                    self._shape_ids, ("deep", u.type, u.size, u.status, tuple(parts), order))
+                    # the first-match policies walk the children by edge weight (the update
+                    # walk sets one on each vertex it goes through, a cancel leaves it)
+                    weights = self._weights
+                    order = tuple(weights.get(c.uniq_id, 0) for c in u.children)
+                    shape = self._numbered(
+                        self._shape_ids, ("deep", u.type, u.size, u.status, tuple(parts), order))
         self._deep_shapes[uid] = shape
         return shape
 
@@ -658,7 +631,7 @@ class FastTraverser(Traverser):
                 # _dom_dfv_walk of a leaf for the one request ``r`` naming its type
                 self.preorder += 1
                 x_in = excl or ctype in xtypes
-                avail = _leaf_free(c, r, x_in, checking, allocating, at, duration)
+                avail = leaf_free(c, r, x_in, checking, allocating, at, duration)
                 if avail < 0:
                     self.errno = -avail
                     continue
@@ -744,7 +717,7 @@ class FastTraverser(Traverser):
             # prune sets the errno _prune sets (resource-query reports the last one)
             pre += 1
             x_in = excl or ctype in xtypes
-            avail = _leaf_free(c, r, x_in, checking, allocating, at, duration)
+            avail = leaf_free(c, r, x_in, checking, allocating, at, duration)
             if avail < 0:
                 self.errno = -avail
                 continue

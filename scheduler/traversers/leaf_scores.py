@@ -20,13 +20,40 @@ reference it must equal (tests/scheduler/traversers/test_leaf_scores.py).
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from fluxnode.scheduler.compiled import compiled
+from fluxnode.scheduler.jobspec.request import Request
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup
+from fluxnode.scheduler.traversers.dfu_impl import X_CHECKER_NJOBS, free_during
 
-__all__ = ["COMPILED", "add_leaf_group", "score_fresh_leaves", "unit_slots"]
+EBUSY, EINVAL = errno.EBUSY, errno.EINVAL
+
+__all__ = ["COMPILED", "add_leaf_group", "leaf_free", "score_fresh_leaves", "unit_slots"]
+
+
+def leaf_free(c: Any, r: Request, x_in: bool, checking: bool, allocating: bool,
+              at: int, duration: int) -> int:
+    """A leaf's test and prunes for the one request ``r`` naming it, as _dom_dfv_walk's
+    _prune and _excl_busy do them: its free units, or the errno a prune sets, negated
+    (``dfu_fast``'s leaves in line, and the reference below)."""
+    if checking and c.status != "up":
+        return -EBUSY
+    p = c.schedule
+    avail = c.size if p is None else free_during(p, at, duration)
+    if avail == 0:
+        return -EBUSY
+    if x_in and r.exclusive is False:
+        return -EINVAL  # _excl_busy: non-exclusive under exclusive
+    if x_in or r.exclusive is True:
+        if allocating and c.allocations:
+            return -EBUSY
+        xc = c.x_checker
+        if xc is not None and free_during(xc, at, duration) < X_CHECKER_NJOBS:
+            return -EBUSY
+    return avail
 
 
 def add_leaf_group(dfu: Any, c: Any, u: Any, ctype: str, avail: int, overall: int,
@@ -73,18 +100,13 @@ def _score_fresh_leaves_py(kids: Sequence[Any], i: int, u: Any, leaf_r: dict, vi
             break
         if c.schedule is not None or c.x_checker is not None:
             break
-        if checking and c.status != "up":
-            break
-        size = c.size
-        if size == 0:
-            break
         x_in = excl or ctype in xtypes
-        if x_in and r.exclusive is False:
-            break
-        if (x_in or r.exclusive is True) and allocating and c.allocations:
+        # fresh: no planner to read, so no job window is needed
+        got = leaf_free(c, r, x_in, checking, allocating, 0, 0)
+        if got < 0:
             break
         visited.add(c.uniq_id)
-        avail, overall = size, base + c.id
+        avail, overall = got, base + c.id
         add_leaf_group(dfu, c, u, ctype, avail, overall, x_in)
         scored += 1
         i += 1
