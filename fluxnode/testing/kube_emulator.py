@@ -829,28 +829,38 @@ class KubeEmulator:
                 # Wake up now and then to notice clients that went away (aiohttp does not cancel
                 # handlers on disconnect), so watch_count() only counts live watches.
                 wait = min(remaining, self.bookmark_interval or 0.25, 0.25)
-                try:
-                    item = await asyncio.wait_for(watcher.queue.get(), wait)
-                except TimeoutError:
+                items = await watcher.take(wait)
+                if not items:
                     if request.transport is None or request.transport.is_closing():
                         return response
                     if bookmarks and self.bookmark_interval and time.monotonic() >= next_bookmark:
                         next_bookmark = time.monotonic() + self.bookmark_interval
                         await send(bookmark(self.store.rv))
                     continue
-                if item[0] == "change":
-                    event = watcher.event_for(item[1])
-                    if event is not None:
-                        await send(event)
-                elif item[0] == "bookmark":
-                    if bookmarks:
-                        await send(bookmark(item[1]))
-                elif item[0] == "gone":
-                    await send(
-                        {"type": "ERROR", "object": ApiError(410, "Expired", item[1]).status()}
-                    )
-                    break
-                else:  # close
+                # everything queued goes out in one write (a burst of changes: one
+                # syscall, not one per event)
+                out: list[dict] = []
+                ending = False
+                for item in items:
+                    if item[0] == "change":
+                        event = watcher.event_for(item[1])
+                        if event is not None:
+                            out.append(event)
+                    elif item[0] == "bookmark":
+                        if bookmarks:
+                            out.append(bookmark(item[1]))
+                    elif item[0] == "gone":
+                        out.append(
+                            {"type": "ERROR", "object": ApiError(410, "Expired", item[1]).status()}
+                        )
+                        ending = True
+                        break
+                    else:  # close
+                        ending = True
+                        break
+                if out:
+                    await response.write(b"".join(json.dumps(e).encode() + b"\n" for e in out))
+                if ending:
                     break
         except ConnectionResetError:
             return response

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import collections
 import copy
 import datetime
 import re
@@ -211,19 +212,46 @@ class Change:
 
 @dataclass(eq=False)
 class Watcher:
-    """An open watch: the store pushes items onto its queue from any thread."""
+    """An open watch: the store pushes items onto it from any thread, always under the
+    store's lock, so they queue in resourceVersion order; the watch's handler takes
+    everything queued at once (one socket write for a burst of changes)."""
 
     ref: str
     namespace: str | None
     matches: Callable[[dict], bool]
     loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    items: collections.deque = field(default_factory=collections.deque)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    # the loop's thread (a watch is opened on it): a push made there (an HTTP request's
+    # write) wakes the handler at once, one from another thread (a test, a bench's load)
+    # through the loop
+    thread: int = field(default_factory=threading.get_ident)
 
     def push(self, item: tuple) -> None:
+        self.items.append(item)
+        if len(self.items) != 1:  # not the first since the handler last took: already woken
+            return
+        if threading.get_ident() == self.thread:
+            self.ready.set()
+            return
         try:
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+            self.loop.call_soon_threadsafe(self.ready.set)
         except RuntimeError:  # the loop is closed: the watch is gone anyway
             pass
+
+    async def take(self, timeout: float) -> list[tuple]:
+        """Everything pushed since the last take, oldest first; waits up to ``timeout``
+        seconds for the first (an empty list after that, or on a wake that found nothing)."""
+        if not self.items:
+            self.ready.clear()
+            try:
+                await asyncio.wait_for(self.ready.wait(), timeout)
+            except TimeoutError:
+                return []
+        out = []
+        while self.items:
+            out.append(self.items.popleft())
+        return out
 
     def _visible(self, obj: dict | None) -> bool:
         if obj is None:

@@ -191,6 +191,37 @@ def test_watch_without_resource_version_sends_state_then_changes(kube, core):
     stream.stop()
 
 
+def test_a_watch_sees_writes_from_every_thread_once_in_resource_version_order(kube, core):
+    """HTTP writes (pushed on the emulator's loop) and a test's direct writes (pushed from
+    its own thread) interleave; the watch sends each change once, and a burst of them in
+    resourceVersion order, as etcd's watch does."""
+    rv = core.list_namespaced_pod("default").metadata.resource_version
+    stream = Stream(core.list_namespaced_pod, namespace="default", resource_version=rv)
+    kube.wait_for_watches("pods")
+    n = 150
+
+    def over_http() -> None:
+        api = client.CoreV1Api(core.api_client)
+        for i in range(n):
+            api.create_namespaced_pod("default", pod(f"http-{i}"))
+
+    writer = threading.Thread(target=over_http)
+    writer.start()
+    for i in range(n):
+        kube.create("pods", pod(f"direct-{i}"), "default")
+    writer.join()
+    kube.create("pods", pod("last"), "default")
+    seen = [stream.next() for _ in range(2 * n + 1)]
+    assert seen.pop()[1]["metadata"]["name"] == "last"  # nothing twice before it
+    rvs = [int(o["metadata"]["resourceVersion"]) for _, o in seen]
+    assert rvs == sorted(rvs) and len(set(rvs)) == 2 * n
+    assert {t for t, _ in seen} == {"ADDED"}
+    assert sorted(o["metadata"]["name"] for _, o in seen) == sorted(
+        [f"http-{i}" for i in range(n)] + [f"direct-{i}" for i in range(n)]
+    )
+    stream.stop()
+
+
 def test_watch_selector_transitions(kube, core):
     core.create_namespaced_pod("default", pod("a"))
     core.create_namespaced_pod("default", pod("b"))
