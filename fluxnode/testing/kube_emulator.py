@@ -124,7 +124,7 @@ class KubeEmulator:
         self._termination_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self._stopping: asyncio.Event | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -159,11 +159,17 @@ class KubeEmulator:
         return self
 
     async def _serve(self, ready: threading.Event) -> None:
-        app = web.Application(client_max_size=16 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(
-            app, handle_signals=False, shutdown_timeout=1.0, access_log=None
-        )
+        # aiohttp's low-level server: every path goes to one handler, so the application
+        # layer (router, middlewares, per-request application state) would only add cost
+        # to each request of a burst
+        loop = asyncio.get_running_loop()
+
+        def request(message, payload, protocol, writer, task):  # type: ignore[no-untyped-def]
+            return web.BaseRequest(message, payload, protocol, writer, task, loop,
+                                   client_max_size=16 * 1024 * 1024)
+
+        server = web.Server(self._handle, request_factory=request, access_log=None)
+        self._runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
@@ -423,7 +429,7 @@ class KubeEmulator:
         return sum(1 for r in list(self.requests) if r.verb == verb and r.resource == resource)
 
     # -- HTTP --------------------------------------------------------------------------------
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         auth = request.headers.get("Authorization") or ""
         token = auth.removeprefix("Bearer ")
         if auth == f"Bearer {self.token}":
@@ -532,7 +538,7 @@ class KubeEmulator:
         }
 
     @staticmethod
-    def _parse(request: web.Request) -> RequestInfo:
+    def _parse(request: web.BaseRequest) -> RequestInfo:
         parts = [p for p in request.path.split("/") if p]
         if parts[:2] == ["api", "v1"]:
             group, rest = "", parts[2:]
@@ -622,7 +628,7 @@ class KubeEmulator:
             {"name": info.name or "", "group": rt.group, "kind": rt.plural},
         )
 
-    async def _body(self, request: web.Request) -> Any:
+    async def _body(self, request: web.BaseRequest) -> Any:
         raw = await request.read()
         if not raw:
             return None
@@ -634,7 +640,7 @@ class KubeEmulator:
         except (ValueError, yaml.YAMLError) as exc:
             raise bad_request(f"the request body is not valid JSON: {exc}") from exc
 
-    async def _dispatch(self, request: web.Request, info: RequestInfo) -> web.StreamResponse:
+    async def _dispatch(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         store, rt, q = self.store, BY_REF[info.resource], info.query
         if info.verb == "get":
             obj = store.get(info.resource, info.namespace, info.name)  # type: ignore[arg-type]
@@ -789,7 +795,7 @@ class KubeEmulator:
         }
 
     async def _watch(
-        self, request: web.Request, rt: ResourceType, info: RequestInfo
+        self, request: web.BaseRequest, rt: ResourceType, info: RequestInfo
     ) -> web.StreamResponse:
         q = info.query
         matches = selector_predicate(q.get("labelSelector"), q.get("fieldSelector"), rt.ref)
