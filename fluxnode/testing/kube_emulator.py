@@ -463,6 +463,8 @@ class KubeEmulator:
 
     def _discovery(self, path: str) -> dict | None:
         path = path.rstrip("/") or "/"
+        if path.count("/") > 3:  # deeper than /apis/<group>/<version>: a resource
+            return None
         if path == "/version":
             return SERVER_VERSION
         if path == "/api":

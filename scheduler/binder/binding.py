@@ -50,15 +50,25 @@ class BindError(RuntimeError):
 _EVENT_SEQ = itertools.count()
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+_second: tuple[int, str] = (-1, "")
 
 
-def _now_micro() -> str:
+def _stamps() -> tuple[str, str]:
+    """Now as RFC 3339 to the second and to the microsecond (an event's timestamps and
+    its eventTime), from one clock read; the second's text is formatted once a second
+    (a burst writes thousands of events a second)."""
+    global _second
     now = time.time()
-    return (
-        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1_000_000):06d}Z"
-    )
+    second = int(now)
+    cached = _second  # one read: another worker may replace it meanwhile
+    if cached[0] != second:
+        cached = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    text = cached[1]
+    return f"{text}Z", f"{text}.{int((now - second) * 1_000_000):06d}Z"
+
+
+def _now() -> str:
+    return _stamps()[0]
 
 
 def _api_message(exc: ApiException) -> str:
@@ -145,7 +155,7 @@ class PodWriter:
             self.event(pod, "Warning", "FailedScheduling", message)
 
     def event(self, pod: PodInfo, type_: str, reason: str, message: str) -> None:
-        now = _now()
+        now, now_micro = _stamps()
         body = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -172,7 +182,7 @@ class PodWriter:
             "reportingInstance": (self.instance or f"{self.scheduler_name}-{os.getpid()}")[:128],
             "firstTimestamp": now,
             "lastTimestamp": now,
-            "eventTime": _now_micro(),
+            "eventTime": now_micro,
             "action": "Scheduling" if reason != "Scheduled" else "Binding",
             "count": 1,
         }

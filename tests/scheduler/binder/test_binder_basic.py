@@ -1,5 +1,8 @@
 """The binder against the Kubernetes API emulator and a real overlay instance."""
 
+import datetime
+import re
+
 import pytest
 from support.binder_cluster import BinderCluster
 from support.oracles import parse_idset
@@ -15,6 +18,7 @@ def cluster(tmp_path):
 
 def test_single_pod_is_bound_annotated_and_reported(cluster):
     cluster.start_binder()
+    before = datetime.datetime.now(datetime.UTC)
     cluster.create_pod("solo", cpu="1500m")
     node = cluster.wait_bound(["solo"])["solo"]
     pod = cluster.get_pod("solo")
@@ -25,6 +29,14 @@ def test_single_pod_is_bound_annotated_and_reported(cluster):
     assert cores <= set(range(4))  # every node has cores 0-3
     assert parse_idset(ann["fluxnode.io/gpus"]) == set()
     wait_for(lambda: cluster.events("solo", "Scheduled"), 10, what="Scheduled event")
+    after = datetime.datetime.now(datetime.UTC)
+    (event,) = cluster.events("solo", "Scheduled")
+    # Time to the second, MicroTime to the microsecond (k8s API conventions), one instant
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", event["firstTimestamp"]), event
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", event["eventTime"]), event
+    assert event["lastTimestamp"] == event["firstTimestamp"] == event["eventTime"][:19] + "Z"
+    at = datetime.datetime.fromisoformat(event["eventTime"])
+    assert before <= at <= after, (before, at, after)
     assert node in ("node0", "node1", "node2")
     allocs = cluster.inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"]
     assert [a["id"] for a in allocs] == [int(ann["fluxnode.io/allocation"])]
