@@ -62,7 +62,7 @@ from fluxnode.scheduler.traversers.dfu_impl import (
 )
 from fluxnode.scheduler.traversers.dfu_reservation import DfuReservation
 from fluxnode.scheduler.traversers.dfu_select import DfuSelect
-from fluxnode.scheduler.traversers.dfu_update import DfuUpdate
+from fluxnode.scheduler.traversers.dfu_update import DfuUpdate, SpanPool
 from fluxnode.scheduler.traversers.find import find
 
 _children_of, _type_of = attrgetter("children"), attrgetter("type")
@@ -206,6 +206,9 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         # status or the graph changes below it. Only a match's own window is kept.
         self._subtree_cache: dict[int, tuple] = {}
         self._cache_window: tuple | None = None
+        # the shared planners update walks hand out, kept for the next walks with the
+        # same window (dfu_update.SpanPool)
+        self._span_pool = SpanPool()
         self._cacheable = not self.policy.stop_on_1 and not self.policy.variation \
             and type(self)._subtree_cacheable
         root = self.g.roots.get(CONTAINMENT)

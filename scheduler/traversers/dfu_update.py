@@ -74,6 +74,45 @@ class _InnerKit:
         self.weight = _UNWEIGHED
 
 
+class SpanPool:
+    """The shared planners and subtree filters of update walks, kept for later walks.
+
+    What _JobSpans hands out as shared is read-only and holds one span, the walk's
+    window, and nothing of its job (the job's span ids and holds are on the vertices):
+    two jobs with the same window and needs would make equal ones. Kept here per window,
+    the next job takes them as they are instead of making them again: a single-core
+    ``firstnodex`` match takes a whole fresh node (its sockets, cores, GPUs and memory),
+    and made its shared planners and filters anew each time (15% of its time). A
+    window no longer used costs only memory: past WINDOWS windows, or ENTRIES kept
+    planners or filters in one, that part starts over."""
+
+    WINDOWS = 64
+    ENTRIES = 4096
+
+    __slots__ = ("_windows",)
+
+    def __init__(self) -> None:
+        self._windows: dict[tuple[int, int], tuple[dict, dict]] = {}
+
+    def window(self, at: int, duration: int) -> tuple[dict, dict]:
+        """(schedule planners and x_checker by (needs, size, type), subtree filters by
+        (totals, counts)) kept for walks of the window [at, at + duration)."""
+        kept = self._windows.get((at, duration))
+        if kept is None:
+            if len(self._windows) >= self.WINDOWS:
+                self._windows.clear()
+            kept = self._windows[(at, duration)] = ({}, {})
+        for part in kept:
+            if len(part) >= self.ENTRIES:
+                part.clear()
+        return kept
+
+
+# the key of the walk's x_checker among its schedule planners: it is the schedule
+# planner _JobSpans._fresh makes for a vertex of size X_CHECKER_NJOBS taking 1 unit
+_X_KEY = (1, X_CHECKER_NJOBS, "x_checker")
+
+
 class _JobSpans:
     """How one update walk plans its job's spans on the vertices it takes.
 
@@ -81,7 +120,8 @@ class _JobSpans:
     holds it (taken whole, or a leaf) gets a shared planner (Planner.share) holding
     just this job's span, span id 1: one schedule planner per (needs, size, type) and
     one x_checker for the whole walk, where a private planner each would be made (a
-    whole node: 2 for its 64 cores instead of 128). A fresh leaf of a subtree taken
+    whole node: 2 for its 64 cores instead of 128), and kept in the traverser's
+    SpanPool for the next walks with the same window. A fresh leaf of a subtree taken
     whole also gets the job's shared containers (LeafHold). A vertex that already has
     a planner gets its own copy of a shared one before the span is added
     (Planner.owned), and a cancel drops a shared one (Planner.without_span)."""
@@ -89,16 +129,18 @@ class _JobSpans:
     __slots__ = ("jobid", "at", "duration", "allocating", "kits", "inner_kits", "_by_needs",
                  "_x", "_held", "_subplans", "_inner_held")
 
-    def __init__(self, jobid: int, at: int, duration: int, allocating: bool) -> None:
+    def __init__(self, jobid: int, at: int, duration: int, allocating: bool,
+                 pool: SpanPool) -> None:
         self.jobid = jobid
         self.at = at
         self.duration = duration
         self.allocating = allocating
-        self._by_needs: dict[tuple[int, int, str], Planner] = {}
-        self._x: Planner | None = None
+        by_needs, subplans = pool.window(at, duration)
+        self._by_needs: dict[tuple[int, int, str], Planner] = by_needs
+        self._x: Planner | None = by_needs.get(_X_KEY)
         self._held: LeafHold | None = None
         self.kits: dict[tuple[int, int, str], tuple[Planner, Planner, LeafHold]] = {}
-        self._subplans: dict[tuple, PlannerMulti] = {}
+        self._subplans: dict[tuple, PlannerMulti] = subplans
         self.inner_kits: dict[tuple, _InnerKit] = {}
         self._inner_held: dict[tuple[bool, bool], InnerHold] = {}
 
@@ -120,7 +162,7 @@ class _JobSpans:
     def _shared_x(self) -> Planner:
         p = self._x
         if p is None:
-            p = self._x = self._fresh_x().share()
+            p = self._x = self._by_needs[_X_KEY] = self._fresh_x().share()
         return p
 
     def units(self, v: Vertex, needs: int) -> None:
@@ -154,8 +196,9 @@ class _JobSpans:
 
     def subplan(self, totals: dict[str, int], counts: dict[str, int]) -> PlannerMulti:
         """A subtree filter with ``totals`` holding the job's ``counts`` (span id 0) for
-        a vertex that has none yet, shared by every such vertex of this walk with the
-        same totals and counts (PlannerMulti.share): a gang's 1,000 nodes hold one, not
+        a vertex that has none yet, shared by every such vertex of this walk (and of
+        later walks with its window, SpanPool) with the same totals and counts
+        (PlannerMulti.share): a gang's 1,000 nodes hold one, not
         one each (making one is a tenth of a 1,000-node first-match gang). Unlike a
         schedule planner, other jobs do come to a vertex whose subtree this one holds
         part of; the first to change its filter copies it (PlannerMulti.owned), which
@@ -301,7 +344,7 @@ class DfuUpdate(DfuImpl):
         prune_types = self.prune_types
         seen: set[int] = set()
         marked: dict[int, list[Vertex]] = {}
-        spans = _JobSpans(jobid, at, duration, allocating)
+        spans = _JobSpans(jobid, at, duration, allocating, self._span_pool)
         leaf_kit, kits, inner_kits = spans.leaf_kit, spans.kits, spans.inner_kits
         # no vertex can be met twice (see the walk below)
         tree = self.g.shared_children == 0

@@ -1,15 +1,19 @@
 """Update recipes (update_recipes.py): a gang's nodes updated by replaying the first.
 
 The oracle is the plain Traverser, which keeps no templates, no kits and no recipes: it
-walks every node of every gang. The same random stream of gangs, single-core jobs, whole
-nodes, cancels and partial cancels runs three times in fresh interpreters: on the plain
-Traverser, on the FastTraverser with the compiled apply_recipe, and on the FastTraverser
-with FLUXNODE_PURE_PYTHON=1 (the Python apply_recipe). After every command each run
-dumps what every vertex holds (planner points, filter points, job ids, allocations) and
-every selection; the three dumps must be equal. Some cores are down, so that fresh nodes
-of one gang are marked at different cores. A recipe given to a vertex that is not fresh,
-or marked otherwise, would change a dump (mutations that skip the fresh check, or the
-check of each marked child's mark, fail this test).
+walks every node of every gang; in its runs the SpanPool keeps nothing either, so every
+walk makes its own shared planners and filters, where the fast runs take those of
+earlier walks with the same window (dfu_update.SpanPool). The same random stream of
+gangs, single-core jobs, whole nodes, cancels and partial cancels runs three times in
+fresh interpreters: on the plain Traverser, on the FastTraverser with the compiled
+apply_recipe, and on the FastTraverser with FLUXNODE_PURE_PYTHON=1 (the Python
+apply_recipe). After every command each run dumps what every vertex holds (planner
+points, filter points, job ids, allocations) and every selection; the three dumps must
+be equal. Some cores are down, so that fresh nodes of one gang are marked at different
+cores. A recipe given to a vertex that is not fresh, or marked otherwise, would change a
+dump (mutations that skip the fresh check, or the check of each marked child's mark,
+fail this test), and so would a pooled planner of another window (a pool keyed by the
+start time alone fails it).
 """
 
 from __future__ import annotations
@@ -41,8 +45,19 @@ else:
     g = read_grug(grug)
 cls = Traverser if which == "plain" else FastTraverser
 applied = [0]
+reused = [0]
+from fluxnode.scheduler.traversers import dfu_update
+window = dfu_update.SpanPool.window
+if which == "plain":  # the oracle keeps no shared planners across walks either
+    dfu_update.SpanPool.window = lambda self, at, duration: ({}, {})
+else:  # count the walks that found planners kept by earlier ones
+    def counted_window(self, at, duration):
+        kept = window(self, at, duration)
+        reused[0] += bool(kept[0])
+        return kept
+
+    dfu_update.SpanPool.window = counted_window
 if which == "fast":  # count the recipes that fitted (the walk looks the name up per call)
-    from fluxnode.scheduler.traversers import dfu_update
     apply = dfu_update.apply_recipe
 
     def counted(*args):
@@ -129,7 +144,8 @@ for jobid in range(1, 61):
     log.append(["match", jobid, r.at,
                 [[e.vertex.path, e.needs, e.exclusive, e.level] for e in r.selection],
                 dump()])
-print(json.dumps({"compiled": update_recipes.COMPILED, "applied": applied[0], "log": log}))
+print(json.dumps({"compiled": update_recipes.COMPILED, "applied": applied[0],
+                  "reused": reused[0], "log": log}))
 """
 
 
@@ -159,6 +175,7 @@ def test_gangs_by_recipe_leave_what_the_plain_walk_leaves(kind, policy, tiny_gru
     pure = _run(seed, kind, policy, "fast", str(tiny_grug), pure=True)
     assert not pure["compiled"]
     assert fast["applied"] > 0 and pure["applied"] > 0, seed  # recipes did fit
+    assert fast["reused"] > 0 and pure["reused"] > 0, seed  # walks took pooled planners
     matched = [e for e in plain["log"] if e[0] == "match"]
     assert len(matched) >= 5, seed  # the stream did place gangs
     for i, (want, got) in enumerate(zip(plain["log"], fast["log"], strict=True)):
