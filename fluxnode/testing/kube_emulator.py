@@ -829,7 +829,7 @@ class KubeEmulator:
         await response.prepare(request)
 
         async def send(event: dict) -> None:
-            await response.write(json.dumps(event).encode() + b"\n")
+            await self._write_events(response, [event])
 
         def bookmark(rv: int) -> dict:
             return {"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version,
@@ -843,8 +843,8 @@ class KubeEmulator:
                 return response
             watcher = start.watcher
             assert watcher is not None
-            for event in start.events:
-                await send(event)
+            if start.events:  # the replay or the current state: in chunks, as any burst
+                await self._write_events(response, start.events)
             deadline = time.monotonic() + timeout
             next_bookmark = time.monotonic() + (self.bookmark_interval or 0)
             while True:

@@ -127,7 +127,7 @@ class _JobSpans:
     (Planner.owned), and a cancel drops a shared one (Planner.without_span)."""
 
     __slots__ = ("jobid", "at", "duration", "allocating", "kits", "inner_kits", "_by_needs",
-                 "_x", "_held", "_subplans", "_inner_held")
+                 "_held", "_subplans", "_inner_held")
 
     def __init__(self, jobid: int, at: int, duration: int, allocating: bool,
                  pool: SpanPool) -> None:
@@ -137,7 +137,6 @@ class _JobSpans:
         self.allocating = allocating
         by_needs, subplans = pool.window(at, duration)
         self._by_needs: dict[tuple[int, int, str], Planner] = by_needs
-        self._x: Planner | None = by_needs.get(_X_KEY)
         self._held: LeafHold | None = None
         self.kits: dict[tuple[int, int, str], tuple[Planner, Planner, LeafHold]] = {}
         self._subplans: dict[tuple, PlannerMulti] = subplans
@@ -160,9 +159,9 @@ class _JobSpans:
         return p
 
     def _shared_x(self) -> Planner:
-        p = self._x
+        p = self._by_needs.get(_X_KEY)
         if p is None:
-            p = self._x = self._by_needs[_X_KEY] = self._fresh_x().share()
+            p = self._by_needs[_X_KEY] = self._fresh_x().share()
         return p
 
     def units(self, v: Vertex, needs: int) -> None:
