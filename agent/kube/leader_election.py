@@ -14,17 +14,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 from fluxnode.agent.kube import raw as kube_raw
+from fluxnode.agent.kube.timestamps import micro_time_now
 from kubernetes.client import CoordinationV1Api
 from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger("fluxnode.binder.leader")
-
-
-def _micro_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -115,7 +111,7 @@ class LeaderElector:
             "holderIdentity": self.identity,
             "leaseDurationSeconds": max(1, round(self.lease_duration)),
             "acquireTime": acquire,
-            "renewTime": _micro_now(),
+            "renewTime": micro_time_now(),
             "leaseTransitions": transitions,
         }
 
@@ -126,7 +122,7 @@ class LeaderElector:
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": self._spec(0, _micro_now()),
+                "spec": self._spec(0, micro_time_now()),
             }
             try:
                 kube_raw.call(self.api.create_namespaced_lease, self.namespace, body)
@@ -147,10 +143,10 @@ class LeaderElector:
                 return False  # someone else holds it and renewed within the duration
         if holder == self.identity:
             new_spec = self._spec(
-                int(spec.get("leaseTransitions") or 0), spec.get("acquireTime") or _micro_now()
+                int(spec.get("leaseTransitions") or 0), spec.get("acquireTime") or micro_time_now()
             )
         else:
-            new_spec = self._spec(int(spec.get("leaseTransitions") or 0) + 1, _micro_now())
+            new_spec = self._spec(int(spec.get("leaseTransitions") or 0) + 1, micro_time_now())
         lease["spec"] = new_spec
         try:
             kube_raw.call(self.api.replace_namespaced_lease, self.name, self.namespace, lease)
@@ -166,5 +162,5 @@ class LeaderElector:
         if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
             return
         lease["spec"]["holderIdentity"] = ""
-        lease["spec"]["renewTime"] = _micro_now()
+        lease["spec"]["renewTime"] = micro_time_now()
         kube_raw.call(self.api.replace_namespaced_lease, self.name, self.namespace, lease)

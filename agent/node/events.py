@@ -10,10 +10,10 @@ grants ``create`` on events.k8s.io events in ``default`` and nowhere else.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import uuid
 
+from fluxnode.agent.kube.timestamps import micro_time_now
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
@@ -36,7 +36,7 @@ class NodeEvents:
         self._warned = False
 
     def record(self, reason: str, note: str, type_: str = "Normal", action: str = "Broker") -> None:
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        now = micro_time_now()
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 from fluxnode.agent.kube import raw as kube_raw
+from fluxnode.agent.kube.timestamps import stamps, time_now
 from fluxnode.scheduler.binder.cluster_state import (
     ALLOCATION_ANNOTATION,
     CORES_ANNOTATION,
@@ -48,27 +49,6 @@ class BindError(RuntimeError):
 
 
 _EVENT_SEQ = itertools.count()
-
-
-_second: tuple[int, str] = (-1, "")
-
-
-def _stamps() -> tuple[str, str]:
-    """Now as RFC 3339 to the second and to the microsecond (an event's timestamps and
-    its eventTime), from one clock read; the second's text is formatted once a second
-    (a burst writes thousands of events a second)."""
-    global _second
-    now = time.time()
-    second = int(now)
-    cached = _second  # one read: another worker may replace it meanwhile
-    if cached[0] != second:
-        cached = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
-    text = cached[1]
-    return f"{text}Z", f"{text}.{int((now - second) * 1_000_000):06d}Z"
-
-
-def _now() -> str:
-    return _stamps()[0]
 
 
 def _api_message(exc: ApiException) -> str:
@@ -140,7 +120,7 @@ class PodWriter:
             "reason": reason,
             "message": message,
             "lastProbeTime": None,
-            "lastTransitionTime": _now(),
+            "lastTransitionTime": time_now(),
         }
         try:
             self.api.request(
@@ -155,7 +135,7 @@ class PodWriter:
             self.event(pod, "Warning", "FailedScheduling", message)
 
     def event(self, pod: PodInfo, type_: str, reason: str, message: str) -> None:
-        now, now_micro = _stamps()
+        now, now_micro = stamps()
         body = {
             "apiVersion": "v1",
             "kind": "Event",
