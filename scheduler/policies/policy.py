@@ -9,6 +9,7 @@ availability order and stop at the first sufficient match: "first").
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from fluxnode.scheduler.jobspec.request import Request, calc_count
@@ -27,6 +28,8 @@ NAMED = {
     "locality": "policy=high",
     "variation": "policy=low variation=true",
 }
+# what std::stoi reads of a string (in the C locale): whitespace, a sign, digits
+_STOI = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
 #: The policy names a user may give (the service, `fluxnode alloc`, the binder).
 POLICIES = tuple(NAMED)
 _OPTIONS = ("policy", "node_centric", "stop_on_1_matches", "node_exclusive", "variation")
@@ -118,10 +121,13 @@ class Policy:
 
     @staticmethod
     def _perf_class(u) -> int:
-        try:
-            pc = int(u.properties.get("perf_class", "9999"))
-        except ValueError:
+        """``u``'s ``perf_class`` as Fluxion's variation policy reads it: ``std::stoi``
+        (leading C whitespace, a sign, ASCII digits, the rest ignored: "12abc" is 12),
+        9999 (the worst) when it is missing, has no number, or is outside 0..9999."""
+        got = _STOI.match(u.properties.get("perf_class", ""))
+        if got is None:
             return 9999
+        pc = int(got.group(1))
         return pc if 0 <= pc <= 9999 else 9999
 
     def finish_slot(self, dfu: Scoring) -> None:

@@ -309,7 +309,7 @@ class Session:
             self.out.write(f"Couldn't find path {args[1]} in resource graph.\n")
             return
         for v in vs:
-            v.set_property(args[2][:pos], args[2][pos + 1:])
+            self.t.set_property(v, args[2][:pos], args[2][pos + 1:])
 
     def cmd_get_property(self, args: list[str]) -> None:
         if len(args) != 2:

@@ -203,14 +203,14 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         # Exhaustive policies score every vertex on every match; a subtree nothing
         # changed in scores the same for the same request level and job window, so its
         # outcome (candidate groups, avail, score) is kept per vertex until a span,
-        # status or the graph changes below it. Only a match's own window is kept.
+        # status, property (variation scores by one) or the graph changes below it.
+        # Only a match's own window is kept.
         self._subtree_cache: dict[int, tuple] = {}
         self._cache_window: tuple | None = None
         # the shared planners update walks hand out, kept for the next walks with the
         # same window (dfu_update.SpanPool)
         self._span_pool = SpanPool()
-        self._cacheable = not self.policy.stop_on_1 and not self.policy.variation \
-            and type(self)._subtree_cacheable
+        self._cacheable = not self.policy.stop_on_1 and type(self)._subtree_cacheable
         root = self.g.roots.get(CONTAINMENT)
         if root is None:
             raise TraverserError("graph has no containment root")
@@ -655,6 +655,13 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
             v = vs[0]
         v.status = status
         self._nodes_up = None
+        self._invalidate(v)
+
+    def set_property(self, v: Vertex, key: str, value: str) -> None:
+        """Set a property of vertex ``v`` (resource-query's ``set-property``). The
+        ``variation`` policy scores a vertex by its ``perf_class``, so the outcomes kept
+        for ``v`` and its ancestors go."""
+        v.set_property(key, value)
         self._invalidate(v)
 
     def add_resources(self, R: dict) -> None:

@@ -518,8 +518,9 @@ class FastTraverser(Traverser):
     # ------------------------------------------------------------ the walk
     def _select(self, req, m: JobMeta, excl: bool) -> tuple[int, int, bool]:
         p = self.policy
-        exhaustive = not p.stop_on_1 and not p.variation
-        key = (p.name, p.high, p.node_centric, p.node_exclusive, exhaustive, p.stable_ties)
+        exhaustive = not p.stop_on_1
+        key = (p.name, p.high, p.node_centric, p.node_exclusive, exhaustive, p.variation,
+               p.stable_ties)
         if key != self._cache_policy:  # the service changes policy between matches
             self._subtree_cache.clear()
             self._templates.clear()
@@ -527,9 +528,13 @@ class FastTraverser(Traverser):
             self._cache_policy = key
         self._cacheable = exhaustive
         # the walk's shortcuts (leaves in line, untouched leaf parents by template) give
-        # what the plain walk gives in either tie order; the root index only stable ties
-        self._inline_ok = exhaustive and m.constraint is None and self.g.root.type != "node"
-        self._index_ok = self._inline_ok and p.stable_ties
+        # what the plain walk gives in either tie order; the root index only stable ties.
+        # The shortcuts score a vertex by its id, so not under variation (its scores are
+        # a property's, Policy.finish_vtx); the root index keeps whatever scores the walk
+        # gave, so variation has it too.
+        per_child = exhaustive and m.constraint is None and self.g.root.type != "node"
+        self._inline_ok = per_child and not p.variation
+        self._index_ok = per_child and p.stable_ties
         # the first-match policies' leaves in line (not variation: its leaves score by
         # a property; not with constraints, which prune nodes by name)
         self._first_inline_ok = p.stop_on_1 and not p.variation and m.constraint is None
@@ -549,7 +554,7 @@ class FastTraverser(Traverser):
             return super()._select(req, m, excl)
 
     def _dom_slot(self, m, u, shape, nslots, pristine, label, dfu) -> int:
-        if u.parent is not None or not self._tpl_ok:
+        if u.parent is not None or not (self._tpl_ok or self._index_ok):
             return super()._dom_slot(m, u, shape, nslots, pristine, label, dfu)
         # a slot at the root: its candidates are chosen all at once, by the plain walk
         flags = self._index_ok, self._inline_ok, self._tpl_ok

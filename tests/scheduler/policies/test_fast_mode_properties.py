@@ -36,7 +36,10 @@ from hypothesis import strategies as st
 from support.fuzz import EXAMPLES, PROFILE
 from support.sched_graphs import grug_document, grug_vertices
 
-EXHAUSTIVE = ["low", "high", "lonode", "hinode", "lonodex", "hinodex", "locality"]
+EXHAUSTIVE = ["low", "high", "lonode", "hinode", "lonodex", "hinodex", "locality", "variation"]
+# nodes' perf_class values (variation's scores; no other policy reads them): None leaves
+# the property unset, and "fast" is no number: both read as the worst class, 9999
+PERF_CLASSES = [None, "0", "1", "2", "9999", "fast"]
 
 
 def grug(nodes: int, sockets: int, cores: int, gpus: int) -> str:
@@ -113,9 +116,13 @@ def requested_types(resources: list) -> set[str]:
     return out
 
 
-def score(v, node_centric: bool) -> int:
+def score(v, node_centric: bool, variation: bool = False) -> int:
     """Fluxion's score of a vertex under low/high (its id + 1), plus, node-centric, the
-    factor of each node above it ((id + 2) * 10000 + |uniq_id mod 10000 - 1|)."""
+    factor of each node above it ((id + 2) * 10000 + |uniq_id mod 10000 - 1|); under
+    variation its perf_class (9999 when unset or no number: dfu_match_var_aware.cpp)."""
+    if variation:
+        pc = v.properties.get("perf_class", "")
+        return int(pc) if pc.isdigit() and int(pc) <= 9999 else 9999
     s = v.id + 1
     p = v.parent
     while node_centric and p is not None:
@@ -125,13 +132,13 @@ def score(v, node_centric: bool) -> int:
     return s
 
 
-def summary(res: MatchResult, types: set[str], node_centric: bool) -> dict:
+def summary(res: MatchResult, types: set[str], node_centric: bool, variation: bool) -> dict:
     count: Counter = Counter()
     total: Counter = Counter()
     for e in res.selection:
         if e.vertex.type in types:
             count[e.vertex.type] += e.needs
-            total[e.vertex.type] += score(e.vertex, node_centric)
+            total[e.vertex.type] += score(e.vertex, node_centric, variation)
     return {"count": dict(count), "score": dict(total)}
 
 
@@ -148,16 +155,24 @@ def try_match(t: Traverser, js: dict, jobid: int) -> MatchResult | None:
     policy=st.sampled_from(EXHAUSTIVE),
     dims=st.tuples(st.integers(1, 8), st.integers(1, 2), st.integers(1, 4), st.integers(0, 2)),
     steps=st.lists(STEP, min_size=1, max_size=40),
+    classes=st.lists(st.sampled_from(PERF_CLASSES), min_size=8, max_size=8),
 )
-def test_fast_placements_are_valid_and_score_as_exact_mode(policy, dims, steps):
+def test_fast_placements_are_valid_and_score_as_exact_mode(policy, dims, steps, classes):
+    def graph(path: Path):
+        g = read_grug(path)
+        for v in g.vertices:
+            if v.type == "node" and classes[v.id] is not None:
+                v.set_property("perf_class", classes[v.id])
+        return g
+
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "g.graphml"
         path.write_text(grug(*dims))
-        fast = FastTraverser(read_grug(path), Policy.parse(policy, stable_ties=True))
-        plain = Traverser(read_grug(path), Policy.parse(policy, stable_ties=True))
-        exact = Traverser(read_grug(path),
-                          Policy.parse("high" if policy == "locality" else policy))
+        fast = FastTraverser(graph(path), Policy.parse(policy, stable_ties=True))
+        plain = Traverser(graph(path), Policy.parse(policy, stable_ties=True))
+        exact = Traverser(graph(path), Policy.parse("high" if policy == "locality" else policy))
     centric = exact.policy.node_centric
+    variation = exact.policy.variation
     live: list[int] = []
     held: dict[int, int] = {}  # uniq_id of an exclusively held leaf -> job
     jobid = 0
@@ -189,7 +204,8 @@ def test_fast_placements_are_valid_and_score_as_exact_mode(policy, dims, steps):
             (e.vertex.uniq_id, e.needs, e.exclusive) for e in same.selection
         ]
         types = requested_types(js["resources"])
-        assert summary(got, types, centric) == summary(ref, types, centric), (shape, a, b)
+        assert summary(got, types, centric, variation) == summary(ref, types, centric, variation), (
+            shape, a, b)
         for e in got.selection:
             if e.exclusive and not e.vertex.children:
                 assert e.vertex.uniq_id not in held, f"{e.vertex.path} given twice"
