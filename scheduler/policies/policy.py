@@ -28,6 +28,9 @@ NAMED = {
     "locality": "policy=high",
     "variation": "policy=low variation=true",
 }
+#: The property the variation policy scores by, and the class of a vertex without one
+PERF_CLASS = "perf_class"
+WORST_PERF_CLASS = 9999
 # what std::stoi reads of a string (in the C locale): whitespace, a sign, digits
 _STOI = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
 #: The policy names a user may give (the service, `fluxnode alloc`, the binder).
@@ -124,11 +127,11 @@ class Policy:
         """``u``'s ``perf_class`` as Fluxion's variation policy reads it: ``std::stoi``
         (leading C whitespace, a sign, ASCII digits, the rest ignored: "12abc" is 12),
         9999 (the worst) when it is missing, has no number, or is outside 0..9999."""
-        got = _STOI.match(u.properties.get("perf_class", ""))
+        got = _STOI.match(u.properties.get(PERF_CLASS, ""))
         if got is None:
-            return 9999
+            return WORST_PERF_CLASS
         pc = int(got.group(1))
-        return pc if 0 <= pc <= 9999 else 9999
+        return pc if 0 <= pc <= WORST_PERF_CLASS else WORST_PERF_CLASS
 
     def finish_slot(self, dfu: Scoring) -> None:
         # Fluxion's variation-aware policy keeps the default (descending) order here

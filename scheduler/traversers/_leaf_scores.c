@@ -209,18 +209,22 @@ fails(PyObject *c, const Layout *lay, const Run *run, int centric, int checking,
 /* Score the leaf `c` (passed): visited, its group in the run's evals. 0, or -1. */
 static int
 score(PyObject *c, const Layout *lay, PyObject *uid, PyObject *u, PyObject *visited,
-      PyObject *dfu, PyObject *types, PyObject *base, Run *run, PyObject *avail,
+      PyObject *dfu, PyObject *types, PyObject *base, int by_id, Run *run, PyObject *avail,
       PyObject **overall)
 {
     if (PySet_Add(visited, uid) < 0)
         return -1;
-    PyObject *id = vget(c, lay, V_ID);
-    if (id == NULL)
-        return -1;
-    Py_SETREF(*overall, PyNumber_Add(base, id));
-    Py_DECREF(id);
-    if (*overall == NULL)
-        return -1;
+    if (by_id) {
+        PyObject *id = vget(c, lay, V_ID);
+        if (id == NULL)
+            return -1;
+        Py_SETREF(*overall, PyNumber_Add(base, id));
+        Py_DECREF(id);
+        if (*overall == NULL)
+            return -1;
+    } else {
+        Py_SETREF(*overall, Py_NewRef(base));
+    }
     if (run->ev == NULL) {
         PyObject *ev = PyDict_GetItemWithError(types, run->type); /* borrowed */
         if (ev != NULL)
@@ -253,8 +257,8 @@ score(PyObject *c, const Layout *lay, PyObject *uid, PyObject *u, PyObject *visi
 static PyObject *
 score_fresh_leaves(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "score_fresh_leaves: 12 arguments expected");
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "score_fresh_leaves: 13 arguments expected");
         return NULL;
     }
     PyObject *kids = args[0], *u = args[2], *leaf_r = args[3], *visited = args[4],
@@ -272,8 +276,9 @@ score_fresh_leaves(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     int excl = PyObject_IsTrue(args[7]), checking = PyObject_IsTrue(args[8]),
-        allocating = PyObject_IsTrue(args[9]), centric = PyObject_IsTrue(args[10]);
-    if (excl < 0 || checking < 0 || allocating < 0 || centric < 0)
+        allocating = PyObject_IsTrue(args[9]), centric = PyObject_IsTrue(args[10]),
+        by_id = PyObject_IsTrue(args[12]);
+    if (excl < 0 || checking < 0 || allocating < 0 || centric < 0 || by_id < 0)
         return NULL;
     PyObject *seq = PySequence_Fast(kids, "score_fresh_leaves: kids must be a sequence");
     if (seq == NULL)
@@ -316,7 +321,8 @@ score_fresh_leaves(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t 
             int f = fails(c, lay, &run, centric, checking, allocating, &size);
             r = f < 0 ? -1 : f ? 2 : 0;
         }
-        if (r == 0 && score(c, lay, uid, u, visited, dfu, types, base, &run, size, &overall) < 0)
+        if (r == 0 && score(c, lay, uid, u, visited, dfu, types, base, by_id, &run, size,
+                               &overall) < 0)
             r = -1;
         Py_DECREF(uid);
         Py_XDECREF(ctype);
@@ -418,7 +424,7 @@ unit_slots(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef methods[] = {
     {"score_fresh_leaves", (PyCFunction)(void (*)(void))score_fresh_leaves, METH_FASTCALL,
      "score_fresh_leaves(kids, i, u, leaf_r, visited, dfu, xtypes, excl, checking,"
-     " allocating, centric, base) -> (stopped at, scored, last units, last score); see"
+     " allocating, centric, base, by_id) -> (stopped at, scored, last units, last score); see"
      " fluxnode.scheduler.traversers.leaf_scores."},
     {"unit_slots", (PyCFunction)(void (*)(void))unit_slots, METH_FASTCALL,
      "unit_slots(egroups, start, n, label) -> a slot of one unit per group; see"

@@ -33,6 +33,7 @@ from operator import attrgetter
 from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.jobspec.request import Request
 from fluxnode.scheduler.policies.indexed_evals import IndexedEvals, TypeIndex
+from fluxnode.scheduler.policies.policy import PERF_CLASS, WORST_PERF_CLASS, Policy
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
 from fluxnode.scheduler.traversers.dfu import Traverser
 from fluxnode.scheduler.traversers.dfu_impl import JobMeta
@@ -214,6 +215,8 @@ class FastTraverser(Traverser):
         # template; see _dom_dfv_tpl
         self._tpl_misses: dict[tuple[int, str], int] = {}
         self._starts_over = 0  # how many times _numbered started every numbering over
+        # vertices with a perf_class below them (see _perf_below); None: not gathered yet
+        self._pc_below: set[int] | None = None
         self._number_nodes()
 
     def _number_nodes(self) -> None:
@@ -240,6 +243,38 @@ class FastTraverser(Traverser):
             self._deep_shapes.pop(v.uniq_id, None)
             v = v.parent
         super()._invalidate(u)
+
+    def set_property(self, v: Vertex, key: str, value: str) -> None:
+        super().set_property(v, key, value)
+        if key == PERF_CLASS and self._pc_below is not None:
+            self._mark_perf_below(v)
+
+    def _mark_perf_below(self, v: Vertex) -> None:
+        p = v.parent
+        below = self._pc_below
+        while p is not None and p.uniq_id not in below:
+            below.add(p.uniq_id)
+            p = p.parent
+
+    def _perf_below(self) -> set[int]:
+        """The vertices with a ``perf_class`` somewhere below them. The variation
+        policy scores a vertex by its own perf_class (9999 without one), so the walk's
+        shortcuts, which read no property, stand for a subtree only when nothing below
+        its root has one: the leaves in line then all score alike, and a template's
+        score is the walk's less its root's class (added back on replay)."""
+        if self._pc_below is None:
+            self._pc_below = set()
+            for v in self.g.vertices:
+                if PERF_CLASS in v.properties:
+                    self._mark_perf_below(v)
+        return self._pc_below
+
+    def _own_score(self, u: Vertex, deep: bool) -> int:
+        """The part of ``u``'s walk score that only ``u`` itself sets and its shape
+        leaves out: its perf_class under variation; else its id for a deep template."""
+        if self.policy.variation:
+            return Policy._perf_class(u)
+        return u.id if deep else 0
 
     # ----------------------------------------- untouched leaf parents, by shape
     def _numbered(self, ids: dict[tuple, int], whole: tuple) -> int:
@@ -361,6 +396,7 @@ class FastTraverser(Traverser):
             or u.parent is None
             or not u.children
             or (u.x_checker is not None and u.x_checker.span_count)
+            or (self.policy.variation and u.uniq_id in self._perf_below())
         ):
             return None
         # every score below u moves with the node-centric score it is entered with, the
@@ -432,7 +468,7 @@ class FastTraverser(Traverser):
             for t in tpl.empty_types:
                 to_parent.evals(t)
             to_parent.avail = tpl.avail
-            to_parent.overall = tpl.overall + self.policy.ml_scores + (u.id if tpl.deep else 0)
+            to_parent.overall = tpl.overall + self.policy.ml_scores + self._own_score(u, tpl.deep)
         return tpl.ok, tpl.x
 
     def _ctx_number(self, here: tuple, resources: list[Request], pristine: bool, excl: bool,
@@ -480,7 +516,7 @@ class FastTraverser(Traverser):
             and self.policy.ml_scores == ml
             and (self.policy.last_factor == last or centric)
             and not any(ev.egroups for ev in probe.types.values())
-            and (not ok or not deep or probe.overall > MATCH_UNMET)
+            and (not ok or not (deep or self.policy.variation) or probe.overall > MATCH_UNMET)
         ):
             pos = {c.uniq_id: i for i, c in enumerate(u.children)} if edges else {}
             marks = self._marks
@@ -501,7 +537,7 @@ class FastTraverser(Traverser):
                 ok,
                 x,
                 probe.avail,
-                probe.overall - ml - (u.id if deep else 0),
+                probe.overall - ml - self._own_score(u, deep),
                 tuple(probe.types),
                 got,
                 self.preorder - pre,
@@ -529,11 +565,10 @@ class FastTraverser(Traverser):
         self._cacheable = exhaustive
         # the walk's shortcuts (leaves in line, untouched leaf parents by template) give
         # what the plain walk gives in either tie order; the root index only stable ties.
-        # The shortcuts score a vertex by its id, so not under variation (its scores are
-        # a property's, Policy.finish_vtx); the root index keeps whatever scores the walk
-        # gave, so variation has it too.
+        # Under variation (scores by perf_class) only where no perf_class is below
+        # (see _perf_below).
         per_child = exhaustive and m.constraint is None and self.g.root.type != "node"
-        self._inline_ok = per_child and not p.variation
+        self._inline_ok = per_child
         self._index_ok = per_child and p.stable_ties
         # the first-match policies' leaves in line (not variation: its leaves score by
         # a property; not with constraints, which prune nodes by name)
@@ -664,12 +699,17 @@ class FastTraverser(Traverser):
         in line: a leaf that exactly one request of the level names, asking nothing below
         it, is tested, pruned and scored as ``_dom_dfv_walk`` would (same visit counts),
         without its ten calls. Leaves are most of a graph (a gang on 5,000 nodes scores
-        320,000 cores) and of the socket a single-core match re-walks."""
+        320,000 cores) and of the socket a single-core match re-walks. Under variation
+        the leaves score alike (9999: no perf_class below ``u``), or ``u`` is walked
+        plainly."""
+        policy = self.policy
+        variation = policy.variation
+        if variation and u.uniq_id in self._perf_below():
+            return super()._explore(m, u, resources, pristine, excl, dfu)
         level = self._level(resources)
         named = None if pristine else level.named
         leaf_r = self._leaf_requests(level) if named is not None else {}
         visited = self._visited
-        policy = self.policy
         xtypes = level.xtypes
         centric = policy.node_centric
         checking = not m.sat
@@ -678,7 +718,9 @@ class FastTraverser(Traverser):
         rc2 = -1
         pre = post = 0  # this loop's leaf visits, added to the walk's counts at the end
         last = None  # (avail, overall) of the last leaf taken, while no subtree came after
-        base = MATCH_MET + policy.ml_scores + 1
+        # a leaf's score is base + its id (low, high...); under variation base alone
+        by_id = not variation
+        base = MATCH_MET + (WORST_PERF_CLASS if variation else policy.ml_scores + 1)
         children = u.children
         nk = len(children)
         i = 0
@@ -686,7 +728,7 @@ class FastTraverser(Traverser):
             if leaf_r:  # runs of fresh leaves that pass: scored in one call (compiled)
                 i, k, avail, overall = score_fresh_leaves(
                     children, i, u, leaf_r, visited, dfu, xtypes, excl, checking, allocating,
-                    centric, base)
+                    centric, base, by_id)
                 if k:
                     pre += k
                     post += k
@@ -708,7 +750,8 @@ class FastTraverser(Traverser):
                     self.errno = EBUSY  # dom_dfv's test: no request of this level names it
                     continue
                 ok, x_out = self._dom_dfv(m, c, resources, pristine, excl, dfu)
-                base = MATCH_MET + policy.ml_scores + 1  # a node-centric walk may move it
+                if by_id:
+                    base = MATCH_MET + policy.ml_scores + 1  # a node-centric walk may move it
                 if ok:
                     last = None
                     count = dfu.avail
@@ -727,7 +770,7 @@ class FastTraverser(Traverser):
                 self.errno = -avail
                 continue
             visited.add(uid)
-            overall = base + c.id
+            overall = base + c.id if by_id else base
             post += 1
             last = (avail, overall)
             add_leaf_group(dfu, c, u, ctype, avail, overall, x_in)

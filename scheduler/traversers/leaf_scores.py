@@ -71,7 +71,7 @@ def add_leaf_group(dfu: Any, c: Any, u: Any, ctype: str, avail: int, overall: in
 
 def _score_fresh_leaves_py(kids: Sequence[Any], i: int, u: Any, leaf_r: dict, visited: set,
                            dfu: Any, xtypes: Collection[str], excl: bool, checking: bool,
-                           allocating: bool, centric: bool, base: int
+                           allocating: bool, centric: bool, base: int, by_id: bool
                            ) -> tuple[int, int, int, int]:
     """Score ``kids[i:]`` (children of ``u``) while each is a visited leaf (skipped, as
     the walk skips it) or a fresh leaf that passes the walk's tests: no children, a
@@ -79,8 +79,10 @@ def _score_fresh_leaves_py(kids: Sequence[Any], i: int, u: Any, leaf_r: dict, vi
     schedule planner and no x_checker, up (when ``checking``), with units, and neither
     non-exclusive under exclusive nor held (``allocations``) where exclusivity counts.
 
-    For each fresh one: marked visited, and a group of score ``base + id`` with its
-    units and one edge from ``u`` added to ``dfu``'s evals of its type. Stops at the
+    For each fresh one: marked visited, and a group of score ``base + id`` (``base``
+    alone when not ``by_id``: the variation policy's leaves, which have no perf_class
+    of their own, all score the same) with its units and one edge from ``u`` added to
+    ``dfu``'s evals of its type. Stops at the
     first other child, which the caller walks. Returns (the index it stopped at, how
     many it scored, the last one's units and score; 0 and 0 when none)."""
     if i < 0:
@@ -106,7 +108,7 @@ def _score_fresh_leaves_py(kids: Sequence[Any], i: int, u: Any, leaf_r: dict, vi
         if got < 0:
             break
         visited.add(c.uniq_id)
-        avail, overall = got, base + c.id
+        avail, overall = got, (base + c.id if by_id else base)
         add_leaf_group(dfu, c, u, ctype, avail, overall, x_in)
         scored += 1
         i += 1

@@ -156,13 +156,19 @@ def try_match(t: Traverser, js: dict, jobid: int) -> MatchResult | None:
     dims=st.tuples(st.integers(1, 8), st.integers(1, 2), st.integers(1, 4), st.integers(0, 2)),
     steps=st.lists(STEP, min_size=1, max_size=40),
     classes=st.lists(st.sampled_from(PERF_CLASSES), min_size=8, max_size=8),
+    below=st.sampled_from(["nodes", "sockets", "cores"]),
 )
-def test_fast_placements_are_valid_and_score_as_exact_mode(policy, dims, steps, classes):
+def test_fast_placements_are_valid_and_score_as_exact_mode(policy, dims, steps, classes, below):
     def graph(path: Path):
+        # perf_class on nodes, and (below) on the sockets or cores of some of them: a
+        # class below a vertex keeps the walk's shortcuts off it (dfu_fast._perf_below)
         g = read_grug(path)
         for v in g.vertices:
-            if v.type == "node" and classes[v.id] is not None:
-                v.set_property("perf_class", classes[v.id])
+            pc = classes[v.uniq_id % 8] if v.type == below else None
+            if v.type == "node":
+                pc = classes[v.id]
+            if pc is not None and (v.type == "node" or v.uniq_id % 3 == 0):
+                v.set_property("perf_class", pc)
         return g
 
     with tempfile.TemporaryDirectory() as d:

@@ -19,6 +19,7 @@ import re
 import pytest
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.readers.grug import read_grug
+from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser
 from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from support.rq_run import rq
 from support.sched_graphs import grug_document, jobspec
@@ -109,3 +110,82 @@ def test_a_property_set_after_a_match_counts_in_fast_mode(tmp_path, files):
     prop("node7", 0)
     prop("node1", 4)
     assert [take(), take(), take(), take()] == ["node7", "node1", "node3", "node4"]
+
+
+# cluster > node[3] > socket[2] > core[4] + gpu[1]
+DEEP_GRUG = grug_document("""  <graph id="deep" edgedefault="directed">
+    <node id="cluster"><data key="root">1</data><data key="type">cluster</data><data key="basename">deep</data></node>
+    <node id="node"><data key="type">node</data><data key="basename">node</data></node>
+    <node id="socket"><data key="type">socket</data><data key="basename">socket</data></node>
+    <node id="core"><data key="type">core</data><data key="basename">core</data></node>
+    <node id="gpu"><data key="type">gpu</data><data key="basename">gpu</data></node>
+    <edge id="e1" source="cluster" target="node"><data key="multi_scale">3</data></edge>
+    <edge id="e2" source="node" target="socket"><data key="multi_scale">2</data></edge>
+    <edge id="e3" source="socket" target="core"><data key="id_scope">1</data><data key="multi_scale">4</data></edge>
+    <edge id="e4" source="socket" target="gpu"><data key="id_scope">1</data><data key="multi_scale">1</data></edge>
+  </graph>
+""")
+
+
+def _slot(n: int, with_: list) -> dict:
+    return {"type": "slot", "count": n, "label": "default", "with": with_}
+
+
+REQUESTS = {
+    "core": jobspec([_slot(1, [{"type": "core", "count": 1}])]),
+    "core+gpu": jobspec([_slot(1, [{"type": "core", "count": 1}, {"type": "gpu", "count": 1}])]),
+    "node>core": jobspec([{"type": "node", "count": 1, "with": [
+        _slot(1, [{"type": "socket", "count": 1, "with": [{"type": "core", "count": 2}]}])]}]),
+    "node-x": jobspec([{"type": "node", "count": 1, "exclusive": True,
+                        "with": [_slot(2, [{"type": "core", "count": 1}])]}]),
+    "sockets": jobspec([{"type": "socket", "count": 2, "with": [
+        _slot(1, [{"type": "core", "count": 1}])]}]),
+}
+
+# where the classes sit: every layout puts some below a node, where the walk's
+# shortcuts (leaves scored in line, templates) must give way to the plain walk
+LAYOUTS = {
+    "nodes": lambda v: {"node0": "2", "node1": "0", "node2": "1"}.get(v.name),
+    "cores": lambda v: "0" if v.type == "core" and v.path.endswith(("node1/socket1/core3", "node2/socket0/core2")) else None,
+    "sockets": lambda v: "1" if v.type == "socket" and v.path.endswith("node2/socket1") else None,
+    "gpu": lambda v: "0" if v.type == "gpu" and v.path.endswith("node1/socket1/gpu0") else None,
+    "late": lambda v: None,  # set after the first matches (set_property), below
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("shape", sorted(REQUESTS))
+def test_fast_mode_takes_what_the_plain_walk_takes(tmp_path, layout, shape):
+    """Fast mode (root index, leaves in line, templates) against the plain walk with
+    the same tie rule, match after match until the graph is full: the shortcuts must
+    change nothing where a perf_class sits below a vertex."""
+    g = tmp_path / "deep.graphml"
+    g.write_text(DEEP_GRUG)
+
+    def build(cls):
+        t = cls(read_grug(str(g)), Policy.parse("variation", stable_ties=True))
+        for v in t.g.vertices:
+            pc = LAYOUTS[layout](v)
+            if pc is not None:
+                t.set_property(v, "perf_class", pc)
+        return t
+
+    fast, plain = build(FastTraverser), build(Traverser)
+    late = [v.path for v in fast.g.vertices if v.type == "core" and v.id == 3]
+    for n in range(1, 40):
+        if layout == "late" and n == 3:  # classes arrive after matches were kept
+            for t in (fast, plain):
+                by_path = {v.path: v for v in t.g.vertices}
+                for path in late:
+                    t.set_property(by_path[path], "perf_class", "0")
+        got = []
+        for t in (fast, plain):
+            try:
+                got.append([(e.vertex.path, e.needs) for e in t.match(REQUESTS[shape], jobid=n).selection])
+            except NoMatch:
+                got.append(None)
+        assert got[0] == got[1], (n, got)
+        if got[0] is None:
+            break
+    else:
+        pytest.fail("the graph never filled")

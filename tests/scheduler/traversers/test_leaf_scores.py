@@ -68,14 +68,14 @@ def _state(dfu: Scoring, visited: set[int]) -> tuple:
 
 
 def _run(impl, specs, start, leaf_types, exclusive, xtypes, excl, checking, allocating,
-         centric, base, seeded):
+         centric, base, seeded, by_id=True):
     u, kids, visited = _children(specs)
     leaf_r = {t: Request(t, None, exclusive) for t in leaf_types}
     dfu = Scoring()
     if seeded:  # an Evals the walk filled before the run: added to, not replaced
         dfu.evals("core").total = 5
     got = impl(kids, start, u, leaf_r, visited, dfu, xtypes, excl, checking, allocating,
-               centric, base)
+               centric, base, by_id)
     return got, _state(dfu, visited)
 
 
@@ -86,13 +86,13 @@ def _run(impl, specs, start, leaf_types, exclusive, xtypes, excl, checking, allo
        exclusive=st.sampled_from([None, True, False]),
        xtypes=st.sets(st.sampled_from(["core", "gpu"]), max_size=2),
        flags=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()),
-       base=st.integers(-2**40, 2**40), seeded=st.booleans())
+       base=st.integers(-2**40, 2**40), seeded=st.booleans(), by_id=st.booleans())
 def test_the_compiled_loop_leaves_what_the_python_loop_leaves(specs, start, leaf_types,
                                                               exclusive, xtypes, flags,
-                                                              base, seeded):
+                                                              base, seeded, by_id):
     excl, checking, allocating, centric = flags
     args = (specs, start, leaf_types, exclusive, frozenset(xtypes), excl, checking,
-            allocating, centric, base, seeded)
+            allocating, centric, base, seeded, by_id)
     py = _run(leaf_scores._score_fresh_leaves_py, *args)
     c = _run(leaf_scores._c_score, *args)
     assert py == c
@@ -116,6 +116,11 @@ def test_a_run_of_fresh_cores_stops_at_the_first_that_is_not():
         assert [g[0] for g in groups] == [2, 3, 4]
         assert all(g[6] == [(g[6][0][0], 1, 1, False, 0)] for g in groups)
         assert visited == [1, 2, 3, 4]
+        # not by id (the variation policy's leaves): every one scores base
+        got, (evals, _visited) = _run(impl, specs, 0, {"core"}, None, frozenset(), False,
+                                      True, True, False, 2, False, False)
+        assert got == (4, 3, 1, 2)
+        assert [g[0] for g in evals["core"][2]] == [2, 2, 2]
 
 
 @compiled
@@ -123,10 +128,10 @@ def test_bad_arguments_are_refused():
     u, kids, visited = _children([])
     with pytest.raises(ValueError):
         leaf_scores._c_score(kids, -1, u, {}, visited, Scoring(), (), False, True, True,
-                             False, 2)
+                             False, 2, True)
     with pytest.raises(TypeError):
         leaf_scores._c_score(kids, 0, u, [], visited, Scoring(), (), False, True, True,
-                             False, 2)
+                             False, 2, True)
     with pytest.raises(TypeError):
         leaf_scores._c_score(kids, 0, u, {})
 
