@@ -1,0 +1,311 @@
+"""Random resource-query cases with Fluxion's own answers: cases nobody wrote, made fresh.
+
+``../shared/fluxion-random`` is one draw of 2,014 such cases (seeds 1000-3299); other
+draws are checked too. This script makes new ones from other seeds, by the distribution
+that corpus's README describes (small GRUG graphs with or without racks, GPUs and memory
+pools and either id scope; one to four RFC 14 jobspecs in ten shapes, with count ranges,
+explicit exclusivity and now and then no ``attributes``; every first-match and
+exhaustive policy and writer, prune filters; scripts of matches, cancels, finds, status
+changes, ``info``, ``list`` and ``multi-match``). Fluxion's ``resource-query`` (built
+beside the project, never committed) writes each expected output, and
+``run_conformance.py`` then runs fluxnode against them:
+
+    .venv/bin/python bench/rq_random.py --fluxion /path/to/resource-query \\
+        --seeds 5000-6999 --out /tmp/rq-random
+    cd /tmp/rq-random && PATH=$PWD/.venv/bin:$PATH python3 \\
+        ../shared/fluxion-corpus/run_conformance.py --manifest cases.jsonl --root . \\
+        --cmd 'fluxnode resource-query'
+
+As in that corpus, a case is dropped when Fluxion exits non-zero, writes no ``-t``
+file, or answers differently on a second run; ``-e`` and ``stat`` are never used (their
+output holds times). A case whose ``rlite`` writer fails is dropped too (Fluxion's rlite
+writer fails on nearly every GRUG graph).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+PLACEHOLDER = "@TEST_SRCDIR@"
+POLICIES = ["first", "first", "low", "high", "lonode", "hinode", "lonodex", "hinodex",
+            "firstnodex"]
+WRITERS = ["simple", "simple", "jgf", "rv1_nosched", "rlite", "pretty_simple", "rv1"]
+PRUNES = ["ALL:core", "ALL:core,ALL:node", "ALL:core,ALL:gpu,ALL:memory", "ALL:node",
+          "cluster:node,rack:core"]
+DURATIONS = [1, 10, 60, 100, 3600, 7200, 57600]
+
+_KEYS = """\
+    <key id="root" for="node" attr.name="root" attr.type="int"><default>0</default></key>
+    <key id="type" for="node" attr.name="type" attr.type="string"/>
+    <key id="basename" for="node" attr.name="basename" attr.type="string"/>
+    <key id="unit" for="node" attr.name="unit" attr.type="string"/>
+    <key id="size" for="node" attr.name="size" attr.type="long"><default>1</default></key>
+    <key id="subsystem" for="node" attr.name="subsystem" attr.type="string"><default>containment</default></key>
+    <key id="e_subsystem" for="edge" attr.name="e_subsystem" attr.type="string"><default>containment</default></key>
+    <key id="relation" for="edge" attr.name="relation" attr.type="string"><default>contains</default></key>
+    <key id="rrelation" for="edge" attr.name="rrelation" attr.type="string"><default>in</default></key>
+    <key id="id_scope" for="edge" attr.name="id_scope" attr.type="int"><default>0</default></key>
+    <key id="id_start" for="edge" attr.name="id_start" attr.type="int"><default>0</default></key>
+    <key id="id_stride" for="edge" attr.name="id_stride" attr.type="int"><default>1</default></key>
+    <key id="gen_method" for="edge" attr.name="gen_method" attr.type="string"><default>MULTIPLY</default></key>
+    <key id="multi_scale" for="edge" attr.name="multi_scale" attr.type="int"><default>1</default></key>
+    <key id="as_tgt_subsystem" for="edge" attr.name="as_tgt_subsystem" attr.type="string"><default>containment</default></key>
+    <key id="as_tgt_uplvl" for="edge" attr.name="as_tgt_uplvl" attr.type="int"><default>1</default></key>
+    <key id="as_src_uplvl" for="edge" attr.name="as_src_uplvl" attr.type="int"><default>1</default></key>
+"""
+
+
+class Graph:
+    """One random GRUG graph and what the jobspecs and commands may ask of it."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.base = rng.choice(["cluster", "tiny", "c"])
+        self.racks = 0 if rng.random() < 0.4 else rng.choice([1, 2, 3])
+        self.per_rack = rng.randint(1, 4)
+        self.sockets = rng.randint(1, 2)
+        self.cores = rng.choice([1, 2, 3, 4, 4, 6, 8])
+        self.gpus = 0 if rng.random() < 0.5 else rng.randint(1, 2)
+        self.memory = 0 if rng.random() < 0.5 else rng.randint(1, 2)
+        self.memory_gb = rng.choice([1, 2, 4, 16])
+        self.node_scope = rng.randint(0, 1)
+        self.core_scope = rng.randint(0, 1)
+        self.nodes = self.per_rack * max(self.racks, 1)
+
+    def node_paths(self) -> list[str]:
+        if self.racks:
+            out = []  # id_scope 0: node ids per rack; 1: global
+            for r in range(self.racks):
+                for i in range(self.per_rack):
+                    n = i if self.node_scope == 0 else r * self.per_rack + i
+                    out.append(f"/{self.base}0/rack{r}/node{n}")
+            return out
+        return [f"/{self.base}0/node{i}" for i in range(self.per_rack)]
+
+    def graphml(self) -> str:
+        nodes = ['<node id="cluster"><data key="root">1</data><data key="type">cluster</data>'
+                 f'<data key="basename">{self.base}</data></node>']
+        kinds = (["rack"] if self.racks else []) + ["node", "socket", "core"]
+        kinds += ["gpu"] if self.gpus else []
+        for k in kinds:
+            nodes.append(f'<node id="{k}"><data key="type">{k}</data>'
+                         f'<data key="basename">{k}</data></node>')
+        if self.memory:
+            nodes.append('<node id="memory"><data key="type">memory</data><data key="basename">'
+                         f'memory</data><data key="size">{self.memory_gb}</data>'
+                         '<data key="unit">GB</data></node>')
+        edges = []
+
+        def edge(src: str, dst: str, n: int, scope: int = 0) -> None:
+            sc = f'<data key="id_scope">{scope}</data>' if scope else ""
+            edges.append(f'<edge id="{src}2{dst}" source="{src}" target="{dst}">{sc}'
+                         f'<data key="multi_scale">{n}</data></edge>')
+
+        if self.racks:
+            edge("cluster", "rack", self.racks)
+            edge("rack", "node", self.per_rack, self.node_scope)
+        else:
+            edge("cluster", "node", self.per_rack, self.node_scope)
+        edge("node", "socket", self.sockets)
+        edge("socket", "core", self.cores, self.core_scope)
+        if self.gpus:
+            edge("socket", "gpu", self.gpus, self.core_scope)
+        if self.memory:
+            edge("socket", "memory", self.memory, self.core_scope)
+        body = "\n        ".join(nodes + edges)
+        return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+                '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">\n' + _KEYS
+                + '    <graph id="g" edgedefault="directed">\n        ' + body
+                + "\n    </graph>\n</graphml>\n")
+
+
+def count(rng: random.Random, lo: int, hi: int) -> int | dict:
+    """A fixed count (70%), a range with an operator (20%), or a minimum only (10%)."""
+    x = rng.random()
+    n = rng.randint(lo, hi)
+    if x < 0.7:
+        return n
+    if x < 0.9:
+        op = rng.choice(["+", "*", "^"])
+        operand = rng.randint(1, 3) if op == "+" else 2
+        return {"min": n, "max": n + rng.randint(0, 4), "operator": op, "operand": operand}
+    return {"min": n}
+
+
+def resource(rng: random.Random, type_: str, lo: int, hi: int, with_=None) -> dict:
+    r: dict = {"type": type_, "count": count(rng, lo, hi)}
+    if rng.random() < 0.15:
+        r["exclusive"] = rng.random() < 0.5
+    if with_:
+        r["with"] = with_
+    return r
+
+
+def leaves(rng: random.Random, g: Graph) -> list[dict]:
+    out = [resource(rng, "core", 1, max(1, min(g.cores, 6)))]
+    if g.gpus and rng.random() < 0.4:
+        out.append(resource(rng, "gpu", 1, 2))
+    if g.memory and rng.random() < 0.3:
+        out.append(resource(rng, "memory", 1, max(1, g.memory_gb * g.memory // 2)))
+    if len(out) > 1 and rng.random() < 0.3:
+        rng.shuffle(out)
+    return out
+
+
+def slot(rng: random.Random, with_: list[dict], lo: int = 1, hi: int = 3) -> dict:
+    return {"type": "slot", "count": count(rng, lo, hi), "label": "default", "with": with_}
+
+
+def jobspec(rng: random.Random, g: Graph, drop_attributes: bool) -> dict:
+    shape = rng.randrange(10)
+    if shape == 5 and not g.racks:
+        shape = 9
+    if shape == 0:
+        res = [slot(rng, leaves(rng, g))]
+    elif shape == 1:
+        res = [resource(rng, "node", 1, 3, [slot(rng, leaves(rng, g))])]
+    elif shape == 2:
+        res = [resource(rng, "node", 1, 2, [resource(rng, "socket", 1, 2,
+                                                     [slot(rng, leaves(rng, g))])])]
+    elif shape == 3:
+        res = [slot(rng, [resource(rng, "node", 1, 2, [resource(rng, "socket", 1, 2,
+                                                                leaves(rng, g))])], 1, 2)]
+    elif shape == 4:
+        res = [resource(rng, "node", 1, 2, [slot(rng, [resource(rng, "socket", 1, 2,
+                                                                leaves(rng, g))], 1, 2)])]
+    elif shape == 5:
+        res = [resource(rng, "rack", 1, 2, [resource(rng, "node", 1, 2,
+                                                     [slot(rng, leaves(rng, g))])])]
+    elif shape == 6:
+        res = [slot(rng, [resource(rng, "socket", 1, 2, leaves(rng, g))])]
+    elif shape == 7:
+        res = [slot(rng, [resource(rng, "node", 1, 3)], 1, 3)]
+    elif shape == 8:
+        node = resource(rng, "node", 1, 3, [slot(rng, [resource(rng, "core", 1, 4)])])
+        if rng.random() < 0.5:
+            node["exclusive"] = True
+        res = [node]
+    else:
+        res = [resource(rng, "cluster", 1, 1, [resource(rng, "node", 1, 3,
+                                                        [slot(rng, leaves(rng, g))])])]
+    js: dict = {"version": 1, "resources": res,
+                "tasks": [{"command": ["app"], "slot": "default", "count": {"per_slot": 1}}]}
+    if not (drop_attributes and rng.random() < 0.08):
+        js["attributes"] = {"system": {"duration": rng.choice(DURATIONS)}}
+    return js
+
+
+def commands(rng: random.Random, g: Graph, specs: list[str]) -> str:
+    """3 to 16 commands, then quit (the jobspecs as @TEST_SRCDIR@/data/jobspecs/...)."""
+    lines: list[str] = []
+    jobs = 0
+    paths = g.node_paths()
+    for _ in range(rng.randint(3, 16)):
+        x = rng.random()
+        if x < 0.60:
+            op = rng.choice(["allocate", "allocate_orelse_reserve", "allocate_orelse_reserve",
+                             "allocate_with_satisfiability", "satisfiability"])
+            lines.append(f"match {op} {rng.choice(specs)}")
+            jobs += 1
+        elif x < 0.75:
+            if jobs:
+                lines.append(f"cancel {rng.randint(1, jobs + (1 if rng.random() < 0.15 else 0))}")
+        elif x < 0.82:
+            if jobs:
+                lines.append(f"info {rng.randint(1, jobs)}")
+        elif x < 0.90:
+            lines.append("find " + rng.choice([
+                "status=up", "status=down", "sched-now=allocated", "sched-now=free",
+                "sched-future=reserved", "status=down or sched-now=allocated",
+                "status=up and sched-now=free", f"jobid-alloc={max(jobs, 1)}"]))
+        elif x < 0.95:
+            lines.append(f"set-status {rng.choice(paths)} {rng.choice(['up', 'down'])}")
+        elif rng.random() < 0.5:
+            lines.append(f"multi-match allocate {rng.choice(specs)} {rng.choice(specs)}")
+            jobs += 2
+        else:
+            lines.append("list")
+    if rng.random() < 0.25:
+        for _ in range(rng.randint(1, 2)):
+            where = rng.choice(paths + [f"/{g.base}0", f"/{g.base}0/nosuch9"])
+            lines.insert(rng.randint(0, len(lines)), f"get-status {where}")
+    return "\n".join(lines + ["quit"]) + "\n"
+
+
+def make_case(seed: int, data: Path) -> dict:
+    rng = random.Random(seed)
+    g = Graph(rng)
+    text = g.graphml()
+    gname = hashlib.sha256(text.encode()).hexdigest()[:16]
+    (data / "graphs" / f"{gname}.graphml").write_text(text)
+    drop = rng.random() < 0.3
+    specs = []
+    for _ in range(rng.randint(1, 4)):
+        js = yaml.safe_dump(jobspec(rng, g, drop), sort_keys=False)
+        jname = hashlib.sha256(js.encode()).hexdigest()[:16]
+        (data / "jobspecs" / f"{jname}.yaml").write_text(js)
+        specs.append(f"{PLACEHOLDER}/data/jobspecs/{jname}.yaml")
+    cmds = commands(rng, g, specs)
+    (data / "commands" / f"r{seed}.in").write_text(cmds)
+    argv = ["-L", f"{{root}}/data/graphs/{gname}.graphml", "-f", "grug", "-S", "CA",
+            "-P", rng.choice(POLICIES), "-F", rng.choice(WRITERS), "-d"]
+    if rng.random() < 0.15:
+        argv += ["-p", rng.choice(PRUNES)]
+    return {"id": f"r{seed}", "description": f"random case, seed {seed}", "argv": argv,
+            "commands": f"data/commands/r{seed}.in", "expected": f"data/expected/r{seed}.out",
+            "seed": seed}
+
+
+def fluxion_output(fluxion: str, case: dict, root: Path) -> bytes | None:
+    cmds = (root / case["commands"]).read_text().replace(PLACEHOLDER, str(root))
+    outs = []
+    for _ in range(2):
+        with tempfile.TemporaryDirectory() as tmp:
+            got = Path(tmp) / "out"
+            run = subprocess.run(
+                [fluxion, *[a.replace("{root}", str(root)) for a in case["argv"]], "-t",
+                 str(got)], input=cmds.encode(), capture_output=True, cwd=tmp, timeout=120,
+                check=False)
+            if run.returncode != 0 or not got.exists() or b"writer emit" in run.stderr and \
+                    "rlite" in case["argv"]:
+                return None
+            outs.append(got.read_bytes())
+    return outs[0] if outs[0] == outs[1] and str(root).encode() not in outs[0] else None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--fluxion", required=True, help="Fluxion's resource-query binary")
+    ap.add_argument("--seeds", default="5000-5999", help="FIRST-LAST (inclusive)")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    first, _, last = args.seeds.partition("-")
+    out = args.out.resolve()
+    data = out / "data"
+    for part in ("graphs", "jobspecs", "commands", "expected"):
+        (data / part).mkdir(parents=True, exist_ok=True)
+    kept = dropped = 0
+    with open(out / "cases.jsonl", "w") as manifest:
+        for seed in range(int(first), int(last or first) + 1):
+            case = make_case(seed, data)
+            expected = fluxion_output(args.fluxion, case, out)
+            if expected is None:
+                dropped += 1
+                continue
+            (out / case["expected"]).write_bytes(expected)
+            manifest.write(json.dumps(case) + "\n")
+            kept += 1
+    print(f"{kept} cases in {out / 'cases.jsonl'} ({dropped} dropped)", file=sys.stderr)
+    return 0 if kept else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
