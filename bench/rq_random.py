@@ -34,6 +34,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from sched_common import KEYS
 
 PLACEHOLDER = "@TEST_SRCDIR@"
 POLICIES = ["first", "first", "low", "high", "lonode", "hinode", "lonodex", "hinodex",
@@ -43,25 +44,6 @@ PRUNES = ["ALL:core", "ALL:core,ALL:node", "ALL:core,ALL:gpu,ALL:memory", "ALL:n
           "cluster:node,rack:core"]
 DURATIONS = [1, 10, 60, 100, 3600, 7200, 57600]
 
-_KEYS = """\
-    <key id="root" for="node" attr.name="root" attr.type="int"><default>0</default></key>
-    <key id="type" for="node" attr.name="type" attr.type="string"/>
-    <key id="basename" for="node" attr.name="basename" attr.type="string"/>
-    <key id="unit" for="node" attr.name="unit" attr.type="string"/>
-    <key id="size" for="node" attr.name="size" attr.type="long"><default>1</default></key>
-    <key id="subsystem" for="node" attr.name="subsystem" attr.type="string"><default>containment</default></key>
-    <key id="e_subsystem" for="edge" attr.name="e_subsystem" attr.type="string"><default>containment</default></key>
-    <key id="relation" for="edge" attr.name="relation" attr.type="string"><default>contains</default></key>
-    <key id="rrelation" for="edge" attr.name="rrelation" attr.type="string"><default>in</default></key>
-    <key id="id_scope" for="edge" attr.name="id_scope" attr.type="int"><default>0</default></key>
-    <key id="id_start" for="edge" attr.name="id_start" attr.type="int"><default>0</default></key>
-    <key id="id_stride" for="edge" attr.name="id_stride" attr.type="int"><default>1</default></key>
-    <key id="gen_method" for="edge" attr.name="gen_method" attr.type="string"><default>MULTIPLY</default></key>
-    <key id="multi_scale" for="edge" attr.name="multi_scale" attr.type="int"><default>1</default></key>
-    <key id="as_tgt_subsystem" for="edge" attr.name="as_tgt_subsystem" attr.type="string"><default>containment</default></key>
-    <key id="as_tgt_uplvl" for="edge" attr.name="as_tgt_uplvl" attr.type="int"><default>1</default></key>
-    <key id="as_src_uplvl" for="edge" attr.name="as_src_uplvl" attr.type="int"><default>1</default></key>
-"""
 
 
 class Graph:
@@ -122,7 +104,7 @@ class Graph:
             edge("socket", "memory", self.memory, self.core_scope)
         body = "\n        ".join(nodes + edges)
         return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-                '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">\n' + _KEYS
+                '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">\n' + KEYS
                 + '    <graph id="g" edgedefault="directed">\n        ' + body
                 + "\n    </graph>\n</graphml>\n")
 
