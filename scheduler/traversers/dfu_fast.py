@@ -28,7 +28,8 @@ constraints (they are per job), the root not a node, and the root not where a sl
 
 from __future__ import annotations
 
-from operator import attrgetter
+from itertools import islice
+from operator import attrgetter, itemgetter
 
 from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.jobspec.request import Request
@@ -40,8 +41,10 @@ from fluxnode.scheduler.traversers.dfu_impl import JobMeta
 from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, ShareTally
 from fluxnode.scheduler.traversers.leaf_scores import add_leaf_group, leaf_free, score_fresh_leaves
 from fluxnode.scheduler.traversers.leaf_shapes import deep_number, leaf_number
+from fluxnode.scheduler.traversers.pruned_skip import skip_pruned
 
 _children_of = attrgetter("children")
+_third = itemgetter(2)
 
 # Distinct leaf-parent shapes numbered before the numbering starts over (see _leaf_shape).
 MAX_SHAPES = 65536
@@ -598,6 +601,7 @@ class FastTraverser(Traverser):
         self._root_dfu = None
         self._leaf_levels: dict[int, tuple] = {}  # see _leaf_requests
         self._tpl_ctx = {}  # request levels by id: only within one match
+        self._here_ctx: dict[tuple, tuple] = {}  # the same, for _explore_first
         try:
             return super()._select(req, m, excl)
         except _Fallback:
@@ -672,17 +676,32 @@ class FastTraverser(Traverser):
         allocating = m.alloc == "alloc"
         at, duration = m.at, m.duration
         pruned = self._pruned
-        here = (self._cache_policy, self._sig(resources), pristine, excl, at, duration,
-                m.alloc, m.sat)
-        heres = self._heres
-        got = heres.get(here)
-        if got is None:  # one object per key, compared by identity; a few kept
-            if len(heres) >= MAX_PRUNE_KEYS:
-                heres.clear()
-                pruned.clear()
-            got = heres[here] = here
-        here = got
-        for c in self._children(u):
+        ctx = (id(resources), pristine, excl)  # the level's key, within this match
+        here = self._here_ctx.get(ctx)
+        if here is None:
+            here = (self._cache_policy, self._sig(resources), pristine, excl, at, duration,
+                    m.alloc, m.sat)
+            heres = self._heres
+            got = heres.get(here)
+            if got is None:  # one object per key, compared by identity; a few kept
+                if len(heres) >= MAX_PRUNE_KEYS:
+                    heres.clear()
+                    pruned.clear()
+                got = heres[here] = here
+            here = self._here_ctx[ctx] = got
+        children = self._children(u)
+        order = self._order.get(u.uniq_id) if pruned else None
+        if order is not None and type(children) is not list:
+            # the leading run of remembered prunes in one call (see pruned_skip.py):
+            # nothing is counted yet, so no type is satisfied
+            kids = u.children
+            pos, k, err = skip_pruned(kids, order, 0, pruned, here, visited, _NOT_SET)
+            if k:
+                self.preorder += k
+                if err != _NOT_SET:
+                    self.errno = err
+                children = map(kids.__getitem__, map(_third, islice(order, pos, None)))
+        for c in children:
             uid = c.uniq_id
             if uid in visited:
                 continue
