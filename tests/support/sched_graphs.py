@@ -58,6 +58,21 @@ def grug_vertices(*kinds: tuple[str, str, str]) -> str:
     return "".join(lines)
 
 
+def grug_recipe(base: str, *edges: tuple) -> str:
+    """A GRUG file whose vertex types are named by ``edges`` (parent type, child type,
+    count[, id_scope]); the first edge's parent is the root, with basename ``base``, and
+    every other vertex's basename is its type."""
+    kinds = [edges[0][0]] + [e[1] for e in edges]
+    vertices = grug_vertices(*((k, k, base if i == 0 else k) for i, k in enumerate(kinds)))
+    lines = []
+    for n, (parent, kid, count, *scope) in enumerate(edges, start=1):
+        sc = f'<data key="id_scope">{scope[0]}</data>' if scope else ""
+        lines.append(f'    <edge id="e{n}" source="{parent}" target="{kid}">{sc}'
+                     f'<data key="multi_scale">{count}</data></edge>\n')
+    return grug_document(f'  <graph id="{base}" edgedefault="directed">\n{vertices}'
+                         + "".join(lines) + "  </graph>\n")
+
+
 def jobspec(resources: list, duration: int = 3600, constraints: dict | None = None) -> dict:
     system: dict = {"duration": duration}
     if constraints is not None:

@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (GraphML lines)
 """The ``variation`` policy (Fluxion's ``var_aware_t``): vertices score by their
 ``perf_class`` property, lower first.
 
@@ -22,17 +21,10 @@ from fluxnode.scheduler.readers.grug import read_grug
 from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser
 from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from support.rq_run import rq
-from support.sched_graphs import grug_document, jobspec
+from support.sched_graphs import grug_recipe, jobspec
 
 # flat0 > node[8] > core[2]
-GRUG = grug_document("""  <graph id="flat" edgedefault="directed">
-    <node id="cluster"><data key="root">1</data><data key="type">cluster</data><data key="basename">flat</data></node>
-    <node id="node"><data key="type">node</data><data key="basename">node</data></node>
-    <node id="core"><data key="type">core</data><data key="basename">core</data></node>
-    <edge id="e1" source="cluster" target="node"><data key="multi_scale">8</data></edge>
-    <edge id="e2" source="node" target="core"><data key="multi_scale">2</data></edge>
-  </graph>
-""")
+GRUG = grug_recipe("flat", ("cluster", "node", 8), ("node", "core", 2))
 
 # one node, exclusively, one core of it in the slot
 NODE_X = jobspec([{"type": "node", "count": 1, "exclusive": True, "with": [
@@ -112,19 +104,9 @@ def test_a_property_set_after_a_match_counts_in_fast_mode(tmp_path, files):
     assert [take(), take(), take(), take()] == ["node7", "node1", "node3", "node4"]
 
 
-# cluster > node[3] > socket[2] > core[4] + gpu[1]
-DEEP_GRUG = grug_document("""  <graph id="deep" edgedefault="directed">
-    <node id="cluster"><data key="root">1</data><data key="type">cluster</data><data key="basename">deep</data></node>
-    <node id="node"><data key="type">node</data><data key="basename">node</data></node>
-    <node id="socket"><data key="type">socket</data><data key="basename">socket</data></node>
-    <node id="core"><data key="type">core</data><data key="basename">core</data></node>
-    <node id="gpu"><data key="type">gpu</data><data key="basename">gpu</data></node>
-    <edge id="e1" source="cluster" target="node"><data key="multi_scale">3</data></edge>
-    <edge id="e2" source="node" target="socket"><data key="multi_scale">2</data></edge>
-    <edge id="e3" source="socket" target="core"><data key="id_scope">1</data><data key="multi_scale">4</data></edge>
-    <edge id="e4" source="socket" target="gpu"><data key="id_scope">1</data><data key="multi_scale">1</data></edge>
-  </graph>
-""")
+# deep0 > node[3] > socket[2] > core[4] + gpu[1]
+DEEP_GRUG = grug_recipe("deep", ("cluster", "node", 3), ("node", "socket", 2),
+                        ("socket", "core", 4, 1), ("socket", "gpu", 1, 1))
 
 
 def _slot(n: int, with_: list) -> dict:
@@ -146,7 +128,8 @@ REQUESTS = {
 # shortcuts (leaves scored in line, templates) must give way to the plain walk
 LAYOUTS = {
     "nodes": lambda v: {"node0": "2", "node1": "0", "node2": "1"}.get(v.name),
-    "cores": lambda v: "0" if v.type == "core" and v.path.endswith(("node1/socket1/core3", "node2/socket0/core2")) else None,
+    "cores": lambda v: "0" if v.path.endswith(("node1/socket1/core3", "node2/socket0/core2"))
+    else None,
     "sockets": lambda v: "1" if v.type == "socket" and v.path.endswith("node2/socket1") else None,
     "gpu": lambda v: "0" if v.type == "gpu" and v.path.endswith("node1/socket1/gpu0") else None,
     "late": lambda v: None,  # set after the first matches (set_property), below
@@ -181,7 +164,8 @@ def test_fast_mode_takes_what_the_plain_walk_takes(tmp_path, layout, shape):
         got = []
         for t in (fast, plain):
             try:
-                got.append([(e.vertex.path, e.needs) for e in t.match(REQUESTS[shape], jobid=n).selection])
+                res = t.match(REQUESTS[shape], jobid=n)
+                got.append([(e.vertex.path, e.needs) for e in res.selection])
             except NoMatch:
                 got.append(None)
         assert got[0] == got[1], (n, got)

@@ -17,19 +17,11 @@ from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.fuzz import EXAMPLES, PROFILE
-from support.sched_graphs import grug_document, jobspec
+from support.sched_graphs import grug_recipe, jobspec
 
-# cluster > node[6] > socket[2] > core[2]
-GRUG = grug_document("""  <graph id="g" edgedefault="directed">
-    <node id="cluster"><data key="root">1</data><data key="type">cluster</data><data key="basename">c</data></node>
-    <node id="node"><data key="type">node</data><data key="basename">node</data></node>
-    <node id="socket"><data key="type">socket</data><data key="basename">socket</data></node>
-    <node id="core"><data key="type">core</data><data key="basename">core</data></node>
-    <edge id="e1" source="cluster" target="node"><data key="multi_scale">6</data></edge>
-    <edge id="e2" source="node" target="socket"><data key="multi_scale">2</data></edge>
-    <edge id="e3" source="socket" target="core"><data key="id_scope">1</data><data key="multi_scale">2</data></edge>
-  </graph>
-""")  # noqa: E501
+# c0 > node[6] > socket[2] > core[2]
+GRUG = grug_recipe("c", ("cluster", "node", 6), ("node", "socket", 2),
+                   ("socket", "core", 2, 1))
 
 
 def _slot(n: int, with_: list) -> dict:
