@@ -7,11 +7,12 @@
  * a remembered prune for this request level and window. Nothing is changed: the
  * caller adds the visits and sets the errno. Anything unexpected (an order entry that
  * is not a 3-tuple, a position out of range) raises what the Python loop raises.
+ * The uniq_id is read at its slot's offset (_slots.h), as the other loops read theirs.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_slots.h"
 
-static PyObject *s_uniq_id;
+static PyObject *names[1]; /* "uniq_id" */
+static Layout vertex_layout; /* read at its slot's offset (_slots.h) */
 
 static PyObject *
 skip_pruned(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
@@ -52,7 +53,8 @@ skip_pruned(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             PyErr_SetString(PyExc_IndexError, "list index out of range");
             goto fail;
         }
-        PyObject *uid = PyObject_GetAttr(PyList_GET_ITEM(kids, i), s_uniq_id);
+        PyObject *c = PyList_GET_ITEM(kids, i);
+        PyObject *uid = get(c, layout_of(&vertex_layout, c, names, 1), names, 0);
         if (uid == NULL)
             goto fail;
         int seen = PySet_Contains(visited, uid);
@@ -100,8 +102,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__pruned_skip(void)
 {
-    s_uniq_id = PyUnicode_InternFromString("uniq_id");
-    if (s_uniq_id == NULL)
+    static const char *const fields[1] = {"uniq_id"};
+    if (intern_names(names, fields, 1) < 0)
         return NULL;
     return PyModule_Create(&module);
 }
