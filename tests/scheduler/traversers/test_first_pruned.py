@@ -87,3 +87,29 @@ def test_the_kept_prunes_change_nothing_but_the_time(tmp_path_factory, policy, s
         assert got == _outcome(plain, REQUESTS[n], jobid, flag), (jobid, n, flag)
         if got[0][0] != "no match":
             live.append(jobid)
+
+
+def test_a_full_graph_churns_as_the_plain_walk(tmp_path):
+    """The case the memory is for, written out: every node taken whole, then one job
+    cancelled and one core asked for, again and again, with a node going down and up
+    between. The freed node was remembered as pruned; forgetting it is what lets the
+    next match find it."""
+    path = tmp_path / "g.graphml"
+    path.write_text(GRUG)
+    fast = FastTraverser(read_grug(str(path)), Policy.parse("firstnodex"))
+    plain = Traverser(read_grug(str(path)), Policy.parse("firstnodex"))
+    core = REQUESTS[0]
+    for jobid in range(1, 8):  # 6 nodes: the 7th finds none
+        assert _outcome(fast, core, jobid, False) == _outcome(plain, core, jobid, False)
+    jobid = 7
+    for victim in (3, 1, 8, 5, 10, 2):
+        for t in (fast, plain):
+            t.cancel(victim)
+        if victim == 5:
+            for status in ("down", "up"):
+                for t in (fast, plain):
+                    t.set_status("/c0/node2", status)
+        jobid += 1
+        got = _outcome(fast, core, jobid, False)
+        assert got == _outcome(plain, core, jobid, False), victim
+        assert got[0][0] == "ALLOCATED", victim  # the freed node, found
