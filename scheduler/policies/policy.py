@@ -117,13 +117,13 @@ class Policy:
             dfu.overall = score
         elif self.variation:
             # variation-aware: rank by the node's perf_class property (lower is better)
-            dfu.overall = score + self._perf_class(u)
+            dfu.overall = score + self.perf_class(u)
         else:
             dfu.overall = score + self.ml_scores + u.id + 1
         return score == MATCH_MET
 
     @staticmethod
-    def _perf_class(u) -> int:
+    def perf_class(u) -> int:
         """``u``'s ``perf_class`` as Fluxion's variation policy reads it: ``std::stoi``
         (leading C whitespace, a sign, ASCII digits, the rest ignored: "12abc" is 12),
         9999 (the worst) when it is missing, has no number, or is outside 0..9999."""

@@ -285,7 +285,7 @@ class FastTraverser(Traverser):
         """The part of ``u``'s walk score that only ``u`` itself sets and its shape
         leaves out: its perf_class under variation; else its id for a deep template."""
         if self.policy.variation:
-            return Policy._perf_class(u)
+            return Policy.perf_class(u)
         return u.id if deep else 0
 
     # ----------------------------------------- untouched leaf parents, by shape
@@ -587,9 +587,8 @@ class FastTraverser(Traverser):
         # what the plain walk gives in either tie order; the root index only stable ties.
         # Under variation (scores by perf_class) only where no perf_class is below
         # (see _perf_below).
-        per_child = exhaustive and m.constraint is None and self.g.root.type != "node"
-        self._inline_ok = per_child
-        self._index_ok = per_child and p.stable_ties
+        self._inline_ok = exhaustive and m.constraint is None and self.g.root.type != "node"
+        self._index_ok = self._inline_ok and p.stable_ties
         # the first-match policies' leaves in line (not variation: its leaves score by
         # a property; not with constraints, which prune nodes by name)
         self._first_inline_ok = p.stop_on_1 and not p.variation and m.constraint is None
