@@ -28,12 +28,11 @@ import argparse
 import hashlib
 import json
 import random
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import yaml
+from rq_variants import fluxion_run
 from sched_common import KEYS
 
 PLACEHOLDER = "@TEST_SRCDIR@"
@@ -247,19 +246,15 @@ def make_case(seed: int, data: Path) -> dict:
 
 
 def fluxion_output(fluxion: str, case: dict, root: Path) -> bytes | None:
-    cmds = (root / case["commands"]).read_text().replace(PLACEHOLDER, str(root))
+    """Fluxion's ``-t`` output for ``case``, or None when the case is dropped (see the
+    module's docstring)."""
     outs = []
     for _ in range(2):
-        with tempfile.TemporaryDirectory() as tmp:
-            got = Path(tmp) / "out"
-            run = subprocess.run(
-                [fluxion, *[a.replace("{root}", str(root)) for a in case["argv"]], "-t",
-                 str(got)], input=cmds.encode(), capture_output=True, cwd=tmp, timeout=120,
-                check=False)
-            if run.returncode != 0 or not got.exists() or b"writer emit" in run.stderr and \
-                    "rlite" in case["argv"]:
-                return None
-            outs.append(got.read_bytes())
+        run, got = fluxion_run(fluxion, case["argv"], root, root / case["commands"])
+        if run.returncode != 0 or got is None or b"writer emit" in run.stderr and \
+                "rlite" in case["argv"]:
+            return None
+        outs.append(got)
     return outs[0] if outs[0] == outs[1] and str(root).encode() not in outs[0] else None
 
 

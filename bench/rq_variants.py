@@ -29,6 +29,20 @@ from pathlib import Path
 PLACEHOLDER = b"@TEST_SRCDIR@"
 
 
+def fluxion_run(fluxion: str, argv: list[str], root: Path, commands: Path
+                ) -> tuple[subprocess.CompletedProcess, bytes | None]:
+    """Fluxion's resource-query on one case of a corpus at ``root``: ``argv`` with
+    ``{root}`` filled in, the commands file with @TEST_SRCDIR@ made ``root``, its ``-t``
+    file in a scratch folder. Returns the run and that file's bytes (None: not written)."""
+    cmds = commands.read_bytes().replace(PLACEHOLDER, str(root).encode())
+    with tempfile.TemporaryDirectory() as tmp:
+        got = Path(tmp) / "out"
+        run = subprocess.run(
+            [fluxion, *[a.replace("{root}", str(root)) for a in argv], "-t", str(got)],
+            input=cmds, capture_output=True, cwd=tmp, timeout=120, check=False)
+        return run, (got.read_bytes() if got.exists() else None)
+
+
 def with_option(argv: list[str], flag: str, value: str) -> list[str]:
     """``argv`` with ``flag``'s value set to ``value`` (appended when absent)."""
     out = list(argv)
@@ -69,18 +83,11 @@ def main() -> int:
                 argv = with_option(argv, flag, value)
             if argv == case["argv"]:
                 continue
-            commands = (src / case["commands"]).read_bytes().replace(
-                PLACEHOLDER, str(src).encode())
-            with tempfile.TemporaryDirectory() as tmp:
-                got = Path(tmp) / "out"
-                run = subprocess.run(
-                    [args.fluxion, *[a.replace("{root}", str(src)) for a in argv],
-                     "-t", str(got)],
-                    input=commands, capture_output=True, cwd=tmp, timeout=120, check=False)
-                if run.returncode != 0 or not got.exists():
-                    continue
-                expected = f"data/expected/{case['id'].replace('/', '__')}.out"
-                (out / expected).write_bytes(got.read_bytes())
+            run, got = fluxion_run(args.fluxion, argv, src, src / case["commands"])
+            if run.returncode != 0 or got is None:
+                continue
+            expected = f"data/expected/{case['id'].replace('/', '__')}.out"
+            (out / expected).write_bytes(got)
             case["argv"], case["expected"] = argv, expected
             case.pop("expected_stderr", None)
             manifest.write(json.dumps(case) + "\n")
