@@ -9,7 +9,7 @@ STAMP   := $(VENV)/.installed
 IMAGE   ?= fluxnode:dev
 CLUSTER ?= fluxnode
 
-.PHONY: install system-deps lint imports docs docs-serve docs-elsewhere test demo bench fuzz fuzz-message fuzz-jobspec image kind-up kind-load deploy undeploy e2e-kind need-docker need-kind need-kubectl clean
+.PHONY: install system-deps lint imports docs docs-serve docs-elsewhere test check demo bench fuzz fuzz-message fuzz-jobspec image kind-up kind-load deploy undeploy e2e-kind need-docker need-kind need-kubectl clean
 
 # the editable install builds the C loops in place (scheduler/traversers/_*.c, _slots.h):
 # a change to them reinstalls
@@ -74,6 +74,11 @@ docs-elsewhere: install
 test: install system-deps lint imports docs
 	$(BIN)/pytest -q
 	$(MAKE) --no-print-directory docs-elsewhere
+
+# The tier to run before each commit (docs/tests.md, "Tiers"): lint and every test not
+# marked slow, faults or conformance (tests/conftest.py's TIERS).
+check: install lint
+	$(BIN)/pytest -q -m "not slow and not faults and not conformance"
 
 # Coverage-guided fuzzing (atheris, tests/fuzz/README.md): FUZZ_SECONDS per target, the
 # corpus kept in build/fuzz/<target>; findings are written as crash-*/timeout-* in build/fuzz.

@@ -261,3 +261,13 @@ def test_the_conformance_counts_are_stated_in_one_place():
                  if doc.name != "scheduler.md" for m in count.finditer(doc.read_text())]
     assert elsewhere == []
     assert count.search((REPO / "docs/scheduler.md").read_text())
+
+
+def test_commands_use_no_path_of_this_projects_own_machines():
+    """A reader's checkout is not /work/main: commands run from the checkout (`$PWD`,
+    `../shared` beside it), never through `../../main` or `/work/` (benchmarks.md did)."""
+    own = re.compile(r"/work/|\.\./\.\./main\b|/path/to/main\b")
+    found = [f"{doc.relative_to(REPO)}: {m.group(0)}" for doc in DOCS
+             if "developers" not in doc.parts for code in code_of(doc.read_text())
+             for m in own.finditer(code)]
+    assert found == []
