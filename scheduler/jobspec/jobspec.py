@@ -290,10 +290,10 @@ def _parse_constraint(node: DocNode, path: str) -> Constraint:
         values = []
         for i, item in enumerate(items):
             if item.kind != "scalar" or not item.quoted:
-                raise error_at(operands, f"{opath}[{i}]", "non-string property specified")
+                raise error_at(item, f"{opath}[{i}]", "non-string property specified")
             prop = item.value[1:] if item.value.startswith("^") else item.value
             if _BAD_PROPERTY_CHARS & set(prop):
-                raise error_at(operands, f"{opath}[{i}]", f"{item.value} is invalid")
+                raise error_at(item, f"{opath}[{i}]", f"{item.value} is invalid")
             values.append(item.value)
         return Constraint(op, tuple(values))
     if op in ("hostlist", "ranks"):
@@ -316,7 +316,7 @@ def _parse_constraint(node: DocNode, path: str) -> Constraint:
         return Constraint(
             op, tuple(_parse_constraint(c, f"{opath}[{i}]") for i, c in enumerate(items))
         )
-    raise error_at(node, path, f"unknown constraint operator: {op}")
+    raise error_at(key_node, path, f"unknown constraint operator: {op}")
 
 
 # --------------------------------------------------------------------------------------
@@ -554,7 +554,8 @@ def _parse_attributes(node: DocNode, path: str) -> _Attributes:
                 else:
                     system[skey] = to_python(svalue, spath)
         else:
-            raise error_at(value, kpath, 'Unknown key in "attributes"')
+            key_node = next(k for k, _ in node.value if k.kind == "scalar" and k.value == key)
+            raise error_at(key_node, kpath, 'Unknown key in "attributes"')
     return _Attributes(duration, queue, cwd, env, constraints, system, user)
 
 

@@ -137,6 +137,10 @@ def test_invalid_jobspecs_fail_with_fluxion_reason(path: Path) -> None:
 
 # The whole message for a few files, the place read off the file by hand.
 MESSAGES = {
+    "attributes_bad_entry.yaml":  # line 17 is "  foo: 1": the key at column 3
+        'line 17, column 3: attributes.foo: Unknown key in "attributes"',
+    "attributes_bad_properties.yaml":  # line 18 is '      properties: [ "fo`o", "b!ar" ]'
+        "line 18, column 21: attributes.system.constraints.properties[0]: fo`o is invalid",
     "invalid_yaml1.yaml":  # foo: bar: baz
         "line 1, column 9: mapping values are not allowed in this context",
     "missing_attributes.yaml":  # the top mapping lacks it

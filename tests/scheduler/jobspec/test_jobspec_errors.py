@@ -144,3 +144,13 @@ def test_a_size_limit_names_no_place() -> None:
     # a bound on the whole document, not a mistake at one place
     err = error("[" * 100 + "]" * 100)
     assert str(err) == "jobspec: jobspec nests too deeply: more than 64 mappings and sequences"
+
+
+def test_unknown_constraint_operator_is_placed_at_the_operator() -> None:
+    # SEVERAL has 15 lines: line 18 is "    constraints: {nodes: [a]}", the `{` at column 18
+    # and the operator at column 19
+    text = SEVERAL.replace("count: -1", "count: 1") + (
+        "attributes:\n  system:\n    constraints: {nodes: [a]}\n")
+    err = error(text)
+    assert str(err) == ("line 18, column 19: attributes.system.constraints: unknown constraint "
+                        "operator: nodes")
