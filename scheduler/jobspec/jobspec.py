@@ -471,18 +471,34 @@ def _parse_resource(node: DocNode, path: str, known: Collection[str] | None,
     return Resource(rtype, count, unit, label, rid, exclusive, children)
 
 
+_TASK_KEYS = ("command", "slot", "count", "distribution", "attributes")
+
+
+def _missing_key_error(node: DocNode, path: str, name: str, reason: str,
+                       known: tuple[str, ...]) -> JobspecError:
+    """`reason` for key `name` missing from mapping `node`; placed at a key that is not one
+    of `known` but looks like `name` (libjobspec takes unknown task keys), when there is one."""
+    for k, _ in node.value:
+        if (k.kind == "scalar" and k.value not in known
+                and difflib.get_close_matches(k.value, [name], n=1)):
+            return error_at(k, path, reason, f"is {k.value!r} a misspelt {name!r}?")
+    return error_at(node, path, reason)
+
+
 def _parse_task(node: DocNode, path: str) -> Task:
     if node.kind != "map":
         raise error_at(node, path, "task is not a mapping")
     cmd = node.get("command")
     if cmd is None:
-        raise error_at(node, path, 'Key "command" missing from task')
+        raise _missing_key_error(node, path, "command", 'Key "command" missing from task',
+                                 _TASK_KEYS)
     if cmd.kind != "seq":
         raise error_at(cmd, f"{path}.command", '"command" value must be a sequence')
     command = tuple(as_str(a, f"{path}.command[{i}]") for i, a in enumerate(cmd.value))
     snode = node.get("slot")
     if snode is None:
-        raise error_at(node, path, 'Key "slot" missing from task')
+        raise _missing_key_error(node, path, "slot", 'Key "slot" missing from task',
+                                 _TASK_KEYS)
     if snode.kind != "scalar":
         raise error_at(snode, f"{path}.slot", 'Value of task "slot" must be a YAML scalar')
     count: dict[str, str] = {}

@@ -154,3 +154,13 @@ def test_unknown_constraint_operator_is_placed_at_the_operator() -> None:
     err = error(text)
     assert str(err) == ("line 18, column 19: attributes.system.constraints: unknown constraint "
                         "operator: nodes")
+
+
+def test_misspelt_task_key() -> None:
+    # libjobspec takes unknown task keys, so the missing slot is the error; line 13 is
+    # "    slto: default", the key at column 5
+    err = error(SEVERAL.replace("count: -1", "count: 1").replace("slot: default", "slto: default")
+                + "attributes: {}\n")
+    assert str(err) == ('line 13, column 5: tasks[0]: Key "slot" missing from task '
+                        "(is 'slto' a misspelt 'slot'?)")
+    assert err.what == 'Key "slot" missing from task'
