@@ -13,7 +13,9 @@ module that view of the text and yaml-cpp's conversions, and this module builds 
 Errors are :class:`JobspecError` naming the path (``resources[0].with[1].count.min``);
 ``.reason`` keeps Fluxion's wording and ``.what`` is the exact text Fluxion's
 ``parse_error::what()`` would hold (yaml-cpp conversion errors carry
-``yaml-cpp: error at line L, column C: bad conversion``).
+``yaml-cpp: error at line L, column C: bad conversion``). A jobspec with several errors is
+checked twice: libjobspec's order gives ``.what``, the user's order (what is written before
+what is missing) the error raised, whose ``str()`` is ``line L, column C: path: reason``.
 """
 
 from __future__ import annotations
