@@ -100,31 +100,41 @@ def test_tasks_before_attributes() -> None:
     assert err.what == "yaml-cpp: error at line 17, column 15: bad conversion"
 
 
-def test_misspelt_top_level_key() -> None:
+# A valid jobspec (SEVERAL with its count fixed and attributes added) with one slip each:
+# (name, text replaced, by, the message, libjobspec's message)
+SLIPS = [
     # "resource:" opens line 2; libjobspec calls it a missing "resource"
-    err = error(SEVERAL.replace("count: -1", "count: 1").replace("resources:", "resource:")
-                + "attributes: {}\n")
-    assert str(err) == ("line 2, column 1: resource: Top mapping in jobspec must have "
-                        "exactly four entries (did you mean 'resources'?)")
-    assert err.what == 'Missing key "resource" in top level mapping'
-
-
-def test_misspelt_resource_key() -> None:
+    ("misspelt top-level key", "resources:", "resource:",
+     "line 2, column 1: resource: Top mapping in jobspec must have exactly four entries "
+     "(did you mean 'resources'?)",
+     'Missing key "resource" in top level mapping'),
     # line 8 "        cont: 2": the key at column 9
-    err = error(SEVERAL.replace("count: -1", "count: 1").replace("count: 2", "cont: 2")
-                + "attributes: {}\n")
-    assert str(err) == ("line 8, column 9: resources[0].with[0].cont: Unrecognized key in "
-                        "resource mapping (did you mean 'count'?)")
-    assert err.what == 'Key "count" missing from resource'
-
-
-def test_key_given_twice() -> None:
+    ("misspelt resource key", "count: 2", "cont: 2",
+     "line 8, column 9: resources[0].with[0].cont: Unrecognized key in resource mapping "
+     "(did you mean 'count'?)",
+     'Key "count" missing from resource'),
     # a second "count: 2" after line 8 is line 9, column 9
-    err = error(SEVERAL.replace("count: -1", "count: 1")
-                .replace("count: 2\n", "count: 2\n        count: 2\n") + "attributes: {}\n")
-    assert str(err) == ("line 9, column 9: resources[0].with[0].count: Unrecognized key in "
-                        "resource mapping (given twice)")
-    assert err.what == "Unrecognized key in resource mapping"
+    ("key given twice", "count: 2\n", "count: 2\n        count: 2\n",
+     "line 9, column 9: resources[0].with[0].count: Unrecognized key in resource mapping "
+     "(given twice)",
+     "Unrecognized key in resource mapping"),
+    # libjobspec takes unknown task keys, so the missing slot is the error; line 13 is
+    # "    slto: default", the key at column 5
+    ("misspelt task key", "slot: default", "slto: default",
+     "line 13, column 5: tasks[0]: Key \"slot\" missing from task (is 'slto' a misspelt "
+     "'slot'?)",
+     'Key "slot" missing from task'),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "message", "what"), [s[1:] for s in SLIPS],
+                         ids=[s[0] for s in SLIPS])
+def test_a_slip_is_named_where_it_is(old: str, new: str, message: str, what: str) -> None:
+    valid = SEVERAL.replace("count: -1", "count: 1") + "attributes: {}\n"
+    assert Jobspec.parse(valid)
+    err = error(valid.replace(old, new, 1))
+    assert str(err) == message
+    assert err.what == what
 
 
 def test_a_mapping_has_no_place_but_the_same_order() -> None:
@@ -154,13 +164,3 @@ def test_unknown_constraint_operator_is_placed_at_the_operator() -> None:
     err = error(text)
     assert str(err) == ("line 18, column 19: attributes.system.constraints: unknown constraint "
                         "operator: nodes")
-
-
-def test_misspelt_task_key() -> None:
-    # libjobspec takes unknown task keys, so the missing slot is the error; line 13 is
-    # "    slto: default", the key at column 5
-    err = error(SEVERAL.replace("count: -1", "count: 1").replace("slot: default", "slto: default")
-                + "attributes: {}\n")
-    assert str(err) == ('line 13, column 5: tasks[0]: Key "slot" missing from task '
-                        "(is 'slto' a misspelt 'slot'?)")
-    assert err.what == 'Key "slot" missing from task'
