@@ -219,4 +219,17 @@ FUZZ_CRASH_1 = (
 def test_a_mapping_or_sequence_as_a_mapping_key_is_named(text, where):
     with pytest.raises(JobspecError) as info:
         Jobspec.parse(text)
-    assert str(info.value).startswith(f"{where}: a mapping key must be a scalar"), info.value
+    # the error libjobspec meets first (it reads attributes before resources and tasks)
+    first_for_fluxion = info.value.fluxion or info.value
+    assert first_for_fluxion.path == where
+    assert first_for_fluxion.reason.startswith("a mapping key must be a scalar"), info.value
+
+
+def test_fuzz_crash_reports_the_resource_typo_before_the_attributes_key():
+    # {"version": 1, "resources": [{"tount": ...: the misspelt key opens at column 31,
+    # and comes before the mapping used as a key inside attributes.system
+    with pytest.raises(JobspecError) as info:
+        Jobspec.parse(FUZZ_CRASH_1)
+    assert str(info.value) == ("line 1, column 31: resources[0].tount: Unrecognized key in "
+                               "resource mapping (did you mean 'count'?)")
+    assert info.value.what == "a mapping key must be a scalar, not a mapping"
