@@ -7,10 +7,12 @@ Informers (both at once, on one stream of pod changes):
 1. list ``--objects`` pods, then live: create as many again, update every pod, delete a
    quarter; CPU per event is the informer thread's own CPU clock
    (``time.pthread_getcpuclockid``), not wall time, so a loaded machine does not skew it;
-2. bookmarks: writes to another resource move the resourceVersion on, the server sends
+2. a dropped watch while pods change: both resume from the last version seen;
+3. bookmarks: writes to another resource move the resourceVersion on, the server sends
    a bookmark, then the history is compacted and every watch dropped: who resumes, who
    gets 410 and lists again;
-3. an outage: watches refused (403) for ``--outage`` seconds while pods change, the
+4. a watch ended by an ERROR 410 event although the history is still there;
+5. an outage: watches refused (403) for ``--outage`` seconds while pods change, the
    history is compacted, then allowed: both must list again; how many watch requests
    each made while refused, and what the owner is handed after the list.
 
@@ -238,7 +240,23 @@ def run_informers(objects: int, outage: float) -> dict:
             }
         report["live"] = live
 
-        # -- 2. bookmark, then compaction and a dropped watch ------------------------------
+        # -- 2. a dropped watch (history kept): resume from the last version seen ---------
+        resume_want: list[tuple[str, str, str]] = []
+        start = {k: s.log.count() for k, s in sides.items()}
+
+        def drop_and_write() -> None:
+            kube.store.close_all_watches()
+            for i in range(objects // 10):
+                obj = kube.patch("pods", f"pre-{i:05d}", {"metadata": {"labels": {"step": "d"}}},
+                                 NAMESPACE)
+                resume_want.append(("MODIFIED", *name_rv(obj)))
+
+        report["dropped_watch"] = recover(kube, sides, ids, drop_and_write, lambda: None)
+        for key, side in sides.items():
+            report["dropped_watch"][key]["delivery"] = check_events(side.log.since(start[key]),
+                                                                    resume_want)
+
+        # -- 3. bookmark, then compaction and a dropped watch ------------------------------
         for i in range(20):
             kube.create("configmaps", {"metadata": {"name": f"cm-{i}"}, "data": {}}, NAMESPACE)
         kube.send_bookmarks("pods")
@@ -248,7 +266,11 @@ def run_informers(objects: int, outage: float) -> dict:
             kube, sides, ids, lambda: (kube.compact(), kube.store.close_all_watches()),
             lambda: None)
 
-        # -- 3. outage: watches refused, changes, compaction, allowed ----------------------
+        # -- 4. a watch ended by an ERROR 410 event while the history is still there -------
+        report["error_410_history_kept"] = recover(
+            kube, sides, ids, lambda: kube.expire_watches("pods"), lambda: None)
+
+        # -- 5. outage: watches refused, changes, compaction, allowed ----------------------
         changed = objects // 10
 
         def outage_begins() -> None:
