@@ -6,6 +6,11 @@ record unchanged for a whole `lease_duration` by its own clock (no trust in
 clock agreement), and every write carries the resourceVersion it read, so two
 candidates racing cannot both win. A leader that could not renew for
 `renew_deadline` (< lease_duration) steps down before anyone may take over.
+
+Both deadlines are read on ``clock`` (monotonic seconds, ``time.monotonic`` unless a test
+passes its own): a frozen process or a paused clock shows how the rules behave when
+time jumps, which the client's own ``kubernetes.leaderelection`` (wall clock, no
+injection) cannot show (see docs/dependencies.md).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ class LeaderElector:
         retry_period: float = 2.0,
         on_started: Callable[[], None] = lambda: None,
         on_stopped: Callable[[], None] = lambda: None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         if not retry_period < renew_deadline < lease_duration:
             raise ValueError("leader election needs retry_period < renew_deadline < lease_duration")
@@ -48,6 +54,7 @@ class LeaderElector:
         self.retry_period = retry_period
         self.on_started = on_started
         self.on_stopped = on_stopped
+        self._clock = clock
         self.is_leader = threading.Event()
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
@@ -76,7 +83,7 @@ class LeaderElector:
             except Exception as exc:
                 log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
                 won = False
-            now = time.monotonic()
+            now = self._clock()
             if won:
                 self._last_renew = now
                 if not self.is_leader.is_set():
@@ -134,7 +141,7 @@ class LeaderElector:
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
         record = (holder, str(spec.get("renewTime")))
-        now = time.monotonic()
+        now = self._clock()
         if record != self._observed:
             self._observed, self._observed_at = record, now
         if holder and holder != self.identity:
