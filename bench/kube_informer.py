@@ -20,9 +20,10 @@ After each phase the cache is compared with the emulator's own list (name ->
 resourceVersion), and the live events with the writes the bench made.
 
 Leader election (``--part election``): each candidate runs in its own process (the
-official one reads the process-wide default client). The holder is frozen with SIGSTOP
-(its clock and its renewals stop together): how long until the other candidate leads,
-and after SIGCONT how long the old holder still believes it leads.
+official one reads the process-wide default client). First the holder's renewals are
+refused (403): when it steps down, when the other leads. Then the new holder is frozen
+with SIGSTOP (its clock and its renewals stop together): how long until the other
+candidate leads, and after SIGCONT how long the old holder still believes it leads.
 
     .venv/bin/python bench/kube_informer.py --objects 500
     .venv/bin/python bench/kube_informer.py --part election --lease-duration 4
@@ -157,19 +158,18 @@ class Theirs:
 
 
 class Identity:
-    """One informer's own identity at the emulator: every request it makes is recorded
-    here (the emulator's authorizer hook), and its watches can be refused (403)."""
+    """A client's own identity at the emulator: every request it makes is recorded here
+    (the emulator's authorizer hook), and the verbs in ``refuse`` are answered 403."""
 
     def __init__(self, kube: KubeEmulator, user: str):
         self.requests: list[tuple[str, str]] = []  # (verb, resource)
-        self.refuse_watch = False
+        self.refuse: set[str] = set()
         self.kubeconfig = kube.add_identity(user, self)
-        self.api_client = kube.api_client(self.kubeconfig)
 
     def __call__(self, info) -> str | None:
         self.requests.append((info.verb, info.resource))
-        if self.refuse_watch and info.verb == "watch":
-            return "watches refused by the bench (an outage)"
+        if info.verb in self.refuse:
+            return f"{info.verb} refused by the bench"
         return None
 
     def count(self, verb: str) -> int:
@@ -201,10 +201,11 @@ def check_events(got: list[tuple[str, str, str]], want: list[tuple[str, str, str
 def run_informers(objects: int, outage: float) -> dict:
     with KubeEmulator(namespaces=(NAMESPACE,)) as kube:
         ids = {"ours": Identity(kube, "ours"), "theirs": Identity(kube, "theirs")}
+        api_clients = {k: kube.api_client(i.kubeconfig) for k, i in ids.items()}
         for i in range(objects):
             kube.create("pods", pod(f"pre-{i:05d}"), NAMESPACE)
-        sides = {"ours": Ours(client.CoreV1Api(ids["ours"].api_client)),
-                 "theirs": Theirs(client.CoreV1Api(ids["theirs"].api_client), kube)}
+        sides = {"ours": Ours(client.CoreV1Api(api_clients["ours"])),
+                 "theirs": Theirs(client.CoreV1Api(api_clients["theirs"]), kube)}
 
         report: dict = {"objects": objects}
         cpu0 = {}
@@ -275,7 +276,7 @@ def run_informers(objects: int, outage: float) -> dict:
 
         def outage_begins() -> None:
             for ident in ids.values():
-                ident.refuse_watch = True
+                ident.refuse.add("watch")
             kube.store.close_all_watches()
             t0 = time.monotonic()
             for i in range(changed):
@@ -288,14 +289,14 @@ def run_informers(objects: int, outage: float) -> dict:
 
         def outage_ends() -> None:
             for ident in ids.values():
-                ident.refuse_watch = False
+                ident.refuse.discard("watch")
 
         gap = recover(kube, sides, ids, outage_begins, outage_ends)
         report["outage_then_compaction"] = {"outage_s": outage, "changes": changed * 3, **gap}
         for side in sides.values():
             side.stop()
-        for ident in ids.values():
-            ident.api_client.close()
+        for api_client in api_clients.values():
+            api_client.close()
         return report
 
 
@@ -398,34 +399,55 @@ class Candidate:
 
 
 def run_election(kind: str, args: argparse.Namespace) -> dict:
+    """a leads, b stands by. 1: a's renewals refused (403): when a steps down, when b leads.
+    2: b, now leading, frozen (SIGSTOP): when a leads; b resumed (SIGCONT): when b steps down."""
+    lease = ("leases.coordination.k8s.io", "bench-lease", NAMESPACE)
     with KubeEmulator(namespaces=(NAMESPACE,)) as kube:
-        a = Candidate(kind, kube.kubeconfig_path, "a", args)
-        wait_for(lambda: a.first("LEADING") is not None, 60, what=f"{kind}: a leads")
-        b = Candidate(kind, kube.kubeconfig_path, "b", args)
+        ids = {n: Identity(kube, n) for n in ("a", "b")}
+        a = Candidate(kind, ids["a"].kubeconfig, "a", args)
+        b: Candidate | None = None
         try:
-            wait_for(lambda: kube.count_requests("get", "leases.coordination.k8s.io") >= 4, 60,
+            wait_for(lambda: a.first("LEADING") is not None, 60, what=f"{kind}: a leads")
+            b = Candidate(kind, ids["b"].kubeconfig, "b", args)
+            wait_for(lambda: ids["b"].requests.count(("get", lease[0])) >= 3, 60,
                      what=f"{kind}: b reads the lease")
-            paused = time.monotonic()
-            a.proc.send_signal(signal.SIGSTOP)
+            refused = time.monotonic()
+            ids["a"].refuse.update(("update", "create"))
             wait_for(lambda: b.first("LEADING") is not None, 60, what=f"{kind}: b takes over")
-            took = b.first("LEADING")
-            assert took is not None
-            time.sleep(args.pause_after)  # a's process stays frozen a while longer
+            wait_for(lambda: a.first("STOPPED") is not None, 60, what=f"{kind}: a steps down")
+            a_stopped, b_took = a.first("STOPPED"), b.first("LEADING")
+            assert a_stopped is not None and b_took is not None
+            ids["a"].refuse.clear()
+            wait_for(lambda: ids["a"].requests[-1:] == [("get", lease[0])], 60,
+                     what=f"{kind}: a stands again")
+            paused = time.monotonic()
+            b.proc.send_signal(signal.SIGSTOP)
+            wait_for(lambda: a.first("LEADING", paused) is not None, 60,
+                     what=f"{kind}: a takes over from the frozen b")
+            a_took = a.first("LEADING", paused)
+            assert a_took is not None
+            time.sleep(args.pause_after)  # b's process stays frozen a while longer
             resumed = time.monotonic()
-            a.proc.send_signal(signal.SIGCONT)
-            wait_for(lambda: a.first("STOPPED", resumed) is not None, 60,
-                     what=f"{kind}: a steps down after the pause")
-            stopped = a.first("STOPPED", resumed)
-            assert stopped is not None
-            holder = kube.get("leases.coordination.k8s.io", "bench-lease", NAMESPACE)["spec"]
+            b.proc.send_signal(signal.SIGCONT)
+            wait_for(lambda: b.first("STOPPED", resumed) is not None, 60,
+                     what=f"{kind}: b steps down after the pause")
+            b_stopped = b.first("STOPPED", resumed)
+            assert b_stopped is not None
             return {
-                "takeover_after_pause_s": round(took - paused, 2),
-                "old_leader_believes_after_resume_s": round(stopped - resumed, 2),
-                "holder_at_end": holder.get("holderIdentity"),
+                "renewals_refused": {
+                    "holder_steps_down_after_s": round(a_stopped - refused, 2),
+                    "other_leads_after_s": round(b_took - refused, 2),
+                },
+                "holder_frozen": {
+                    "other_leads_after_s": round(a_took - paused, 2),
+                    "old_holder_believes_after_resume_s": round(b_stopped - resumed, 2),
+                },
+                "holder_at_end": kube.get(*lease)["spec"].get("holderIdentity"),
             }
         finally:
             a.stop()
-            b.stop()
+            if b is not None:
+                b.stop()
 
 
 def main() -> None:
