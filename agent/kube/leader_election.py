@@ -5,7 +5,10 @@ Two binder replicas must never bind at once. The holder renews the Lease every
 record unchanged for a whole `lease_duration` by its own clock (no trust in
 clock agreement), and every write carries the resourceVersion it read, so two
 candidates racing cannot both win. A leader that could not renew for
-`renew_deadline` (< lease_duration) steps down before anyone may take over.
+`renew_deadline` (< lease_duration) steps down before anyone may take over, even
+while a renewal still hangs: the lease calls run on a thread of their own and the
+leader waits for one only until its deadline (urllib3 retries a timed-out read up to
+three times, so a request timeout alone would not bound it).
 
 Both deadlines are read on ``clock`` (monotonic seconds, ``time.monotonic`` unless a test
 passes its own): a frozen process or a paused clock shows how the rules behave when
@@ -19,6 +22,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_future
 
 from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.agent.kube.timestamps import micro_time_now
@@ -59,6 +64,8 @@ class LeaderElector:
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
         self._last_renew = 0.0
+        self._calls = ThreadPoolExecutor(1, thread_name_prefix="leader-election-call")
+        self._pending: tuple[Future[bool], float] | None = None  # a try, when it began
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
 
@@ -69,6 +76,7 @@ class LeaderElector:
     def stop(self, release: bool = True) -> None:
         self._stop.set()
         self._thread.join(5)
+        self._calls.shutdown(wait=False, cancel_futures=True)
         if release and self.is_leader.is_set():
             self._step_down()
             try:
@@ -78,14 +86,12 @@ class LeaderElector:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
-                won = self._try_acquire_or_renew()
-            except Exception as exc:
-                log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
-                won = False
             now = self._clock()
-            if won:
-                self._last_renew = now
+            if self.is_leader.is_set() and now - self._last_renew >= self.renew_deadline:
+                self._step_down()
+            won, started = self._try(now)
+            if won and self._clock() - started < self.renew_deadline:
+                self._last_renew = started  # the record was written after this instant
                 if not self.is_leader.is_set():
                     log.info(
                         "became leader (lease %s/%s, identity %s)",
@@ -95,9 +101,29 @@ class LeaderElector:
                     )
                     self.is_leader.set()
                     self.on_started()
-            elif self.is_leader.is_set() and now - self._last_renew > self.renew_deadline:
-                self._step_down()
-            self._stop.wait(self.retry_period)
+            wait = self.retry_period
+            if self.is_leader.is_set():  # wake at the deadline, not up to a retry period later
+                deadline = self._last_renew + self.renew_deadline
+                wait = min(wait, max(0.0, deadline - self._clock()))
+            self._stop.wait(wait)
+
+    def _try(self, now: float) -> tuple[bool, float]:
+        """One try to acquire or renew (or the one still under way), waited for until the
+        leader's deadline at most; returns (won, when the try began)."""
+        if self._pending is None:
+            self._pending = (self._calls.submit(self._try_acquire_or_renew), now)
+        future, started = self._pending
+        limit = self.renew_deadline
+        if self.is_leader.is_set():
+            limit = max(0.0, self._last_renew + self.renew_deadline - now)
+        if not wait_for_future([future], timeout=limit).done:
+            return False, started  # still hanging: the next round waits for it again
+        self._pending = None
+        try:
+            return future.result(), started
+        except Exception as exc:
+            log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+            return False, started
 
     def _step_down(self) -> None:
         if self.is_leader.is_set():
@@ -107,7 +133,8 @@ class LeaderElector:
 
     def _read(self) -> dict | None:
         try:
-            return kube_raw.call(self.api.read_namespaced_lease, self.name, self.namespace)
+            return kube_raw.call(self.api.read_namespaced_lease, self.name, self.namespace,
+                                 _request_timeout=self.renew_deadline)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -132,7 +159,8 @@ class LeaderElector:
                 "spec": self._spec(0, micro_time_now()),
             }
             try:
-                kube_raw.call(self.api.create_namespaced_lease, self.namespace, body)
+                kube_raw.call(self.api.create_namespaced_lease, self.namespace, body,
+                              _request_timeout=self.renew_deadline)
             except ApiException as exc:
                 if exc.status == 409:
                     return False
@@ -156,7 +184,8 @@ class LeaderElector:
             new_spec = self._spec(int(spec.get("leaseTransitions") or 0) + 1, micro_time_now())
         lease["spec"] = new_spec
         try:
-            kube_raw.call(self.api.replace_namespaced_lease, self.name, self.namespace, lease)
+            kube_raw.call(self.api.replace_namespaced_lease, self.name, self.namespace, lease,
+                          _request_timeout=self.renew_deadline)
         except ApiException as exc:
             if exc.status == 409:  # someone wrote in between: re-read next round
                 return False
@@ -170,4 +199,5 @@ class LeaderElector:
             return
         lease["spec"]["holderIdentity"] = ""
         lease["spec"]["renewTime"] = micro_time_now()
-        kube_raw.call(self.api.replace_namespaced_lease, self.name, self.namespace, lease)
+        kube_raw.call(self.api.replace_namespaced_lease, self.name, self.namespace, lease,
+                      _request_timeout=self.renew_deadline)

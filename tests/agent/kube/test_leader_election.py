@@ -8,6 +8,7 @@ The rounds are counted at the emulator (its request log), the lease read back fr
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from fluxnode.agent.kube.leader_election import LeaderElector
@@ -97,3 +98,40 @@ def test_a_leader_that_cannot_renew_steps_down_after_its_renew_deadline_on_its_c
     wait_for(stopped.is_set, 10, what="a steps down")
     assert not leader.is_leader.is_set()
     assert kube.get(LEASES, NAME, NAMESPACE)["spec"]["holderIdentity"] == "a"  # nobody wrote
+
+
+def test_a_leader_steps_down_before_its_lease_expires_while_its_renewal_hangs(kube):
+    """The API server stops answering (the emulator's loop held in the authorizer): the
+    hung renewal must not keep the leader past the lease duration after its last renewal
+    the server took, when another may take over. The client's own elector has no such
+    bound: no timeout on its calls (and urllib3 retries a timed-out read three times)."""
+    stalling, in_stall, released = threading.Event(), threading.Event(), threading.Event()
+    renewed: list[float] = []  # when the server took each lease update, by the test's clock
+
+    def authorizer(info) -> None:
+        if info.resource != LEASES:
+            return
+        if stalling.is_set():
+            in_stall.set()
+            released.wait(30)
+        elif info.verb == "update":
+            renewed.append(time.monotonic())
+
+    api_client = kube.api_client(kube.add_identity("elector", authorizer))
+    stopped: list[float] = []
+    leader = LeaderElector(client.CoordinationV1Api(api_client), NAMESPACE, NAME, "a",
+                           lease_duration=3.0, renew_deadline=1.5, retry_period=0.1,
+                           on_stopped=lambda: stopped.append(time.monotonic())).start()
+    try:
+        wait_for(lambda: leader.is_leader.is_set() and renewed, 10, what="a leads and renews")
+        stalling.set()
+        wait_for(in_stall.is_set, 10, what="a lease call held by the server")
+        wait_for(lambda: stopped, 10, what="the leader to step down")
+        assert not released.is_set() and not leader.is_leader.is_set()
+        assert stopped[0] - renewed[-1] < 3.0  # before the lease may be taken over
+    finally:
+        stalling.clear()
+        released.set()
+        leader.stop(release=False)
+        api_client.close()
+    assert not leader._thread.is_alive()
