@@ -41,6 +41,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client
 
@@ -97,15 +98,13 @@ class Log:
             return self.events[start:]
 
 
-class Ours:
-    label = "ours (agent/kube/informer.py)"
+class Side:
+    """One informer under test: its thread, its cache as name -> resourceVersion."""
 
-    def __init__(self, api: client.CoreV1Api):
-        from fluxnode.agent.kube.informer import Informer
+    informer: Any
 
+    def __init__(self) -> None:
         self.log = Log()
-        self.informer = Informer("pods", api.list_namespaced_pod, self.log.add,
-                                 namespace=NAMESPACE)
 
     def start(self) -> None:
         self.informer.start()
@@ -116,6 +115,15 @@ class Ours:
     @property
     def thread(self) -> threading.Thread:
         return self.informer._thread
+
+
+class Ours(Side):
+    def __init__(self, api: client.CoreV1Api):
+        from fluxnode.agent.kube.informer import Informer
+
+        super().__init__()
+        self.informer = Informer("pods", api.list_namespaced_pod, self.log.add,
+                                 namespace=NAMESPACE)
 
     def cache(self) -> dict[str, str]:
         return dict(name_rv(o) for o in self.informer.snapshot().values())
@@ -123,32 +131,15 @@ class Ours:
     def synced(self) -> bool:
         return self.informer.synced.is_set()
 
-    def relists(self) -> int:
-        return self.informer.relists
 
-
-class Theirs:
-    label = "official (kubernetes.informer.SharedInformer)"
-
-    def __init__(self, api: client.CoreV1Api, kube: KubeEmulator):
+class Theirs(Side):
+    def __init__(self, api: client.CoreV1Api):
         from kubernetes.informer import ADDED, DELETED, MODIFIED, SharedInformer
 
-        self.log = Log()
+        super().__init__()
         self.informer = SharedInformer(api.list_namespaced_pod, namespace=NAMESPACE)
         for kind in (ADDED, MODIFIED, DELETED):
             self.informer.add_event_handler(kind, lambda obj, kind=kind: self.log.add(kind, obj))
-        self.kube = kube
-        self.lists_before = 0
-
-    def start(self) -> None:
-        self.informer.start()
-
-    def stop(self) -> None:
-        self.informer.stop()
-
-    @property
-    def thread(self) -> threading.Thread:
-        return self.informer._thread
 
     def cache(self) -> dict[str, str]:
         return dict(name_rv(o) for o in self.informer.cache.list())
@@ -163,6 +154,7 @@ class Identity:
 
     def __init__(self, kube: KubeEmulator, user: str):
         self.requests: list[tuple[str, str]] = []  # (verb, resource)
+        self.taken: list[tuple[str, str, float]] = []  # (verb, resource, monotonic) allowed
         self.refuse: set[str] = set()
         self.kubeconfig = kube.add_identity(user, self)
 
@@ -170,6 +162,7 @@ class Identity:
         self.requests.append((info.verb, info.resource))
         if info.verb in self.refuse:
             return f"{info.verb} refused by the bench"
+        self.taken.append((info.verb, info.resource, time.monotonic()))
         return None
 
     def count(self, verb: str) -> int:
@@ -205,7 +198,7 @@ def run_informers(objects: int, outage: float) -> dict:
         for i in range(objects):
             kube.create("pods", pod(f"pre-{i:05d}"), NAMESPACE)
         sides = {"ours": Ours(client.CoreV1Api(api_clients["ours"])),
-                 "theirs": Theirs(client.CoreV1Api(api_clients["theirs"]), kube)}
+                 "theirs": Theirs(client.CoreV1Api(api_clients["theirs"]))}
 
         report: dict = {"objects": objects}
         cpu0 = {}
@@ -388,6 +381,13 @@ class Candidate:
     def first(self, what: str, after: float = 0.0) -> float | None:
         return next((t for w, t in list(self.lines) if w == what and t >= after), None)
 
+    def wait(self, what: str, after: float, why: str) -> float:
+        """When it printed ``what`` (LEADING, STOPPED) after ``after``, waiting for it."""
+        wait_for(lambda: self.first(what, after) is not None, 60, what=why)
+        at = self.first(what, after)
+        assert at is not None
+        return at
+
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGCONT)
         self.proc.terminate()
@@ -407,36 +407,29 @@ def run_election(kind: str, args: argparse.Namespace) -> dict:
         a = Candidate(kind, ids["a"].kubeconfig, "a", args)
         b: Candidate | None = None
         try:
-            wait_for(lambda: a.first("LEADING") is not None, 60, what=f"{kind}: a leads")
+            a.wait("LEADING", 0.0, f"{kind}: a leads")
             b = Candidate(kind, ids["b"].kubeconfig, "b", args)
             wait_for(lambda: ids["b"].requests.count(("get", lease[0])) >= 3, 60,
                      what=f"{kind}: b reads the lease")
-            refused = time.monotonic()
             ids["a"].refuse.update(("update", "create"))
-            wait_for(lambda: b.first("LEADING") is not None, 60, what=f"{kind}: b takes over")
-            wait_for(lambda: a.first("STOPPED") is not None, 60, what=f"{kind}: a steps down")
-            a_stopped, b_took = a.first("STOPPED"), b.first("LEADING")
-            assert a_stopped is not None and b_took is not None
+            refused = time.monotonic()
+            renewed = max(t for v, r, t in list(ids["a"].taken) if v == "update")
+            b_took = b.wait("LEADING", refused, f"{kind}: b takes over")
+            a_stopped = a.wait("STOPPED", refused, f"{kind}: a steps down")
             ids["a"].refuse.clear()
             wait_for(lambda: ids["a"].requests[-1:] == [("get", lease[0])], 60,
                      what=f"{kind}: a stands again")
             paused = time.monotonic()
             b.proc.send_signal(signal.SIGSTOP)
-            wait_for(lambda: a.first("LEADING", paused) is not None, 60,
-                     what=f"{kind}: a takes over from the frozen b")
-            a_took = a.first("LEADING", paused)
-            assert a_took is not None
+            a_took = a.wait("LEADING", paused, f"{kind}: a takes over from the frozen b")
             time.sleep(args.pause_after)  # b's process stays frozen a while longer
             resumed = time.monotonic()
             b.proc.send_signal(signal.SIGCONT)
-            wait_for(lambda: b.first("STOPPED", resumed) is not None, 60,
-                     what=f"{kind}: b steps down after the pause")
-            b_stopped = b.first("STOPPED", resumed)
-            assert b_stopped is not None
+            b_stopped = b.wait("STOPPED", resumed, f"{kind}: b steps down after the pause")
             return {
-                "renewals_refused": {
-                    "holder_steps_down_after_s": round(a_stopped - refused, 2),
-                    "other_leads_after_s": round(b_took - refused, 2),
+                "renewals_refused": {  # since the last renewal the server took
+                    "holder_steps_down_after_s": round(a_stopped - renewed, 2),
+                    "other_leads_after_s": round(b_took - renewed, 2),
                 },
                 "holder_frozen": {
                     "other_leads_after_s": round(a_took - paused, 2),
