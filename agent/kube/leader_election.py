@@ -22,8 +22,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_for_future
 
 from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.agent.kube.timestamps import micro_time_now
@@ -64,8 +62,7 @@ class LeaderElector:
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
         self._last_renew = 0.0
-        self._calls = ThreadPoolExecutor(1, thread_name_prefix="leader-election-call")
-        self._pending: tuple[Future[bool], float] | None = None  # a try, when it began
+        self._pending: _Try | None = None  # a try not answered yet
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
 
@@ -76,7 +73,6 @@ class LeaderElector:
     def stop(self, release: bool = True) -> None:
         self._stop.set()
         self._thread.join(5)
-        self._calls.shutdown(wait=False, cancel_futures=True)
         if release and self.is_leader.is_set():
             self._step_down()
             try:
@@ -111,19 +107,17 @@ class LeaderElector:
         """One try to acquire or renew (or the one still under way), waited for until the
         leader's deadline at most; returns (won, when the try began)."""
         if self._pending is None:
-            self._pending = (self._calls.submit(self._try_acquire_or_renew), now)
-        future, started = self._pending
+            self._pending = _Try(self._try_acquire_or_renew, now)
+        attempt = self._pending
         limit = self.renew_deadline
         if self.is_leader.is_set():
             limit = max(0.0, self._last_renew + self.renew_deadline - now)
-        if not wait_for_future([future], timeout=limit).done:
-            return False, started  # still hanging: the next round waits for it again
+        if not attempt.done.wait(limit):
+            return False, attempt.began  # still hanging: the next round waits for it again
         self._pending = None
-        try:
-            return future.result(), started
-        except Exception as exc:
-            log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
-            return False, started
+        if attempt.error is not None:
+            log.warning("lease %s/%s: %s", self.namespace, self.name, attempt.error)
+        return attempt.won, attempt.began
 
     def _step_down(self) -> None:
         if self.is_leader.is_set():
@@ -201,3 +195,24 @@ class LeaderElector:
         lease["spec"]["renewTime"] = micro_time_now()
         kube_raw.call(self.api.replace_namespaced_lease, self.name, self.namespace, lease,
                       _request_timeout=self.renew_deadline)
+
+
+class _Try:
+    """One acquire-or-renew on a daemon thread of its own: the elector waits for it only
+    until its deadline, and a call that hangs must not hold up the process's exit either."""
+
+    def __init__(self, call: Callable[[], bool], began: float):
+        self.began = began
+        self.won = False
+        self.error: Exception | None = None
+        self.done = threading.Event()
+        threading.Thread(target=self._run, args=(call,), name="leader-election-call",
+                         daemon=True).start()
+
+    def _run(self, call: Callable[[], bool]) -> None:
+        try:
+            self.won = call()
+        except Exception as exc:
+            self.error = exc
+        finally:
+            self.done.set()
