@@ -300,8 +300,9 @@ def recover(kube: KubeEmulator, sides: dict, ids: dict, begin, end) -> dict:
     syncs0 = len(sides["ours"].log.syncs)
     marks = {k: len(i.requests) for k, i in ids.items()}
     cpu0 = {k: thread_cpu(s.thread) for k, s in sides.items()}
+    watches0 = {k: i.count("watch") for k, i in ids.items()}
     begin()
-    during = {k: (i.count("watch"), i.count("list")) for k, i in ids.items()}
+    during = {k: i.count("watch") - watches0[k] for k, i in ids.items()}
     end()
 
     def settled() -> bool:
@@ -316,8 +317,7 @@ def recover(kube: KubeEmulator, sides: dict, ids: dict, begin, end) -> dict:
         pods = [v for v, r in ids[key].requests[marks[key]:] if r == "pods"]
         out[key] = {
             "requests": {"watch": pods.count("watch"), "list": pods.count("list")},
-            "watch_requests_during": during[key][0] - (
-                sum(1 for v, r in ids[key].requests[:marks[key]] if (v, r) == ("watch", "pods"))),
+            "watch_requests_during": during[key],
             "cpu_ms": round((thread_cpu(side.thread) - cpu0[key]) * 1000, 1),
             "events_handed_over": {t: sum(1 for e in events if e[0] == t)
                                    for t in ("ADDED", "MODIFIED", "DELETED")},
