@@ -41,7 +41,8 @@ log = logging.getLogger("fluxnode.binder")
     show_default=True,
     help="NAMESPACE/NAME of the agents' rank map.",
 )
-@click.option("--broker-port", default=8050, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--broker-port", default=8050, show_default=True, type=click.IntRange(1, 65535),
+              help="TBON port of rank 0 when the URI comes from --rank-configmap.")
 @click.option(
     "--curve-cert", type=click.Path(dir_okay=False), help="CURVE certificate for a tcp:// URI."
 )
@@ -49,7 +50,8 @@ log = logging.getLogger("fluxnode.binder")
     "--scheduler-name", default="fluxnode", show_default=True, help="spec.schedulerName to serve."
 )
 @click.option("--policy", default="first", show_default=True, help="Match policy for groups.")
-@click.option("--bind-workers", default=16, show_default=True, type=click.IntRange(1, 256))
+@click.option("--bind-workers", default=16, show_default=True, type=click.IntRange(1, 256),
+              help="Threads writing pod bindings to the API server.")
 @click.option(
     "--alloc-batch",
     default=64,
@@ -71,15 +73,22 @@ log = logging.getLogger("fluxnode.binder")
     type=click.FloatRange(0.1),
     help="Seconds between forced retries.",
 )
-@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
-@click.option("--lease-namespace", default="kube-system", show_default=True)
-@click.option("--lease-name", default="fluxnode-binder", show_default=True)
-@click.option("--lease-duration", default=15.0, show_default=True, type=float)
-@click.option("--renew-deadline", default=10.0, show_default=True, type=float)
-@click.option("--retry-period", default=2.0, show_default=True, type=float)
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
+              help="Bind only while holding the Lease (one active binder of several).")
+@click.option("--lease-namespace", default="kube-system", show_default=True,
+              help="Namespace of the leader election Lease.")
+@click.option("--lease-name", default="fluxnode-binder", show_default=True,
+              help="Name of the leader election Lease.")
+@click.option("--lease-duration", default=15.0, show_default=True, type=float,
+              help="Seconds a Lease not renewed stays held.")
+@click.option("--renew-deadline", default=10.0, show_default=True, type=float,
+              help="Seconds the leader keeps trying to renew before it stops binding.")
+@click.option("--retry-period", default=2.0, show_default=True, type=float,
+              help="Seconds between tries to acquire or renew the Lease.")
 @click.option("--identity", default="",
               help="Leader election identity (default: $POD_NAME, else hostname-pid).")
-@click.option("--http-host", default="0.0.0.0", show_default=True)
+@click.option("--http-host", default="0.0.0.0", show_default=True,
+              help="Address of the health and metrics server.")
 @click.option(
     "--http-port",
     default=10259,
@@ -92,6 +101,7 @@ log = logging.getLogger("fluxnode.binder")
     default="info",
     show_default=True,
     type=click.Choice(["debug", "info", "warning", "error"]),
+    help="Least severe log level written (JSON lines on stderr).",
 )
 def binder(
     kubeconfig,
@@ -116,7 +126,11 @@ def binder(
     http_port,
     log_level,
 ):
-    """Place pods with spec.schedulerName through the lead broker's graph scheduler."""
+    """Bind pods to nodes with the leader's graph scheduler.
+
+    It places the pods whose spec.schedulerName is --scheduler-name through the lead
+    broker's scheduler service and binds them where it placed them.
+    """
     setup_logging(log_level, JsonFormatter())
     if policy not in POLICIES:
         raise click.ClickException(f"--policy: unknown {policy!r} (one of {', '.join(POLICIES)})")

@@ -312,7 +312,9 @@ def _environment(settings: tuple[str, ...]) -> dict[str, str]:
 def exec_command(ranks: str, exclude: str | None, label_io: bool, directory: str | None,
                  env_settings: tuple[str, ...], noinput: bool, verbose: bool, uri: str | None,
                  curve_cert: str | None, command: tuple[str, ...]) -> None:
-    """Run COMMAND on every target rank's node, as the broker's user; show its output.
+    """Run a command on the nodes of the target ranks.
+
+    COMMAND runs on every target rank's node as the broker's user; its output is shown here.
 
     The exit status is the largest of the processes' (a signal N counts as 128+N).
     """

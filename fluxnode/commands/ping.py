@@ -67,7 +67,10 @@ def parse_target(target: str) -> tuple[int, str, str]:
 @click.argument("target")
 def ping(count: int, pad: int, interval: float, uri: str | None, curve_cert: str | None,
          target: str) -> None:
-    """Send ping requests to TARGET (RANK or RANK!SERVICE) and print round-trip times."""
+    """Ping a broker or one of its services; print round trips.
+
+    TARGET is RANK or RANK!SERVICE; each answer's round-trip time is printed.
+    """
     nodeid, label, topic = parse_target(target)
     prefix = "" if label == "any" else f"{label}!"
     padding = "p" * pad
