@@ -17,7 +17,7 @@ from fluxnode.agent.broker.message import NODEID_ANY
 from fluxnode.broker_conf import certificate, hostlist, idset, render
 from fluxnode.broker_conf import config as config_mod
 from fluxnode.broker_conf.topology import Topology, TopologyError
-from fluxnode.commands.common import connection_options
+from fluxnode.commands.common import connect_error_message, connection_options
 
 
 def _fail(message: str) -> NoReturn:
@@ -247,6 +247,6 @@ def reload_cmd(rank: int | None, uri: str | None, curve_cert: str | None, timeou
                 "config.reload", {}, nodeid=NODEID_ANY if rank is None else rank, timeout=timeout
             )
     except ConnectError as exc:
-        _fail(str(exc).removeprefix("fluxnode: "))
+        _fail(connect_error_message(exc))
     except RPCError as exc:
         _fail(exc.errstr)
