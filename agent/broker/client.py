@@ -68,6 +68,15 @@ class RPCError(Exception):
         super().__init__(self.errstr)
 
 
+class CurveHandshakeError(RPCError):
+    """The broker at `uri` refused the CURVE handshake: the certificate is not the instance's."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        super().__init__(errno.EPERM, f"{uri} refused the CURVE handshake (not this instance's "
+                         "certificate?)")
+
+
 class _LocalTransport:
     def __init__(self, uri: str, path: str, timeout: float) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -176,8 +185,7 @@ class _TcpTransport:
                 events = self._drain_events()
                 if events & (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                              | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
-                    raise RPCError(errno.EPERM, f"{self.uri} refused the CURVE handshake (not "
-                                   "this instance's certificate?)")
+                    raise CurveHandshakeError(self.uri)
                 if events & zmq.EVENT_DISCONNECTED:
                     raise RPCError(errno.ECONNRESET, f"connection to {self.uri} lost while "
                                    "waiting for an answer (the request may be lost)")

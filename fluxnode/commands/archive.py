@@ -30,7 +30,7 @@ from fluxnode.agent.broker.archive_format import (
 )
 from fluxnode.agent.broker.client import Client, RPCError
 from fluxnode.agent.broker.content_store import MAX_BLOB_SIZE, encode_blob, matches
-from fluxnode.commands.common import connect, connection_options, prefixed, rpc
+from fluxnode.commands.common import connect, connection_options, prefixed, rpc, rpc_errstr
 
 STORE_WINDOW = 8  # content.store requests in flight
 EXTRACT_TIMEOUT = 7 * 24 * 3600.0  # extract waits for the tree's answer (Ctrl-C stops it)
@@ -257,7 +257,7 @@ def extract(name: str, directory: str, ranks: str, overwrite: bool, verbose: boo
                                                     "targets": ranks, "overwrite": overwrite},
                                 nodeid=0)
         except RPCError as exc:
-            raise click.ClickException(prefixed("archive.extract", exc.errstr)) from None
+            raise click.ClickException(prefixed("archive.extract", rpc_errstr(exc))) from None
         errors = answer.get("errors") or {}
         hosts = rpc(client, "overlay.topology", {})["hostnames"] if errors else []
     if verbose:

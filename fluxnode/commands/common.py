@@ -6,7 +6,13 @@ import errno
 
 import click
 
-from fluxnode.agent.broker.client import Client, ConnectError, CurveCertError, RPCError
+from fluxnode.agent.broker.client import (
+    Client,
+    ConnectError,
+    CurveCertError,
+    CurveHandshakeError,
+    RPCError,
+)
 
 
 def connection_options(command):
@@ -77,7 +83,16 @@ def rpc(
     try:
         return client.rpc(topic, payload, nodeid=nodeid, timeout=timeout)
     except RPCError as exc:
-        raise click.ClickException(prefixed(topic, exc.errstr)) from None
+        raise click.ClickException(prefixed(topic, rpc_errstr(exc))) from None
+
+
+def rpc_errstr(exc: RPCError) -> str:
+    """An RPC's error for the command line: a refused CURVE handshake names the option or
+    variable that gave the certificate."""
+    if isinstance(exc, CurveHandshakeError):
+        cert = _given("curve_cert", "--curve-cert", "FLUXNODE_CURVE_CERT")
+        return f"{exc.uri} refused the CURVE handshake: is {cert} the instance's certificate?"
+    return exc.errstr
 
 
 def prefixed(topic: str, errstr: str) -> str:

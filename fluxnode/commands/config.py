@@ -17,7 +17,7 @@ from fluxnode.agent.broker.message import NODEID_ANY
 from fluxnode.broker_conf import certificate, hostlist, idset, render
 from fluxnode.broker_conf import config as config_mod
 from fluxnode.broker_conf.topology import Topology, TopologyError
-from fluxnode.commands.common import connect_error_message, connection_options
+from fluxnode.commands.common import connect_error_message, connection_options, rpc_errstr
 
 
 def _fail(message: str) -> NoReturn:
@@ -249,4 +249,4 @@ def reload_cmd(rank: int | None, uri: str | None, curve_cert: str | None, timeou
     except ConnectError as exc:
         _fail(connect_error_message(exc))
     except RPCError as exc:
-        _fail(exc.errstr)
+        _fail(rpc_errstr(exc))

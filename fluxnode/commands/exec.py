@@ -32,7 +32,7 @@ from fluxnode.agent.broker.client import Client, RPCError
 from fluxnode.agent.broker.exec_process import decode_data, encode_data
 from fluxnode.agent.broker.message import NODEID_ANY
 from fluxnode.broker_conf import idset
-from fluxnode.commands.common import connect, connection_options, key_value_pairs
+from fluxnode.commands.common import connect, connection_options, key_value_pairs, rpc_errstr
 
 WINDOW = 1 << 20  # bytes of output the broker may send ahead of what we wrote
 POLL = 0.05  # seconds between looks at signals and stdin while output is quiet
@@ -265,7 +265,7 @@ class ExecRun:
             except RPCError as exc:
                 if exc.errnum == errno.ETIMEDOUT:
                     continue
-                self.say(f"lost the broker: {exc.errstr}")
+                self.say(f"lost the broker: {rpc_errstr(exc)}")
                 return 1
             if msg.errnum:
                 self.say(msg.errstr or os.strerror(msg.errnum))

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from fluxnode.testing.instance import Instance
+
 # Every command that connects: its words, then the arguments it needs besides the connection's
 # (after the options, since `exec` passes everything after its COMMAND to COMMAND).
 CONNECTING = [
@@ -113,3 +115,45 @@ def test_no_uri_at_all_says_how_to_give_one():
     line = one_line_error(run("allocs"))
     assert line == ("Error: no broker URI given: pass --uri URI or set FLUXNODE_URI "
                     "(`fluxnode start` sets it for the command it runs)")
+
+
+@pytest.fixture(scope="module")
+def inst(tmp_path_factory):
+    with Instance(1, tmp_path_factory.mktemp("handshake"), modules=None) as inst:
+        yield inst
+
+
+@pytest.fixture(scope="module")
+def other_cert(tmp_path_factory):
+    path = tmp_path_factory.mktemp("other") / "curve.cert"
+    assert run("keygen", str(path)).returncode == 0
+    return str(path)
+
+
+# What each command puts before the error of its first RPC.
+REFUSING = [
+    (("ping", "--count", "1"), ("0",), "Error: 0!broker.ping: "),
+    (("overlay", "status"), (), "Error: overlay.topology: "),
+    (("resource", "list"), (), "Error: resource.list: "),
+    (("config", "reload"), (), "fluxnode-config: "),
+    (("exec",), ("true",), "fluxnode-exec: lost the broker: "),
+]
+
+
+@pytest.mark.parametrize(("words", "args", "prefix"), REFUSING,
+                         ids=[" ".join(words[:2]) for words, _, _ in REFUSING])
+def test_a_refused_handshake_names_the_certificate_option(inst, other_cert, words, args, prefix):
+    uri = inst.tcp_uri(0)
+    r = run(*words, "--uri", uri, "--curve-cert", other_cert, *args)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r
+    assert r.stderr.rstrip("\n") == (
+        f"{prefix}{uri} refused the CURVE handshake: is --curve-cert the instance's certificate?")
+
+
+def test_a_refused_handshake_names_FLUXNODE_CURVE_CERT_when_it_gave_the_certificate(inst,
+                                                                                    other_cert):
+    uri = inst.tcp_uri(0)
+    line = one_line_error(run("ping", "--count", "1", "0", env={
+        "FLUXNODE_URI": uri, "FLUXNODE_CURVE_CERT": other_cert}))
+    assert line == (f"Error: 0!broker.ping: {uri} refused the CURVE handshake: is "
+                    "$FLUXNODE_CURVE_CERT the instance's certificate?")
