@@ -8,8 +8,8 @@ to ``module:attribute`` (a click command or group) and its one-line summary.
 
 from __future__ import annotations
 
-import errno
 import importlib
+import os
 import signal
 import sys
 from typing import NamedTuple
@@ -105,9 +105,14 @@ class LazyGroup(click.Group):
             sys.exit(1)
         except KeyboardInterrupt:
             sys.exit(128 + signal.SIGINT)
-        except OSError as exc:  # EPIPE: the reader went away (`fluxnode ... | head`)
-            if exc.errno != errno.EPIPE:
-                raise
+        except OSError as exc:
+            # click itself exits 1 quietly when the reader went away (EPIPE, `fluxnode ... |
+            # head`). Any other OSError here (ENOSPC writing the output, a file no command made
+            # its own error of) is one line; stdout goes to /dev/null so that the interpreter's
+            # last flush does not fail again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"Error: {where}{exc.strerror or exc}", err=True)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
 
