@@ -48,7 +48,7 @@ def parse_size(text: str, option: str) -> int:
 
 
 def _name_option(command):
-    return click.option("-n", "--name", default=DEFAULT_NAME, show_default=True,
+    return click.option("-n", "--name", default=DEFAULT_NAME, show_default=True, metavar="NAME",
                         help="archive name")(command)
 
 
