@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import signal
 
 import click
 
 from fluxnode.agent.kube.api_client import KubeConfigError, load_api_client
 from fluxnode.agent.logs import JsonFormatter, setup_logging
+from fluxnode.commands.common import given_as
 from fluxnode.scheduler.binder.binder import Binder
 from fluxnode.scheduler.binder.config import BinderConfig
 from fluxnode.scheduler.policies.policy import POLICIES
@@ -143,7 +145,7 @@ def binder(
     try:
         api_client = load_api_client(kubeconfig)
     except KubeConfigError as exc:
-        raise click.ClickException(f"cannot load Kubernetes configuration: {exc.reason}") from None
+        raise click.ClickException(kube_config_error(kubeconfig, exc.reason)) from None
     config = BinderConfig(
         scheduler_name=scheduler_name,
         uri=uri,
@@ -191,3 +193,17 @@ def binder(
     except KeyboardInterrupt:
         pass
     b.stop()
+
+
+def kube_config_error(kubeconfig: str | None, reason: str) -> str:
+    """Where the configuration was looked for, in the user's words: the client's own message
+    ("Invalid kube-config file. No configuration found.") says neither which file nor why."""
+    reason = " ".join(line.strip() for line in reason.splitlines())  # a YAML error's lines
+    if kubeconfig:
+        source = given_as("kubeconfig", "--kubeconfig", "KUBECONFIG")
+        paths = [p for p in kubeconfig.split(os.pathsep) if p]
+        if not any(os.path.exists(p) for p in paths):
+            reason = "no such file" if len(paths) == 1 else "none of these files exists"
+        return f"cannot load Kubernetes configuration: {source} {kubeconfig}: {reason}"
+    return (f"cannot load Kubernetes configuration: {reason} (outside a pod, pass --kubeconfig "
+            "PATH or set KUBECONFIG; the default is ~/.kube/config)")

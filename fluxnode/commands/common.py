@@ -43,7 +43,7 @@ def connect_error_message(exc: ConnectError) -> str:
     """The client library's ConnectError in the command line's words: the option or variable
     the user set (--uri or $FLUXNODE_URI, --curve-cert or $FLUXNODE_CURVE_CERT) and what to
     check, instead of the library's argument names."""
-    uri = _given("uri", "--uri", "FLUXNODE_URI")
+    uri = given_as("uri", "--uri", "FLUXNODE_URI")
     if exc.uri is None:
         return ("no broker URI given: pass --uri URI or set FLUXNODE_URI "
                 "(`fluxnode start` sets it for the command it runs)")
@@ -51,7 +51,7 @@ def connect_error_message(exc: ConnectError) -> str:
         if exc.path is None:
             return (f"cannot connect to {exc.uri}: a tcp:// URI needs the instance's CURVE "
                     "certificate: pass --curve-cert PATH or set FLUXNODE_CURVE_CERT")
-        cert = _given("curve_cert", "--curve-cert", "FLUXNODE_CURVE_CERT")
+        cert = given_as("curve_cert", "--curve-cert", "FLUXNODE_CURVE_CERT")
         return f"cannot connect to {exc.uri}: {cert}: {exc.reason}"
     if exc.errnum in NOT_LISTENING:
         return (f"no broker is listening at {exc.uri} ({exc.reason}): is the instance running? "
@@ -64,8 +64,9 @@ def connect_error_message(exc: ConnectError) -> str:
     return f"cannot connect to {exc.uri}: {exc.reason}"
 
 
-def _given(param: str, option: str, envvar: str) -> str:
-    """How the user gave `param`: `option`, or `$envvar` when click read it from there."""
+def given_as(param: str, option: str, envvar: str) -> str:
+    """How the user gave `param` of the running command: `option`, or `$envvar` when click
+    read it from there, so that an error names what the user typed."""
     ctx = click.get_current_context(silent=True)
     source = ctx.get_parameter_source(param) if ctx is not None else None
     if source is click.core.ParameterSource.ENVIRONMENT:
@@ -90,7 +91,7 @@ def rpc_errstr(exc: RPCError) -> str:
     """An RPC's error for the command line: a refused CURVE handshake names the option or
     variable that gave the certificate."""
     if isinstance(exc, CurveHandshakeError):
-        cert = _given("curve_cert", "--curve-cert", "FLUXNODE_CURVE_CERT")
+        cert = given_as("curve_cert", "--curve-cert", "FLUXNODE_CURVE_CERT")
         return f"{exc.uri} refused the CURVE handshake: is {cert} the instance's certificate?"
     return exc.errstr
 
