@@ -30,7 +30,33 @@ DEFAULT_URI_ENV = "FLUXNODE_URI"
 
 
 class ConnectError(Exception):
-    """Nothing usable listens at the URI."""
+    """Nothing usable listens at the URI.
+
+    `uri` is the URI tried (None: none was given), `reason` what went wrong and `errnum` the
+    OS error of the attempt if there was one (ENOENT: no socket at the path, ECONNREFUSED:
+    nothing listens): a caller with options of its own re-words the error from them.
+    """
+
+    def __init__(self, uri: str | None, reason: str, errnum: int | None = None) -> None:
+        self.uri = uri
+        self.reason = reason
+        self.errnum = errnum
+        super().__init__(f"fluxnode: cannot connect to {uri}: {reason}" if uri
+                         else f"fluxnode: {reason}")
+
+
+class CurveCertError(ConnectError):
+    """A tcp:// URI without a usable CURVE certificate: none given (`path` None), or the one
+    at `path` cannot be read or is not a certificate."""
+
+    def __init__(self, uri: str, path: str | None, reason: str) -> None:
+        self.path = path
+        super().__init__(uri, reason)
+
+
+def _os_error(uri: str, exc: OSError) -> ConnectError:
+    errnum = errno.ETIMEDOUT if isinstance(exc, TimeoutError) else exc.errno
+    return ConnectError(uri, exc.strerror or str(exc), errnum)
 
 
 class RPCError(Exception):
@@ -42,6 +68,15 @@ class RPCError(Exception):
         super().__init__(self.errstr)
 
 
+class CurveHandshakeError(RPCError):
+    """The broker at `uri` refused the CURVE handshake: the certificate is not the instance's."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        super().__init__(errno.EPERM, f"{uri} refused the CURVE handshake (not this instance's "
+                         "certificate?)")
+
+
 class _LocalTransport:
     def __init__(self, uri: str, path: str, timeout: float) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -50,9 +85,7 @@ class _LocalTransport:
             self.sock.connect(path)
         except OSError as exc:
             self.sock.close()
-            raise ConnectError(
-                f"fluxnode: cannot connect to {uri}: {exc.strerror or exc}"
-            ) from None
+            raise _os_error(uri, exc) from None
         self.sock.setblocking(False)
         self.decoder = StreamDecoder()
 
@@ -100,15 +133,12 @@ class _TcpTransport:
         from fluxnode.broker_conf import certificate
 
         if curve_cert is None:
-            raise ConnectError(
-                f"fluxnode: cannot connect to {uri}: a CURVE certificate is required "
-                "(curve_cert=PATH)"
-            )
+            raise CurveCertError(uri, None, "a CURVE certificate is required (curve_cert=PATH)")
         _probe(uri)
         try:
             cert = certificate.load(Path(curve_cert), require_secret=True)
         except Exception as exc:
-            raise ConnectError(f"fluxnode: cannot connect to {uri}: {exc}") from None
+            raise CurveCertError(uri, os.fspath(curve_cert), str(exc)) from None
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.linger = 0
@@ -155,8 +185,7 @@ class _TcpTransport:
                 events = self._drain_events()
                 if events & (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                              | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
-                    raise RPCError(errno.EPERM, f"{self.uri} refused the CURVE handshake (not "
-                                   "this instance's certificate?)")
+                    raise CurveHandshakeError(self.uri)
                 if events & zmq.EVENT_DISCONNECTED:
                     raise RPCError(errno.ECONNRESET, f"connection to {self.uri} lost while "
                                    "waiting for an answer (the request may be lost)")
@@ -174,11 +203,11 @@ def _probe(uri: str) -> None:
     """ZeroMQ connects lazily and retries forever; check once that something listens."""
     host, _, port = uri[len("tcp://"):].rpartition(":")
     if not host or not port.isdigit():
-        raise ConnectError(f"fluxnode: cannot connect to {uri}: expected tcp://HOST:PORT")
+        raise ConnectError(uri, "expected tcp://HOST:PORT")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
     except OSError as exc:
-        raise ConnectError(f"fluxnode: cannot connect to {uri}: {exc.strerror or exc}") from None
+        raise _os_error(uri, exc) from None
 
 
 class Client:
@@ -199,19 +228,15 @@ class Client:
                 curve_cert: str | os.PathLike | None = None) -> Client:
         uri = uri or os.environ.get(DEFAULT_URI_ENV)
         if not uri:
-            raise ConnectError(f"fluxnode: no broker URI given and ${DEFAULT_URI_ENV} is not set "
+            raise ConnectError(None, f"no broker URI given and ${DEFAULT_URI_ENV} is not set "
                                "(run inside `fluxnode start` or pass --uri)")
         if uri.startswith("local://"):
             return cls(_LocalTransport(uri, uri[len("local://"):], timeout), uri, timeout)
         if uri.startswith("tcp://"):
             return cls(_TcpTransport(uri, curve_cert), uri, timeout)
         if uri.startswith("ssh://"):
-            raise ConnectError(
-                f"fluxnode: cannot connect to {uri}: use `fluxnode proxy {uri}` for ssh:// URIs"
-            )
-        raise ConnectError(
-            f"fluxnode: cannot connect to {uri}: unknown URI scheme (expected local:// or tcp://)"
-        )
+            raise ConnectError(uri, f"use `fluxnode proxy {uri}` for ssh:// URIs")
+        raise ConnectError(uri, "unknown URI scheme (expected local:// or tcp://)")
 
     def __enter__(self) -> Client:
         return self

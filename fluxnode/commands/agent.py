@@ -140,7 +140,11 @@ def agent(
     api_wait: float,
     verbose: bool,
 ) -> None:
-    """Run this node's broker for the Kubernetes overlay (the DaemonSet's container)."""
+    """Run this node's broker under Kubernetes (the DaemonSet).
+
+    This is the DaemonSet container's command: it renders the node's broker.toml, starts
+    its broker and keeps both in step with the cluster's nodes.
+    """
     setup_logging(logging.DEBUG if verbose else logging.INFO, LogfmtFormatter())
     if daemonset and include_control_plane:
         logging.getLogger("fluxnode.agent").warning(

@@ -43,12 +43,17 @@ def _count(node: dict, key: str) -> int:
 
 @click.command()
 @click.argument("jobspec", required=False)
-@click.option("-N", "--nodes", type=int, help="Number of nodes.")
-@click.option("-n", "--slots", type=int, help="Number of slots (default: --nodes, else 1).")
-@click.option("-c", "--cores-per-slot", type=int, default=1, show_default=True)
-@click.option("-g", "--gpus-per-slot", type=int, default=0, show_default=True)
-@click.option("-m", "--memory-per-slot", type=int, default=0, help="MiB of memory per slot.")
-@click.option("--policy", type=click.Choice(POLICIES), default="first", show_default=True)
+@click.option("-N", "--nodes", type=click.IntRange(min=1), help="Number of nodes.")
+@click.option("-n", "--slots", type=click.IntRange(min=1),
+              help="Number of slots (default: --nodes, else 1).")
+@click.option("-c", "--cores-per-slot", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Cores in each slot.")
+@click.option("-g", "--gpus-per-slot", type=click.IntRange(min=0), default=0, show_default=True,
+              help="GPUs in each slot.")
+@click.option("-m", "--memory-per-slot", type=click.IntRange(min=0), default=0,
+              help="MiB of memory per slot.")
+@click.option("--policy", type=click.Choice(POLICIES), default="first", show_default=True,
+              help="Match policy: which free resources are picked first.")
 @click.option("--reserve", is_flag=True, help="Reserve the earliest start if it cannot run now.")
 @click.option("--json", "as_json", is_flag=True, help="Print the service's JSON answer.")
 @connection_options
@@ -65,10 +70,16 @@ def alloc(
     uri,
     curve_cert,
 ):
-    """Allocate resources for JOBSPEC (a YAML/JSON file, - for stdin) or for the given counts."""
+    """Allocate resources for a jobspec or for given counts.
+
+    JOBSPEC is a YAML or JSON file (- for stdin); without it, the options build one.
+    """
     if jobspec is not None:
         spec = _load_jobspec(jobspec)
     else:
+        if not (cores_per_slot or gpus_per_slot or memory_per_slot):
+            raise click.UsageError("-c/--cores-per-slot, -g/--gpus-per-slot and "
+                                   "-m/--memory-per-slot are all 0: a slot must ask for something")
         count = slots if slots is not None else (nodes or 1)
         try:
             spec = build_jobspec(
@@ -103,7 +114,10 @@ def alloc(
 @click.option("--json", "as_json", is_flag=True, help="Print the service's JSON answer.")
 @connection_options
 def allocs(as_json, uri, curve_cert):
-    """List allocations: id, group, pods, nodes, cores, gpus, state."""
+    """List allocations with their pods, nodes, cores and GPUs.
+
+    One line each: id, state, group, pods, cores, GPUs and the nodes' hostlist.
+    """
     answer = _rpc(uri, curve_cert, "sched.list", {})
     if as_json:
         click.echo(json.dumps(answer, indent=2))

@@ -30,7 +30,7 @@ from fluxnode.agent.broker.archive_format import (
 )
 from fluxnode.agent.broker.client import Client, RPCError
 from fluxnode.agent.broker.content_store import MAX_BLOB_SIZE, encode_blob, matches
-from fluxnode.commands.common import connect, connection_options, prefixed, rpc
+from fluxnode.commands.common import connect, connection_options, prefixed, rpc, rpc_errstr
 
 STORE_WINDOW = 8  # content.store requests in flight
 EXTRACT_TIMEOUT = 7 * 24 * 3600.0  # extract waits for the tree's answer (Ctrl-C stops it)
@@ -48,13 +48,17 @@ def parse_size(text: str, option: str) -> int:
 
 
 def _name_option(command):
-    return click.option("-n", "--name", default=DEFAULT_NAME, show_default=True,
+    return click.option("-n", "--name", default=DEFAULT_NAME, show_default=True, metavar="NAME",
                         help="archive name")(command)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def archive() -> None:
-    """Store files in the leader's content store and extract them on every node."""
+    """Store files on the leader and extract them on nodes.
+
+    An archive is kept in the leader's content store; `extract` writes it on every node
+    of the target ranks.
+    """
 
 
 def _check_name(name: str) -> str:
@@ -172,7 +176,10 @@ class _Walker:
 @click.argument("paths", nargs=-1, required=True)
 def create(name: str, directory: str, overwrite: bool, chunksize: str, threshold: str,
            verbose: bool, uri: str | None, curve_cert: str | None, paths: tuple[str, ...]) -> None:
-    """Archive PATHs (relative to -C DIR) in the leader's content store as NAME."""
+    """Store PATHs on the leader as archive NAME.
+
+    PATHs are relative to -C DIR; the files go to the leader's content store.
+    """
     name = _check_name(name)
     size = parse_size(chunksize, "--chunksize")
     if size > MAX_BLOB_SIZE:
@@ -199,7 +206,7 @@ def create(name: str, directory: str, overwrite: bool, chunksize: str, threshold
 @click.argument("pattern", required=False)
 def list_(name: str, long_: bool, raw: bool, uri: str | None, curve_cert: str | None,
           pattern: str | None) -> None:
-    """List the files of archive NAME (those matching the glob PATTERN)."""
+    """List the files of archive NAME (those matching PATTERN)."""
     import json
 
     name = _check_name(name)
@@ -241,7 +248,7 @@ def remove(name: str, force: bool, uri: str | None, curve_cert: str | None) -> N
 @connection_options
 def extract(name: str, directory: str, ranks: str, overwrite: bool, verbose: bool,
             uri: str | None, curve_cert: str | None) -> None:
-    """Write archive NAME below -C DIR on the nodes of the target ranks."""
+    """Write archive NAME below -C DIR on the target ranks' nodes."""
     name = _check_name(name)
     directory = os.path.abspath(directory)
     with connect(uri, curve_cert, timeout=EXTRACT_TIMEOUT) as client:
@@ -250,7 +257,7 @@ def extract(name: str, directory: str, ranks: str, overwrite: bool, verbose: boo
                                                     "targets": ranks, "overwrite": overwrite},
                                 nodeid=0)
         except RPCError as exc:
-            raise click.ClickException(prefixed("archive.extract", exc.errstr)) from None
+            raise click.ClickException(prefixed("archive.extract", rpc_errstr(exc))) from None
         errors = answer.get("errors") or {}
         hosts = rpc(client, "overlay.topology", {})["hostnames"] if errors else []
     if verbose:

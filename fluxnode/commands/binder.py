@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import signal
 
 import click
 
 from fluxnode.agent.kube.api_client import KubeConfigError, load_api_client
 from fluxnode.agent.logs import JsonFormatter, setup_logging
+from fluxnode.commands.common import given_as
 from fluxnode.scheduler.binder.binder import Binder
 from fluxnode.scheduler.binder.config import BinderConfig
 from fluxnode.scheduler.policies.policy import POLICIES
@@ -41,7 +43,8 @@ log = logging.getLogger("fluxnode.binder")
     show_default=True,
     help="NAMESPACE/NAME of the agents' rank map.",
 )
-@click.option("--broker-port", default=8050, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--broker-port", default=8050, show_default=True, type=click.IntRange(1, 65535),
+              help="TBON port of rank 0 when the URI comes from --rank-configmap.")
 @click.option(
     "--curve-cert", type=click.Path(dir_okay=False), help="CURVE certificate for a tcp:// URI."
 )
@@ -49,7 +52,8 @@ log = logging.getLogger("fluxnode.binder")
     "--scheduler-name", default="fluxnode", show_default=True, help="spec.schedulerName to serve."
 )
 @click.option("--policy", default="first", show_default=True, help="Match policy for groups.")
-@click.option("--bind-workers", default=16, show_default=True, type=click.IntRange(1, 256))
+@click.option("--bind-workers", default=16, show_default=True, type=click.IntRange(1, 256),
+              help="Threads writing pod bindings to the API server.")
 @click.option(
     "--alloc-batch",
     default=64,
@@ -71,15 +75,22 @@ log = logging.getLogger("fluxnode.binder")
     type=click.FloatRange(0.1),
     help="Seconds between forced retries.",
 )
-@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
-@click.option("--lease-namespace", default="kube-system", show_default=True)
-@click.option("--lease-name", default="fluxnode-binder", show_default=True)
-@click.option("--lease-duration", default=15.0, show_default=True, type=float)
-@click.option("--renew-deadline", default=10.0, show_default=True, type=float)
-@click.option("--retry-period", default=2.0, show_default=True, type=float)
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
+              help="Bind only while holding the Lease (one active binder of several).")
+@click.option("--lease-namespace", default="kube-system", show_default=True,
+              help="Namespace of the leader election Lease.")
+@click.option("--lease-name", default="fluxnode-binder", show_default=True,
+              help="Name of the leader election Lease.")
+@click.option("--lease-duration", default=15.0, show_default=True, type=float,
+              help="Seconds a Lease not renewed stays held.")
+@click.option("--renew-deadline", default=10.0, show_default=True, type=float,
+              help="Seconds the leader keeps trying to renew before it stops binding.")
+@click.option("--retry-period", default=2.0, show_default=True, type=float,
+              help="Seconds between tries to acquire or renew the Lease.")
 @click.option("--identity", default="",
               help="Leader election identity (default: $POD_NAME, else hostname-pid).")
-@click.option("--http-host", default="0.0.0.0", show_default=True)
+@click.option("--http-host", default="0.0.0.0", show_default=True,
+              help="Address of the health and metrics server.")
 @click.option(
     "--http-port",
     default=10259,
@@ -92,6 +103,7 @@ log = logging.getLogger("fluxnode.binder")
     default="info",
     show_default=True,
     type=click.Choice(["debug", "info", "warning", "error"]),
+    help="Least severe log level written (JSON lines on stderr).",
 )
 def binder(
     kubeconfig,
@@ -116,7 +128,11 @@ def binder(
     http_port,
     log_level,
 ):
-    """Place pods with spec.schedulerName through the lead broker's graph scheduler."""
+    """Bind pods to nodes with the leader's graph scheduler.
+
+    It places the pods whose spec.schedulerName is --scheduler-name through the lead
+    broker's scheduler service and binds them where it placed them.
+    """
     setup_logging(log_level, JsonFormatter())
     if policy not in POLICIES:
         raise click.ClickException(f"--policy: unknown {policy!r} (one of {', '.join(POLICIES)})")
@@ -129,7 +145,7 @@ def binder(
     try:
         api_client = load_api_client(kubeconfig)
     except KubeConfigError as exc:
-        raise click.ClickException(f"cannot load Kubernetes configuration: {exc.reason}") from None
+        raise click.ClickException(kube_config_error(kubeconfig, exc.reason)) from None
     config = BinderConfig(
         scheduler_name=scheduler_name,
         uri=uri,
@@ -177,3 +193,17 @@ def binder(
     except KeyboardInterrupt:
         pass
     b.stop()
+
+
+def kube_config_error(kubeconfig: str | None, reason: str) -> str:
+    """Where the configuration was looked for, in the user's words: the client's own message
+    ("Invalid kube-config file. No configuration found.") says neither which file nor why."""
+    reason = " ".join(line.strip() for line in reason.splitlines())  # a YAML error's lines
+    if kubeconfig:
+        source = given_as("kubeconfig", "--kubeconfig", "KUBECONFIG")
+        paths = [p for p in kubeconfig.split(os.pathsep) if p]
+        if not any(os.path.exists(p) for p in paths):
+            reason = "no such file" if len(paths) == 1 else "none of these files exists"
+        return f"cannot load Kubernetes configuration: {source} {kubeconfig}: {reason}"
+    return (f"cannot load Kubernetes configuration: {reason} (outside a pod, pass --kubeconfig "
+            "PATH or set KUBECONFIG; the default is ~/.kube/config)")

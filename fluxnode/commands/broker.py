@@ -22,7 +22,10 @@ from fluxnode.agent.broker import broker as broker_mod
     help="act as this host of [bootstrap] hosts (default: this machine's name)",
 )
 def broker(config_path: str, settings: tuple[str, ...], hostname: str | None) -> None:
-    """Run a broker: join the overlay and serve the local connector until shut down."""
+    """Run one broker: join the overlay and serve local clients.
+
+    It serves the local connector (local://) until it is shut down.
+    """
     try:
         attributes = attrs.parse_settings(settings)
     except attrs.AttrError as exc:

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import errno
+
 import click
 
-from fluxnode.agent.broker.client import Client, ConnectError, RPCError
+from fluxnode.agent.broker.client import (
+    Client,
+    ConnectError,
+    CurveCertError,
+    CurveHandshakeError,
+    RPCError,
+)
 
 
 def connection_options(command):
@@ -24,7 +32,46 @@ def connect(uri: str | None, curve_cert: str | None = None, timeout: float = 10.
     try:
         return Client.connect(uri, timeout=timeout, curve_cert=curve_cert)
     except ConnectError as exc:
-        raise click.ClickException(str(exc).removeprefix("fluxnode: ")) from None
+        raise click.ClickException(connect_error_message(exc)) from None
+
+
+# The OS errors that mean "no broker there": no socket file, or nothing accepting on it.
+NOT_LISTENING = (errno.ENOENT, errno.ECONNREFUSED)
+
+
+def connect_error_message(exc: ConnectError) -> str:
+    """The client library's ConnectError in the command line's words: the option or variable
+    the user set (--uri or $FLUXNODE_URI, --curve-cert or $FLUXNODE_CURVE_CERT) and what to
+    check, instead of the library's argument names."""
+    uri = given_as("uri", "--uri", "FLUXNODE_URI")
+    if exc.uri is None:
+        return ("no broker URI given: pass --uri URI or set FLUXNODE_URI "
+                "(`fluxnode start` sets it for the command it runs)")
+    if isinstance(exc, CurveCertError):
+        if exc.path is None:
+            return (f"cannot connect to {exc.uri}: a tcp:// URI needs the instance's CURVE "
+                    "certificate: pass --curve-cert PATH or set FLUXNODE_CURVE_CERT")
+        cert = given_as("curve_cert", "--curve-cert", "FLUXNODE_CURVE_CERT")
+        return f"cannot connect to {exc.uri}: {cert}: {exc.reason}"
+    if exc.errnum in NOT_LISTENING:
+        return (f"no broker is listening at {exc.uri} ({exc.reason}): is the instance running? "
+                f"Check {uri}, or start one with `fluxnode start --test-size N`")
+    if exc.errnum == errno.EACCES:
+        return (f"cannot connect to {exc.uri}: {exc.reason} (a broker's local:// socket is for "
+                "the user it runs as; from elsewhere use its tcp:// URI and --curve-cert)")
+    if exc.errnum is not None:
+        return f"cannot connect to {exc.uri}: {exc.reason} (check {uri})"
+    return f"cannot connect to {exc.uri}: {exc.reason}"
+
+
+def given_as(param: str, option: str, envvar: str) -> str:
+    """How the user gave `param` of the running command: `option`, or `$envvar` when click
+    read it from there, so that an error names what the user typed."""
+    ctx = click.get_current_context(silent=True)
+    source = ctx.get_parameter_source(param) if ctx is not None else None
+    if source is click.core.ParameterSource.ENVIRONMENT:
+        return f"${envvar}"
+    return option
 
 
 def rpc(
@@ -37,7 +84,16 @@ def rpc(
     try:
         return client.rpc(topic, payload, nodeid=nodeid, timeout=timeout)
     except RPCError as exc:
-        raise click.ClickException(prefixed(topic, exc.errstr)) from None
+        raise click.ClickException(prefixed(topic, rpc_errstr(exc))) from None
+
+
+def rpc_errstr(exc: RPCError) -> str:
+    """An RPC's error for the command line: a refused CURVE handshake names the option or
+    variable that gave the certificate."""
+    if isinstance(exc, CurveHandshakeError):
+        cert = given_as("curve_cert", "--curve-cert", "FLUXNODE_CURVE_CERT")
+        return f"{exc.uri} refused the CURVE handshake: is {cert} the instance's certificate?"
+    return exc.errstr
 
 
 def prefixed(topic: str, errstr: str) -> str:

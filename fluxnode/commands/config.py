@@ -17,7 +17,7 @@ from fluxnode.agent.broker.message import NODEID_ANY
 from fluxnode.broker_conf import certificate, hostlist, idset, render
 from fluxnode.broker_conf import config as config_mod
 from fluxnode.broker_conf.topology import Topology, TopologyError
-from fluxnode.commands.common import connection_options
+from fluxnode.commands.common import connect_error_message, connection_options, rpc_errstr
 
 
 def _fail(message: str) -> NoReturn:
@@ -27,7 +27,10 @@ def _fail(message: str) -> NoReturn:
 
 @click.group("config")
 def config() -> None:
-    """Check, render and explain broker.toml (flux-config-bootstrap/tbon keys)."""
+    """Check, render and explain broker.toml files.
+
+    The keys are flux-config-bootstrap(5)'s and flux-config-tbon(5)'s.
+    """
 
 
 @config.command("check")
@@ -40,7 +43,10 @@ def config() -> None:
     help="Also load and verify bootstrap.curve_cert.",
 )
 def check(path: Path, hostname: str | None, check_cert: bool) -> None:
-    """Validate a broker.toml file or config directory; print a summary or the error."""
+    """Validate a broker.toml file or directory; print a summary.
+
+    An invalid file is one line naming the key and what is wrong, and exit status 1.
+    """
     try:
         cfg = config_mod.load(path)
         topo = cfg.topology()
@@ -131,7 +137,7 @@ def render_cmd(
     resource_override: str | None,
     output: Path | None,
 ) -> None:
-    """Render a broker.toml for HOSTLIST (validated before it is written)."""
+    """Render a broker.toml for HOSTLIST, checked before it is written."""
     try:
         hosts = hostlist.decode(hosts_spec)
     except hostlist.HostlistError as exc:
@@ -180,7 +186,10 @@ def render_cmd(
     help="Take topo, size and hostnames from a config.",
 )
 def topology_cmd(topo: str | None, size: int | None, config_path: Path | None) -> None:
-    """Print each rank's parent, children and level, like the TBON flux would build."""
+    """Print each rank's parent, children and level in the TBON.
+
+    The tree is the one flux would build for the same tbon.topo and size.
+    """
     names: list[str] = []
     try:
         if config_path is not None:
@@ -225,8 +234,9 @@ def topology_cmd(topo: str | None, size: int | None, config_path: Path | None) -
     "--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the broker."
 )
 def reload_cmd(rank: int | None, uri: str | None, curve_cert: str | None, timeout: float) -> None:
-    """Make a running broker re-read its --config-path and apply it in place (``flux config
-    reload``).
+    """Make a running broker re-read and apply its config in place.
+
+    Like ``flux config reload``: the broker re-reads its --config-path.
 
     A change the broker cannot apply without a restart (its rank, endpoint or parent), or an
     invalid config, is an error; the broker keeps running with the config it had.
@@ -237,6 +247,6 @@ def reload_cmd(rank: int | None, uri: str | None, curve_cert: str | None, timeou
                 "config.reload", {}, nodeid=NODEID_ANY if rank is None else rank, timeout=timeout
             )
     except ConnectError as exc:
-        _fail(str(exc).removeprefix("fluxnode: "))
+        _fail(connect_error_message(exc))
     except RPCError as exc:
-        _fail(exc.errstr)
+        _fail(rpc_errstr(exc))

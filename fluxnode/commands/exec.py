@@ -32,7 +32,7 @@ from fluxnode.agent.broker.client import Client, RPCError
 from fluxnode.agent.broker.exec_process import decode_data, encode_data
 from fluxnode.agent.broker.message import NODEID_ANY
 from fluxnode.broker_conf import idset
-from fluxnode.commands.common import connect, connection_options, key_value_pairs
+from fluxnode.commands.common import connect, connection_options, key_value_pairs, rpc_errstr
 
 WINDOW = 1 << 20  # bytes of output the broker may send ahead of what we wrote
 POLL = 0.05  # seconds between looks at signals and stdin while output is quiet
@@ -265,7 +265,7 @@ class ExecRun:
             except RPCError as exc:
                 if exc.errnum == errno.ETIMEDOUT:
                     continue
-                self.say(f"lost the broker: {exc.errstr}")
+                self.say(f"lost the broker: {rpc_errstr(exc)}")
                 return 1
             if msg.errnum:
                 self.say(msg.errstr or os.strerror(msg.errnum))
@@ -312,7 +312,9 @@ def _environment(settings: tuple[str, ...]) -> dict[str, str]:
 def exec_command(ranks: str, exclude: str | None, label_io: bool, directory: str | None,
                  env_settings: tuple[str, ...], noinput: bool, verbose: bool, uri: str | None,
                  curve_cert: str | None, command: tuple[str, ...]) -> None:
-    """Run COMMAND on every target rank's node, as the broker's user; show its output.
+    """Run a command on the nodes of the target ranks.
+
+    COMMAND runs on every target rank's node as the broker's user; its output is shown here.
 
     The exit status is the largest of the processes' (a signal N counts as 128+N).
     """

@@ -24,7 +24,10 @@ from fluxnode.broker_conf.certificate import CertificateError, generate, write
 @click.option("-f", "--force", is_flag=True, help="Replace PATH if it already exists.")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 def keygen(name: str | None, force: bool, path: Path) -> None:
-    """Generate the instance CURVE certificate at PATH (mode 0600), like `flux keygen`."""
+    """Generate the instance's CURVE certificate (flux keygen).
+
+    The certificate is written at PATH with mode 0600, like `flux keygen`.
+    """
     try:
         write(path, generate(name), force=force)
     except CertificateError as exc:

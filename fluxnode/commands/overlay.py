@@ -183,7 +183,7 @@ def status(
 )
 @connection_options
 def errors(timeout: float, uri: str | None, curve_cert: str | None) -> None:
-    """Summarize why brokers are lost or offline: one line per distinct error."""
+    """Say why brokers are lost or offline, one line per error."""
     with connect(uri, curve_cert) as client:
         topo = rpc(client, "overlay.topology", {"rank": 0}, nodeid=0)
         info = collect(client, 0, topo["tree"], timeout if timeout > 0 else 3600.0)
@@ -222,7 +222,7 @@ def parentof(rank: int, uri: str | None, curve_cert: str | None) -> None:
 @click.argument("target")
 @connection_options
 def lookup(target: str, uri: str | None, curve_cert: str | None) -> None:
-    """Translate a rank idset to a hostlist, or a hostlist to a rank idset."""
+    """Translate a rank idset to a hostlist, or a hostlist to ranks."""
     with connect(uri, curve_cert) as client:
         names = rpc(client, "overlay.topology", {"rank": 0}, nodeid=0)["hostnames"]
     try:

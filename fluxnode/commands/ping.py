@@ -10,7 +10,7 @@ import click
 
 from fluxnode.agent.broker.client import RPCError
 from fluxnode.agent.broker.message import NODEID_ANY, NODEID_UPSTREAM
-from fluxnode.commands.common import connect, connection_options, prefixed
+from fluxnode.commands.common import connect, connection_options, prefixed, rpc_errstr
 
 SERVICE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*")
 
@@ -67,7 +67,10 @@ def parse_target(target: str) -> tuple[int, str, str]:
 @click.argument("target")
 def ping(count: int, pad: int, interval: float, uri: str | None, curve_cert: str | None,
          target: str) -> None:
-    """Send ping requests to TARGET (RANK or RANK!SERVICE) and print round-trip times."""
+    """Ping a broker or one of its services; print round trips.
+
+    TARGET is RANK or RANK!SERVICE; each answer's round-trip time is printed.
+    """
     nodeid, label, topic = parse_target(target)
     prefix = "" if label == "any" else f"{label}!"
     padding = "p" * pad
@@ -80,7 +83,7 @@ def ping(count: int, pad: int, interval: float, uri: str | None, curve_cert: str
                 try:
                     resp = client.rpc(topic, {"seq": seq, "pad": padding}, nodeid=nodeid)
                 except RPCError as exc:
-                    raise click.ClickException(prefix + prefixed(topic, exc.errstr)) from None
+                    raise click.ClickException(prefix + prefixed(topic, rpc_errstr(exc))) from None
                 ms = (time.monotonic() - t0) * 1000.0
                 if resp.get("pad") != padding:
                     raise click.ClickException("error in ping pad")

@@ -64,7 +64,11 @@ def _report(line: str) -> None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def proxy(identities: tuple[str, ...], known_hosts: str | None, accept_new_host_key: bool, uri: str,
           command: tuple[str, ...]) -> None:
-    """Run COMMAND (default: $SHELL) connected to the broker at URI (local:// or ssh://)."""
+    """Run a shell or COMMAND connected to a broker over ssh://.
+
+    COMMAND (default: $SHELL) runs with FLUXNODE_URI set to a local socket relayed to the
+    broker at URI (ssh:// or local://).
+    """
     try:
         target = parse_uri(uri)
         if isinstance(target, str):
@@ -97,8 +101,11 @@ def proxy(identities: tuple[str, ...], known_hosts: str | None, accept_new_host_
 @click.option("--check", is_flag=True, help="Only check that PATH accepts connections.")
 @click.argument("path")
 def relay(check: bool, path: str) -> None:
-    """Copy stdin to the broker socket at PATH and the socket to stdout (run by `fluxnode proxy`
-    over ssh)."""
+    """Relay stdin and stdout to a broker socket (for proxy).
+
+    Copies stdin to the broker socket at PATH and the socket to stdout; `fluxnode proxy`
+    runs it over ssh.
+    """
     if path.startswith("local://"):
         path = path[len("local://"):]
     try:

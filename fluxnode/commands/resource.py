@@ -135,7 +135,7 @@ def parse_include(value: str | None, listing: dict) -> set[int] | None:
 @connection_options
 def list_cmd(states: str, fmt: str, no_header: bool, include: str | None, uri: str | None,
     curve_cert: str | None) -> None:
-    """Show free, allocated and down nodes with their core and GPU counts."""
+    """Show free, allocated and down nodes with cores and GPUs."""
     wanted = parse_states(states)
     with connect(uri, curve_cert) as client:
         listing = rpc(client, "resource.list")
@@ -152,7 +152,7 @@ def list_cmd(states: str, fmt: str, no_header: bool, include: str | None, uri: s
 )
 @connection_options
 def info_cmd(states: str, include: str | None, uri: str | None, curve_cert: str | None) -> None:
-    """One-line summary of the instance's resources, e.g. "8 Nodes, 16 Cores, 0 GPUs"."""
+    """Print a one-line summary such as "8 Nodes, 16 Cores, 0 GPUs"."""
     wanted = parse_states(states)
     with connect(uri, curve_cert) as client:
         listing = rpc(client, "resource.list")
@@ -332,7 +332,7 @@ def parse_status_states(value: str | None) -> tuple[set[str], bool]:
 @connection_options
 def status_cmd(states: str | None, fmt: str, no_header: bool, skip_empty: bool,
                include: str | None, uri: str | None, curve_cert: str | None) -> None:
-    """Show the system view of nodes: available, drained or draining, online or offline."""
+    """Show which nodes are available, drained, online or offline."""
     wanted, given = parse_status_states(states)
     with connect(uri, curve_cert) as client:
         listing = rpc(client, "resource.list")
@@ -360,8 +360,10 @@ def status_cmd(states: str | None, fmt: str, no_header: bool, skip_empty: bool,
 def drain_cmd(force: int, update: bool, fmt: str, no_header: bool, include: str | None,
               targets: str | None, reason: tuple[str, ...], uri: str | None,
               curve_cert: str | None) -> None:
-    """Drain TARGETS (an idset of ranks or a hostlist): nothing new is placed there, what
-    runs there keeps running. Without TARGETS, list the drained nodes."""
+    """Drain TARGETS, or list the drained nodes without TARGETS.
+
+    TARGETS is an idset of ranks or a hostlist: nothing new is placed there, what runs
+    there keeps running."""
     with connect(uri, curve_cert) as client:
         if targets is None:
             listing = rpc(client, "resource.list")
@@ -381,7 +383,7 @@ def drain_cmd(force: int, update: bool, fmt: str, no_header: bool, include: str 
 @click.argument("targets")
 @connection_options
 def undrain_cmd(force: bool, targets: str, uri: str | None, curve_cert: str | None) -> None:
-    """Put drained TARGETS (an idset of ranks or a hostlist) back into scheduling."""
+    """Put drained TARGETS (ranks or hosts) back into scheduling."""
     payload: dict = {"targets": targets}
     if force:
         payload["mode"] = "force"

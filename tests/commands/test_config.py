@@ -143,4 +143,4 @@ def test_reload_without_a_broker_is_one_line(tmp_path):
     assert r.stderr.startswith("fluxnode-config: no broker URI given")
     r = run("reload", "--uri", f"local://{tmp_path}/nothing")
     assert r.returncode == 1 and len(r.stderr.splitlines()) == 1
-    assert r.stderr.startswith(f"fluxnode-config: cannot connect to local://{tmp_path}/nothing")
+    assert r.stderr.startswith(f"fluxnode-config: no broker is listening at local://{tmp_path}/nothing")

@@ -195,8 +195,8 @@ def test_cli_errors_are_one_line_without_traceback(tmp_path):
         assert p.returncode != 0
         assert "Traceback" not in p.stderr
         assert (
-            f"cannot connect to local://{tmp_path}/nothing/local: No such file or directory"
-            in p.stderr
+            f"no broker is listening at local://{tmp_path}/nothing/local (No such file or "
+            "directory)" in p.stderr
         )
         assert len(p.stderr.strip().splitlines()) == 1
 
