@@ -23,7 +23,15 @@ _TBON_DURATIONS = ("tcp_user_timeout", "connect_timeout", "torpid_min", "torpid_
 
 
 class RenderError(ValueError):
-    """Arguments that cannot make a valid broker.toml (the message says which and why)."""
+    """Arguments that cannot make a valid broker.toml (the message says which and why).
+
+    `key` and `problem` name the broker.toml key at fault when there is one, so that a
+    command can name the option its user typed for it (`--tbon torpid_max=...`)."""
+
+    def __init__(self, message: str, key: str | None = None, problem: str | None = None):
+        super().__init__(message)
+        self.key = key
+        self.problem = problem
 
 
 def _toml_value(value: Any) -> str:
@@ -139,6 +147,7 @@ def render_broker_toml(
         config.loads(text, "<rendered broker.toml>")
     except config.ConfigError as exc:
         raise RenderError(
-            f"rendered config is invalid: {exc.key}: {exc.problem}" if exc.key else str(exc)
+            f"rendered config is invalid: {exc.key}: {exc.problem}" if exc.key else str(exc),
+            key=exc.key, problem=exc.problem,
         ) from None
     return text

@@ -64,6 +64,7 @@ TIERS: dict[str, tuple[str, ...]] = {
         "tests/agent/node/test_operations_e2e.py",
         "tests/broker_conf/test_formats_properties.py::test_topology_is_a_tree_or_topology_error",
         "tests/broker_conf/test_idset_hostlist_hostile.py::test_matcher_lookup_cost_does_not_grow_with_the_hostlist",
+        "tests/commands/test_binder_options.py",
         "tests/commands/test_connection_options.py::test_tcp_uri_with_the_certificate_works_and_without_it_is_refused",
         "tests/daemonset/test_binder_lease.py::test_lease_holder_is_the_pod_name",
         "tests/daemonset/test_binder_lease.py::test_without_pod_name_the_holder_is_hostname_pid",

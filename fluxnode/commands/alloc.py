@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 
 import click
-import yaml
 
 from fluxnode.broker_conf import hostlist, idset
 from fluxnode.commands.common import connect, connection_options, rpc
 from fluxnode.scheduler.jobspec.builder import JobspecBuildError, SlotKind, build_jobspec
+from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
 from fluxnode.scheduler.policies.policy import POLICIES
 
 
@@ -24,17 +24,16 @@ def _rpc(uri: str | None, curve_cert: str | None, topic: str, payload: dict) -> 
 
 
 def _load_jobspec(path: str) -> dict:
+    """The jobspec in PATH (- for stdin), checked here as the service will check it, so that
+    a mistake is named with its line and column before anything is sent."""
     try:
-        text = click.get_text_stream("stdin").read() if path == "-" else Path(path).read_text()
+        data = click.get_binary_stream("stdin").read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
         raise click.ClickException(f"{path}: {exc.strerror or exc}") from None
     try:
-        obj = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise click.ClickException(f"{path}: not YAML/JSON: {exc}".splitlines()[0]) from None
-    if not isinstance(obj, dict):
-        raise click.ClickException(f"{path}: a jobspec must be a mapping")
-    return obj
+        return Jobspec.parse(data).to_dict()
+    except JobspecError as exc:
+        raise click.ClickException(f"{path}: {exc}") from None
 
 
 def _count(node: dict, key: str) -> int:

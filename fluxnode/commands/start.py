@@ -17,7 +17,8 @@ import click
 
 from fluxnode.agent.broker import attributes as attrs_mod
 from fluxnode.agent.broker import launcher
-from fluxnode.broker_conf import hostlist
+from fluxnode.broker_conf import hostlist, render
+from fluxnode.broker_conf.topology import Topology
 from fluxnode.commands.common import key_value_pairs
 
 # The keys --test-resources takes: an override file's, less those naming one node's layout.
@@ -84,7 +85,7 @@ def parse_test_resources(text: str) -> dict[str, int | str]:
     "ids, e.g. cores=2 or gpus=0-1), sockets, memory_mib",
 )
 @click.option(
-    "--topo", default="kary:2", show_default=True,
+    "--topo", default="kary:2", show_default=True, metavar="SPEC",
     help="TBON topology: kary:K, binomial, mincrit[:K] or custom (as tbon.topo)",
 )
 @click.option(
@@ -106,11 +107,13 @@ def parse_test_resources(text: str) -> dict[str, int | str]:
 @click.option(
     "--rundir",
     type=click.Path(file_okay=False),
+    metavar="DIR",
     help="keep the instance files here (default: a temporary 0700 dir, removed)",
 )
 @click.option(
     "--quorum-timeout",
     type=float,
+    metavar="SECONDS",
     default=60.0,
     show_default=True,
     help="seconds to wait for all brokers",
@@ -130,9 +133,10 @@ def start(
     quiet: bool,
     command: tuple[str, ...],
 ) -> None:
-    """Start TEST-SIZE brokers, run COMMAND (or a shell) with FLUXNODE_URI set, then shut down.
+    """Start N brokers on this machine, run a command, stop them.
 
-    The exit code is COMMAND's.
+    Starts TEST-SIZE brokers, runs COMMAND (or a shell) with FLUXNODE_URI set, then shuts
+    them down. The exit code is COMMAND's.
     """
     stopped_by = [
         signal.SIGINT
@@ -149,6 +153,12 @@ def start(
         raise click.UsageError(str(exc)) from None
     tbon_settings = key_value_pairs(tbon, "--tbon")
     hosts = parse_test_hosts(test_hosts, test_size) if test_hosts is not None else None
+    spec = attributes.get("tbon.topo") or topo
+    try:
+        Topology.from_spec(spec, max(test_size, 1))
+    except ValueError as exc:
+        hint = "'-S tbon.topo'" if "tbon.topo" in attributes else "'--topo'"
+        raise click.BadParameter(str(exc), param_hint=hint) from None
     resources = parse_test_resources(test_resources) if test_resources is not None else None
     try:
         inst = launcher.prepare(
@@ -161,6 +171,11 @@ def start(
             resources=resources,
             resource_override_dir=resource_override_dir,
         )
+    except render.RenderError as exc:
+        key = (exc.key or "").removeprefix("tbon.")
+        if exc.key and exc.key != key and key in tbon_settings:
+            raise click.BadParameter(f"{key}: {exc.problem}", param_hint="'--tbon'") from None
+        raise click.ClickException(str(exc)) from None
     except (launcher.LaunchError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:  # nothing runs yet; prepare removed what it made

@@ -187,7 +187,11 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
 )
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def main(args: tuple[str, ...]) -> None:
-    """Fluxion's resource-query: load a graph and run match/cancel/find... commands from stdin."""
+    """Fluxion's resource-query: match jobspecs on a graph.
+
+    Loads a graph and runs match, cancel, find... commands from stdin, with Fluxion's
+    options and output (-h lists them).
+    """
     try:
         rc = run(list(args), sys.stdin, sys.stdout, sys.stderr)
     except KeyboardInterrupt:

@@ -40,3 +40,20 @@ def test_bad_counts_name_the_option(args, error):
 def test_counts_that_ask_for_something_get_as_far_as_the_connection():
     r = run("-c", "0", "-g", "1")
     assert r.returncode == 1 and r.stderr.startswith("Error: no broker is listening at "), r
+
+
+def test_a_jobspec_error_is_placed_before_any_connection(tmp_path):
+    """The jobspec is checked as the service checks it, line and column counted by hand:
+    line 2's `core count: 1` lacks a comma, found at column 76 in the mapping opened at 59
+    (alloc said `not YAML/JSON: while parsing a flow mapping`, with no place)."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nresources: [{type: slot, count: 1, label: default, "
+                   "with: [{type: core count: 1}]}]\ntasks: []\n")
+    r = run(str(bad))
+    assert (r.returncode, r.stdout) == (1, ""), r
+    assert r.stderr.splitlines() == [
+        f"Error: {bad}: line 2, column 76: did not find expected ',' or '}}' (while parsing "
+        "a flow mapping started at line 2, column 59)"]
+    bad.write_bytes(b"\xff\xfe\x00")
+    r = run(str(bad))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr

@@ -159,6 +159,10 @@ def test_test_hosts_and_resources_errors_name_the_option():
         (("--test-resources", "sockets=two"),
          "Error: Invalid value for '--test-resources': sockets: must be a number, not 'two'"),
         (("--test-resources", "cores=x"), "Error: --test-resources: cores: invalid idset 'x'"),
+        (("--topo", "ring"), "Error: Invalid value for '--topo': invalid topology 'ring'"),
+        (("-S", "tbon.topo=ring"), "Error: Invalid value for '-S tbon.topo': invalid topology"),
+        (("--tbon", "torpid_max=soon"),
+         "Error: Invalid value for '--tbon': torpid_max: invalid duration 'soon'"),
     ]:
         p = _start("--test-size", "3", *args)
         assert p.returncode != 0 and p.stdout == "", (args, p.stdout)
