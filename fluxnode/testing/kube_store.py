@@ -75,7 +75,9 @@ RESOURCES: tuple[ResourceType, ...] = (
         "namespaces", "Namespace", namespaced=False, subresources=("status",), short_names=("ns",)
     ),
     ResourceType("nodes", "Node", namespaced=False, subresources=("status",), short_names=("no",)),
-    ResourceType("pods", "Pod", subresources=("status", "binding"), short_names=("po",)),
+    ResourceType(
+        "pods", "Pod", subresources=("status", "binding", "eviction"), short_names=("po",)
+    ),
     ResourceType("bindings", "Binding"),
     ResourceType("secrets", "Secret"),
     ResourceType("configmaps", "ConfigMap", short_names=("cm",)),
@@ -91,6 +93,14 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType(
         "deployments", "Deployment", group="apps", subresources=("status",), short_names=("deploy",)
     ),
+    ResourceType("poddisruptionbudgets", "PodDisruptionBudget", group="policy",
+                 subresources=("status",), short_names=("pdb",)),
+    ResourceType("roles", "Role", group="rbac.authorization.k8s.io"),
+    ResourceType("rolebindings", "RoleBinding", group="rbac.authorization.k8s.io"),
+    ResourceType("clusterroles", "ClusterRole", group="rbac.authorization.k8s.io",
+                 namespaced=False),
+    ResourceType("clusterrolebindings", "ClusterRoleBinding", group="rbac.authorization.k8s.io",
+                 namespaced=False),
 )
 BY_REF: dict[str, ResourceType] = {r.ref: r for r in RESOURCES}
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -575,6 +585,11 @@ class KubeStore:
             new["metadata"]["generation"] += 1
         if old["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             return self._commit(rt, "DELETED", new, old)
+        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if new == old:
+            # a write that changes nothing is not written: no new resourceVersion, no watch
+            # event (apiserver storage GuaranteedUpdate skips an unchanged object)
+            return json_copy(old)
         return self._commit(rt, "MODIFIED", new, old)
 
     def update(self, ref: str, namespace: str | None, name: str, body: dict, *,

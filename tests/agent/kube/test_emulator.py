@@ -328,8 +328,26 @@ def test_forbidden_hook(kube, core):
 
 
 def test_unauthenticated_is_401(kube):
-    resp = urllib3.PoolManager().request("GET", f"{kube.url}/api/v1/nodes")
+    pool = urllib3.PoolManager(ca_certs=str(kube.ca_path))
+    resp = pool.request("GET", f"{kube.url}/api/v1/nodes")
     assert resp.status == 401
+    # with the token, over the same verified TLS: what made the 401 was the missing token
+    token = {"Authorization": f"Bearer {kube.token}"}
+    assert pool.request("GET", f"{kube.url}/api/v1/nodes", headers=token).status == 200
+
+
+def test_serves_https_only_with_its_own_ca(kube):
+    """A real API server serves HTTPS: a client that does not trust the emulator's CA is
+    refused at the handshake, and plain HTTP gets no API answer."""
+    assert kube.url.startswith("https://127.0.0.1:")
+    with pytest.raises(urllib3.exceptions.SSLError):
+        urllib3.PoolManager(retries=False).request("GET", f"{kube.url}/version")
+    plain = urllib3.PoolManager(retries=False)
+    try:
+        resp = plain.request("GET", f"http://127.0.0.1:{kube.port}/version")
+    except urllib3.exceptions.HTTPError:
+        return  # the TLS server dropped the plain request
+    assert resp.status == 400 and b"gitVersion" not in resp.data
 
 
 def test_binding_once(kube, core):
