@@ -9,6 +9,12 @@ import pytest
 from fluxnode.testing.kube_emulator import KubeEmulator
 
 
+def pytest_report_header(config) -> str:
+    from support.kubectl import kubectl_path, kubectl_version
+
+    return f"kubectl: {kubectl_version()} ({kubectl_path() or 'not installed: make system-deps'})"
+
+
 @pytest.fixture
 def kube(tmp_path) -> Iterator[KubeEmulator]:
     with KubeEmulator(
