@@ -41,7 +41,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from fluxnode.testing.kube_eviction import BudgetNotEmulated, evict
+from fluxnode.testing.kube_eviction import BudgetNotEmulated, budget_status, evict
 from fluxnode.testing.kube_field_validation import (
     NoSchema,
     drop_fields,
@@ -743,12 +743,16 @@ class KubeEmulator:
                     "MethodNotAllowed",
                     "the server does not allow this method on the requested resource",
                 )
+            if rt.ref == "poddisruptionbudgets.policy":
+                obj = self._current_budget(obj)
             if wants_table(request.headers.get("Accept", "")):
                 return web.json_response(self._table(request, rt, [obj], {
                     "resourceVersion": obj["metadata"].get("resourceVersion", "")}))
             return web.json_response(obj)
         if info.verb == "list":
             listed = self._list(rt, info)
+            if rt.ref == "poddisruptionbudgets.policy":
+                listed["items"] = [self._current_budget(p) for p in listed["items"]]
             if wants_table(request.headers.get("Accept", "")):
                 return web.json_response(
                     self._table(request, rt, listed["items"], listed["metadata"])
@@ -851,6 +855,14 @@ class KubeEmulator:
             "MethodNotAllowed",
             "the server does not allow this method on the requested resource",
         )
+
+    def _current_budget(self, pdb: dict) -> dict:
+        """A PodDisruptionBudget with the status the disruption controller keeps current
+        (computed when read; see kube_eviction.budget_status)."""
+        try:
+            return {**pdb, "status": budget_status(self.store, pdb)}
+        except BudgetNotEmulated:
+            return pdb
 
     @staticmethod
     def _check_fields(request: web.BaseRequest, rt: ResourceType, info: RequestInfo,
