@@ -236,12 +236,17 @@ def event_cells(event: dict, now: datetime.datetime) -> list[Any]:
 
 
 # -- workloads -------------------------------------------------------------------------------
-JOB_COLUMNS = [NAME, _column("Completions"), _column("Duration"), AGE, CONTAINERS, IMAGES,
-               SELECTOR]
+JOB_COLUMNS = [NAME, _column("Status"), _column("Completions"), _column("Duration"), AGE,
+               CONTAINERS, IMAGES, SELECTOR]
+# printJob's Status: the first of these conditions that is True, else Running (Terminating
+# once deleting, checked after Complete and Failed)
+_JOB_STATES = (("Complete", "Complete"), ("Failed", "Failed"), ("Suspended", "Suspended"),
+               ("FailureTarget", "FailureTarget"))
 
 
 def job_cells(job: dict, now: datetime.datetime) -> list[Any]:
-    """printJob: succeeded/completions (``/1 of N`` for a work queue), run time so far."""
+    """printJob: Status from the conditions, succeeded/completions (``/1 of N`` for a work
+    queue), the run time so far (or start to completion)."""
     meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
     succeeded = status.get("succeeded", 0)
     if spec.get("completions") is not None:
@@ -252,7 +257,13 @@ def job_cells(job: dict, now: datetime.datetime) -> list[Any]:
         completions = f"{succeeded}/1"
     start, end = _parse_time(status.get("startTime")), _parse_time(status.get("completionTime"))
     duration = human_duration(((end or now) - start).total_seconds()) if start else ""
-    return [meta["name"], completions, duration, age(meta.get("creationTimestamp"), now),
+    true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    state = next((name for kind, name in _JOB_STATES[:2] if kind in true), None)
+    if state is None and meta.get("deletionTimestamp"):
+        state = "Terminating"
+    if state is None:
+        state = next((name for kind, name in _JOB_STATES[2:] if kind in true), "Running")
+    return [meta["name"], state, completions, duration, age(meta.get("creationTimestamp"), now),
             *_template_cells(spec), format_label_selector(spec.get("selector"))]
 
 

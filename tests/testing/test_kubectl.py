@@ -240,3 +240,41 @@ def test_delete_is_graceful_for_a_bound_pod(kube):
     kube.create("pods", _pod("q", "w1", {"phase": "Running"}))
     kubectl(kube, "delete", "pod", "q").check()  # waits until it is gone
     assert kube.list("pods", "default") == []
+
+
+def test_get_events_and_jobs_wide(kube):
+    """The Event and Job printers: what `kubectl get events` shows of a binder's Scheduled
+    Event, and a Job's status, completions and duration (ages in minutes: stable for the
+    seconds a test runs)."""
+    kube.create("events", {
+        "metadata": {"name": "p.17f0", "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+        "reason": "Scheduled", "type": "Normal", "count": 3,
+        "message": "Successfully assigned default/p to w1",
+        "source": {"component": "fluxnode-binder"},
+        "firstTimestamp": _ago(3600), "lastTimestamp": _ago(600)}, "default")
+    job = {"metadata": {"name": "train", "namespace": "default"},
+           "spec": {"completions": 4, "parallelism": 2,
+                    "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "abc"}},
+                    "template": {"spec": {"containers": [MAIN]}}}}
+    kube.create("jobs.batch", {**job, "status": {"succeeded": 1, "startTime": _ago(600)}},
+                "default")
+    kube.create("jobs.batch", {**job, "metadata": {"name": "done", "namespace": "default"},
+                               "status": {"succeeded": 4, "startTime": _ago(3 * 3600),
+                                          "completionTime": _ago(3 * 3600 - 90),
+                                          "conditions": [{"type": "Complete",
+                                                          "status": "True"}]}}, "default")
+    events = parse_table(kubectl(kube, "get", "events", "-o", "wide").check().stdout)[0]
+    assert events == [{"LAST SEEN": "10m", "TYPE": "Normal", "REASON": "Scheduled",
+                       "OBJECT": "pod/p", "SUBOBJECT": "", "SOURCE": "fluxnode-binder",
+                       "MESSAGE": "Successfully assigned default/p to w1", "FIRST SEEN": "60m",
+                       "COUNT": "3", "NAME": "p.17f0"}]
+    jobs = parse_table(kubectl(kube, "get", "jobs", "-o", "wide").check().stdout)[0]
+    assert [{k: v for k, v in j.items() if k != "AGE"} for j in jobs] == [
+        {"NAME": "done", "STATUS": "Complete", "COMPLETIONS": "4/4", "DURATION": "90s",
+         "CONTAINERS": "main", "IMAGES": "busybox",
+         "SELECTOR": "batch.kubernetes.io/controller-uid=abc"},
+        {"NAME": "train", "STATUS": "Running", "COMPLETIONS": "1/4", "DURATION": "10m",
+         "CONTAINERS": "main", "IMAGES": "busybox",
+         "SELECTOR": "batch.kubernetes.io/controller-uid=abc"},
+    ]
