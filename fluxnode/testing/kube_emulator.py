@@ -155,6 +155,7 @@ class KubeEmulator:
         # long (its containers stop at once), or holds it while `hold_terminations` is set
         self.termination_delay = 0.05
         self.hold_terminations = False
+        self.namespace_termination_delay = 2.0
         self._terminating: list[tuple[str | None, str, str]] = []
         self._termination_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -336,6 +337,21 @@ class KubeEmulator:
                 self._terminating.append(key)
                 return
         timer = threading.Timer(self.termination_delay, self._finish_termination, key)
+        timer.daemon = True
+        timer.start()
+
+    def _namespace_controller_empties(self, name: str) -> None:
+        """A namespace was deleted: the namespace controller deletes everything in it and then
+        the namespace, here after `namespace_termination_delay` seconds (on a cluster it
+        takes seconds too: a client deleting the namespace's objects right after it, as
+        `kubectl delete -k` does, finds them still there)."""
+        def finish() -> None:
+            try:
+                self.store.delete("namespaces", None, name)
+            except ApiError:
+                pass  # already gone
+
+        timer = threading.Timer(self.namespace_termination_delay, finish)
         timer.daemon = True
         timer.start()
 
@@ -817,6 +833,8 @@ class KubeEmulator:
                                      graceful=True)
             if not gone and rt.ref == "pods" and obj["metadata"].get("deletionGracePeriodSeconds"):
                 self._kubelet_stops(obj)
+            if not gone and rt.ref == "namespaces":
+                self._namespace_controller_empties(obj["metadata"]["name"])
             if not gone or rt.ref in RETURNS_DELETED_OBJECT:
                 return web.json_response(obj)
             return web.json_response(

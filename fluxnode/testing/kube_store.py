@@ -384,9 +384,21 @@ class KubeStore:
                 "request"
             )
         ns = namespace or body_ns or "default"
-        if ("", ns) not in self._objects["namespaces"]:
+        stored = self._objects["namespaces"].get(("", ns))
+        if stored is None:
             raise ApiError(
                 404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"}
+            )
+        if stored["metadata"].get("deletionTimestamp"):
+            # NamespaceLifecycle admission (apiserver plugin/namespace/lifecycle)
+            raise ApiError(
+                403, "Forbidden",
+                f'{rt.ref} "{(obj.get("metadata") or {}).get("name", "")}" is forbidden: unable '
+                f"to create new content in namespace {ns} because it is being terminated",
+                {"name": (obj.get("metadata") or {}).get("name", ""), "group": rt.group,
+                 "kind": rt.plural,
+                 "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
+                             "message": f"namespace {ns} is being terminated"}]},
             )
         meta["namespace"] = ns
         return ns
@@ -668,6 +680,17 @@ class KubeStore:
                 and pre["resourceVersion"] != old["metadata"]["resourceVersion"]
             ):
                 raise conflict(rt, name, "Precondition failed: the object has been modified")
+            if graceful and ref == "namespaces":
+                # the namespace lifecycle: DELETE marks it Terminating (spec.finalizers
+                # ["kubernetes"]), the namespace controller deletes what is in it and then it
+                # (pkg/registry/core/namespace/storage/storage.go Delete); done by the caller
+                if old["metadata"].get("deletionTimestamp"):
+                    return json_copy(old), False
+                new = json_copy(old)
+                new["metadata"]["deletionTimestamp"] = now_rfc3339()
+                new.setdefault("spec", {})["finalizers"] = ["kubernetes"]
+                new.setdefault("status", {})["phase"] = "Terminating"
+                return self._commit(rt, "MODIFIED", new, old), False
             grace = pod_grace_period(old, options) if graceful and ref == "pods" else 0
             if grace > 0:
                 # graceful: the pod stays (terminating) until the kubelet has stopped it; a

@@ -16,6 +16,7 @@ from support.kubectl import kubectl, parse_table, rendered
 
 from fluxnode.testing.kube_emulator import KubeEmulator
 from fluxnode.testing.kube_store import RESOURCES
+from fluxnode.testing.waiting import wait_for
 
 MAIN = {"name": "main", "image": "busybox"}
 
@@ -278,3 +279,22 @@ def test_get_events_and_jobs_wide(kube):
          "CONTAINERS": "main", "IMAGES": "busybox",
          "SELECTOR": "batch.kubernetes.io/controller-uid=abc"},
     ]
+
+
+def test_delete_k_removes_exactly_what_apply_k_made(tmp_path):
+    """`make undeploy`: the namespace goes Terminating first, so kubectl's deletes of what is
+    in it still find their objects (on an emulator that emptied it at once they were 404s)."""
+    docs = rendered("daemonset/")
+    with KubeEmulator(directory=tmp_path / "kube") as kube:
+        before = _everything(kube)
+        kubectl(kube, "apply", "-k", "daemonset/").check()
+        result = kubectl(kube, "delete", "-k", "daemonset/").check()
+
+        def line(d: dict) -> str:
+            group = d["apiVersion"].rpartition("/")[0]
+            kind = d["kind"].lower() + (f".{group}" if group else "")
+            return f'{kind} "{d["metadata"]["name"]}" deleted'
+
+        assert result.stdout.splitlines() == [line(d) for d in docs]
+        wait_for(lambda: _everything(kube).keys() == before.keys(), 30,
+                 what="the namespace controller to finish")

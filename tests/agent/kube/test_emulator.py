@@ -565,8 +565,17 @@ def test_delete_collection_and_namespace_cascade(kube, core):
     rv = core.list_namespaced_pod("team").metadata.resource_version
     stream = Stream(core.list_namespaced_pod, namespace="team", resource_version=rv)
     kube.wait_for_watches("pods")
+    kube.namespace_termination_delay = 0.5
     core.delete_namespace("team")
+    # Terminating first (the namespace lifecycle): nothing new may be created in it
+    assert core.read_namespace("team").status.phase == "Terminating"
+    with pytest.raises(client.ApiException) as exc:
+        core.create_namespaced_config_map("team", {"metadata": {"name": "late"}})
+    assert exc.value.status == 403 and "being terminated" in exc.value.body
+    # then the namespace controller deletes what is in it, and the namespace
     assert stream.names(1) == [("DELETED", "c")]
+    wait_for(lambda: kube.list("namespaces", field_selector="metadata.name=team") == [], 10,
+             what="the namespace gone")
     assert kube.list("configmaps", "team") == [] and kube.list("pods", "team") == []
     with pytest.raises(client.ApiException) as exc:
         core.read_namespace("team")
