@@ -13,6 +13,7 @@ schedulable nodes without one). Commands run from the checkout's root (``-k daem
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -28,20 +29,13 @@ READY = [{"type": "Ready", "status": "True"}]
 
 
 def kubectl_blocks(path: Path) -> list[Block]:
-    blocks: list[Block] = []
-    lines = path.read_text().splitlines()
-    i = 0
-    while i < len(lines):
-        if lines[i].strip() != FENCE:
-            i += 1
-            continue
-        start, body = i + 1, []
-        i += 1
-        while i < len(lines) and lines[i].strip() != "```":
-            body.append((i + 1, lines[i]))
-            i += 1
-        blocks.append(Block(path, start, parse_steps(body)))
-        i += 1
+    """The kubectl blocks of one Markdown file: each fence's body, with its line numbers."""
+    text = path.read_text()
+    blocks = []
+    for match in re.finditer(re.escape(FENCE) + r"\n(.*?)^```$", text, re.M | re.S):
+        first = text.count("\n", 0, match.start(1)) + 1
+        body = list(enumerate(match.group(1).splitlines(), start=first))
+        blocks.append(Block(path, first - 1, parse_steps(body)))  # the fence line, as there
     return blocks
 
 
