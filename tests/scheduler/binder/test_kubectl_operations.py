@@ -73,6 +73,18 @@ def test_cordon_drain_uncordon_as_the_operations_page_shows(tmp_path):
         _controlled_pod(c, "fluxnode-binder-5d8f-a", x, template, rs)
         _controlled_pod(c, "fluxnode-binder-5d8f-b", y, template, rs)
 
+        # kubectl get nodes,pods -A -o wide: the binder's placement, as kubectl shows it
+        nodes, pods = parse_table(
+            kubectl(kube, "get", "nodes,pods", "-A", "-o", "wide").check().stdout)
+        assert {n["NAME"]: n["STATUS"] for n in nodes} == {
+            "node/node0": "Ready", "node/node1": "Ready", "node/node2": "Ready"}
+        assert {p["NAME"]: (p["NAMESPACE"], p["STATUS"], p["NODE"]) for p in pods} == {
+            "pod/work": ("default", "Running", x),
+            **{f"pod/fluxnode-agent-{n}": ("fluxnode", "Running", n)
+               for n in ("node0", "node1", "node2")},
+            "pod/fluxnode-binder-5d8f-a": ("fluxnode", "Running", x),
+            "pod/fluxnode-binder-5d8f-b": ("fluxnode", "Running", y)}
+
         # kubectl cordon: the binder drains the node; what runs there stays
         assert kubectl(kube, "cordon", x).check().stdout == f"node/{x} cordoned\n"
         d = wait_for(lambda: drains(c).get(x), 20, what=f"{x} drained in the scheduler")
