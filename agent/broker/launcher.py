@@ -28,6 +28,7 @@ from pathlib import Path
 # Importing the broker (and through it discovery, the overlay, broker_conf) here also
 # means forked children start warm.
 from fluxnode.agent.broker import broker as broker_mod
+from fluxnode.agent.broker import discovery
 from fluxnode.agent.broker.client import Client, ConnectError, RPCError
 from fluxnode.broker_conf import certificate, render
 from fluxnode.broker_conf.topology import Topology
@@ -82,9 +83,14 @@ class TestInstance:
 
 
 def hostname_prefix() -> str:
+    """This machine's name without its trailing digits: the default hosts are PREFIX0..N-1."""
     name = socket.gethostname().split(".")[0] or "host"
     name = re.sub(r"[^A-Za-z0-9-]", "-", name)
     return re.sub(r"\d+$", "", name) or "host"
+
+
+def default_hosts(size: int) -> list[str]:
+    return [f"{hostname_prefix()}{i}" for i in range(size)]
 
 
 def listen_ports(count: int) -> list[socket.socket]:
@@ -129,14 +135,27 @@ def prepare(
     topo: str = "kary:2",
     attrs: dict[str, str] | None = None,
     rundir: str | None = None,
-    prefix: str | None = None,
+    hosts: list[str] | None = None,
     tbon: dict[str, str] | None = None,
+    resources: dict | None = None,
     resource_override_dir: str | None = None,
     log_level: str = "4",
 ) -> TestInstance:
-    """Write certificate and broker.toml into a private rundir; plan one broker per host."""
+    """Write certificate and broker.toml into a private rundir; plan one broker per host.
+
+    `hosts` names the brokers (the first `size` of them; default this machine's name with
+    0..N-1, as `flux start --test-hosts` does); `resources` is a resource override (the
+    keys of an override file) every broker gets, unless `resource_override_dir` has a
+    file for its host. Both make an instance look the same on any machine.
+    """
     if size < 1:
         raise LaunchError(f"--test-size must be at least 1 (got {size})")
+    if hosts is not None and len(hosts) < size:
+        raise LaunchError(
+            f"--test-hosts names {len(hosts)} host{'s' if len(hosts) != 1 else ''}, "
+            f"fewer than --test-size {size}")
+    if hosts is not None and len(set(hosts[:size])) < size:
+        raise LaunchError("--test-hosts names a host twice")
     attrs = dict(attrs or {})
     if rundir:
         root = Path(rundir).absolute()
@@ -149,7 +168,8 @@ def prepare(
     lock_fd = lock_rundir(root)
     try:
         inst = _prepare(
-            root, keep, size, topo, attrs, prefix, tbon, resource_override_dir, log_level
+            root, keep, size, topo, attrs, hosts, tbon, resources, resource_override_dir,
+            log_level,
         )
     except BaseException:
         os.close(lock_fd)
@@ -186,13 +206,14 @@ def _prepare(
     size: int,
     topo: str,
     attrs: dict[str, str],
-    prefix: str | None,
+    hosts: list[str] | None,
     tbon: dict[str, str] | None,
+    resources: dict | None,
     resource_override_dir: str | None,
     log_level: str,
 ) -> TestInstance:
-    prefix = prefix or hostname_prefix()
-    hosts = [f"{prefix}{i}" for i in range(size)]
+    hosts = list(hosts[:size]) if hosts is not None else default_hosts(size)
+    shared_override = _write_shared_override(root, resources, hosts[0]) if resources else None
     spec = attrs.pop("tbon.topo", None) or topo
     try:
         topology = Topology.from_spec(spec, size)
@@ -222,6 +243,8 @@ def _prepare(
         d.mkdir(mode=0o700, exist_ok=True)
         a = {"log-stderr-level": log_level, "log-filename": str(d / "broker.log"), **attrs,
              "rundir": str(d), "local-uri": f"local://{d}/local", "statedir": str(d)}
+        if shared_override:
+            a["resource.override"] = str(shared_override)
         if resource_override_dir:
             for ext in ("json", "toml"):
                 f = Path(resource_override_dir) / f"{host}.{ext}"
@@ -230,6 +253,18 @@ def _prepare(
                     break
         inst.brokers.append(BrokerProc(rank, host, a))
     return inst
+
+
+def _write_shared_override(root: Path, resources: dict, host: str) -> Path:
+    """`<rundir>/resources.json`, the override every broker reads; checked here, once, so
+    a bad value is one line from `fluxnode start` rather than N brokers failing."""
+    path = root / "resources.json"
+    path.write_text(json.dumps(resources))
+    try:
+        discovery.discover(path, host)
+    except discovery.ResourceDiscoveryError as exc:
+        raise LaunchError(f"--test-resources: {str(exc).removeprefix(f'{path}: ')}") from None
+    return path
 
 
 def _die_with_parent() -> None:

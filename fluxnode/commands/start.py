@@ -1,4 +1,10 @@
-"""`fluxnode start --test-size N`: run an N-broker instance on this machine, like `flux start`."""
+"""`fluxnode start --test-size N`: run an N-broker instance on this machine, like `flux start`.
+
+`--test-hosts` and `--test-resources` say in the command what the instance looks like (its
+host names, each node's cores and GPUs) instead of taking this machine's name and core
+count, so an example prints the same on every machine, as Flux's `--test-hosts` and a
+resource override do for `flux start`.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,48 @@ import click
 
 from fluxnode.agent.broker import attributes as attrs_mod
 from fluxnode.agent.broker import launcher
+from fluxnode.broker_conf import hostlist
 from fluxnode.commands.common import key_value_pairs
+
+# The keys --test-resources takes: an override file's, less those naming one node's layout.
+TEST_RESOURCE_KEYS = ("cores", "gpus", "sockets", "memory_mib")
+
+
+def parse_test_hosts(text: str, size: int) -> list[str]:
+    """An RFC 29 hostlist naming at least `size` hosts, as `flux start --test-hosts`."""
+    try:
+        return hostlist.decode(text, limit=max(size, 1) * 4 + 1024)
+    except hostlist.HostlistError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--test-hosts'") from None
+
+
+def parse_test_resources(text: str) -> dict[str, int | str]:
+    """`cores=2,gpus=0-1,memory_mib=4096`: a number is a count, a range or list (`0-3`,
+    `0,2`) names the ids; a comma-separated piece without `=` continues the value before."""
+    out: dict[str, int | str] = {}
+    key = None
+    for piece in text.split(","):
+        k, sep, value = piece.partition("=")
+        if sep:
+            key = k.strip()
+            if key not in TEST_RESOURCE_KEYS:
+                raise click.BadParameter(
+                    f"unknown key {key!r} in {text!r} (known: {', '.join(TEST_RESOURCE_KEYS)})",
+                    param_hint="'--test-resources'")
+            out[key] = value.strip()
+        elif key is not None and key in ("cores", "gpus"):
+            out[key] = f"{out[key]},{piece.strip()}"
+        else:
+            raise click.BadParameter(
+                f"{text!r}: expected KEY=VALUE[,KEY=VALUE...], e.g. cores=2,gpus=1",
+                param_hint="'--test-resources'")
+    for k, v in out.items():
+        if isinstance(v, str) and v.isdigit():
+            out[k] = int(v)
+        elif k in ("sockets", "memory_mib"):
+            raise click.BadParameter(f"{k}: must be a number, not {v!r}",
+                                     param_hint="'--test-resources'")
+    return out
 
 
 @click.command(
@@ -25,7 +72,20 @@ from fluxnode.commands.common import key_value_pairs
     help="number of brokers to start on this machine",
 )
 @click.option(
-    "--topo", default="kary:2", show_default=True, help="TBON topology (kary:K, binomial)"
+    "--test-hosts",
+    metavar="HOSTLIST",
+    help="name the brokers' hosts by this RFC 29 hostlist, e.g. 'node[0-7]' (default: this "
+    "machine's name with 0..N-1)",
+)
+@click.option(
+    "--test-resources",
+    metavar="KEY=VALUE,...",
+    help="every node has these resources instead of this machine's: cores, gpus (a count or "
+    "ids, e.g. cores=2 or gpus=0-1), sockets, memory_mib",
+)
+@click.option(
+    "--topo", default="kary:2", show_default=True,
+    help="TBON topology: kary:K, binomial, mincrit[:K] or custom (as tbon.topo)",
 )
 @click.option(
     "--setattr",
@@ -49,11 +109,6 @@ from fluxnode.commands.common import key_value_pairs
     help="keep the instance files here (default: a temporary 0700 dir, removed)",
 )
 @click.option(
-    "--hostname-prefix",
-    metavar="PREFIX",
-    help="hosts are PREFIX0..PREFIX{N-1} (default: this machine's name)",
-)
-@click.option(
     "--quorum-timeout",
     type=float,
     default=60.0,
@@ -64,12 +119,13 @@ from fluxnode.commands.common import key_value_pairs
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def start(
     test_size: int,
+    test_hosts: str | None,
+    test_resources: str | None,
     topo: str,
     settings: tuple[str, ...],
     tbon: tuple[str, ...],
     resource_override_dir: str | None,
     rundir: str | None,
-    hostname_prefix: str | None,
     quorum_timeout: float,
     quiet: bool,
     command: tuple[str, ...],
@@ -92,14 +148,17 @@ def start(
     except attrs_mod.AttrError as exc:
         raise click.UsageError(str(exc)) from None
     tbon_settings = key_value_pairs(tbon, "--tbon")
+    hosts = parse_test_hosts(test_hosts, test_size) if test_hosts is not None else None
+    resources = parse_test_resources(test_resources) if test_resources is not None else None
     try:
         inst = launcher.prepare(
             test_size,
             topo=topo,
             attrs=attributes,
             rundir=rundir,
-            prefix=hostname_prefix,
+            hosts=hosts,
             tbon=tbon_settings,
+            resources=resources,
             resource_override_dir=resource_override_dir,
         )
     except (launcher.LaunchError, ValueError, OSError) as exc:

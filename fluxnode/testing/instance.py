@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from fluxnode.agent.broker.client import Client, ConnectError, RPCError
+from fluxnode.broker_conf import hostlist
 from fluxnode.testing.exits import ExitWatcher
 from fluxnode.testing.waiting import wait_for
 
@@ -89,8 +90,8 @@ class Instance:
             self.topo,
             "--rundir",
             str(self.rundir),
-            "--hostname-prefix",
-            self.prefix,
+            "--test-hosts",
+            hostlist.encode(f"{self.prefix}{i}" for i in range(self.size)),
             "--quiet",
             "--quorum-timeout",
             str(self.timeout),

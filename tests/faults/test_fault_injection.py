@@ -9,7 +9,8 @@ that survives); no one package's tests can break all three. The harness itself
 A seeded random schedule (fluxnode.testing.fault_schedule) of alloc / cancel / partial
 cancel interleaved with kill -9 + restart of rank 0 (also with a request in flight), of an
 interior broker and of a leaf, THE checker (fluxnode.testing.invariants) after every step.
-The seed is printed, and set by $FLUXNODE_FAULT_SEED to replay a failure; the budget is
+The seed is fixed (printed), set by $FLUXNODE_FAULT_SEED to replay a failure or to
+`random` for a fresh schedule; the budget is
 bounded in steps and wall time ($FLUXNODE_FAULT_BUDGET seconds, default 75 for the first
 test) so the suite stays about two minutes on a 2-core machine.
 """
@@ -40,7 +41,7 @@ MAX_STEPS = 400
 
 
 def test_random_faults_never_overcommit_or_lose_an_allocation(tmp_path):
-    seed = choose_seed()
+    seed = choose_seed(default=1729)
     print(f"fault schedule seed {seed} (FLUXNODE_FAULT_SEED={seed} replays it)")
     with Instance(8, tmp_path, topo="kary:2", modules=None, resources=node_resources(8),
                   tbon=FAST_TBON) as inst:
@@ -134,7 +135,7 @@ class PodOps:
 # would stay up with a dead loop until a liveness probe killed it.
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_random_faults_with_the_binder_bind_every_pod_once(tmp_path):
-    seed = choose_seed()
+    seed = choose_seed(default=4104)
     print(f"binder fault schedule seed {seed} (FLUXNODE_FAULT_SEED={seed} replays it)")
     with BinderCluster(tmp_path, NODES) as c:
         ops = PodOps(c)

@@ -40,8 +40,13 @@ def test_every_planned_shape_is_a_valid_jobspec_fitting_a_node_set():
 
 
 def test_the_seed_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv(SEED_ENV, raising=False)
+    assert choose_seed(default=7) == 7  # a test's fixed seed unless asked for another
     monkeypatch.setenv(SEED_ENV, "0x2a")
-    assert choose_seed() == 42
+    assert choose_seed() == 42 and choose_seed(default=7) == 42
+    monkeypatch.setenv(SEED_ENV, "random")
+    drawn = {choose_seed(default=7) for _ in range(4)}
+    assert 7 not in drawn and len(drawn) > 1
     monkeypatch.setenv(SEED_ENV, "forty-two")
     with pytest.raises(ValueError, match=SEED_ENV):
         choose_seed()

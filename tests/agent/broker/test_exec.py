@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import seeds
 
 from fluxnode.testing.instance import Instance
 from fluxnode.testing.waiting import wait_for
@@ -108,8 +109,7 @@ def test_rank_and_exclude_sets(inst):
 
 
 def test_stdin_goes_to_every_process_and_noinput_gives_none(inst):
-    seed = random.randrange(1 << 30)
-    print("seed", seed)
+    seed = seeds.choose("test_stdin_goes_to_every_process_and_noinput_gives_none")
     data = random.Random(seed).randbytes(300_000)
     done = run(inst, "-l", "-r", "1,5,7", "sha256sum", input=data)
     assert done.returncode == 0, done.stderr
@@ -127,8 +127,7 @@ def test_stdin_goes_to_every_process_and_noinput_gives_none(inst):
 
 
 def test_large_output_arrives_byte_for_byte(inst):
-    seed = random.randrange(1 << 30)
-    print("seed", seed)
+    seed = seeds.choose("test_large_output_arrives_byte_for_byte")
     size = 3 << 20
     script = (f"import os,random,sys; r=int(os.path.basename(os.path.dirname("
               f"os.environ['FLUXNODE_URI'][8:]))); "

@@ -105,8 +105,8 @@ def test_start_test_size_8_resource_list_shows_this_machines_cores():
             "start",
             "--test-size",
             "8",
-            "--hostname-prefix",
-            "t",
+            "--test-hosts",
+            "t[0-7]",
             "-S",
             "broker.modules=",
             "--",
@@ -120,6 +120,51 @@ def test_start_test_size_8_resource_list_shows_this_machines_cores():
     )
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[1].split() == ["free", "8", str(8 * ncores), "0", "t[0-7]"]
+
+
+def _start(*args: str, command: tuple[str, ...] = ("resource", "list")):
+    return subprocess.run(
+        [*FLUXNODE, "start", *args, "-S", "broker.modules=", "--", *FLUXNODE, *command],
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_test_hosts_and_resources_make_the_instance_the_same_on_any_machine():
+    """Host names and resources given in the command, not taken from this machine: the
+    expected lines are written from the arguments (3 nodes x 3 cores, 2 GPUs each)."""
+    p = _start("--test-size", "3", "--test-hosts", "a7,b[2-3],c1",
+               "--test-resources", "cores=3,gpus=0-1,sockets=1,memory_mib=512")
+    assert p.returncode == 0, p.stderr
+    assert [line.split() for line in p.stdout.splitlines()[1:]] == [
+        ["free", "3", "9", "6", "a7,b[2-3]"], ["allocated", "0", "0", "0"],
+        ["down", "0", "0", "0"]]
+    # an id list names the ids (0 and 2: two cores per node), a per-host file wins
+    p = _start("--test-size", "2", "--test-hosts", "node[0-1]", "--test-resources", "cores=0,2",
+               "--resource-override-dir", "example/nodes", command=("resource", "info"))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "2 Nodes, 16 Cores, 0 GPUs\n"  # example/nodes/node{0,1}.json: 8 each
+    p = _start("--test-size", "2", "--test-hosts", "x[0-1]", "--test-resources", "cores=0,2",
+               "--resource-override-dir", "example/nodes", command=("resource", "info"))
+    assert p.stdout == "2 Nodes, 4 Cores, 0 GPUs\n", p.stderr  # no file for x0, x1
+
+
+def test_test_hosts_and_resources_errors_name_the_option():
+    for args, message in [
+        (("--test-hosts", "n[0-1]"), "Error: --test-hosts names 2 hosts, fewer than --test-size 3"),
+        (("--test-hosts", "n[0-1],n1"), "Error: --test-hosts names a host twice"),
+        (("--test-hosts", "n[2-"), "Error: Invalid value for '--test-hosts': "),
+        (("--test-resources", "cores=2,disks=1"),
+         "Error: Invalid value for '--test-resources': unknown key 'disks' in 'cores=2,disks=1' "
+         "(known: cores, gpus, sockets, memory_mib)"),
+        (("--test-resources", "sockets=two"),
+         "Error: Invalid value for '--test-resources': sockets: must be a number, not 'two'"),
+        (("--test-resources", "cores=x"), "Error: --test-resources: cores: invalid idset 'x'"),
+    ]:
+        p = _start("--test-size", "3", *args)
+        assert p.returncode != 0 and p.stdout == "", (args, p.stdout)
+        last = p.stderr.splitlines()[-1]
+        assert last.startswith(message), (args, p.stderr)
+        assert "Traceback" not in p.stderr
 
 
 def test_start_exit_code_is_the_commands():

@@ -11,6 +11,7 @@ from fluxnode.broker_conf.rv1 import NodeResources, build_R
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 from fluxnode.scheduler.service.errors import Busy, Unsatisfiable
 from fluxnode.scheduler.service.live_graph import LiveGraph
+from support import seeds
 
 NODES = [NodeResources(rank=i, hostname=f"vm{i}", cores=list(range(2 + i % 3)),
                        memory_mib=1024) for i in range(8)]
@@ -43,8 +44,7 @@ def answers(g: LiveGraph, policy: str, stream: list) -> list:
 
 @pytest.mark.parametrize("policy", ["first", "low", "high", "lonode", "hinode"])
 def test_placements_do_not_depend_on_join_order(policy):
-    seed = random.randrange(1 << 30)
-    print(f"random seed {seed}")
+    seed = seeds.choose("test_placements_do_not_depend_on_join_order")
     rng = random.Random(seed)
     ranks = list(range(8))
     rng.shuffle(ranks)

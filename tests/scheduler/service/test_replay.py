@@ -17,6 +17,7 @@ from fluxnode.agent.broker.message import ServiceError
 from fluxnode.broker_conf.rv1 import NodeResources, build_R
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 from fluxnode.scheduler.service.module import SchedService
+from support import seeds
 from support.oracles import parse_idset
 from support.sched_handle import SchedHandle as Handle
 
@@ -60,8 +61,7 @@ def test_replay_holds_the_recorded_ids_and_ranks_not_back_join_allocated(tmp_pat
     """A journal with holes (allocations freed out of order) replayed into a leader that
     sees only rank 0: the other ranks' parts stay pending, nothing there is handed out,
     and each rank that joins holds exactly its recorded ids again."""
-    seed = random.randrange(1 << 30)
-    print(f"seed {seed}")
+    seed = seeds.choose("test_replay_holds_the_recorded_ids_and_ranks_not_back_join_allocated")
     rng = random.Random(seed)
     svc = SchedService(Handle(tmp_path, machine(range(4)), 4))
     def fill(times, most):

@@ -13,6 +13,7 @@ from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.traversers import leaf_shapes
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import seeds
 
 compiled = pytest.mark.skipif(not leaf_shapes.COMPILED,
                               reason="the C extension is not built (or FLUXNODE_PURE_PYTHON)")
@@ -198,8 +199,7 @@ def test_deep_numbers_are_the_same_in_both_implementations(tiny_grug):
 
     from fluxnode.scheduler.readers.grug import read_grug
 
-    seed = random.randrange(1 << 30)
-    print(f"seed {seed}")
+    seed = seeds.choose("test_deep_numbers_are_the_same_in_both_implementations")
     rng = random.Random(seed)
     text = tiny_grug.read_text()
     rack = '<edge id="e2" source="rack" target="node"><data key="id_scope">1</data>' \

@@ -9,6 +9,7 @@ from fluxnode.scheduler.readers.grug import read_grug
 from fluxnode.scheduler.readers.rv1 import read_rv1
 from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser, TraverserError, Unsatisfiable
 from fluxnode.scheduler.traversers.flexible import FlexibleTraverser
+from support import seeds
 from support.sched_graphs import R_TWO_NODES, cores, jobspec
 
 
@@ -263,8 +264,7 @@ def test_leaves_sharing_planners_are_never_given_twice(policy, graph, tiny_grug)
     from fluxnode.scheduler.policies.policy import Policy
     from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 
-    seed = random.randrange(1 << 30)
-    print(f"seed {seed}")
+    seed = seeds.choose("test_leaves_sharing_planners_are_never_given_twice")
     rng = random.Random(seed)
     if graph == "rv1":
         nodes = 4

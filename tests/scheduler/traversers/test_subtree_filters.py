@@ -19,6 +19,7 @@ from fluxnode.scheduler.readers.grug import read_grug
 from fluxnode.scheduler.readers.rv1 import read_rv1
 from fluxnode.scheduler.traversers.dfu import NoMatch
 from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
+from support import seeds
 from support.sched_graphs import cores, jobspec
 
 
@@ -63,8 +64,7 @@ def test_every_subtree_filter_counts_what_the_live_jobs_hold(kind, policy, tiny_
     and the vertices of one gang that no later job touched hold one filter between
     them (the nodes and sockets of a gang also share their x_checker and containers:
     a whole node given where a gang holds a core would show in the ledger)."""
-    seed = random.randrange(1 << 30)
-    print(f"seed {seed}")
+    seed = seeds.choose("test_every_subtree_filter_counts_what_the_live_jobs_hold")
     rng = random.Random(seed)
     t = FastTraverser(_graph(kind, tiny_grug), Policy.parse(policy, stable_ties=True))
     inner = [v for v in t.g.walk() if v.children]

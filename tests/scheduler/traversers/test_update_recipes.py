@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import sys
 
 import pytest
+from support import seeds
 
 SCRIPT = r"""
 import json, random, sys
@@ -174,8 +174,7 @@ def _run(seed: int, kind: str, policy: str, which: str, grug: str, pure: bool) -
 @pytest.mark.parametrize("kind", ["rv1", "sockets"])
 @pytest.mark.parametrize("policy", ["first", "low", "firstnodex"])
 def test_gangs_by_recipe_leave_what_the_plain_walk_leaves(kind, policy, tiny_grug):
-    seed = random.randrange(1 << 30)
-    print(f"seed {seed}")
+    seed = seeds.choose("test_gangs_by_recipe_leave_what_the_plain_walk_leaves")
     text = tiny_grug.read_text()
     rack = '<edge id="e2" source="rack" target="node"><data key="id_scope">1</data>' \
         '<data key="multi_scale">'
