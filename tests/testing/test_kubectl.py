@@ -170,6 +170,8 @@ def test_apply_changes_what_changed_and_keeps_what_others_set(tmp_path):
         dropped = container["env"].pop()["name"]
         container["image"] = "fluxnode:v2"
         container["args"] = [a for a in container["args"] if not a.startswith("--topo")]
+        service = next(d for d in docs if d["kind"] == "Service")
+        service["spec"]["ports"][0]["name"] = "metrics"  # a Service's ports merge by port
         path = tmp_path / "changed.yaml"
         path.write_text(yaml.safe_dump_all(docs))
         result = kubectl(kube, "apply", "-f", str(path)).check()
@@ -177,7 +179,10 @@ def test_apply_changes_what_changed_and_keeps_what_others_set(tmp_path):
         # and the PodDisruptionBudget, whose patch is never empty (see above)
         assert sorted(line for line in result.stdout.splitlines() if line.endswith("configured")) \
             == ["daemonset.apps/fluxnode-agent configured",
-                "poddisruptionbudget.policy/fluxnode-binder configured"]
+                "poddisruptionbudget.policy/fluxnode-binder configured",
+                "service/fluxnode-binder-metrics configured"]
+        assert kube.get("services", "fluxnode-binder-metrics", "fluxnode")["spec"]["ports"] == \
+            service["spec"]["ports"]
         stored = kube.get("daemonsets.apps", "fluxnode-agent", "fluxnode")
         got = stored["spec"]["template"]["spec"]["containers"][0]
         assert got["image"] == "fluxnode:v2"
