@@ -41,6 +41,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from fluxnode.testing.kube_events import as_core_event, as_events_event
 from fluxnode.testing.kube_eviction import BudgetNotEmulated, budget_status, evict
 from fluxnode.testing.kube_field_validation import (
     NoSchema,
@@ -752,7 +753,16 @@ class KubeEmulator:
     async def _dispatch(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         store, rt, q = self.store, BY_REF[info.resource], info.query
         if info.verb == "get":
-            obj = store.get(info.resource, info.namespace, info.name)  # type: ignore[arg-type]
+            try:
+                obj = store.get(info.resource, info.namespace, info.name)  # type: ignore[arg-type]
+            except ApiError as exc:
+                other = self._other_event_api(rt)
+                if exc.code != 404 or other is None:
+                    raise
+                try:  # an Event written through the other Event API: the same object
+                    obj = other[1](store.get(other[0], info.namespace, info.name))  # type: ignore[arg-type]
+                except ApiError:
+                    raise exc from None
             if info.subresource == "binding":
                 raise ApiError(
                     405,
@@ -921,6 +931,16 @@ class KubeEmulator:
         except PrintingNotEmulated:
             raise not_emulated(request, f"server-side printing (as=Table) of {rt.ref}") from None
 
+    @staticmethod
+    def _other_event_api(rt: ResourceType) -> tuple[str, Callable[[dict], dict]] | None:
+        """For an Event resource: the other Event API's resource and the conversion of its
+        objects into this one's shape (both are one stored Event on a real server)."""
+        if rt.ref == "events":
+            return "events.events.k8s.io", as_core_event
+        if rt.ref == "events.events.k8s.io":
+            return "events", as_events_event
+        return None
+
     def _list(self, rt: ResourceType, info: RequestInfo) -> dict:
         q = info.query
         matches = selector_predicate(q.get("labelSelector"), q.get("fieldSelector"), rt.ref)
@@ -932,6 +952,11 @@ class KubeEmulator:
                 f"too old resource version: {rv_asked} ({self.store.compacted_rv + 1})",
             )
         items, rv = self.store.list(rt.ref, info.namespace, matches)
+        other = self._other_event_api(rt)
+        if other is not None:  # the Events written through the other Event API too
+            theirs = [other[1](e) for e in self.store.list(other[0], info.namespace)[0]]
+            items = sorted(items + [e for e in theirs if matches(e)], key=lambda i: (
+                i["metadata"].get("namespace", ""), i["metadata"]["name"]))
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         start: tuple[str, str] | None = None
         if q.get("continue"):
@@ -996,6 +1021,10 @@ class KubeEmulator:
         self, request: web.BaseRequest, rt: ResourceType, info: RequestInfo
     ) -> web.StreamResponse:
         q = info.query
+        other = self._other_event_api(rt)
+        if other is not None and self.store.list(other[0], info.namespace)[0]:
+            raise not_emulated(request, "a watch of Events that were written through the "
+                               "other Event API (the emulator stores the two apart)")
         matches = selector_predicate(q.get("labelSelector"), q.get("fieldSelector"), rt.ref)
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else 1800.0

@@ -220,18 +220,25 @@ EVENT_COLUMNS = [_column("Last Seen"), _column("Type"), _column("Reason"), _colu
 
 
 def event_cells(event: dict, now: datetime.datetime) -> list[Any]:
-    """printEvent (core/v1 Event): Object is ``kind/name`` in lower case."""
+    """printEvent (core/v1 Event): Object is ``kind/name`` in lower case; First Seen falls
+    back to eventTime, Last Seen to First Seen, a series gives both Last Seen and Count;
+    Source is formatEventSource: the source's component (else reportingComponent) and host
+    (else reportingInstance), joined by ", "."""
     involved = event.get("involvedObject") or {}
-    series = event.get("series") or {}
-    last = series.get("lastObservedTime") or event.get("lastTimestamp") or event.get("eventTime")
+    series = event.get("series")
     first = event.get("firstTimestamp") or event.get("eventTime")
+    first_cell = age(first, now)
+    last_cell = age(event["lastTimestamp"], now) if event.get("lastTimestamp") else first_cell
+    count = event.get("count") or 1
+    if series:
+        last_cell, count = age(series.get("lastObservedTime"), now), series.get("count", 0)
     source = event.get("source") or {}
-    source_cell = ", ".join(p for p in (source.get("component"), source.get("host")) if p)
-    count = series.get("count") or event.get("count") or 1
-    return [age(last, now), event.get("type", ""), event.get("reason", ""),
+    component = source.get("component") or event.get("reportingComponent") or ""
+    instance = source.get("host") or event.get("reportingInstance") or ""
+    return [last_cell, event.get("type", ""), event.get("reason", ""),
             f"{involved.get('kind', '').lower()}/{involved.get('name', '')}",
-            involved.get("fieldPath", ""), source_cell or event.get("reportingComponent", ""),
-            (event.get("message") or "").strip(), age(first, now), str(count),
+            involved.get("fieldPath", ""), f"{component}, {instance}" if instance else component,
+            (event.get("message") or "").strip(), first_cell, str(count),
             event["metadata"]["name"]]
 
 

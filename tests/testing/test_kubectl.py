@@ -270,11 +270,24 @@ def test_get_events_and_jobs_wide(kube):
                                           "completionTime": _ago(3 * 3600 - 90),
                                           "conditions": [{"type": "Complete",
                                                           "status": "True"}]}}, "default")
+    # an events.k8s.io/v1 Event, as the node agent writes about its Node: one stored Event,
+    # so kubectl's core/v1 list shows it too (its note as MESSAGE, its reporting controller
+    # and instance as SOURCE)
+    kube.create("events.events.k8s.io", {
+        "metadata": {"name": "w1.agent", "namespace": "default"},
+        "regarding": {"kind": "Node", "name": "w1"}, "reason": "BrokerStarted",
+        "type": "Normal", "note": "broker rank 0 started", "action": "Start",
+        "reportingController": "fluxnode.io/agent", "reportingInstance": "w1",
+        "eventTime": _ago(1200) .replace("Z", ".000000Z")}, "default")
     events = parse_table(kubectl(kube, "get", "events", "-o", "wide").check().stdout)[0]
-    assert events == [{"LAST SEEN": "10m", "TYPE": "Normal", "REASON": "Scheduled",
-                       "OBJECT": "pod/p", "SUBOBJECT": "", "SOURCE": "fluxnode-binder",
-                       "MESSAGE": "Successfully assigned default/p to w1", "FIRST SEEN": "60m",
-                       "COUNT": "3", "NAME": "p.17f0"}]
+    assert events == [
+        {"LAST SEEN": "10m", "TYPE": "Normal", "REASON": "Scheduled", "OBJECT": "pod/p",
+         "SUBOBJECT": "", "SOURCE": "fluxnode-binder",
+         "MESSAGE": "Successfully assigned default/p to w1", "FIRST SEEN": "60m", "COUNT": "3",
+         "NAME": "p.17f0"},
+        {"LAST SEEN": "20m", "TYPE": "Normal", "REASON": "BrokerStarted", "OBJECT": "node/w1",
+         "SUBOBJECT": "", "SOURCE": "fluxnode.io/agent, w1", "MESSAGE": "broker rank 0 started",
+         "FIRST SEEN": "20m", "COUNT": "1", "NAME": "w1.agent"}]
     jobs = parse_table(kubectl(kube, "get", "jobs", "-o", "wide").check().stdout)[0]
     assert [{k: v for k, v in j.items() if k != "AGE"} for j in jobs] == [
         {"NAME": "done", "STATUS": "Complete", "COMPLETIONS": "4/4", "DURATION": "90s",

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 import urllib3
+from fluxnode.agent.kube import raw as kube_raw
 from kubernetes import client, watch
 from kubernetes.client import BatchV1Api, CoordinationV1Api, EventsV1Api
 
@@ -505,9 +506,17 @@ def test_other_resources(kube, core):
             "type": "Normal",
         },
     )
-    assert [e.reason for e in EventsV1Api(api_client).list_namespaced_event("default").items] == [
-        "Scheduled"
-    ]
+    # one stored Event, two APIs: each lists both, in its own shape (raw JSON: the core/v1
+    # Event has no eventTime, which the Python client's events.k8s.io model refuses, as it
+    # does against a real server)
+    both = kube_raw.call(EventsV1Api(api_client).list_namespaced_event, "default")["items"]
+    assert [(e["metadata"]["name"], e["reason"], (e.get("regarding") or {}).get("name"),
+             e.get("note")) for e in both] == [("e1", "Scheduled", "p1", "bound"),
+                                               ("e2", "Scheduled", None, None)]
+    assert both[0]["eventTime"] is None  # e1 has none: null, as a zero MicroTime
+    listed = core.list_namespaced_event("default").items
+    assert [(e.metadata.name, e.involved_object.name) for e in listed] == [("e1", "p1"),
+                                                                           ("e2", None)]
     job = BatchV1Api(api_client).create_namespaced_job(
         "default",
         {
