@@ -41,11 +41,14 @@ _INVALID_NODE = (
 
 
 class JobspecError(ValueError):
-    """A jobspec Fluxion would reject: ``path: reason``.
+    """A refused jobspec: where (``path``, and ``line``/``column`` in YAML text) and why.
 
-    ``path`` is where the problem is (``""`` for the document itself), ``reason`` is
-    Fluxion's wording, ``line``/``column`` (1-based/0-based like libjobspec's
-    ``parse_error``) locate it in YAML text when known, ``what`` is Fluxion's full message.
+    ``reason`` is Fluxion's wording and ``hint`` what the value should have been, in the
+    user's terms. ``str()`` is fluxnode's one-line message, ``line L, column C: path:
+    reason (hint)``, for the first error a user made (`Jobspec.parse` checks what is
+    written before what is missing); ``what`` is the message Fluxion's ``parse_error``
+    carries for the error libjobspec meets first (``fluxion``, when that is another one).
+    ``line`` is 1-based and ``column`` 0-based, as libjobspec's ``parse_error`` holds them.
     """
 
     def __init__(
@@ -57,6 +60,7 @@ class JobspecError(ValueError):
         column: int | None = None,
         yaml_cpp: bool = False,
         hint: str = "",
+        placed: bool = True,
     ) -> None:
         self.path = path
         #: what the value should have been, in the user's terms (not in Fluxion's `what`)
@@ -67,11 +71,19 @@ class JobspecError(ValueError):
         self.yaml_cpp = yaml_cpp
         #: the errno a service answers with: EINVAL, or E2BIG for a jobspec over `Limits`
         self.errnum = errno.EINVAL
-        super().__init__(f"{path or 'jobspec'}: {reason}" + (f" ({hint})" if hint else ""))
+        #: the error libjobspec reports first, when it is not this one (its checks run in
+        #: another order); `what` is its message
+        self.fluxion: JobspecError | None = None
+        place = f"line {line}, column {column + 1}: " if (
+            placed and line is not None and column is not None) else ""
+        where = f"{path}: " if path else ("" if place else "jobspec: ")
+        super().__init__(f"{place}{where}{reason}" + (f" ({hint})" if hint else ""))
 
     @property
     def what(self) -> str:
         """The message Fluxion's ``parse_error`` carries (``Jobspec error for N: <what>``)."""
+        if self.fluxion is not None:
+            return self.fluxion.what
         if self.yaml_cpp and self.line is not None and self.column is not None:
             return f"yaml-cpp: error at line {self.line}, column {self.column + 1}: {self.reason}"
         return self.reason
@@ -196,8 +208,9 @@ class _Budget:
 
 
 def _limit_error(reason: str, mark: Any) -> JobspecError:
+    # (the place stays out of the message: a bound on the whole document, not a mistake there)
     err = JobspecError("", reason, line=mark.line + 1 if mark is not None else None,
-                       column=mark.column if mark is not None else None)
+                       column=mark.column if mark is not None else None, placed=False)
     err.errnum = errno.E2BIG
     return err
 
@@ -247,8 +260,8 @@ def _compose_first(text: str, budget: _Budget) -> DocNode:
         if anchor in anchors:
             first = anchors[anchor][0]
             raise yaml.composer.ComposerError(
-                f"found duplicate anchor {anchor!r}; first occurrence",
-                _Mark(first.line, first.column), "second occurrence", mark)
+                None, None, f"found duplicate anchor {anchor!r} (first at line "
+                f"{first.line + 1}, column {first.column + 1})", mark)
         anchors[anchor] = (node, size, height)
 
     for event in yaml.parse(text, Loader=_LOADER):
@@ -300,19 +313,6 @@ def _compose_first(text: str, budget: _Budget) -> DocNode:
     return root if root is not None else DocNode("null", None)
 
 
-@dataclass(frozen=True, slots=True)
-class _Mark:
-    line: int
-    column: int
-    name: str = "<unicode string>"
-    index: int = 0
-    buffer: None = None
-    pointer: int = 0
-
-    def __str__(self) -> str:
-        return f'  in "{self.name}", line {self.line + 1}, column {self.column + 1}'
-
-
 def load_document(obj: Mapping | str | bytes, limits: Limits = DEFAULT_LIMITS) -> DocNode:
     budget = _Budget(limits)
     if not isinstance(obj, str | bytes):
@@ -350,17 +350,44 @@ def load_document(obj: Mapping | str | bytes, limits: Limits = DEFAULT_LIMITS) -
         # PyYAML (YAML 1.1) refuses a little JSON that yaml-cpp takes; JSON decides then.
         try:
             return _from_python(json.loads(obj), "", _Budget(limits), 1)
+        except json.JSONDecodeError as json_error:
+            raise _syntax_error(obj, e, json_error) from None
         except (ValueError, RecursionError):
             pass
-        mark = getattr(e, "problem_mark", None)
-        problem = getattr(e, "problem", None) or str(e)
-        raise JobspecError(
-            "",
-            problem,
-            line=mark.line + 1 if mark else None,
-            column=mark.column if mark else None,
-            yaml_cpp=mark is not None,
-        ) from None
+        raise _syntax_error(obj, e, None) from None
+
+
+#: a document that opens like JSON (an object with a quoted key, or an array): its JSON
+#: error names the place better than YAML's (``[1, 2`` fails at the end of the text in YAML)
+_JSON_START = re.compile(r'\s*(\[|\{\s*["}])')
+
+
+def _syntax_error(text: str, e: yaml.YAMLError,
+                  json_error: json.JSONDecodeError | None) -> JobspecError:
+    """The YAML error as Fluxion's yaml-cpp would place it (`what`), reported to the user
+    as ``line L, column C: problem (while parsing X started at line L, column C)``, or as
+    the JSON error when the text is JSON."""
+    if isinstance(e, yaml.reader.ReaderError):
+        # a character YAML refuses anywhere, so its first occurrence is the place (libyaml's
+        # position counts bytes, PyYAML's characters)
+        at = max(text.find(chr(e.character)), 0)
+        line, start = text.count("\n", 0, at) + 1, text.rfind("\n", 0, at) + 1
+        return JobspecError("", f"unacceptable character #x{e.character:04x}: {e.reason}",
+                            line=line, column=at - start)
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    context, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
+    hint = (f"{context} started at line {cmark.line + 1}, column {cmark.column + 1}"
+            if context and cmark is not None else "")
+    err = JobspecError("", problem, line=mark.line + 1 if mark else None,
+                       column=mark.column if mark else None, yaml_cpp=mark is not None,
+                       hint=hint)
+    if json_error is None or not _JSON_START.match(text):
+        return err
+    as_json = JobspecError("", json_error.msg, line=json_error.lineno,
+                           column=json_error.colno - 1, hint="read as JSON")
+    as_json.fluxion = err
+    return as_json
 
 
 # --------------------------------------------------------------------------------------
@@ -436,15 +463,15 @@ def as_char(node: DocNode, path: str) -> str:
     return node.value[0]
 
 
-def error_at(node: DocNode, path: str, reason: str) -> JobspecError:
+def error_at(node: DocNode, path: str, reason: str, hint: str = "") -> JobspecError:
     line = node.line + 1 if node.line is not None else None
-    return JobspecError(path, reason, line=line, column=node.column)
+    return JobspecError(path, reason, line=line, column=node.column, hint=hint)
 
 
 def map_items(node: DocNode, path: str) -> Iterator[tuple[str, DocNode, str]]:
     """Iterate a mapping like yaml-cpp: nothing for scalars/null, an error for sequences."""
     if node.kind == "seq" and len(node):
-        raise JobspecError(path, _INVALID_NODE, yaml_cpp=True)
+        raise error_at(node, path, _INVALID_NODE)  # yaml-cpp's InvalidNode has no mark
     if node.kind != "map":
         return
     for k, v in node.value:

@@ -13,12 +13,15 @@ module that view of the text and yaml-cpp's conversions, and this module builds 
 Errors are :class:`JobspecError` naming the path (``resources[0].with[1].count.min``);
 ``.reason`` keeps Fluxion's wording and ``.what`` is the exact text Fluxion's
 ``parse_error::what()`` would hold (yaml-cpp conversion errors carry
-``yaml-cpp: error at line L, column C: bad conversion``).
+``yaml-cpp: error at line L, column C: bad conversion``). A jobspec with several errors is
+checked twice: libjobspec's order gives ``.what``, the user's order (what is written before
+what is missing) the error raised, whose ``str()`` is ``line L, column C: path: reason``.
 """
 
 from __future__ import annotations
 
 import bisect
+import difflib
 import math
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -289,10 +292,10 @@ def _parse_constraint(node: DocNode, path: str) -> Constraint:
         values = []
         for i, item in enumerate(items):
             if item.kind != "scalar" or not item.quoted:
-                raise error_at(operands, f"{opath}[{i}]", "non-string property specified")
+                raise error_at(item, f"{opath}[{i}]", "non-string property specified")
             prop = item.value[1:] if item.value.startswith("^") else item.value
             if _BAD_PROPERTY_CHARS & set(prop):
-                raise error_at(operands, f"{opath}[{i}]", f"{item.value} is invalid")
+                raise error_at(item, f"{opath}[{i}]", f"{item.value} is invalid")
             values.append(item.value)
         return Constraint(op, tuple(values))
     if op in ("hostlist", "ranks"):
@@ -315,7 +318,7 @@ def _parse_constraint(node: DocNode, path: str) -> Constraint:
         return Constraint(
             op, tuple(_parse_constraint(c, f"{opath}[{i}]") for i, c in enumerate(items))
         )
-    raise error_at(node, path, f"unknown constraint operator: {op}")
+    raise error_at(key_node, path, f"unknown constraint operator: {op}")
 
 
 # --------------------------------------------------------------------------------------
@@ -371,19 +374,52 @@ def _parse_count(cnode: DocNode, path: str) -> Count:
 
 
 _RESOURCE_KEYS = ("type", "count", "unit", "exclusive", "with", "label", "id")
+_UNRECOGNIZED_RESOURCE_KEY = "Unrecognized key in resource mapping"
 
 
 def _parse_resources(
-    node: DocNode, path: str, known: Collection[str] | None
+    node: DocNode, path: str, known: Collection[str] | None, fluxion_order: bool
 ) -> tuple[Resource, ...]:
     if node.kind != "seq":
         raise error_at(node, path, '"resources" is not a sequence')
-    return tuple(_parse_resource(r, f"{path}[{i}]", known) for i, r in enumerate(node.value))
+    return tuple(_parse_resource(r, f"{path}[{i}]", known, fluxion_order)
+                 for i, r in enumerate(node.value))
 
 
-def _parse_resource(node: DocNode, path: str, known: Collection[str] | None) -> Resource:
+def _unknown_key(node: DocNode, known: tuple[str, ...]) -> DocNode | None:
+    """The first key of mapping `node` that is not one of `known`."""
+    for k, _ in node.value:
+        if not (k.kind == "scalar" and k.value in known):
+            return k
+    return None
+
+
+def _unknown_key_error(key: DocNode, path: str, reason: str,
+                       known: tuple[str, ...]) -> JobspecError:
+    """`reason` placed at the unknown `key`, with the known key it was likely meant to be."""
+    name = str(key.value) if key.kind == "scalar" else ""
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(known)
+    return error_at(key, join_path(path, name) if name else path, reason, hint)
+
+
+def _repeated_key(node: DocNode) -> DocNode:
+    """The second occurrence of the first key mapping `node` gives twice."""
+    seen = set()
+    for k, _ in node.value:
+        if k.value in seen:
+            return k
+        seen.add(k.value)
+    return node
+
+
+def _parse_resource(node: DocNode, path: str, known: Collection[str] | None,
+                    fluxion_order: bool) -> Resource:
     if node.kind != "map":
         raise error_at(node, path, "resource is not a mapping")
+    if not fluxion_order and (key := _unknown_key(node, _RESOURCE_KEYS)) is not None:
+        # a misspelt key is the mistake, not the "missing" key it was meant to be
+        raise _unknown_key_error(key, path, _UNRECOGNIZED_RESOURCE_KEY, _RESOURCE_KEYS)
     tnode = node.get("type")
     if tnode is None:
         raise error_at(node, path, 'Key "type" missing from resource')
@@ -415,7 +451,7 @@ def _parse_resource(node: DocNode, path: str, known: Collection[str] | None) -> 
         exclusive = n.value == "true"
     if (n := node.get("with")) is not None:
         fields += 1
-        children = _parse_resources(n, f"{path}.with", known)
+        children = _parse_resources(n, f"{path}.with", known, fluxion_order)
     if (n := node.get("label")) is not None:
         if n.kind != "scalar":
             raise error_at(n, f"{path}.label", 'Value of "label" must be a scalar')
@@ -429,11 +465,26 @@ def _parse_resource(node: DocNode, path: str, known: Collection[str] | None) -> 
         fields += 1
         rid = n.value
     if fields != len(node):
-        extra = [k.value for k, _ in node.value
-                 if not (k.kind == "scalar" and k.value in _RESOURCE_KEYS)]
-        where = join_path(path, str(extra[0])) if extra else path
-        raise error_at(node, where, "Unrecognized key in resource mapping")
+        if (key := _unknown_key(node, _RESOURCE_KEYS)) is not None:
+            raise _unknown_key_error(key, path, _UNRECOGNIZED_RESOURCE_KEY, _RESOURCE_KEYS)
+        key = _repeated_key(node)
+        raise error_at(key, join_path(path, str(key.value)), _UNRECOGNIZED_RESOURCE_KEY,
+                       "given twice")
     return Resource(rtype, count, unit, label, rid, exclusive, children)
+
+
+_TASK_KEYS = ("command", "slot", "count", "distribution", "attributes")
+
+
+def _missing_key_error(node: DocNode, path: str, name: str, reason: str,
+                       known: tuple[str, ...]) -> JobspecError:
+    """`reason` for key `name` missing from mapping `node`; placed at a key that is not one
+    of `known` but looks like `name` (libjobspec takes unknown task keys), when there is one."""
+    for k, _ in node.value:
+        if (k.kind == "scalar" and k.value not in known
+                and difflib.get_close_matches(k.value, [name], n=1)):
+            return error_at(k, path, reason, f"is {k.value!r} a misspelt {name!r}?")
+    return error_at(node, path, reason)
 
 
 def _parse_task(node: DocNode, path: str) -> Task:
@@ -441,13 +492,15 @@ def _parse_task(node: DocNode, path: str) -> Task:
         raise error_at(node, path, "task is not a mapping")
     cmd = node.get("command")
     if cmd is None:
-        raise error_at(node, path, 'Key "command" missing from task')
+        raise _missing_key_error(node, path, "command", 'Key "command" missing from task',
+                                 _TASK_KEYS)
     if cmd.kind != "seq":
         raise error_at(cmd, f"{path}.command", '"command" value must be a sequence')
     command = tuple(as_str(a, f"{path}.command[{i}]") for i, a in enumerate(cmd.value))
     snode = node.get("slot")
     if snode is None:
-        raise error_at(node, path, 'Key "slot" missing from task')
+        raise _missing_key_error(node, path, "slot", 'Key "slot" missing from task',
+                                 _TASK_KEYS)
     if snode.kind != "scalar":
         raise error_at(snode, f"{path}.slot", 'Value of task "slot" must be a YAML scalar')
     count: dict[str, str] = {}
@@ -519,8 +572,47 @@ def _parse_attributes(node: DocNode, path: str) -> _Attributes:
                 else:
                     system[skey] = to_python(svalue, spath)
         else:
-            raise error_at(value, kpath, 'Unknown key in "attributes"')
+            key_node = next(k for k, _ in node.value if k.kind == "scalar" and k.value == key)
+            raise error_at(key_node, kpath, 'Unknown key in "attributes"')
     return _Attributes(duration, queue, cwd, env, constraints, system, user)
+
+
+_TOP_KEYS = ("version", "resources", "tasks", "attributes")
+_FOUR_ENTRIES = "Top mapping in jobspec must have exactly four entries"
+
+
+def _check_top_keys(top: DocNode, fluxion_order: bool) -> None:
+    """libjobspec's checks of the top-level keys: each present, and nothing else. In the
+    user's order a key that is not a jobspec's (a misspelt ``resource:``) comes before
+    the key it was meant to be, which is then missing."""
+    if not fluxion_order and (key := _unknown_key(top, _TOP_KEYS)) is not None:
+        raise _unknown_key_error(key, "", _FOUR_ENTRIES, _TOP_KEYS)
+    for key, shown in zip(_TOP_KEYS, ("version", "resource", "tasks", "attributes"),
+                          strict=True):
+        if top.get(key) is None:
+            hint = "an empty mapping, attributes: {}, will do" if key == "attributes" else ""
+            raise error_at(top, key, f'Missing key "{shown}" in top level mapping', hint)
+    if len(top) != 4:
+        key = _unknown_key(top, _TOP_KEYS)
+        if key is not None:
+            raise _unknown_key_error(key, "", _FOUR_ENTRIES, _TOP_KEYS)
+        key = _repeated_key(top)
+        raise error_at(key, str(key.value), _FOUR_ENTRIES, "given twice")
+
+
+def _parse_version(vnode: DocNode) -> int:
+    if vnode.kind != "scalar":
+        raise error_at(vnode, "version", '"version" must be an unsigned integer')
+    version = as_unsigned(vnode, "version")
+    if not 1 <= version <= 9999:
+        raise error_at(vnode, "version", 'Only jobspec "version" 1-9999 is supported')
+    return version
+
+
+def _parse_tasks(node: DocNode) -> tuple[Task, ...]:
+    if node.kind != "seq":
+        raise error_at(node, "tasks", '"tasks" is not a sequence')
+    return tuple(_parse_task(t, f"tasks[{i}]") for i, t in enumerate(node.value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -556,30 +648,43 @@ class Jobspec:
     def _parse(cls, obj: Mapping | str | bytes, known_types: Collection[str] | None,
                limits: Limits) -> Jobspec:
         top = load_document(obj, limits)
+        try:
+            return cls._check(top, known_types, fluxion_order=True)
+        except JobspecError as fluxion_error:
+            # the same checks in the user's order: the same jobspecs fail, and the first
+            # error named is one the user wrote, not a section checked first by accident
+            try:
+                cls._check(top, known_types, fluxion_order=False)
+            except JobspecError as first:
+                if str(first) != str(fluxion_error):
+                    first.fluxion = fluxion_error
+                raise first from None
+            raise
+
+    @classmethod
+    def _check(cls, top: DocNode, known_types: Collection[str] | None,
+               fluxion_order: bool) -> Jobspec:
+        """The model of `top`, or the first error in libjobspec's order (every top-level
+        key present, exactly four, then version, attributes, resources, tasks) or in the
+        user's: what is written before what is missing (version, resources, tasks,
+        attributes, then keys that are not a jobspec's, then missing keys)."""
         if top.kind != "map":
             raise error_at(top, "", "Top level of jobspec is not a mapping")
-        for key, shown in (("version", "version"), ("resources", "resource"),
-                           ("tasks", "tasks"), ("attributes", "attributes")):
-            if top.get(key) is None:
-                raise error_at(top, key, f'Missing key "{shown}" in top level mapping')
-        if len(top) != 4:
-            extra = [k.value for k, _ in top.value if not (
-                k.kind == "scalar" and k.value in ("version", "resources", "tasks", "attributes"))]
-            raise error_at(top, str(extra[0]) if extra else "",
-                       "Top mapping in jobspec must have exactly four entries")
-        vnode = top.get("version")
-        if vnode.kind != "scalar":
-            raise error_at(vnode, "version", '"version" must be an unsigned integer')
-        version = as_unsigned(vnode, "version")
-        if not 1 <= version <= 9999:
-            raise error_at(vnode, "version", 'Only jobspec "version" 1-9999 is supported')
-        anode = top.get("attributes")
-        attrs = _Attributes() if anode.kind == "null" else _parse_attributes(anode, "attributes")
-        resources = _parse_resources(top.get("resources"), "resources", known_types)
-        tasks_node = top.get("tasks")
-        if tasks_node.kind != "seq":
-            raise error_at(tasks_node, "tasks", '"tasks" is not a sequence')
-        tasks = tuple(_parse_task(t, f"tasks[{i}]") for i, t in enumerate(tasks_node.value))
+        if fluxion_order:
+            _check_top_keys(top, fluxion_order)
+        vnode, anode = top.get("version"), top.get("attributes")
+        rnode, tnode = top.get("resources"), top.get("tasks")
+        version = _parse_version(vnode) if vnode is not None else 0
+        attrs = _Attributes()
+        if fluxion_order and anode.kind != "null":
+            attrs = _parse_attributes(anode, "attributes")
+        resources = (_parse_resources(rnode, "resources", known_types, fluxion_order)
+                     if rnode is not None else ())
+        tasks = _parse_tasks(tnode) if tnode is not None else ()
+        if not fluxion_order:
+            if anode is not None and anode.kind != "null":
+                attrs = _parse_attributes(anode, "attributes")
+            _check_top_keys(top, fluxion_order)
         return cls(
             version=version,
             resources=resources,

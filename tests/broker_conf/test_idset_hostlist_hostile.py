@@ -1,5 +1,9 @@
 """Hostile idsets and hostlists: refused before anything is expanded, at a cost linear in
-the text (issue 11: ``idset.decode("0-16777215")`` took 2.8 s and 1 GiB)."""
+the text (issue 11: ``idset.decode("0-16777215")`` took 2.8 s and 1 GiB).
+
+The oracle is the memory a call allocates (tracemalloc's peak), which does not move with the
+machine's load as a time limit does: expanding is what costs, and expanding shows as memory.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +14,16 @@ import pytest
 from fluxnode.broker_conf import hostlist, idset
 
 
-def _cost(fn):
-    """(seconds, peak bytes allocated) of fn(); the oracle is time and memory, not the code."""
+def _peak(fn) -> int:
+    """Peak bytes allocated by fn(); the oracle is memory, not the code."""
     tracemalloc.start()
-    t0 = time.perf_counter()
     try:
         fn()
     except ValueError:
         pass
-    elapsed = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return elapsed, peak
+    return peak
 
 
 @pytest.mark.parametrize("text", ["0-16777215", "0-4294967295", "0-18446744073709551615"])
@@ -29,9 +31,8 @@ def test_huge_idset_is_refused_without_expanding(text):
     with pytest.raises(idset.IdsetError, match=r"holds \d+ ids, which exceeds 1048576"):
         idset.decode(text)
     # expanding 16M ids cost 2.8 s and 1 GiB; refusing them must cost next to nothing
-    elapsed, peak = _cost(lambda: idset.decode(text))
+    peak = _peak(lambda: idset.decode(text))
     assert peak < 64 * 1024, f"refusing {text!r} allocated {peak} bytes"
-    assert elapsed < 0.05
 
 
 def test_limit_is_the_callers():
@@ -44,9 +45,10 @@ def test_limit_is_the_callers():
 
 def test_many_overlapping_ranges_cost_linear_in_text():
     text = ",".join(["0-999"] * 20000)  # 20,000 x 1,000 ids before: merged, 1,000 after
-    elapsed, _ = _cost(lambda: idset.decode(text))
+    peak = _peak(lambda: idset.decode(text))
     assert idset.decode(text) == list(range(1000))
-    assert elapsed < 1.0
+    # the ranges of the text (3 MiB here), never the 20 million ids (over 500 MiB)
+    assert peak < 16 << 20, peak
 
 
 def test_huge_numbers_are_idset_errors_not_int_conversion_errors():
@@ -66,8 +68,7 @@ def test_huge_hostlist_is_refused_without_expanding():
     text = "node[0-16777215]"
     with pytest.raises(hostlist.HostlistError, match="names 16777216 hosts, which exceeds"):
         hostlist.decode(text)
-    elapsed, peak = _cost(lambda: hostlist.decode(text))
-    assert peak < 64 * 1024 and elapsed < 0.05
+    assert _peak(lambda: hostlist.decode(text)) < 64 * 1024
     with pytest.raises(hostlist.HostlistError, match="names 3 hosts, which exceeds 2"):
         hostlist.decode("a,b[1-2]", limit=2)
     assert hostlist.count(text) == 16777216

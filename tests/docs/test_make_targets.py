@@ -8,6 +8,7 @@ at paths that cannot exist, so the test reads the same on a machine that has the
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 
@@ -20,8 +21,12 @@ PAGE = "docs/installer.md, section 'Deploy on kind'"
 
 
 def make(*goals: str, **variables: str) -> subprocess.CompletedProcess:
+    """make as a person runs it from a shell: not a sub-make of `make check` (whose
+    MAKEFLAGS and MAKELEVEL would add `Entering directory` lines)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")}
     return subprocess.run(["make", *(f"{k}={v}" for k, v in variables.items()), *goals],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize(("goal", "tool"), [

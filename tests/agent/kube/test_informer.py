@@ -119,6 +119,29 @@ def test_bookmarks_advance_the_resource_version_without_events(kube, core, infor
     assert events.kinds() == [("SYNC", [])]
 
 
+def test_a_bookmark_lets_the_resume_after_a_compaction_skip_the_list(kube, core, informers):
+    """What the client's own SharedInformer lacks (it asks for no bookmarks, see
+    docs/dependencies.md): the bookmark at a watch's timeout carries the version on past
+    changes to other kinds, so a compaction meanwhile costs no list."""
+    kube.add_node("n1")
+    events = Recorder()
+    nodes = informers("nodes", core.list_node, events, watch_timeout=1, backoff=FAST)
+    assert nodes.synced.wait(10)
+    kube.wait_for_watches("nodes")
+    kube.create("configmaps", {"metadata": {"name": "elsewhere"}}, "default")
+    kube.compact()  # the nodes' last version is now older than the history kept
+    wait_for(
+        lambda: kube.count_requests("watch", "nodes") >= 2 and kube.watch_count("nodes") == 1,
+        10,
+        what="the watch resumed after its timeout",
+    )
+    assert nodes.relists == 1 and kube.count_requests("list", "nodes") == 1
+    assert nodes.resource_version_number == kube.resource_version
+    kube.add_node("n2")
+    wait_for(lambda: ("ADDED", "n2") in events.kinds(), 10, what="n2 added")
+    assert events.kinds() == [("SYNC", ["n1"]), ("ADDED", "n2")]
+
+
 def test_watch_expired_event_relists_with_a_sync(kube, core, informers):
     kube.add_node("n1")
     events = Recorder()

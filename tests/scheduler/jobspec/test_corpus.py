@@ -117,12 +117,51 @@ def test_invalid_jobspecs_fail_with_fluxion_reason(path: Path) -> None:
     with pytest.raises(JobspecError) as info:
         Jobspec.parse(path.read_text())
     want_path, want_reason = INVALID[path.name]
+    err = info.value
     if path.name == "invalid_yaml1.yaml":
-        assert info.value.reason.startswith(want_reason)
-        assert info.value.what.startswith("yaml-cpp: error at line 1, column 9: ")
+        assert err.reason.startswith(want_reason)
+        assert err.what.startswith("yaml-cpp: error at line 1, column 9: ")
         return
-    assert (info.value.path, info.value.reason) == (want_path, want_reason)
-    assert str(info.value).startswith((want_path or "jobspec") + ": ")
+    # each file holds one error: the first for libjobspec and the first for the user
+    assert err.fluxion is None
+    assert (err.path, err.reason) == (want_path, want_reason)
+    if want_reason == "bad conversion":
+        assert err.what == f"yaml-cpp: error at line {err.line}, column {err.column + 1}: " \
+                           "bad conversion"
+    else:
+        assert err.what == want_reason
+    hint = f" ({err.hint})" if err.hint else ""
+    assert str(err) == f"line {err.line}, column {err.column + 1}: {want_path}: " \
+                       f"{want_reason}{hint}"
+
+
+# The whole message for a few files, the place read off the file by hand.
+MESSAGES = {
+    "attributes_bad_entry.yaml":  # line 17 is "  foo: 1": the key at column 3
+        'line 17, column 3: attributes.foo: Unknown key in "attributes"',
+    "attributes_bad_properties.yaml":  # line 18 is '      properties: [ "fo`o", "b!ar" ]'
+        "line 18, column 21: attributes.system.constraints.properties[0]: fo`o is invalid",
+    "invalid_yaml1.yaml":  # foo: bar: baz
+        "line 1, column 9: mapping values are not allowed in this context",
+    "missing_attributes.yaml":  # the top mapping lacks it
+        'line 1, column 1: attributes: Missing key "attributes" in top level mapping '
+        "(an empty mapping, attributes: {}, will do)",
+    "resource_count_max_less_than_min.yaml":  # line 6 is "      max: 1"
+        'line 6, column 12: resources[0].count.max: "max" must be greater than or equal to '
+        '"min"',
+    "task_missing_slot.yaml":  # line 10 is "  - command: [ \"app\" ]"
+        'line 10, column 5: tasks[0]: Key "slot" missing from task',
+    "resource_count_scalar_bad_value.yaml":  # line 4 is "    count: bar"
+        "line 4, column 12: resources[0].count: bad conversion ('bar' is not an integer "
+        "from 0 to 4294967295)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MESSAGES))
+def test_invalid_jobspec_message(name: str) -> None:
+    with pytest.raises(JobspecError) as info:
+        Jobspec.parse((JOBSPECS / "validation" / "invalid" / name).read_text())
+    assert str(info.value) == MESSAGES[name]
 
 
 def test_every_invalid_file_has_an_expected_reason() -> None:

@@ -86,10 +86,10 @@ def test_nesting_is_bounded_before_recursing(name, tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-500:])
-    elapsed, peak, errnum, message = proc.stdout.split(" ", 3)
+    _elapsed, peak, errnum, message = proc.stdout.split(" ", 3)
     assert int(errnum) == errno.E2BIG
     assert message.startswith("jobspec: jobspec nests too deeply: more than 64 mappings")
-    assert float(elapsed) < 0.5 and int(peak) < 8 << 20
+    assert int(peak) < 8 << 20  # memory, not time: a bound that load does not move
 
 
 def test_nesting_bound_holds_for_parsed_mappings():
@@ -108,7 +108,7 @@ def test_alias_bomb_is_refused_quickly_and_small():
     assert f"more than {DEFAULT_LIMITS.max_nodes} nodes" in str(err)
     assert err.errnum == errno.E2BIG
     # before: 13.7 s and 610 MiB for 229 bytes
-    assert elapsed < 0.5 and peak < 8 << 20
+    assert peak < 8 << 20
 
 
 def test_aliases_within_the_budget_still_work():
@@ -123,9 +123,10 @@ def test_alias_inside_its_own_anchor_is_an_error():
 
 def test_size_is_bounded_before_parsing():
     doc = BASE + "attributes:\n  user:\n    pad: '" + "x" * (1 << 20) + "'\n"
-    err, elapsed, _ = _cost(doc)
+    err, _, peak = _cost(doc)
     assert f"more than the limit of {1 << 20}" in str(err) and err.errnum == errno.E2BIG
-    assert elapsed < 0.5
+    # refused on its length: the text's bytes (1 MiB), not a parse (3 MiB for one under it)
+    assert peak < 2 << 20, peak
 
 
 def test_limits_are_the_callers():
@@ -218,4 +219,17 @@ FUZZ_CRASH_1 = (
 def test_a_mapping_or_sequence_as_a_mapping_key_is_named(text, where):
     with pytest.raises(JobspecError) as info:
         Jobspec.parse(text)
-    assert str(info.value).startswith(f"{where}: a mapping key must be a scalar"), info.value
+    # the error libjobspec meets first (it reads attributes before resources and tasks)
+    first_for_fluxion = info.value.fluxion or info.value
+    assert first_for_fluxion.path == where
+    assert first_for_fluxion.reason.startswith("a mapping key must be a scalar"), info.value
+
+
+def test_fuzz_crash_reports_the_resource_typo_before_the_attributes_key():
+    # {"version": 1, "resources": [{"tount": ...: the misspelt key opens at column 31,
+    # and comes before the mapping used as a key inside attributes.system
+    with pytest.raises(JobspecError) as info:
+        Jobspec.parse(FUZZ_CRASH_1)
+    assert str(info.value) == ("line 1, column 31: resources[0].tount: Unrecognized key in "
+                               "resource mapping (did you mean 'count'?)")
+    assert info.value.what == "a mapping key must be a scalar, not a mapping"

@@ -9,6 +9,7 @@ import json
 import yaml
 from fluxnode.scheduler.jobspec import request
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
+from fluxnode.scheduler.jobspec.document import load_document
 from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
 from hypothesis import given
 from hypothesis import strategies as st
@@ -34,11 +35,29 @@ JSON = st.recursive(
 )
 
 
+def refused(top, fluxion_order: bool) -> bool:
+    try:
+        Jobspec._check(top, None, fluxion_order=fluxion_order)
+    except JobspecError:
+        return True
+    return False
+
+
 def check(obj):
     try:
         js = Jobspec.parse(obj)
     except JobspecError as exc:
         assert str(exc) and exc.errnum in (7, 22)  # E2BIG, EINVAL
+        js = None
+    try:
+        top = load_document(obj)
+    except JobspecError:
+        assert js is None  # not read: refused before any check
+        return
+    # libjobspec's order and the user's run the same checks, so both refuse or both accept
+    # (parse runs the user's only after libjobspec's refused: reach both directly)
+    assert refused(top, fluxion_order=True) == refused(top, fluxion_order=False) == (js is None)
+    if js is None:
         return
     try:
         request.from_jobspec(js)
@@ -78,6 +97,7 @@ def test_any_json_value_is_a_jobspec_or_a_jobspec_error(value):
     base = json.loads(json.dumps(build_jobspec([SlotKind(1, 0, 0, 1)])))
     for key in ("resources", "attributes", "tasks", "version"):
         check({**base, key: value})
+    check({**base, "resources": [{**base["resources"][0], "x": value}]})
 
 
 @PROFILE
@@ -92,3 +112,4 @@ def test_built_jobspecs_round_trip(cores, gpus, memory, count, nnodes, exclusive
     assert Jobspec.parse(js.to_dict()) == js
     assert Jobspec.parse(yaml.safe_dump(spec)) == js
     assert Jobspec.parse(json.dumps(spec)) == js
+
