@@ -11,6 +11,7 @@ import statistics
 import threading
 import time
 
+from fluxnode.agent.kube import raw as kube_raw
 from kubernetes import client, watch
 
 from fluxnode.testing.kube_emulator import KubeEmulator
@@ -26,7 +27,9 @@ def main(n: int) -> None:
         api = client.CoreV1Api(kube.api_client())
         t0 = time.perf_counter()
         for i in range(n):
-            api.create_namespaced_pod("default", pod(i), _preload_content=False)
+            # read and released (kube_raw.call), as the product's writes are: a response left
+            # unread keeps its connection, and the next call pays a new TLS handshake
+            kube_raw.call(api.create_namespaced_pod, "default", pod(i))
         t_create = time.perf_counter() - t0
         t0 = time.perf_counter()
         raw = api.list_namespaced_pod("default", _preload_content=False)
@@ -57,9 +60,8 @@ def main(n: int) -> None:
         for i in range(min(n, 200)):
             name = f"p{i:05d}"
             sent[name] = time.perf_counter()
-            api.patch_namespaced_pod_status(
-                name, "default", {"status": {"phase": "Running"}}, _preload_content=False
-            )
+            kube_raw.call(api.patch_namespaced_pod_status,
+                          name, "default", {"status": {"phase": "Running"}})
         done.wait(60)
         t_patch = time.perf_counter() - t0
         print(

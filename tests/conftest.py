@@ -54,6 +54,7 @@ TIERS: dict[str, tuple[str, ...]] = {
         "tests/agent/broker/test_tbon_limits.py",
         "tests/agent/node/test_broker_exit_reason.py",
         "tests/agent/node/test_connect_shell_tools.py",
+        "tests/agent/node/test_kubectl_agents.py",
         "tests/agent/node/test_membership.py::test_a_gpu_tainted_node_gets_a_rank_and_a_template_change_moves_membership",
         "tests/agent/node/test_membership.py::test_cordon_keeps_the_broker_and_rank_zero_stays",
         "tests/agent/node/test_membership.py::test_include_control_plane_with_a_daemonset_is_a_warning",
@@ -73,6 +74,7 @@ TIERS: dict[str, tuple[str, ...]] = {
         "tests/daemonset/test_manifests.py::test_rendered_manifests_are_valid_for_current_kubernetes",
         "tests/docs/test_bench_help.py::test_bench_script_help_exits_0",
         "tests/docs/test_console_blocks.py::test_console_block_runs_as_shown",
+        "tests/docs/test_kubectl_blocks.py::test_kubectl_block_runs_as_shown",
         "tests/fuzz/test_fuzz_targets.py",
         "tests/scheduler/binder/test_binder_capacity.py",
         "tests/scheduler/binder/test_binder_drain.py",
@@ -81,6 +83,7 @@ TIERS: dict[str, tuple[str, ...]] = {
         "tests/scheduler/binder/test_binder_placement_rules.py::test_a_group_no_node_admits_is_unschedulable_in_kube_schedulers_words",
         "tests/scheduler/binder/test_binder_placement_rules.py::test_node_selector_affinity_and_taints_decide_where_pods_go",
         "tests/scheduler/binder/test_binder_rbac.py",
+        "tests/scheduler/binder/test_kubectl_operations.py",
         "tests/scheduler/graph/test_graph.py::test_a_big_match_freezes_its_job_state_and_cancel_leaves_nothing_behind",
         "tests/scheduler/graph/test_graph.py::test_matches_make_no_reference_cycles",
         "tests/scheduler/graph/test_graph.py::test_small_matches_leave_their_kept_state_to_a_freeze_not_to_collections",
@@ -99,6 +102,7 @@ TIERS: dict[str, tuple[str, ...]] = {
         "tests/scheduler/service/test_service.py::test_binder_cli_errors_are_one_line",
         "tests/scheduler/service/test_service.py::test_down_ranks_are_never_allocated",
         "tests/scheduler/service/test_service_graph.py::test_memory_allocations_survive_a_leader_restart",
+        "tests/testing/test_kubectl.py::test_delete_k_removes_exactly_what_apply_k_made",
     ),
 }
 CORPORA = (SHARED / "fluxion-corpus", SHARED / "fluxion-random")
@@ -120,6 +124,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.write_line(
         f"not found: {', '.join(missing)}; {len(skipped)} conformance tests did not run "
         "(they need ../shared beside the checkout)")
+
+
+def pytest_report_header(config) -> str:
+    from support.kubectl import kubectl_path, kubectl_version
+
+    return f"kubectl: {kubectl_version()} ({kubectl_path() or 'not installed: make system-deps'})"
 
 
 @pytest.fixture

@@ -41,6 +41,14 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from fluxnode.testing.kube_events import as_core_event, as_events_event
+from fluxnode.testing.kube_eviction import BudgetNotEmulated, budget_status, evict
+from fluxnode.testing.kube_field_validation import (
+    NoSchema,
+    drop_fields,
+    field_name,
+    unknown_field_paths,
+)
 from fluxnode.testing.kube_selectors import SelectorError, selector_predicate
 from fluxnode.testing.kube_store import (
     BY_REF,
@@ -53,9 +61,37 @@ from fluxnode.testing.kube_store import (
     bad_request,
     now_rfc3339,
 )
+from fluxnode.testing.kube_tables import PrintingNotEmulated, table, wants_table
+from fluxnode.testing.kube_tls import ServingCerts, make_serving_certs
 
 SERVER_VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0-fluxnode-emulator",
                   "platform": "linux/amd64", "goVersion": "go1.24"}
+
+
+# Paths a real API server serves that this emulator does not: a client that asks for them
+# gets 501 naming the path (never a 404 a client could take for "not there, go on").
+NOT_EMULATED_PATHS = ("/openapi/v2", "/healthz", "/livez", "/readyz", "/metrics", "/logs",
+                      "/.well-known", "/openid", "/apis/apiregistration.k8s.io",
+                      "/apis/apiextensions.k8s.io", "/apis/authorization.k8s.io",
+                      "/apis/authentication.k8s.io")
+
+
+def _warned(warnings: list[str], response: web.Response) -> web.Response:
+    """A response with the API server's ``Warning: 299 - "..."`` headers (kubectl prints them)."""
+    for warning in warnings:
+        response.headers.add("Warning", f'299 - "{warning}"')
+    return response
+
+
+def not_emulated(request: web.BaseRequest, what: str) -> ApiError:
+    """501 for a request a real API server answers but this emulator does not: a client
+    (kubectl) must fail loudly there, never get a guess that looks like success."""
+    return ApiError(
+        501,
+        "NotImplemented",
+        f"the Kubernetes API emulator does not emulate {what}: {request.method} "
+        f"{request.path_qs}",
+    )
 
 
 @dataclass(frozen=True)
@@ -120,19 +156,27 @@ class KubeEmulator:
         # long (its containers stop at once), or holds it while `hold_terminations` is set
         self.termination_delay = 0.05
         self.hold_terminations = False
+        self.namespace_termination_delay = 2.0
         self._terminating: list[tuple[str | None, str, str]] = []
         self._termination_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.ServerRunner | None = None
         self._stopping: asyncio.Event | None = None
+        self.certs: ServingCerts | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def ca_path(self) -> Path:
+        """The emulator's CA certificate (PEM): what a client verifies the server with."""
+        return self.directory / "ca.crt"
 
     def start(self) -> KubeEmulator:
+        self.certs = make_serving_certs(self.directory)
         ready = threading.Event()
         errors: list[BaseException] = []
 
@@ -171,7 +215,8 @@ class KubeEmulator:
         server = web.Server(self._handle, request_factory=request, access_log=None)
         self._runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        assert self.certs is not None
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.certs.server_context())
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self._stopping = asyncio.Event()
@@ -212,7 +257,17 @@ class KubeEmulator:
             "apiVersion": "v1",
             "kind": "Config",
             "current-context": "emulator",
-            "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
+            "clusters": [
+                {
+                    "name": "emulator",
+                    "cluster": {
+                        "server": self.url,
+                        "certificate-authority-data": base64.b64encode(
+                            self.certs.ca_pem if self.certs else b""
+                        ).decode(),
+                    },
+                }
+            ],
             "users": [{"name": "emulator", "user": {"token": token or self.token}}],
             "contexts": [
                 {"name": "emulator", "context": {"cluster": "emulator", "user": "emulator"}}
@@ -283,6 +338,21 @@ class KubeEmulator:
                 self._terminating.append(key)
                 return
         timer = threading.Timer(self.termination_delay, self._finish_termination, key)
+        timer.daemon = True
+        timer.start()
+
+    def _namespace_controller_empties(self, name: str) -> None:
+        """A namespace was deleted: the namespace controller deletes everything in it and then
+        the namespace, here after `namespace_termination_delay` seconds (on a cluster it
+        takes seconds too: a client deleting the namespace's objects right after it, as
+        `kubectl delete -k` does, finds them still there)."""
+        def finish() -> None:
+            try:
+                self.store.delete("namespaces", None, name)
+            except ApiError:
+                pass  # already gone
+
+        timer = threading.Timer(self.namespace_termination_delay, finish)
         timer.daemon = True
         timer.start()
 
@@ -439,7 +509,9 @@ class KubeEmulator:
         else:
             return self._status(ApiError(401, "Unauthorized", "Unauthorized"))
         try:
-            discovery = self._discovery(request.path)
+            if request.path.startswith(NOT_EMULATED_PATHS):
+                raise not_emulated(request, "this endpoint of a real API server")
+            discovery = self._openapi_v3(request.path) or self._discovery(request.path)
             if discovery is not None:
                 if request.method != "GET":
                     raise ApiError(
@@ -460,6 +532,39 @@ class KubeEmulator:
     @staticmethod
     def _status(exc: ApiError) -> web.Response:
         return web.json_response(exc.status(), status=exc.code)
+
+    def _openapi_v3(self, path: str) -> dict | None:
+        """The OpenAPI v3 documents as far as kubectl reads them: the index of group versions
+        (``/openapi/v3``) and, per group version, each kind's PATCH operation with its
+        ``x-kubernetes-group-version-kind`` and the ``fieldValidation`` query parameter, which
+        is how kubectl learns that the server validates fields (cli-runtime
+        query_param_verifier_v3.go). No schemas: kubectl then builds its strategic merge
+        patches from its compiled-in types, which carry the same patch strategies."""
+        if path.rstrip("/") == "/openapi/v3":
+            gvs = sorted({("api/v1" if not r.group else f"apis/{r.group}/{r.version}")
+                          for r in RESOURCES})
+            return {"paths": {gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash=emulator"}
+                              for gv in gvs}}
+        if not path.startswith("/openapi/v3/"):
+            return None
+        gv = path.removeprefix("/openapi/v3/").strip("/")
+        paths = {}
+        for r in RESOURCES:
+            if gv != ("api/v1" if not r.group else f"apis/{r.group}/{r.version}"):
+                continue
+            scope = "/namespaces/{namespace}" if r.namespaced else ""
+            paths[f"/{gv}{scope}/{r.plural}/{{name}}"] = {"patch": {
+                "x-kubernetes-group-version-kind": {"group": r.group, "version": r.version,
+                                                    "kind": r.kind},
+                "parameters": [{"name": "fieldValidation", "in": "query",
+                                "schema": {"type": "string", "uniqueItems": True}}],
+                "responses": {"200": {"description": "OK"}},
+            }}
+        if not paths:
+            return None
+        return {"openapi": "3.0.0",
+                "info": {"title": "Kubernetes", "version": SERVER_VERSION["gitVersion"]},
+                "paths": paths, "components": {"schemas": {}}}
 
     def _discovery(self, path: str) -> dict | None:
         path = path.rstrip("/") or "/"
@@ -523,15 +628,18 @@ class KubeEmulator:
                 }
             )
             for sub in r.subresources:
-                resources.append(
-                    {
-                        "name": f"{r.plural}/{sub}",
-                        "singularName": "",
-                        "namespaced": r.namespaced,
-                        "kind": "Binding" if sub == "binding" else r.kind,
-                        "verbs": ["create"] if sub == "binding" else ["get", "patch", "update"],
-                    }
-                )
+                entry = {
+                    "name": f"{r.plural}/{sub}",
+                    "singularName": "",
+                    "namespaced": r.namespaced,
+                    "kind": r.kind,
+                    "verbs": ["get", "patch", "update"],
+                }
+                if sub == "binding":
+                    entry.update(kind="Binding", verbs=["create"])
+                elif sub == "eviction":  # kubectl drain looks for it here (policy/v1 Eviction)
+                    entry.update(kind="Eviction", group="policy", version="v1", verbs=["create"])
+                resources.append(entry)
         return {
             "kind": "APIResourceList",
             "apiVersion": "v1",
@@ -645,25 +753,55 @@ class KubeEmulator:
     async def _dispatch(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         store, rt, q = self.store, BY_REF[info.resource], info.query
         if info.verb == "get":
-            obj = store.get(info.resource, info.namespace, info.name)  # type: ignore[arg-type]
+            try:
+                obj = store.get(info.resource, info.namespace, info.name)  # type: ignore[arg-type]
+            except ApiError as exc:
+                other = self._other_event_api(rt)
+                if exc.code != 404 or other is None:
+                    raise
+                try:  # an Event written through the other Event API: the same object
+                    obj = other[1](store.get(other[0], info.namespace, info.name))  # type: ignore[arg-type]
+                except ApiError:
+                    raise exc from None
             if info.subresource == "binding":
                 raise ApiError(
                     405,
                     "MethodNotAllowed",
                     "the server does not allow this method on the requested resource",
                 )
+            if rt.ref == "poddisruptionbudgets.policy":
+                obj = self._current_budget(obj)
+            if wants_table(request.headers.get("Accept", "")):
+                return web.json_response(self._table(request, rt, [obj], {
+                    "resourceVersion": obj["metadata"].get("resourceVersion", "")}))
             return web.json_response(obj)
         if info.verb == "list":
-            return web.json_response(self._list(rt, info))
+            listed = self._list(rt, info)
+            if rt.ref == "poddisruptionbudgets.policy":
+                listed["items"] = [self._current_budget(p) for p in listed["items"]]
+            if wants_table(request.headers.get("Accept", "")):
+                return web.json_response(
+                    self._table(request, rt, listed["items"], listed["metadata"])
+                )
+            return web.json_response(listed)
         if info.verb == "watch":
             return await self._watch(request, rt, info)
         body = await self._body(request)
         dry_run = "dryRun" in q
+        warnings = self._check_fields(request, rt, info, body)
         if info.verb == "create":
             if body is None:
                 raise bad_request("the request body is required")
             if info.subresource == "binding":
                 result = store.bind(info.namespace, info.name, body)  # type: ignore[arg-type]
+                return web.json_response(result, status=201)
+            if info.subresource == "eviction":
+                try:
+                    result, pod = evict(store, info.namespace, info.name, body)  # type: ignore[arg-type]
+                except BudgetNotEmulated as exc:
+                    raise not_emulated(request, str(exc)) from None
+                if pod["metadata"].get("deletionGracePeriodSeconds"):
+                    self._kubelet_stops(pod)
                 return web.json_response(result, status=201)
             if rt.plural == "bindings":
                 result = store.bind(
@@ -676,13 +814,13 @@ class KubeEmulator:
             owned = "yaml" not in request.headers.get("Content-Type", "")
             obj = store.create(info.resource, info.namespace, body, as_client=True,
                                dry_run=dry_run, owned=owned)
-            return web.json_response(obj, status=201)
+            return _warned(warnings, web.json_response(obj, status=201))
         if info.verb == "update":
             if body is None:
                 raise bad_request("the request body is required")
             obj = store.update(info.resource, info.namespace, info.name, body,  # type: ignore[arg-type]
                                subresource=info.subresource, as_client=True)
-            return web.json_response(obj)
+            return _warned(warnings, web.json_response(obj))
         if info.verb == "patch":
             ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
             kinds = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
@@ -696,7 +834,7 @@ class KubeEmulator:
                 )
             obj = store.patch(info.resource, info.namespace, info.name, body, kinds[ctype],  # type: ignore[arg-type]
                               subresource=info.subresource, as_client=True)
-            return web.json_response(obj)
+            return _warned(warnings, web.json_response(obj))
         if info.verb == "delete":
             options = dict(body) if isinstance(body, dict) else {}
             if "gracePeriodSeconds" in q:  # the query parameter wins, as in the API server
@@ -705,6 +843,8 @@ class KubeEmulator:
                                      graceful=True)
             if not gone and rt.ref == "pods" and obj["metadata"].get("deletionGracePeriodSeconds"):
                 self._kubelet_stops(obj)
+            if not gone and rt.ref == "namespaces":
+                self._namespace_controller_empties(obj["metadata"]["name"])
             if not gone or rt.ref in RETURNS_DELETED_OBJECT:
                 return web.json_response(obj)
             return web.json_response(
@@ -744,6 +884,63 @@ class KubeEmulator:
             "the server does not allow this method on the requested resource",
         )
 
+    def _current_budget(self, pdb: dict) -> dict:
+        """A PodDisruptionBudget with the status the disruption controller keeps current
+        (computed when read; see kube_eviction.budget_status)."""
+        try:
+            return {**pdb, "status": budget_status(self.store, pdb)}
+        except BudgetNotEmulated:
+            return pdb
+
+    @staticmethod
+    def _check_fields(request: web.BaseRequest, rt: ResourceType, info: RequestInfo,
+                      body: Any) -> list[str]:
+        """``fieldValidation``: Strict answers 400 on unknown fields (apiserver
+        pkg/endpoints/handlers/create.go, patch.go: the ``strict decoding error`` Status),
+        Warn returns them as warnings; Ignore and Warn drop them, as decoding into the
+        typed object does. Without the parameter (the official Python client, whose models
+        cannot carry an unknown field) nothing is checked: that costs nothing per write.
+        Only bodies that are objects of the kind are checked (a JSON patch is a list of
+        operations; subresources have their own kinds)."""
+        mode = info.query.get("fieldValidation")
+        if mode not in (None, "Ignore", "Warn", "Strict"):
+            raise bad_request(
+                f'fieldValidation must be one of "Ignore", "Warn", or "Strict", got "{mode}"'
+            )
+        if (mode is None or info.verb not in ("create", "update", "patch")
+                or not isinstance(body, dict) or info.subresource):
+            return []
+        obj = {**body, "apiVersion": rt.api_version, "kind": rt.kind}
+        try:
+            paths = [p for p in unknown_field_paths(obj) if not str(p[-1]).startswith("$")]
+        except NoSchema:
+            raise not_emulated(request, f"field validation of {rt.ref}") from None
+        messages = [f'unknown field "{field_name(p)}"' for p in paths]
+        if messages and mode == "Strict":
+            raise bad_request(f"strict decoding error: {', '.join(messages)}")
+        drop_fields(body, paths)  # decoding into the typed object drops them
+        if mode == "Ignore":
+            return []
+        return messages
+
+    @staticmethod
+    def _table(request: web.BaseRequest, rt: ResourceType, items: list[dict],
+               list_meta: dict) -> dict:
+        try:
+            return table(rt.ref, items, list_meta, request.query.get("includeObject"))
+        except PrintingNotEmulated:
+            raise not_emulated(request, f"server-side printing (as=Table) of {rt.ref}") from None
+
+    @staticmethod
+    def _other_event_api(rt: ResourceType) -> tuple[str, Callable[[dict], dict]] | None:
+        """For an Event resource: the other Event API's resource and the conversion of its
+        objects into this one's shape (both are one stored Event on a real server)."""
+        if rt.ref == "events":
+            return "events.events.k8s.io", as_core_event
+        if rt.ref == "events.events.k8s.io":
+            return "events", as_events_event
+        return None
+
     def _list(self, rt: ResourceType, info: RequestInfo) -> dict:
         q = info.query
         matches = selector_predicate(q.get("labelSelector"), q.get("fieldSelector"), rt.ref)
@@ -755,6 +952,11 @@ class KubeEmulator:
                 f"too old resource version: {rv_asked} ({self.store.compacted_rv + 1})",
             )
         items, rv = self.store.list(rt.ref, info.namespace, matches)
+        other = self._other_event_api(rt)
+        if other is not None:  # the Events written through the other Event API too
+            theirs = [other[1](e) for e in self.store.list(other[0], info.namespace)[0]]
+            items = sorted(items + [e for e in theirs if matches(e)], key=lambda i: (
+                i["metadata"].get("namespace", ""), i["metadata"]["name"]))
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         start: tuple[str, str] | None = None
         if q.get("continue"):
@@ -819,6 +1021,10 @@ class KubeEmulator:
         self, request: web.BaseRequest, rt: ResourceType, info: RequestInfo
     ) -> web.StreamResponse:
         q = info.query
+        other = self._other_event_api(rt)
+        if other is not None and self.store.list(other[0], info.namespace)[0]:
+            raise not_emulated(request, "a watch of Events that were written through the "
+                               "other Event API (the emulator stores the two apart)")
         matches = selector_predicate(q.get("labelSelector"), q.get("fieldSelector"), rt.ref)
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else 1800.0

@@ -165,3 +165,39 @@ def event_causes(obj: dict, *, events_api: bool, create: bool) -> list[Cause]:
     if ev["source"].get("component") or ev["source"].get("host"):
         causes.append(invalid_value("source", "", "needs to be unset"))
     return causes
+
+
+# -- one Event, two APIs ------------------------------------------------------------------
+# Both APIs read and write the same stored core.Event (the events.k8s.io group is another
+# version of it): an Event written through one is listed and read through the other. The
+# field correspondence is that of kubernetes/kubernetes pkg/apis/events/v1/conversion.go
+# (Convert_v1_Event_To_core_Event and back): events.k8s.io name -> core/v1 name.
+_EVENTS_TO_CORE = {
+    "regarding": "involvedObject",
+    "note": "message",
+    "reportingController": "reportingComponent",
+    "deprecatedSource": "source",
+    "deprecatedFirstTimestamp": "firstTimestamp",
+    "deprecatedLastTimestamp": "lastTimestamp",
+    "deprecatedCount": "count",
+}
+_CORE_TO_EVENTS = {core: new for new, core in _EVENTS_TO_CORE.items()}
+
+
+def as_core_event(event: dict) -> dict:
+    """An events.k8s.io/v1 Event as core/v1 shows it."""
+    out = {_EVENTS_TO_CORE.get(k, k): v for k, v in event.items()}
+    out["apiVersion"], out["kind"] = "v1", "Event"
+    out.setdefault("eventTime", None)  # a zero MicroTime is written as null,
+    out.setdefault("involvedObject", {})  # a zero ObjectReference as {}
+    return out
+
+
+def as_events_event(event: dict) -> dict:
+    """A core/v1 Event as events.k8s.io/v1 shows it."""
+    out = {_CORE_TO_EVENTS.get(k, k): v for k, v in event.items()}
+    out["apiVersion"], out["kind"] = "events.k8s.io/v1", "Event"
+    out.setdefault("eventTime", None)  # a zero MicroTime is written as null (the official
+    # Python client's model then refuses the list, as it does against a real server)
+    out.setdefault("regarding", {})
+    return out

@@ -69,6 +69,12 @@ def strategic_merge_patch(target: Any, patch: Any, field: str | None = None) -> 
         return result
     if isinstance(patch, list) and field in MERGE_KEYS and isinstance(target, list):
         key = MERGE_KEYS[field]
+        if field == "ports" and patch and all(
+            isinstance(i, dict) and "port" in i and "containerPort" not in i for i in patch
+        ):
+            # a Service's ports merge by port (ServicePort's patchMergeKey in
+            # k8s.io/api/core/v1/types.go), a container's by containerPort
+            key = "port"
         result = copy.deepcopy(target)
         for item in patch:
             if not isinstance(item, dict) or key not in item:

@@ -75,7 +75,9 @@ RESOURCES: tuple[ResourceType, ...] = (
         "namespaces", "Namespace", namespaced=False, subresources=("status",), short_names=("ns",)
     ),
     ResourceType("nodes", "Node", namespaced=False, subresources=("status",), short_names=("no",)),
-    ResourceType("pods", "Pod", subresources=("status", "binding"), short_names=("po",)),
+    ResourceType(
+        "pods", "Pod", subresources=("status", "binding", "eviction"), short_names=("po",)
+    ),
     ResourceType("bindings", "Binding"),
     ResourceType("secrets", "Secret"),
     ResourceType("configmaps", "ConfigMap", short_names=("cm",)),
@@ -91,6 +93,14 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType(
         "deployments", "Deployment", group="apps", subresources=("status",), short_names=("deploy",)
     ),
+    ResourceType("poddisruptionbudgets", "PodDisruptionBudget", group="policy",
+                 subresources=("status",), short_names=("pdb",)),
+    ResourceType("roles", "Role", group="rbac.authorization.k8s.io"),
+    ResourceType("rolebindings", "RoleBinding", group="rbac.authorization.k8s.io"),
+    ResourceType("clusterroles", "ClusterRole", group="rbac.authorization.k8s.io",
+                 namespaced=False),
+    ResourceType("clusterrolebindings", "ClusterRoleBinding", group="rbac.authorization.k8s.io",
+                 namespaced=False),
 )
 BY_REF: dict[str, ResourceType] = {r.ref: r for r in RESOURCES}
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -374,9 +384,21 @@ class KubeStore:
                 "request"
             )
         ns = namespace or body_ns or "default"
-        if ("", ns) not in self._objects["namespaces"]:
+        stored = self._objects["namespaces"].get(("", ns))
+        if stored is None:
             raise ApiError(
                 404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"}
+            )
+        if stored["metadata"].get("deletionTimestamp"):
+            # NamespaceLifecycle admission (apiserver plugin/namespace/lifecycle)
+            raise ApiError(
+                403, "Forbidden",
+                f'{rt.ref} "{(obj.get("metadata") or {}).get("name", "")}" is forbidden: unable '
+                f"to create new content in namespace {ns} because it is being terminated",
+                {"name": (obj.get("metadata") or {}).get("name", ""), "group": rt.group,
+                 "kind": rt.plural,
+                 "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
+                             "message": f"namespace {ns} is being terminated"}]},
             )
         meta["namespace"] = ns
         return ns
@@ -575,6 +597,11 @@ class KubeStore:
             new["metadata"]["generation"] += 1
         if old["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             return self._commit(rt, "DELETED", new, old)
+        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if new == old:
+            # a write that changes nothing is not written: no new resourceVersion, no watch
+            # event (apiserver storage GuaranteedUpdate skips an unchanged object)
+            return json_copy(old)
         return self._commit(rt, "MODIFIED", new, old)
 
     def update(self, ref: str, namespace: str | None, name: str, body: dict, *,
@@ -653,6 +680,17 @@ class KubeStore:
                 and pre["resourceVersion"] != old["metadata"]["resourceVersion"]
             ):
                 raise conflict(rt, name, "Precondition failed: the object has been modified")
+            if graceful and ref == "namespaces":
+                # the namespace lifecycle: DELETE marks it Terminating (spec.finalizers
+                # ["kubernetes"]), the namespace controller deletes what is in it and then it
+                # (pkg/registry/core/namespace/storage/storage.go Delete); done by the caller
+                if old["metadata"].get("deletionTimestamp"):
+                    return json_copy(old), False
+                new = json_copy(old)
+                new["metadata"]["deletionTimestamp"] = now_rfc3339()
+                new.setdefault("spec", {})["finalizers"] = ["kubernetes"]
+                new.setdefault("status", {})["phase"] = "Terminating"
+                return self._commit(rt, "MODIFIED", new, old), False
             grace = pod_grace_period(old, options) if graceful and ref == "pods" else 0
             if grace > 0:
                 # graceful: the pod stays (terminating) until the kubelet has stopped it; a

@@ -61,7 +61,7 @@ class ApiOutage:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"https://127.0.0.1:{self.port}"  # the emulator's TLS passes through
 
     def restore(self) -> None:
         listener = socket.socket()

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 import urllib3
+from fluxnode.agent.kube import raw as kube_raw
 from kubernetes import client, watch
 from kubernetes.client import BatchV1Api, CoordinationV1Api, EventsV1Api
 
@@ -328,8 +329,26 @@ def test_forbidden_hook(kube, core):
 
 
 def test_unauthenticated_is_401(kube):
-    resp = urllib3.PoolManager().request("GET", f"{kube.url}/api/v1/nodes")
+    pool = urllib3.PoolManager(ca_certs=str(kube.ca_path))
+    resp = pool.request("GET", f"{kube.url}/api/v1/nodes")
     assert resp.status == 401
+    # with the token, over the same verified TLS: what made the 401 was the missing token
+    token = {"Authorization": f"Bearer {kube.token}"}
+    assert pool.request("GET", f"{kube.url}/api/v1/nodes", headers=token).status == 200
+
+
+def test_serves_https_only_with_its_own_ca(kube):
+    """A real API server serves HTTPS: a client that does not trust the emulator's CA is
+    refused at the handshake, and plain HTTP gets no API answer."""
+    assert kube.url.startswith("https://127.0.0.1:")
+    with pytest.raises(urllib3.exceptions.SSLError):
+        urllib3.PoolManager(retries=False).request("GET", f"{kube.url}/version")
+    plain = urllib3.PoolManager(retries=False)
+    try:
+        resp = plain.request("GET", f"http://127.0.0.1:{kube.port}/version")
+    except urllib3.exceptions.HTTPError:
+        return  # the TLS server dropped the plain request
+    assert resp.status == 400 and b"gitVersion" not in resp.data
 
 
 def test_binding_once(kube, core):
@@ -487,9 +506,17 @@ def test_other_resources(kube, core):
             "type": "Normal",
         },
     )
-    assert [e.reason for e in EventsV1Api(api_client).list_namespaced_event("default").items] == [
-        "Scheduled"
-    ]
+    # one stored Event, two APIs: each lists both, in its own shape (raw JSON: the core/v1
+    # Event has no eventTime, which the Python client's events.k8s.io model refuses, as it
+    # does against a real server)
+    both = kube_raw.call(EventsV1Api(api_client).list_namespaced_event, "default")["items"]
+    assert [(e["metadata"]["name"], e["reason"], (e.get("regarding") or {}).get("name"),
+             e.get("note")) for e in both] == [("e1", "Scheduled", "p1", "bound"),
+                                               ("e2", "Scheduled", None, None)]
+    assert both[0]["eventTime"] is None  # e1 has none: null, as a zero MicroTime
+    listed = core.list_namespaced_event("default").items
+    assert [(e.metadata.name, e.involved_object.name) for e in listed] == [("e1", "p1"),
+                                                                           ("e2", None)]
     job = BatchV1Api(api_client).create_namespaced_job(
         "default",
         {
@@ -547,8 +574,17 @@ def test_delete_collection_and_namespace_cascade(kube, core):
     rv = core.list_namespaced_pod("team").metadata.resource_version
     stream = Stream(core.list_namespaced_pod, namespace="team", resource_version=rv)
     kube.wait_for_watches("pods")
+    kube.namespace_termination_delay = 0.5
     core.delete_namespace("team")
+    # Terminating first (the namespace lifecycle): nothing new may be created in it
+    assert core.read_namespace("team").status.phase == "Terminating"
+    with pytest.raises(client.ApiException) as exc:
+        core.create_namespaced_config_map("team", {"metadata": {"name": "late"}})
+    assert exc.value.status == 403 and "being terminated" in exc.value.body
+    # then the namespace controller deletes what is in it, and the namespace
     assert stream.names(1) == [("DELETED", "c")]
+    wait_for(lambda: kube.list("namespaces", field_selector="metadata.name=team") == [], 10,
+             what="the namespace gone")
     assert kube.list("configmaps", "team") == [] and kube.list("pods", "team") == []
     with pytest.raises(client.ApiException) as exc:
         core.read_namespace("team")

@@ -270,7 +270,7 @@ def test_multi_node_overlay_grows_shrinks_and_marks_not_ready_down(kube, agents)
 
 def test_unreachable_api_exits_non_zero_after_retrying(kube, tmp_path):
     kubeconfig = tmp_path / "dead.kubeconfig"
-    kubeconfig.write_text(kube.kubeconfig_path.read_text().replace(kube.url, f"http://127.0.0.1:{free_port()}"))
+    kubeconfig.write_text(kube.kubeconfig_path.read_text().replace(kube.url, f"https://127.0.0.1:{free_port()}"))
     agent = AgentProcess(kube, "w1", tmp_path, "--api-wait", "1")
     agent.args[agent.args.index("--kubeconfig") + 1] = str(kubeconfig)
     agent.start()
@@ -278,7 +278,7 @@ def test_unreachable_api_exits_non_zero_after_retrying(kube, tmp_path):
         assert agent.wait_exit(30) == 2
     finally:
         agent.stop()
-    assert "fluxnode agent: cannot reach the Kubernetes API at http://127.0.0.1:" in agent.log
+    assert "fluxnode agent: cannot reach the Kubernetes API at https://127.0.0.1:" in agent.log
     assert "Kubernetes API not reachable yet" in agent.log and "Traceback" not in agent.log
 
 
