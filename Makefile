@@ -37,7 +37,7 @@ system-deps:
 	fi
 	@if ! command -v kubectl >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing kubernetes-client (kubectl, for the kubectl tests)"; \
+	    echo "make: installing the system package kubernetes-client with apt-get (kubectl, for the kubectl tests)"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; \
 	  else echo "note: kubectl not found and cannot install it; the kubectl tests will be skipped"; fi; \
 	fi
