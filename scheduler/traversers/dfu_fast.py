@@ -114,16 +114,8 @@ class FastTraverser(RootIndexWalk, ShapeTemplates, FirstMatchWalk, Traverser):
         self._root_slot_of = (resources, answer)  # holds the last request's list
         return answer
 
-    def _explore(
-        self,
-        m: JobMeta,
-        u: Vertex,
-        resources: list[Request],
-        pristine: bool,
-        excl: bool,
-        dfu: Scoring,
-        multiplier: int = 1,
-    ) -> int:
+    def _explore(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool, excl: bool,
+                 dfu: Scoring, multiplier: int = 1) -> int:
         s = self._shortcuts
         if u.parent is None and s.root_index and not dfu.types:
             return self._index_explore(m, u, resources, pristine, excl, dfu)

@@ -82,16 +82,8 @@ class FirstMatchWalk(InlineLeaves, LevelWindowKeys):
         wl.prune_key = got
         return got
 
-    def _explore_first(
-        self,
-        m: JobMeta,
-        u: Vertex,
-        resources: list[Request],
-        pristine: bool,
-        excl: bool,
-        dfu: Scoring,
-        multiplier: int,
-    ) -> int:
+    def _explore_first(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool,
+                       excl: bool, dfu: Scoring, multiplier: int) -> int:
         """The first-match ``_explore`` (children in edge-weight order, stopping once every
         type has ``multiplier`` shares) with a leaf's outcome worked out in line, as
         ``_explore_cached`` does for the exhaustive policies: the same tests, prunes,

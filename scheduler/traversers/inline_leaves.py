@@ -31,15 +31,8 @@ class InlineLeaves(PerfClassBelow):
 
     _leaf_levels: dict[int, tuple]  # this walk's: id(level) -> (level, _leaf_requests)
 
-    def _explore_cached(
-        self,
-        m: JobMeta,
-        u: Vertex,
-        resources: list[Request],
-        pristine: bool,
-        excl: bool,
-        dfu: Scoring,
-    ) -> int:
+    def _explore_cached(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool,
+                        excl: bool, dfu: Scoring) -> int:
         """The exhaustive ``_explore`` (no dynamic stop) with a leaf's outcome worked out
         in line: a leaf that exactly one request of the level names, asking nothing below
         it, is tested, pruned and scored as ``_dom_dfv_walk`` would (same visit counts),

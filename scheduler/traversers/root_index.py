@@ -48,13 +48,8 @@ class RootChild:
 
     __slots__ = ("ok", "x", "types", "marks")
 
-    def __init__(
-        self,
-        ok: bool,
-        x: bool,
-        types: dict[str, tuple[list[EGroup], int, int]],
-        marks: list[tuple[Vertex, Vertex, tuple[int, bool]]],
-    ) -> None:
+    def __init__(self, ok: bool, x: bool, types: dict[str, tuple[list[EGroup], int, int]],
+                 marks: list[tuple[Vertex, Vertex, tuple[int, bool]]]) -> None:
         self.ok = ok
         self.x = x
         self.types = types  # type -> (groups in walk order, qualified units, total units)
@@ -118,15 +113,8 @@ class RootIndexWalk(LevelWindowKeys):
         self._indexes[key] = idx  # most recently used last
         return idx
 
-    def _index_explore(
-        self,
-        m: JobMeta,
-        u: Vertex,
-        resources: list[Request],
-        pristine: bool,
-        excl: bool,
-        dfu: Scoring,
-    ) -> int:
+    def _index_explore(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool,
+                       excl: bool, dfu: Scoring) -> int:
         idx = self._index_for(m, resources, pristine, excl)
         kids = u.children
         if idx.fresh:

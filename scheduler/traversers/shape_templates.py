@@ -69,22 +69,10 @@ class Template:
         "centric",
     )
 
-    def __init__(
-        self,
-        ok: bool,
-        x: bool,
-        avail: int,
-        overall: int,
-        empty_types: tuple,
-        marks: list[tuple[int, tuple[int, bool]]],
-        preorder: int,
-        postorder: int,
-        enforced: int,
-        visited: bool,
-        errno: int,
-        deep: bool = False,
-        centric: bool = False,
-    ) -> None:
+    def __init__(self, ok: bool, x: bool, avail: int, overall: int, empty_types: tuple,
+                 marks: list[tuple[int, tuple[int, bool]]], preorder: int, postorder: int,
+                 enforced: int, visited: bool, errno: int, deep: bool = False, centric: bool = False
+                 ) -> None:
         self.ok = ok
         self.x = x
         self.avail = avail
@@ -241,29 +229,15 @@ class ShapeTemplates(PerfClassBelow, LevelWindowKeys):
         self._deep_shapes[uid] = shape
         return shape
 
-    def _dom_dfv(
-        self,
-        m: JobMeta,
-        u: Vertex,
-        resources: list[Request],
-        pristine: bool,
-        excl: bool,
-        to_parent: Scoring,
-    ) -> tuple[bool, bool]:
+    def _dom_dfv(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool, excl: bool,
+                 to_parent: Scoring) -> tuple[bool, bool]:
         got = self._dom_dfv_tpl(m, u, resources, pristine, excl, to_parent)
         if got is None:
             return DfuSelect._dom_dfv(self, m, u, resources, pristine, excl, to_parent)
         return got
 
-    def _dom_dfv_tpl(
-        self,
-        m: JobMeta,
-        u: Vertex,
-        resources: list[Request],
-        pristine: bool,
-        excl: bool,
-        to_parent: Scoring,
-    ) -> tuple[bool, bool] | None:
+    def _dom_dfv_tpl(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool,
+                     excl: bool, to_parent: Scoring) -> tuple[bool, bool] | None:
         """An untouched vertex whose children are leaves (a socket of cores, with nothing
         held below it: its x_checker has no span) scores as every other of its shape:
         the first one's walk is kept as a template (its marks by child position) and
@@ -359,29 +333,12 @@ class ShapeTemplates(PerfClassBelow, LevelWindowKeys):
         wl.template_ctx = ctx
         return ctx
 
-    def _template_walk(
-        self,
-        key: tuple,
-        m: JobMeta,
-        u: Vertex,
-        resources: list[Request],
-        pristine: bool,
-        excl: bool,
-        to_parent: Scoring,
-    ) -> tuple[bool, bool]:
+    def _template_walk(self, key: tuple, m: JobMeta, u: Vertex, resources: list[Request],
+                       pristine: bool, excl: bool, to_parent: Scoring) -> tuple[bool, bool]:
         pre, post, enforced = self.preorder, self.postorder, self._enforced
         ml, last = self.policy.ml_scores, self.policy.last_factor
         start = len(self._mark_edges)
-        probe = Scoring()
-        err0, self.errno = self.errno, _NOT_SET
-        ok, x = self._dom_dfv_walk(m, u, resources, pristine, excl, probe)
-        err = self.errno
-        if err == _NOT_SET:
-            self.errno = err0
-        if ok:
-            to_parent.merge(probe)
-            to_parent.avail = probe.avail
-            to_parent.overall = probe.overall
+        ok, x, probe, err = self._probe_walk(m, u, resources, pristine, excl, to_parent)
         tpl = None
         edges = self._mark_edges[start:]
         deep = any(map(_children_of, u.children))

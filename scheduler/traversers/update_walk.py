@@ -18,10 +18,8 @@ What the walk hands a vertex (the job's shared planners and containers, kits) is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from fluxnode.scheduler.graph.resource_graph import Vertex
-from fluxnode.scheduler.traversers.dfu_impl import Emit, JobMeta, free_during
+from fluxnode.scheduler.traversers.dfu_impl import DfuImpl, Emit, JobMeta, free_during
 from fluxnode.scheduler.traversers.job_spans import (
     KIT_MIN_MARKS,
     NO_TOTALS,
@@ -32,9 +30,6 @@ from fluxnode.scheduler.traversers.job_spans import (
 )
 from fluxnode.scheduler.traversers.update_recipes import Recipe, apply_recipe
 from fluxnode.scheduler.traversers.whole_leaves import take_fresh_leaves
-
-if TYPE_CHECKING:
-    from fluxnode.scheduler.traversers.dfu_update import DfuUpdate
 
 
 class UpdateWalk:
@@ -47,8 +42,10 @@ class UpdateWalk:
         "totals_of", "weights", "orders", "moves",
     )
 
-    def __init__(self, t: DfuUpdate, m: JobMeta) -> None:
-        self.t = t  # the traverser: its edge weights and subtree filters
+    def __init__(self, t: DfuImpl, m: JobMeta) -> None:
+        # the traverser (a DfuUpdate, which imports this module: its edge weights and
+        # subtree filters are its methods _edge_weight, _set_weight and _ag_put)
+        self.t = t
         self.out: list[Emit] = []  # the emits, in post order
         self.marks = t._marks  # (parent, child) uniq_ids -> (needs, exclusive), as selected
         # parent uniq_id -> its marked children (marking order)

@@ -20,24 +20,12 @@ from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser
 from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from fluxnode.scheduler.traversers.dfu_impl import SubtreeCache
 from fluxnode.scheduler.traversers.fast_shortcuts import NONE, Shortcuts, decide
-from support.sched_graphs import cores, grug_document, grug_vertices, jobspec
-
-
-def _edge(n: int, src: str, tgt: str, scale: int, scope: int = 1) -> str:
-    return (f'    <edge id="e{n}" source="{src}" target="{tgt}"><data key="id_scope">{scope}'
-            f'</data><data key="multi_scale">{scale}</data></edge>\n')
-
+from support.sched_graphs import cores, grug_recipe, jobspec
 
 # six alike nodes of two sockets of four cores and a gpu, under the cluster itself: a
 # slot of nodes sits at the root
-NODES = grug_document(
-    '  <graph id="six" edgedefault="directed">\n'
-    + grug_vertices(("cluster", "cluster", "six"), ("node", "node", "node"),
-                    ("socket", "socket", "socket"), ("core", "core", "core"),
-                    ("gpu", "gpu", "gpu"))
-    + _edge(1, "cluster", "node", 6, scope=0) + _edge(2, "node", "socket", 2)
-    + _edge(3, "socket", "core", 4) + _edge(4, "socket", "gpu", 1)
-    + "  </graph>\n")
+NODES = grug_recipe("six", ("cluster", "node", 6), ("node", "socket", 2, 1),
+                    ("socket", "core", 4, 1), ("socket", "gpu", 1, 1))
 
 
 def _root_slot(nodes: int, ncores: int) -> dict:
