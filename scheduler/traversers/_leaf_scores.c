@@ -257,19 +257,13 @@ score(PyObject *c, const Layout *lay, PyObject *uid, PyObject *u, PyObject *visi
 static PyObject *
 score_fresh_leaves(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 13) {
-        PyErr_SetString(PyExc_TypeError, "score_fresh_leaves: 13 arguments expected");
+    if (check_nargs(nargs, 13, "score_fresh_leaves: 13 arguments expected") < 0)
         return NULL;
-    }
     PyObject *kids = args[0], *u = args[2], *leaf_r = args[3], *visited = args[4],
              *dfu = args[5], *xtypes = args[6], *base = args[11];
-    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
-    if (i == -1 && PyErr_Occurred())
+    Py_ssize_t i;
+    if (index_arg(args[1], "score_fresh_leaves: i must be >= 0", &i) < 0)
         return NULL;
-    if (i < 0) {
-        PyErr_SetString(PyExc_ValueError, "score_fresh_leaves: i must be >= 0");
-        return NULL;
-    }
     if (!PyDict_Check(leaf_r) || !PySet_Check(visited)) {
         PyErr_SetString(PyExc_TypeError,
                         "score_fresh_leaves: leaf_r must be a dict and visited a set");
@@ -393,10 +387,8 @@ done:
 static PyObject *
 unit_slots(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "unit_slots: 4 arguments expected");
+    if (check_nargs(nargs, 4, "unit_slots: 4 arguments expected") < 0)
         return NULL;
-    }
     Py_ssize_t start = PyLong_AsSsize_t(args[1]), n = PyLong_AsSsize_t(args[2]);
     if ((start == -1 || n == -1) && PyErr_Occurred())
         return NULL;

@@ -17,19 +17,13 @@ static Layout vertex_layout; /* read at its slot's offset (_slots.h) */
 static PyObject *
 skip_pruned(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "skip_pruned: 7 arguments expected");
+    if (check_nargs(nargs, 7, "skip_pruned: 7 arguments expected") < 0)
         return NULL;
-    }
     PyObject *kids = args[0], *order = args[1], *pruned = args[3], *here = args[4],
              *visited = args[5], *unset = args[6];
-    Py_ssize_t pos = PyLong_AsSsize_t(args[2]);
-    if (pos == -1 && PyErr_Occurred())
+    Py_ssize_t pos;
+    if (index_arg(args[2], "skip_pruned: pos must be >= 0", &pos) < 0)
         return NULL;
-    if (pos < 0) {
-        PyErr_SetString(PyExc_ValueError, "skip_pruned: pos must be >= 0");
-        return NULL;
-    }
     if (!PyList_Check(kids) || !PyList_Check(order) || !PyDict_Check(pruned) ||
         !PyAnySet_Check(visited)) {
         PyErr_SetString(PyExc_TypeError,

@@ -1,5 +1,6 @@
-/* Reading and writing a class's __slots__ at their offsets, for the compiled loops
- * (_whole_leaves.c, _leaf_shapes.c).
+/* Reading and writing a class's __slots__ at their offsets, and checking a loop's
+ * arguments, for the compiled loops (_whole_leaves.c, _update_recipes.c,
+ * _leaf_shapes.c, _leaf_scores.c, _pruned_skip.c).
  *
  * Design: PyObject_GetAttr on a slotted object looks the member descriptor up in the
  * type each time (a dict probe through the MRO, behind the method cache), which is
@@ -125,6 +126,36 @@ intern_names(PyObject **out, const char *const *names, int n)
     for (int i = 0; i < n; i++)
         if ((out[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------ arguments */
+/* Every loop is a METH_FASTCALL function that checks its arguments the same way, and
+ * raises what its Python reference's caller would see: these say it once. */
+
+/* nargs == want: 0; else -1 with a TypeError saying `usage` (the call's signature). */
+static int
+check_nargs(Py_ssize_t nargs, Py_ssize_t want, const char *usage)
+{
+    if (nargs == want)
+        return 0;
+    PyErr_SetString(PyExc_TypeError, usage);
+    return -1;
+}
+
+/* `o` as an index >= 0 in *out: 0; else -1 with the int conversion's exception, or a
+ * ValueError saying `negative` (what must be >= 0). */
+static int
+index_arg(PyObject *o, const char *negative, Py_ssize_t *out)
+{
+    Py_ssize_t i = PyLong_AsSsize_t(o);
+    if (i == -1 && PyErr_Occurred())
+        return -1;
+    if (i < 0) {
+        PyErr_SetString(PyExc_ValueError, negative);
+        return -1;
+    }
+    *out = i;
     return 0;
 }
 

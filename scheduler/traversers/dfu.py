@@ -1,6 +1,8 @@
 """Depth-first-and-up (DFU) matching of jobspecs against a resource graph.
 
-This is the scheduler library's public entry point (the binder uses it)::
+This is the scheduler library's public entry point (``fluxnode resource-query`` and the
+scheduler service's live graph use it through its subclass ``dfu_fast.FastTraverser``;
+the binder reaches it only through the service)::
 
     from fluxnode.scheduler.readers.rv1 import read_rv1
     from fluxnode.scheduler.traversers.dfu import Traverser, NoMatch, Unsatisfiable
@@ -27,8 +29,9 @@ time-based schedule and emits the selection in post order.
 
 As Fluxion splits ``dfu`` from ``dfu_impl``, this module holds the public calls
 and the order of a match's steps; the walks are in ``dfu_select`` (test, prune,
-score, choose), ``dfu_update`` (spans, emit, release) and ``dfu_reservation``
-(feasibility, satisfiability, start times), mixins over ``dfu_impl.DfuImpl``.
+score, choose), ``dfu_update`` (spans, emit), ``dfu_cancel`` (cancel, partial
+cancel) and ``dfu_reservation`` (feasibility, satisfiability, start times), mixins over
+``dfu_impl.DfuImpl``; how a match fails is ``match_errors``'.
 """
 
 from __future__ import annotations
@@ -49,21 +52,38 @@ from fluxnode.scheduler.graph.resource_graph import (
     gc_paused,
 )
 from fluxnode.scheduler.jobspec.request import MatchRequest, Request, RequestError, from_jobspec
-from fluxnode.scheduler.planner.planner import PlannerError
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.readers.rv1 import extend_rv1
+from fluxnode.scheduler.traversers.dfu_cancel import DfuCancel
 from fluxnode.scheduler.traversers.dfu_impl import (
     INF,
     UNSET_WEIGHT,
     Emit,
     Job,
     JobMeta,
+    SubtreeCache,
     free_during,
 )
 from fluxnode.scheduler.traversers.dfu_reservation import DfuReservation
 from fluxnode.scheduler.traversers.dfu_select import DfuSelect
-from fluxnode.scheduler.traversers.dfu_update import DfuUpdate, SpanPool
 from fluxnode.scheduler.traversers.find import find
+from fluxnode.scheduler.traversers.job_spans import SpanPool
+from fluxnode.scheduler.traversers.match_errors import (
+    NoMatch,
+    TraverserErrno,
+    TraverserError,
+    Unsatisfiable,
+)
+
+__all__ = [
+    "DEFAULT_PRUNE_FILTERS",
+    "MatchResult",
+    "NoMatch",
+    "Traverser",
+    "TraverserErrno",
+    "TraverserError",
+    "Unsatisfiable",
+]
 
 _children_of, _type_of = attrgetter("children"), attrgetter("type")
 
@@ -71,38 +91,6 @@ _children_of, _type_of = attrgetter("children"), attrgetter("type")
 # free cores and free (exclusively held) nodes below every vertex. The last type is
 # also what orders children for the first-match policies (see _edge_weight).
 DEFAULT_PRUNE_FILTERS = "ALL:core,ALL:node"
-X_CHECKER_NJOBS = 0x40000000
-
-
-class NoMatch(Exception):
-    """No resources now (``busy``) or never for this request on this graph."""
-
-    def __init__(self, busy: bool, reason: str = "") -> None:
-        super().__init__(reason or ("resources busy" if busy else "no match"))
-        self.busy = busy
-        self.reason = reason
-
-
-class Unsatisfiable(NoMatch):
-    def __init__(self, reason: str = "unsatisfiable request") -> None:
-        super().__init__(False, reason)
-
-
-class TraverserErrno(NoMatch):
-    """A failed match whose errno is neither EBUSY (busy) nor ENODEV (unsatisfiable).
-
-    Fluxion's traverser reports some failures without setting errno (an update that
-    selects nothing exclusively); the caller then sees whatever errno an earlier step
-    left. Raised only when ``Traverser.report_errno`` is set (resource-query): Fluxion's
-    resource-query consumes no jobid for it, and ENOENT reads as unsatisfiable."""
-
-    def __init__(self, err: int) -> None:
-        super().__init__(False, f"traverser: {_errno.errorcode.get(err, err)}")
-        self.errno = err
-
-
-class TraverserError(ValueError):
-    """Bad input to the traverser (unknown job, path, status...)."""
 
 
 @dataclass
@@ -119,7 +107,7 @@ class MatchResult:
         return [e.vertex for e in self.selection if e.vertex.type == "node"]
 
 
-class Traverser(DfuSelect, DfuUpdate, DfuReservation):
+class Traverser(DfuSelect, DfuCancel, DfuReservation):
     """The public traverser: match, replay, cancel, find, status and graph growth.
 
     The walks it runs are its bases' (see ``dfu_impl``); this class owns the
@@ -205,7 +193,7 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         # outcome (candidate groups, avail, score) is kept per vertex until a span,
         # status, property (variation scores by one) or the graph changes below it.
         # Only a match's own window is kept.
-        self._subtree_cache: dict[int, tuple] = {}
+        self._subtree_cache = SubtreeCache()
         self._cache_window: tuple | None = None
         # the shared planners update walks hand out, kept for the next walks with the
         # same window (dfu_update.SpanPool)
@@ -505,105 +493,6 @@ class Traverser(DfuSelect, DfuUpdate, DfuReservation):
         if sat_op:
             raise Unsatisfiable("constraints leave too few nodes")
         raise NoMatch(True, "constraints leave too few nodes")
-
-    def cancel(self, jobid: int) -> tuple[int, int]:
-        """Release every resource of ``jobid``; returns (preorder, postorder) visit counts."""
-        job = self.jobs.pop(jobid, None)
-        if job is None:
-            raise TraverserError(f"nonexistent job {jobid}")
-        root = self.g.root
-        pre, post = self._cancel_visits(jobid, job)
-        for v in list(job.vertices.values()):
-            self._release(v, jobid)
-        if jobid in root.tags:
-            self._release(root, jobid)
-        self.total_preorder, self.total_postorder = pre, post
-        return pre, post
-
-    def partial_cancel(self, jobid: int, ranks: list[int], by_counts: bool = False) -> bool:
-        """Release the part of ``jobid`` on ``ranks``; True when nothing of the job is left.
-
-        By default the job's ancestors keep it while any of its vertices remain below them.
-        ``by_counts`` follows Fluxion's rank-based partial cancel instead (resource-query's
-        ``partial-cancel ... rv1exec``, see _reduce_ancestors)."""
-        job = self.jobs.get(jobid)
-        if job is None:
-            raise TraverserError(f"nonexistent job {jobid}")
-        # Fluxion's remove zeroes its visit counts first and reports no traversal (it
-        # releases by rank index), even when it then fails (a rank the job holds nothing on)
-        self.total_preorder = self.total_postorder = 0
-        rankset = set(ranks)
-        pre = post = 0
-        counts: dict[int, dict[str, int]] = {}
-        rank_root: dict[int, Vertex] = {}
-        for r in sorted(rankset):
-            for v in self.g.by_rank.get(r, []):
-                pre += 1
-                if jobid in v.tags:
-                    post += 1
-                    sid = v.spans.get(jobid) if v.spans else None
-                    if sid is not None:
-                        c = counts.setdefault(r, {})
-                        c[v.type] = c.get(v.type, 0) + v.schedule.span(sid).planned
-                    self._release(v, jobid)
-                    job.vertices.pop(v.uniq_id, None)
-                top = rank_root.get(r)
-                if top is None or len(v.path) < len(top.path):
-                    rank_root[r] = v
-        if by_counts:
-            self._reduce_ancestors(jobid, job, counts, rank_root)
-        else:
-            self._rebuild_job(jobid, job)
-        if jobid not in self.g.root.tags:
-            self.jobs.pop(jobid, None)
-            return True
-        return False
-
-    def _reduce_ancestors(self, jobid: int, job: Job, counts: dict[int, dict[str, int]],
-                          rank_root: dict[int, Vertex]) -> None:
-        """dfu_impl_t::remove for a rank list: each ancestor of a released rank's subgraph
-        gives back, from its subtree-filter span of the job, the units the released
-        vertices held (per type, only the types its filter tracks; the others give back
-        0). The ancestor drops the job's tag only when that empties its span; one with no
-        subtree filter keeps the tag. The job is fully cancelled when the root drops it."""
-        root = self.g.root
-        missing = sorted(r for r in rank_root if r not in counts)
-        if missing:
-            # a named rank where the job planned nothing (or whose vertices carry no rank):
-            # Fluxion's remove stops here with an error, the ancestors untouched
-            raise TraverserError(f"job {jobid} holds nothing on rank {missing[0]}")
-        if jobid not in root.tags:
-            return
-        up: dict[int, tuple[Vertex, dict[str, int]]] = {}
-        for r, top in rank_root.items():
-            c = counts.get(r)
-            if c is None:
-                continue
-            p = top.parent
-            while p is not None:
-                _v, acc = up.setdefault(p.uniq_id, (p, {}))
-                for t, n in c.items():
-                    acc[t] = acc.get(t, 0) + n
-                p = p.parent
-        for v, acc in up.values():
-            sp = v.subplan
-            sid = v.agspans.get(jobid) if v.agspans else None
-            if sp is None or sid is None or jobid not in v.tags:
-                continue
-            self._invalidate(v)
-            sp = v.subplan = sp.owned()
-            try:
-                removed = sp.reduce_span(sid, {t: n for t, n in acc.items() if sp.has_type(t)})
-            except PlannerError as exc:
-                raise TraverserError(f"{v.name}: {exc}") from None
-            if removed:
-                v.drop_agspan(jobid)
-                job.vertices.pop(v.uniq_id, None)
-                xsid = v.drop_hold(jobid)
-            else:  # the tag stays, the x_checker span goes (a leaf never has a subplan)
-                xsid = v.drop_xspan(jobid)
-            if xsid is not None:
-                v.x_checker = v.x_checker.without_span(xsid)
 
     def remove_subgraph(self, v: Vertex) -> None:
         """Drop ``v``'s subtree from the graph, as Fluxion's ``dfu_impl_t::remove_subgraph``:

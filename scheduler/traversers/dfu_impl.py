@@ -86,6 +86,33 @@ def note_move(order: dict[int, list], moves: dict[int, dict[int, tuple[int, int]
     got[uid] = (old if first is None else first[0], w)
 
 
+class SubtreeCache(dict):
+    """The select walk's kept outcome of each unchanged subtree (uniq_id -> outcome, see
+    ``DfuSelect._dom_dfv``), and the one path by which every other cache hears that a
+    vertex's state changed: the update and release walks and a status change ``pop``
+    the vertex (and its ancestors), and each watcher set gets its uniq_id. The fast
+    traverser's root indexes and first-match prune memory are such watchers; the plain
+    Traverser has none. Watchers are kept by identity (two empty sets are equal)."""
+
+    __slots__ = ("watchers",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.watchers: dict[int, set[int]] = {}  # id(set) -> set
+
+    def watch(self, changed: set[int]) -> None:
+        """Add every uniq_id popped from now on to ``changed``."""
+        self.watchers[id(changed)] = changed
+
+    def unwatch(self, changed: set[int]) -> None:
+        del self.watchers[id(changed)]
+
+    def pop(self, key, default=None):
+        for changed in self.watchers.values():
+            changed.add(key)
+        return dict.pop(self, key, default)
+
+
 class DfuImpl:
     """The traverser's state, and the reads of a vertex both walks make.
 
@@ -116,7 +143,7 @@ class DfuImpl:
     errno: int  # Fluxion's errno as the last walk left it (see dfu.TraverserErrno)
     _tracked: dict[str, set[str]]  # vertex type -> the filter types checked when pruning
     _child_types: dict[int, set[str]]  # vertex uniq_id -> its children's types
-    _subtree_cache: dict[int, tuple]  # see DfuSelect._dom_dfv
+    _subtree_cache: SubtreeCache  # see DfuSelect._dom_dfv
     _cache_window: tuple | None
     _cacheable: bool
     _cache: dict[int, tuple] | None  # the subtree cache when this match may use it

@@ -367,9 +367,20 @@ class DfuSelect(DfuImpl):
                 to_parent.avail = probe.avail
                 to_parent.overall = probe.overall
             return ok, x
-        probe = Scoring()
         enforced = self._enforced
         ml, last = policy.ml_scores, policy.last_factor
+        ok, x, probe, err = self._probe_walk(m, u, resources, pristine, excl, to_parent)
+        if self._enforced == enforced:  # no marks were set below u: the outcome is all there is
+            last = policy.last_factor if policy.last_factor != last else None
+            cache[u.uniq_id] = (key, ok, x, probe, policy.ml_scores - ml, last, err)
+        return ok, x
+
+    def _probe_walk(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool,
+                    excl: bool, to_parent: Scoring) -> tuple[bool, bool, Scoring, int]:
+        """Walk ``u`` into a Scoring of its own (what a cache keeps of the walk) and merge
+        it into ``to_parent``: (ok, x, that Scoring, the errno the walk set or _NOT_SET).
+        The walk's errno stays when it set one, else the one before it."""
+        probe = Scoring()
         err0 = self.errno
         self.errno = _NOT_SET
         ok, x = self._dom_dfv_walk(m, u, resources, pristine, excl, probe)
@@ -380,10 +391,7 @@ class DfuSelect(DfuImpl):
             to_parent.merge(probe)
             to_parent.avail = probe.avail
             to_parent.overall = probe.overall
-        if self._enforced == enforced:  # no marks were set below u: the outcome is all there is
-            last = policy.last_factor if policy.last_factor != last else None
-            cache[u.uniq_id] = (key, ok, x, probe, policy.ml_scores - ml, last, err)
-        return ok, x
+        return ok, x, probe, err
 
     def _level(self, resources: list[Request]) -> _Level:
         """What the walk asks of a request level, worked out once per match."""

@@ -2,7 +2,7 @@
 
 A gang's update walk takes a thousand nodes the same way: each is fresh, the selection
 marked the same edges in it, and the walk gives each of its vertices the same shared
-planners and containers (the kits of ``dfu_update._JobSpans``), an emit and an edge
+planners and containers (the kits of ``job_spans.JobSpans``), an emit and an edge
 weight. The walk of one such node is kept as a :class:`Recipe`: each vertex it emitted,
 by its child positions below the node, with its emit's needs, exclusivity and level,
 the state it was left in and its new edge weight; each vertex's marked children, by
@@ -17,7 +17,8 @@ would do there what it did below the first, which apply_recipe does without the 
 A recipe is kept only when everything it hands out is shared (planners marked shared,
 read-only containers): a vertex's own set or planner is never given to a second one.
 ``tests/scheduler/traversers/test_update_recipes.py`` holds a walk with recipes to one
-without them, state by state.
+without them, state by state. ``_update_recipes.c`` is the compiled apply_recipe, which
+must equal ``_apply_recipe_py`` (one C file per Python reference).
 """
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ def _apply_recipe_py(entries: list[tuple], root: Vertex, level: int, emit: type,
     return True
 
 
-_c_apply = compiled("fluxnode.scheduler.traversers._whole_leaves", "apply_recipe")
+_c_apply = compiled("fluxnode.scheduler.traversers._update_recipes", "apply_recipe")
 COMPILED = _c_apply is not None
 apply_recipe: Callable[..., bool] = _c_apply or _apply_recipe_py
 

@@ -4,7 +4,7 @@ A node-exclusive match takes every core of its node: 64-70 leaves per single-cor
 ``firstnodex``/``lonodex``/``hinodex`` match, 68,000 for a 1,000-node exclusive gang;
 a gang of nodes takes one core of each, marked with all its units, exclusively. A
 fresh leaf (no planner, no tag yet) taken so gets the same things every time: the
-job's shared planners and containers (its "kit", see ``dfu_update._JobSpans``), a
+job's shared planners and containers (its "kit", see ``job_spans.JobSpans``), a
 place in the job's vertices, an :class:`~.dfu_impl.Emit`, and its units in the
 parent's subtree counts. :func:`take_fresh_leaves` does that for a run of such
 children in one call.

@@ -7,7 +7,8 @@ random streams of allocations and cancels, every fast placement
   type, the same total of Fluxion's vertex scores (id + 1, plus the node-centric factor
   of the node above it), as Fluxion's dfu_match_policy defines them;
 - is the plain walk's with the same tie rule: the index it keeps across matches and the
-  templates of untouched sockets (traversers/dfu_fast.py) change nothing but the speed.
+  templates of untouched sockets (traversers/root_index.py, shape_templates.py) change
+  nothing but the speed.
 
 ``locality`` chooses at the root by runs of consecutive scores; its fast tie rule within
 a run (higher score first) is ``high``'s order, so fast ``locality`` is held to exact
@@ -161,7 +162,7 @@ def try_match(t: Traverser, js: dict, jobid: int) -> MatchResult | None:
 def test_fast_placements_are_valid_and_score_as_exact_mode(policy, dims, steps, classes, below):
     def graph(path: Path):
         # perf_class on nodes, and (below) on the sockets or cores of some of them: a
-        # class below a vertex keeps the walk's shortcuts off it (dfu_fast._perf_below)
+        # class below a vertex keeps the walk's shortcuts off it (perf_class_below.py)
         g = read_grug(path)
         for v in g.vertices:
             pc = classes[v.uniq_id % 8] if v.type == below else None

@@ -1,6 +1,6 @@
 """score_fresh_leaves: the compiled loop against its Python reference.
 
-The reference (``_score_fresh_leaves_py``) is what ``dfu_fast._explore_cached`` did in
+The reference (``_score_fresh_leaves_py``) is what ``inline_leaves._explore_cached`` did in
 line for each leaf before the loop was compiled, and what the conformance corpora check
 against Fluxion's own outputs with the extension in use. Here both meet the same random
 runs of children (fresh leaves, visited ones, leaves with a planner, an x_checker or

@@ -86,7 +86,7 @@ def test_a_socket_of_cores_reads_as_written():
 
 
 def _numbers(impl, vertices):
-    """What dfu_fast._leaf_shape makes of ``impl``'s answers: a number per vertex (None
+    """What shape_templates._leaf_shape makes of ``impl``'s answers: a number per vertex (None
     for one whose children have children), new shapes numbered in order of meeting."""
     buckets: dict = {}
     ids: dict = {}
@@ -155,7 +155,7 @@ def test_a_bucket_that_is_not_a_list_of_pairs_is_refused():
 
 
 def _deep_numbers(deep, number, vertices, weights):
-    """What dfu_fast._shape makes of ``deep`` (a deep_number) for each vertex of
+    """What shape_templates._shape makes of ``deep`` (a deep_number) for each vertex of
     ``vertices``, falling back to numbering every part the way _deep_shape does."""
     shapes: dict = {}
     buckets: dict = {}

@@ -15,7 +15,7 @@ import pytest
 from fluxnode.scheduler.jobspec.jobspec import Jobspec
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.readers.grug import read_grug
-from fluxnode.scheduler.traversers import dfu_fast
+from fluxnode.scheduler.traversers import shape_templates
 from fluxnode.scheduler.traversers.dfu import NoMatch, Traverser
 from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from support.paths import SHARED
@@ -148,11 +148,11 @@ def test_a_request_level_that_never_makes_a_template_stops_numbering_shapes(poli
             gone = live.pop(0)
             plain.cancel(gone)
             fast.cancel(gone)
-    assert jobid > dfu_fast.TPL_RETRY + dfu_fast.TPL_GIVE_UP  # a retry came
+    assert jobid > shape_templates.TPL_RETRY + shape_templates.TPL_GIVE_UP  # a retry came
     numbered = len(fast._shapes) + len(fast._deep_shapes)
     # without giving up: first 98, firstnodex 240, low 381 (low's first match walks every
     # node before its give-up counts are reached)
-    bound = (8 if policy == "low" else 4) * dfu_fast.TPL_GIVE_UP
+    bound = (8 if policy == "low" else 4) * shape_templates.TPL_GIVE_UP
     assert numbered < bound < walked, numbered
     gang = jobspec([{"type": "node", "count": 8, "with": [
         {"type": "slot", "count": 1, "label": "default", "with": [

@@ -3,7 +3,7 @@
 The oracle is the plain Traverser, which keeps no templates, no kits and no recipes: it
 walks every node of every gang; in its runs the SpanPool keeps nothing either, so every
 walk makes its own shared planners and filters, where the fast runs take those of
-earlier walks with the same window (dfu_update.SpanPool). The same random stream of
+earlier walks with the same window (job_spans.SpanPool). The same random stream of
 gangs, single-core jobs, whole nodes, cancels and partial cancels runs three times in
 fresh interpreters: on the plain Traverser, on the FastTraverser with the compiled
 apply_recipe, and on the FastTraverser with FLUXNODE_PURE_PYTHON=1 (the Python
@@ -46,26 +46,26 @@ else:
 cls = Traverser if which == "plain" else FastTraverser
 applied = [0]
 reused = [0]
-from fluxnode.scheduler.traversers import dfu_update
-window = dfu_update.SpanPool.window
+from fluxnode.scheduler.traversers import job_spans, update_walk
+window = job_spans.SpanPool.window
 if which == "plain":  # the oracle keeps no shared planners across walks either
-    dfu_update.SpanPool.window = lambda self, at, duration: ({}, {})
+    job_spans.SpanPool.window = lambda self, at, duration: ({}, {})
 else:  # count the walks that found planners kept by earlier ones
     def counted_window(self, at, duration):
         kept = window(self, at, duration)
         reused[0] += bool(kept[0])
         return kept
 
-    dfu_update.SpanPool.window = counted_window
+    job_spans.SpanPool.window = counted_window
 if which == "fast":  # count the recipes that fitted (the walk looks the name up per call)
-    apply = dfu_update.apply_recipe
+    apply = update_walk.apply_recipe
 
     def counted(*args):
         done = apply(*args)
         applied[0] += done
         return done
 
-    dfu_update.apply_recipe = counted
+    update_walk.apply_recipe = counted
 t = cls(g, policy)
 nodes = [v for v in g.walk() if v.type == "node"]
 # a quarter of the nodes lose a core: their fresh subtrees are marked elsewhere (the same
@@ -109,7 +109,7 @@ live = []
 for jobid in range(1, 61):
     roll = rng.random()
     # job 1 again after its cancel, in the same window: its walk takes the shared planners
-    # job 1's left in the pool (dfu_update.SpanPool), whatever the seed
+    # job 1's left in the pool (job_spans.SpanPool), whatever the seed
     again = jobid == 2 and live == [1]
     if again:
         t.cancel(1)

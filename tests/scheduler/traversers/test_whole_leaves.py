@@ -218,18 +218,19 @@ def test_the_extensions_are_built_where_a_compiler_is():
     if not _have_compiler():
         pytest.skip("no C compiler: the optional extension is not built here")
     from fluxnode.scheduler.policies import stdsort
-    from fluxnode.scheduler.traversers import leaf_scores, leaf_shapes
+    from fluxnode.scheduler.traversers import leaf_scores, leaf_shapes, pruned_skip, update_recipes
 
-    assert whole_leaves.COMPILED and leaf_shapes.COMPILED
-    assert leaf_scores.COMPILED and stdsort.COMPILED
+    assert whole_leaves.COMPILED and leaf_shapes.COMPILED and update_recipes.COMPILED
+    assert leaf_scores.COMPILED and stdsort.COMPILED and pruned_skip.COMPILED
     probe = subprocess.run(
         [sys.executable, "-c", "from fluxnode.scheduler.traversers import whole_leaves as w,"
-         " leaf_shapes as s, leaf_scores as c; from fluxnode.scheduler.policies import"
-         " stdsort as o; print(w.COMPILED, s.COMPILED, c.COMPILED, o.COMPILED)"],
+         " leaf_shapes as s, leaf_scores as c, update_recipes as r, pruned_skip as p;"
+         " from fluxnode.scheduler.policies import stdsort as o;"
+         " print(w.COMPILED, s.COMPILED, c.COMPILED, r.COMPILED, p.COMPILED, o.COMPILED)"],
         capture_output=True, text=True, timeout=60,
         env={**os.environ, whole_leaves.ENV_PURE_PYTHON: "1"})
     # and the switch selects the Python loops
-    assert probe.stdout.strip() == "False False False False"
+    assert probe.stdout.strip() == "False False False False False False"
 
 
 @compiled

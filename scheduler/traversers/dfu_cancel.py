@@ -1,0 +1,196 @@
+"""The release walk (Fluxion's dfu_impl remove): cancel and partial cancel of a job.
+
+Design: a cancel takes every span of one job out of the vertices it holds
+(``_release``: its schedule planner, x_checker and subtree filter spans, and its tag)
+and reports the visits Fluxion's cancel walk makes (``_cancel_visits``). A partial
+cancel releases the job's vertices on some ranks, then either recomputes what the
+job's ancestors hold (``_rebuild_job``) or, as Fluxion's rank-based remove, takes the
+released units out of each ancestor's subtree-filter span (``_reduce_ancestors``).
+Every release goes through ``_invalidate``, so the subtree cache and everything that
+watches it hear of each vertex changed (``dfu_impl.SubtreeCache``). A mixin of
+``dfu.Traverser``, over ``DfuUpdate``'s span helpers.
+"""
+
+from __future__ import annotations
+
+from fluxnode.scheduler.graph.resource_graph import Vertex
+from fluxnode.scheduler.planner.planner import PlannerError
+from fluxnode.scheduler.traversers.dfu_impl import Job
+from fluxnode.scheduler.traversers.dfu_update import DfuUpdate
+from fluxnode.scheduler.traversers.match_errors import TraverserError
+
+
+class DfuCancel(DfuUpdate):
+    """Cancel and partial cancel (see the module)."""
+
+    def cancel(self, jobid: int) -> tuple[int, int]:
+        """Release every resource of ``jobid``; returns (preorder, postorder) visit counts."""
+        job = self.jobs.pop(jobid, None)
+        if job is None:
+            raise TraverserError(f"nonexistent job {jobid}")
+        root = self.g.root
+        pre, post = self._cancel_visits(jobid, job)
+        for v in list(job.vertices.values()):
+            self._release(v, jobid)
+        if jobid in root.tags:
+            self._release(root, jobid)
+        self.total_preorder, self.total_postorder = pre, post
+        return pre, post
+
+    def partial_cancel(self, jobid: int, ranks: list[int], by_counts: bool = False) -> bool:
+        """Release the part of ``jobid`` on ``ranks``; True when nothing of the job is left.
+
+        By default the job's ancestors keep it while any of its vertices remain below them.
+        ``by_counts`` follows Fluxion's rank-based partial cancel instead (resource-query's
+        ``partial-cancel ... rv1exec``, see _reduce_ancestors)."""
+        job = self.jobs.get(jobid)
+        if job is None:
+            raise TraverserError(f"nonexistent job {jobid}")
+        # Fluxion's remove zeroes its visit counts first and reports no traversal (it
+        # releases by rank index), even when it then fails (a rank the job holds nothing on)
+        self.total_preorder = self.total_postorder = 0
+        rankset = set(ranks)
+        pre = post = 0
+        counts: dict[int, dict[str, int]] = {}
+        rank_root: dict[int, Vertex] = {}
+        for r in sorted(rankset):
+            for v in self.g.by_rank.get(r, []):
+                pre += 1
+                if jobid in v.tags:
+                    post += 1
+                    sid = v.spans.get(jobid) if v.spans else None
+                    if sid is not None:
+                        c = counts.setdefault(r, {})
+                        c[v.type] = c.get(v.type, 0) + v.schedule.span(sid).planned
+                    self._release(v, jobid)
+                    job.vertices.pop(v.uniq_id, None)
+                top = rank_root.get(r)
+                if top is None or len(v.path) < len(top.path):
+                    rank_root[r] = v
+        if by_counts:
+            self._reduce_ancestors(jobid, job, counts, rank_root)
+        else:
+            self._rebuild_job(jobid, job)
+        if jobid not in self.g.root.tags:
+            self.jobs.pop(jobid, None)
+            return True
+        return False
+
+    def _reduce_ancestors(self, jobid: int, job: Job, counts: dict[int, dict[str, int]],
+                          rank_root: dict[int, Vertex]) -> None:
+        """dfu_impl_t::remove for a rank list: each ancestor of a released rank's subgraph
+        gives back, from its subtree-filter span of the job, the units the released
+        vertices held (per type, only the types its filter tracks; the others give back
+        0). The ancestor drops the job's tag only when that empties its span; one with no
+        subtree filter keeps the tag. The job is fully cancelled when the root drops it."""
+        root = self.g.root
+        missing = sorted(r for r in rank_root if r not in counts)
+        if missing:
+            # a named rank where the job planned nothing (or whose vertices carry no rank):
+            # Fluxion's remove stops here with an error, the ancestors untouched
+            raise TraverserError(f"job {jobid} holds nothing on rank {missing[0]}")
+        if jobid not in root.tags:
+            return
+        up: dict[int, tuple[Vertex, dict[str, int]]] = {}
+        for r, top in rank_root.items():
+            c = counts.get(r)
+            if c is None:
+                continue
+            p = top.parent
+            while p is not None:
+                _v, acc = up.setdefault(p.uniq_id, (p, {}))
+                for t, n in c.items():
+                    acc[t] = acc.get(t, 0) + n
+                p = p.parent
+        for v, acc in up.values():
+            sp = v.subplan
+            sid = v.agspans.get(jobid) if v.agspans else None
+            if sp is None or sid is None or jobid not in v.tags:
+                continue
+            self._invalidate(v)
+            sp = v.subplan = sp.owned()
+            try:
+                removed = sp.reduce_span(sid, {t: n for t, n in acc.items() if sp.has_type(t)})
+            except PlannerError as exc:
+                raise TraverserError(f"{v.name}: {exc}") from None
+            if removed:
+                v.drop_agspan(jobid)
+                job.vertices.pop(v.uniq_id, None)
+                xsid = v.drop_hold(jobid)
+            else:  # the tag stays, the x_checker span goes (a leaf never has a subplan)
+                xsid = v.drop_xspan(jobid)
+            if xsid is not None:
+                v.x_checker = v.x_checker.without_span(xsid)
+
+    def _cancel_visits(self, jobid: int, job: Job) -> tuple[int, int]:
+        """The (preorder, postorder) visits of Fluxion's cancel walk for ``jobid``.
+
+        Fluxion walks down from the root through tagged vertices, visiting every
+        child of each; count those visits without walking untagged siblings."""
+        root = self.g.root
+        pre = 1
+        post = 0
+        if jobid in root.tags:
+            reached = [root]
+            seen = {root.uniq_id}
+            while reached:
+                u = reached.pop()
+                post += 1
+                pre += len(u.children)
+                for c in u.children if len(u.children) < 64 else ():
+                    if jobid in c.tags and c.uniq_id not in seen:
+                        seen.add(c.uniq_id)
+                        reached.append(c)
+                if len(u.children) >= 64:
+                    for v in job.vertices.values():
+                        if v.parent is u and v.uniq_id not in seen:
+                            seen.add(v.uniq_id)
+                            reached.append(v)
+        return pre, post
+
+    def _release(self, u: Vertex, jobid: int) -> None:
+        self._invalidate(u)
+        # a shared container or planner (the empties, a LeafHold, Planner.share) is
+        # never changed: drop_hold/drop_units and without_span replace it
+        sid = u.drop_hold(jobid)
+        if sid is not None:
+            u.x_checker = u.x_checker.without_span(sid)
+        self._ag_drop(u, jobid)
+        sid = u.drop_units(jobid)
+        if sid is not None:
+            u.schedule = u.schedule.without_span(sid)
+
+    def _rebuild_job(self, jobid: int, job: Job) -> None:
+        """Recompute a job's subtree aggregates after part of it was released."""
+
+        def rec(u: Vertex) -> tuple[int, dict[str, int]]:
+            n = 0
+            agg: dict[str, int] = {}
+            for c in u.children:
+                if jobid not in c.tags:
+                    continue
+                sub, cagg = rec(c)
+                n += sub
+                for t, k in cagg.items():
+                    agg[t] = agg.get(t, 0) + k
+            own = u.spans.get(jobid)
+            if own is not None:
+                n += 1
+            if n == 0:
+                self._release(u, jobid)
+                job.vertices.pop(u.uniq_id, None)
+                return 0, {}
+            if agg:
+                self._ag_put(u, jobid, job.at, job.at + job.duration, agg)
+            else:
+                self._ag_drop(u, jobid)
+            up = dict(agg)
+            if u.type in self.prune_types and own is not None:
+                up[u.type] = up.get(u.type, 0) + u.size
+            return n, up
+
+        if jobid in self.g.root.tags:
+            try:
+                rec(self.g.root)
+            finally:
+                rec = None  # noqa: F841  (break the closure's reference cycle)
