@@ -137,7 +137,7 @@ class Planner:
         """Mark this planner read-only and return it, so that several vertices can hold
         it: the update walk gives the fresh vertices a job takes whole one planner per
         (needs, size, type) instead of one each (64 cores of a node: 2 planners, not
-        128; see dfu_update._JobSpans).
+        128; see job_spans.JobSpans).
         Every change raises (PlannerError EPERM); a holder that must change its own
         takes a :meth:`copy` first, and one that drops the job whose span it holds
         drops the planner (it holds that one span, nothing else)."""

@@ -92,7 +92,7 @@ class PlannerMulti:
         several vertices can hold it: the update walk gives the fresh vertices of one
         job that have the same totals and the same counts below them one subtree
         filter, not one each (a gang's 1,000 nodes and 1,000 sockets: two, not 2,000;
-        see dfu_update._JobSpans). As with :meth:`Planner.share`, every change raises
+        see job_spans.JobSpans). As with :meth:`Planner.share`, every change raises
         (EPERM), a holder that must change its own takes :meth:`owned` first, and one
         that drops the job whose span it holds drops the multi-planner."""
         self.shared = True
