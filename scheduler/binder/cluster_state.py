@@ -40,7 +40,6 @@ RANK_ANNOTATION = "fluxnode.io/rank"
 CORES_ANNOTATION = "fluxnode.io/cores"
 GPUS_ANNOTATION = "fluxnode.io/gpus"
 GROUP_ANNOTATION = "fluxnode.io/group"
-PLACEMENT_ANNOTATION = "fluxnode.io/placement"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 _DIGITS = re.compile(r"(\d+)")
 

@@ -62,13 +62,6 @@ class PodRequests:
             max(self.gpus, other.gpus),
         )
 
-    def fits_in(self, other: PodRequests) -> bool:
-        return (
-            self.millicpu <= other.millicpu
-            and self.memory_bytes <= other.memory_bytes
-            and self.gpus <= other.gpus
-        )
-
 
 ZERO = PodRequests()
 

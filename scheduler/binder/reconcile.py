@@ -194,12 +194,8 @@ class Reconciler:
                 return None  # tried again pod by pod
             self.unadoptable.update(uids)
             refs = ", ".join(state.pods[u].ref for u in uids)
-            if exc.errnum == errno.ENOSYS:
-                log.error("the leader's scheduler has no sched.adopt (an older service): %s "
-                          "run on cores it does not hold; counted as outside usage", refs)
-            else:
-                log.error("the leader refused to adopt %s (%s); counted as outside usage, "
-                          "their cores may be handed out again", refs, exc.errstr)
+            log.error("the leader refused to adopt %s (%s); counted as outside usage, "
+                      "their cores may be handed out again", refs, exc.errstr)
             return None
         self.adopted += len(uids)
         hostnames = {n["rank"]: n["hostname"] for n in nodes.values()}
