@@ -3,10 +3,11 @@
 Like kube-scheduler's scheduling cycle, one thread (the binder loop) takes complete
 groups from the queue in order (priority, then age; see queue.py) and decides for
 each, but the decision is the lead broker's graph scheduler's: a group is one
-jobspec of N slots, one per pod, matched all or nothing. Every pod gets at least
+request of N slots, one per pod, matched all or nothing. Every pod gets at least
 one whole core (cpu rounds up), its GPUs and its memory (MiB, rounded up); a
 heterogeneous group has one slot kind per distinct shape, matched kind by kind in
-one service call, so every pod gets exactly its shape. Up to ``alloc_batch``
+one service call, and the answer names each slot, so every pod gets exactly its
+shape. Up to ``alloc_batch``
 groups go in one ``sched.alloc`` round trip; the service answers in order and
 stops after a reservation, so batching never changes an outcome.
 
@@ -36,14 +37,13 @@ from fluxnode.agent.kube.node_affinity import (
     explain,
     pod_placement,
 )
-from fluxnode.broker_conf import hostlist, idset
+from fluxnode.broker_conf import idset
 from fluxnode.scheduler.binder.binding_cycle import Bind, BindingCycle
 from fluxnode.scheduler.binder.cluster_state import Group, GroupAllocation, OutsideUsage, PodInfo
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.pod_requests import PodRequestError, pod_requests
 from fluxnode.scheduler.binder.sched_client import LeaderForgot
-from fluxnode.scheduler.binder.slot_assignment import AssignmentError, assign, assign_kinds
-from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec, slot_labels
+from fluxnode.scheduler.binder.slot_assignment import AssignmentError, assign, slots_by_shape
 
 log = logging.getLogger("fluxnode.binder")
 
@@ -60,11 +60,11 @@ class Candidates:
     thousands of nodes and a burst thousands of groups."""
 
     names: list[str]
-    hostlist: str
+    ranks: str  # their ranks, an idset: what a request may use
     largest_memory: int  # bytes
     excluded: int  # how many nodes were excluded when this was computed
     tainted: bool = False  # some candidate has a NoSchedule/NoExecute taint
-    # distinct pod placement rules -> (eligible names, their hostlist, why others were not)
+    # distinct pod placement rules -> (eligible names, their ranks, why others were not)
     eligible: dict = field(default_factory=dict)
 
 
@@ -74,10 +74,9 @@ class Attempt:
 
     group: Group
     pods: list[PodInfo]
-    shapes: dict[str, tuple[int, int, int]]
+    shapes: dict[str, tuple[int, int, int]]  # pod uid -> its slot's shape
     usable: list[str]
     payload: dict
-    labels: dict[str, tuple[int, int, int]]  # slot label -> pod shape
 
 
 class SchedulingCycle:
@@ -87,7 +86,6 @@ class SchedulingCycle:
         self.retry_outside: set[str] = (
             set()
         )  # nodes whose outside usage the graph could not hold yet
-        self._hostlist_cache: tuple[tuple[str, ...], str] = ((), "")
         # the candidates when no node is excluded, for one node generation: a burst runs
         # a cycle per handful of pod events, and each would walk every node again
         self._all_candidates: tuple[int, Candidates | None] = (-1, None)
@@ -185,15 +183,13 @@ class SchedulingCycle:
             if usage == OutsideUsage(0, 0, 0):
                 state.outside[name] = (None, usage)
                 continue
-            spec = build_jobspec(
-                [SlotKind(usage.cores, usage.gpus, usage.memory_mib, 1)],
-                constraints={"hostlist": [name]},
-                name=f"outside-usage-{name}",
-            )
+            kind = {"cores": usage.cores, "gpus": usage.gpus, "memory_mib": usage.memory_mib,
+                    "count": 1}
             try:
                 answer = ctx.sched.rpc(
                     "sched.alloc",
-                    {"jobspec": spec, "policy": "first", "op": "allocate",
+                    {"slots": [kind], "ranks": str(state.capacity[name].rank),
+                     "policy": "first", "op": "allocate",
                      # what already runs there counts on a drained (cordoned) node too
                      "use_drained": True,
                      "labels": {"owner": ctx.owner, "kind": "outside", "node": name}},
@@ -230,19 +226,17 @@ class SchedulingCycle:
         most = state.largest_memory(names) if names else 0
         nodes = state.nodes
         tainted = any(nodes[n].traits.taints for n in names if n in nodes)
-        return Candidates(
-            names, self._hostlist(names) if names else "", most, len(excluded), tainted
-        )
+        return Candidates(names, self._ranks(names), most, len(excluded), tainted)
 
     def _eligible(
         self, candidates: Candidates, placements: list[PodPlacement]
     ) -> tuple[list[str], str, str]:
         """The candidates every pod of a group may run on (nodeSelector, required node
-        affinity, taints), their hostlist, and kube-scheduler's summary when there are none.
+        affinity, taints), their ranks, and kube-scheduler's summary when there are none.
         Computed once per distinct set of rules per cycle change: the pods of a burst
         mostly share a template."""
         if not candidates.tainted and not any(p.restricts for p in placements):
-            return candidates.names, candidates.hostlist, ""
+            return candidates.names, candidates.ranks, ""
         key = frozenset(placements)
         hit = candidates.eligible.get(key)
         if hit is None:
@@ -251,17 +245,15 @@ class SchedulingCycle:
             names, excluded = eligible_nodes(key, nodes)
             hit = candidates.eligible[key] = (
                 names,
-                hostlist.encode(names) if names else "",
+                self._ranks(names),
                 explain(excluded, len(nodes)) if not names else "",
             )
         return hit
 
-    def _hostlist(self, names: list[str]) -> str:
-        """RFC 29 hostlist of `names`, cached: the usable set rarely changes between groups."""
-        key = tuple(names)
-        if self._hostlist_cache[0] != key:
-            self._hostlist_cache = (key, hostlist.encode(names))
-        return self._hostlist_cache[1]
+    def _ranks(self, names: list[str]) -> str:
+        """The ranks of `names` (nodes the graph has: usable nodes are), an idset."""
+        capacity = self.ctx.state.capacity
+        return idset.encode(sorted(capacity[n].rank for n in names))
 
     # -- one group --------------------------------------------------------------------
 
@@ -288,7 +280,7 @@ class SchedulingCycle:
             placements = [pod_placement(p.raw) for p in pods]
         except NodeAffinityError as exc:
             return self._unschedulable(group, pods, str(exc), f"{exc}; fix the pod spec")
-        names, hosts, why_none = self._eligible(candidates, placements)
+        names, ranks, why_none = self._eligible(candidates, placements)
         if not names:
             if candidates.excluded:  # reserved for another group now; may fit later
                 return self._waiting(pods, f"busy: {why_none}; will retry")
@@ -304,14 +296,14 @@ class SchedulingCycle:
                 f"a pod needs {biggest // MIB} MiB of memory but the largest "
                 f"usable node allocates {candidates.largest_memory // MIB} MiB",
             )
-        kinds = sorted(Counter(shapes.values()).items())
-        slot_kinds = [SlotKind(c, g, m, n) for (c, g, m), n in kinds]
-        spec = build_jobspec(slot_kinds, constraints={"hostlist": [hosts]}, name=str(group.key))
+        kinds = [{"cores": c, "gpus": g, "memory_mib": m, "count": n}
+                 for (c, g, m), n in sorted(Counter(shapes.values()).items())]
         payload = {
-            "jobspec": spec,
+            "slots": kinds,
+            "ranks": ranks,
             "policy": ctx.config.policy,
             "op": ctx.reservations.op_for_blocked(),
-            "with_R": False,  # the answer's nodes say it all (an older service sends R anyway)
+            "with_R": False,  # the answer's nodes and slots say it all
             "labels": {
                 "owner": ctx.owner,
                 "kind": "group",
@@ -319,10 +311,7 @@ class SchedulingCycle:
                 "pods": [p.uid for p in pods],
             },
         }
-        labels = {
-            label: (k.cores, k.gpus, k.memory_mib) for label, k in slot_labels(slot_kinds).items()
-        }
-        return Attempt(group, pods, shapes, names, payload, labels)
+        return Attempt(group, pods, shapes, names, payload)
 
     def _request(self, batch: list[Attempt]) -> list[dict | RPCError]:
         """Ask the service for `batch` in one round trip; one answer per request tried
@@ -391,12 +380,7 @@ class SchedulingCycle:
                 "reserved",
             )
         try:
-            if "kinds" in answer:
-                slots = assign_kinds(
-                    shapes, {attempt.labels.get(k["label"]): k["nodes"] for k in answer["kinds"]}
-                )
-            else:
-                slots = assign(shapes, answer["nodes"])
+            slots = assign(shapes, slots_by_shape(attempt.payload["slots"], answer["slots"]))
         except AssignmentError as exc:
             ctx.cancel(answer["id"], None)
             return self._waiting(pods, f"busy: {exc}; will retry", "error")

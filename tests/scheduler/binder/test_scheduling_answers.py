@@ -46,7 +46,7 @@ def cycle():
 def attempt(cycle):
     group = next(iter(cycle.ctx.state.groups.values()))
     pods = list(group.pending.values())
-    return Attempt(group, pods, {p.uid: (1, 0, 0) for p in pods}, [], {}, {})
+    return Attempt(group, pods, {p.uid: (1, 0, 0) for p in pods}, [], {})
 
 
 @pytest.mark.parametrize("errnum,reason,kind", [
