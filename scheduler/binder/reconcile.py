@@ -51,6 +51,7 @@ from fluxnode.scheduler.binder.slot_assignment import (
     assign,
     slots_by_shape,
 )
+from fluxnode.scheduler.jobspec.builder import SlotKind
 
 log = logging.getLogger("fluxnode.binder")
 
@@ -182,7 +183,7 @@ class Reconciler:
             )
             node["cores"] |= share.cores
             node["gpus"] |= share.gpus
-            node["memory_mib"] += pod_shape(pod)[2]
+            node["memory_mib"] += pod_shape(pod).memory_mib
         labels = {"owner": self.ctx.owner, "kind": "group", "group": group, "pods": uids}
         payload = {
             "nodes": [
@@ -223,7 +224,7 @@ class Reconciler:
         by_host = {n["hostname"]: n for n in a["nodes"]}
         free = slots_by_shape(a.get("kinds") or [], a.get("slots") or [])
         pods: dict[str, int] = {}
-        unbound: dict[str, tuple[int, int, int]] = {}
+        unbound: dict[str, SlotKind] = {}
         for uid in labels.get("pods") or []:
             pod = state.pods.get(uid)
             if pod is None:
@@ -261,11 +262,9 @@ class Reconciler:
         return pods
 
 
-def pod_shape(pod: PodInfo) -> tuple[int, int, int]:
-    """(cores, GPUs, memory MiB) of a pod's slot; one core for an unparsable pod (reported at
-    placement)."""
+def pod_shape(pod: PodInfo) -> SlotKind:
+    """A pod's slot; one core for an unparsable pod (reported at placement)."""
     try:
-        req = pod_requests(pod.raw)
+        return pod_requests(pod.raw).slot()
     except PodRequestError:
-        return 1, 0, 0
-    return max(1, req.cores), req.gpus, req.memory_mib
+        return SlotKind(1)

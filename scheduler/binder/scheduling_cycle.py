@@ -27,7 +27,7 @@ import errno
 import logging
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fluxnode.agent.broker.client import RPCError
 from fluxnode.agent.kube.node_affinity import (
@@ -44,6 +44,7 @@ from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.pod_requests import PodRequestError, pod_requests
 from fluxnode.scheduler.binder.sched_client import LeaderForgot
 from fluxnode.scheduler.binder.slot_assignment import AssignmentError, assign, slots_by_shape
+from fluxnode.scheduler.jobspec.builder import SlotKind
 
 log = logging.getLogger("fluxnode.binder")
 
@@ -74,7 +75,7 @@ class Attempt:
 
     group: Group
     pods: list[PodInfo]
-    shapes: dict[str, tuple[int, int, int]]  # pod uid -> its slot's shape
+    shapes: dict[str, SlotKind]  # pod uid -> its slot's shape (count 1)
     usable: list[str]
     payload: dict
 
@@ -267,9 +268,9 @@ class SchedulingCycle:
             reqs = {p.uid: pod_requests(p.raw) for p in pods}
         except PodRequestError as exc:
             return self._unschedulable(group, pods, str(exc), f"{exc}; fix the pod spec")
-        # Every pod gets exactly its own shape: a heterogeneous group is one jobspec with
+        # Every pod gets exactly its own shape: a heterogeneous group is one request with
         # one slot kind per distinct shape, matched kind by kind in one service call.
-        shapes = {uid: (max(1, r.cores), r.gpus, r.memory_mib) for uid, r in reqs.items()}
+        shapes = {uid: r.slot() for uid, r in reqs.items()}
         if not candidates.names:
             return self._waiting(
                 pods,
@@ -296,8 +297,8 @@ class SchedulingCycle:
                 f"a pod needs {biggest // MIB} MiB of memory but the largest "
                 f"usable node allocates {candidates.largest_memory // MIB} MiB",
             )
-        kinds = [{"cores": c, "gpus": g, "memory_mib": m, "count": n}
-                 for (c, g, m), n in sorted(Counter(shapes.values()).items())]
+        kinds = [replace(shape, count=n).to_wire()
+                 for shape, n in sorted(Counter(shapes.values()).items())]
         payload = {
             "slots": kinds,
             "ranks": ranks,
@@ -414,7 +415,7 @@ class SchedulingCycle:
         self.ctx.metrics.attempts.labels("unschedulable").inc()
         return "unschedulable"
 
-    def _explain(self, shapes: dict[str, tuple[int, int, int]], usable: list[str]) -> str | None:
+    def _explain(self, shapes: dict[str, SlotKind], usable: list[str]) -> str | None:
         """Why a group can never fit, in numbers a user can act on."""
         capacity = self.ctx.state.capacity
         caps = [capacity[n] for n in usable if n in capacity]
@@ -423,18 +424,18 @@ class SchedulingCycle:
         big_c = max(c.cores for c in caps)
         big_g = max(c.gpus for c in caps)
         big_m = max(c.memory_mib for c in caps)
-        for c, g, m in sorted(shapes.values(), reverse=True):
-            if c > big_c:
-                return f"a pod needs {c} cores but the largest usable node has {big_c}"
-            if g > big_g:
-                return f"a pod needs {g} GPUs but the largest usable node has {big_g}"
-            if m > big_m:
+        for s in sorted(shapes.values(), reverse=True):
+            if s.cores > big_c:
+                return f"a pod needs {s.cores} cores but the largest usable node has {big_c}"
+            if s.gpus > big_g:
+                return f"a pod needs {s.gpus} GPUs but the largest usable node has {big_g}"
+            if s.memory_mib > big_m:
                 return (
-                    f"a pod needs {m} MiB of memory but the largest usable node has "
+                    f"a pod needs {s.memory_mib} MiB of memory but the largest usable node has "
                     f"{big_m} MiB in the graph"
                 )
-        total_c = sum(c for c, _g, _m in shapes.values())
-        total_g = sum(g for _c, g, _m in shapes.values())
+        total_c = sum(s.cores for s in shapes.values())
+        total_g = sum(s.gpus for s in shapes.values())
         have_c = sum(c.cores for c in caps)
         have_g = sum(c.gpus for c in caps)
         if total_c > have_c:

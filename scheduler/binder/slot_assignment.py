@@ -9,11 +9,10 @@ binder rebuilding after a restart, with the slots its bound pods already use rem
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fluxnode.broker_conf import idset
-
-Shape = tuple[int, int, int]  # (cores, GPUs, memory MiB) of one pod's slot
+from fluxnode.scheduler.jobspec.builder import SlotKind
 
 
 class AssignmentError(RuntimeError):
@@ -39,17 +38,18 @@ class PodSlot:
         return set(idset.decode(self.cores)), set(idset.decode(self.gpus))
 
 
-def slots_by_shape(kinds: list[dict], slots: list[dict]) -> dict[Shape, list[PodSlot]]:
-    """An answer's (or a listed allocation's) slots per pod shape, in the service's order.
-    `kinds` are the kinds asked, in the wire form (``cores``, ``gpus``, ``memory_mib``)."""
-    shapes = [(k["cores"], k["gpus"], k["memory_mib"]) for k in kinds]
-    out: dict[Shape, list[PodSlot]] = {}
+def slots_by_shape(kinds: list[dict], slots: list[dict]) -> dict[SlotKind, list[PodSlot]]:
+    """An answer's (or a listed allocation's) slots per pod shape (a kind of count 1), in
+    the service's order. `kinds` are the kinds asked, in their wire form."""
+    shapes = [replace(SlotKind.from_wire(k), count=1) for k in kinds]
+    out: dict[SlotKind, list[PodSlot]] = {}
     for slot in slots:
         out.setdefault(shapes[slot["kind"]], []).append(PodSlot.of(slot))
     return out
 
 
-def assign(pods: dict[str, Shape], slots: dict[Shape, list[PodSlot]]) -> dict[str, PodSlot]:
+def assign(pods: dict[str, SlotKind],
+           slots: dict[SlotKind, list[PodSlot]]) -> dict[str, PodSlot]:
     """Each pod (uid -> its shape) a slot of its shape: pods in uid order, slots in order."""
     free = {shape: list(s) for shape, s in slots.items()}
     out: dict[str, PodSlot] = {}
@@ -57,8 +57,8 @@ def assign(pods: dict[str, Shape], slots: dict[Shape, list[PodSlot]]) -> dict[st
         room = free.get(shape)
         if not room:
             raise AssignmentError(
-                f"allocation has no slot left for a pod of {shape[0]} cores, {shape[1]} GPUs "
-                f"and {shape[2]} MiB of memory"
+                f"allocation has no slot left for a pod of {shape.cores} cores, {shape.gpus} "
+                f"GPUs and {shape.memory_mib} MiB of memory"
             )
         out[uid] = room.pop(0)
     return out

@@ -21,26 +21,9 @@ from dataclasses import dataclass, field, replace
 from fluxnode.broker_conf import idset
 from fluxnode.scheduler.jobspec.builder import SlotKind
 
-KIND_KEYS = ("cores", "gpus", "memory_mib", "count")
-
 
 class RecordError(ValueError):
     """A wire or journal form of a record does not parse; the message names the field."""
-
-
-def kind_to_wire(kind: SlotKind) -> dict:
-    return {"cores": kind.cores, "gpus": kind.gpus, "memory_mib": kind.memory_mib,
-            "count": kind.count}
-
-
-def kind_from_wire(obj: object, where: str = "kind") -> SlotKind:
-    if not isinstance(obj, dict) or set(obj) - set(KIND_KEYS):
-        raise RecordError(f"{where}: must be an object with keys cores, gpus, memory_mib, count")
-    values = {k: obj.get(k, 1 if k == "count" else 0) for k in KIND_KEYS}
-    for key, value in values.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise RecordError(f"{where}.{key}: must be an integer >= 0")
-    return SlotKind(**values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,5 +150,5 @@ class Allocation:
                    use_drained=self.use_drained, pending=idset.encode(sorted(self.pending)),
                    restored=not self.pending)
         if self.kinds is not None:
-            out["kinds"] = [kind_to_wire(k) for k in self.kinds]
+            out["kinds"] = [k.to_wire() for k in self.kinds]
         return out

@@ -28,14 +28,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from fluxnode.scheduler.service.allocation import (
-    Allocation,
-    NodeShare,
-    RecordError,
-    SlotShare,
-    kind_from_wire,
-    kind_to_wire,
-)
+from fluxnode.scheduler.jobspec.builder import JobspecBuildError, SlotKind
+from fluxnode.scheduler.service.allocation import Allocation, NodeShare, RecordError, SlotShare
 from fluxnode.scheduler.service.drain import Drain
 
 SCHEMA = """
@@ -156,7 +150,7 @@ class Journal:
                     json.dumps(alloc.labels),
                     alloc.created,
                     None if alloc.kinds is None else json.dumps(
-                        [kind_to_wire(k) for k in alloc.kinds]),
+                        [k.to_wire() for k in alloc.kinds]),
                     None if alloc.slots is None else json.dumps(
                         [s.to_wire() for s in alloc.slots]),
                     int(alloc.use_drained),
@@ -248,10 +242,10 @@ def _entry(path: Path, row: tuple) -> Allocation:
     try:
         nodes = [NodeShare.from_wire(n, f"nodes[{i}]") for i, n in enumerate(values["nodes"])]
         kinds = None if values["kinds"] is None else tuple(
-            kind_from_wire(k, f"kinds[{i}]") for i, k in enumerate(values["kinds"]))
+            SlotKind.from_wire(k, f"kinds[{i}]") for i, k in enumerate(values["kinds"]))
         slots = None if values["slots"] is None else tuple(
             SlotShare.from_wire(s, f"slots[{i}]") for i, s in enumerate(values["slots"]))
-    except RecordError as exc:
+    except (RecordError, JobspecBuildError) as exc:
         raise JournalError(path, f"allocation {row[0]!r}: {exc}") from None
     return Allocation(row[0], "ALLOCATED", 0, raw["policy"], nodes, values["labels"],
                       raw["created"], values["jobspec"], kinds, slots, bool(raw["use_drained"]))

@@ -21,9 +21,9 @@ from typing import Any
 
 from fluxnode.agent.broker.message import ServiceError
 from fluxnode.broker_conf import hostlist, idset
-from fluxnode.scheduler.jobspec.builder import SlotKind
+from fluxnode.scheduler.jobspec.builder import JobspecBuildError, SlotKind
 from fluxnode.scheduler.policies.policy import POLICIES
-from fluxnode.scheduler.service.allocation import NodeShare, RecordError, kind_from_wire
+from fluxnode.scheduler.service.allocation import NodeShare
 
 OPS = ("allocate", "allocate_orelse_reserve")
 MAX_BATCH = 1024  # requests in one batched sched.alloc
@@ -93,8 +93,8 @@ def slot_kinds(value: Any) -> tuple[SlotKind, ...]:
     kinds = []
     for i, obj in enumerate(value):
         try:
-            kind = kind_from_wire(obj, f"slots[{i}]")
-        except RecordError as exc:
+            kind = SlotKind.from_wire(obj, f"slots[{i}]")
+        except JobspecBuildError as exc:
             raise invalid(str(exc)) from None
         if kind.count < 1:
             raise invalid(f"slots[{i}].count: must be >= 1")

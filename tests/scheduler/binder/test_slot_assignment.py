@@ -5,6 +5,7 @@ from fluxnode.scheduler.binder.slot_assignment import (
     assign,
     slots_by_shape,
 )
+from fluxnode.scheduler.jobspec.builder import SlotKind
 
 KINDS = [{"cores": 1, "gpus": 0, "memory_mib": 1024, "count": 2},
          {"cores": 2, "gpus": 0, "memory_mib": 0, "count": 1}]
@@ -16,7 +17,7 @@ SLOTS = [  # as the service lists them: by kind, then rank, then lowest ids
 
 
 def test_each_pod_gets_a_slot_of_its_shape_in_uid_order():
-    out = assign({"x": (2, 0, 0), "y2": (1, 0, 1024), "y1": (1, 0, 1024)},
+    out = assign({"x": SlotKind(2), "y2": SlotKind(1, 0, 1024), "y1": SlotKind(1, 0, 1024)},
                  slots_by_shape(KINDS, SLOTS))
     assert out == {"x": PodSlot(1, "n1", "4-5", ""), "y1": PodSlot(0, "n0", "0", ""),
                    "y2": PodSlot(0, "n0", "1", "")}
@@ -24,7 +25,7 @@ def test_each_pod_gets_a_slot_of_its_shape_in_uid_order():
 
 def test_a_pod_without_a_slot_of_its_shape_is_reported():
     with pytest.raises(AssignmentError, match="3 cores"):
-        assign({"z": (3, 0, 0)}, slots_by_shape(KINDS, SLOTS))
+        assign({"z": SlotKind(3)}, slots_by_shape(KINDS, SLOTS))
     with pytest.raises(AssignmentError, match="1 cores, 0 GPUs and 1024 MiB"):
-        assign({"a": (1, 0, 1024), "b": (1, 0, 1024), "c": (1, 0, 1024)},
+        assign({u: SlotKind(1, 0, 1024) for u in "abc"},
                slots_by_shape(KINDS, SLOTS))
