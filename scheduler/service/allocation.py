@@ -41,9 +41,8 @@ class NodeShare:
         return not (self.cores or self.gpus or self.memory_mib)
 
     def to_wire(self) -> dict:
-        return {"rank": self.rank, "hostname": self.hostname,
-                "cores": idset.encode(self.cores), "gpus": idset.encode(self.gpus),
-                "memory_mib": self.memory_mib}
+        return {"rank": self.rank, "hostname": self.hostname, "cores": _idset(self.cores),
+                "gpus": _idset(self.gpus), "memory_mib": self.memory_mib}
 
     @classmethod
     def from_wire(cls, obj: object, where: str = "node") -> NodeShare:
@@ -93,6 +92,16 @@ class SlotShare:
                                              where))
 
 
+def _idset(ids: tuple[int, ...]) -> str:
+    """RFC 22 text of ascending unique ids (a share's), the usual empty, single and one-range
+    cases without the general encoder: a slot's ids are written for every pod placed."""
+    if not ids:
+        return ""
+    if ids[-1] - ids[0] == len(ids) - 1:
+        return str(ids[0]) if len(ids) == 1 else f"{ids[0]}-{ids[-1]}"
+    return idset.encode(ids)
+
+
 def per_node(shares: Iterable[NodeShare]) -> list[NodeShare]:
     """Shares on the same rank as one (ids united, memory added), in rank order: the
     per-node view of an allocation's slots."""
@@ -123,6 +132,8 @@ class Allocation:
     # ranks of `nodes` not held in the graph yet (not joined since a restart, or their part
     # could not be held: logged); held when they join, never handed to anyone else meanwhile
     pending: set[int] = field(default_factory=set)
+    # the wire form of nodes and slots, made once (the answer and the journal both need it)
+    _wire: dict | None = field(default=None, repr=False, compare=False)
 
     @property
     def ranks(self) -> list[int]:
@@ -134,14 +145,20 @@ class Allocation:
         if self.slots is not None:
             self.slots = tuple(s for s in self.slots if s.share.rank not in ranks)
         self.pending -= ranks
+        self._wire = None
+
+    def wire(self) -> dict:
+        """`nodes` and (when there are) `slots` in their wire form; callers must not change
+        it."""
+        if self._wire is None:
+            self._wire = {"nodes": [n.to_wire() for n in self.nodes]}
+            if self.slots is not None:
+                self._wire["slots"] = [s.to_wire() for s in self.slots]
+        return self._wire
 
     def answer(self) -> dict:
         """The wire form of a sched.alloc / sched.adopt answer."""
-        out = {"id": self.id, "status": self.status, "at": self.at,
-               "nodes": [n.to_wire() for n in self.nodes]}
-        if self.slots is not None:
-            out["slots"] = [s.to_wire() for s in self.slots]
-        return out
+        return {"id": self.id, "status": self.status, "at": self.at, **self.wire()}
 
     def summary(self) -> dict:
         """The wire form sched.list gives (the record without its jobspec)."""

@@ -146,13 +146,12 @@ class Journal:
                     alloc.id,
                     json.dumps(alloc.jobspec),
                     alloc.policy,
-                    json.dumps([n.to_wire() for n in alloc.nodes]),
+                    json.dumps(alloc.wire()["nodes"]),
                     json.dumps(alloc.labels),
                     alloc.created,
                     None if alloc.kinds is None else json.dumps(
                         [k.to_wire() for k in alloc.kinds]),
-                    None if alloc.slots is None else json.dumps(
-                        [s.to_wire() for s in alloc.slots]),
+                    None if alloc.slots is None else json.dumps(alloc.wire()["slots"]),
                     int(alloc.use_drained),
                 ),
             )
