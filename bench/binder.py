@@ -1,7 +1,8 @@
 """Binder throughput and latency: pods placed per second from creation to binding.
 
-Run: .venv/bin/python bench/binder.py [--nodes 1000] [--cores 8] [--singles 5000]
+Run: .venv/bin/python bench/binder.py [--nodes 1000] [--cores 8] [--singles 5000] [--mixed]
      [--groups 500] [--group-size 16] [--big-group 256] [--policy first] [--not-ready 0]
+     [--placements PATH]
 Issue 14's case: --nodes 5000 --big-group 1000, once with --policy first and once
 with --policy lonode.
 
@@ -25,6 +26,7 @@ main thread creating the pods (the load). --py-spy profiles the binder,
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -103,7 +105,7 @@ def py_spy(args, pid: int, out_path: str) -> subprocess.Popen:
     )
 
 
-def pod(name: str, group: str | None, size: int | None) -> dict:
+def pod(name: str, group: str | None, size: int | None, cpu: str = "1") -> dict:
     labels = (
         {"scheduling.x-k8s.io/pod-group": group, "fluence.flux-framework.org/group-size": str(size)}
         if group
@@ -115,10 +117,24 @@ def pod(name: str, group: str | None, size: int | None) -> dict:
         "metadata": {"name": name, "namespace": "default", "labels": labels},
         "spec": {
             "schedulerName": "fluxnode",
-            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
         },
         "status": {"phase": "Pending"},
     }
+
+
+def record_placements(path: str, title: str, kube, names: list[str]) -> None:
+    """Add where each pod of `title` went (node, cores, GPUs: its Binding's annotations)
+    to the JSON file `path`, to compare two versions of the product on the same burst."""
+    ann = "fluxnode.io/"
+    out = json.loads(Path(path).read_text()) if Path(path).exists() else {}
+    placed = {}
+    for name in names:
+        obj = kube.get("pods", name, "default")
+        a = obj["metadata"].get("annotations") or {}
+        placed[name] = [obj["spec"].get("nodeName"), a.get(ann + "cores"), a.get(ann + "gpus")]
+    out[title] = placed
+    Path(path).write_text(json.dumps(out, indent=0, sort_keys=True))
 
 
 def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
@@ -192,7 +208,9 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
         for g, (group, n) in enumerate(groups):
             for i in range(n):
                 name = f"{group or 'p'}-{g}-{i}"
-                kube.create("pods", pod(name, group, n if group else None), "default")
+                # --mixed: 1, 2 or 3 cores a pod, so a group has several slot kinds
+                cpu = str(1 + (g + i) % 3) if args.mixed else "1"
+                kube.create("pods", pod(name, group, n if group else None, cpu), "default")
                 created[name] = time.monotonic()
                 names.append(name)
         last_created = time.monotonic()
@@ -252,6 +270,8 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
             "counted until then)",
             flush=True,
         )
+        if args.placements:
+            record_placements(args.placements, title, kube, names)
         finished = True
         return out
     finally:
@@ -289,6 +309,10 @@ def main() -> None:
         help="nodes marked NotReady before the bursts (every group's hostlist leaves them out)",
     )
     p.add_argument("--bind-workers", type=int, default=16)
+    p.add_argument("--mixed", action="store_true",
+                   help="pods ask for 1, 2 or 3 cores in turn (groups of several slot kinds)")
+    p.add_argument("--placements", metavar="PATH",
+                   help="write each pod's node, cores and GPUs per scenario (JSON) to PATH")
     p.add_argument(
         "--alloc-batch",
         type=int,

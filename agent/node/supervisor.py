@@ -15,7 +15,6 @@ answers while the broker is down and what the BrokerExited Event says.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import signal
 import subprocess
@@ -248,12 +247,3 @@ class BrokerSupervisor:
             f"pid {self.pid}" if self.running else ("stopped" if not self.wanted else "restarting")
         )
 
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

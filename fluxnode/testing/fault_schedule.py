@@ -78,8 +78,6 @@ INFLIGHT_WINDOW = 0.002
 # and past a client's RPC timeout, as when a leader's pod is rescheduled (a fault's length)
 OUTAGE = (2.0, 4.0)
 SHAPED = ("alloc", "kill-leader", "kill-leader-inflight", "kill-leader-outage")  # draw a shape
-FAULTS = ("kill-leader", "kill-leader-inflight", "kill-leader-outage", "kill-interior",
-          "kill-leaf", "kill-hold")
 
 # Every node of a fault instance: 4 cores, memory, and a GPU on even ranks.
 NODE_CORES = 4

@@ -35,10 +35,6 @@ from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger("fluxnode.binder.binding")
 
-REASON_WAITING_GROUP = "WaitingForGroup"
-REASON_BUSY = "WaitingForResources"
-REASON_UNSCHEDULABLE = "Unschedulable"
-
 
 class BindError(RuntimeError):
     """The API server refused the binding; `status` is the HTTP status (0: no answer)."""

@@ -16,7 +16,6 @@ allocation, a rank is released once the last pod of that allocation on it ends.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from dataclasses import dataclass, field, replace
 
@@ -40,16 +39,7 @@ RANK_ANNOTATION = "fluxnode.io/rank"
 CORES_ANNOTATION = "fluxnode.io/cores"
 GPUS_ANNOTATION = "fluxnode.io/gpus"
 GROUP_ANNOTATION = "fluxnode.io/group"
-PLACEMENT_ANNOTATION = "fluxnode.io/placement"
 TERMINAL_PHASES = ("Succeeded", "Failed")
-_DIGITS = re.compile(r"(\d+)")
-
-
-def hostlist_order(name: str) -> tuple:
-    """Sort key putting numbered names in numeric order (node2 before node10), so
-    `hostlist.encode` of a sorted list is compact: ``node[0-4999]``, not thousands of runs."""
-    parts = _DIGITS.split(name)
-    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
 
 
 @dataclass(slots=True)
@@ -515,9 +505,7 @@ class ClusterState:
             if pinned is None or (pinned[0] is None and pinned[1] != OutsideUsage(0, 0, 0)):
                 continue  # outside usage not accounted in the graph yet
             out.append(name)
-        # in hostlist order (sim2 before sim10): the constraint every group's jobspec carries
-        # is then "sim[0-4999]", not 6 KB the service parses again for every group
-        self._usable = (self.node_generation, sorted(out, key=hostlist_order))
+        self._usable = (self.node_generation, out)
         return self._usable[1]
 
     def outside_usage(self, name: str) -> OutsideUsage | None:

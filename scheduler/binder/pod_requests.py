@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from fluxnode.agent.kube.quantity import QuantityError, parse
+from fluxnode.scheduler.jobspec.builder import SlotKind
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIB = 1024 * 1024
@@ -41,6 +42,11 @@ class PodRequests:
     def memory_mib(self) -> int:
         return math.ceil(self.memory_bytes / MIB)
 
+    def slot(self) -> SlotKind:
+        """The slot a pod of these requests takes: at least one whole core, its GPUs and
+        its memory in MiB (both rounded up)."""
+        return SlotKind(max(1, self.cores), self.gpus, self.memory_mib)
+
     def __add__(self, other: PodRequests) -> PodRequests:
         return PodRequests(
             self.millicpu + other.millicpu,
@@ -60,13 +66,6 @@ class PodRequests:
             max(self.millicpu, other.millicpu),
             max(self.memory_bytes, other.memory_bytes),
             max(self.gpus, other.gpus),
-        )
-
-    def fits_in(self, other: PodRequests) -> bool:
-        return (
-            self.millicpu <= other.millicpu
-            and self.memory_bytes <= other.memory_bytes
-            and self.gpus <= other.gpus
         )
 
 

@@ -3,9 +3,9 @@
 kube-scheduler rebuilds its cache from the API server; the binder's allocations
 live in the lead broker's scheduler service, so a new leader (or a binder that lost
 an answer when the broker restarted) rebuilds them from ``sched.list``: each
-allocation's labels name its group and pod UIDs, ``kinds`` where each slot kind
-landed. Bound pods keep their node and the cores/GPUs their annotations name;
-unbound pods get exactly their planned share of what is left and are bound again.
+allocation's labels name its group and pod UIDs, ``kinds`` and ``slots`` each pod's
+slot. Bound pods keep their node and the cores/GPUs their annotations name;
+unbound pods get a slot of their shape that no bound pod uses and are bound again.
 Allocations that are not ours to keep (reservations, outside-usage pins, groups
 whose pods are gone) are cancelled; the outside-usage pins are made again by the
 next scheduling cycle. Capacity comes from ``sched.resource-status`` here and on
@@ -45,7 +45,13 @@ from fluxnode.scheduler.binder.cluster_state import (
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.pod_requests import PodRequestError, pod_requests
 from fluxnode.scheduler.binder.podgroup import GroupKey
-from fluxnode.scheduler.binder.slot_assignment import AssignmentError, PodSlot, assign, assign_kinds
+from fluxnode.scheduler.binder.slot_assignment import (
+    AssignmentError,
+    PodSlot,
+    assign,
+    slots_by_shape,
+)
+from fluxnode.scheduler.jobspec.builder import SlotKind
 
 log = logging.getLogger("fluxnode.binder")
 
@@ -177,7 +183,7 @@ class Reconciler:
             )
             node["cores"] |= share.cores
             node["gpus"] |= share.gpus
-            node["memory_mib"] += pod_shape(pod)[2]
+            node["memory_mib"] += pod_shape(pod).memory_mib
         labels = {"owner": self.ctx.owner, "kind": "group", "group": group, "pods": uids}
         payload = {
             "nodes": [
@@ -194,12 +200,8 @@ class Reconciler:
                 return None  # tried again pod by pod
             self.unadoptable.update(uids)
             refs = ", ".join(state.pods[u].ref for u in uids)
-            if exc.errnum == errno.ENOSYS:
-                log.error("the leader's scheduler has no sched.adopt (an older service): %s "
-                          "run on cores it does not hold; counted as outside usage", refs)
-            else:
-                log.error("the leader refused to adopt %s (%s); counted as outside usage, "
-                          "their cores may be handed out again", refs, exc.errstr)
+            log.error("the leader refused to adopt %s (%s); counted as outside usage, "
+                      "their cores may be handed out again", refs, exc.errstr)
             return None
         self.adopted += len(uids)
         hostnames = {n["rank"]: n["hostname"] for n in nodes.values()}
@@ -212,68 +214,39 @@ class Reconciler:
         return out
 
     def _rebuild(self, a: dict, pending_binds: list) -> dict | None:
-        """Adopt one of our group allocations: bound pods keep their node and cores, the
-        unbound ones get what is left. A heterogeneous group's allocation says where each
-        slot kind landed (`kinds`, kept by the service across restarts), so its unbound
-        pods get exactly their planned share (`assign_kinds`); only an allocation without
-        it (an older service) is split first-fit over the per-node totals."""
+        """Adopt one of our group allocations: bound pods keep their node and cores, each
+        unbound one gets a slot of its shape that no bound pod uses (the service keeps
+        every slot through restarts). Pods without a slot (an adopted allocation holds
+        only what its pods ran on) are asked for again."""
         state = self.ctx.state
         labels = a["labels"]
         key = GroupKey.parse(labels["group"])
-        uids = list(labels.get("pods") or [])
         by_host = {n["hostname"]: n for n in a["nodes"]}
+        free = slots_by_shape(a.get("kinds") or [], a.get("slots") or [])
         pods: dict[str, int] = {}
-        unbound: dict[str, tuple[int, int, int]] = {}
-        free_nodes = {n["rank"]: dict(n) for n in a["nodes"]}
-        kinds = kind_shares(a.get("kinds"))
-        for uid in uids:
+        unbound: dict[str, SlotKind] = {}
+        for uid in labels.get("pods") or []:
             pod = state.pods.get(uid)
             if pod is None:
                 continue
-            shape = pod_shape(pod)
-            if pod.node:
-                node = by_host.get(pod.node)
-                if node is None:
-                    continue  # bound elsewhere by someone else: counted as outside usage
-                rank = node["rank"]
-                pods[uid] = rank
-                annotations = pod.raw.get("metadata", {}).get("annotations", {})
-                used = (set(idset.decode(annotations.get("fluxnode.io/cores") or "")),
-                        set(idset.decode(annotations.get("fluxnode.io/gpus") or "")))
-                take_share(free_nodes[rank], used, shape[2])
-                if kinds is not None:
-                    share = kinds.get(shape, {}).get(rank) or next(
-                        (k[rank] for k in kinds.values() if rank in k), None
-                    )
-                    if share is not None:
-                        take_share(share, used, shape[2])
-            else:
-                unbound[uid] = shape
+            if not pod.node:
+                unbound[uid] = pod_shape(pod)
+                continue
+            node = by_host.get(pod.node)
+            if node is None:
+                continue  # bound elsewhere by someone else: counted as outside usage
+            pods[uid] = node["rank"]
+            share = state.running.get(uid)
+            if share is not None:  # its slot is taken
+                for shape, slots in free.items():
+                    free[shape] = [s for s in slots if s.rank != share.rank
+                                   or not s.ids()[0] & share.cores]
         if unbound:
             try:
-                slots = None
-                if kinds is not None:
-                    try:
-                        slots = assign_kinds(
-                            unbound,
-                            {shape: list(per_rank.values()) for shape, per_rank in kinds.items()},
-                        )
-                    except (
-                        AssignmentError
-                    ):  # pods that match no kind (changed requests): the totals may still do
-                        slots = None
-                if slots is None:
-                    slots = assign(unbound, list(free_nodes.values()))
+                slots = assign(unbound, free)
             except AssignmentError as exc:
-                log.warning(
-                    "allocation %d of %s: cannot split what is left among its %d unbound pods "
-                    "(%s); "
-                    "they are asked for again",
-                    a["id"],
-                    key,
-                    len(unbound),
-                    exc,
-                )
+                log.warning("allocation %d of %s: no slot for its %d unbound pods (%s); they "
+                            "are asked for again", a["id"], key, len(unbound), exc)
                 slots = {}
             for uid, slot in slots.items():
                 pods[uid] = slot.rank
@@ -289,39 +262,9 @@ class Reconciler:
         return pods
 
 
-def pod_shape(pod: PodInfo) -> tuple[int, int, int]:
-    """(cores, GPUs, memory MiB) of a pod's slot; one core for an unparsable pod (reported at
-    placement)."""
+def pod_shape(pod: PodInfo) -> SlotKind:
+    """A pod's slot; one core for an unparsable pod (reported at placement)."""
     try:
-        req = pod_requests(pod.raw)
+        return pod_requests(pod.raw).slot()
     except PodRequestError:
-        return 1, 0, 0
-    return max(1, req.cores), req.gpus, req.memory_mib
-
-
-def kind_shares(kinds: list[dict] | None) -> dict[tuple[int, int, int], dict[int, dict]] | None:
-    """A listed allocation's per-kind placement as pod shape -> rank -> that kind's share
-    there (copies, to be taken from); None when there is none to use (one kind, an older
-    service, or two kinds of one shape, which the binder never asks for)."""
-    if not kinds or any(not isinstance(k.get("slot"), dict) for k in kinds):
-        return None
-    out: dict[tuple[int, int, int], dict[int, dict]] = {}
-    for kind in kinds:
-        slot = kind["slot"]
-        shape = (
-            int(slot.get("cores") or 0),
-            int(slot.get("gpus") or 0),
-            int(slot.get("memory_mib") or 0),
-        )
-        if shape in out:
-            return None
-        out[shape] = {int(n["rank"]): dict(n) for n in kind.get("nodes") or []}
-    return out
-
-
-def take_share(node: dict, used: tuple[set[int], set[int]], memory_mib: int) -> None:
-    """Take a bound pod's cores, GPUs (by id, from its annotations) and memory out of `node`."""
-    cores, gpus = used
-    node["cores"] = idset.encode(c for c in idset.decode(node.get("cores") or "") if c not in cores)
-    node["gpus"] = idset.encode(g for g in idset.decode(node.get("gpus") or "") if g not in gpus)
-    node["memory_mib"] = int(node.get("memory_mib") or 0) - memory_mib
+        return SlotKind(1)

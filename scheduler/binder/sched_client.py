@@ -21,10 +21,8 @@ from fluxnode.agent.broker.client import Client, ConnectError, RPCError
 
 log = logging.getLogger("fluxnode.binder.sched")
 
+# ENOSYS: the leader has no scheduler module loaded (yet), i.e. nobody to ask
 TRANSPORT_ERRNOS = (errno.ECONNRESET, errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENOSYS)
-# Topics an older service may lack: ENOSYS for them is the service's answer, not "no leader"
-# (the caller has just been answered by the same module on another topic).
-OPTIONAL_TOPICS = ("sched.adopt",)
 
 
 class SchedUnavailable(RuntimeError):
@@ -68,9 +66,7 @@ class SchedClient:
         try:
             return self._client.rpc(topic, payload)
         except RPCError as exc:
-            if exc.errnum in TRANSPORT_ERRNOS and not (
-                exc.errnum == errno.ENOSYS and topic in OPTIONAL_TOPICS
-            ):
+            if exc.errnum in TRANSPORT_ERRNOS:
                 log.warning("%s: %s; reconnecting", topic, exc.errstr)
                 self.close()
                 raise SchedUnavailable(f"{topic}: {exc.errstr}") from None

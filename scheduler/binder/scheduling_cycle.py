@@ -3,10 +3,11 @@
 Like kube-scheduler's scheduling cycle, one thread (the binder loop) takes complete
 groups from the queue in order (priority, then age; see queue.py) and decides for
 each, but the decision is the lead broker's graph scheduler's: a group is one
-jobspec of N slots, one per pod, matched all or nothing. Every pod gets at least
+request of N slots, one per pod, matched all or nothing. Every pod gets at least
 one whole core (cpu rounds up), its GPUs and its memory (MiB, rounded up); a
 heterogeneous group has one slot kind per distinct shape, matched kind by kind in
-one service call, so every pod gets exactly its shape. Up to ``alloc_batch``
+one service call, and the answer names each slot, so every pod gets exactly its
+shape. Up to ``alloc_batch``
 groups go in one ``sched.alloc`` round trip; the service answers in order and
 stops after a reservation, so batching never changes an outcome.
 
@@ -26,7 +27,7 @@ import errno
 import logging
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fluxnode.agent.broker.client import RPCError
 from fluxnode.agent.kube.node_affinity import (
@@ -36,14 +37,14 @@ from fluxnode.agent.kube.node_affinity import (
     explain,
     pod_placement,
 )
-from fluxnode.broker_conf import hostlist, idset
+from fluxnode.broker_conf import idset
 from fluxnode.scheduler.binder.binding_cycle import Bind, BindingCycle
 from fluxnode.scheduler.binder.cluster_state import Group, GroupAllocation, OutsideUsage, PodInfo
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.pod_requests import PodRequestError, pod_requests
 from fluxnode.scheduler.binder.sched_client import LeaderForgot
-from fluxnode.scheduler.binder.slot_assignment import AssignmentError, assign, assign_kinds
-from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec, slot_labels
+from fluxnode.scheduler.binder.slot_assignment import AssignmentError, assign, slots_by_shape
+from fluxnode.scheduler.jobspec.builder import SlotKind
 
 log = logging.getLogger("fluxnode.binder")
 
@@ -60,11 +61,11 @@ class Candidates:
     thousands of nodes and a burst thousands of groups."""
 
     names: list[str]
-    hostlist: str
+    ranks: str  # their ranks, an idset: what a request may use
     largest_memory: int  # bytes
     excluded: int  # how many nodes were excluded when this was computed
     tainted: bool = False  # some candidate has a NoSchedule/NoExecute taint
-    # distinct pod placement rules -> (eligible names, their hostlist, why others were not)
+    # distinct pod placement rules -> (eligible names, their ranks, why others were not)
     eligible: dict = field(default_factory=dict)
 
 
@@ -74,10 +75,9 @@ class Attempt:
 
     group: Group
     pods: list[PodInfo]
-    shapes: dict[str, tuple[int, int, int]]
+    shapes: dict[str, SlotKind]  # pod uid -> its slot's shape (count 1)
     usable: list[str]
     payload: dict
-    labels: dict[str, tuple[int, int, int]]  # slot label -> pod shape
 
 
 class SchedulingCycle:
@@ -87,7 +87,6 @@ class SchedulingCycle:
         self.retry_outside: set[str] = (
             set()
         )  # nodes whose outside usage the graph could not hold yet
-        self._hostlist_cache: tuple[tuple[str, ...], str] = ((), "")
         # the candidates when no node is excluded, for one node generation: a burst runs
         # a cycle per handful of pod events, and each would walk every node again
         self._all_candidates: tuple[int, Candidates | None] = (-1, None)
@@ -185,15 +184,13 @@ class SchedulingCycle:
             if usage == OutsideUsage(0, 0, 0):
                 state.outside[name] = (None, usage)
                 continue
-            spec = build_jobspec(
-                [SlotKind(usage.cores, usage.gpus, usage.memory_mib, 1)],
-                constraints={"hostlist": [name]},
-                name=f"outside-usage-{name}",
-            )
+            kind = {"cores": usage.cores, "gpus": usage.gpus, "memory_mib": usage.memory_mib,
+                    "count": 1}
             try:
                 answer = ctx.sched.rpc(
                     "sched.alloc",
-                    {"jobspec": spec, "policy": "first", "op": "allocate",
+                    {"slots": [kind], "ranks": str(state.capacity[name].rank),
+                     "policy": "first", "op": "allocate",
                      # what already runs there counts on a drained (cordoned) node too
                      "use_drained": True,
                      "labels": {"owner": ctx.owner, "kind": "outside", "node": name}},
@@ -230,19 +227,17 @@ class SchedulingCycle:
         most = state.largest_memory(names) if names else 0
         nodes = state.nodes
         tainted = any(nodes[n].traits.taints for n in names if n in nodes)
-        return Candidates(
-            names, self._hostlist(names) if names else "", most, len(excluded), tainted
-        )
+        return Candidates(names, self._ranks(names), most, len(excluded), tainted)
 
     def _eligible(
         self, candidates: Candidates, placements: list[PodPlacement]
     ) -> tuple[list[str], str, str]:
         """The candidates every pod of a group may run on (nodeSelector, required node
-        affinity, taints), their hostlist, and kube-scheduler's summary when there are none.
+        affinity, taints), their ranks, and kube-scheduler's summary when there are none.
         Computed once per distinct set of rules per cycle change: the pods of a burst
         mostly share a template."""
         if not candidates.tainted and not any(p.restricts for p in placements):
-            return candidates.names, candidates.hostlist, ""
+            return candidates.names, candidates.ranks, ""
         key = frozenset(placements)
         hit = candidates.eligible.get(key)
         if hit is None:
@@ -251,17 +246,15 @@ class SchedulingCycle:
             names, excluded = eligible_nodes(key, nodes)
             hit = candidates.eligible[key] = (
                 names,
-                hostlist.encode(names) if names else "",
+                self._ranks(names),
                 explain(excluded, len(nodes)) if not names else "",
             )
         return hit
 
-    def _hostlist(self, names: list[str]) -> str:
-        """RFC 29 hostlist of `names`, cached: the usable set rarely changes between groups."""
-        key = tuple(names)
-        if self._hostlist_cache[0] != key:
-            self._hostlist_cache = (key, hostlist.encode(names))
-        return self._hostlist_cache[1]
+    def _ranks(self, names: list[str]) -> str:
+        """The ranks of `names` (nodes the graph has: usable nodes are), an idset."""
+        capacity = self.ctx.state.capacity
+        return idset.encode(sorted(capacity[n].rank for n in names))
 
     # -- one group --------------------------------------------------------------------
 
@@ -275,9 +268,9 @@ class SchedulingCycle:
             reqs = {p.uid: pod_requests(p.raw) for p in pods}
         except PodRequestError as exc:
             return self._unschedulable(group, pods, str(exc), f"{exc}; fix the pod spec")
-        # Every pod gets exactly its own shape: a heterogeneous group is one jobspec with
+        # Every pod gets exactly its own shape: a heterogeneous group is one request with
         # one slot kind per distinct shape, matched kind by kind in one service call.
-        shapes = {uid: (max(1, r.cores), r.gpus, r.memory_mib) for uid, r in reqs.items()}
+        shapes = {uid: r.slot() for uid, r in reqs.items()}
         if not candidates.names:
             return self._waiting(
                 pods,
@@ -288,7 +281,7 @@ class SchedulingCycle:
             placements = [pod_placement(p.raw) for p in pods]
         except NodeAffinityError as exc:
             return self._unschedulable(group, pods, str(exc), f"{exc}; fix the pod spec")
-        names, hosts, why_none = self._eligible(candidates, placements)
+        names, ranks, why_none = self._eligible(candidates, placements)
         if not names:
             if candidates.excluded:  # reserved for another group now; may fit later
                 return self._waiting(pods, f"busy: {why_none}; will retry")
@@ -304,14 +297,14 @@ class SchedulingCycle:
                 f"a pod needs {biggest // MIB} MiB of memory but the largest "
                 f"usable node allocates {candidates.largest_memory // MIB} MiB",
             )
-        kinds = sorted(Counter(shapes.values()).items())
-        slot_kinds = [SlotKind(c, g, m, n) for (c, g, m), n in kinds]
-        spec = build_jobspec(slot_kinds, constraints={"hostlist": [hosts]}, name=str(group.key))
+        kinds = [replace(shape, count=n).to_wire()
+                 for shape, n in sorted(Counter(shapes.values()).items())]
         payload = {
-            "jobspec": spec,
+            "slots": kinds,
+            "ranks": ranks,
             "policy": ctx.config.policy,
             "op": ctx.reservations.op_for_blocked(),
-            "with_R": False,  # the answer's nodes say it all (an older service sends R anyway)
+            "with_R": False,  # the answer's nodes and slots say it all
             "labels": {
                 "owner": ctx.owner,
                 "kind": "group",
@@ -319,10 +312,7 @@ class SchedulingCycle:
                 "pods": [p.uid for p in pods],
             },
         }
-        labels = {
-            label: (k.cores, k.gpus, k.memory_mib) for label, k in slot_labels(slot_kinds).items()
-        }
-        return Attempt(group, pods, shapes, names, payload, labels)
+        return Attempt(group, pods, shapes, names, payload)
 
     def _request(self, batch: list[Attempt]) -> list[dict | RPCError]:
         """Ask the service for `batch` in one round trip; one answer per request tried
@@ -391,12 +381,7 @@ class SchedulingCycle:
                 "reserved",
             )
         try:
-            if "kinds" in answer:
-                slots = assign_kinds(
-                    shapes, {attempt.labels.get(k["label"]): k["nodes"] for k in answer["kinds"]}
-                )
-            else:
-                slots = assign(shapes, answer["nodes"])
+            slots = assign(shapes, slots_by_shape(attempt.payload["slots"], answer["slots"]))
         except AssignmentError as exc:
             ctx.cancel(answer["id"], None)
             return self._waiting(pods, f"busy: {exc}; will retry", "error")
@@ -430,7 +415,7 @@ class SchedulingCycle:
         self.ctx.metrics.attempts.labels("unschedulable").inc()
         return "unschedulable"
 
-    def _explain(self, shapes: dict[str, tuple[int, int, int]], usable: list[str]) -> str | None:
+    def _explain(self, shapes: dict[str, SlotKind], usable: list[str]) -> str | None:
         """Why a group can never fit, in numbers a user can act on."""
         capacity = self.ctx.state.capacity
         caps = [capacity[n] for n in usable if n in capacity]
@@ -439,18 +424,18 @@ class SchedulingCycle:
         big_c = max(c.cores for c in caps)
         big_g = max(c.gpus for c in caps)
         big_m = max(c.memory_mib for c in caps)
-        for c, g, m in sorted(shapes.values(), reverse=True):
-            if c > big_c:
-                return f"a pod needs {c} cores but the largest usable node has {big_c}"
-            if g > big_g:
-                return f"a pod needs {g} GPUs but the largest usable node has {big_g}"
-            if m > big_m:
+        for s in sorted(shapes.values(), reverse=True):
+            if s.cores > big_c:
+                return f"a pod needs {s.cores} cores but the largest usable node has {big_c}"
+            if s.gpus > big_g:
+                return f"a pod needs {s.gpus} GPUs but the largest usable node has {big_g}"
+            if s.memory_mib > big_m:
                 return (
-                    f"a pod needs {m} MiB of memory but the largest usable node has "
+                    f"a pod needs {s.memory_mib} MiB of memory but the largest usable node has "
                     f"{big_m} MiB in the graph"
                 )
-        total_c = sum(c for c, _g, _m in shapes.values())
-        total_g = sum(g for _c, g, _m in shapes.values())
+        total_c = sum(s.cores for s in shapes.values())
+        total_g = sum(s.gpus for s in shapes.values())
         have_c = sum(c.cores for c in caps)
         have_g = sum(c.gpus for c in caps)
         if total_c > have_c:

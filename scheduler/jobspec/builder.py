@@ -25,14 +25,34 @@ class JobspecBuildError(ValueError):
     """The counts do not describe a valid request; the message names the flag/field."""
 
 
+WIRE_KEYS = ("cores", "gpus", "memory_mib", "count")
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class SlotKind:
-    """One kind of slot: what each slot holds, and how many such slots."""
+    """One kind of slot: what each slot holds, and how many such slots. Also the shape
+    of one pod (count 1) and, in its wire form, what the binder asks the service for."""
 
     cores: int
     gpus: int = 0
     memory_mib: int = 0
     count: int = 1
+
+    def to_wire(self) -> dict:
+        return {"cores": self.cores, "gpus": self.gpus, "memory_mib": self.memory_mib,
+                "count": self.count}
+
+    @classmethod
+    def from_wire(cls, obj: object, where: str = "kind") -> SlotKind:
+        """The kind a wire object names; JobspecBuildError naming the field otherwise."""
+        if not isinstance(obj, dict) or set(obj) - set(WIRE_KEYS):
+            raise JobspecBuildError(f"{where}: must be an object with keys "
+                                    f"{', '.join(WIRE_KEYS)}")
+        values = {k: obj.get(k, 1 if k == "count" else 0) for k in WIRE_KEYS}
+        for key, value in values.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise JobspecBuildError(f"{where}.{key}: must be an integer >= 0")
+        return cls(**values)
 
 
 def slot_labels(kinds: Sequence[SlotKind]) -> dict[str, SlotKind]:

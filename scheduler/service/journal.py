@@ -7,12 +7,10 @@ entries into a fresh graph. Ids come from a persistent counter so an id is
 never reused across restarts. WAL with synchronous=NORMAL survives a process
 crash (the failure a leader restart is); a power loss may drop the last commits.
 Reservations are not journaled: they are recomputed every scheduling cycle. Drained
-nodes are (table ``drain``, by hostname): a drain survives a restart, as in Flux; journals
-from before drains existed get the table when opened.
-A multi-kind allocation also keeps where each slot kind landed (``kinds``), so
-after any restart its owner can still give each pod exactly its planned share;
-journals written before that column existed are upgraded in place (their
-entries have no ``kinds``).
+nodes are (table ``drain``, by hostname): a drain survives a restart, as in Flux.
+A row is the `Allocation` record (allocation.py) in its wire form: per-node shares,
+and for a request of slot kinds the kinds and where each slot landed, so after any
+restart the owner still gives each pod its own slot.
 
 A journal that cannot be trusted stops the leader instead of being worked around:
 running on without it would hand out cores that are in use. So the file is checked
@@ -28,9 +26,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
+from fluxnode.scheduler.jobspec.builder import JobspecBuildError, SlotKind
+from fluxnode.scheduler.service.allocation import Allocation, NodeShare, RecordError, SlotShare
 from fluxnode.scheduler.service.drain import Drain
 
 SCHEMA = """
@@ -38,12 +37,12 @@ CREATE TABLE IF NOT EXISTS allocation (
     id INTEGER PRIMARY KEY,
     jobspec TEXT NOT NULL,
     policy TEXT NOT NULL,
-    R TEXT NOT NULL,
     nodes TEXT NOT NULL,
     labels TEXT NOT NULL,
     created REAL NOT NULL,
     kinds TEXT,
-    use_drained INTEGER NOT NULL DEFAULT 0
+    slots TEXT,
+    use_drained INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS drain (
@@ -58,8 +57,9 @@ CREATE TABLE IF NOT EXISTS drain (
 ID_BLOCK = 1000
 
 
-COLUMNS = ("id", "jobspec", "policy", "R", "nodes", "labels", "created")  # kinds: optional
-JSON_COLUMNS = {"jobspec": dict, "R": dict, "nodes": list, "labels": dict, "kinds": list}
+COLUMNS = ("id", "jobspec", "policy", "nodes", "labels", "created", "kinds", "slots",
+           "use_drained")
+JSON_COLUMNS = {"jobspec": dict, "nodes": list, "labels": dict, "kinds": list, "slots": list}
 REMEDY = (
     "the file is left as it is: to start with an empty journal, move it aside "
     "(the binder re-adopts the running pods)"
@@ -78,21 +78,6 @@ class JournalError(RuntimeError):
         self.damaged = damaged
         message = f"{file}: scheduler journal {problem}"
         super().__init__(f"{message}; {REMEDY}" if damaged else message)
-
-
-@dataclass(frozen=True, slots=True)
-class JournalEntry:
-    id: int
-    jobspec: dict
-    policy: str
-    R: dict
-    nodes: list[dict]
-    labels: dict
-    created: float
-    kinds: list[dict] | None = (
-        None  # several slot kinds: where each landed (service answer's "kinds")
-    )
-    use_drained: bool = False  # holds what already runs on drained nodes (not new work)
 
 
 class Journal:
@@ -119,13 +104,6 @@ class Journal:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(allocation)")}
-            if "kinds" not in columns:  # a journal from before per-kind placements were kept
-                self._db.execute("ALTER TABLE allocation ADD COLUMN kinds TEXT")
-            if "use_drained" not in columns:  # a journal from before drains existed
-                self._db.execute(
-                    "ALTER TABLE allocation ADD COLUMN use_drained INTEGER NOT NULL DEFAULT 0"
-                )
         except (sqlite3.Error, OSError) as exc:
             self._db.close()
             raise JournalError(self.path, f"cannot be opened: {exc}") from exc
@@ -157,41 +135,26 @@ class Journal:
             self._next_id += 1
             return value
 
-    def record(self, entry: JournalEntry) -> None:
+    def record(self, alloc: Allocation) -> None:
+        """Write `alloc` as it is now (a new allocation, or what is left after a partial
+        cancel)."""
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO allocation(id, jobspec, policy, R, nodes, labels, created, "
-                "kinds, use_drained)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO allocation(id, jobspec, policy, nodes, labels, created, "
+                "kinds, slots, use_drained) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    entry.id,
-                    json.dumps(entry.jobspec),
-                    entry.policy,
-                    json.dumps(entry.R),
-                    json.dumps(entry.nodes),
-                    json.dumps(entry.labels),
-                    entry.created,
-                    None if entry.kinds is None else json.dumps(entry.kinds),
-                    int(entry.use_drained),
+                    alloc.id,
+                    json.dumps(alloc.jobspec),
+                    alloc.policy,
+                    json.dumps(alloc.wire()["nodes"]),
+                    json.dumps(alloc.labels),
+                    alloc.created,
+                    None if alloc.kinds is None else json.dumps(
+                        [k.to_wire() for k in alloc.kinds]),
+                    None if alloc.slots is None else json.dumps(alloc.wire()["slots"]),
+                    int(alloc.use_drained),
                 ),
             )
-
-    def shrink(
-        self, alloc_id: int, R: dict, nodes: list[dict], kinds: list[dict] | None = None
-    ) -> None:
-        """Record what is left of an allocation after a partial cancel (or a replay that
-        re-placed it); `kinds`, when given, replaces the per-kind placement too."""
-        with self._lock:
-            if kinds is None:
-                self._db.execute(
-                    "UPDATE allocation SET R=?, nodes=? WHERE id=?",
-                    (json.dumps(R), json.dumps(nodes), alloc_id),
-                )
-            else:
-                self._db.execute(
-                    "UPDATE allocation SET R=?, nodes=?, kinds=? WHERE id=?",
-                    (json.dumps(R), json.dumps(nodes), json.dumps(kinds), alloc_id),
-                )
 
     def remove(self, alloc_id: int) -> None:
         with self._lock:
@@ -223,7 +186,7 @@ class Journal:
                 raise
             self._db.execute("COMMIT")
 
-    def entries(self) -> list[JournalEntry]:
+    def entries(self) -> list[Allocation]:
         with self._lock:
             try:
                 rows = self._db.execute(SELECT_ENTRIES).fetchall()
@@ -232,10 +195,7 @@ class Journal:
         return [_entry(self.path, row) for row in rows]
 
 
-SELECT_ENTRIES = (
-    "SELECT id, jobspec, policy, R, nodes, labels, created, kinds, use_drained FROM allocation "
-    "ORDER BY id"
-)
+SELECT_ENTRIES = f"SELECT {', '.join(COLUMNS)} FROM allocation ORDER BY id"
 
 
 SELECT_DRAINS = "SELECT hostname, reason, timestamp, source FROM drain ORDER BY hostname"
@@ -253,33 +213,41 @@ def _drain(path: Path, row: tuple) -> Drain:
     return Drain(hostname, reason, float(timestamp), source)
 
 
-def _entry(path: Path, row: tuple) -> JournalEntry:
-    """One allocation row as a JournalEntry; a column that does not parse is a JournalError
-    naming the row."""
+def _entry(path: Path, row: tuple) -> Allocation:
+    """One allocation row as an ALLOCATED `Allocation`; a column that does not parse is a
+    JournalError naming the row."""
+    raw = dict(zip(COLUMNS, row, strict=True))
     values: dict[str, object] = {}
-    for name, index in (("jobspec", 1), ("R", 3), ("nodes", 4), ("labels", 5), ("kinds", 7)):
-        raw = row[index]
-        if raw is None and name == "kinds":
+    for name, kind in JSON_COLUMNS.items():
+        if raw[name] is None and name in ("kinds", "slots"):
             values[name] = None
             continue
         try:
-            value = json.loads(raw)
+            value = json.loads(raw[name])
         except (TypeError, ValueError) as exc:
             raise JournalError(
                 path, f"allocation {row[0]!r}: column {name} is not valid JSON ({exc})"
             ) from None
-        if not isinstance(value, JSON_COLUMNS[name]):
+        if not isinstance(value, kind):
             raise JournalError(
                 path, f"allocation {row[0]!r}: column {name} is not a JSON "
-                f"{'object' if JSON_COLUMNS[name] is dict else 'array'}"
+                f"{'object' if kind is dict else 'array'}"
             )
         values[name] = value
-    if not isinstance(row[0], int) or not isinstance(row[2], str) or not isinstance(
-        row[6], (int, float)
+    if not isinstance(row[0], int) or not isinstance(raw["policy"], str) or not isinstance(
+        raw["created"], (int, float)
     ):
         raise JournalError(path, f"allocation {row[0]!r}: id, policy or created has a bad type")
-    return JournalEntry(row[0], values["jobspec"], row[2], values["R"], values["nodes"],
-                        values["labels"], row[6], values["kinds"], bool(row[8]))
+    try:
+        nodes = [NodeShare.from_wire(n, f"nodes[{i}]") for i, n in enumerate(values["nodes"])]
+        kinds = None if values["kinds"] is None else tuple(
+            SlotKind.from_wire(k, f"kinds[{i}]") for i, k in enumerate(values["kinds"]))
+        slots = None if values["slots"] is None else tuple(
+            SlotShare.from_wire(s, f"slots[{i}]") for i, s in enumerate(values["slots"]))
+    except (RecordError, JobspecBuildError) as exc:
+        raise JournalError(path, f"allocation {row[0]!r}: {exc}") from None
+    return Allocation(row[0], "ALLOCATED", 0, raw["policy"], nodes, values["labels"],
+                      raw["created"], values["jobspec"], kinds, slots, bool(raw["use_drained"]))
 
 
 def check(path: Path) -> None:
@@ -304,12 +272,7 @@ def check(path: Path) -> None:
             raise JournalError(
                 path, f"has the wrong schema: table allocation lacks column(s) {', '.join(missing)}"
             )
-        select = SELECT_ENTRIES
-        if "kinds" not in columns:
-            select = select.replace("kinds,", "NULL,")
-        if "use_drained" not in columns:
-            select = select.replace("use_drained", "0")
-        for row in db.execute(select):
+        for row in db.execute(SELECT_ENTRIES):
             _entry(path, row)
         if "drain" in tables:
             for row in db.execute(SELECT_DRAINS):

@@ -1,33 +1,37 @@
 """The one adapter between the scheduler service and the graph scheduler library.
 
-The service speaks in allocation ids and per-node summaries
-(``{"rank", "hostname", "cores": "0-3", "gpus": "", "memory_mib": n}``); the
-library speaks in graphs, jobspecs, traversers and match results. Keeping the
-translation here means the service never depends on the library's internals,
-and R <-> per-node summaries are computed in one place.
+The service speaks in allocation ids, typed requests (request.py) and shares
+(`NodeShare`, `SlotShare`: allocation.py); the library speaks in graphs, jobspecs,
+traversers and match results. Keeping the translation here means the service never
+depends on the library's internals, and R <-> shares are computed in one place.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
-import json
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from fluxnode.broker_conf import idset
+from fluxnode.broker_conf import hostlist, idset
 from fluxnode.broker_conf.rv1 import NodeResources, build_R, parse_R
+from fluxnode.scheduler.jobspec.builder import SlotKind
 from fluxnode.scheduler.jobspec.document import DEFAULT_LIMITS
-from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
+from fluxnode.scheduler.jobspec.jobspec import Constraint, Jobspec, JobspecError
 from fluxnode.scheduler.policies.policy import Policy
+from fluxnode.scheduler.service.allocation import NodeShare, SlotShare, per_node
 from fluxnode.scheduler.service.errors import Busy, InvalidRequest, Unsatisfiable
 from fluxnode.scheduler.service.flat_graph import add_flat_nodes, flat_graph, renumber_in_rank_order
+from fluxnode.scheduler.service.request import AllocRequest
 from fluxnode.scheduler.service.slot_kinds import (
+    Kind,
+    cut,
     describe,
-    merge_nodes,
-    slot_shape,
+    flat_kind,
     slot_totals,
     slot_unsatisfiable,
     split_slot_kinds,
+    typed_kinds,
     widest_slot,
 )
 from fluxnode.scheduler.traversers.dfu import NoMatch, TraverserError
@@ -38,10 +42,9 @@ from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 # start of a reservation; every allocation runs [0, HORIZON) on a clock that never
 # advances, so a reservation lands at HORIZON (once today's allocations end).
 HORIZON = 2**31
-PARSE_CACHE = 256  # parsed jobspecs remembered (LiveGraph._parse)
-EXCLUDED_AS_DOWN = 256  # at most this many nodes left out by a hostlist: matched as down
+RANKS_CACHE = 256  # `ranks` texts remembered (LiveGraph._exclusion)
+EXCLUDED_AS_DOWN = 256  # at most this many nodes left out by `ranks`: matched as down
 OPS_NOW = ("allocate", "allocate_orelse_reserve")  # ops that place now when it fits now
-
 
 
 def invalid(exc: Exception) -> InvalidRequest:
@@ -55,45 +58,37 @@ def invalid(exc: Exception) -> InvalidRequest:
 
 @dataclass
 class Holding:
-    """What `LiveGraph.hold` holds now (per-node summaries) and what it could not yet."""
+    """What `LiveGraph.hold` holds now and what it could not yet."""
 
-    held: list[dict]
-    pending: list[dict]
+    held: list[NodeShare]
+    pending: list[NodeShare]
 
 
 @dataclass
 class Placement:
     status: str  # "ALLOCATED" | "RESERVED"
     at: int
-    nodes: list[dict]
-    jobspec: dict
-    kinds: list[dict] | None = (
-        None  # several slot kinds: [{"label", "count", "slot", "nodes"}] per kind
-    )
+    nodes: list[NodeShare]
+    jobspec: dict  # the jobspec matched ({} for a request of slot kinds)
+    kinds: tuple[SlotKind, ...] | None = None  # a request of slot kinds (as asked)...
+    slots: tuple[SlotShare, ...] | None = None  # ...and where each slot landed
 
 
-def nodes_to_R(nodes: list[dict], hostnames: dict[int, str] | None = None) -> dict:
-    """An RFC 20 R (R_lite + nodelist, no ``scheduling``) for per-node summaries; ranks merged per
-    node."""
-    cores: dict[int, set[int]] = {}
-    gpus: dict[int, set[int]] = {}
-    names: dict[int, str] = dict(hostnames or {})
-    for node in nodes:
-        rank = int(node["rank"])
-        cores.setdefault(rank, set()).update(idset.decode(node.get("cores") or ""))
-        gpus.setdefault(rank, set()).update(idset.decode(node.get("gpus") or ""))
-        if node.get("hostname"):
-            names[rank] = node["hostname"]
+@dataclass(frozen=True, slots=True)
+class Exclusion:
+    """What a request's `ranks` leave out of this graph: the constraint naming the nodes it
+    may use (None: all), and the left-out ranks when few enough to match them as down."""
+
+    constraint: Constraint | None
+    as_down: frozenset[int] | None
+
+
+def nodes_to_R(nodes: list[NodeShare], hostnames: dict[int, str] | None = None) -> dict:
+    """An RFC 20 R (R_lite + nodelist, no ``scheduling``) of shares (merged per node)."""
+    names = dict(hostnames or {})
     return build_R(
-        [
-            NodeResources(
-                rank=r,
-                hostname=names.get(r, f"rank{r}"),
-                cores=sorted(cores[r]),
-                gpus=sorted(gpus[r]),
-            )
-            for r in cores
-        ],
+        [NodeResources(rank=n.rank, hostname=n.hostname or names.get(n.rank, f"rank{n.rank}"),
+                       cores=list(n.cores), gpus=list(n.gpus)) for n in per_node(nodes)],
         scheduling=False,
         starttime=0,
         expiration=0,
@@ -119,9 +114,8 @@ class LiveGraph:
         self._parts: dict[int, list[int]] = {}  # service id -> traverser job ids
         self._index: dict[int, dict[tuple[str, int], object]] = {}  # rank -> (type, id) -> vertex
         self.limits = DEFAULT_LIMITS  # what a jobspec may cost to read (the service sets it)
-        # JSON text (name blanked) -> (limits, parsed, plain): see _parse
-        self._parsed: OrderedDict[str, tuple] = OrderedDict()
-        self.excluded_as_down = EXCLUDED_AS_DOWN  # see _excluded (tests set 0: exact path)
+        self._exclusions: OrderedDict[str, Exclusion] = OrderedDict()  # see _exclusion
+        self.excluded_as_down = EXCLUDED_AS_DOWN  # see _exclusion (tests set 0: exact path)
         self._next_part = 1
 
     def ranks(self) -> list[int]:
@@ -143,7 +137,7 @@ class LiveGraph:
         if any(nodes.get(rank) != node for rank, node in self._nodes.items()):
             return None
         added = [node for rank, node in nodes.items() if rank not in self._nodes]
-        self._parsed.clear()  # a hostlist that named every node may not name the new ones
+        self._exclusions.clear()  # a new rank is left out by every `ranks` seen so far
         if add_flat_nodes(self._graph, added) and not self._traverser.jobs:
             # ids as if built at once, so placements do not depend on the join order; with
             # jobs held (replayed from the journal before every rank joined) ids stay
@@ -154,17 +148,9 @@ class LiveGraph:
         self._capacity = None
         return [node.rank for node in added]
 
-    def whole_nodes(self, ranks: set[int]) -> list[dict]:
-        return [
-            {
-                "rank": r,
-                "hostname": self._nodes[r].hostname,
-                "cores": idset.encode(self._nodes[r].cores),
-                "gpus": idset.encode(self._nodes[r].gpus),
-            }
-            for r in sorted(ranks)
-            if r in self._nodes
-        ]
+    def whole_nodes(self, ranks: set[int]) -> list[NodeShare]:
+        return [NodeShare(r, self._nodes[r].hostname, tuple(self._nodes[r].cores),
+                          tuple(self._nodes[r].gpus)) for r in sorted(ranks) if r in self._nodes]
 
     def capacity(self) -> list[dict]:
         """Per node: rank, hostname, cores, gpus, memory_mib the graph holds (cached until
@@ -221,18 +207,23 @@ class LiveGraph:
         except (JobspecError, TraverserError, ValueError) as exc:
             raise invalid(exc) from None
 
-    def allocate(self, jobid: int, jobspec: dict | str, policy: str, op: str) -> Placement:
-        """Place `jobspec` (parsed once here; the traverser and the slot kinds get the
-        parsed `Jobspec`). A jobspec without a duration runs until cancelled (HORIZON)."""
-        spec, plain, excluded = self._parse(jobspec)
-        kinds = split_slot_kinds(spec)
-        if kinds is not None:
-            return self._allocate_kinds(jobid, spec, kinds, policy, op, plain)
-        lib_op = "allocate_with_satisfiability" if op == "allocate" else op
-        if excluded and op in OPS_NOW:
+    def allocate(self, jobid: int, request: AllocRequest) -> Placement:
+        """Place `request`: slot kinds (request trees made here, the `ranks` it may use
+        applied as below) or a jobspec (parsed here). A request without a duration runs
+        until cancelled (HORIZON)."""
+        policy, op = request.policy, request.op
+        if request.kinds is None:
+            return self._allocate_jobspec(jobid, request.jobspec, policy, op)
+        exclusion = self._exclusion(request.ranks)
+        kinds = typed_kinds(request.kinds, HORIZON, exclusion.constraint)
+        if len(kinds) > 1:
+            return self._allocate_kinds(jobid, kinds[0].spec, kinds, policy, op, {},
+                                        request.kinds)
+        spec, lib_op = kinds[0].spec, _lib_op(op)
+        if exclusion.as_down and op in OPS_NOW:
             try:  # placed now, if it fits now (what both ops do first)
                 part, result = self._match_excluding(
-                    spec, excluded, policy, "allocate_with_satisfiability"
+                    spec, exclusion.as_down, policy, "allocate_with_satisfiability"
                 )
             except (Busy, Unsatisfiable):
                 # not placed now: with the constraint, the op says busy, unsatisfiable (and
@@ -241,19 +232,51 @@ class LiveGraph:
         else:
             part, result = self._match(spec, policy, lib_op)
         self._parts[jobid] = [part]
-        return Placement(result.status, result.at, self._nodes_of(result), plain)
+        return self._placement(result, {}, request.kinds, kinds)
+
+    def _allocate_jobspec(self, jobid: int, jobspec: dict | str, policy: str,
+                          op: str) -> Placement:
+        spec = self._parse(jobspec)
+        plain = spec.to_dict()
+        kinds = split_slot_kinds(spec)
+        if kinds is not None:
+            asked = _asked(kinds)
+            return self._allocate_kinds(jobid, spec, kinds, policy, op, plain, asked)
+        part, result = self._match(spec, policy, _lib_op(op))
+        self._parts[jobid] = [part]
+        slot = spec.resources[0] if len(spec.resources) == 1 else None
+        one = flat_kind(slot) if slot is not None and slot.is_slot else None
+        if one is None:
+            return Placement(result.status, result.at, self._nodes_of(result), plain)
+        return self._placement(result, plain, (one,), [Kind(0, one, spec)])
+
+    def _placement(self, result, plain: dict, asked: tuple[SlotKind, ...],
+                   kinds: list[Kind]) -> Placement:
+        """A one-kind match's placement, with one share per slot when allocated."""
+        nodes = self._nodes_of(result)
+        if result.status != "ALLOCATED":
+            return Placement(result.status, result.at, nodes, plain)
+        return Placement("ALLOCATED", 0, nodes, plain, asked, self._slots(kinds[0], nodes))
+
+    def _slots(self, kind: Kind, nodes: list[NodeShare]) -> tuple[SlotShare, ...]:
+        return tuple(SlotShare(kind.index, one) for node in nodes
+                     for one in cut(node, kind.slot, self._granule(node.rank)))
+
+    def _granule(self, rank: int) -> int:
+        return next((v.size for v in self._graph.by_rank.get(rank, []) if v.type == "memory"), 1)
 
     def _match_excluding(
         self, spec: Jobspec, excluded: frozenset[int], policy: str, op: str
     ) -> tuple[int, object]:
-        """Match `spec` without its hostlist constraint, the few nodes it leaves out
+        """Match `spec` without its constraint, the few nodes its `ranks` leave out
         marked down for this match only (set back before returning, whatever happens).
         Any constraint turns the exhaustive policies' indexed match off (lonode on 5,000
-        nodes: ~340 ms a match, 0.15 ms without), and the binder's hostlist leaves out
-        the few nodes that are cordoned, NotReady or reserved for a blocked group. The
+        nodes: ~340 ms a match, 0.15 ms without), and the binder's requests leave out the
+        few nodes that are cordoned, NotReady or reserved for a blocked group. The
         placement is on the nodes the constraint names; a request that does not fit now
         is matched again with the constraint and its own op, so busy and unsatisfiable, and
-        their messages, are the constraint's (and a reservation is made with it)."""
+        their messages, are the constraint's (and a reservation is made with it). (A
+        traverser that took the left-out ranks with the match would need neither.)"""
         toggled = [rank for rank in excluded if rank not in self._unusable]
         for rank in toggled:
             self._traverser.set_status(rank, "down")
@@ -263,134 +286,109 @@ class LiveGraph:
             for rank in toggled:
                 self._traverser.set_status(rank, "up")
 
-    def _parse(self, jobspec: dict | str) -> tuple[Jobspec, dict, frozenset[int] | None]:
-        """The parsed jobspec (a duration of 0 made HORIZON), its plain mapping, and the
-        ranks its hostlist constraint leaves out when they are few (see `_excluded`).
+    def _parse(self, jobspec: dict | str) -> Jobspec:
+        """The parsed jobspec, a duration of 0 made HORIZON."""
+        try:
+            spec = Jobspec.parse(jobspec, limits=self.limits)
+        except JobspecError as exc:
+            raise invalid(exc) from None
+        if spec.duration:
+            return spec
+        system = {**(spec.attributes.get("system") or {}), "duration": HORIZON}
+        return dataclasses.replace(spec, duration=HORIZON,
+                                   attributes={**spec.attributes, "system": system})
 
-        Remembered for the last PARSE_CACHE jobspecs, keyed by their JSON text without
-        the job's name: a binder sends thousands of jobspecs a second that differ only
-        in their name (the group's), each with the same hostlist constraint over
-        thousands of nodes, and parsing it is most of an allocation's cost. The name is
-        put back on a hit; the result equals `Jobspec.parse` of the jobspec as sent
-        (tested). Only jobspecs that parsed are remembered: a bad one is parsed, and
-        refused, every time."""
-        name, key = None, None
-        if isinstance(jobspec, str):
-            key = "text:" + jobspec
-        else:
-            attributes = jobspec.get("attributes")
-            system = attributes.get("system") if isinstance(attributes, dict) else None
-            job = system.get("job") if isinstance(system, dict) else None
-            if isinstance(job, dict) and len(job) == 1 and isinstance(job.get("name"), str):
-                name = job["name"]
-                jobspec = {
-                    **jobspec,
-                    "attributes": {**attributes, "system": {**system, "job": {"name": ""}}},
-                }
-            try:
-                # exact for what comes off the wire (JSON: string keys, no tuples)
-                key = "json:" + json.dumps(jobspec, allow_nan=False)
-            except (TypeError, ValueError):
-                key = None  # not JSON: parsed (and refused) as it is
-        hit = self._parsed.get(key) if key is not None else None
-        if hit is not None and hit[0] is self.limits:
-            self._parsed.move_to_end(key)
-            spec, plain, excluded = hit[1], hit[2], hit[3]
-        else:
-            try:
-                spec = Jobspec.parse(jobspec, limits=self.limits)
-            except JobspecError as exc:
-                raise invalid(exc) from None
-            if not spec.duration:
-                system = {**(spec.attributes.get("system") or {}), "duration": HORIZON}
-                spec = dataclasses.replace(
-                    spec, duration=HORIZON, attributes={**spec.attributes, "system": system}
-                )
-            plain = spec.to_dict()
-            excluded = self._excluded(spec.constraints)
-            if excluded is not None and not excluded:  # names every node: filters nothing
-                spec, excluded = dataclasses.replace(spec, constraints=None), None
-            if key is not None:
-                self._parsed[key] = (self.limits, spec, plain, excluded)
-                if len(self._parsed) > PARSE_CACHE:
-                    self._parsed.popitem(last=False)
-        if name is None:
-            return spec, plain, excluded
-        # the name back in (new mappings along its path: the cached ones are shared)
-        system = {**spec.attributes["system"], "job": {"name": name}}
-        spec = dataclasses.replace(spec, attributes={**spec.attributes, "system": system})
-        plain_system = {**plain["attributes"]["system"], "job": {"name": name}}
-        plain = {**plain, "attributes": {**plain["attributes"], "system": plain_system}}
-        return spec, plain, excluded
-
-    def _excluded(self, constraint) -> frozenset[int] | None:
-        """For a plain hostlist constraint, the ranks of this graph it leaves out, when
-        they are at most EXCLUDED_AS_DOWN (empty: it names every node, and the match goes
-        without it); None otherwise (no constraint, another kind, or one that leaves out
-        many nodes: matched with the constraint). The binder's jobspecs carry the hostlist
-        of the usable nodes: all of them, or all but a few, most of the time. Remembered
-        with the parse; the graph forgets every parse when it grows (a new node is not in
-        an old hostlist). The matched jobspec (journal, sched.info) keeps its constraint."""
-        if constraint is None or constraint.op != "hostlist" or not constraint.members:
-            return None
-        members = constraint.members
-        out: list[int] = []
-        for rank, node in self._nodes.items():
-            if not any(node.hostname in m for m in members):
-                out.append(rank)
-                if len(out) > self.excluded_as_down:
-                    return None
-        return frozenset(out)
+    def _exclusion(self, ranks: str | None) -> Exclusion:
+        """What `ranks` (the idset text of the ranks a request may use; None: all) leaves
+        out of this graph. No constraint when it leaves out nothing: any constraint turns
+        the exhaustive policies' indexed match off. The binder's requests name the usable
+        nodes: all of them, or all but a few, most of the time; those few are matched as
+        down (`_match_excluding`). A rank that joined after the caller looked is left out
+        (the binder has not pinned what else runs there yet). Remembered per text; the
+        graph forgets them when it grows."""
+        if ranks is None:
+            return Exclusion(None, None)
+        hit = self._exclusions.get(ranks)
+        if hit is not None:
+            self._exclusions.move_to_end(ranks)
+            return hit
+        try:
+            allowed = idset.decode_ranges(ranks)
+        except idset.IdsetError as exc:
+            raise InvalidRequest(f"ranks: {exc}") from None
+        starts = [lo for lo, _hi in allowed]
+        names, left_out = [], []
+        for rank, node in sorted(self._nodes.items()):
+            k = bisect.bisect_right(starts, rank) - 1
+            if k >= 0 and rank <= allowed[k][1]:
+                names.append(node.hostname)
+            else:
+                left_out.append(rank)
+        if not left_out:
+            hit = Exclusion(None, None)
+        elif not names:  # none of this graph's nodes: a constraint nothing passes
+            hit = Exclusion(Constraint("ranks", (ranks,), tuple(allowed)), None)
+        else:  # the nodes by name, as a caller's hostlist constraint would have them
+            text = hostlist.encode(names)
+            hit = Exclusion(Constraint("hostlist", (text,), (hostlist.Matcher(text),)),
+                            frozenset(left_out) if len(left_out) <= self.excluded_as_down
+                            else None)
+        self._exclusions[ranks] = hit
+        if len(self._exclusions) > RANKS_CACHE:
+            self._exclusions.popitem(last=False)
+        return hit
 
     def _allocate_kinds(
-        self, jobid: int, spec: Jobspec, kinds: list[Jobspec], policy: str, op: str,
-        plain: dict | None = None,
+        self, jobid: int, spec: Jobspec, kinds: list[Kind], policy: str, op: str,
+        plain: dict, asked: tuple[SlotKind, ...] | None,
     ) -> Placement:
         """All slot kinds or none: each kind matched in turn (largest first); the ones
         already matched are rolled back when one fails. The service holds its lock for the
         whole call, so nothing else is placed in between. One allocation id covers every
-        kind (its traverser parts), so cancel, partial cancel and replay see one allocation."""
+        kind (its traverser parts), so cancel, partial cancel and replay see one allocation.
+        `asked`: the kinds as the request listed them (None when some slot is not flat:
+        then no per-slot shares)."""
         parts: list[int] = []
-        placed: list[dict] = []
+        placed: list[tuple[Kind, list[NodeShare]]] = []
         try:
             for kind in kinds:
-                slot = kind.resources[0]
                 try:
-                    part, result = self._match(kind, policy, "allocate_with_satisfiability")
+                    part, result = self._match(kind.spec, policy, "allocate_with_satisfiability")
                 except Unsatisfiable as exc:
-                    raise slot_unsatisfiable(slot, exc) from None
+                    raise slot_unsatisfiable(kind.resource, exc) from None
                 parts.append(part)
-                placed.append({"label": slot.label, "count": slot.count.min,
-                               "slot": slot_shape(slot), "nodes": self._nodes_of(result)})
+                placed.append((kind, self._nodes_of(result)))
         except Busy as exc:
             self._rollback(parts)
             self._check_kinds_satisfiable(kinds, policy)
             if op == "allocate_orelse_reserve":
-                return self._reserve_largest(jobid, spec, kinds, policy, exc)
+                return self._reserve_largest(jobid, spec, kinds, policy, exc, plain, asked)
             raise
         except BaseException:
             self._rollback(parts)
             raise
         self._parts[jobid] = parts
-        return Placement(
-            "ALLOCATED", 0, merge_nodes([k["nodes"] for k in placed]),
-            spec.to_dict() if plain is None else plain, placed,
-        )
+        nodes = per_node(n for _kind, shares in placed for n in shares)
+        if asked is None:
+            return Placement("ALLOCATED", 0, nodes, plain)
+        slots = [s for kind, shares in sorted(placed, key=lambda p: p[0].index)
+                 for s in self._slots(kind, shares)]
+        return Placement("ALLOCATED", 0, nodes, plain, asked, tuple(slots))
 
     def _rollback(self, parts: list[int]) -> None:
         for part in parts:
             self._traverser.cancel(part)
 
-    def _check_kinds_satisfiable(self, kinds: list[Jobspec], policy: str) -> None:
+    def _check_kinds_satisfiable(self, kinds: list[Kind], policy: str) -> None:
         """Busy only if it may fit some day: every kind fits the machine on its own and the
         kinds together ask for no more than the machine (up ranks) has. Sound, not complete:
         kinds that each fit but cannot be packed together are reported busy, never wrongly
         unsatisfiable."""
         need: dict[str, int] = {}
         for kind in kinds:
-            slot = kind.resources[0]
+            slot = kind.resource
             try:
-                self._match(kind, policy, "satisfiability")
+                self._match(kind.spec, policy, "satisfiability")
             except Unsatisfiable as exc:
                 raise slot_unsatisfiable(slot, exc) from None
             except Busy:
@@ -409,45 +407,54 @@ class LiveGraph:
                                     f"but the machine has {describe({type_: total})}")
 
     def _reserve_largest(
-        self, jobid: int, spec: Jobspec, kinds: list[Jobspec], policy: str, busy: Busy
+        self, jobid: int, spec: Jobspec, kinds: list[Kind], policy: str, busy: Busy,
+        plain: dict, asked: tuple[SlotKind, ...] | None,
     ) -> Placement:
         """A multi-kind request that cannot run now is booked as N slots of its largest
         shape (the library reserves one slot shape at a time): the booking holds at least
         what every slot needs, so backfill never takes what it waits for. If that shape fits
         right now (the kinds, matched largest first, did not: a packing order artifact), it
-        is allocated at that shape, which over-allocates but never overcommits."""
+        is allocated at that shape, which over-allocates but never overcommits: each slot
+        of the request gets its own shape out of one wide slot (largest kinds first)."""
         wide = widest_slot(spec, kinds)
         if wide is None:
             raise busy  # only flat core/gpu/memory slots can be widened into one shape
         part, result = self._match(wide, policy, "allocate_orelse_reserve")
         self._parts[jobid] = [part]
-        return Placement(result.status, result.at, self._nodes_of(result), spec.to_dict())
+        nodes = self._nodes_of(result)
+        if result.status != "ALLOCATED" or asked is None:
+            return Placement(result.status, result.at, nodes, plain)
+        wide_kind = flat_kind(wide.resources[0])
+        room = [one for node in nodes for one in cut(node, wide_kind, self._granule(node.rank))]
+        slots = []
+        for kind in kinds:
+            for _ in range(kind.slot.count):
+                w = room.pop(0)
+                slots.append(SlotShare(kind.index, dataclasses.replace(
+                    w, cores=w.cores[:kind.slot.cores], gpus=w.gpus[:kind.slot.gpus])))
+        slots.sort(key=lambda s: s.kind)
+        return Placement("ALLOCATED", 0, nodes, plain, asked, tuple(slots))
 
-    def _nodes_of(self, result) -> list[dict]:
-        per_rank: dict[int, dict] = {}
+    def _nodes_of(self, result) -> list[NodeShare]:
+        per_rank: dict[int, tuple[list[int], list[int], list[int]]] = {}
         for emit in result.selection:
             v = emit.vertex
             if v.rank < 0 or v.type not in ("core", "gpu", "memory"):
                 continue
-            node = per_rank.setdefault(v.rank, {"cores": set(), "gpus": set(), "memory_mib": 0})
+            cores, gpus, memory = per_rank.setdefault(v.rank, ([], [], [0]))
             if v.type == "core":
-                node["cores"].add(v.id)
+                cores.append(v.id)
             elif v.type == "gpu":
-                node["gpus"].add(v.id)
+                gpus.append(v.id)
             else:
-                node["memory_mib"] += emit.needs
+                memory[0] += emit.needs
         return [
-            {
-                "rank": rank,
-                "hostname": self._nodes[rank].hostname if rank in self._nodes else f"rank{rank}",
-                "cores": idset.encode(n["cores"]),
-                "gpus": idset.encode(n["gpus"]),
-                "memory_mib": n["memory_mib"],
-            }
-            for rank, n in sorted(per_rank.items())
+            NodeShare(rank, self._nodes[rank].hostname if rank in self._nodes else f"rank{rank}",
+                      tuple(sorted(cores)), tuple(sorted(gpus)), memory[0])
+            for rank, (cores, gpus, memory) in sorted(per_rank.items())
         ]
 
-    def hold(self, jobid: int, nodes: list[dict], *, missing_ok: bool = False) -> Holding:
+    def hold(self, jobid: int, nodes: list[NodeShare], *, missing_ok: bool = False) -> Holding:
         """Hold exactly what `nodes` name for `jobid` (on top of what it holds already):
         each node's core and GPU ids, and its memory as whole granules (the lowest free
         ones: granules are interchangeable). Fluxion's ``update`` (`Traverser.replay`),
@@ -464,7 +471,7 @@ class LiveGraph:
         holding = Holding([], [])
         try:
             for node in nodes:
-                rank = int(node["rank"])
+                rank = node.rank
                 if rank not in self._nodes:
                     holding.pending.append(node)
                     continue
@@ -487,8 +494,8 @@ class LiveGraph:
         self._parts.setdefault(jobid, []).extend(parts)
         return holding
 
-    def _summary(self, rank: int, picks: list[tuple]) -> dict:
-        """The per-node summary of what `picks` hold on `rank`."""
+    def _summary(self, rank: int, picks: list[tuple]) -> NodeShare:
+        """The share `picks` hold on `rank`."""
         ids: dict[str, list[int]] = {"core": [], "gpu": []}
         memory = 0
         for v, units, _exclusive in picks[2:]:
@@ -496,14 +503,14 @@ class LiveGraph:
                 memory += units
             else:
                 ids[v.type].append(v.id)
-        return {"rank": rank, "hostname": self._nodes[rank].hostname,
-                "cores": idset.encode(sorted(ids["core"])),
-                "gpus": idset.encode(sorted(ids["gpu"])), "memory_mib": memory}
+        return NodeShare(rank, self._nodes[rank].hostname, tuple(sorted(ids["core"])),
+                         tuple(sorted(ids["gpu"])), memory)
 
-    def _picks(self, rank: int, node: dict, missing_ok: bool) -> tuple[list[tuple], dict | None]:
-        """`Traverser.replay` picks for one node summary: cluster and node shared, the named
+    def _picks(self, rank: int, node: NodeShare,
+               missing_ok: bool) -> tuple[list[tuple], NodeShare | None]:
+        """`Traverser.replay` picks for one share: cluster and node shared, the named
         cores and GPUs and enough free memory granules exclusively; and, with `missing_ok`,
-        the part of the summary the node does not have (None when it has all of it)."""
+        the part of the share the node does not have (None when it has all of it)."""
         index = self._index.get(rank)
         if index is None:
             index = self._index[rank] = {}
@@ -512,16 +519,16 @@ class LiveGraph:
         host = self._nodes[rank].hostname
         picks: list[tuple] = [(self._graph.root, 1, False), (index[("node", -1)], 1, False)]
         absent: dict[str, list[int]] = {}
-        for type_, key in (("core", "cores"), ("gpu", "gpus")):
-            for i in idset.decode(node.get(key) or ""):
+        for type_, ids in (("core", node.cores), ("gpu", node.gpus)):
+            for i in ids:
                 v = index.get((type_, i))
                 if v is None:
                     if not missing_ok:
                         raise Unsatisfiable(f"rank {rank} ({host}) has no {type_} {i}")
-                    absent.setdefault(key, []).append(i)
+                    absent.setdefault(type_, []).append(i)
                     continue
                 picks.append((v, 1, True))
-        memory = int(node.get("memory_mib") or 0)
+        memory = node.memory_mib
         if memory > 0:
             granules = sorted((v for (t, _i), v in index.items() if t == "memory"),
                               key=lambda v: v.id)
@@ -529,7 +536,7 @@ class LiveGraph:
             if want > len(granules):
                 if not missing_ok:
                     raise Unsatisfiable(f"rank {rank} ({host}) has no {memory} MiB of memory")
-                absent["memory_mib"] = [memory]
+                absent["memory"] = [memory]
                 want = len(granules)
             free = [v for v in granules if self._traverser.holdable(v, 0, HORIZON)][:want]
             if len(free) < want:
@@ -537,10 +544,8 @@ class LiveGraph:
             picks.extend((v, v.size, True) for v in free)
         if not absent:
             return picks, None
-        return picks, {"rank": rank, "hostname": host,
-                       "cores": idset.encode(absent.get("cores", [])),
-                       "gpus": idset.encode(absent.get("gpus", [])),
-                       "memory_mib": absent.get("memory_mib", [0])[0]}
+        return picks, NodeShare(rank, host, tuple(absent.get("core", ())),
+                                tuple(absent.get("gpu", ())), absent.get("memory", [0])[0])
 
     def cancel(self, jobid: int) -> None:
         for part in self._parts.pop(jobid, []):
@@ -549,8 +554,8 @@ class LiveGraph:
             except TraverserError:
                 pass
 
-    def partial_cancel(self, jobid: int, ranks: list[int], remaining: list[dict]) -> list[dict]:
-        """Free `ranks` of an allocation; returns what it holds afterwards (`remaining`)."""
+    def partial_cancel(self, jobid: int, ranks: list[int]) -> None:
+        """Free `ranks` of an allocation."""
         left = []
         for part in self._parts.get(jobid, []):
             try:
@@ -559,4 +564,15 @@ class LiveGraph:
             except TraverserError:
                 pass
         self._parts[jobid] = left
-        return remaining
+
+
+def _lib_op(op: str) -> str:
+    """The library's op for a service op: allocate says why it never fits."""
+    return "allocate_with_satisfiability" if op == "allocate" else op
+
+
+def _asked(kinds: list[Kind]) -> tuple[SlotKind, ...] | None:
+    """A split jobspec's kinds in the order it listed them (None if one is not flat)."""
+    if any(k.slot is None for k in kinds):
+        return None
+    return tuple(k.slot for k in sorted(kinds, key=lambda k: k.index))

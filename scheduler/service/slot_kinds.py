@@ -1,24 +1,43 @@
-"""A request of several slot kinds (a pod group of different pods), matched kind by kind.
+"""Requests of several slot kinds (a pod group of different pods), matched kind by kind,
+and matched slots cut back into one share per slot.
 
 Fluxion's matcher (and the library, faithfully) matches one slot shape per jobspec
-level and refuses sibling slots, while a pod group of different requests is one
-jobspec of several slot kinds (scheduler/jobspec/builder.py). The service splits the
-parsed `Jobspec` into one single-kind `Jobspec` per slot, matches them largest first
-(first-fit decreasing) inside one service call and reports where each kind landed
-(``kinds``: label, count, the slot's shape and its per-node summaries), so the
-caller gives each pod exactly its share. Everything here works on the parsed
-jobspec's typed resources; only the per-node summaries (the RPC's words) are dicts.
+level and refuses sibling slots. A request of slot kinds therefore becomes one request
+tree per kind, matched largest first (first-fit decreasing) inside one service call.
+The binder's kinds arrive typed (`SlotKind`) and are made into request trees here
+directly, with no RFC 14 text in between; an RFC 14 jobspec whose top level is several
+slots (`fluxnode alloc`) is split into the same per-kind form.
+
+Every slot of a kind sits on one node of the flat graph, and a node holds whole slots
+of each kind it got, so a kind's per-node share cuts exactly into slots (lowest ids
+first): the answer names each slot and the caller gives each pod its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
-from fluxnode.broker_conf import idset
-from fluxnode.scheduler.jobspec.jobspec import Count, Jobspec, Resource, Task
+from fluxnode.scheduler.jobspec.builder import SlotKind, slot_labels
+from fluxnode.scheduler.jobspec.jobspec import Constraint, Count, Jobspec, Resource, Task
+from fluxnode.scheduler.service.allocation import NodeShare
 from fluxnode.scheduler.service.errors import Unsatisfiable
 
 SLOT_LEAVES = ("core", "gpu", "memory")
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One kind of a request: its index in the request, its flat shape (None when the
+    slot holds more than cores, GPUs and memory), and its request tree's jobspec."""
+
+    index: int
+    slot: SlotKind | None
+    spec: Jobspec
+
+    @property
+    def resource(self) -> Resource:
+        return self.spec.resources[0]
 
 
 def slot_totals(slot: Resource) -> dict[str, int]:
@@ -35,15 +54,13 @@ def slot_totals(slot: Resource) -> dict[str, int]:
     return out
 
 
-def slot_shape(slot: Resource) -> dict[str, int]:
-    """What one slot of a kind holds, in the words of the per-node summaries: a caller
-    (the binder after a restart) tells the kinds apart by it without the jobspec."""
+def flat_kind(slot: Resource) -> SlotKind | None:
+    """The `SlotKind` of a slot of cores, GPUs and memory only (None for any other)."""
     totals = slot_totals(slot)
-    return {
-        "cores": totals.get("core", 0),
-        "gpus": totals.get("gpu", 0),
-        "memory_mib": totals.get("memory", 0),
-    }
+    if set(totals) - set(SLOT_LEAVES) or any(c.with_ for c in slot.with_):
+        return None
+    return SlotKind(totals.get("core", 0), totals.get("gpu", 0), totals.get("memory", 0),
+                    slot.count.min)
 
 
 def describe(totals: dict[str, int]) -> str:
@@ -66,62 +83,79 @@ def _pod_task(label: str) -> Task:
     return Task(("pod",), label, {"per_slot": "1"})
 
 
-def split_slot_kinds(spec: Jobspec) -> list[Jobspec] | None:
-    """One jobspec per top-level slot kind of `spec` (its tasks, attributes and
-    constraints kept), largest slot first (GPUs, then cores, then memory); None when
-    `spec` has a single kind (or is not a list of slots)."""
-    if len(spec.resources) < 2 or any(not r.is_slot for r in spec.resources):
-        return None
-    kinds = [
-        dataclasses.replace(
-            spec,
-            resources=(slot,),
-            tasks=tuple(t for t in spec.tasks if t.slot == slot.label) or (_pod_task(slot.label),),
-        )
-        for slot in spec.resources
-    ]
+def _slot(kind: SlotKind, label: str, count: int) -> Resource:
+    leaves = (("core", kind.cores), ("gpu", kind.gpus), ("memory", kind.memory_mib))
+    return Resource("slot", Count(count, count), label=label,
+                    with_=tuple(Resource(t, Count(n, n)) for t, n in leaves if n))
 
-    def size(kind: Jobspec) -> tuple[int, int, int]:
-        t = slot_totals(kind.resources[0])
+
+def kind_jobspec(kind: SlotKind, label: str, duration: int,
+                 constraint: Constraint | None) -> Jobspec:
+    """The request tree's jobspec of `kind` slots: what `Jobspec.parse` makes of
+    `build_jobspec([kind])` with that duration and constraint (tested equal)."""
+    system: dict = {"duration": duration}
+    if constraint is not None:
+        system["constraints"] = constraint.to_dict()
+    return Jobspec(1, (_slot(kind, label, kind.count),), (_pod_task(label),),
+                   {"system": system}, duration, constraint)
+
+
+def _largest_first(kinds: list[Kind]) -> list[Kind]:
+    def size(kind: Kind) -> tuple[int, int, int]:
+        t = slot_totals(kind.resource)
         return t.get("gpu", 0), t.get("core", 0), t.get("memory", 0)
 
     return sorted(kinds, key=size, reverse=True)
 
 
-def widest_slot(spec: Jobspec, kinds: list[Jobspec]) -> Jobspec | None:
+def typed_kinds(kinds: tuple[SlotKind, ...], duration: int,
+                constraint: Constraint | None) -> list[Kind]:
+    """The request trees of a request of slot kinds, largest slot first (GPUs, then
+    cores, then memory); labels s0, s1... in the order asked (`slot_labels`)."""
+    labels = list(slot_labels(kinds))
+    return _largest_first([Kind(i, k, kind_jobspec(k, labels[i], duration, constraint))
+                           for i, k in enumerate(kinds)])
+
+
+def split_slot_kinds(spec: Jobspec) -> list[Kind] | None:
+    """One jobspec per top-level slot kind of `spec` (its tasks, attributes and
+    constraints kept), largest slot first; None when `spec` has a single kind (or is
+    not a list of slots)."""
+    if len(spec.resources) < 2 or any(not r.is_slot for r in spec.resources):
+        return None
+    return _largest_first([
+        Kind(i, flat_kind(slot), dataclasses.replace(
+            spec,
+            resources=(slot,),
+            tasks=tuple(t for t in spec.tasks if t.slot == slot.label) or (_pod_task(slot.label),),
+        ))
+        for i, slot in enumerate(spec.resources)
+    ])
+
+
+def widest_slot(spec: Jobspec, kinds: list[Kind]) -> Jobspec | None:
     """`spec` asked as N slots of its kinds' largest shape (every leaf type at its
     largest), N the kinds' slots together; None unless every slot is flat
     core/gpu/memory (only those can be widened into one shape)."""
-    slots = [k.resources[0] for k in kinds]
-    if any(set(slot_totals(s)) - set(SLOT_LEAVES) for s in slots):
+    if any(k.slot is None for k in kinds):
         return None
-    largest = {t: max(slot_totals(s).get(t, 0) for s in slots) for t in SLOT_LEAVES}
-    count = sum(s.count.min for s in slots)
-    wide = Resource("slot", Count(count, count), label="reserve",
-                    with_=tuple(Resource(t, Count(n, n)) for t, n in largest.items() if n))
-    return dataclasses.replace(spec, resources=(wide,), tasks=(_pod_task("reserve"),))
+    slots = [k.slot for k in kinds]
+    wide = SlotKind(max(s.cores for s in slots), max(s.gpus for s in slots),
+                    max(s.memory_mib for s in slots), sum(s.count for s in slots))
+    return dataclasses.replace(spec, resources=(_slot(wide, "reserve", wide.count),),
+                               tasks=(_pod_task("reserve"),))
 
 
-def merge_nodes(parts: list[list[dict]]) -> list[dict]:
-    """Per-node summaries of several matches, combined per rank (cores/GPUs united, memory
-    added)."""
-    per_rank: dict[int, dict] = {}
-    for nodes in parts:
-        for n in nodes:
-            m = per_rank.setdefault(
-                n["rank"],
-                {"hostname": n["hostname"], "cores": set(), "gpus": set(), "memory_mib": 0},
-            )
-            m["cores"].update(idset.decode(n.get("cores") or ""))
-            m["gpus"].update(idset.decode(n.get("gpus") or ""))
-            m["memory_mib"] += int(n.get("memory_mib") or 0)
-    return [
-        {
-            "rank": rank,
-            "hostname": m["hostname"],
-            "cores": idset.encode(m["cores"]),
-            "gpus": idset.encode(m["gpus"]),
-            "memory_mib": m["memory_mib"],
-        }
-        for rank, m in sorted(per_rank.items())
-    ]
+def cut(node: NodeShare, kind: SlotKind, granule_mib: int) -> list[NodeShare]:
+    """`node` (whole slots of `kind` on one node) as one share per slot, lowest ids first.
+    A slot's memory is its whole granules of the node (`granule_mib`)."""
+    if kind.cores:
+        n = len(node.cores) // kind.cores
+    elif kind.gpus:
+        n = len(node.gpus) // kind.gpus
+    else:
+        per_slot = -(-kind.memory_mib // granule_mib) * granule_mib
+        n = node.memory_mib // per_slot if per_slot else 0
+    c, g, memory = kind.cores, kind.gpus, node.memory_mib // n if n else 0
+    return [NodeShare(node.rank, node.hostname, node.cores[i * c:(i + 1) * c],
+                      node.gpus[i * g:(i + 1) * g], memory) for i in range(n)]

@@ -1,5 +1,6 @@
 import pytest
 from fluxnode.scheduler.binder.pod_requests import PodRequestError, PodRequests, pod_requests
+from fluxnode.scheduler.jobspec.builder import SlotKind
 
 
 def pod(containers=(), init=(), overhead=None):
@@ -53,3 +54,10 @@ def test_pod_without_requests_asks_for_nothing():
 def test_bad_quantity_names_the_container():
     with pytest.raises(PodRequestError, match=r"pod ns/p spec.containers\[1\].resources.cpu"):
         pod_requests(pod([c({"cpu": "1"}), c({"cpu": "lots"})]))
+
+
+def test_a_pods_slot_is_whole_cores_at_least_one_and_memory_in_mib_rounded_up():
+    assert pod_requests(pod([c({"cpu": "1500m", "memory": "1Mi"}),
+                             c({"memory": "1"})])).slot() == SlotKind(2, 0, 2)
+    assert pod_requests(pod([{"name": "c"}])).slot() == SlotKind(1, 0, 0)
+    assert pod_requests(pod([c(limits={"nvidia.com/gpu": "2"})])).slot() == SlotKind(1, 2, 0)

@@ -14,6 +14,7 @@ from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.metrics import BinderMetrics
 from fluxnode.scheduler.binder.queue import Reservations
 from fluxnode.scheduler.binder.scheduling_cycle import Attempt, SchedulingCycle
+from fluxnode.scheduler.jobspec.builder import SlotKind
 
 
 class Writer:
@@ -46,7 +47,7 @@ def cycle():
 def attempt(cycle):
     group = next(iter(cycle.ctx.state.groups.values()))
     pods = list(group.pending.values())
-    return Attempt(group, pods, {p.uid: (1, 0, 0) for p in pods}, [], {}, {})
+    return Attempt(group, pods, {p.uid: SlotKind(1) for p in pods}, [], {})
 
 
 @pytest.mark.parametrize("errnum,reason,kind", [

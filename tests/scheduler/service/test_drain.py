@@ -10,7 +10,6 @@ import errno
 import pytest
 from fluxnode.agent.broker.client import RPCError
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
-from fluxnode.scheduler.service.journal import Journal
 from support.sched_leader import restart_leader
 
 from fluxnode.testing.instance import Instance
@@ -155,22 +154,3 @@ def test_use_drained_holds_what_already_runs_on_a_drained_node(inst):
     assert drain_list(inst)[1]["state"] == "drained"
     held = inst.rpc("sched.info", {"id": answer["id"]})
     assert held["status"] == "ALLOCATED" and held["use_drained"] is True
-
-
-def test_a_journal_from_before_drains_opens_with_none(tmp_path):
-    import sqlite3
-
-    path = tmp_path / "old.sqlite"
-    db = sqlite3.connect(path)
-    db.executescript(
-        "CREATE TABLE allocation (id INTEGER PRIMARY KEY, jobspec TEXT NOT NULL, policy TEXT "
-        "NOT NULL, R TEXT NOT NULL, nodes TEXT NOT NULL, labels TEXT NOT NULL, created REAL "
-        "NOT NULL, kinds TEXT); CREATE TABLE counter (name TEXT PRIMARY KEY, value INTEGER NOT "
-        "NULL);"
-    )
-    db.close()
-    journal = Journal(path)
-    try:
-        assert journal.drains() == []
-    finally:
-        journal.close()

@@ -8,9 +8,10 @@ import random
 
 import pytest
 from fluxnode.broker_conf.rv1 import NodeResources, build_R
-from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
+from fluxnode.scheduler.jobspec.builder import SlotKind
 from fluxnode.scheduler.service.errors import Busy, Unsatisfiable
 from fluxnode.scheduler.service.live_graph import LiveGraph
+from fluxnode.scheduler.service.request import AllocRequest
 from support import seeds
 
 NODES = [NodeResources(rank=i, hostname=f"vm{i}", cores=list(range(2 + i % 3)),
@@ -33,10 +34,10 @@ def grown(order: list[list[int]]) -> LiveGraph:
 def answers(g: LiveGraph, policy: str, stream: list) -> list:
     out = []
     for jobid, (cores, count) in enumerate(stream, 1):
-        spec = build_jobspec([SlotKind(cores, 0, 0, count)], name=f"j{jobid}")
+        ask = AllocRequest(kinds=(SlotKind(cores, 0, 0, count),), policy=policy)
         try:
-            p = g.allocate(jobid, spec, policy, "allocate")
-            out.append(sorted((n["rank"], n["cores"]) for n in p.nodes))
+            p = g.allocate(jobid, ask)
+            out.append(sorted((n.rank, n.cores) for n in p.nodes))
         except (Busy, Unsatisfiable) as exc:
             out.append(type(exc).__name__)
     return out
@@ -59,8 +60,8 @@ def test_the_docs_example_out_of_order():
     """docs/index.md's `alloc --slots 3 --cores-per-slot 1` on 4 two-core nodes, with rank 1
     joining last: the same placement as with all four at once."""
     nodes = [NodeResources(rank=i, hostname=f"vm{i}", cores=[0, 1]) for i in range(4)]
-    spec = build_jobspec([SlotKind(1, 0, 0, 3)], name="cli")
-    whole = LiveGraph(build_R(nodes)).allocate(1, spec, "first", "allocate").nodes
+    ask = AllocRequest(kinds=(SlotKind(1, 0, 0, 3),))
+    whole = LiveGraph(build_R(nodes)).allocate(1, ask).nodes
     g = LiveGraph(build_R([nodes[0], nodes[2], nodes[3]]))
     assert g.grow(build_R(nodes)) == [1]
-    assert g.allocate(1, spec, "first", "allocate").nodes == whole
+    assert g.allocate(1, ask).nodes == whole

@@ -1,29 +1,44 @@
+import json
+import sqlite3
+
 import pytest
-from fluxnode.scheduler.service.journal import Journal, JournalEntry, JournalError
+from fluxnode.scheduler.jobspec.builder import SlotKind
+from fluxnode.scheduler.service.allocation import Allocation, NodeShare, SlotShare
+from fluxnode.scheduler.service.journal import Journal, JournalError
 
 
-def entry(i, nodes=None):
-    return JournalEntry(
-        i, {"version": 1}, "first", {"version": 1}, nodes or [{"rank": 0}], {"group": "g"}, 1.0
-    )
+def alloc(i, ranks=(0,)):
+    nodes = [NodeShare(r, f"n{r}", (0, 1), (), 64) for r in ranks]
+    return Allocation(i, "ALLOCATED", 0, "first", nodes, {"group": "g"}, 1.0,
+                      kinds=(SlotKind(1, 0, 32, 2 * len(ranks)),),
+                      slots=tuple(SlotShare(0, NodeShare(r, f"n{r}", (c,), (), 32))
+                                  for r in ranks for c in (0, 1)))
 
 
 def test_entries_survive_reopen_and_ids_are_never_reused(tmp_path):
     j = Journal(tmp_path / "sched.db")
     a, b = j.next_id(), j.next_id()
-    j.record(entry(a))
-    j.record(entry(b, [{"rank": 0}, {"rank": 1}]))
-    j.shrink(b, {"version": 1, "left": True}, [{"rank": 1}])
+    j.record(alloc(a))
+    kept = alloc(b, (0, 1))
+    j.record(kept)
+    kept.without({0})  # a partial cancel: what is left is written again
+    j.record(kept)
     j.remove(a)
     j.close()
+    # read the file with sqlite3 itself: one row, in the wire form, and no R column
+    db = sqlite3.connect(tmp_path / "sched.db")
+    columns = [r[1] for r in db.execute("PRAGMA table_info(allocation)")]
+    rows = db.execute("SELECT id, nodes, slots FROM allocation").fetchall()
+    db.close()
+    assert "R" not in columns
+    assert [(r[0], json.loads(r[1]), json.loads(r[2])) for r in rows] == [
+        (b, [{"rank": 1, "hostname": "n1", "cores": "0-1", "gpus": "", "memory_mib": 64}],
+         [{"kind": 0, "rank": 1, "hostname": "n1", "cores": "0", "gpus": "", "memory_mib": 32},
+          {"kind": 0, "rank": 1, "hostname": "n1", "cores": "1", "gpus": "", "memory_mib": 32}])
+    ]
     j = Journal(tmp_path / "sched.db")
     [live] = j.entries()
-    assert (
-        live.id == b
-        and live.nodes == [{"rank": 1}]
-        and live.R["left"]
-        and live.labels == {"group": "g"}
-    )
+    assert live == kept
     assert j.next_id() > b
     j.close()
 

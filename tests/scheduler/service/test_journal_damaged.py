@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fluxnode.scheduler.service.journal import Journal, JournalEntry, JournalError
+from fluxnode.scheduler.service.allocation import Allocation, NodeShare
+from fluxnode.scheduler.service.journal import Journal, JournalError
 
 from fluxnode.testing.instance import Instance
 from fluxnode.testing.waiting import wait_for
@@ -35,8 +36,9 @@ def write_journal(path: Path, count: int = 200) -> None:
     """A real journal with `count` allocations, big enough to span many pages."""
     j = Journal(path)
     for i in range(count):
-        j.record(JournalEntry(j.next_id(), {"pad": "x" * 400}, "first", {"version": 1},
-                              [{"rank": i % 4, "cores": "0-1"}], {"group": f"g{i}"}, 1.0))
+        j.record(Allocation(j.next_id(), "ALLOCATED", 0, "first",
+                            [NodeShare(i % 4, f"n{i % 4}", (0, 1))], {"group": f"g{i}"}, 1.0,
+                            {"pad": "x" * 400}))
     j.close()
 
 
@@ -74,7 +76,8 @@ def wrong_schema(path: Path) -> str:
     db.executescript("CREATE TABLE allocation (id INTEGER PRIMARY KEY, jobspec TEXT);"
                      "CREATE TABLE counter (name TEXT PRIMARY KEY, value INTEGER);")
     db.close()
-    return "table allocation lacks column(s) policy, R, nodes, labels, created"
+    return ("table allocation lacks column(s) policy, nodes, labels, created, kinds, slots, "
+            "use_drained")
 
 
 DAMAGE = [garbage, truncated, bad_row, foreign, wrong_schema]
@@ -97,16 +100,17 @@ def test_journal_left_by_a_kill_is_not_damage(tmp_path):
     """Commits still in the WAL (the writer died before any checkpoint) are read back."""
     path = tmp_path / JOURNAL
     code = (
-        "import os, sys; from fluxnode.scheduler.service.journal import Journal, JournalEntry\n"
+        "import os, sys; from fluxnode.scheduler.service.journal import Journal\n"
+        "from fluxnode.scheduler.service.allocation import Allocation, NodeShare\n"
         "j = Journal(sys.argv[1])\n"
         "for i in range(5):\n"
-        "    j.record(JournalEntry(j.next_id(), {}, 'first', {}, [{'rank': i}], {}, 1.0))\n"
+        "    j.record(Allocation(j.next_id(), 'ALLOCATED', 0, 'first', [NodeShare(i, 'n')]))\n"
         "os._exit(0)\n"
     )
     subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=30)
     assert Path(f"{path}-wal").exists()
     j = Journal(path)
-    assert [e.nodes for e in j.entries()] == [[{"rank": i}] for i in range(5)]
+    assert [[n.rank for n in e.nodes] for e in j.entries()] == [[i] for i in range(5)]
     j.close()
 
 

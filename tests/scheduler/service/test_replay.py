@@ -53,8 +53,13 @@ def machine(ranks):
                     for i in ranks])
 
 
+def wire(alloc):
+    """An allocation's nodes as sched.list shows them."""
+    return [n.to_wire() for n in alloc.nodes]
+
+
 def live(svc):
-    return [(a.id, a.nodes) for a in svc.allocations.values() if a.status == "ALLOCATED"]
+    return [(a.id, wire(a)) for a in svc.allocations.values() if a.status == "ALLOCATED"]
 
 
 def test_replay_holds_the_recorded_ids_and_ranks_not_back_join_allocated(tmp_path):
@@ -78,16 +83,16 @@ def test_replay_holds_the_recorded_ids_and_ranks_not_back_join_allocated(tmp_pat
     for alloc_id in rng.sample(ids, min(4, len(ids) - 1)):
         svc.cancel({"id": alloc_id})
     fill(6, 2)
-    recorded = {a.id: a.nodes for a in svc.allocations.values()}
+    recorded = {a.id: wire(a) for a in svc.allocations.values()}
     assert not overlaps(recorded.items())
     svc.close()
 
     # the leader restarts: only its own rank is known at first
     svc = SchedService(Handle(tmp_path, machine([0]), 4))
     try:
-        assert {a.id: a.nodes for a in svc.allocations.values()} == recorded  # none dropped
+        assert {a.id: wire(a) for a in svc.allocations.values()} == recorded  # none dropped
         for a in svc.allocations.values():
-            assert a.pending == {n["rank"] for n in a.nodes} - {0}, a
+            assert a.pending == {n.rank for n in a.nodes} - {0}, a
         # everything free on rank 0 goes to new allocations: none overlaps a recorded one
         while True:
             try:
@@ -110,7 +115,7 @@ def test_replay_holds_the_recorded_ids_and_ranks_not_back_join_allocated(tmp_pat
             assert not overlaps(live(svc)), (seed, order[: i + 1])
         assert all(not a.pending for a in svc.allocations.values())
         for alloc_id, nodes in recorded.items():
-            assert svc.allocations[alloc_id].nodes == nodes
+            assert wire(svc.allocations[alloc_id]) == nodes
         # the machine is exactly full: every core of every rank is held once
         held = sum(len(parse_idset(n["cores"])) for _i, nodes in live(svc) for n in nodes)
         assert held == 4 * CORES
@@ -162,7 +167,7 @@ def test_adopt_holds_exact_ids_and_names_a_conflict(tmp_path):
     # journaled like any allocation: a restarted leader holds it again, exactly
     svc = SchedService(Handle(tmp_path, machine(range(3)), 3))
     try:
-        assert svc.allocations[x["id"]].nodes == x["nodes"]
+        assert wire(svc.allocations[x["id"]]) == x["nodes"]
         assert not svc.allocations[x["id"]].pending
         with pytest.raises(ServiceError) as info:
             svc.alloc({"jobspec": spec(1)})

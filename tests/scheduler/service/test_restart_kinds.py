@@ -1,9 +1,8 @@
-"""Restarts keep a heterogeneous group's per-kind placement: the journal and sched.list/info
-carry where each slot kind landed, and a restarted binder gives each unbound pod exactly
-its planned share of the one allocation (never a second allocation, never first-fit over
+"""Restarts keep each slot of a request of slot kinds: the journal and sched.list/info
+carry where every slot landed, and a restarted binder gives each unbound pod a slot of
+its shape of the one allocation (never a second allocation, never a first-fit over
 per-node totals, which fails for some shapes although a split exists)."""
 
-import sqlite3
 from collections import Counter
 
 import pytest
@@ -11,53 +10,13 @@ from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.broker_conf import idset
 from fluxnode.scheduler.binder.binding import PodWriter
 from fluxnode.scheduler.binder.cluster_state import PodInfo
-from fluxnode.scheduler.binder.slot_assignment import AssignmentError, PodSlot, assign
+from fluxnode.scheduler.binder.slot_assignment import PodSlot
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
-from fluxnode.scheduler.service.journal import Journal, JournalEntry
 from support.binder_cluster import BinderCluster
 from support.sched_leader import restart_leader
 
 from fluxnode.testing.instance import Instance
 from fluxnode.testing.waiting import wait_for
-
-OLD_SCHEMA = """
-CREATE TABLE allocation (id INTEGER PRIMARY KEY, jobspec TEXT NOT NULL, policy TEXT NOT NULL,
-                         R TEXT NOT NULL, nodes TEXT NOT NULL, labels TEXT NOT NULL,
-                         created REAL NOT NULL);
-CREATE TABLE counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-INSERT INTO allocation VALUES (7, '{"version": 1}', 'first', '{}',
-                               '[{"rank": 0, "cores": "0-1"}]', '{"g": "old"}', 1.0);
-INSERT INTO counter VALUES ('alloc', 1000);
-"""
-
-KINDS = [{"label": "s0", "count": 1, "slot": {"cores": 2, "gpus": 0, "memory_mib": 0},
-          "nodes": [{"rank": 0, "hostname": "node0", "cores": "0-1", "gpus": "", "memory_mib": 0}]}]
-
-
-def test_a_journal_from_before_kinds_is_read_and_upgraded(tmp_path):
-    db = sqlite3.connect(tmp_path / "sched.db")
-    db.executescript(OLD_SCHEMA)
-    db.close()
-    j = Journal(tmp_path / "sched.db")
-    [old] = j.entries()
-    assert (old.id, old.nodes, old.labels, old.kinds) == (
-        7,
-        [{"rank": 0, "cores": "0-1"}],
-        {"g": "old"},
-        None,
-    )
-    new = j.next_id()
-    assert new > 1000
-    j.record(
-        JournalEntry(new, {"version": 1}, "first", {}, KINDS[0]["nodes"], {"g": "new"}, 2.0, KINDS)
-    )
-    j.shrink(old.id, {}, [])  # an entry without kinds stays without
-    j.close()
-    j = Journal(tmp_path / "sched.db")
-    assert [(e.id, e.kinds) for e in j.entries()] == [(7, None), (new, KINDS)]
-    j.shrink(new, {}, [], [{**KINDS[0], "nodes": []}])
-    assert j.entries()[1].kinds[0]["nodes"] == []
-    j.close()
 
 
 def kinds_spec(*kinds, hosts=None):
@@ -68,36 +27,53 @@ def kinds_spec(*kinds, hosts=None):
     )
 
 
-def test_the_per_kind_placement_survives_a_leader_restart(tmp_path):
+def slots(kinds):
+    """Typed slot kinds: (cores, gpus, count) each."""
+    return [{"cores": c, "gpus": g, "memory_mib": 0, "count": n} for c, g, n in kinds]
+
+
+def first_fit(pods, nodes):
+    """The split the binder used to make of per-node totals (the test's own, as oracle):
+    pods largest first into the first node with room. None when some pod has none."""
+    room = {n["hostname"]: len(idset.decode(n["cores"])) for n in nodes}
+    for cores in sorted(pods, reverse=True):
+        host = next((h for h, free in room.items() if free >= cores), None)
+        if host is None:
+            return None
+        room[host] -= cores
+    return room
+
+
+def test_the_slots_survive_a_leader_restart(tmp_path):
     resources = {
         f"node{i}": {"cores": 4, "gpus": 1 if i == 0 else 0, "memory_mib": 4096} for i in range(2)
     }
     with Instance(size=2, tmp_path=tmp_path, modules=None, resources=resources,
                   tbon={"torpid_min": "0.2s", "torpid_max": "1s"}) as inst:
         wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 2, 20, what="2 ranks")
-        m = inst.rpc(
-            "sched.alloc",
-            {"jobspec": kinds_spec((3, 0, 1), (1, 1, 1), (1, 0, 3)), "labels": {"g": "mixed"}},
-        )
-        one = inst.rpc("sched.alloc", {"jobspec": kinds_spec((1, 0, 1))})
-        assert "kinds" in m and "kinds" not in one
-        assert {k["label"]: k["slot"] for k in m["kinds"]} == {
-            "s0": {"cores": 3, "gpus": 0, "memory_mib": 0},
-            "s1": {"cores": 1, "gpus": 1, "memory_mib": 0},
-            "s2": {"cores": 1, "gpus": 0, "memory_mib": 0},
-        }
+        asked = slots([(3, 0, 1), (1, 1, 1), (1, 0, 2)])
+        m = inst.rpc("sched.alloc", {"slots": asked, "labels": {"g": "mixed"}})
+        # a jobspec of several kinds is answered with its slots too; one of no slots is not
+        spec = inst.rpc("sched.alloc", {"jobspec": kinds_spec((1, 0, 1))})
+        node = inst.rpc("sched.alloc", {"jobspec": build_jobspec([SlotKind(1, 0, 0, 1)],
+                                                                  nnodes=1)})
+        assert [len(x.get("slots", [])) for x in (m, spec, node)] == [4, 1, 0]
+        assert sorted(Counter(s["kind"] for s in m["slots"]).items()) == [(0, 1), (1, 1), (2, 2)]
+        for s in m["slots"]:  # each slot holds its kind's shape
+            k = asked[s["kind"]]
+            assert (len(idset.decode(s["cores"])), len(idset.decode(s["gpus"]))) == (
+                k["cores"], k["gpus"])
         listed = inst.rpc("sched.list", {"labels": {"g": "mixed"}})["allocations"]
-        assert [x["kinds"] for x in listed] == [m["kinds"]]
-        assert inst.rpc("sched.info", {"id": m["id"]})["kinds"] == m["kinds"]
-        assert "kinds" not in inst.rpc("sched.info", {"id": one["id"]})
+        assert [(x["kinds"], x["slots"]) for x in listed] == [(asked, m["slots"])]
+        assert inst.rpc("sched.info", {"id": m["id"]})["slots"] == m["slots"]
         allocs = restart_leader(inst, 2)
-        assert [(x["id"], x["nodes"], x.get("kinds")) for x in allocs] == [
-            (m["id"], m["nodes"], m["kinds"]), (one["id"], one["nodes"], None)]
-        assert inst.rpc("sched.info", {"id": m["id"]})["kinds"] == m["kinds"]
-        # a partial cancel drops that rank from every kind, and that too is journaled (7 cores
-        # of 8 span both nodes; the GPU kind is on node0, the only one with a GPU)
+        assert [(x["id"], x["nodes"], x.get("slots")) for x in allocs] == [
+            (m["id"], m["nodes"], m["slots"]), (spec["id"], spec["nodes"], spec["slots"]),
+            (node["id"], node["nodes"], None)]
+        # a partial cancel drops that rank's slots, and that too is journaled (6 cores of 8
+        # span both nodes; the GPU kind is on node0, the only one with a GPU)
         assert [n["hostname"] for n in m["nodes"]] == ["node0", "node1"]
-        [gone] = [n["rank"] for k in m["kinds"] if k["label"] == "s1" for n in k["nodes"]]
+        [gone] = [s["rank"] for s in m["slots"] if s["kind"] == 1]
         inst.rpc("sched.cancel", {"id": m["id"], "ranks": str(gone)})
         restart_leader(inst, 2)
         [x] = wait_for(
@@ -105,10 +81,7 @@ def test_the_per_kind_placement_survives_a_leader_restart(tmp_path):
             30,
             what="replayed again",
         )
-        expected = [
-            {**k, "nodes": [n for n in k["nodes"] if n["rank"] != gone]} for k in m["kinds"]
-        ]
-        assert x["kinds"] == expected
+        assert x["slots"] == [s for s in m["slots"] if s["rank"] != gone]
         assert [n["rank"] for n in x["nodes"]] == [
             n["rank"] for n in m["nodes"] if n["rank"] != gone
         ]
@@ -142,17 +115,14 @@ def test_restarted_binder_gives_unbound_pods_of_a_heterogeneous_group_their_plan
         }
         uid = {name: pod["metadata"]["uid"] for name, pod in pods.items()}
         group = "default/group/h"
-        # the allocation a binder asks for (see Binder._prepare): one slot kind per shape
-        kinds = sorted(Counter((cores, 0, 0) for cores in shapes.values()).items())
-        spec = build_jobspec(
-            [SlotKind(cr, g, m, n) for (cr, g, m), n in kinds],
-            constraints={"hostlist": ["node[0-1]"]},
-            name=group,
-        )
+        # the allocation a binder asks for (see SchedulingCycle._prepare): one slot kind per
+        # shape
+        asked = slots([(2, 0, 3), (3, 0, 1)])
         a = c.inst.rpc(
             "sched.alloc",
             {
-                "jobspec": spec,
+                "slots": asked,
+                "ranks": "0-1",
                 "policy": "first",
                 "op": "allocate",
                 "labels": {
@@ -163,15 +133,13 @@ def test_restarted_binder_gives_unbound_pods_of_a_heterogeneous_group_their_plan
                 },
             },
         )
-        share = {k["slot"]["cores"]: {n["hostname"]: n for n in k["nodes"]} for k in a["kinds"]}
-        assert {h: n["cores"] for h, n in share[3].items()} == {"node1": "2-4"}
-        assert {h: n["cores"] for h, n in share[2].items()} == {"node0": "0-3", "node1": "0-1"}
+        share = [(asked[s["kind"]]["cores"], s["hostname"], s["cores"]) for s in a["slots"]]
+        assert share == [(2, "node0", "0-1"), (2, "node0", "2-3"), (2, "node1", "0-1"),
+                         (3, "node1", "2-4")]
         # one 2-core pod was bound on node1 before the binder stopped
         bind_like_a_previous_binder(c, pods["h-0"], PodSlot(1, "node1", "0-1", ""), a["id"], group)
-        unbound = {uid[n]: (shapes[n], 0, 0) for n in ("h-big", "h-1", "h-2")}
         left = [{**a["nodes"][0]}, {**a["nodes"][1], "cores": "2-4"}]
-        with pytest.raises(AssignmentError):
-            assign(unbound, left)  # what the rebuild did before it knew the kinds
+        assert first_fit([3, 2, 2], left) is None  # what the rebuild did before it had slots
         if leader_restart:
             c.inst.kill(0)
             c.inst.restart(0)
@@ -188,10 +156,7 @@ def test_restarted_binder_gives_unbound_pods_of_a_heterogeneous_group_their_plan
             assert ann["fluxnode.io/allocation"] == str(a["id"]), (name, ann)
             cores[name] = set(idset.decode(ann["fluxnode.io/cores"]))
             assert len(cores[name]) == shapes[name], (name, ann)
-            assert cores[name] <= set(idset.decode(share[shapes[name]][nodes[name]]["cores"])), (
-                name,
-                ann,
-            )
+            assert (shapes[name], nodes[name], ann["fluxnode.io/cores"]) in share, (name, ann)
         assert cores["h-1"] | cores["h-2"] == {0, 1, 2, 3}
         c.assert_no_overcommit()
         # every pod was bound exactly once (three by the new binder), and nothing else was asked for
@@ -199,17 +164,17 @@ def test_restarted_binder_gives_unbound_pods_of_a_heterogeneous_group_their_plan
                         if r.verb == "create" and r.resource_path == "pods/binding")
         assert bound == {"h-big": 1, "h-1": 1, "h-2": 1}
         listed = c.inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"]
-        assert [(x["id"], x["nodes"], x["kinds"]) for x in listed] == [
-            (a["id"], a["nodes"], a["kinds"])
+        assert [(x["id"], x["nodes"], x["slots"]) for x in listed] == [
+            (a["id"], a["nodes"], a["slots"])
         ]
         held = c.inst.rpc("sched.resource-status")["allocated"]["execution"]["R_lite"]
         assert sum(len(idset.decode(r["children"]["core"])) for r in held) == 9
 
 
-def test_a_replay_that_re_picks_core_ids_keeps_the_kinds_consistent(tmp_path):
-    # `pad` is freed before the restart, so the replay may pin the group on other ids than
-    # it was first given: whatever it picks, the kinds must name exactly the held cores,
-    # each kind its own, and nothing held may be handed out again.
+def test_after_a_replay_the_slots_name_exactly_the_held_cores(tmp_path):
+    # `pad` is freed before the restart, so a replay that re-matched could pin the group on
+    # other ids than it was first given: the slots must name exactly the held cores, each
+    # slot its own, and nothing held may be handed out again.
     with Instance(
         size=1,
         tmp_path=tmp_path,
@@ -219,16 +184,17 @@ def test_a_replay_that_re_picks_core_ids_keeps_the_kinds_consistent(tmp_path):
     ) as inst:
         wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 1, 20, what="1 rank")
         pad = inst.rpc("sched.alloc", {"jobspec": kinds_spec((1, 0, 1))})
-        m = inst.rpc("sched.alloc", {"jobspec": kinds_spec((2, 0, 1), (1, 0, 1))})
+        m = inst.rpc("sched.alloc", {"slots": slots([(2, 0, 1), (1, 0, 1)])})
         inst.rpc("sched.cancel", {"id": pad["id"]})
         inst.kill(0)
         inst.restart(0)
         [x] = wait_for(lambda: len(inst.rpc("sched.resource-status")["nodes"]) == 1
                        and inst.rpc("sched.list", {})["allocations"], 30, what="restarted leader")
         held = set(idset.decode(x["nodes"][0]["cores"]))
-        per_kind = {k["label"]: set(idset.decode(k["nodes"][0]["cores"])) for k in x["kinds"]}
-        assert {label: len(c) for label, c in per_kind.items()} == {"s0": 2, "s1": 1}
-        assert per_kind["s0"] | per_kind["s1"] == held and not per_kind["s0"] & per_kind["s1"]
-        assert inst.rpc("sched.info", {"id": m["id"]})["kinds"] == x["kinds"]
+        per_kind = {s["kind"]: set(idset.decode(s["cores"])) for s in x["slots"]}
+        assert {kind: len(c) for kind, c in per_kind.items()} == {0: 2, 1: 1}
+        assert per_kind[0] | per_kind[1] == held and not per_kind[0] & per_kind[1]
+        assert x["slots"] == m["slots"]
+        assert inst.rpc("sched.info", {"id": m["id"]})["slots"] == x["slots"]
         free = inst.rpc("sched.alloc", {"jobspec": kinds_spec((1, 0, 1))})
         assert not set(idset.decode(free["nodes"][0]["cores"])) & held

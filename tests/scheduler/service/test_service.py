@@ -173,10 +173,12 @@ def test_several_slot_kinds_are_one_exact_allocation(inst):
         2 * 3 + 3 + 1,
         1,
     )  # exactly the slots' sum, not 6 slots of the largest
-    kinds = {k["label"]: k for k in a["kinds"]}
-    assert {label: (k["count"], held(k["nodes"])) for label, k in kinds.items()} == {
-        "s0": (2, (6, 0)), "s1": (3, (3, 0)), "s2": (1, (1, 1))}
-    assert [n["hostname"] for n in kinds["s2"]["nodes"]] == ["node0"]
+    kinds = {}  # kind -> its slots' shares (the jobspec's kinds are s0, s1, s2 in this order)
+    for slot in a["slots"]:
+        kinds.setdefault(slot["kind"], []).append(slot)
+    assert {k: (len(slots), held(slots)) for k, slots in kinds.items()} == {
+        0: (2, (6, 0)), 1: (3, (3, 0)), 2: (1, (1, 1))}
+    assert [s["hostname"] for s in kinds[2]] == ["node0"]
     listed = inst.rpc("sched.list", {"labels": {"g": "mixed"}})["allocations"]
     assert [(x["id"], x["nodes"]) for x in listed] == [(a["id"], a["nodes"])]
     assert inst.rpc("sched.info", {"id": a["id"]})["jobspec"]["resources"][0]["label"] == "s0"
@@ -196,10 +198,10 @@ def test_several_slot_kinds_are_one_exact_allocation(inst):
         "sched.alloc",
         {"jobspec": kinds_spec((2, 0, 1), (1, 0, 2)), "op": "allocate_orelse_reserve"},
     )
-    assert r["status"] == "RESERVED" and held(r["nodes"]) == (6, 0) and "kinds" not in r
+    assert r["status"] == "RESERVED" and held(r["nodes"]) == (6, 0) and "slots" not in r
     inst.rpc("sched.cancel", {"id": r["id"]})
     # partial cancel by ranks frees that rank of every kind
-    rank = kinds["s2"]["nodes"][0]["rank"]
+    rank = kinds[2][0]["rank"]
     out = inst.rpc("sched.cancel", {"id": a["id"], "ranks": str(rank)})
     assert out["freed"] == str(rank)
     whole = inst.rpc("sched.alloc", {"jobspec": spec(4, 1, hosts=f"node{rank}")})

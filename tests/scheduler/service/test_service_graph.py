@@ -23,6 +23,11 @@ GRANULE = memory_granule_mib(MEMORY)  # 32 MiB: 128 memory vertices per node
 RESOURCES = {f"node{i}": {"cores": 8, "sockets": 2, "memory_mib": MEMORY} for i in range(2)}
 
 
+
+def wire(alloc):
+    """An allocation's nodes as sched.list shows them."""
+    return [n.to_wire() for n in alloc.nodes]
+
 def spec(cores, count, memory=0, nnodes=None, hosts=None):
     return build_jobspec([SlotKind(cores, 0, memory, count)], nnodes=nnodes,
                          constraints={"hostlist": [hosts]} if hosts else None)
@@ -187,7 +192,7 @@ def test_graph_growth_and_down_ranks_keep_memory_allocations(tmp_path):
             machine(2), []
         )  # R grows: node1 added to the live graph, allocations kept
         assert [n["hostname"] for n in svc.graph.capacity()] == ["node0", "node1"]
-        assert not svc.allocations[a["id"]].pending and svc.allocations[a["id"]].nodes == a["nodes"]
+        assert not svc.allocations[a["id"]].pending and wire(svc.allocations[a["id"]]) == a["nodes"]
         b = svc.alloc({"jobspec": spec(1, 1, memory=1)})
         assert b["nodes"][0]["hostname"] == "node1"  # node0's memory is still held
         svc.resources_changed(machine(2), [1])
@@ -214,7 +219,7 @@ def test_growth_adds_nodes_in_place_keeping_allocations_and_reservations(tmp_pat
         assert svc.journal.entries() == journal  # no replay
         assert [n["hostname"] for n in svc.graph.capacity()] == ["node0", "node1", "node2"]
         assert set(svc.allocations) == {a["id"], r["id"]}  # the reservation is kept too
-        assert not svc.allocations[a["id"]].pending and svc.allocations[a["id"]].nodes == a["nodes"]
+        assert not svc.allocations[a["id"]].pending and wire(svc.allocations[a["id"]]) == a["nodes"]
         b = svc.alloc({"jobspec": spec(8, 2)})
         assert sorted(n["hostname"] for n in b["nodes"]) == [
             "node1",
@@ -256,8 +261,8 @@ def test_changed_resources_rebuild_the_graph_and_replay_the_journal(tmp_path):
         assert r["id"] not in svc.allocations
         replayed = svc.allocations[a["id"]]
         assert a["nodes"][0]["cores"] == "4-7"  # first match on node1: its upper half
-        assert replayed.pending == {1} and replayed.nodes == a["nodes"]
-        assert svc.journal.entries()[0].nodes == a["nodes"]
+        assert replayed.pending == {1} and wire(replayed) == a["nodes"]
+        assert wire(svc.journal.entries()[0]) == a["nodes"]
         assert [n["cores"] for n in svc.graph.capacity()] == [8, 6]
         # node1 now has cores 0-5; 4-5 are still held by the allocation, 0-3 are free
         b = svc.alloc({"jobspec": spec(4, 1, hosts="node1")})
