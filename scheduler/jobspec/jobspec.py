@@ -8,7 +8,8 @@ mapping may give ``min`` alone (meaning "at least min"), tasks need 3-5 keys.
 Fluxion parses with yaml-cpp, where every scalar is a string converted on use
 (``count: 010`` is octal 8, ``exclusive: True`` is not ``true``); `document` gives this
 module that view of the text and yaml-cpp's conversions, and this module builds the model
-(`Count`, `Resource`, `Task`, `Constraint`, `Jobspec`) with libjobspec's checks.
+(`model`: `Count`, `Resource`, `Task`; `constraint`: `Constraint`) and the `Jobspec` with
+libjobspec's checks.
 
 Errors are :class:`JobspecError` naming the path (``resources[0].with[1].count.min``);
 ``.reason`` keeps Fluxion's wording and ``.what`` is the exact text Fluxion's
@@ -20,14 +21,13 @@ what is missing) the error raised, whose ``str()`` is ``line L, column C: path: 
 
 from __future__ import annotations
 
-import bisect
 import difflib
 import math
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fluxnode.broker_conf import hostlist, idset
+from fluxnode.scheduler.jobspec.constraint import Constraint, parse_constraint
 from fluxnode.scheduler.jobspec.document import (
     DEFAULT_LIMITS,
     FLUXION_STATIC_TYPES,
@@ -49,277 +49,15 @@ from fluxnode.scheduler.jobspec.document import (
     map_items,
     to_python,
 )
+from fluxnode.scheduler.jobspec.model import Count, Resource, Task
 
 __all__ = [
     "FLUXION_STATIC_TYPES",
     "UINT_MAX",
-    "Constraint",
-    "Count",
     "Jobspec",
     "JobspecError",
     "Limits",
-    "Resource",
-    "Task",
 ]
-
-# --------------------------------------------------------------------------------------
-# Data model
-
-
-@dataclass(frozen=True, slots=True)
-class Count:
-    """A resource count: ``min``, or a range ``min..max`` stepping by ``operator operand``.
-
-    A scalar count ``n`` is ``Count(n, n)``; a mapping with ``min`` only leaves ``max`` at
-    ``UINT_MAX`` (libjobspec's default: "at least min").
-    """
-
-    min: int
-    max: int = UINT_MAX
-    operator: str = "+"
-    operand: int = 1
-
-    @property
-    def is_fixed(self) -> bool:
-        return self.min == self.max
-
-    def calc(self, available: int) -> int:
-        """How many to take when ``available`` qualify; 0 when ``min`` cannot be met.
-
-        Fluxion's ``matcher_util_api_t::calc_count``: the largest legal value not above
-        ``available`` or ``max``, with its unsigned 32-bit arithmetic.
-        """
-        lo, hi, qc = self.min, self.max, available
-        if lo > hi or lo > qc:
-            return 0
-        if lo == hi:  # a fixed count (most of them): every operator gives min
-            return lo
-        count, cur = 0, lo
-        if self.operator == "+":
-            count = min(qc, hi)
-            count -= (count - cur) % self.operand
-        elif self.operator == "*":
-            if self.operand == 1:
-                count = cur
-            else:
-                while cur <= qc and cur <= hi:
-                    count = cur
-                    cur = (cur * self.operand) & UINT_MAX
-                    if cur == 0:  # wrapped: Fluxion would spin; stop at the last value
-                        break
-        elif self.operator == "^":
-            if self.operand < 2 or cur == 1:
-                count = cur
-            else:
-                while cur <= qc and cur <= hi:
-                    base, count = cur, cur
-                    for _ in range(1, self.operand):
-                        cur = (cur * base) & UINT_MAX
-                    if cur <= count:  # wrapped
-                        break
-        return count
-
-    @property
-    def effective_max(self) -> int:
-        """Fluxion's ``calc_effective_max``: ``calc(UINT_MAX)``."""
-        return self.calc(UINT_MAX)
-
-    def values(self) -> Iterator[int]:
-        """The legal counts, ascending: min, then min op operand, ... up to max."""
-        cur = self.min
-        while cur <= self.max:
-            yield cur
-            if self.operator == "+":
-                nxt = cur + self.operand
-            elif self.operator == "*":
-                nxt = cur * self.operand
-            else:
-                nxt = cur**self.operand
-            if nxt <= cur:
-                return
-            cur = nxt
-
-    def to_obj(self) -> int | dict[str, Any]:
-        if self.is_fixed and self.operator == "+" and self.operand == 1:
-            return self.min
-        if self.max == UINT_MAX and self.operator == "+" and self.operand == 1:
-            return {"min": self.min}
-        return {"min": self.min, "max": self.max, "operator": self.operator,
-                "operand": self.operand}
-
-
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """One resource vertex request; ``exclusive`` is None when unspecified."""
-
-    type: str
-    count: Count
-    unit: str = ""
-    label: str = ""
-    id: str = ""
-    exclusive: bool | None = None
-    with_: tuple[Resource, ...] = ()
-
-    @property
-    def is_slot(self) -> bool:
-        return self.type == "slot"
-
-    def walk(self) -> Iterator[Resource]:
-        """This resource and all below it, pre-order."""
-        yield self
-        for child in self.with_:
-            yield from child.walk()
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": self.type, "count": self.count.to_obj()}
-        if self.unit:
-            out["unit"] = self.unit
-        if self.label:
-            out["label"] = self.label
-        if self.id:
-            out["id"] = self.id
-        if self.exclusive is not None:
-            out["exclusive"] = self.exclusive
-        if self.with_:
-            out["with"] = [r.to_dict() for r in self.with_]
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class Task:
-    """A task entry. ``count`` holds the one ``per_slot``/``total`` entry as text, as Fluxion."""
-
-    command: tuple[str, ...]
-    slot: str
-    count: Mapping[str, str] = field(default_factory=dict)
-    distribution: str = ""
-    attributes: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def per_slot(self) -> int | None:
-        return _maybe_int(self.count.get("per_slot"))
-
-    @property
-    def total(self) -> int | None:
-        return _maybe_int(self.count.get("total"))
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"command": list(self.command), "slot": self.slot}
-        if self.count:
-            out["count"] = {k: _maybe_int(v) if _maybe_int(v) is not None else v
-                            for k, v in self.count.items()}
-        if self.distribution:
-            out["distribution"] = self.distribution
-        if self.attributes:
-            out["attributes"] = dict(self.attributes)
-        return out
-
-
-def _maybe_int(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
-# --------------------------------------------------------------------------------------
-# RFC 31 constraints, checked as libjobspec's constraint parser checks them
-
-_BAD_PROPERTY_CHARS = set("!&'\"^`|()")
-_NO_END = float("inf")
-
-
-@dataclass(frozen=True, slots=True)
-class Constraint:
-    """An RFC 31 constraint: ``op`` is ``""`` (matches all), ``properties``, ``hostlist``,
-    ``ranks``, ``and``, ``or`` or ``not``; ``values`` are strings or sub-constraints.
-
-    Fluxion applies it only to ``node`` and ``storage_node`` vertices.
-    """
-
-    op: str = ""
-    values: tuple[Any, ...] = ()
-    #: what the values name, never expanded (``n[0-16777215]`` costs what its text
-    #: costs): `hostlist.Matcher` objects (``hostlist``) or ``(lo, hi)`` rank ranges
-    #: (``ranks``)
-    members: tuple = field(default=(), compare=False, repr=False)
-
-    def match(self, name: str, rank: int, properties: Collection[str] = ()) -> bool:
-        if self.op == "":
-            return True
-        if self.op == "properties":
-            for value in self.values:
-                negate = value.startswith("^")
-                found = (value[1:] if negate else value) in properties
-                if found == negate:
-                    return False
-            return True
-        if self.op == "hostlist":
-            return any(name in m for m in self.members)
-        if self.op == "ranks":
-            k = bisect.bisect_right(self.members, (rank, _NO_END)) - 1
-            return k >= 0 and rank <= self.members[k][1]
-        results = (c.match(name, rank, properties) for c in self.values)
-        if self.op == "or":
-            return any(results)
-        matched_all = all(results)
-        return not matched_all if self.op == "not" else matched_all
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.op == "":
-            return {}
-        if self.op in ("and", "or", "not"):
-            return {self.op: [c.to_dict() for c in self.values]}
-        return {self.op: list(self.values)}
-
-
-def _parse_constraint(node: DocNode, path: str) -> Constraint:
-    if node.kind != "map":
-        raise error_at(node, path, "constraint is not a mapping")
-    if len(node) > 1:
-        raise error_at(node, path, "constraint map may not contain > 1 operation")
-    if len(node) == 0:
-        return Constraint()
-    key_node, operands = node.value[0]
-    op = as_str(key_node, path)
-    opath = join_path(path, op)
-    if operands.kind != "seq":
-        raise error_at(operands, opath, f"{op} operator value must be an array")
-    items = operands.value
-    if op == "properties":
-        values = []
-        for i, item in enumerate(items):
-            if item.kind != "scalar" or not item.quoted:
-                raise error_at(item, f"{opath}[{i}]", "non-string property specified")
-            prop = item.value[1:] if item.value.startswith("^") else item.value
-            if _BAD_PROPERTY_CHARS & set(prop):
-                raise error_at(item, f"{opath}[{i}]", f"{item.value} is invalid")
-            values.append(item.value)
-        return Constraint(op, tuple(values))
-    if op in ("hostlist", "ranks"):
-        what = "hostlist" if op == "hostlist" else "idset"
-        values, members = [], []
-        for i, item in enumerate(items):
-            text = as_str(item, f"{opath}[{i}]")
-            try:
-                if op == "hostlist":
-                    members.append(hostlist.Matcher(text))
-                else:
-                    members.extend(idset.decode_ranges(text))
-            except ValueError:
-                raise error_at(item, f"{opath}[{i}]", f"Invalid {what} `{text}'") from None
-            values.append(text)
-        if op == "ranks":  # merged and sorted, for bisect
-            members = idset.decode_ranges(",".join(f"{lo}-{hi}" for lo, hi in members))
-        return Constraint(op, tuple(values), tuple(members))
-    if op in ("and", "or", "not"):
-        return Constraint(
-            op, tuple(_parse_constraint(c, f"{opath}[{i}]") for i, c in enumerate(items))
-        )
-    raise error_at(key_node, path, f"unknown constraint operator: {op}")
-
 
 # --------------------------------------------------------------------------------------
 # Parsing in libjobspec's order
@@ -568,7 +306,7 @@ def _parse_attributes(node: DocNode, path: str) -> _Attributes:
                     for ekey, evalue, epath in map_items(svalue, spath):
                         env[ekey] = as_str(evalue, epath)
                 elif skey == "constraints":
-                    constraints = _parse_constraint(svalue, spath)
+                    constraints = parse_constraint(svalue, spath)
                 else:
                     system[skey] = to_python(svalue, spath)
         else:

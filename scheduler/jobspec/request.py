@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from fluxnode.scheduler.jobspec.jobspec import Constraint, Count, Jobspec, JobspecError
+from fluxnode.scheduler.jobspec.constraint import Constraint
+from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
+from fluxnode.scheduler.jobspec.model import Count
 
 RequestError = JobspecError
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from fluxnode.broker_conf import hostlist, idset
 from fluxnode.broker_conf.rv1 import NodeResources, build_R, parse_R
 from fluxnode.scheduler.jobspec.builder import SlotKind
+from fluxnode.scheduler.jobspec.constraint import Constraint
 from fluxnode.scheduler.jobspec.document import DEFAULT_LIMITS
-from fluxnode.scheduler.jobspec.jobspec import Constraint, Jobspec, JobspecError
+from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.service.allocation import NodeShare, SlotShare, per_node
 from fluxnode.scheduler.service.errors import Busy, InvalidRequest, Unsatisfiable

@@ -19,7 +19,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from fluxnode.scheduler.jobspec.builder import SlotKind, slot_labels
-from fluxnode.scheduler.jobspec.jobspec import Constraint, Count, Jobspec, Resource, Task
+from fluxnode.scheduler.jobspec.constraint import Constraint
+from fluxnode.scheduler.jobspec.jobspec import Jobspec
+from fluxnode.scheduler.jobspec.model import Count, Resource, Task
 from fluxnode.scheduler.service.allocation import NodeShare
 from fluxnode.scheduler.service.errors import Unsatisfiable
 

@@ -13,14 +13,9 @@ from fluxnode.scheduler.jobspec.builder import (
     build_jobspec,
     slot_labels,
 )
-from fluxnode.scheduler.jobspec.jobspec import (
-    UINT_MAX,
-    Constraint,
-    Count,
-    Jobspec,
-    JobspecError,
-    Resource,
-)
+from fluxnode.scheduler.jobspec.constraint import Constraint
+from fluxnode.scheduler.jobspec.jobspec import UINT_MAX, Jobspec, JobspecError
+from fluxnode.scheduler.jobspec.model import Count, Resource
 
 
 class _QuotingDumper(yaml.SafeDumper):
