@@ -11,10 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fluxnode.scheduler.jobspec.constraint import Constraint
-from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
+from fluxnode.scheduler.jobspec.jobspec import Jobspec
 from fluxnode.scheduler.jobspec.model import Count
-
-RequestError = JobspecError
 
 
 @dataclass(eq=False)

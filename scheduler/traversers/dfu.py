@@ -51,7 +51,7 @@ from fluxnode.scheduler.graph.resource_graph import (
     freeze_job_state,
     gc_paused,
 )
-from fluxnode.scheduler.jobspec.request import MatchRequest, Request, RequestError, from_jobspec
+from fluxnode.scheduler.jobspec.request import MatchRequest, Request, from_jobspec
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.readers.rv1 import extend_rv1
 from fluxnode.scheduler.traversers.dfu_cancel import DfuCancel
@@ -303,10 +303,7 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         self.next_jobid = max(self.next_jobid, jobid + 1)
         if jobid in self.jobs:
             raise TraverserError(f"job {jobid} already exists")
-        try:
-            req = self._request(jobspec)
-        except RequestError:
-            raise
+        req = self._request(jobspec)
         if not req.resources:
             raise TraverserError("jobspec requests no resources")
         now = 0 if at is None else at
