@@ -18,7 +18,7 @@ import click
 from fluxnode.agent.broker import attributes as attrs_mod
 from fluxnode.agent.broker import launcher
 from fluxnode.broker_conf import hostlist, render
-from fluxnode.broker_conf.topology import Topology
+from fluxnode.broker_conf.topology import validate_spec
 from fluxnode.commands.common import key_value_pairs
 
 # The keys --test-resources takes: an override file's, less those naming one node's layout.
@@ -54,7 +54,7 @@ def parse_test_resources(text: str) -> dict[str, int | str]:
                 f"{text!r}: expected KEY=VALUE[,KEY=VALUE...], e.g. cores=2,gpus=1",
                 param_hint="'--test-resources'")
     for k, v in out.items():
-        if isinstance(v, str) and v.isdigit():
+        if v.isdigit():
             out[k] = int(v)
         elif k in ("sockets", "memory_mib"):
             raise click.BadParameter(f"{k}: must be a number, not {v!r}",
@@ -153,9 +153,8 @@ def start(
         raise click.UsageError(str(exc)) from None
     tbon_settings = key_value_pairs(tbon, "--tbon")
     hosts = parse_test_hosts(test_hosts, test_size) if test_hosts is not None else None
-    spec = attributes.get("tbon.topo") or topo
-    try:
-        Topology.from_spec(spec, max(test_size, 1))
+    try:  # the spec alone: the launcher builds the tree once, for the size
+        validate_spec(attributes.get("tbon.topo") or topo)
     except ValueError as exc:
         hint = "'-S tbon.topo'" if "tbon.topo" in attributes else "'--topo'"
         raise click.BadParameter(str(exc), param_hint=hint) from None

@@ -166,16 +166,17 @@ def plan(seed: int, steps: int, weights: Mapping[str, float] | None = None) -> l
     return out
 
 
-def choose_seed(default: int | None = None) -> int:
-    """The seed from $FLUXNODE_FAULT_SEED (an integer, or `random` for a fresh one), else
-    `default`, else a fresh one. Tests pass a fixed default, so a run replays the schedule
-    CI ran unless asked for another; the soak asks for a fresh one each round."""
-    text = (os.environ.get(SEED_ENV) or "").strip()
+def choose_seed(default: int | None = None, env: str = SEED_ENV) -> int:
+    """The seed from $`env` (an integer, or `random` for a fresh one), else `default`, else
+    a fresh one. Tests pass a fixed default, so a run replays the schedule CI ran unless
+    asked for another; the soak asks for a fresh one each round. tests/support/seeds.py
+    reads its own variable through here."""
+    text = (os.environ.get(env) or "").strip()
     if text and text != "random":
         try:
             return int(text, 0)
         except ValueError:
-            raise ValueError(f"${SEED_ENV}: not an integer seed or 'random': {text!r}") from None
+            raise ValueError(f"${env}: not an integer seed or 'random': {text!r}") from None
     if default is not None and text != "random":
         return default
     return random.SystemRandom().randrange(2**32)

@@ -10,24 +10,15 @@ e.g. `FLUXNODE_TEST_SEED=random make check`).
 
 from __future__ import annotations
 
-import os
-import random
 import zlib
+
+from fluxnode.testing.fault_schedule import choose_seed
 
 SEED_ENV = "FLUXNODE_TEST_SEED"
 
 
 def choose(name: str) -> int:
     """The seed for the test called `name`, printed with how to replay it."""
-    text = os.environ.get(SEED_ENV, "").strip()
-    if text == "random":
-        seed = random.SystemRandom().randrange(1 << 30)
-    elif text:
-        try:
-            seed = int(text, 0)
-        except ValueError:
-            raise ValueError(f"${SEED_ENV}: not an integer seed or 'random': {text!r}") from None
-    else:
-        seed = zlib.crc32(name.encode()) & ((1 << 30) - 1)
+    seed = choose_seed(default=zlib.crc32(name.encode()) & ((1 << 30) - 1), env=SEED_ENV)
     print(f"seed {seed} ({SEED_ENV}={seed} replays it)")
     return seed
