@@ -41,6 +41,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from fluxnode.testing.kube_crd import CrdNotEmulated
+from fluxnode.testing.kube_crd_schema import prune
 from fluxnode.testing.kube_events import as_core_event, as_events_event
 from fluxnode.testing.kube_eviction import BudgetNotEmulated, budget_status, evict
 from fluxnode.testing.kube_field_validation import (
@@ -51,17 +53,16 @@ from fluxnode.testing.kube_field_validation import (
 )
 from fluxnode.testing.kube_selectors import SelectorError, selector_predicate
 from fluxnode.testing.kube_store import (
-    BY_REF,
     DEFAULT_NAMESPACES,
-    RESOURCES,
     RETURNS_DELETED_OBJECT,
     ApiError,
     KubeStore,
     ResourceType,
     bad_request,
+    json_copy,
     now_rfc3339,
 )
-from fluxnode.testing.kube_tables import PrintingNotEmulated, table, wants_table
+from fluxnode.testing.kube_tables import PrintingNotEmulated, custom_table, table, wants_table
 from fluxnode.testing.kube_tls import ServingCerts, make_serving_certs
 
 SERVER_VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0-fluxnode-emulator",
@@ -72,7 +73,7 @@ SERVER_VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0-fluxnode-e
 # gets 501 naming the path (never a 404 a client could take for "not there, go on").
 NOT_EMULATED_PATHS = ("/openapi/v2", "/healthz", "/livez", "/readyz", "/metrics", "/logs",
                       "/.well-known", "/openid", "/apis/apiregistration.k8s.io",
-                      "/apis/apiextensions.k8s.io", "/apis/authorization.k8s.io",
+                      "/apis/authorization.k8s.io",
                       "/apis/authentication.k8s.io")
 
 
@@ -109,7 +110,7 @@ class RequestInfo:
     @property
     def resource_path(self) -> str:
         """``pods/binding`` style name (without group) as RBAC rules spell it."""
-        plural = BY_REF[self.resource].plural
+        plural = self.resource.split(".", 1)[0]
         return f"{plural}/{self.subresource}" if self.subresource else plural
 
 
@@ -524,6 +525,8 @@ class KubeEmulator:
             self.requests.append(info)
             self._authorize(info, user, authorizer)
             return await self._dispatch(request, info)
+        except CrdNotEmulated as exc:
+            return self._status(not_emulated(request, str(exc)))
         except ApiError as exc:
             return self._status(exc)
         except SelectorError as exc:
@@ -542,14 +545,14 @@ class KubeEmulator:
         patches from its compiled-in types, which carry the same patch strategies."""
         if path.rstrip("/") == "/openapi/v3":
             gvs = sorted({("api/v1" if not r.group else f"apis/{r.group}/{r.version}")
-                          for r in RESOURCES})
+                          for r in self.store.types.values()})
             return {"paths": {gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash=emulator"}
                               for gv in gvs}}
         if not path.startswith("/openapi/v3/"):
             return None
         gv = path.removeprefix("/openapi/v3/").strip("/")
         paths = {}
-        for r in RESOURCES:
+        for r in list(self.store.types.values()):
             if gv != ("api/v1" if not r.group else f"apis/{r.group}/{r.version}"):
                 continue
             scope = "/namespaces/{namespace}" if r.namespaced else ""
@@ -580,7 +583,7 @@ class KubeEmulator:
                     {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self.port}"}
                 ],
             }
-        groups = sorted({(r.group, r.version) for r in RESOURCES if r.group})
+        groups = sorted({(r.group, r.version) for r in list(self.store.types.values()) if r.group})
         if path == "/apis":
             return {
                 "kind": "APIGroupList",
@@ -609,24 +612,24 @@ class KubeEmulator:
             }
         return None
 
-    @staticmethod
-    def _resource_list(group: str, version: str) -> dict:
+    def _resource_list(self, group: str, version: str) -> dict:
         resources = []
-        for r in RESOURCES:
+        for r in list(self.store.types.values()):
             if r.group != group or r.version != version:
                 continue
             verbs = ["create"] if r.plural == "bindings" else \
                 ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-            resources.append(
-                {
-                    "name": r.plural,
-                    "singularName": r.kind.lower(),
-                    "namespaced": r.namespaced,
-                    "kind": r.kind,
-                    "verbs": verbs,
-                    "shortNames": list(r.short_names),
-                }
-            )
+            entry: dict[str, Any] = {
+                "name": r.plural,
+                "singularName": r.singular or r.kind.lower(),
+                "namespaced": r.namespaced,
+                "kind": r.kind,
+                "verbs": verbs,
+                "shortNames": list(r.short_names),
+            }
+            if r.categories:
+                entry["categories"] = list(r.categories)
+            resources.append(entry)
             for sub in r.subresources:
                 entry = {
                     "name": f"{r.plural}/{sub}",
@@ -647,14 +650,14 @@ class KubeEmulator:
             "resources": resources,
         }
 
-    @staticmethod
-    def _parse(request: web.BaseRequest) -> RequestInfo:
+    def _parse(self, request: web.BaseRequest) -> RequestInfo:
+        types = self.store.types
         parts = [p for p in request.path.split("/") if p]
         if parts[:2] == ["api", "v1"]:
             group, rest = "", parts[2:]
         elif len(parts) >= 3 and parts[0] == "apis":
             group, rest = parts[1], parts[3:]
-            if not any(r.group == group and r.version == parts[2] for r in RESOURCES):
+            if not any(r.group == group and r.version == parts[2] for r in list(types.values())):
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
         else:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -664,7 +667,7 @@ class KubeEmulator:
         if not rest:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         ref = rest[0] if not group else f"{rest[0]}.{group}"
-        rt = BY_REF.get(ref)
+        rt = types.get(ref)
         if rt is None or (namespace is not None and not rt.namespaced):
             raise ApiError(
                 404, "NotFound", f"the server could not find the requested resource ({ref})"
@@ -719,15 +722,16 @@ class KubeEmulator:
             reason = authorizer(info)
         if reason is None:
             return
-        rt = BY_REF[info.resource]
-        what = f'{info.resource_path} "{info.name}"' if info.name else info.resource_path
+        # apierrors.NewForbidden names the group resource (no subresource) and the object;
+        # the authorizer's message (responsewriters.forbiddenMessage) the subresource too
+        what = f'{info.resource} "{info.name}"' if info.name else info.resource
         scope = (
             f' in the namespace "{info.namespace}"' if info.namespace else " at the cluster scope"
         )
         message = (
             f'{what} is forbidden: User "{user}" cannot {info.verb} resource '
             f'"{info.resource_path}" '
-            f'in API group "{rt.group}"{scope}'
+            f'in API group "{info.group}"{scope}'
         )
         if reason != "forbidden by the test":
             message += f": {reason}"
@@ -735,7 +739,8 @@ class KubeEmulator:
             403,
             "Forbidden",
             message,
-            {"name": info.name or "", "group": rt.group, "kind": rt.plural},
+            {"name": info.name or "", "group": info.group,
+             "kind": info.resource.split(".", 1)[0]},
         )
 
     async def _body(self, request: web.BaseRequest) -> Any:
@@ -751,7 +756,7 @@ class KubeEmulator:
             raise bad_request(f"the request body is not valid JSON: {exc}") from exc
 
     async def _dispatch(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
-        store, rt, q = self.store, BY_REF[info.resource], info.query
+        store, rt, q = self.store, self.store.resource(info.resource), info.query
         if info.verb == "get":
             try:
                 obj = store.get(info.resource, info.namespace, info.name)  # type: ignore[arg-type]
@@ -825,6 +830,9 @@ class KubeEmulator:
             ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
             kinds = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
                      "application/strategic-merge-patch+json": "strategic"}
+            if rt.ref in store.custom:  # no patch strategies in a CRD's schema (the
+                # customresource handler's supported patch types)
+                kinds.pop("application/strategic-merge-patch+json")
             if ctype not in kinds:
                 raise ApiError(
                     415,
@@ -892,8 +900,7 @@ class KubeEmulator:
         except BudgetNotEmulated:
             return pdb
 
-    @staticmethod
-    def _check_fields(request: web.BaseRequest, rt: ResourceType, info: RequestInfo,
+    def _check_fields(self, request: web.BaseRequest, rt: ResourceType, info: RequestInfo,
                       body: Any) -> list[str]:
         """``fieldValidation``: Strict answers 400 on unknown fields (apiserver
         pkg/endpoints/handlers/create.go, patch.go: the ``strict decoding error`` Status),
@@ -911,6 +918,12 @@ class KubeEmulator:
                 or not isinstance(body, dict) or info.subresource):
             return []
         obj = {**body, "apiVersion": rt.api_version, "kind": rt.kind}
+        custom = self.store.custom.get(rt.ref)
+        if custom is not None:  # what pruning drops is what a strict decoder refuses
+            messages = [f'unknown field "{p}"' for p in prune(json_copy(obj), custom.schema)]
+            if messages and mode == "Strict":
+                raise bad_request(f"strict decoding error: {', '.join(messages)}")
+            return [] if mode == "Ignore" else messages  # the store prunes them
         try:
             paths = [p for p in unknown_field_paths(obj) if not str(p[-1]).startswith("$")]
         except NoSchema:
@@ -923,9 +936,12 @@ class KubeEmulator:
             return []
         return messages
 
-    @staticmethod
-    def _table(request: web.BaseRequest, rt: ResourceType, items: list[dict],
+    def _table(self, request: web.BaseRequest, rt: ResourceType, items: list[dict],
                list_meta: dict) -> dict:
+        custom = self.store.custom.get(rt.ref)
+        if custom is not None:
+            return custom_table(custom.columns, items, list_meta,
+                                request.query.get("includeObject"))
         try:
             return table(rt.ref, items, list_meta, request.query.get("includeObject"))
         except PrintingNotEmulated:

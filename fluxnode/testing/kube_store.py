@@ -23,8 +23,30 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluxnode.testing.kube_crd import (
+    CRD_REF,
+    CrdNotEmulated,
+    CustomResource,
+    define,
+    established_status,
+    name_taken,
+)
+from fluxnode.testing.kube_crd_schema import apply_defaults, prune
+from fluxnode.testing.kube_crd_schema import validate as validate_schema
 from fluxnode.testing.kube_events import event_causes
 from fluxnode.testing.kube_patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from fluxnode.testing.kube_types import (  # noqa: F401 (the store's importers use them)
+    BY_REF,
+    DEFAULT_NAMESPACES,
+    RESOURCES,
+    RETURNS_DELETED_OBJECT,
+    ApiError,
+    ResourceType,
+    bad_request,
+    conflict,
+    invalid,
+    not_found,
+)
 
 _ATOMS = (str, int, float, bool, type(None))
 
@@ -44,135 +66,10 @@ def json_copy(obj: Any) -> Any:
     return copy.deepcopy(obj)
 
 
-@dataclass(frozen=True)
-class ResourceType:
-    """One served resource (what discovery lists)."""
-
-    plural: str
-    kind: str
-    group: str = ""
-    version: str = "v1"
-    namespaced: bool = True
-    subresources: tuple[str, ...] = ()
-    short_names: tuple[str, ...] = ()
-
-    @property
-    def ref(self) -> str:
-        """The name hooks use: ``pods``, ``leases.coordination.k8s.io``."""
-        return self.plural if not self.group else f"{self.plural}.{self.group}"
-
-    @property
-    def api_version(self) -> str:
-        return self.version if not self.group else f"{self.group}/{self.version}"
-
-    @property
-    def has_status(self) -> bool:
-        return "status" in self.subresources
-
-
-RESOURCES: tuple[ResourceType, ...] = (
-    ResourceType(
-        "namespaces", "Namespace", namespaced=False, subresources=("status",), short_names=("ns",)
-    ),
-    ResourceType("nodes", "Node", namespaced=False, subresources=("status",), short_names=("no",)),
-    ResourceType(
-        "pods", "Pod", subresources=("status", "binding", "eviction"), short_names=("po",)
-    ),
-    ResourceType("bindings", "Binding"),
-    ResourceType("secrets", "Secret"),
-    ResourceType("configmaps", "ConfigMap", short_names=("cm",)),
-    ResourceType("serviceaccounts", "ServiceAccount", short_names=("sa",)),
-    ResourceType("services", "Service", subresources=("status",), short_names=("svc",)),
-    ResourceType("events", "Event", short_names=("ev",)),
-    ResourceType("events", "Event", group="events.k8s.io", short_names=("ev",)),
-    ResourceType("leases", "Lease", group="coordination.k8s.io"),
-    ResourceType("jobs", "Job", group="batch", subresources=("status",)),
-    ResourceType(
-        "daemonsets", "DaemonSet", group="apps", subresources=("status",), short_names=("ds",)
-    ),
-    ResourceType(
-        "deployments", "Deployment", group="apps", subresources=("status",), short_names=("deploy",)
-    ),
-    ResourceType("poddisruptionbudgets", "PodDisruptionBudget", group="policy",
-                 subresources=("status",), short_names=("pdb",)),
-    ResourceType("roles", "Role", group="rbac.authorization.k8s.io"),
-    ResourceType("rolebindings", "RoleBinding", group="rbac.authorization.k8s.io"),
-    ResourceType("clusterroles", "ClusterRole", group="rbac.authorization.k8s.io",
-                 namespaced=False),
-    ResourceType("clusterrolebindings", "ClusterRoleBinding", group="rbac.authorization.k8s.io",
-                 namespaced=False),
-)
-BY_REF: dict[str, ResourceType] = {r.ref: r for r in RESOURCES}
-DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-# Resources whose DELETE returns the object (the registry's ReturnDeletedObject); others a Status.
-RETURNS_DELETED_OBJECT = {"pods"}
-
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?)$")
-
-
-class ApiError(Exception):
-    """A failure the API server reports as a ``Status`` object with an HTTP code."""
-
-    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
-        super().__init__(message)
-        self.code, self.reason, self.message, self.details = code, reason, message, details or {}
-
-    def status(self) -> dict:
-        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason, "code": self.code}
-        if self.details:
-            body["details"] = self.details
-        return body
-
-
-def not_found(rt: ResourceType, name: str) -> ApiError:
-    return ApiError(
-        404,
-        "NotFound",
-        f'{rt.ref} "{name}" not found',
-        {"name": name, "group": rt.group, "kind": rt.plural},
-    )
-
-
-def conflict(rt: ResourceType, name: str, why: str) -> ApiError:
-    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {rt.ref} "{name}": {why}',
-                    {"name": name, "group": rt.group, "kind": rt.plural})
-
-
-_CAUSE_REASONS = {"Required value": "FieldValueRequired", "Invalid value": "FieldValueInvalid"}
-
-
-def invalid(rt: ResourceType, name: str, causes: list[tuple[str, str]]) -> ApiError:
-    """422 like ``apierrors.NewInvalid``: ``Kind.group "name" is invalid: field: message``,
-    several errors in brackets, each a cause with its ``field.ErrorType`` reason."""
-    texts = [f"{f}: {m}" for f, m in causes]
-    text = texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]"
-    kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
-    return ApiError(
-        422,
-        "Invalid",
-        f'{kind} "{name}" is invalid: {text}',
-        {
-            "name": name,
-            "group": rt.group,
-            "kind": rt.kind,
-            "causes": [
-                {
-                    "reason": _CAUSE_REASONS.get(m.split(":", 1)[0], "FieldValueInvalid"),
-                    "field": f,
-                    "message": m,
-                }
-                for f, m in causes
-            ],
-        },
-    )
-
-
-def bad_request(message: str) -> ApiError:
-    return ApiError(400, "BadRequest", message)
 
 
 DEFAULT_TERMINATION_GRACE = 30  # seconds: the pod spec default
@@ -312,15 +209,17 @@ class KubeStore:
         self.compacted_rv = 0
         self.history_limit = history_limit
         self._objects: dict[str, dict[tuple[str, str], dict]] = {r.ref: {} for r in RESOURCES}
+        # what is served: the built-in types and those of the CustomResourceDefinitions
+        self.types: dict[str, ResourceType] = dict(BY_REF)
+        self.custom: dict[str, CustomResource] = {}
         self._history: list[Change] = []
         self._watchers: set[Watcher] = set()
         for ns in namespaces:
             self.create("namespaces", None, {"metadata": {"name": ns}})
 
     # -- reading -----------------------------------------------------------------------------
-    @staticmethod
-    def resource(ref: str) -> ResourceType:
-        rt = BY_REF.get(ref)
+    def resource(self, ref: str) -> ResourceType:
+        rt = self.types.get(ref)
         if rt is None:
             raise ApiError(
                 404, "NotFound", f"the server could not find the requested resource ({ref})"
@@ -416,6 +315,25 @@ class KubeStore:
             )
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
 
+    def _prepare_custom(self, rt: ResourceType, obj: dict) -> None:
+        """A custom resource as its CRD's schema decodes it: unknown fields pruned, defaults
+        set (apiextensions-apiserver pkg/apiserver/schema/pruning, .../defaulting)."""
+        custom = self.custom.get(rt.ref)
+        if custom is not None:
+            prune(obj, custom.schema)
+            apply_defaults(obj, custom.schema)
+
+    def _spec_changed(self, rt: ResourceType, new: dict, old: dict) -> bool:
+        """Whether a write bumps metadata.generation: a change of spec for built-in types; for
+        a custom resource a change of anything but metadata, and but status when it has the
+        status subresource (apiextensions-apiserver pkg/registry/customresource/strategy.go,
+        PrepareForUpdate)."""
+        if rt.ref not in self.custom:
+            return new.get("spec") != old.get("spec")
+        skip = ("metadata", "status") if rt.has_status else ("metadata",)
+        return ({k: v for k, v in new.items() if k not in skip}
+                != {k: v for k, v in old.items() if k not in skip})
+
     def _validate(self, rt: ResourceType, obj: dict, *, create: bool = False) -> None:
         meta = obj["metadata"]
         name = meta.get("name", "")
@@ -472,8 +390,11 @@ class KubeStore:
             for key, value in (obj.get("data") or {}).items():
                 if not isinstance(value, str):
                     causes.append((f"data[{key}]", "Invalid value: must be a string"))
-        if rt.plural == "events":
+        if rt.plural == "events" and rt.group in ("", "events.k8s.io"):
             causes += event_causes(obj, events_api=bool(rt.group), create=create)
+        custom = self.custom.get(rt.ref)
+        if custom is not None:
+            causes += validate_schema(obj, custom.schema)
         if causes:
             raise invalid(rt, name, causes)
 
@@ -505,11 +426,13 @@ class KubeStore:
             if not meta.get("name") and meta.get("generateName"):
                 meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
             self._normalize(rt, obj)
+            self._prepare_custom(rt, obj)
             self._validate(rt, obj, create=True)
             name = meta["name"]
             if self._key(rt, ns, name) in self._objects[ref]:
                 raise ApiError(409, "AlreadyExists", f'{rt.ref} "{name}" already exists',
                                {"name": name, "group": rt.group, "kind": rt.plural})
+            definition = self._define(obj) if ref == CRD_REF else None
             for drop in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
                 meta.pop(drop, None)
             meta["uid"] = str(uuid.uuid4())
@@ -519,13 +442,16 @@ class KubeStore:
                 "jobs.batch",
                 "daemonsets.apps",
                 "deployments.apps",
-            ):
+            ) or rt.ref in self.custom:
                 meta["generation"] = 1
             if as_client:
                 self._create_strategy(rt, obj)
             if dry_run:
                 return obj
-            return self._commit(rt, "ADDED", obj, None, copy=not owned)
+            stored = self._commit(rt, "ADDED", obj, None, copy=not owned)
+            if definition is not None:
+                return self._establish(definition, obj)
+            return stored
 
     @staticmethod
     def _create_strategy(rt: ResourceType, obj: dict) -> None:
@@ -592,8 +518,11 @@ class KubeStore:
             else:
                 new.pop("status", None)
         self._normalize(rt, new)
+        self._prepare_custom(rt, new)
         self._validate(rt, new)
-        if new.get("spec") != old.get("spec") and "generation" in new["metadata"]:
+        if rt.ref == CRD_REF:
+            self._redefine(new, old)
+        if "generation" in new["metadata"] and self._spec_changed(rt, new, old):
             new["metadata"]["generation"] += 1
         if old["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             return self._commit(rt, "DELETED", new, old)
@@ -711,13 +640,61 @@ class KubeStore:
                 new["metadata"]["deletionTimestamp"] = now_rfc3339()
                 new["metadata"]["deletionGracePeriodSeconds"] = 0
                 return self._commit(rt, "MODIFIED", new, old), False
+            if rt.ref == CRD_REF:
+                self._undefine(old)
             if rt.ref == "namespaces":
-                for other in RESOURCES:
+                for other in list(self.types.values()):
                     if other.namespaced:
                         for (ns, _name), o in list(self._objects[other.ref].items()):
                             if ns == name:
                                 self._commit(other, "DELETED", json_copy(o), o, copy=False)
             return self._commit(rt, "DELETED", json_copy(old), old), True
+
+    # -- CustomResourceDefinitions ------------------------------------------------------------
+    def _define(self, crd: dict) -> CustomResource:
+        definition = define(crd)
+        if definition.type.ref in self.types:
+            raise name_taken(definition.type.ref)
+        return definition
+
+    def _establish(self, definition: CustomResource, crd: dict) -> dict:
+        """Serve a new CRD's resource and write the status its controllers would (a second
+        write, as theirs is); returns the CRD as created."""
+        self.types[definition.type.ref] = definition.type
+        self.custom[definition.type.ref] = definition
+        self._objects.setdefault(definition.type.ref, {})
+        stored = self._objects[CRD_REF][self._key(self.types[CRD_REF], None,
+                                                  crd["metadata"]["name"])]
+        new = {**stored, "status": established_status(stored)}
+        self._commit(self.types[CRD_REF], "MODIFIED", new, stored, copy=False)
+        return json_copy(stored)  # as created: the status is the controllers' later write
+
+    def _redefine(self, new: dict, old: dict) -> None:
+        """A CRD update: its columns, schema and names apply from now on; its group, plural
+        and scope stay (a real server would serve a second resource: not emulated)."""
+        definition = define(new)
+        before = self.custom.get(f"{old['spec']['names']['plural']}.{old['spec']['group']}")
+        if before is None or before.type.ref != definition.type.ref or \
+                before.type.namespaced != definition.type.namespaced:
+            raise CrdNotEmulated(f"CRD {new['metadata']['name']}: a change of its group, "
+                                 "plural or scope")
+        self.types[definition.type.ref] = definition.type
+        self.custom[definition.type.ref] = definition
+
+    def _undefine(self, crd: dict) -> None:
+        """A deleted CRD: its objects go (the finalizer's controller deletes them on a real
+        server, pkg/controller/finalizer), its watches end, its resource is no longer
+        served."""
+        ref = f"{crd['spec']['names']['plural']}.{crd['spec']['group']}"
+        rt = self.types.get(ref)
+        if rt is None or ref not in self.custom:
+            return
+        for _key, obj in sorted(self._objects.get(ref, {}).items()):
+            self._commit(rt, "DELETED", json_copy(obj), obj, copy=False)
+        for w in list(self._watchers):
+            if w.ref == ref:
+                w.push(("close",))
+        del self.types[ref], self.custom[ref], self._objects[ref]
 
     def bind(self, namespace: str | None, pod_name: str, binding: dict) -> dict:
         """pods/binding: assign a node once (copying the Binding's annotations onto the pod);

@@ -13,6 +13,7 @@ has a printer for every built-in type, so a guess would be a silent difference.
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -338,6 +339,24 @@ def lease_cells(lease: dict, now: datetime.datetime) -> list[Any]:
             age(lease["metadata"].get("creationTimestamp"), now)]
 
 
+# CRDs are printed by apiextensions-apiserver with the generic storage's default convertor
+# (apiserver pkg/registry/rest/table.go, defaultTableConvertor): NAME and CREATED AT (RFC 3339)
+CRD_COLUMNS = [NAME, _column("Created At", "date")]
+
+
+def crd_cells(crd: dict, now: datetime.datetime) -> list[Any]:
+    return [crd["metadata"]["name"], crd["metadata"].get("creationTimestamp", "")]
+
+
+# printers.go printMutatingWebhook / printValidatingWebhook: NAME, WEBHOOKS (how many), AGE
+WEBHOOK_COLUMNS = [NAME, _column("Webhooks", "integer"), AGE]
+
+
+def webhook_configuration_cells(config: dict, now: datetime.datetime) -> list[Any]:
+    return [config["metadata"]["name"], len(config.get("webhooks") or []),
+            age(config["metadata"].get("creationTimestamp"), now)]
+
+
 PRINTERS: dict[str, tuple[list[dict], Callable[[dict, datetime.datetime], list[Any]]]] = {
     "pods": (POD_COLUMNS, pod_cells),
     "nodes": (NODE_COLUMNS, node_cells),
@@ -349,6 +368,11 @@ PRINTERS: dict[str, tuple[list[dict], Callable[[dict, datetime.datetime], list[A
     "namespaces": (NAMESPACE_COLUMNS, namespace_cells),
     "configmaps": (CONFIGMAP_COLUMNS, configmap_cells),
     "leases.coordination.k8s.io": (LEASE_COLUMNS, lease_cells),
+    "customresourcedefinitions.apiextensions.k8s.io": (CRD_COLUMNS, crd_cells),
+    "mutatingwebhookconfigurations.admissionregistration.k8s.io":
+        (WEBHOOK_COLUMNS, webhook_configuration_cells),
+    "validatingwebhookconfigurations.admissionregistration.k8s.io":
+        (WEBHOOK_COLUMNS, webhook_configuration_cells),
 }
 
 
@@ -371,6 +395,12 @@ def table(ref: str, items: list[dict], list_meta: dict, include_object: str | No
     if ref not in PRINTERS:
         raise PrintingNotEmulated(ref)
     columns, cells = PRINTERS[ref]
+    return _rows(columns, cells, items, list_meta, include_object, group_version)
+
+
+def _rows(columns: list[dict], cells: Callable[[dict, datetime.datetime], list[Any]],
+          items: list[dict], list_meta: dict, include_object: str | None,
+          group_version: str = "meta.k8s.io/v1") -> dict:
     now = datetime.datetime.now(datetime.UTC)
     rows = []
     for item in items:
@@ -387,3 +417,113 @@ def table(ref: str, items: list[dict], list_meta: dict, include_object: str | No
         rows.append(row)
     return {"kind": "Table", "apiVersion": group_version, "metadata": list_meta,
             "columnDefinitions": columns, "rows": rows}
+
+
+# -- custom resources ------------------------------------------------------------------------
+def _json_path(path: str) -> list[str | int | None]:
+    """A printer column's simple JSON path (``.status.phase``, ``.spec.list[0].x``,
+    ``.metadata.labels.app\\.kubernetes\\.io/name``, ``[*]``) as steps: keys, indexes, and
+    None for ``[*]``."""
+    steps: list[str | int | None] = []
+    i, n = 0, len(path)
+    while i < n:
+        if path[i] == ".":
+            i += 1
+            key = ""
+            while i < n and path[i] not in ".[":
+                if path[i] == "\\" and i + 1 < n:
+                    i += 1
+                key += path[i]
+                i += 1
+            if key:
+                steps.append(key)
+        elif path[i] == "[":
+            end = path.index("]", i)
+            inner = path[i + 1:end].strip()
+            if inner == "*":
+                steps.append(None)
+            elif inner[:1] in ("'", '"'):
+                steps.append(inner[1:-1])
+            else:
+                steps.append(int(inner))
+            i = end + 1
+        else:
+            raise ValueError(f"unexpected {path[i]!r} in the JSON path {path!r}")
+    return steps
+
+
+_MISSING = object()
+
+
+def _find(obj: Any, steps: list[str | int | None]) -> Any:
+    """The first value `steps` reach in `obj` (client-go jsonpath FindResults, of which the
+    table convertor prints the first), or _MISSING."""
+    if not steps:
+        return obj
+    step, rest = steps[0], steps[1:]
+    if step is None:
+        for item in obj if isinstance(obj, list) else (obj.values() if isinstance(obj, dict)
+                                                       else ()):
+            found = _find(item, rest)
+            if found is not _MISSING:
+                return found
+        return _MISSING
+    if isinstance(step, int):
+        if isinstance(obj, list) and -len(obj) <= step < len(obj):
+            return _find(obj[step], rest)
+        return _MISSING
+    if isinstance(obj, dict) and step in obj:
+        return _find(obj[step], rest)
+    return _MISSING
+
+
+def _printed(value: Any) -> str:
+    """A value as client-go's jsonpath prints it (a string as it is, others as JSON)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _custom_cell(type_: str, value: Any, now: datetime.datetime) -> Any:
+    """tableconvertor.go cellForJSONValue: the cell of one printer column, or None (kubectl
+    prints ``<none>``) when the value is missing or not of the column's type."""
+    if value is _MISSING or value is None:
+        return None
+    if type_ == "string":
+        return _printed(value)
+    if type_ == "integer" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    if type_ == "number" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if type_ == "boolean" and isinstance(value, bool):
+        return value
+    if type_ == "date" and isinstance(value, str):
+        try:
+            when = _parse_time(value)
+        except ValueError:
+            return "<invalid>"
+        return "<unknown>" if when is None else human_duration((now - when).total_seconds())
+    return None
+
+
+def custom_table(columns: tuple[dict, ...], items: list[dict], list_meta: dict,
+                 include_object: str | None = None) -> dict:
+    """The Table of custom resources: NAME, then the CRD version's additionalPrinterColumns
+    (apiextensions-apiserver pkg/registry/customresource/tableconvertor/tableconvertor.go):
+    each a JSON path into the object, its cell typed by the column's type (a ``date`` as an
+    age), ``priority`` kept so kubectl shows priority > 0 only with ``-o wide``."""
+    definitions = [NAME] + [
+        {"name": c["name"], "type": c.get("type", "string"), "format": c.get("format", ""),
+         "description": c.get("description", ""), "priority": int(c.get("priority") or 0)}
+        for c in columns]
+    paths = [_json_path(c["jsonPath"]) for c in columns]
+    now = datetime.datetime.now(datetime.UTC)
+
+    def cells(obj: dict, _now: datetime.datetime) -> list[Any]:
+        return [obj["metadata"]["name"]] + [
+            _custom_cell(c.get("type", "string"), _find(obj, p), now)
+            for c, p in zip(columns, paths, strict=True)]
+
+    return _rows(definitions, cells, items, list_meta, include_object)
