@@ -41,6 +41,13 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from fluxnode.testing.kube_admission import (
+    MUTATING_REF,
+    AdmissionNotEmulated,
+    Attributes,
+    admit,
+    matches,
+)
 from fluxnode.testing.kube_crd import CrdNotEmulated
 from fluxnode.testing.kube_crd_schema import prune
 from fluxnode.testing.kube_events import as_core_event, as_events_event
@@ -165,6 +172,9 @@ class KubeEmulator:
         self._runner: web.ServerRunner | None = None
         self._stopping: asyncio.Event | None = None
         self.certs: ServingCerts | None = None
+        # where the Services that admission webhooks name are served: (namespace, name) ->
+        # a loopback (host, port), as a cluster's Service routing would take the call there
+        self.service_endpoints: dict[tuple[str, str], tuple[str, int]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -524,8 +534,8 @@ class KubeEmulator:
             info = self._parse(request)
             self.requests.append(info)
             self._authorize(info, user, authorizer)
-            return await self._dispatch(request, info)
-        except CrdNotEmulated as exc:
+            return await self._dispatch(request, info, user)
+        except (CrdNotEmulated, AdmissionNotEmulated) as exc:
             return self._status(not_emulated(request, str(exc)))
         except ApiError as exc:
             return self._status(exc)
@@ -755,7 +765,58 @@ class KubeEmulator:
         except (ValueError, yaml.YAMLError) as exc:
             raise bad_request(f"the request body is not valid JSON: {exc}") from exc
 
-    async def _dispatch(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
+    def _webhooks(self, rt: ResourceType) -> list[dict]:
+        """The MutatingWebhookConfigurations that could apply to a write of `rt` (none for
+        the configurations themselves: the API server never calls webhooks on them)."""
+        if rt.group == "admissionregistration.k8s.io":
+            return []
+        return self.store.list(MUTATING_REF)[0]
+
+    async def _admitted(self, operation: str, rt: ResourceType, info: RequestInfo, obj: dict,
+                        old: dict | None, user: str, configurations: list[dict]) -> dict:
+        """`obj` after the mutating webhooks (kube_admission), asked from a worker thread:
+        the server's loop keeps serving, so a webhook may call the API itself."""
+        if not isinstance(obj, dict):
+            raise bad_request("the request body must be a JSON object")
+        meta = obj.setdefault("metadata", {})
+        if rt.namespaced and info.namespace:
+            meta.setdefault("namespace", info.namespace)
+        obj.setdefault("apiVersion", rt.api_version)
+        obj.setdefault("kind", rt.kind)
+        self.store.decode(rt.ref, obj)
+        attrs = Attributes(operation, rt, info.subresource or "", info.namespace or "",
+                           info.name or meta.get("name", ""), obj, old, user,
+                           "dryRun" in info.query)
+
+        def labels(namespace: str) -> dict | None:
+            try:
+                return self.store.get("namespaces", None, namespace)["metadata"].get("labels")
+            except ApiError:
+                return None
+
+        return await asyncio.get_running_loop().run_in_executor(
+            None, admit, attrs, configurations, labels, self.service_endpoints)
+
+    async def _patch_admitted(self, rt: ResourceType, info: RequestInfo, body: Any,
+                              patch_type: str, user: str, configurations: list[dict]) -> dict:
+        """A patch through the mutating webhooks: the patched object is admitted, then
+        written if the object did not change meanwhile (else again, as the API server's
+        GuaranteedUpdate retries its update function)."""
+        for attempt in range(8):
+            old, new, precondition = self.store.patched(info.resource, info.namespace,
+                                                        info.name, body, patch_type)  # type: ignore[arg-type]
+            new = await self._admitted("UPDATE", rt, info, new, old, user, configurations)
+            new["metadata"]["resourceVersion"] = precondition or old["metadata"]["resourceVersion"]
+            try:
+                return self.store.update(info.resource, info.namespace, info.name, new,  # type: ignore[arg-type]
+                                         subresource=info.subresource, as_client=True)
+            except ApiError as exc:
+                if exc.code != 409 or precondition or attempt == 7:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _dispatch(self, request: web.BaseRequest, info: RequestInfo,
+                        user: str = "") -> web.StreamResponse:
         store, rt, q = self.store, self.store.resource(info.resource), info.query
         if info.verb == "get":
             try:
@@ -797,6 +858,11 @@ class KubeEmulator:
         if info.verb == "create":
             if body is None:
                 raise bad_request("the request body is required")
+            if info.subresource in ("binding", "eviction") and any(
+                    matches(hook, Attributes("CREATE", rt, info.subresource, info.namespace or "",
+                                             info.name or "", body, None, user, dry_run), None)
+                    for c in self._webhooks(rt) for hook in c.get("webhooks") or []):
+                raise not_emulated(request, f"mutating webhooks on {rt.plural}/{info.subresource}")
             if info.subresource == "binding":
                 result = store.bind(info.namespace, info.name, body)  # type: ignore[arg-type]
                 return web.json_response(result, status=201)
@@ -817,12 +883,19 @@ class KubeEmulator:
             # aliases can make): the store keeps it, and the response is the stored
             # object, serialized at once (no copy either way)
             owned = "yaml" not in request.headers.get("Content-Type", "")
+            configurations = self._webhooks(rt)
+            if configurations:
+                body = await self._admitted("CREATE", rt, info, body, None, user, configurations)
             obj = store.create(info.resource, info.namespace, body, as_client=True,
                                dry_run=dry_run, owned=owned)
             return _warned(warnings, web.json_response(obj, status=201))
         if info.verb == "update":
             if body is None:
                 raise bad_request("the request body is required")
+            configurations = self._webhooks(rt)
+            if configurations:
+                old = store.get(info.resource, info.namespace, info.name)  # type: ignore[arg-type]
+                body = await self._admitted("UPDATE", rt, info, body, old, user, configurations)
             obj = store.update(info.resource, info.namespace, info.name, body,  # type: ignore[arg-type]
                                subresource=info.subresource, as_client=True)
             return _warned(warnings, web.json_response(obj))
@@ -840,6 +913,11 @@ class KubeEmulator:
                     "the body of the request was in an unknown format - accepted media types "
                     f"include: {', '.join(kinds)}",
                 )
+            configurations = self._webhooks(rt)
+            if configurations:
+                obj = await self._patch_admitted(rt, info, body, kinds[ctype], user,
+                                                 configurations)
+                return _warned(warnings, web.json_response(obj))
             obj = store.patch(info.resource, info.namespace, info.name, body, kinds[ctype],  # type: ignore[arg-type]
                               subresource=info.subresource, as_client=True)
             return _warned(warnings, web.json_response(obj))

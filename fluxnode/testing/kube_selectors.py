@@ -87,6 +87,22 @@ class LabelSelector:
                     raise SelectorError(f"unable to parse requirement: {text!r}: trailing ','")
         return cls(tuple(reqs))
 
+    @classmethod
+    def from_object(cls, selector: Mapping[str, Any] | None) -> LabelSelector:
+        """A metav1.LabelSelector object (matchLabels, matchExpressions), as
+        LabelSelectorAsSelector reads it: nil or empty selects everything; an unknown
+        operator is a SelectorError."""
+        reqs = [Requirement(k, "=", (v,)) for k, v in
+                sorted(((selector or {}).get("matchLabels") or {}).items())]
+        ops = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!exists"}
+        for expr in (selector or {}).get("matchExpressions") or []:
+            op = ops.get(expr.get("operator"))
+            if op is None:
+                raise SelectorError(f"{expr.get('operator')!r} is not a valid label selector "
+                                    "operator")
+            reqs.append(Requirement(expr.get("key", ""), op, tuple(expr.get("values") or ())))
+        return cls(tuple(reqs))
+
     def matches(self, labels: Mapping[str, str] | None) -> bool:
         labels = labels or {}
         return all(r.matches(labels) for r in self.requirements)

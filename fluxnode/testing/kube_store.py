@@ -23,6 +23,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluxnode.testing.kube_admission import (
+    MUTATING_REF,
+    VALIDATING_REF,
+    configuration_causes,
+    default_configuration,
+)
 from fluxnode.testing.kube_crd import (
     CRD_REF,
     CrdNotEmulated,
@@ -315,6 +321,11 @@ class KubeStore:
             )
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
 
+    def decode(self, ref: str, obj: dict) -> None:
+        """What decoding a request body does to it before admission sees it: a custom
+        resource pruned and defaulted by its schema."""
+        self._prepare_custom(self.resource(ref), obj)
+
     def _prepare_custom(self, rt: ResourceType, obj: dict) -> None:
         """A custom resource as its CRD's schema decodes it: unknown fields pruned, defaults
         set (apiextensions-apiserver pkg/apiserver/schema/pruning, .../defaulting)."""
@@ -395,11 +406,22 @@ class KubeStore:
         custom = self.custom.get(rt.ref)
         if custom is not None:
             causes += validate_schema(obj, custom.schema)
+        if rt.ref in (MUTATING_REF, VALIDATING_REF):
+            causes += configuration_causes(obj)
         if causes:
             raise invalid(rt, name, causes)
 
     @staticmethod
     def _normalize(rt: ResourceType, obj: dict) -> None:
+        if rt.ref in (MUTATING_REF, VALIDATING_REF):
+            default_configuration(obj)
+        if rt.ref == "namespaces":
+            # the namespace strategy labels every namespace with its name, for namespace
+            # selectors (pkg/registry/core/namespace/strategy.go, PrepareForCreate/Update)
+            meta = obj["metadata"]
+            if meta.get("name"):
+                meta["labels"] = {**(meta.get("labels") or {}),
+                                  "kubernetes.io/metadata.name": meta["name"]}
         if rt.ref == "secrets":
             string_data = obj.pop("stringData", None) or {}
             data = obj.setdefault("data", {}) if string_data else obj.get("data")
@@ -558,6 +580,16 @@ class KubeStore:
         """PATCH semantics for ``merge``, ``strategic`` and ``json`` patches."""
         rt = self.resource(ref)
         with self.lock:
+            _old, new, precondition = self.patched(ref, namespace, name, patch, patch_type)
+            return self._write(rt, namespace, name, new, subresource, as_client, precondition)
+
+    def patched(self, ref: str, namespace: str | None, name: str, patch: Any,
+                patch_type: str) -> tuple[dict, dict, str | None]:
+        """What a patch makes of the stored object, not written: (the stored object, which
+        the caller only reads; the patched one; the patch's own resourceVersion, a
+        precondition)."""
+        rt = self.resource(ref)
+        with self.lock:
             old = self._objects[ref].get(self._key(rt, namespace, name))
             if old is None:
                 raise not_found(rt, name)
@@ -581,7 +613,7 @@ class KubeStore:
                 if isinstance(patch, dict)
                 else None
             )
-            return self._write(rt, namespace, name, new, subresource, as_client, precondition)
+            return old, new, precondition
 
     def delete(
         self, ref: str, namespace: str | None, name: str, options: dict | None = None,

@@ -45,9 +45,13 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def make_serving_certs(directory: Path) -> ServingCerts:
-    """A CA and a certificate it signed for 127.0.0.1/localhost, written to `directory`
-    (the private key mode 0600)."""
+def make_serving_certs(directory: Path, *, dns_names: tuple[str, ...] = ("localhost",),
+                       ips: tuple[str, ...] = ("127.0.0.1",),
+                       name: str = "apiserver") -> ServingCerts:
+    """A CA and a certificate it signed for `ips` and `dns_names` (by default the API
+    server's: 127.0.0.1/localhost; an admission webhook's test server asks for its Service's
+    ``NAME.NAMESPACE.svc``), written to `directory` as ``ca.crt``, ``NAME.crt`` and
+    ``NAME.key`` (the private key mode 0600)."""
     now = datetime.datetime.now(datetime.UTC)
     not_before, not_after = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=2)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -74,7 +78,7 @@ def make_serving_certs(directory: Path) -> ServingCerts:
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
         x509.CertificateBuilder()
-        .subject_name(_name("kube-apiserver"))
+        .subject_name(_name("kube-apiserver" if name == "apiserver" else name))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
@@ -82,7 +86,8 @@ def make_serving_certs(directory: Path) -> ServingCerts:
         .not_valid_after(not_after)
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+                [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+                + [x509.DNSName(dns) for dns in dns_names]
             ),
             critical=False,
         )
@@ -95,7 +100,7 @@ def make_serving_certs(directory: Path) -> ServingCerts:
         .sign(ca_key, hashes.SHA256())
     )
     directory.mkdir(parents=True, exist_ok=True)
-    cert_path, key_path = directory / "apiserver.crt", directory / "apiserver.key"
+    cert_path, key_path = directory / f"{name}.crt", directory / f"{name}.key"
     key_path.touch(mode=0o600)
     key_path.write_bytes(
         key.private_bytes(
