@@ -81,6 +81,31 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?)$")
 DEFAULT_TERMINATION_GRACE = 30  # seconds: the pod spec default
 
 
+def scheduling_gate_causes(pod: dict, old: dict | None) -> list[tuple[str, str]]:
+    """A pod's schedulingGates as pkg/apis/core/validation/validation.go checks them: each
+    named, no name twice (validateSchedulingGates); on an update only removals
+    (validateOnlyDeletedSchedulingGates: a new gate is Forbidden, named by its index in the
+    new list)."""
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    causes: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for i, gate in enumerate(gates):
+        name = gate.get("name", "") if isinstance(gate, dict) else ""
+        if not name:
+            causes.append((f"spec.schedulingGates[{i}].name", "Required value"))
+        elif name in seen:
+            causes.append((f"spec.schedulingGates[{i}].name", f'Duplicate value: "{name}"'))
+        seen.add(name)
+    if old is not None and gates:
+        before = {g.get("name") for g in (old.get("spec") or {}).get("schedulingGates") or []}
+        for i, gate in enumerate(gates):
+            name = gate.get("name", "") if isinstance(gate, dict) else ""
+            if name and name not in before:
+                causes.append((f"spec.schedulingGates[{i}].name", "Forbidden: only deletion is "
+                               f"allowed, but found new scheduling gate '{name}'"))
+    return causes
+
+
 def pod_grace_period(pod: dict, options: dict | None) -> int:
     """The grace period of a pod DELETE, as the pod strategy's CheckGracefulDelete decides it:
     the request's gracePeriodSeconds, else the pod's terminationGracePeriodSeconds (default
@@ -345,7 +370,8 @@ class KubeStore:
         return ({k: v for k, v in new.items() if k not in skip}
                 != {k: v for k, v in old.items() if k not in skip})
 
-    def _validate(self, rt: ResourceType, obj: dict, *, create: bool = False) -> None:
+    def _validate(self, rt: ResourceType, obj: dict, *, create: bool = False,
+                  old: dict | None = None) -> None:
         meta = obj["metadata"]
         name = meta.get("name", "")
         causes: list[tuple[str, str]] = []
@@ -391,6 +417,7 @@ class KubeStore:
                     causes.append((f"spec.containers[{i}].name", "Required value"))
                 if not isinstance(c, dict) or not c.get("image"):
                     causes.append((f"spec.containers[{i}].image", "Required value"))
+            causes += scheduling_gate_causes(obj, old)
         if rt.ref == "secrets":
             for key, value in (obj.get("data") or {}).items():
                 try:
@@ -483,6 +510,12 @@ class KubeStore:
             spec.setdefault("restartPolicy", "Always")
             spec.setdefault("dnsPolicy", "ClusterFirst")
             obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+            if spec.get("schedulingGates"):
+                # pod strategy PrepareForCreate, applySchedulingGatedCondition
+                obj["status"]["conditions"] = [{
+                    "type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                    "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    "lastProbeTime": None, "lastTransitionTime": None}]
         elif rt.ref == "namespaces":
             obj["status"] = {"phase": "Active"}
         elif rt.has_status and rt.ref != "nodes":
@@ -541,7 +574,7 @@ class KubeStore:
                 new.pop("status", None)
         self._normalize(rt, new)
         self._prepare_custom(rt, new)
-        self._validate(rt, new)
+        self._validate(rt, new, old=old)
         if rt.ref == CRD_REF:
             self._redefine(new, old)
         if "generation" in new["metadata"] and self._spec_changed(rt, new, old):
@@ -761,6 +794,13 @@ class KubeStore:
                     pod_name,
                     f'pod {pod_name} is already assigned to node "{bound}"',
                 )
+            if (old.get("spec") or {}).get("schedulingGates"):
+                # "Reject binding to a scheduling un-ready Pod" (storage.go
+                # setPodNodeAndMetadata; assignPod makes it a Conflict on pods/binding)
+                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding '
+                               f'"{pod_name}": pod {pod_name} has non-empty '
+                               ".spec.schedulingGates",
+                               {"name": pod_name, "kind": "pods/binding"})
             # stored objects are never changed in place: copy only what this write changes
             new = {**old, "metadata": {**old["metadata"]}, "spec": {**old["spec"]},
                    "status": {**(old.get("status") or {})}}

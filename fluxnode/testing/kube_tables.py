@@ -109,12 +109,16 @@ POD_COLUMNS = [NAME, _column("Ready"), _column("Status"), _column("Restarts"), A
 
 
 def pod_cells(pod: dict, now: datetime.datetime) -> list[Any]:
-    """printPod: READY is ready/total containers, STATUS the phase unless a container's
+    """printPod: READY is ready/total containers, STATUS the phase (``SchedulingGated`` while
+    the PodScheduled condition says so) unless a container's
     waiting or terminated reason, or the pod's own reason, says more; ``Terminating`` once
     it has a deletionTimestamp."""
     meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
     containers = spec.get("containers") or []
     reason = status.get("reason") or status.get("phase") or ""
+    if any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
+           for c in status.get("conditions") or []):
+        reason = "SchedulingGated"
     restarts, ready, running = 0, 0, False
     initializing = False
     init_statuses = status.get("initContainerStatuses") or []

@@ -116,7 +116,9 @@ def conflict(rt: ResourceType, name: str, why: str) -> ApiError:
                     {"name": name, "group": rt.group, "kind": rt.plural})
 
 
-_CAUSE_REASONS = {"Required value": "FieldValueRequired", "Invalid value": "FieldValueInvalid"}
+_CAUSE_REASONS = {"Required value": "FieldValueRequired", "Invalid value": "FieldValueInvalid",
+                  "Forbidden": "FieldValueForbidden", "Duplicate value": "FieldValueDuplicate",
+                  "Unsupported value": "FieldValueNotSupported"}
 
 
 def invalid(rt: ResourceType, name: str, causes: list[tuple[str, str]]) -> ApiError:
