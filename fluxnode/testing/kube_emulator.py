@@ -58,6 +58,8 @@ from fluxnode.testing.kube_field_validation import (
     field_name,
     unknown_field_paths,
 )
+from fluxnode.testing.kube_job_controller import USER as JOB_CONTROLLER_USER
+from fluxnode.testing.kube_job_controller import JobController
 from fluxnode.testing.kube_selectors import SelectorError, selector_predicate
 from fluxnode.testing.kube_store import (
     DEFAULT_NAMESPACES,
@@ -145,6 +147,7 @@ class KubeEmulator:
         user: str = "system:serviceaccount:default:emulator-user",
         directory: str | Path | None = None,
         bookmark_interval: float | None = None,
+        job_controller: bool = False,
     ):
         self.store = KubeStore(namespaces)
         self.token, self.user = token, user
@@ -175,6 +178,8 @@ class KubeEmulator:
         # where the Services that admission webhooks name are served: (namespace, name) ->
         # a loopback (host, port), as a cluster's Service routing would take the call there
         self.service_endpoints: dict[tuple[str, str], tuple[str, int]] = {}
+        self._job_controller_wanted = job_controller
+        self.job_controller: JobController | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -211,7 +216,16 @@ class KubeEmulator:
                 f"kube emulator failed to start: {errors[0] if errors else 'timeout'}"
             )
         self._write_kubeconfig()
+        if self._job_controller_wanted:
+            self.start_job_controller()
         return self
+
+    def start_job_controller(self) -> JobController:
+        """Run the emulated Job controller (kube_job_controller), as its own identity."""
+        if self.job_controller is None:
+            path = self.add_identity(JOB_CONTROLLER_USER, lambda info: None)
+            self.job_controller = JobController(self.store, self.api_client(path)).start()
+        return self.job_controller
 
     async def _serve(self, ready: threading.Event) -> None:
         # aiohttp's low-level server: every path goes to one handler, so the application
@@ -237,6 +251,9 @@ class KubeEmulator:
         await self._runner.cleanup()
 
     def stop(self) -> None:
+        if self.job_controller is not None:
+            self.job_controller.stop()
+            self.job_controller = None
         if self._loop and self._stopping and self._thread and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stopping.set)
             self._thread.join(10)

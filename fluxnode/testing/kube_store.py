@@ -81,6 +81,34 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?)$")
 DEFAULT_TERMINATION_GRACE = 30  # seconds: the pod spec default
 
 
+def default_job(job: dict) -> None:
+    """A batch/v1 Job as the API server stores it (in place): the defaults of
+    pkg/apis/batch/v1/defaults.go (parallelism and completions 1 when neither is set,
+    parallelism 1, backoffLimit 6, completionMode NonIndexed, suspend false,
+    podReplacementPolicy TerminatingOrFailed) and the job strategy's generated selector
+    (pkg/registry/batch/job/strategy.go, generateSelector): the template labelled with the
+    Job's uid and name, the selector matching the uid."""
+    spec = job.setdefault("spec", {})
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy",
+                    "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
+    if spec.get("manualSelector"):
+        return
+    meta = job["metadata"]
+    uid, name = meta["uid"], meta["name"]
+    template_meta = spec.setdefault("template", {}).setdefault("metadata", {})
+    template_meta["labels"] = {**(template_meta.get("labels") or {}),
+                               "batch.kubernetes.io/controller-uid": uid,
+                               "batch.kubernetes.io/job-name": name,
+                               "controller-uid": uid, "job-name": name}
+    spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+
+
 def scheduling_gate_causes(pod: dict, old: dict | None) -> list[tuple[str, str]]:
     """A pod's schedulingGates as pkg/apis/core/validation/validation.go checks them: each
     named, no name twice (validateSchedulingGates); on an update only removals
@@ -245,6 +273,9 @@ class KubeStore:
         self.custom: dict[str, CustomResource] = {}
         self._history: list[Change] = []
         self._watchers: set[Watcher] = set()
+        # called with every committed Change, under the lock: must only note it (the
+        # emulated controllers queue the object's key and act on their own thread)
+        self.listeners: list[Callable[[Change], None]] = []
         for ns in namespaces:
             self.create("namespaces", None, {"metadata": {"name": ns}})
 
@@ -300,6 +331,8 @@ class KubeStore:
         for w in list(self._watchers):
             if w.ref == rt.ref:
                 w.push(("change", change))
+        for listener in self.listeners:
+            listener(change)
         return json_copy(obj) if copy else obj
 
     def _check_namespace(self, rt: ResourceType, namespace: str | None, obj: dict) -> str | None:
@@ -518,6 +551,9 @@ class KubeStore:
                     "lastProbeTime": None, "lastTransitionTime": None}]
         elif rt.ref == "namespaces":
             obj["status"] = {"phase": "Active"}
+        elif rt.ref == "jobs.batch":
+            default_job(obj)
+            obj.pop("status", None)
         elif rt.has_status and rt.ref != "nodes":
             obj.pop("status", None)
 

@@ -253,7 +253,7 @@ JOB_COLUMNS = [NAME, _column("Status"), _column("Completions"), _column("Duratio
 # printJob's Status: the first of these conditions that is True, else Running (Terminating
 # once deleting, checked after Complete and Failed)
 _JOB_STATES = (("Complete", "Complete"), ("Failed", "Failed"), ("Suspended", "Suspended"),
-               ("FailureTarget", "FailureTarget"))
+               ("FailureTarget", "FailureTarget"), ("SuccessCriteriaMet", "SuccessCriteriaMet"))
 
 
 def job_cells(job: dict, now: datetime.datetime) -> list[Any]:

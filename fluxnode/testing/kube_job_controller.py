@@ -1,0 +1,289 @@
+"""The Job controller, for tests that need batch/v1 Jobs to make pods (off unless asked for:
+``KubeEmulator(job_controller=True)`` or ``kube.start_job_controller()``).
+
+It does what kube-controller-manager's pkg/controller/job/job_controller.go does for the
+Jobs fluxnode's workloads use, as a client of the API: it reads the store (its informer
+cache) and writes through the emulator's HTTPS API with the official client, as
+``system:serviceaccount:kube-system:job-controller``, so its pods go through admission
+webhooks and validation like any other client's. On each change of a Job or of a pod it
+controls (``syncJob``):
+
+- pods are counted from their phase (active: neither Succeeded nor Failed and not being
+  deleted; ``ready``: active with the Ready condition; ``terminating``: being deleted);
+- not suspended, pods are created from the template up to ``parallelism`` and the
+  completions still missing (``manageJob``), named ``JOB-xxxxx``, or ``JOB-INDEX-xxxxx``
+  for ``completionMode: Indexed``, the lowest missing indexes first; each carries the
+  template's labels (the API server added ``batch.kubernetes.io/controller-uid``,
+  ``batch.kubernetes.io/job-name``, ``controller-uid``, ``job-name``), the controller
+  ownerReference, and for Indexed the ``batch.kubernetes.io/job-completion-index`` annotation
+  and label, the ``JOB_COMPLETION_INDEX`` variable and the hostname ``JOB-INDEX``
+  (utils.go, indexed_job_utils.go); ``startTime`` is set when the Job starts or resumes;
+- suspended, its active pods are deleted and it gets ``Suspended`` (``JobSuspended``; on
+  resume False, ``JobResumed``);
+- more failed pods than ``backoffLimit``: ``FailureTarget`` and the active pods deleted,
+  then ``Failed`` (``BackoffLimitExceeded``) once none is left; enough succeeded pods
+  (``completions``, every index for Indexed, or one for a work queue):
+  ``SuccessCriteriaMet`` then ``Complete`` (``CompletionsReached``) with ``completionTime``
+  (the terminal conditions wait for the pods, as with JobManagedBy since 1.32).
+
+Not emulated (documented, never guessed): the pod backoff delay before a failed pod is
+replaced (the emulator replaces it at once), the ``batch.kubernetes.io/job-tracking``
+finalizer, ``podFailurePolicy``, ``successPolicy``, ``backoffLimitPerIndex``,
+``activeDeadlineSeconds``, ``ttlSecondsAfterFinished``, and the garbage collector (pods of
+a deleted Job stay).
+"""
+
+from __future__ import annotations
+
+import datetime
+import queue
+import threading
+from typing import Any
+
+from fluxnode.testing.kube_store import Change, KubeStore
+from fluxnode.testing.kube_types import ApiError
+
+USER = "system:serviceaccount:kube-system:job-controller"
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _owner(pod: dict) -> tuple[str, str] | None:
+    """(job name, job uid) of the Job controlling a pod."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == "Job" and \
+                ref.get("apiVersion") == "batch/v1":
+            return ref.get("name", ""), ref.get("uid", "")
+    return None
+
+
+def _condition(job: dict, type_: str) -> dict | None:
+    return next((c for c in (job.get("status") or {}).get("conditions") or []
+                 if c.get("type") == type_), None)
+
+
+def _true(job: dict, type_: str) -> bool:
+    found = _condition(job, type_)
+    return found is not None and found.get("status") == "True"
+
+
+def _index(pod: dict) -> int | None:
+    value = ((pod["metadata"].get("annotations") or {}).get(INDEX))
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _intervals(indexes: set[int]) -> str:
+    """status.completedIndexes: ``0-2,5`` (indexed_job_utils.go, succeededIndexes.String)."""
+    out: list[str] = []
+    for i in sorted(indexes):
+        if out and out[-1].split("-")[-1] == str(i - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ",".join(out)
+
+
+class JobController:
+    """One thread syncing the Jobs whose Job or pods changed."""
+
+    def __init__(self, store: KubeStore, api_client: Any):
+        from kubernetes import client
+
+        self.store = store
+        self.core = client.CoreV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
+        self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="job-controller", daemon=True)
+        self.errors: list[str] = []  # what a sync could not do (a test may assert it is empty)
+
+    def start(self) -> JobController:
+        self.store.listeners.append(self._noticed)
+        for job in self.store.list("jobs.batch")[0]:
+            self._queue.put((job["metadata"]["namespace"], job["metadata"]["name"]))
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._noticed in self.store.listeners:
+            self.store.listeners.remove(self._noticed)
+        self._queue.put(None)
+        self._thread.join(10)
+
+    def _noticed(self, change: Change) -> None:
+        if change.ref == "jobs.batch":
+            meta = change.obj["metadata"]
+            self._queue.put((meta.get("namespace", ""), meta["name"]))
+        elif change.ref == "pods":
+            owner = _owner(change.obj)
+            if owner is not None:
+                self._queue.put((change.obj["metadata"].get("namespace", ""), owner[0]))
+
+    def _run(self) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        while True:
+            key = self._queue.get()
+            if key is None:
+                return
+            pending = {key}
+            while not self._queue.empty():  # a burst of changes: each Job synced once
+                more = self._queue.get()
+                if more is None:
+                    return
+                pending.add(more)
+            for namespace, name in sorted(pending):
+                try:
+                    self.sync(namespace, name)
+                except ApiException as exc:
+                    if exc.status in (404, 409):  # gone, or changed: the change re-queues it
+                        continue
+                    self.errors.append(f"{namespace}/{name}: {exc.status} {exc.body}")
+                except Exception as exc:  # noqa: BLE001 (kept for the test to see)
+                    self.errors.append(f"{namespace}/{name}: {exc!r}")
+
+    # -- syncJob -------------------------------------------------------------------------
+    def sync(self, namespace: str, name: str) -> None:
+        try:
+            job = self.store.get("jobs.batch", namespace, name)
+        except ApiError:  # deleted: nothing to do
+            return
+        if _true(job, "Complete") or _true(job, "Failed"):
+            return
+        uid = job["metadata"]["uid"]
+        pods = [p for p in self.store.list("pods", namespace)[0] if _owner(p) == (name, uid)]
+        spec = job.get("spec") or {}
+        terminal = ("Succeeded", "Failed")
+        phase = [(p, (p.get("status") or {}).get("phase")) for p in pods]
+        active = [p for p, ph in phase if ph not in terminal
+                  and not p["metadata"].get("deletionTimestamp")]
+        terminating = [p for p, ph in phase if ph not in terminal
+                       and p["metadata"].get("deletionTimestamp")]
+        succeeded = [p for p, ph in phase if ph == "Succeeded"]
+        failed = [p for p, ph in phase if ph == "Failed"]
+        indexed = spec.get("completionMode") == "Indexed"
+        completions = spec.get("completions")
+        done_indexes = {i for p in succeeded if (i := _index(p)) is not None}
+        if indexed:
+            success = completions is not None and len(done_indexes) >= completions
+        elif completions is not None:
+            success = len(succeeded) >= completions
+        else:
+            success = bool(succeeded) and not active
+        status = dict(job.get("status") or {})
+        conditions = list(status.get("conditions") or [])
+
+        def condition(type_: str, value: str, reason: str, message: str) -> None:
+            nonlocal conditions
+            old = next((c for c in conditions if c.get("type") == type_), None)
+            if old is not None and old.get("status") == value:
+                return
+            conditions = [c for c in conditions if c.get("type") != type_] + [{
+                "type": type_, "status": value, "reason": reason, "message": message,
+                "lastProbeTime": _now(), "lastTransitionTime": _now()}]
+
+        if len(failed) > int(spec.get("backoffLimit", 6)):
+            condition("FailureTarget", "True", "BackoffLimitExceeded",
+                      "Job has reached the specified backoff limit")
+            self._delete(active)
+            if not active and not terminating:
+                condition("Failed", "True", "BackoffLimitExceeded",
+                          "Job has reached the specified backoff limit")
+            active = []
+        elif success:
+            condition("SuccessCriteriaMet", "True", "CompletionsReached",
+                      "Reached expected number of succeeded pods")
+            self._delete(active)
+            if not active and not terminating:
+                condition("Complete", "True", "CompletionsReached",
+                          "Reached expected number of succeeded pods")
+                status["completionTime"] = _now()
+            active = []
+        elif spec.get("suspend"):
+            self._delete(active)
+            active = []
+            condition("Suspended", "True", "JobSuspended", "Job suspended")
+        else:
+            if _true(job, "Suspended"):
+                condition("Suspended", "False", "JobResumed", "Job resumed")
+                status["startTime"] = _now()
+            status.setdefault("startTime", _now())
+            active = self._manage(job, active, succeeded, done_indexes)
+        ready = sum(1 for p in active if any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (p.get("status") or {}).get("conditions") or []))
+        status.update(active=len(active), succeeded=len(succeeded), failed=len(failed),
+                      ready=ready, terminating=len(terminating), conditions=conditions,
+                      uncountedTerminatedPods={})
+        if indexed:
+            status["completedIndexes"] = _intervals(done_indexes)
+        for zero in ("active", "succeeded", "failed"):  # omitempty
+            if not status[zero]:
+                del status[zero]
+        if not conditions:
+            del status["conditions"]
+        if status != (job.get("status") or {}):
+            self.batch.replace_namespaced_job_status(name, namespace, {
+                **job, "status": status})
+
+    def _delete(self, pods: list[dict]) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        for pod in pods:
+            try:
+                self.core.delete_namespaced_pod(pod["metadata"]["name"],
+                                                pod["metadata"]["namespace"])
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+    def _manage(self, job: dict, active: list[dict], succeeded: list[dict],
+                done_indexes: set[int]) -> list[dict]:
+        """Create the pods missing (manageJob); returns the active pods after it."""
+        spec = job["spec"]
+        parallelism = int(spec.get("parallelism", 1))
+        completions = spec.get("completions")
+        if spec.get("completionMode") == "Indexed":
+            busy = {_index(p) for p in active}
+            missing = [i for i in range(int(completions or 0))
+                       if i not in done_indexes and i not in busy]
+            new: list[int | None] = list(missing[:max(0, parallelism - len(active))])
+        else:
+            want = parallelism if completions is None else \
+                min(parallelism, int(completions) - len(succeeded))
+            if completions is None and succeeded:
+                want = 0
+            new = [None] * max(0, want - len(active))
+        made = [self.core.create_namespaced_pod(job["metadata"]["namespace"],
+                                                self._pod(job, index)) for index in new]
+        return active + [self.core.api_client.sanitize_for_serialization(p) for p in made]
+
+    @staticmethod
+    def _pod(job: dict, index: int | None) -> dict:
+        """A pod from the Job's template (controller_utils.go GetPodFromTemplate, with the
+        Indexed Job's additions)."""
+        meta, template = job["metadata"], (job["spec"].get("template") or {})
+        labels = dict((template.get("metadata") or {}).get("labels") or {})
+        annotations = dict((template.get("metadata") or {}).get("annotations") or {})
+        spec = dict(template.get("spec") or {})
+        name = f"{meta['name']}-"
+        if index is not None:
+            name = f"{meta['name']}-{index}-"
+            labels[INDEX] = annotations[INDEX] = str(index)
+            variable = {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+                "fieldPath": f"metadata.annotations['{INDEX}']"}}}
+            for key in ("initContainers", "containers"):
+                if spec.get(key):
+                    spec[key] = [{**c, "env": [*(c.get("env") or []), variable]}
+                                 for c in spec[key]]
+            spec.setdefault("hostname", f"{meta['name']}-{index}")
+        pod_meta: dict[str, Any] = {"generateName": name, "labels": labels,
+                                    "ownerReferences": [{
+                                        "apiVersion": "batch/v1", "kind": "Job",
+                                        "name": meta["name"], "uid": meta["uid"],
+                                        "controller": True, "blockOwnerDeletion": True}]}
+        if annotations:
+            pod_meta["annotations"] = annotations
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}

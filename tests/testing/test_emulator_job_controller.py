@@ -1,0 +1,184 @@
+"""The emulated Job controller: pods from a Job's template, counted, suspended, finished.
+
+Oracles from outside the emulator: what kube-controller-manager's Job controller and the
+batch API are documented and coded to do (pkg/controller/job/job_controller.go,
+pkg/apis/batch/v1/defaults.go, pkg/registry/batch/job/strategy.go: the labels and selector,
+``JOB-INDEX-xxxxx`` names, the conditions and their reasons), written out here as literals;
+the test plays the kubelet (it sets pod phases); kubectl prints the Jobs."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from kubernetes import client
+from support.kubectl import kubectl, parse_table
+from support.webhook_server import WebhookServer
+
+from fluxnode.testing.kube_emulator import KubeEmulator
+from fluxnode.testing.waiting import wait_for
+
+UID_LABEL, NAME_LABEL = "batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name"
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+@pytest.fixture
+def kube(tmp_path):
+    with KubeEmulator(directory=tmp_path / "kube", job_controller=True) as emulator:
+        yield emulator
+        assert emulator.job_controller is not None and emulator.job_controller.errors == []
+
+
+@pytest.fixture
+def batch(kube):
+    return client.BatchV1Api(kube.api_client())
+
+
+def _job(name: str, **spec: object) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"template": {"metadata": {"labels": {"app": name}}, "spec": {
+                "containers": [{"name": "c", "image": "busybox"}],
+                "restartPolicy": "Never"}}, **spec}}
+
+
+def _pods(kube: KubeEmulator, job: str) -> list[dict]:
+    return kube.list("pods", "default", label_selector=f"{NAME_LABEL}={job}")
+
+
+def _active(kube: KubeEmulator, job: str) -> list[dict]:
+    return [p for p in _pods(kube, job) if p["status"]["phase"] not in ("Succeeded", "Failed")]
+
+
+def _status(kube: KubeEmulator, job: str) -> dict:
+    return kube.get("jobs.batch", job, "default").get("status") or {}
+
+
+def _conditions(kube: KubeEmulator, job: str) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in _status(kube, job).get("conditions",
+                                                                                    [])}
+
+
+def test_pods_up_to_parallelism_with_the_controllers_labels_then_complete(kube, batch):
+    made = batch.create_namespaced_job("default", _job("train", completions=3, parallelism=2))
+    uid = made.metadata.uid
+    # the API server's defaults and generated selector
+    assert made.spec.selector.match_labels == {UID_LABEL: uid}
+    assert made.spec.backoff_limit == 6 and made.spec.completion_mode == "NonIndexed"
+    wait_for(lambda: len(_active(kube, "train")) == 2, 10, what="two pods")
+    pods = _pods(kube, "train")
+    for pod in pods:
+        assert re.fullmatch(r"train-[a-z0-9]{5}", pod["metadata"]["name"])
+        assert pod["metadata"]["labels"] == {"app": "train", UID_LABEL: uid, NAME_LABEL: "train",
+                                             "controller-uid": uid, "job-name": "train"}
+        assert pod["metadata"]["ownerReferences"] == [{
+            "apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": uid,
+            "controller": True, "blockOwnerDeletion": True}]
+    wait_for(lambda: _status(kube, "train").get("active") == 2, 10, what="active 2")
+    assert _status(kube, "train")["startTime"]
+    kube.set_pod_phase(pods[0]["metadata"]["name"], "Succeeded")  # the kubelet's part
+    wait_for(lambda: len(_pods(kube, "train")) == 3, 10, what="a third pod")
+    wait_for(lambda: (_status(kube, "train").get("succeeded"), _status(kube, "train").get(
+        "active")) == (1, 2), 10, what="succeeded 1, active 2")
+    for pod in _active(kube, "train"):
+        kube.set_pod_phase(pod["metadata"]["name"], "Succeeded")
+    wait_for(lambda: "Complete" in _conditions(kube, "train"), 10, what="Complete")
+    assert _conditions(kube, "train") == {"SuccessCriteriaMet": ("True", "CompletionsReached"),
+                                          "Complete": ("True", "CompletionsReached")}
+    status = _status(kube, "train")
+    assert status["succeeded"] == 3 and "active" not in status and status["completionTime"]
+    assert len(_pods(kube, "train")) == 3  # no more pods after completion
+    rows = parse_table(kubectl(kube, "get", "jobs").check().stdout)[0]
+    assert [(r["NAME"], r["STATUS"], r["COMPLETIONS"]) for r in rows] == [
+        ("train", "Complete", "3/3")]
+
+
+def test_an_indexed_job_names_and_marks_each_pods_index(kube, batch):
+    batch.create_namespaced_job("default", _job("idx", completions=3, parallelism=2,
+                                                 completionMode="Indexed"))
+    wait_for(lambda: len(_active(kube, "idx")) == 2, 10, what="two pods")
+    by_index = {int(p["metadata"]["annotations"][INDEX]): p for p in _pods(kube, "idx")}
+    assert sorted(by_index) == [0, 1]  # the lowest indexes first
+    for index, pod in by_index.items():
+        assert re.fullmatch(rf"idx-{index}-[a-z0-9]{{5}}", pod["metadata"]["name"])
+        assert pod["metadata"]["labels"][INDEX] == str(index)
+        assert pod["spec"]["hostname"] == f"idx-{index}"
+        assert pod["spec"]["containers"][0]["env"] == [{
+            "name": "JOB_COMPLETION_INDEX",
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX}']"}}}]
+    kube.set_pod_phase(by_index[0]["metadata"]["name"], "Succeeded")
+    wait_for(lambda: {int(p["metadata"]["annotations"][INDEX]) for p in _active(kube, "idx")}
+             == {1, 2}, 10, what="index 2 started")
+    wait_for(lambda: _status(kube, "idx").get("completedIndexes") == "0", 10,
+             what="completedIndexes 0")
+
+
+def test_suspend_resume_and_suspend_again(kube, batch):
+    batch.create_namespaced_job("default", _job("s", parallelism=2, completions=4, suspend=True))
+    wait_for(lambda: "Suspended" in _conditions(kube, "s"), 10, what="Suspended")
+    assert _conditions(kube, "s") == {"Suspended": ("True", "JobSuspended")}
+    assert _pods(kube, "s") == [] and "startTime" not in _status(kube, "s")
+    assert parse_table(kubectl(kube, "get", "jobs").check().stdout)[0][0]["STATUS"] == \
+        "Suspended"
+    batch.patch_namespaced_job("s", "default", {"spec": {"suspend": False}})
+    wait_for(lambda: len(_active(kube, "s")) == 2, 10, what="two pods on resume")
+    wait_for(lambda: _conditions(kube, "s") == {"Suspended": ("False", "JobResumed")}, 10,
+             what="JobResumed")
+    assert _status(kube, "s")["startTime"]
+    batch.patch_namespaced_job("s", "default", {"spec": {"suspend": True}})
+    wait_for(lambda: _pods(kube, "s") == [], 10, what="the active pods deleted")
+    wait_for(lambda: _conditions(kube, "s") == {"Suspended": ("True", "JobSuspended")}, 10,
+             what="suspended again")
+    wait_for(lambda: "active" not in _status(kube, "s"), 10, what="active 0")
+
+
+def test_more_failures_than_the_backoff_limit_fail_the_job(kube, batch):
+    batch.create_namespaced_job("default", _job("f", backoffLimit=1))
+    wait_for(lambda: len(_active(kube, "f")) == 1, 10, what="a pod")
+    kube.set_pod_phase(_active(kube, "f")[0]["metadata"]["name"], "Failed")
+    wait_for(lambda: len(_active(kube, "f")) == 1 and len(_pods(kube, "f")) == 2, 10,
+             what="a replacement")
+    assert "Failed" not in _conditions(kube, "f")
+    kube.set_pod_phase(_active(kube, "f")[0]["metadata"]["name"], "Failed")
+    wait_for(lambda: "Failed" in _conditions(kube, "f"), 10, what="Failed")
+    assert _conditions(kube, "f") == {"FailureTarget": ("True", "BackoffLimitExceeded"),
+                                      "Failed": ("True", "BackoffLimitExceeded")}
+    assert _status(kube, "f")["failed"] == 2 and len(_pods(kube, "f")) == 2
+    assert parse_table(kubectl(kube, "get", "jobs").check().stdout)[0][0]["STATUS"] == "Failed"
+
+
+def test_ready_pods_are_counted(kube, batch):
+    batch.create_namespaced_job("default", _job("r", parallelism=2, completions=2))
+    wait_for(lambda: len(_active(kube, "r")) == 2, 10, what="two pods")
+    name = _active(kube, "r")[0]["metadata"]["name"]
+    kube.patch("pods", name, {"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True"}]}}, "default", "merge")
+    wait_for(lambda: _status(kube, "r").get("ready") == 1, 10, what="ready 1")
+    assert _status(kube, "r")["active"] == 2
+
+
+def test_the_controllers_pods_go_through_admission_webhooks(kube, batch, tmp_path):
+    def gate(request: dict) -> dict:
+        return {"allowed": True, "patch": [{"op": "add", "path": "/spec/schedulingGates",
+                                            "value": [{"name": "fluxnode.io/queue"}]}]}
+
+    with WebhookServer(tmp_path / "hook", "gate", "fluxnode", gate) as server:
+        kube.service_endpoints[server.service] = server.address
+        client.AdmissionregistrationV1Api(kube.api_client()).create_mutating_webhook_configuration(
+            {"metadata": {"name": "gate"}, "webhooks": [{
+                "name": "gate.fluxnode.io", "sideEffects": "None",
+                "admissionReviewVersions": ["v1"], "clientConfig": server.service_config(),
+                "objectSelector": {"matchExpressions": [
+                    {"key": NAME_LABEL, "operator": "Exists"}]},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                           "resources": ["pods"]}]}]})
+        batch.create_namespaced_job("default", _job("w"))
+        wait_for(lambda: len(_pods(kube, "w")) == 1, 10, what="a pod")
+        [pod] = _pods(kube, "w")
+        assert pod["spec"]["schedulingGates"] == [{"name": "fluxnode.io/queue"}]
+        assert pod["status"]["conditions"][0]["reason"] == "SchedulingGated"
+        [review] = server.reviews
+        assert review["request"]["userInfo"]["username"] == \
+            "system:serviceaccount:kube-system:job-controller"
+        assert review["request"]["object"]["metadata"]["generateName"] == "w-"
+        assert [r["name"] for r in review["request"]["object"]["metadata"][
+            "ownerReferences"]] == ["w"]
