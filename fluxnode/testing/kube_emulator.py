@@ -23,6 +23,13 @@ rules from manifests, see fluxnode.testing.kube_rbac), ``requests`` (what was as
 state access: ``get/list/create/update/patch/delete``, ``add_node``,
 ``set_node_ready``, ``set_pod_phase``. Direct writes skip authorization and the
 client-side strategies (so they can set ``status``), and notify watches like any write.
+
+What extends a real API server is emulated too: CustomResourceDefinitions (kube_crd,
+kube_crd_schema: a created CRD's resource is served), mutating admission webhooks
+(kube_admission: called over HTTPS from a worker thread on every API create and update;
+``service_endpoints`` routes their Services to loopback), and, when asked for
+(``job_controller=True``), the Job controller (kube_job_controller). Direct writes skip
+admission, as they skip authorization.
 """
 
 from __future__ import annotations
@@ -785,8 +792,8 @@ class KubeEmulator:
     def _webhooks(self, rt: ResourceType) -> list[dict]:
         """The MutatingWebhookConfigurations that could apply to a write of `rt` (none for
         the configurations themselves: the API server never calls webhooks on them)."""
-        if rt.group == "admissionregistration.k8s.io":
-            return []
+        if rt.group == "admissionregistration.k8s.io" or not self.store.count(MUTATING_REF):
+            return []  # (the usual case costs no list on each write)
         return self.store.list(MUTATING_REF)[0]
 
     async def _admitted(self, operation: str, rt: ResourceType, info: RequestInfo, obj: dict,

@@ -184,21 +184,23 @@ class JobController:
                 "type": type_, "status": value, "reason": reason, "message": message,
                 "lastProbeTime": _now(), "lastTransitionTime": _now()}]
 
-        if len(failed) > int(spec.get("backoffLimit", 6)):
-            condition("FailureTarget", "True", "BackoffLimitExceeded",
-                      "Job has reached the specified backoff limit")
+        def finish(target: str, final: str, reason: str, message: str) -> bool:
+            """The terminal condition delayed: `target` now and the active pods deleted,
+            `final` once no pod runs; whether it is final now."""
+            condition(target, "True", reason, message)
             self._delete(active)
-            if not active and not terminating:
-                condition("Failed", "True", "BackoffLimitExceeded",
-                          "Job has reached the specified backoff limit")
+            if active or terminating:
+                return False
+            condition(final, "True", reason, message)
+            return True
+
+        if len(failed) > int(spec.get("backoffLimit", 6)):
+            finish("FailureTarget", "Failed", "BackoffLimitExceeded",
+                   "Job has reached the specified backoff limit")
             active = []
         elif success:
-            condition("SuccessCriteriaMet", "True", "CompletionsReached",
-                      "Reached expected number of succeeded pods")
-            self._delete(active)
-            if not active and not terminating:
-                condition("Complete", "True", "CompletionsReached",
-                          "Reached expected number of succeeded pods")
+            if finish("SuccessCriteriaMet", "Complete", "CompletionsReached",
+                      "Reached expected number of succeeded pods"):
                 status["completionTime"] = _now()
             active = []
         elif spec.get("suspend"):

@@ -299,6 +299,10 @@ class KubeStore:
                 raise not_found(rt, name)
             return json_copy(obj)
 
+    def count(self, ref: str) -> int:
+        """How many objects of a resource are stored (a cheap check before a list)."""
+        return len(self._objects.get(ref) or ())
+
     def list(self, ref: str, namespace: str | None = None,
              matches: Callable[[dict], bool] = lambda o: True) -> tuple[list[dict], int]:
         rt = self.resource(ref)
