@@ -27,8 +27,9 @@ pkg/admission/plugin/webhook):
 - ``reinvocationPolicy: IfNeeded``: such a webhook is called once more when a webhook after it
   changed the object (reinvocation.go).
 
-``matchConditions`` (CEL) are not emulated: a configuration that has them is answered 501
-when it is written.
+``matchConditions`` (CEL) are not emulated, nor are DELETE requests sent to webhooks: a
+configuration with matchConditions is answered 501 when written, a DELETE its rules name is
+answered 501.
 """
 
 from __future__ import annotations
@@ -144,7 +145,8 @@ class Attributes:
     dry_run: bool
 
 
-def _rule_matches(rule: dict, attrs: Attributes) -> bool:
+def rule_matches(rule: dict, attrs: Attributes) -> bool:
+    """Whether one of a webhook's rules names the request (rules.go Matcher.Matches)."""
     def has(values: list | None, value: str) -> bool:
         return bool(values) and ("*" in values or value in values)  # type: ignore[operator]
 
@@ -165,7 +167,7 @@ def _rule_matches(rule: dict, attrs: Attributes) -> bool:
 
 def matches(hook: dict, attrs: Attributes, namespace_labels: dict | None) -> bool:
     """Whether a webhook is called for a request (its rules, then its selectors)."""
-    if not any(_rule_matches(rule, attrs) for rule in hook.get("rules") or []):
+    if not any(rule_matches(rule, attrs) for rule in hook.get("rules") or []):
         return False
     try:
         objects = LabelSelector.from_object(hook.get("objectSelector"))

@@ -54,6 +54,7 @@ from fluxnode.testing.kube_admission import (
     Attributes,
     admit,
     matches,
+    rule_matches,
 )
 from fluxnode.testing.kube_crd import CrdNotEmulated
 from fluxnode.testing.kube_crd_schema import prune
@@ -702,7 +703,8 @@ class KubeEmulator:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         ref = rest[0] if not group else f"{rest[0]}.{group}"
         rt = types.get(ref)
-        if rt is None or (namespace is not None and not rt.namespaced):
+        if rt is None or (namespace is not None and not rt.namespaced) or \
+                (group and rt.version != parts[2]):  # a group's other version
             raise ApiError(
                 404, "NotFound", f"the server could not find the requested resource ({ref})"
             )
@@ -820,6 +822,18 @@ class KubeEmulator:
 
         return await asyncio.get_running_loop().run_in_executor(
             None, admit, attrs, configurations, labels, self.service_endpoints)
+
+    def _refuse_delete_webhooks(self, request: web.BaseRequest, rt: ResourceType,
+                                info: RequestInfo, user: str) -> None:
+        """A real API server sends DELETE to the mutating webhooks whose rules name it; the
+        emulator does not: 501 rather than a delete no webhook saw."""
+        probe = Attributes("DELETE", rt, info.subresource or "", info.namespace or "",
+                           info.name or "", {}, None, user, False)
+        for config in self._webhooks(rt):
+            for hook in config.get("webhooks") or []:
+                if any(rule_matches(rule, probe) for rule in hook.get("rules") or []):
+                    raise not_emulated(request, f'the DELETE admission of webhook '
+                                       f'"{hook.get("name")}"')
 
     async def _patch_admitted(self, rt: ResourceType, info: RequestInfo, body: Any,
                               patch_type: str, user: str, configurations: list[dict]) -> dict:
@@ -945,6 +959,8 @@ class KubeEmulator:
             obj = store.patch(info.resource, info.namespace, info.name, body, kinds[ctype],  # type: ignore[arg-type]
                               subresource=info.subresource, as_client=True)
             return _warned(warnings, web.json_response(obj))
+        if info.verb in ("delete", "deletecollection"):
+            self._refuse_delete_webhooks(request, rt, info, user)
         if info.verb == "delete":
             options = dict(body) if isinstance(body, dict) else {}
             if "gracePeriodSeconds" in q:  # the query parameter wins, as in the API server

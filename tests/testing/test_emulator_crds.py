@@ -273,3 +273,15 @@ def test_kubectl_apply_of_a_fluxjob_with_an_unknown_field_is_refused(kube, tmp_p
         "fluxjob.fluxnode.io/typo configured\n"
     assert kube.get(f"{PLURAL}.{GROUP}", "typo", "default")["spec"]["queue"] == "gpu"
     assert kube.get(f"{PLURAL}.{GROUP}", "typo", "default")["apiVersion"] == API_VERSION
+
+
+def test_a_group_version_the_crd_does_not_serve_is_404(kube, crds, custom):
+    other = fluxjob_crd()  # another resource of the group, served at v1
+    other["metadata"]["name"] = f"queues.{GROUP}"
+    other["spec"]["names"] = {"plural": "queues", "kind": "Queue"}
+    other["spec"]["versions"][0]["name"] = "v1"
+    crds.create_custom_resource_definition(other)
+    with pytest.raises(ApiException) as exc:
+        custom.list_namespaced_custom_object(GROUP, "v1", "default", PLURAL)
+    assert exc.value.status == 404
+    assert custom.list_namespaced_custom_object(GROUP, VERSION, "default", PLURAL)["items"] == []

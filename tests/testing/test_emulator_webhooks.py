@@ -250,3 +250,15 @@ def test_reinvocation_if_needed_calls_a_webhook_again_after_a_later_change(
         assert made.metadata.annotations == {"seen": seen}
         assert made.metadata.labels == {"team": "x"}
         assert len(first.reviews) == (2 if policy == "IfNeeded" else 1)
+
+
+def test_a_delete_a_webhook_would_see_is_not_emulated(kube, core, admission):
+    core.create_namespaced_pod("default", _pod("p"))
+    admission.create_mutating_webhook_configuration(_configuration("all", [_hook(
+        None, failurePolicy="Ignore", rules=[{"operations": ["*"], "apiGroups": [""],
+                                              "apiVersions": ["v1"], "resources": ["pods"]}])]))
+    with pytest.raises(ApiException) as exc:
+        core.delete_namespaced_pod("p", "default")
+    status, message = _error(exc)
+    assert status == 501 and f'the DELETE admission of webhook "{HOOK}"' in message
+    assert kube.get("pods", "p", "default")["metadata"]["name"] == "p"
