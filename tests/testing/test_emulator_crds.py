@@ -222,6 +222,11 @@ def test_kubectl_gets_fluxjobs_with_the_printer_columns(kube, tmp_path):
     path.write_text(yaml.safe_dump(fluxjob_crd()))
     assert kubectl(kube, "apply", "-f", str(path)).check().stdout == \
         "customresourcedefinition.apiextensions.k8s.io/fluxjobs.fluxnode.io created\n"
+    # a CRD prints with the generic convertor's columns: its name and RFC 3339 creation time
+    created = kube.get("customresourcedefinitions.apiextensions.k8s.io",
+                       "fluxjobs.fluxnode.io")["metadata"]["creationTimestamp"]
+    assert parse_table(kubectl(kube, "get", "crd").check().stdout)[0] == [
+        {"NAME": "fluxjobs.fluxnode.io", "CREATED AT": created}]
     jobs = [fluxjob("train", pods=4, queue="gpu", priority=50),
             {**fluxjob("wait", pods=1), "metadata": {"name": "wait", "namespace": "kube-system"}}]
     path = tmp_path / "jobs.yaml"
