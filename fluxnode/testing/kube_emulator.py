@@ -971,6 +971,12 @@ class KubeEmulator:
                 self._kubelet_stops(obj)
             if not gone and rt.ref == "namespaces":
                 self._namespace_controller_empties(obj["metadata"]["name"])
+            if gone and rt.ref == "jobs.batch" and self.job_controller is not None:
+                policy = q.get("propagationPolicy") or options.get("propagationPolicy")
+                if policy is None and str(options.get("orphanDependents", "")).lower() != \
+                        "false":
+                    policy = "Orphan"  # batch/v1 Job's DefaultGarbageCollectionPolicy
+                self.job_controller.collect(obj, policy or "Background")
             if not gone or rt.ref in RETURNS_DELETED_OBJECT:
                 return web.json_response(obj)
             return web.json_response(
