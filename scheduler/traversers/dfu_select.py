@@ -28,6 +28,9 @@ from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EG
 from fluxnode.scheduler.traversers.dfu_impl import DfuImpl, JobMeta, free_during
 from fluxnode.scheduler.traversers.leaf_scores import unit_slots
 
+# the vertex types a constraint (RFC 31) tests; every other vertex passes it
+NODE_TYPES = ("node", "storage_node")
+
 EBUSY = _errno.EBUSY
 EINVAL = _errno.EINVAL
 ENODEV = _errno.ENODEV
@@ -170,7 +173,7 @@ class DfuSelect(DfuImpl):
         before, self.errno = self.errno, EBUSY
         if not m.sat and u.status != "up":
             return True
-        if m.constraint is not None and u.type in ("node", "storage_node") \
+        if m.constraint is not None and u.type in NODE_TYPES \
                 and not m.constraint.match(u.name, u.rank, u.properties):
             return True
         if self._avail(u, m) == 0:
