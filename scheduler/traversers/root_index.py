@@ -44,7 +44,7 @@ from fluxnode.scheduler.policies.indexed_evals import IndexedEvals, TypeIndex
 from fluxnode.scheduler.policies.scoring import Edge, EGroup, Evals, Scoring
 from fluxnode.scheduler.traversers.dfu_impl import JobMeta
 from fluxnode.scheduler.traversers.dfu_select import NODE_TYPES, DfuSelect
-from fluxnode.scheduler.traversers.level_window import LevelWindow, LevelWindowKeys
+from fluxnode.scheduler.traversers.level_window import LevelWindow
 
 # Requests (levels x windows x policies) whose root index is kept; the oldest goes first.
 MAX_INDEXES = 8
@@ -96,7 +96,7 @@ class IndexFallback(Exception):
     """The index cannot stand for this walk (see RootIndex); run the plain walk."""
 
 
-class RootIndexWalk(LevelWindowKeys):
+class RootIndexWalk(DfuSelect):
     """The select walk's part that reads and keeps the root index (a mixin of
     ``dfu_fast.FastTraverser``, which decides when it applies)."""
 
