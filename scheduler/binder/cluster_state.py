@@ -211,7 +211,8 @@ class ClusterState:
         self.with_pending: set[GroupKey] = set()  # groups that have unplaced pods
         self.changed = True  # something happened that may let a group run
         self._usable: tuple[int, list[str]] = (-1, [])
-        self._cordoned: set[str] = set()  # nodes whose reason is "cordoned" (apply_node)
+        # nodes Kubernetes will not schedule on -> why ("cordoned", "NotReady"): apply_node
+        self._unschedulable: dict[str, str] = {}
         self._arrivals = 0
         self._largest: tuple[tuple[int, int], int] = ((-1, -1), 0)
 
@@ -221,7 +222,7 @@ class ClusterState:
         cancels and outside usage is stale by construction)."""
         fresh = ClusterState(self.scheduler_name, self.job_size_lookup)
         fresh.nodes = dict(self.nodes)
-        fresh._cordoned = set(self._cordoned)
+        fresh._unschedulable = dict(self._unschedulable)
         fresh.capacity = dict(self.capacity)
         fresh.sync_pods([p.raw for p in sorted(self.pods.values(), key=lambda p: p.seen)])
         return fresh
@@ -473,10 +474,10 @@ class ClusterState:
             new = None
         else:
             new = self.nodes[name] = node_info(obj)
-        if new is not None and new.reason == "cordoned":
-            self._cordoned.add(name)
+        if new is not None and new.reason in UNSCHEDULABLE:
+            self._unschedulable[name] = new.reason
         else:
-            self._cordoned.discard(name)
+            self._unschedulable.pop(name, None)
         if (old is None) != (new is None) or (
             old is not None
             and new is not None
@@ -487,10 +488,11 @@ class ClusterState:
             self.dirty_nodes.add(name)
             self.changed = True
 
-    def cordoned_nodes(self) -> set[str]:
-        """Nodes whose spec.unschedulable is set (drained in the leader: node_drain.py).
-        Kept as nodes change: every cycle asks, and a cluster has thousands of nodes."""
-        return set(self._cordoned)
+    def unschedulable_nodes(self) -> dict[str, str]:
+        """Nodes Kubernetes will not schedule on, and why: cordoned (spec.unschedulable) or
+        NotReady (drained in the leader: node_drain.py). Kept as nodes change: every cycle
+        asks, and a cluster has thousands of nodes."""
+        return dict(self._unschedulable)
 
     def usable_nodes(self) -> list[str]:
         """Nodes fluxnode may place on: known to the graph, Ready, schedulable, outside usage
@@ -548,6 +550,10 @@ class ClusterState:
                         self._track_share(uid, None, pod)
             self.node_generation += 1
             self.changed = True
+
+
+# the reasons of node_info that Kubernetes itself reads as "schedule nothing new here"
+UNSCHEDULABLE = ("cordoned", "NotReady")
 
 
 def node_info(obj: dict) -> NodeInfo:

@@ -22,7 +22,7 @@ from fluxnode.scheduler.binder.binding import PodWriter
 from fluxnode.scheduler.binder.cluster_state import ClusterState, PodInfo
 from fluxnode.scheduler.binder.config import BinderConfig
 from fluxnode.scheduler.binder.metrics import BinderMetrics
-from fluxnode.scheduler.binder.node_drain import CordonDrains
+from fluxnode.scheduler.binder.node_drain import NodeDrains
 from fluxnode.scheduler.binder.queue import Reservations
 from fluxnode.scheduler.binder.sched_client import SchedClient
 
@@ -46,7 +46,7 @@ class BinderContext:
     # (pod uid, (reason, message)) of condition writes that failed, from the writers: the
     # loop forgets them as reported, so the next cycle writes them again
     failed_reports: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
-    cordons: CordonDrains = field(default_factory=CordonDrains)  # cordoned nodes -> drains
+    drains: NodeDrains = field(default_factory=NodeDrains)  # cordoned, NotReady -> drains
 
     def cancel(self, alloc_id: int, ranks: list[int] | None) -> None:
         """Cancel an allocation (or some of its ranks); one already gone is not an error."""

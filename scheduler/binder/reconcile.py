@@ -77,7 +77,7 @@ class Reconciler:
             if n.get("status", "up") == "up"
         }
         self.ctx.state.set_capacity(capacity)
-        self.ctx.cordons.observe(status)
+        self.ctx.drains.observe(status)
 
     def reconcile(self) -> None:
         """Rebuild our allocations from the service and the pods (start or takeover)."""

@@ -97,7 +97,7 @@ class SchedulingCycle:
         ctx.retry_failed_reports()
         self.binding.resubmit_due()
         self._flush_cancels()
-        ctx.cordons.sync(ctx.sched, ctx.state.cordoned_nodes())
+        ctx.drains.sync(ctx.sched, ctx.state.unschedulable_nodes())
         self._pin_outside()
         self.update_gauges()
         if not ctx.state.changed:

@@ -104,10 +104,11 @@ class TypeIndex:
         heapq.heapify(heap)
         self.heap = heap
 
-    def best(self, k: int, extra: list[EGroup]) -> list[EGroup]:
+    def best(self, k: int, extra: list[EGroup], skip: frozenset[int] = frozenset()) -> list[EGroup]:
         """The groups holding the best ``k`` units, best first, each with ``needs`` set
         (as ``Evals.choose_best_k``). ``extra``: groups added after every child's (the
-        vertex's own, as a walk appends them last). Requires ``k`` <= qual."""
+        vertex's own, as a walk appends them last); ``skip``: child positions left out
+        (a constraint's, see ``IndexedEvals``). Requires ``k`` <= qual."""
         if self.heap is None:
             self._build_heap()
         heap = self.heap
@@ -127,6 +128,9 @@ class TypeIndex:
                 top = heap[0]
                 if version.get(top[1]) != top[2] or top[1] not in self.runs:
                     heapq.heappop(heap)  # stale
+                    continue
+                if skip and top[1] in skip:  # left out of this match: put back after
+                    taken.append(heapq.heappop(heap))
                     continue
                 if merge and (merge[0][0], merge[0][1]) < (top[0], top[1]):
                     break
@@ -150,26 +154,49 @@ class TypeIndex:
             heapq.heappush(heap, entry)
         return out
 
-    def all_groups(self) -> list[EGroup]:
-        """Every group in walk order (children by position), as a walk concatenates them."""
+    def all_groups(self, skip: frozenset[int] = frozenset()) -> list[EGroup]:
+        """Every group in walk order (children by position), as a walk concatenates them;
+        the children at ``skip`` left out."""
         out: list[EGroup] = []
         for pos in sorted(self.runs):
-            out.extend(self.runs[pos])
+            if pos not in skip:
+                out.extend(self.runs[pos])
         return out
+
+    def offered(self, skip: frozenset[int]) -> tuple[int, int, int]:
+        """(qualified units, total units, children present) with the children at ``skip``
+        left out."""
+        qual, total, present = self.qual, self.total, self.present
+        counts = self.counts
+        for pos in skip:
+            got = counts.get(pos)
+            if got is not None:
+                qual -= got[0]
+                total -= got[1]
+                present -= 1
+        return qual, total, present
 
 
 class IndexedEvals:
     """What a match's ``Scoring`` holds for one type when the fast index answers: the
-    attributes ``Evals`` has (qual, total, egroups, best_k, best_i) and its choose."""
+    attributes ``Evals`` has (qual, total, egroups, best_k, best_i) and its choose.
+    ``skip``: the children (by position) this match may not use, as a constraint that
+    tests only the children turns them down; the index itself knows no constraint, so
+    every match shares it."""
 
-    __slots__ = ("index", "extra", "egroups", "qual", "total", "best_k", "best_i", "cursor")
+    __slots__ = ("index", "skip", "extra", "egroups", "qual", "total", "best_k", "best_i",
+                 "cursor")
 
-    def __init__(self, index: TypeIndex) -> None:
+    def __init__(self, index: TypeIndex, skip: frozenset[int] = frozenset(),
+                 offered: tuple[int, int, int] | None = None) -> None:
         self.index = index
+        self.skip = skip
         self.extra: list[EGroup] = []
         self.egroups: list[EGroup] = []  # after choose_best_k: the chosen groups, best first
-        self.qual = index.qual
-        self.total = index.total
+        if offered is None:
+            self.qual, self.total = index.qual, index.total
+        else:
+            self.qual, self.total = offered[0], offered[1]
         self.best_k = 0
         self.best_i = 0
         self.cursor = -1
@@ -186,9 +213,9 @@ class IndexedEvals:
         if k == 0 or k > self.qual:
             return False
         if descending == self.index.descending:
-            chosen = self.index.best(k, self.extra)
+            chosen = self.index.best(k, self.extra, self.skip)
         else:  # asked in the other order (not by the exhaustive policies): sort them all
-            groups = self.index.all_groups() + self.extra
+            groups = self.index.all_groups(self.skip) + self.extra
             groups.sort(key=_score, reverse=descending)
             chosen = []
             left = k

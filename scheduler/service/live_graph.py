@@ -44,8 +44,6 @@ from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 # advances, so a reservation lands at HORIZON (once today's allocations end).
 HORIZON = 2**31
 RANKS_CACHE = 256  # `ranks` texts remembered (LiveGraph._exclusion)
-EXCLUDED_AS_DOWN = 256  # at most this many nodes left out by `ranks`: matched as down
-OPS_NOW = ("allocate", "allocate_orelse_reserve")  # ops that place now when it fits now
 
 
 def invalid(exc: Exception) -> InvalidRequest:
@@ -73,15 +71,6 @@ class Placement:
     jobspec: dict  # the jobspec matched ({} for a request of slot kinds)
     kinds: tuple[SlotKind, ...] | None = None  # a request of slot kinds (as asked)...
     slots: tuple[SlotShare, ...] | None = None  # ...and where each slot landed
-
-
-@dataclass(frozen=True, slots=True)
-class Exclusion:
-    """What a request's `ranks` leave out of this graph: the constraint naming the nodes it
-    may use (None: all), and the left-out ranks when few enough to match them as down."""
-
-    constraint: Constraint | None
-    as_down: frozenset[int] | None
 
 
 def nodes_to_R(nodes: list[NodeShare], hostnames: dict[int, str] | None = None) -> dict:
@@ -115,8 +104,8 @@ class LiveGraph:
         self._parts: dict[int, list[int]] = {}  # service id -> traverser job ids
         self._index: dict[int, dict[tuple[str, int], object]] = {}  # rank -> (type, id) -> vertex
         self.limits = DEFAULT_LIMITS  # what a jobspec may cost to read (the service sets it)
-        self._exclusions: OrderedDict[str, Exclusion] = OrderedDict()  # see _exclusion
-        self.excluded_as_down = EXCLUDED_AS_DOWN  # see _exclusion (tests set 0: exact path)
+        # `ranks` text -> its constraint (None: none needed), see _exclusion
+        self._exclusions: OrderedDict[str, Constraint | None] = OrderedDict()
         self._next_part = 1
 
     def ranks(self) -> list[int]:
@@ -184,6 +173,8 @@ class LiveGraph:
             if (rank in unusable) != (rank in self._unusable) or rank in unusable:
                 self._traverser.set_status(rank, "down" if rank in unusable else "up")
         self._down = set(down) & set(self._nodes)
+        if unusable != self._unusable:
+            self._exclusions.clear()  # which `ranks` leave out only unusable ranks changed
         self._unusable = unusable
         self._capacity = None
 
@@ -215,23 +206,11 @@ class LiveGraph:
         policy, op = request.policy, request.op
         if request.kinds is None:
             return self._allocate_jobspec(jobid, request.jobspec, policy, op)
-        exclusion = self._exclusion(request.ranks)
-        kinds = typed_kinds(request.kinds, HORIZON, exclusion.constraint)
+        kinds = typed_kinds(request.kinds, HORIZON, self._exclusion(request.ranks))
         if len(kinds) > 1:
             return self._allocate_kinds(jobid, kinds[0].spec, kinds, policy, op, {},
                                         request.kinds)
-        spec, lib_op = kinds[0].spec, _lib_op(op)
-        if exclusion.as_down and op in OPS_NOW:
-            try:  # placed now, if it fits now (what both ops do first)
-                part, result = self._match_excluding(
-                    spec, exclusion.as_down, policy, "allocate_with_satisfiability"
-                )
-            except (Busy, Unsatisfiable):
-                # not placed now: with the constraint, the op says busy, unsatisfiable (and
-                # why) or reserves
-                part, result = self._match(spec, policy, lib_op)
-        else:
-            part, result = self._match(spec, policy, lib_op)
+        part, result = self._match(kinds[0].spec, policy, _lib_op(op))
         self._parts[jobid] = [part]
         return self._placement(result, {}, request.kinds, kinds)
 
@@ -266,27 +245,6 @@ class LiveGraph:
     def _granule(self, rank: int) -> int:
         return next((v.size for v in self._graph.by_rank.get(rank, []) if v.type == "memory"), 1)
 
-    def _match_excluding(
-        self, spec: Jobspec, excluded: frozenset[int], policy: str, op: str
-    ) -> tuple[int, object]:
-        """Match `spec` without its constraint, the few nodes its `ranks` leave out
-        marked down for this match only (set back before returning, whatever happens).
-        Any constraint turns the exhaustive policies' indexed match off (lonode on 5,000
-        nodes: ~340 ms a match, 0.15 ms without), and the binder's requests leave out the
-        few nodes that are cordoned, NotReady or reserved for a blocked group. The
-        placement is on the nodes the constraint names; a request that does not fit now
-        is matched again with the constraint and its own op, so busy and unsatisfiable, and
-        their messages, are the constraint's (and a reservation is made with it). (A
-        traverser that took the left-out ranks with the match would need neither.)"""
-        toggled = [rank for rank in excluded if rank not in self._unusable]
-        for rank in toggled:
-            self._traverser.set_status(rank, "down")
-        try:
-            return self._match(dataclasses.replace(spec, constraints=None), policy, op)
-        finally:
-            for rank in toggled:
-                self._traverser.set_status(rank, "up")
-
     def _parse(self, jobspec: dict | str) -> Jobspec:
         """The parsed jobspec, a duration of 0 made HORIZON."""
         try:
@@ -299,20 +257,21 @@ class LiveGraph:
         return dataclasses.replace(spec, duration=HORIZON,
                                    attributes={**spec.attributes, "system": system})
 
-    def _exclusion(self, ranks: str | None) -> Exclusion:
-        """What `ranks` (the idset text of the ranks a request may use; None: all) leaves
-        out of this graph. No constraint when it leaves out nothing: any constraint turns
-        the exhaustive policies' indexed match off. The binder's requests name the usable
-        nodes: all of them, or all but a few, most of the time; those few are matched as
-        down (`_match_excluding`). A rank that joined after the caller looked is left out
-        (the binder has not pinned what else runs there yet). Remembered per text; the
-        graph forgets them when it grows."""
+    def _exclusion(self, ranks: str | None) -> Constraint | None:
+        """The constraint a request's `ranks` (the idset text of the ranks it may use; None:
+        all) puts on this graph, or None when it needs none: when every rank it leaves out
+        is already down or drained, which the traverser refuses anyway (a request that
+        needs them is busy, as it is without `ranks`). Any constraint turns the exhaustive
+        policies' indexed match off, and the binder's requests leave out, most of the time,
+        only nodes Kubernetes will not schedule on, which it drains here (binder
+        node_drain.py). A rank that joined after the caller looked is left out (the binder
+        has not pinned what else runs there yet). Remembered per text, until the graph
+        grows or the down and drained ranks change."""
         if ranks is None:
-            return Exclusion(None, None)
-        hit = self._exclusions.get(ranks)
-        if hit is not None:
+            return None
+        if ranks in self._exclusions:
             self._exclusions.move_to_end(ranks)
-            return hit
+            return self._exclusions[ranks]
         try:
             allowed = idset.decode_ranges(ranks)
         except idset.IdsetError as exc:
@@ -325,15 +284,13 @@ class LiveGraph:
                 names.append(node.hostname)
             else:
                 left_out.append(rank)
-        if not left_out:
-            hit = Exclusion(None, None)
+        if all(rank in self._unusable for rank in left_out):
+            hit = None
         elif not names:  # none of this graph's nodes: a constraint nothing passes
-            hit = Exclusion(Constraint("ranks", (ranks,), tuple(allowed)), None)
+            hit = Constraint("ranks", (ranks,), tuple(allowed))
         else:  # the nodes by name, as a caller's hostlist constraint would have them
             text = hostlist.encode(names)
-            hit = Exclusion(Constraint("hostlist", (text,), (hostlist.Matcher(text),)),
-                            frozenset(left_out) if len(left_out) <= self.excluded_as_down
-                            else None)
+            hit = Constraint("hostlist", (text,), (hostlist.Matcher(text),))
         self._exclusions[ranks] = hit
         if len(self._exclusions) > RANKS_CACHE:
             self._exclusions.popitem(last=False)

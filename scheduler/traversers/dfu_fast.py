@@ -68,6 +68,7 @@ class FastTraverser(RootIndexWalk, ShapeTemplates, FirstMatchWalk, Traverser):
         self._pc_below = None
         self._init_prunes()
         self._init_templates()
+        self._init_root_index()
 
     # ------------------------------------------------------------ the walk
     def _select(self, req, m: JobMeta, excl: bool) -> tuple[int, int, bool]:
@@ -76,7 +77,7 @@ class FastTraverser(RootIndexWalk, ShapeTemplates, FirstMatchWalk, Traverser):
         key = (p.name, p.high, p.node_centric, p.node_exclusive, exhaustive, p.variation,
                p.stable_ties)
         if key != self._cache_policy:  # the service changes policy between matches
-            self._subtree_cache.clear()
+            # (the subtree cache's outcomes are keyed with the policy: LevelWindow)
             self._templates.clear()
             self._tpl_misses.clear()
             self._forget_prunes()
@@ -86,7 +87,13 @@ class FastTraverser(RootIndexWalk, ShapeTemplates, FirstMatchWalk, Traverser):
         self._cacheable = exhaustive
         root = self.g.root
         root_slot = self._root_slot(req.resources)
-        self._shortcuts = decide(p, m.constraint is not None, root.type == "node", root_slot)
+        root_is_node = root.type == "node"
+        s = decide(p, False, root_is_node, root_slot)
+        if m.constraint is not None and not (s.root_index and self._nodes_at_root):
+            s = decide(p, True, root_is_node, root_slot)
+        # else the root index applies the constraint (see root_index.py); nothing else
+        # of the walk meets it: the root's children are walked without it
+        self._shortcuts = s
         self._root_index = None
         self._root_dfu = None
         self._leaf_levels = {}  # see _leaf_requests
@@ -117,8 +124,11 @@ class FastTraverser(RootIndexWalk, ShapeTemplates, FirstMatchWalk, Traverser):
     def _explore(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool, excl: bool,
                  dfu: Scoring, multiplier: int = 1) -> int:
         s = self._shortcuts
-        if u.parent is None and s.root_index and not dfu.types:
-            return self._index_explore(m, u, resources, pristine, excl, dfu)
+        if u.parent is None and s.root_index:
+            if not dfu.types:
+                return self._index_explore(m, u, resources, pristine, excl, dfu)
+            if m.constraint is not None:  # the walk's shortcuts know no constraint
+                raise IndexFallback()
         if s.first_match:
             return self._explore_first(m, u, resources, pristine, excl, dfu, multiplier)
         if self._cache is None or self.policy.stop_on_1 or not s.inline_leaves:

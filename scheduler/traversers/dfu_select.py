@@ -10,8 +10,8 @@ the first-match policies), the candidates scored by the policy and the best
 ``self._marks`` for the update walk (``dfu_update``) to apply.
 
 The exhaustive policies score every vertex on every match; ``_dom_dfv`` keeps a
-subtree's outcome per request level and job window until something below it
-changes (``_invalidate``). The loops here are the matcher's hot path: locals
+subtree's outcome per request level and job window (``level_window.LevelWindow``) until
+something below it changes (``_invalidate``). The loops here are the matcher's hot path: locals
 are bound before loops and helpers are whole methods, never a call per child
 that could be inlined.
 """
@@ -27,6 +27,12 @@ from fluxnode.scheduler.jobspec.request import MatchRequest, Request, calc_count
 from fluxnode.scheduler.policies.scoring import MATCH_MET, MATCH_UNMET, Edge, EGroup, Scoring
 from fluxnode.scheduler.traversers.dfu_impl import DfuImpl, JobMeta, free_during
 from fluxnode.scheduler.traversers.leaf_scores import unit_slots
+from fluxnode.scheduler.traversers.level_window import LevelWindow, WalkLevel
+
+# the vertex types a constraint (RFC 31) tests; every other vertex passes it
+NODE_TYPES = ("node", "storage_node")
+
+_new_tuple = tuple.__new__
 
 EBUSY = _errno.EBUSY
 EINVAL = _errno.EINVAL
@@ -149,6 +155,10 @@ class DfuSelect(DfuImpl):
     """Choose the vertices of one request (marks the chosen edges; changes no planner)."""
 
     _levels: dict[int, _Level]  # request list id -> _Level (see _level)
+    _walk_levels: dict[tuple[int, bool, bool], WalkLevel]  # this walk's keys, by level id
+    # the policy's key in every LevelWindow: FastTraverser sets it (the service changes
+    # policy between matches); a plain Traverser keeps its policy
+    _cache_policy: tuple | None = None
 
     def _ag_enough(self, u: Vertex, t: str, m: JobMeta, need: int) -> bool:
         """Does ``u``'s subtree have ``need`` free ``t`` units during the job's window?"""
@@ -170,7 +180,7 @@ class DfuSelect(DfuImpl):
         before, self.errno = self.errno, EBUSY
         if not m.sat and u.status != "up":
             return True
-        if m.constraint is not None and u.type in ("node", "storage_node") \
+        if m.constraint is not None and u.type in NODE_TYPES \
                 and not m.constraint.match(u.name, u.rank, u.properties):
             return True
         if self._avail(u, m) == 0:
@@ -353,10 +363,13 @@ class DfuSelect(DfuImpl):
         if cache is None or not u.children or u.parent is None:
             return self._dom_dfv_walk(m, u, resources, pristine, excl, to_parent)
         policy = self.policy
-        key = (self._sig(resources), pristine, excl, policy.ml_scores)
+        wl = self._walk_levels.get((id(resources), pristine, excl))  # _walk_level in line
+        if wl is None:
+            wl = self._walk_level(m, resources, pristine, excl)
+        key = wl.key
         hit = cache.get(u.uniq_id)
-        if hit is not None and hit[0] == key:
-            _key, ok, x, probe, dml, last, err = hit
+        if hit is not None and hit[1] == policy.ml_scores and hit[0] == key:
+            _key, _ml, ok, x, probe, dml, last, err = hit
             if err != _NOT_SET:
                 self.errno = err
             policy.ml_scores += dml
@@ -372,7 +385,7 @@ class DfuSelect(DfuImpl):
         ok, x, probe, err = self._probe_walk(m, u, resources, pristine, excl, to_parent)
         if self._enforced == enforced:  # no marks were set below u: the outcome is all there is
             last = policy.last_factor if policy.last_factor != last else None
-            cache[u.uniq_id] = (key, ok, x, probe, policy.ml_scores - ml, last, err)
+            cache[u.uniq_id] = (key, ml, ok, x, probe, policy.ml_scores - ml, last, err)
         return ok, x
 
     def _probe_walk(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool,
@@ -403,6 +416,19 @@ class DfuSelect(DfuImpl):
                 frozenset(r.type for r in resources if r.exclusive is True),
                 list({r.type: effective_max(r) for r in resources}.items()))
         return level
+
+    def _walk_level(self, m: JobMeta, resources: list[Request], pristine: bool,
+                    excl: bool) -> WalkLevel:
+        """This walk's key for the request level ``resources`` entered so. Within one
+        walk the match (its type and window) is one: the level's identity finds it."""
+        here = (id(resources), pristine, excl)
+        got = self._walk_levels.get(here)
+        if got is None:
+            level = (self._cache_policy, self._sig(resources), pristine, excl, m.alloc, m.sat)
+            # LevelWindow(level, m.at, m.duration) without its Python-level __new__
+            key = _new_tuple(LevelWindow, (level, m.at, m.duration))
+            got = self._walk_levels[here] = WalkLevel(key)
+        return got
 
     def _sig(self, resources: list[Request]) -> tuple:
         """A request level's structure, equal for equal requests of different matches."""
@@ -497,9 +523,7 @@ class DfuSelect(DfuImpl):
         self._levels: dict[int, _Level] = {}  # request list id -> _Level (see _level)
         self._enforced = 0
         self._cache = self._subtree_cache if self._cacheable and m.constraint is None else None
-        if self._cache is not None and self._cache_window != (m.at, m.duration, m.alloc, m.sat):
-            self._cache.clear()
-            self._cache_window = (m.at, m.duration, m.alloc, m.sat)
+        self._walk_levels: dict[tuple[int, bool, bool], WalkLevel] = {}  # only this walk's
         dfu = Scoring()
         ok, x_in = self._dom_dfv(m, root, req.resources, True, excl, dfu)
         if not ok:

@@ -34,7 +34,7 @@ from fluxnode.scheduler.traversers.dfu_impl import JobMeta
 from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, ShareTally
 from fluxnode.scheduler.traversers.inline_leaves import InlineLeaves
 from fluxnode.scheduler.traversers.leaf_scores import leaf_free
-from fluxnode.scheduler.traversers.level_window import LevelWindow, LevelWindowKeys, WalkLevel
+from fluxnode.scheduler.traversers.level_window import LevelWindow, WalkLevel
 from fluxnode.scheduler.traversers.pruned_skip import skip_pruned
 
 _third = itemgetter(2)
@@ -44,7 +44,7 @@ _third = itemgetter(2)
 MAX_PRUNE_KEYS = 64
 
 
-class FirstMatchWalk(InlineLeaves, LevelWindowKeys):
+class FirstMatchWalk(InlineLeaves):
     """The first-match ``_explore`` with leaves in line and remembered prunes (a mixin of
     ``dfu_fast.FastTraverser``)."""
 

@@ -23,10 +23,17 @@ output), so every level's choice has the score exact mode's has; tests/scheduler
 policies/test_fast_mode_properties.py checks both on random graphs and streams.
 
 Used only where it pays and is the same (``fast_shortcuts.decide``): exhaustive policy
-with ``stable_ties``, no constraints (they are per job), the root not a node, and no
-slot at the root (its candidates then are not kept per child). When a walk of one root
-child moves the node-centric score (an unbalanced node-centric walk), its candidates are
-not the child's alone: :class:`IndexFallback` sends the match to the plain walk.
+with ``stable_ties``, the root not a node, and no slot at the root (its candidates then
+are not kept per child). A constraint (RFC 31: hostlist, ranks, properties) is per job,
+and tests only nodes: the index stands for it when the root's children are the nodes
+and nothing below them is one (the service's graph, cluster -> nodes), since the
+constraint then turns down root children whole and nothing else. The index stays the
+constraint's none (its children are walked without it) and the match skips the children
+the constraint turns down (``_skipped``; ``IndexedEvals``' ``skip``), so a binder's
+request that leaves out a few nodes costs what one that leaves out none does. When a walk
+of one root child moves the node-centric score (an unbalanced node-centric walk), its
+candidates are not the child's alone: :class:`IndexFallback` sends the match to the plain
+walk.
 """
 
 from __future__ import annotations
@@ -36,8 +43,8 @@ from fluxnode.scheduler.jobspec.request import Request
 from fluxnode.scheduler.policies.indexed_evals import IndexedEvals, TypeIndex
 from fluxnode.scheduler.policies.scoring import Edge, EGroup, Evals, Scoring
 from fluxnode.scheduler.traversers.dfu_impl import JobMeta
-from fluxnode.scheduler.traversers.dfu_select import DfuSelect
-from fluxnode.scheduler.traversers.level_window import LevelWindow, LevelWindowKeys
+from fluxnode.scheduler.traversers.dfu_select import NODE_TYPES, DfuSelect
+from fluxnode.scheduler.traversers.level_window import LevelWindow
 
 # Requests (levels x windows x policies) whose root index is kept; the oldest goes first.
 MAX_INDEXES = 8
@@ -89,7 +96,7 @@ class IndexFallback(Exception):
     """The index cannot stand for this walk (see RootIndex); run the plain walk."""
 
 
-class RootIndexWalk(LevelWindowKeys):
+class RootIndexWalk(DfuSelect):
     """The select walk's part that reads and keeps the root index (a mixin of
     ``dfu_fast.FastTraverser``, which decides when it applies)."""
 
@@ -97,6 +104,33 @@ class RootIndexWalk(LevelWindowKeys):
     _root_index: RootIndex | None  # this walk's, once _index_explore made it
     _root_dfu: Scoring | None  # the root's scoring that holds the indexed types
     _replayed: set[int]  # root children whose marks this match put back (_replay_marks)
+    _nodes_at_root: bool  # the root's children are the graph's nodes (see the module)
+    _skip_of: tuple[object, frozenset[int]] | None  # the last constraint's skipped children
+
+    def _init_root_index(self) -> None:
+        root = self.g.root
+        kids = root.children
+        self._nodes_at_root = (
+            bool(kids) and all(c.type in NODE_TYPES for c in kids)
+            and not any(v.type in NODE_TYPES for v in self.g.vertices
+                        if v.parent is not None and v.parent is not root))
+        self._skip_of = None
+
+    def set_property(self, v: Vertex, key: str, value: str) -> None:
+        super().set_property(v, key, value)  # type: ignore[misc]  # Traverser's
+        self._skip_of = None  # a property constraint may turn down other nodes now
+
+    def _skipped(self, constraint) -> frozenset[int]:
+        """The root children (by position) ``constraint`` turns down, as ``_prune`` would:
+        by name, rank and properties. Kept for the last constraint (the service keeps one
+        object per ``ranks`` text, so a burst asks this once)."""
+        got = self._skip_of
+        if got is not None and got[0] is constraint:
+            return got[1]
+        skip = frozenset(pos for pos, c in enumerate(self.g.root.children)
+                         if not constraint.match(c.name, c.rank, c.properties))
+        self._skip_of = (constraint, skip)
+        return skip
 
     def _index_for(
         self, m: JobMeta, resources: list[Request], pristine: bool, excl: bool
@@ -116,6 +150,12 @@ class RootIndexWalk(LevelWindowKeys):
     def _index_explore(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool,
                        excl: bool, dfu: Scoring) -> int:
         idx = self._index_for(m, resources, pristine, excl)
+        skip: frozenset[int] = frozenset()
+        if m.constraint is not None:  # the children walked without it, skipped after
+            skip = self._skipped(m.constraint)
+            free = JobMeta(m.at, m.duration, m.jobid, None)
+            free.alloc, free.sat = m.alloc, m.sat
+            m = free
         kids = u.children
         if idx.fresh:
             todo = range(len(kids))
@@ -162,8 +202,14 @@ class RootIndexWalk(LevelWindowKeys):
         self._replayed: set[int] = set()
         rc = -1
         for t, ti in idx.types.items():
-            if ti.present:
-                dfu.types[t] = IndexedEvals(ti)
+            if not skip:
+                if ti.present:
+                    dfu.types[t] = IndexedEvals(ti)
+                    rc = 0
+                continue
+            offered = ti.offered(skip)
+            if offered[2]:
+                dfu.types[t] = IndexedEvals(ti, skip, offered)
                 rc = 0
         return rc
 
@@ -184,7 +230,7 @@ class RootIndexWalk(LevelWindowKeys):
         for t, ev in list(dfu.types.items()):
             if type(ev) is IndexedEvals:
                 plain = Evals()
-                for eg in ev.index.all_groups() + ev.extra:
+                for eg in ev.index.all_groups(ev.skip) + ev.extra:
                     plain.add(eg)
                 dfu.types[t] = plain
 

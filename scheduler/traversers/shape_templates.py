@@ -36,7 +36,7 @@ from fluxnode.scheduler.traversers.dfu_impl import JobMeta
 from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, DfuSelect
 from fluxnode.scheduler.traversers.fast_shortcuts import Shortcuts
 from fluxnode.scheduler.traversers.leaf_shapes import deep_number, leaf_number
-from fluxnode.scheduler.traversers.level_window import LevelWindowKeys, WalkLevel
+from fluxnode.scheduler.traversers.level_window import WalkLevel
 from fluxnode.scheduler.traversers.perf_class_below import PerfClassBelow
 
 _children_of = attrgetter("children")
@@ -97,7 +97,7 @@ class Template:
         self.centric = centric
 
 
-class ShapeTemplates(PerfClassBelow, LevelWindowKeys):
+class ShapeTemplates(PerfClassBelow, DfuSelect):
     """The select walk's part that numbers shapes and keeps and replays templates (a
     mixin of ``dfu_fast.FastTraverser``)."""
 

@@ -117,3 +117,30 @@ def test_kubectl_drain_cordons_then_evicted_pods_free_their_cores_once_gone(tmp_
         c.kube.patch("nodes", node, UNCORDON)
         assert c.wait_bound(["replacement"])["replacement"] == node
         c.assert_no_overcommit()
+
+
+def test_a_notready_node_is_drained_until_it_is_ready_again(tmp_path):
+    """Kubernetes' node lifecycle controller taints a NotReady node
+    node.kubernetes.io/not-ready:NoSchedule: nothing new lands there. The binder drains it
+    in the leader with a reason that says so (the service then refuses it to every caller,
+    and the binder's requests need not leave it out), a cordon on top takes the cordon's
+    reason, and the node Ready and uncordoned again is undrained."""
+    with BinderCluster(tmp_path, {"node0": 2, "node1": 2}) as c:
+        c.start_binder()
+        c.kube.set_node_ready("node1", False)
+        d = wait_for(lambda: drains(c).get("node1"), 20, what="node1 drained")
+        assert d["source"] == "kubernetes" and "NotReady" in d["reason"], d
+        with pytest.raises(RPCError) as info:
+            c.inst.rpc("sched.alloc", {"jobspec": one_core_on("node1")})
+        assert info.value.errnum == errno.EBUSY
+        c.create_pod("p", cpu="1")
+        assert c.wait_bound(["p"])["p"] == "node0"
+        c.kube.patch("nodes", "node1", CORDON)
+        wait_for(lambda: "cordoned" in drains(c)["node1"]["reason"], 20,
+                 what="node1's drain reason to say cordoned")
+        c.kube.set_node_ready("node1", True)
+        c.kube.patch("nodes", "node1", UNCORDON)
+        wait_for(lambda: "node1" not in drains(c), 20, what="node1 undrained")
+        c.create_pod("q", cpu="2")  # node0 has one core left: only node1 holds it
+        assert c.wait_bound(["q"])["q"] == "node1"
+        c.assert_no_overcommit()

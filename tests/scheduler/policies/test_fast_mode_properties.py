@@ -30,7 +30,7 @@ from pathlib import Path
 
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.readers.grug import read_grug
-from fluxnode.scheduler.traversers.dfu import MatchResult, NoMatch, Traverser
+from fluxnode.scheduler.traversers.dfu import MatchResult, NoMatch, Traverser, Unsatisfiable
 from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -223,3 +223,74 @@ def test_fast_placements_are_valid_and_score_as_exact_mode(policy, dims, steps, 
         picks = [(by_uid[e.vertex.uniq_id], e.needs, e.exclusive) for e in got.selection]
         exact.replay(picks, jobid, got.at, got.duration)
         live.append(jobid)
+
+
+def outcome(t: Traverser, js: dict, jobid: int, op: str):
+    """What a match gives: the selection and its status and start, or the refusal."""
+    try:
+        res = t.match(js, op=op, jobid=jobid)
+    except (NoMatch, Unsatisfiable) as exc:
+        return type(exc).__name__, str(exc), getattr(exc, "busy", None)
+    return res.status, res.at, [(e.vertex.uniq_id, e.needs, e.exclusive) for e in res.selection]
+
+
+def constraint_of(choice: tuple[str, int], nodes: int) -> dict | None:
+    """An RFC 31 constraint on the graph's nodes (named node0, node1, ...): a hostlist
+    of the nodes whose bit is set in a mask, or the nodes whose bit is not."""
+    kind, mask = choice
+    names = [f"node{i}" for i in range(nodes) if mask >> i & 1]
+    if kind == "none":
+        return None
+    hosts = {"hostlist": [",".join(names)]} if names else {"ranks": ["1000"]}
+    return hosts if kind == "hostlist" else {"not": [hosts]}
+
+
+@settings(PROFILE, max_examples=max(EXAMPLES, 300))
+@given(
+    policy=st.sampled_from(EXHAUSTIVE),
+    dims=st.tuples(st.integers(1, 8), st.integers(1, 2), st.integers(1, 4), st.integers(0, 2)),
+    steps=st.lists(st.tuples(STEP, st.sampled_from(["none", "hostlist", "not"]),
+                             st.integers(0, 255),
+                             st.sampled_from(["allocate", "allocate_orelse_reserve",
+                                              "allocate_with_satisfiability"])),
+                   min_size=1, max_size=30),
+)
+def test_the_root_index_under_a_constraint_places_as_the_plain_walk(policy, dims, steps):
+    """A constraint on the nodes (hostlist, or its negation) of a graph whose root's
+    children are the nodes: the fast traverser keeps its root index (the constraint
+    skips the children it turns down, root_index.py) and must give, at every step of
+    a stream with cancels, vertices going down and up, reservations and satisfiability,
+    what the plain walk with the same tie rule gives with the constraint in its walk
+    (dfu_select._prune): the same selection, status and start, or the same refusal."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "g.graphml"
+        path.write_text(grug(*dims))
+        fast = FastTraverser(read_grug(path), Policy.parse(policy, stable_ties=True))
+        plain = Traverser(read_grug(path), Policy.parse(policy, stable_ties=True))
+    assert fast._nodes_at_root
+    live: list[int] = []
+    jobid = 0
+    for step, kind, mask, op in steps:
+        if step[0] == "cancel":
+            if live:
+                j = live.pop(step[1] % len(live))
+                fast.cancel(j)
+                plain.cancel(j)
+            continue
+        if step[0] == "toggle":
+            vs = [v for v in fast.g.vertices if v.parent is not None]
+            v = vs[step[1] % len(vs)]
+            status = "up" if v.status == "down" else "down"
+            fast.set_status(v.path, status)
+            plain.set_status(v.path, status)
+            continue
+        _op, shape, a, b = step
+        js = SHAPES[shape](a, b)
+        constraint = constraint_of((kind, mask), dims[0])
+        if constraint is not None:
+            js["attributes"]["system"]["constraints"] = constraint
+        jobid += 1
+        got = outcome(fast, js, jobid, op)
+        assert got == outcome(plain, js, jobid, op), (shape, a, b, constraint, op)
+        if got[0] in ("ALLOCATED", "RESERVED"):
+            live.append(jobid)
