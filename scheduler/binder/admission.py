@@ -30,6 +30,7 @@ import base64
 import json
 from dataclasses import dataclass, field
 
+from fluxnode.scheduler.binder.job_shape import JobShapeError, integer_field, job_pod_count
 from fluxnode.scheduler.binder.podgroup import GROUP_LABELS, SIZE_KEYS
 
 QUEUE_LABEL = "fluxnode.io/queue"
@@ -119,7 +120,7 @@ class Admission:
                 patch = self.job_patch(obj)
             else:
                 patch = self.pod_patch(obj)
-        except Refusal as exc:
+        except (Refusal, JobShapeError) as exc:
             return Verdict(uid, False, message=f"fluxnode: {exc}", code=422)
         return Verdict(uid, patch=patch)
 
@@ -182,16 +183,6 @@ class Admission:
         return []
 
 
-def job_pod_count(spec: dict) -> int:
-    """Pods a Job runs at once, with the API server's defaults (SetDefaults_Job: parallelism
-    1 when unset): parallelism, capped by completions when completions is set."""
-    parallelism = _count(spec.get("parallelism", 1), "spec.parallelism", minimum=0)
-    completions = spec.get("completions")
-    if completions is None:
-        return parallelism
-    return min(parallelism, _count(completions, "spec.completions", minimum=0))
-
-
 def admitted_with_job(meta: dict) -> bool:
     """A pod the controller of a Job fluxnode admitted created: it carries the template's
     annotation naming the Job, and a controller reference to that same Job."""
@@ -216,7 +207,7 @@ def declared_sizes(meta: dict, where: str) -> list[tuple[str, int]]:
         for key in keys:
             if key in values:
                 field_path = f"{where}.{source}[{key}]"
-                sizes.append((field_path, _count(values[key], field_path, minimum=1)))
+                sizes.append((field_path, integer_field(values[key], field_path, minimum=1)))
     return sizes
 
 
@@ -258,20 +249,6 @@ def _map(obj: dict, key: str, where: str) -> dict:
     if not isinstance(value, dict):
         raise Refusal(f"{where}: expected an object, got {type(value).__name__}")
     return value
-
-
-def _count(value: object, where: str, minimum: int) -> int:
-    if isinstance(value, bool):
-        raise Refusal(f"{where}: {value!r} is not an integer")
-    try:
-        number = int(value) if isinstance(value, (int, str)) else None
-    except ValueError:
-        number = None
-    if number is None or (isinstance(value, str) and value.strip() != value):
-        raise Refusal(f"{where}: {value!r} is not an integer")
-    if number < minimum:
-        raise Refusal(f"{where}: {number} must be >= {minimum}")
-    return number
 
 
 def _pointer(key: str) -> str:
