@@ -196,14 +196,7 @@ def binder(
         retry_period=retry_period,
         http_host=http_host,
         http_port=http_port,
-        webhook_port=webhook_port,
-        webhook_host=webhook_host,
-        webhook_secret=webhook_secret,
-        webhook_config=webhook_config,
-        webhook_service=webhook_service,
-        webhook_cert_names=tuple(webhook_cert_name),
-        webhook_cert_dir=webhook_cert_dir,
-        webhook_cert_check=webhook_cert_check,
+        **webhook_settings(click.get_current_context().params),
     )
     try:
         b = Binder(api_client, config).start()
@@ -234,6 +227,13 @@ def binder(
     except KeyboardInterrupt:
         pass
     b.stop()
+
+
+def webhook_settings(params: dict) -> dict:
+    """The --webhook-* options as the BinderConfig fields of the same names."""
+    settings = {k: v for k, v in params.items() if k.startswith("webhook_")}
+    settings["webhook_cert_names"] = tuple(settings.pop("webhook_cert_name"))
+    return settings
 
 
 def _namespaced(text: str) -> bool:
