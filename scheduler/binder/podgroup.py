@@ -90,6 +90,17 @@ def job_size(job: dict) -> int:
     return max(1, min(int(completions), int(parallelism)))
 
 
+def completion_index(pod: dict) -> int | None:
+    """An Indexed Job's pod's completion index (label, else annotation), or None when it has
+    none or it is not a non-negative integer (such a pod is ordered by uid, as others)."""
+    meta = pod.get("metadata") or {}
+    value = _first(meta.get("labels") or {}, JOB_INDEX_LABELS) or (
+        meta.get("annotations") or {}).get(JOB_INDEX_ANNOTATION)
+    if value is None or not str(value).isdigit():
+        return None
+    return int(value)
+
+
 def group_of(pod: dict, job_size_lookup: JobSizeLookup | None = None) -> GroupIdentity:
     """The group `pod` belongs to. Raises PodGroupError for a malformed declaration."""
     meta = pod.get("metadata") or {}
