@@ -183,6 +183,13 @@ class Admission:
         return []
 
 
+def held_by_others(pod: dict) -> bool:
+    """The pod carries a scheduling gate other than fluxnode's: another controller holds it,
+    and the API server would refuse its Binding until that gate is removed."""
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    return any(not (isinstance(g, dict) and g.get("name") == ADMISSION_GATE) for g in gates)
+
+
 def admitted_with_job(meta: dict) -> bool:
     """A pod the controller of a Job fluxnode admitted created: it carries the template's
     annotation naming the Job, and a controller reference to that same Job."""
