@@ -31,13 +31,16 @@ import json
 from dataclasses import dataclass, field
 
 from fluxnode.scheduler.binder.job_shape import JobShapeError, integer_field, job_pod_count
-from fluxnode.scheduler.binder.podgroup import GROUP_LABELS, SIZE_KEYS
+from fluxnode.scheduler.binder.podgroup import (
+    GROUP_LABELS,
+    KUEUE_COUNT_ANNOTATION,
+    KUEUE_GROUP_LABEL,
+    SIZE_SOURCES,
+)
 
 QUEUE_LABEL = "fluxnode.io/queue"
 ADMISSION_GATE = "fluxnode.io/admission"
 JOB_ANNOTATION = "fluxnode.io/job"  # on a Job's pod template: the pods come with their Job
-KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
-KUEUE_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 DEFAULT_SCHEDULER = "default-scheduler"
 REVIEW_API_VERSION = "admission.k8s.io/v1"
 
@@ -208,9 +211,8 @@ def declared_sizes(meta: dict, where: str) -> list[tuple[str, int]]:
     """Every group size the metadata declares, each with its field path; each must be a
     positive integer."""
     sizes = []
-    for source in ("labels", "annotations"):
+    for source, keys in SIZE_SOURCES.items():
         values = meta.get(source) or {}
-        keys = SIZE_KEYS + ((KUEUE_COUNT_ANNOTATION,) if source == "annotations" else ())
         for key in keys:
             if key in values:
                 field_path = f"{where}.{source}[{key}]"
@@ -231,9 +233,9 @@ def check_group(meta: dict, where: str) -> None:
         raise Refusal(f"{where}.labels[{KUEUE_GROUP_LABEL}]: required with the "
                       f"{KUEUE_COUNT_ANNOTATION} annotation")
     sizes = declared_sizes(meta, where)
-    if sizes and not (kueue_name or any(labels.get(k) for k in GROUP_LABELS)):
+    if sizes and not any(labels.get(k) for k in GROUP_LABELS):
         raise Refusal(f"{sizes[0][0]}: a group size without a group name (label "
-                      f"{' or '.join(GROUP_LABELS + (KUEUE_GROUP_LABEL,))})")
+                      f"{' or '.join(GROUP_LABELS)})")
     for field_path, size in sizes[1:]:
         if size != sizes[0][1]:
             raise Refusal(f"{field_path}: group size {size} disagrees with "

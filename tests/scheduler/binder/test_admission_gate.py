@@ -6,12 +6,22 @@ user set are kept, and nothing else in the pods changes."""
 
 from __future__ import annotations
 
+import pytest
 from fluxnode.scheduler.binder.admission import ADMISSION_GATE
 from support.binder_cluster import BinderCluster
 
+CONVENTIONS = {  # a group of 3 as users write it: labels, annotations
+    "scheduler-plugins": ({"scheduling.x-k8s.io/pod-group": "g",
+                           "fluence.flux-framework.org/group-size": "3"}, {}),
+    "kueue": ({"kueue.x-k8s.io/pod-group-name": "g"},
+              {"kueue.x-k8s.io/pod-group-total-count": "3"}),
+}
 
-def gated(c: BinderCluster, name: str, **kw) -> dict:
-    obj = c.pod(name, "1", group="g", size=3, labels={"fluxnode.io/queue": "q"}, **kw)
+
+def gated(c: BinderCluster, name: str, convention: str) -> dict:
+    labels, annotations = CONVENTIONS[convention]
+    obj = c.pod(name, "1", labels={"fluxnode.io/queue": "q", **labels})
+    obj["metadata"]["annotations"] = dict(annotations)
     obj["spec"]["schedulingGates"] = [{"name": ADMISSION_GATE}]
     return c.kube.create("pods", obj, "default")
 
@@ -20,15 +30,16 @@ def gates(c: BinderCluster, name: str) -> list:
     return c.get_pod(name)["spec"].get("schedulingGates") or []
 
 
-def test_the_gate_goes_only_when_the_whole_group_is_placed(tmp_path):
+@pytest.mark.parametrize("convention", sorted(CONVENTIONS))
+def test_the_gate_goes_only_when_the_whole_group_is_placed(tmp_path, convention):
     with BinderCluster(tmp_path, {"node0": 2, "node1": 2}) as c:
         c.start_binder()
-        gated(c, "g-0")
-        gated(c, "g-1")
+        gated(c, "g-0", convention)
+        gated(c, "g-1", convention)
         c.wait_condition("g-0", "WaitingForGroup")
         assert gates(c, "g-0") == gates(c, "g-1") == [{"name": ADMISSION_GATE}]
         assert c.node_of("g-0") is None and c.node_of("g-1") is None
-        gated(c, "g-2")
+        gated(c, "g-2", convention)
         c.wait_bound(["g-0", "g-1", "g-2"])
         for name in ("g-0", "g-1", "g-2"):
             assert gates(c, name) == []
