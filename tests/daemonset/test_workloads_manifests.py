@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import kubernetes_validate
 import pytest
-from fluxnode.scheduler.binder.admission import QUEUE_LABEL
+import yaml
+from fluxnode.scheduler.binder.admission import ADMISSION_GATE, QUEUE_LABEL, Admission
+from fluxnode.scheduler.binder.podgroup import group_of
 from fluxnode.scheduler.binder.webhook_cert import service_names
 from fluxnode.scheduler.binder.webhook_server import PATH
 from support.kubectl import rendered as render_kustomization
@@ -14,6 +16,7 @@ from support.paths import REPO
 
 from fluxnode.commands.binder import binder as binder_command
 from fluxnode.testing.kube_emulator import RequestInfo
+from fluxnode.testing.kube_patch import json_patch
 from fluxnode.testing.kube_rbac import RbacAuthorizer
 
 DAEMONSET = REPO / "daemonset"
@@ -126,3 +129,21 @@ def test_binder_rbac_for_workloads_is_least_privilege(rendered, binder_params):
     assert sorted(hooks["verbs"]) == ["get", "patch"]
     status = [r for r in role["rules"] if r["resources"] == ["fluxjobs/status"]]
     assert status and all(r["apiGroups"] == ["fluxnode.io"] for r in status)
+
+
+def test_queued_group_example_is_gated_by_the_webhook_and_stays_valid():
+    """example/queued-group.yaml as the API server would store it after the webhook."""
+    docs = [d for d in yaml.safe_load_all((REPO / "example" / "queued-group.yaml").read_text())
+            if d]
+    assert len(docs) == 2
+    for doc in docs:
+        request = {"uid": "u", "operation": "CREATE",
+                   "resource": {"group": "", "version": "v1", "resource": "pods"},
+                   "object": doc}
+        verdict = Admission().review(request)
+        assert verdict.allowed, verdict.message
+        stored = json_patch(doc, verdict.patch)
+        kubernetes_validate.validate(stored, K8S_VERSION, strict=True)
+        assert stored["spec"]["schedulingGates"] == [{"name": ADMISSION_GATE}]
+        assert stored["spec"]["schedulerName"] == "fluxnode"
+        assert group_of(stored).size == 2
