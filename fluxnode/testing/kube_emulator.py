@@ -69,6 +69,7 @@ from fluxnode.testing.kube_field_validation import (
 )
 from fluxnode.testing.kube_job_controller import USER as JOB_CONTROLLER_USER
 from fluxnode.testing.kube_job_controller import JobController
+from fluxnode.testing.kube_list_options import end_of_initial_events, initial_events
 from fluxnode.testing.kube_selectors import SelectorError, selector_predicate
 from fluxnode.testing.kube_store import (
     DEFAULT_NAMESPACES,
@@ -892,6 +893,7 @@ class KubeEmulator:
                     "resourceVersion": obj["metadata"].get("resourceVersion", "")}))
             return web.json_response(obj)
         if info.verb == "list":
+            initial_events(q, watch=False)
             listed = self._list(rt, info)
             if rt.ref == "poddisruptionbudgets.policy":
                 listed["items"] = [self._current_budget(p) for p in listed["items"]]
@@ -1176,11 +1178,12 @@ class KubeEmulator:
         if other is not None and self.store.list(other[0], info.namespace)[0]:
             raise not_emulated(request, "a watch of Events that were written through the "
                                "other Event API (the emulator stores the two apart)")
+        initial = initial_events(q, watch=True)
         matches = selector_predicate(q.get("labelSelector"), q.get("fieldSelector"), rt.ref)
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else 1800.0
         start = self.store.open_watch(rt.ref, info.namespace, matches, q.get("resourceVersion"),
-                                      asyncio.get_running_loop())
+                                      asyncio.get_running_loop(), initial)
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
         await response.prepare(request)
@@ -1202,6 +1205,8 @@ class KubeEmulator:
             assert watcher is not None
             if start.events:  # the replay or the current state: in chunks, as any burst
                 await self._write_events(response, start.events)
+            if initial and bookmarks:  # a watch-list's state is all sent (kube_list_options)
+                await send(end_of_initial_events(rt, start.rv))
             deadline = time.monotonic() + timeout
             next_bookmark = time.monotonic() + (self.bookmark_interval or 0)
             while True:

@@ -255,6 +255,7 @@ class WatchStart:
     events: list[dict]
     watcher: Watcher | None
     gone: str | None = None
+    rv: int = 0  # the store's resourceVersion when the watch opened (its initial state's)
 
 
 class KubeStore:
@@ -870,12 +871,18 @@ class KubeStore:
 
     # -- watching ----------------------------------------------------------------------------
     def open_watch(self, ref: str, namespace: str | None, matches: Callable[[dict], bool],
-                   resource_version: str | None, loop: asyncio.AbstractEventLoop) -> WatchStart:
-        """Register a watch; replay history after ``resource_version`` or send current state."""
+                   resource_version: str | None, loop: asyncio.AbstractEventLoop,
+                   initial_events: bool | None = None) -> WatchStart:
+        """Register a watch; replay history after ``resource_version`` or send current state.
+        ``initial_events`` (a watch-list's sendInitialEvents): True sends the current state
+        whatever ``resource_version`` says (not older than it); False sends no state, only
+        changes after ``resource_version`` (from now when it is unset or 0)."""
         rt = self.resource(ref)
         with self.lock:
             watcher = Watcher(ref, namespace if rt.namespaced else None, matches, loop)
-            if resource_version in (None, "", "0"):
+            if initial_events is False and resource_version in (None, "", "0"):
+                events = []
+            elif initial_events or resource_version in (None, "", "0"):
                 items, _ = self.list(ref, namespace, matches)
                 events = [{"type": "ADDED", "object": o} for o in items]
             else:
@@ -892,7 +899,7 @@ class KubeStore:
                 events = [e for c in self._history if c.rv > since and c.ref == ref
                           for e in [watcher.event_for(c)] if e is not None]
             self._watchers.add(watcher)
-            return WatchStart(events, watcher)
+            return WatchStart(events, watcher, rv=self.rv)
 
     def close_watch(self, watcher: Watcher) -> None:
         with self.lock:

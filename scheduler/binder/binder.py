@@ -13,6 +13,7 @@ Split the way kube-scheduler is (design and user guide: docs/binder.md):
 - reconcile.py: on start, takeover or a lost answer (the leader restarted), the
   cache is rebuilt from ``sched.list`` and the pods.
 - context.py: what these parts share.
+- webhook.py: the admission webhook every replica serves (its server and certificates).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from fluxnode.scheduler.binder.queue import Reservations
 from fluxnode.scheduler.binder.reconcile import Reconciler
 from fluxnode.scheduler.binder.sched_client import SchedClient, SchedUnavailable
 from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
+from fluxnode.scheduler.binder.webhook import Webhook
 from kubernetes.client import BatchV1Api, CoordinationV1Api, CoreV1Api
 
 log = logging.getLogger("fluxnode.binder")
@@ -93,6 +95,9 @@ class Binder:
         self.informers: list[Informer] = []
         self.elector: LeaderElector | None = None
         self.health: HealthServer | None = None
+        self.webhook: Webhook | None = None
+        if config.webhook_port is not None:
+            self.webhook = Webhook(api_client, config, self.ctx.metrics.registry)
         self._thread: threading.Thread | None = None
 
     @property
@@ -103,6 +108,8 @@ class Binder:
     # -- lifecycle ----------------------------------------------------------------
 
     def start(self) -> Binder:
+        if self.webhook is not None:
+            self.webhook.start()
         self.informers = [
             Informer(
                 "pods",
@@ -159,6 +166,8 @@ class Binder:
         self.ctx.sched.close()
         if self.health is not None:
             self.health.stop()
+        if self.webhook is not None:
+            self.webhook.stop()
 
     def wait(self) -> None:
         while self._thread is not None and self._thread.is_alive():
@@ -190,6 +199,8 @@ class Binder:
                 return f"informer {informer.name} not synced"
         if self.leading.is_set() and not self.ctx.sched_ok:
             return "scheduler service not reachable"
+        if self.webhook is not None:
+            return self.webhook.problem()
         return None
 
     def _enqueue(self, what: str):

@@ -6,8 +6,11 @@ server copies a Binding's annotations onto the pod in the same write), then a
 ``Scheduled`` Event. A pod that cannot be placed gets ``PodScheduled=False``
 with a reason that says whether it waits (``WaitingForResources``,
 ``WaitingForGroup``) or can never fit (``Unschedulable``), plus a
-``FailedScheduling`` Event. Bodies are plain dicts and answers are not turned
-into model objects: that is most of the client's CPU cost per pod.
+``FailedScheduling`` Event. A pod the admission webhook gated (``fluxnode.io/admission``,
+issue 30) has that gate removed just before its Binding, once its whole group is placed: a
+JSON patch that first tests the gate is still where the informer saw it. Bodies are plain
+dicts and answers are not turned into model objects: that is most of the client's CPU cost
+per pod.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 
 from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.agent.kube.timestamps import stamps, time_now
+from fluxnode.scheduler.binder.admission import ADMISSION_GATE
 from fluxnode.scheduler.binder.cluster_state import (
     ALLOCATION_ANNOTATION,
     CORES_ANNOTATION,
@@ -68,6 +72,7 @@ class PodWriter:
 
     def bind_only(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
         """The Binding (with annotations), without its event. Raises BindError if it fails."""
+        self.ungate(pod)
         annotations = {
             ALLOCATION_ANNOTATION: str(alloc_id),
             RANK_ANNOTATION: str(slot.rank),
@@ -94,6 +99,25 @@ class PodWriter:
             raise BindError(exc.status, _api_message(exc)) from None
         except Exception as exc:  # connection trouble: the bind may or may not have happened
             raise BindError(0, f"{type(exc).__name__}: {exc}") from None
+
+    def ungate(self, pod: PodInfo) -> None:
+        """Remove fluxnode's admission gate, if the pod has it. Raises BindError if the API
+        server refuses (e.g. the gates changed since the informer saw them: 422)."""
+        gates = (pod.raw.get("spec") or {}).get("schedulingGates") or []
+        for i, gate in enumerate(gates):
+            if isinstance(gate, dict) and gate.get("name") == ADMISSION_GATE:
+                patch = [{"op": "test", "path": f"/spec/schedulingGates/{i}/name",
+                          "value": ADMISSION_GATE},
+                         {"op": "remove", "path": f"/spec/schedulingGates/{i}"}]
+                try:
+                    self.api.request("PATCH",
+                                     f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
+                                     patch, "application/json-patch+json")
+                except ApiException as exc:
+                    raise BindError(exc.status, _api_message(exc)) from None
+                except Exception as exc:  # connection trouble: the gate may be gone or not
+                    raise BindError(0, f"{type(exc).__name__}: {exc}") from None
+                return
 
     def scheduled(self, pod: PodInfo, slot: PodSlot, alloc_id: int) -> None:
         """The `Scheduled` event of a bound pod; never raises (the pod is bound whatever

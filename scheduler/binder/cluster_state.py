@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from fluxnode.agent.kube.node_affinity import NodeTraits
 from fluxnode.broker_conf import idset
+from fluxnode.scheduler.binder.admission import held_by_others
 from fluxnode.scheduler.binder.pod_requests import (
     MIB,
     ZERO,
@@ -328,6 +329,9 @@ class ClusterState:
             return
         if alloc_id is not None or info.node:
             self._drop_pending(info)  # placed by us, or bound by someone else
+            return
+        if held_by_others(info.raw):
+            self._drop_pending(info)  # another controller's gate: not ready to place yet
             return
         try:
             ident = group_of(info.raw, self.job_size_lookup)

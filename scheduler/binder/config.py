@@ -37,6 +37,16 @@ class BinderConfig:
     watch_timeout: int = 300
     rpc_timeout: float = 10.0  # a sched.* answer slower than this means the leader is gone
     report_delay: float = 1.0  # an incomplete group says it waits only after this long
+    # the admission webhook (issue 30; docs/binder.md "The admission webhook"): off when
+    # webhook_port is None, else served on it (0: any free port) by every replica
+    webhook_port: int | None = None
+    webhook_host: str = "0.0.0.0"
+    webhook_secret: str = "fluxnode/fluxnode-webhook-cert"  # NAMESPACE/NAME of its certificates
+    webhook_config: str = "fluxnode"  # the MutatingWebhookConfiguration whose caBundle is kept
+    webhook_service: str = "fluxnode-webhook"  # in the Secret's namespace: the certificate's names
+    webhook_cert_names: tuple[str, ...] = ()  # more names (or IPs) for the certificate
+    webhook_cert_dir: str = ""  # empty: a private temporary directory
+    webhook_cert_check: float = 300.0  # seconds between checks of the Secret and the caBundle
 
     def __post_init__(self) -> None:
         # The Lease holder names the pod, so `kubectl get lease` points at it; outside a pod

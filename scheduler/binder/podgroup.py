@@ -1,7 +1,9 @@
 """Which pods must be placed together, and how many of them there are.
 
 A group is placed all or nothing, so its identity and size come from what the
-user declared: the scheduler-plugins / Fluence group labels, an indexed Job,
+user declared: the scheduler-plugins / Fluence group labels, Kueue's plain-pod group (the
+``kueue.x-k8s.io/pod-group-name`` label, its size in the
+``kueue.x-k8s.io/pod-group-total-count`` annotation), an indexed Job,
 or nothing (a group of one). Identities include a UID where one exists (the
 Job's controller-uid, the pod's own uid) so a recreated group never inherits a
 stale allocation that was keyed by a name.
@@ -12,8 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-GROUP_LABELS = ("scheduling.x-k8s.io/pod-group", "fluence.flux-framework.org/pod-group")
+KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+KUEUE_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+GROUP_LABELS = ("scheduling.x-k8s.io/pod-group", "fluence.flux-framework.org/pod-group",
+                KUEUE_GROUP_LABEL)
 SIZE_KEYS = ("fluence.flux-framework.org/group-size", "fluxnode.io/group-size")
+# where a size may be written: labels and annotations alike, and Kueue's count (annotation)
+SIZE_SOURCES = {"labels": SIZE_KEYS, "annotations": SIZE_KEYS + (KUEUE_COUNT_ANNOTATION,)}
 JOB_INDEX_LABELS = ("batch.kubernetes.io/job-completion-index",)
 JOB_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
@@ -73,8 +80,8 @@ def declared_size(pod: dict) -> int | None:
     """The size a pod declares for its group (label first, then annotation)."""
     meta = pod.get("metadata") or {}
     where = f"pod {meta.get('namespace', 'default')}/{meta.get('name', '?')}"
-    for source in ("labels", "annotations"):
-        value = _first(meta.get(source) or {}, SIZE_KEYS)
+    for source, keys in SIZE_SOURCES.items():
+        value = _first(meta.get(source) or {}, keys)
         if value is not None:
             return _size(value, f"{where} {source}")
     return None
@@ -88,6 +95,17 @@ def job_size(job: dict) -> int:
     if parallelism is None:
         parallelism = completions
     return max(1, min(int(completions), int(parallelism)))
+
+
+def completion_index(pod: dict) -> int | None:
+    """An Indexed Job's pod's completion index (label, else annotation), or None when it has
+    none or it is not a non-negative integer (such a pod is ordered by uid, as others)."""
+    meta = pod.get("metadata") or {}
+    value = _first(meta.get("labels") or {}, JOB_INDEX_LABELS) or (
+        meta.get("annotations") or {}).get(JOB_INDEX_ANNOTATION)
+    if value is None or not str(value).isdigit():
+        return None
+    return int(value)
 
 
 def group_of(pod: dict, job_size_lookup: JobSizeLookup | None = None) -> GroupIdentity:

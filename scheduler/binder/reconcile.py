@@ -49,6 +49,7 @@ from fluxnode.scheduler.binder.slot_assignment import (
     AssignmentError,
     PodSlot,
     assign,
+    indexes,
     slots_by_shape,
 )
 from fluxnode.scheduler.jobspec.builder import SlotKind
@@ -243,7 +244,8 @@ class Reconciler:
                                    or not s.ids()[0] & share.cores]
         if unbound:
             try:
-                slots = assign(unbound, free)
+                slots = assign(unbound, free,
+                               indexes(state.pods[uid] for uid in unbound))
             except AssignmentError as exc:
                 log.warning("allocation %d of %s: no slot for its %d unbound pods (%s); they "
                             "are asked for again", a["id"], key, len(unbound), exc)

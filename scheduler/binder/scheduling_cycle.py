@@ -43,7 +43,12 @@ from fluxnode.scheduler.binder.cluster_state import Group, GroupAllocation, Outs
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.pod_requests import PodRequestError, pod_requests
 from fluxnode.scheduler.binder.sched_client import LeaderForgot
-from fluxnode.scheduler.binder.slot_assignment import AssignmentError, assign, slots_by_shape
+from fluxnode.scheduler.binder.slot_assignment import (
+    AssignmentError,
+    assign,
+    indexes,
+    slots_by_shape,
+)
 from fluxnode.scheduler.jobspec.builder import SlotKind
 
 log = logging.getLogger("fluxnode.binder")
@@ -381,7 +386,8 @@ class SchedulingCycle:
                 "reserved",
             )
         try:
-            slots = assign(shapes, slots_by_shape(attempt.payload["slots"], answer["slots"]))
+            slots = assign(shapes, slots_by_shape(attempt.payload["slots"], answer["slots"]),
+                           indexes(pods))
         except AssignmentError as exc:
             ctx.cancel(answer["id"], None)
             return self._waiting(pods, f"busy: {exc}; will retry", "error")

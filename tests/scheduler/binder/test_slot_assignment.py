@@ -29,3 +29,17 @@ def test_a_pod_without_a_slot_of_its_shape_is_reported():
     with pytest.raises(AssignmentError, match="1 cores, 0 GPUs and 1024 MiB"):
         assign({u: SlotKind(1, 0, 1024) for u in "abc"},
                slots_by_shape(KINDS, SLOTS))
+
+
+def test_indexed_pods_take_slots_in_completion_index_order():
+    kinds = [{"cores": 1, "gpus": 0, "memory_mib": 0, "count": 3}]
+    slots = [{"kind": 0, "rank": r, "hostname": f"n{r}", "cores": "0", "gpus": ""}
+             for r in range(3)]
+    # uids sort the other way round from the indexes: the index decides
+    out = assign({"c": SlotKind(1), "b": SlotKind(1), "a": SlotKind(1)},
+                 slots_by_shape(kinds, slots), {"c": 0, "b": 1, "a": 2})
+    assert {uid: s.hostname for uid, s in out.items()} == {"c": "n0", "b": "n1", "a": "n2"}
+    # a pod without an index comes after the indexed ones
+    out = assign({"c": SlotKind(1), "b": SlotKind(1), "a": SlotKind(1)},
+                 slots_by_shape(kinds, slots), {"c": 0, "b": 1})
+    assert out["a"].hostname == "n2"
