@@ -192,6 +192,7 @@ def test_a_deleted_jobs_pods_are_orphaned_by_default_and_deleted_by_kubectl(kube
     batch.delete_namespaced_job("keep", "default")  # no policy: batch/v1 orphans
     wait_for(lambda: "ownerReferences" not in _pods(kube, "keep")[0]["metadata"], 10,
              what="the pod orphaned")
-    assert kubectl(kube, "delete", "job", "drop").check().stdout == 'job.batch "drop" deleted\n'
+    assert kubectl(kube, "delete", "job", "drop").check().stdout == \
+        'job.batch "drop" deleted from default namespace\n'
     wait_for(lambda: _pods(kube, "drop") == [], 10, what="the pod deleted (Background)")
     assert len(_pods(kube, "keep")) == 1
