@@ -64,7 +64,7 @@ def test_every_answer_matches_flux_cores_table(spec):
             assert topo.ancestors(r) == up[r]
             below = [d for d in range(size) if d == r or r in up[d]]
             assert topo.subtree(r) == below, (spec, size, r)
-            for t in range(size):
+            for t in range(size) if size <= 40 else ():  # all pairs: cubic
                 route = next((c for c in [t, *up[t]] if table[c] == r), None)
                 assert topo.child_route(r, t) == route, (spec, size, r, t)
 
