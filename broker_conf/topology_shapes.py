@@ -66,15 +66,17 @@ class Shape:
         return r if self.parent(r) == rank else None
 
 
-class Kary(Shape):
+class Fanout(Shape):
+    """A shape with a fanout parameter K (kary, mincrit)."""
+
     def __init__(self, size: int, k: int) -> None:
         super().__init__(size)
         self.k = k
 
+
+class Kary(Fanout):
     def parent(self, rank: int) -> int | None:
-        if rank == 0:
-            return None
-        return (rank - 1) // self.k if self.k else 0
+        return None if rank == 0 else (rank - 1) // self.k if self.k else 0
 
     def children(self, rank: int) -> Sequence[int]:
         if self.k == 0:
@@ -147,16 +149,10 @@ class Binomial(Shape):
         return rank + (1 << ((target - rank).bit_length() - 1))
 
 
-class Mincrit(Shape):
-    def __init__(self, size: int, k: int) -> None:
-        super().__init__(size)
-        self.k = k
-
+class Mincrit(Fanout):
     def parent(self, rank: int) -> int | None:
-        if rank == 0:
-            return None
-        if self.k == 0 or rank <= self.k:
-            return 0
+        if rank == 0 or self.k == 0 or rank <= self.k:
+            return None if rank == 0 else 0
         return (rank - self.k - 1) % self.k + 1
 
     def children(self, rank: int) -> Sequence[int]:
