@@ -6,8 +6,8 @@ with), the fast traverser's root index (``root_index.py``, the same), the first-
 walk's remembered prunes (``first_match_walk.py``, compared by identity) and the shape
 templates (``shape_templates.py``, per level in any window: a template stands only for an
 untouched subtree, which no window changes). Each used to build its own tuple of the
-same fields in its own order. :class:`LevelWindow` is that key, once: the policy's key (the service changes
-policy between matches), the level's structure (``DfuSelect._sig``: equal for equal
+same fields in its own order. :class:`LevelWindow` is that key, once: the policy's key
+(the service changes policy between matches), the level's structure (``DfuSelect._sig``: equal for equal
 requests of different matches), how the walk enters it (pristine, exclusive) and the
 match type, as one tuple (``LevelWindow.level``, the templates' key), and the window.
 What changes under a kept outcome reaches every cache by one path, the subtree cache's
