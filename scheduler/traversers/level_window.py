@@ -7,8 +7,8 @@ walk's remembered prunes (``first_match_walk.py``, compared by identity) and the
 templates (``shape_templates.py``, per level in any window: a template stands only for an
 untouched subtree, which no window changes). Each used to build its own tuple of the
 same fields in its own order. :class:`LevelWindow` is that key, once: the policy's key
-(the service changes policy between matches), the level's structure (``DfuSelect._sig``: equal for equal
-requests of different matches), how the walk enters it (pristine, exclusive) and the
+(the service changes policy between matches), the level's structure
+(``DfuSelect._sig``: equal for equal requests of different matches), how the walk enters it (pristine, exclusive) and the
 match type, as one tuple (``LevelWindow.level``, the templates' key), and the window.
 What changes under a kept outcome reaches every cache by one path, the subtree cache's
 ``pop`` (``dfu_impl.SubtreeCache``). The subtree cache is also emptied when the window or
