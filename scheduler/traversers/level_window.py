@@ -8,8 +8,8 @@ templates (``shape_templates.py``, per level in any window: a template stands on
 untouched subtree, which no window changes). Each used to build its own tuple of the
 same fields in its own order. :class:`LevelWindow` is that key, once: the policy's key
 (the service changes policy between matches), the level's structure
-(``DfuSelect._sig``: equal for equal requests of different matches), how the walk enters it (pristine, exclusive) and the
-match type, as one tuple (``LevelWindow.level``, the templates' key), and the window.
+(``DfuSelect._sig``: equal for equal requests of different matches), how the walk enters
+it (pristine, exclusive) and the match type, as one tuple (``LevelWindow.level``, the templates' key), and the window.
 What changes under a kept outcome reaches every cache by one path, the subtree cache's
 ``pop`` (``dfu_impl.SubtreeCache``). The subtree cache is also emptied when the window or
 the policy changes, though its key names both: a hit skips the visits of its subtree,
