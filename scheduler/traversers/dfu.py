@@ -194,6 +194,7 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         # status, property (variation scores by one) or the graph changes below it.
         # Only a match's own window is kept.
         self._subtree_cache = SubtreeCache()
+        self._cache_window: tuple | None = None  # see DfuSelect._select
         # the shared planners update walks hand out, kept for the next walks with the
         # same window (dfu_update.SpanPool)
         self._span_pool = SpanPool()

@@ -77,7 +77,7 @@ class FastTraverser(RootIndexWalk, ShapeTemplates, FirstMatchWalk, Traverser):
         key = (p.name, p.high, p.node_centric, p.node_exclusive, exhaustive, p.variation,
                p.stable_ties)
         if key != self._cache_policy:  # the service changes policy between matches
-            # (the subtree cache's outcomes are keyed with the policy: LevelWindow)
+            self._subtree_cache.clear()  # (visit counts, as for a window: DfuSelect._select)
             self._templates.clear()
             self._tpl_misses.clear()
             self._forget_prunes()

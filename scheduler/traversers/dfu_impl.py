@@ -144,6 +144,7 @@ class DfuImpl:
     _tracked: dict[str, set[str]]  # vertex type -> the filter types checked when pruning
     _child_types: dict[int, set[str]]  # vertex uniq_id -> its children's types
     _subtree_cache: SubtreeCache  # see DfuSelect._dom_dfv
+    _cache_window: tuple | None  # the window the subtree cache holds (DfuSelect._select)
     _cacheable: bool
     _cache: dict[int, tuple] | None  # the subtree cache when this match may use it
     _marks: dict[tuple[int, int], tuple[int, bool]]  # (parent, child) uniq_ids -> (needs, excl)

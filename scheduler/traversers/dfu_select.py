@@ -524,6 +524,15 @@ class DfuSelect(DfuImpl):
         self._enforced = 0
         self._cache = self._subtree_cache if self._cacheable and m.constraint is None else None
         self._walk_levels: dict[tuple[int, bool, bool], WalkLevel] = {}  # only this walk's
+        # Emptied when the window changes, though its keys name the window: an outcome
+        # kept from an earlier match in the same window would be found again when a match
+        # comes back to it (a reservation's or satisfiability's walks in between), and a
+        # hit skips the visits of its subtree, which resource-query prints
+        # (total_preorder): the plain walk and the fast one's templates count alike only
+        # when both start each window empty (test_templates' exact-mode test).
+        if self._cache is not None and self._cache_window != (m.at, m.duration, m.alloc, m.sat):
+            self._cache.clear()
+            self._cache_window = (m.at, m.duration, m.alloc, m.sat)
         dfu = Scoring()
         ok, x_in = self._dom_dfv(m, root, req.resources, True, excl, dfu)
         if not ok:
