@@ -54,7 +54,7 @@ def doc_items(pattern_fn) -> list[tuple[str, str]]:
 def paths_in(code: str) -> list[str]:
     out = []
     for token in PATH_TOKEN.findall(code):
-        token = token.rstrip(".,:")
+        token = token.rstrip(".,:;)]")  # punctuation after a name, as in prose
         if re.search(r"[<>{}]|\[\w", token):  # a placeholder: bench/<name>.py, {{rank}}
             continue
         last = token.rstrip("/").rsplit("/", 1)[-1]
