@@ -107,7 +107,7 @@ class DocNode:
         if self.kind != "map":
             return None
         for k, v in self.value:
-            if k.kind == "scalar" and k.value == key:
+            if k.value == key and k.kind == "scalar":  # (the commoner miss first)
                 return v
         return None
 
@@ -448,7 +448,14 @@ def as_int(node: DocNode, path: str, lo: int, hi: int, *, unsigned: bool) -> int
     expected = f"an integer from {lo} to {hi}"
     if node.kind != "scalar":
         raise _bad(node, path, expected)
-    m = _INT_RE.match(node.value)
+    text = node.value
+    if text.isdigit() and text.isascii() and (text[0] != "0" or text == "0") and len(text) <= 24:
+        # plain decimal digits (a count, a version): _INT_RE's third form, without it
+        value = int(text)
+        if not lo <= value <= hi:
+            raise _bad(node, path, expected)
+        return value
+    m = _INT_RE.match(text)
     if m is None or (unsigned and m.group(1) == "-") or len(m.group(2)) > 24:
         raise _bad(node, path, expected)
     digits = m.group(2)
