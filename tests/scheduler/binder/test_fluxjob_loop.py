@@ -122,3 +122,89 @@ def fluxjob_or_none(c: BinderCluster) -> dict | None:
         return fluxjob(c)
     except Exception:
         return None
+
+
+def indexed_job(name: str, pods: int, cpu: str = "1") -> dict:
+    job = yaml.safe_load((REPO / EXAMPLE).read_text())
+    job["metadata"]["name"] = name
+    job["spec"]["completions"] = job["spec"]["parallelism"] = pods
+    job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+    return job
+
+
+def status(c: BinderCluster, name: str) -> dict:
+    try:
+        return c.kube.get(FLUXJOBS, name, "default").get("status") or {}
+    except Exception:
+        return {}
+
+
+def test_a_job_that_can_never_fit_stays_queued_saying_why(cluster):
+    c = cluster
+    batch = client.BatchV1Api(c.kube.api_client())
+    batch.create_namespaced_job("default", indexed_job("wide", 9))  # 9 cores of 8
+    batch.create_namespaced_job("default", indexed_job("fat", 1, cpu="3"))  # nodes have 2
+    wait_for(lambda: status(c, "wide").get("reason") and status(c, "fat").get("reason"), 30,
+             what="both FluxJobs saying why")
+    # the words pods are told (scheduling_cycle.py, tests/scheduler/binder/test_binder_capacity)
+    assert status(c, "wide")["reason"] == (
+        "unsatisfiable: the group needs 9 cores in 9 pods but the 4 usable nodes have 8 in "
+        "total; will not fit until the cluster changes")
+    assert status(c, "fat")["reason"] == (
+        "unsatisfiable: a pod needs 3 cores but the largest usable node has 2; will not fit "
+        "until the cluster changes")
+    assert status(c, "wide")["phase"] == status(c, "fat")["phase"] == "Queued"
+    assert [s["position"] for s in (status(c, "wide"), status(c, "fat"))] == [1, 2]
+    assert c.kube.list("pods", "default") == []
+    assert c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"] == []
+
+
+def test_a_job_suspended_again_gives_back_its_allocation_and_is_queued(cluster):
+    c = cluster
+    batch = client.BatchV1Api(c.kube.api_client())
+    batch.create_namespaced_job("default", indexed_job("sweep", 4))
+    wait_for(lambda: status(c, "sweep").get("phase") == "Running", 30, what="Running")
+    (first,) = c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"]
+    old_pods = {p["metadata"]["uid"] for p in job_pods(c)}
+    assert len(old_pods) == 4
+    c.kube.hold_terminations = True  # its pods stay Terminating: they still hold their shares
+    batch.patch_namespaced_job("sweep", "default", {"spec": {"suspend": True}})
+    wait_for(lambda: status(c, "sweep").get("phase") == "Queued", 30, what="Queued again")
+    assert status(c, "sweep")["reason"] == "waiting for its pods to end"
+    assert [a["id"] for a in c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})[
+        "allocations"]] == [first["id"]]
+    c.kube.hold_terminations = False
+    c.kube.finish_terminations()
+    # given back, then asked for again: a new allocation, new pods bound into it
+    wait_for(lambda: status(c, "sweep").get("phase") == "Running"
+             and status(c, "sweep").get("allocation") not in (None, first["id"]), 30,
+             what="admitted again with a new allocation")
+    (second,) = c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"]
+    assert second["id"] != first["id"]
+    new = job_pods(c)
+    assert len(new) == 4 and not {p["metadata"]["uid"] for p in new} & old_pods
+    assert {p["metadata"]["annotations"]["fluxnode.io/allocation"] for p in new} == {
+        str(second["id"])}
+    c.assert_no_overcommit()
+
+
+def test_a_deleted_job_takes_its_fluxjob_and_allocation_with_it(cluster):
+    c = cluster
+    batch = client.BatchV1Api(c.kube.api_client())
+    batch.create_namespaced_job("default", indexed_job("queued", 9))  # never fits
+    batch.create_namespaced_job("default", indexed_job("admitted", 2))
+    wait_for(lambda: status(c, "admitted").get("phase") == "Running"
+             and status(c, "queued").get("reason"), 30, what="one Running, one Queued")
+    for name in ("queued", "admitted"):
+        batch.delete_namespaced_job(name, "default", propagation_policy="Background")
+    wait_for(lambda: not status(c, "queued") and not status(c, "admitted"), 30,
+             what="both FluxJobs deleted")
+    for p in job_pods_of(c, "admitted"):  # the garbage collector's part, where it has none
+        c.kube.delete("pods", p["metadata"]["name"], "default", grace_period=0)
+    wait_for(lambda: c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"]
+             == [], 30, what="the allocation freed")
+
+
+def job_pods_of(c: BinderCluster, name: str) -> list[dict]:
+    return [p for p in c.kube.list("pods", "default")
+            if (p["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-name") == name]
