@@ -430,10 +430,10 @@ class SchedulingCycle:
         try:
             answer = ctx.sched.rpc("sched.alloc", payload)
         except RPCError as exc:
-            if exc.errnum == errno.EBUSY:
-                return f"busy: {exc.errstr}; will retry when resources free up"
+            if exc.errnum == errno.EBUSY:  # worded as the pods of a group that waits
+                return f"{exc.errstr}; will retry when resources free up"
             if exc.errnum not in REFUSALS:
-                return f"busy: {exc.errstr}; will retry"
+                return f"{exc.errstr}; will retry"
             why = self._explain({str(i): slot for i in range(count)}, names) or exc.errstr
             return (f"unsatisfiable: {why.removeprefix('unsatisfiable: ')}; "
                     "will not fit until the cluster changes")

@@ -88,7 +88,9 @@ def test_an_indexed_job_starts_only_when_all_its_pods_fit(cluster):
                              "PODS", "NODES"]
     assert (row["NAME"], row["QUEUE"], row["PHASE"], row["PODS"], row["POSITION"]) == (
         "sweep", "batch", "Queued", f"0/{PODS}", "1")
-    assert row["REASON"].startswith("busy")
+    # worded as a waiting group's pods are told (scheduling_cycle.py _finish)
+    assert row["REASON"] == "busy: not enough free resources now; will retry when resources " \
+        "free up"
     # free the cluster: the whole set is allocated, the Job resumed, every pod bound
     c.kube.delete("pods", "blocker", "default")
     wait_for(lambda: len(job_pods(c)) == PODS, 30, what="the Job controller's 8 pods")
