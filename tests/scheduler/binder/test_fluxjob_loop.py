@@ -210,3 +210,22 @@ def test_a_deleted_job_takes_its_fluxjob_and_allocation_with_it(cluster):
 def job_pods_of(c: BinderCluster, name: str) -> list[dict]:
     return [p for p in c.kube.list("pods", "default")
             if (p["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-name") == name]
+
+
+def test_a_non_indexed_job_is_one_group_bound_into_its_allocation(cluster):
+    """Pods of a NonIndexed Job have no completion index; the webhook's fluxnode.io/job
+    annotation groups them, so they too take the Job's allocation and nothing is asked again."""
+    c = cluster
+    job = indexed_job("plain", 3)
+    del job["spec"]["completionMode"]
+    client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default", job)
+    wait_for(lambda: status(c, "plain").get("phase") == "Running", 30, what="Running")
+    (listed,) = c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"]
+    assert c.inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"] == []
+    pods = job_pods_of(c, "plain")
+    assert len(pods) == 3
+    assert all("batch.kubernetes.io/job-completion-index" not in p["metadata"]["labels"]
+               for p in pods)
+    assert {c.get_pod(p["metadata"]["name"])["metadata"]["annotations"][
+        "fluxnode.io/allocation"] for p in pods} == {str(listed["id"])}
+    c.assert_no_overcommit()
