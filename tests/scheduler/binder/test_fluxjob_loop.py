@@ -229,3 +229,34 @@ def test_a_non_indexed_job_is_one_group_bound_into_its_allocation(cluster):
     assert {c.get_pod(p["metadata"]["name"])["metadata"]["annotations"][
         "fluxnode.io/allocation"] for p in pods} == {str(listed["id"])}
     c.assert_no_overcommit()
+
+
+def test_a_restarted_binder_keeps_a_running_jobs_allocation(cluster):
+    """The allocation was made before its pods existed (its labels name none): a new binder
+    adopts it with the pods whose Bindings name it, rather than cancelling it and re-adopting
+    them one by one, and a pod that ends afterwards still frees its share."""
+    c = cluster
+    client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default",
+                                                                 indexed_job("sweep", 4))
+    wait_for(lambda: status(c, "sweep").get("phase") == "Running", 30, what="Running")
+    (before,) = c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"]
+    (b,) = c.binders
+    b2 = c.replace_binder(b)
+    wait_for(lambda: b2.reconciled, 30, what="the new binder reconciled")
+    (after,) = c.inst.rpc("sched.list", {"labels": {"owner": "binder:fluxnode",
+                                                     "kind": "fluxjob"}})["allocations"]
+    assert after["id"] == before["id"]
+    assert c.inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"] == []
+    assert status(c, "sweep")["phase"] == "Running"
+    first = min(job_pods(c), key=lambda p: p["metadata"]["name"])
+    node = first["spec"]["nodeName"]
+    c.finish(first["metadata"]["name"])
+    # its node's share is given back once no pod of the allocation is left there
+    others_there = [p for p in job_pods(c) if p["spec"]["nodeName"] == node
+                    and p["metadata"]["uid"] != first["metadata"]["uid"]]
+    for p in others_there:
+        c.finish(p["metadata"]["name"])
+    wait_for(lambda: node not in {n["hostname"] for n in c.inst.rpc(
+        "sched.list", {"labels": {"kind": "fluxjob"}})["allocations"][0]["nodes"]}, 30,
+             what=f"{node} given back")
+    c.assert_no_overcommit()
