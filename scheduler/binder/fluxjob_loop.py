@@ -73,6 +73,15 @@ def _condition(job: dict) -> str | None:
     return None
 
 
+def _older(new: dict, old: dict) -> bool:
+    """`new` is an earlier version of `old` (the API emulator's and etcd's resourceVersions
+    grow; one that is not a number is never called older)."""
+    try:
+        return int(new["metadata"]["resourceVersion"]) < int(old["metadata"]["resourceVersion"])
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
 class FluxJobLoop:
     def __init__(self, ctx: BinderContext, scheduling: SchedulingCycle, batch: BatchV1Api,
                  custom: CustomObjectsApi):
@@ -102,7 +111,7 @@ class FluxJobLoop:
             tracked = self.jobs.get(key)
             if tracked is None or tracked.job["metadata"].get("uid") != obj["metadata"].get("uid"):
                 self.jobs[key] = Tracked(obj)
-            else:
+            elif not _older(obj, tracked.job):  # not an event from before our own patch
                 tracked.job = obj
         self.dirty = True
 
@@ -159,8 +168,11 @@ class FluxJobLoop:
             self._status(tracked, "Queued", position=position, reason=answer)
             return
         try:
-            kube_raw.call(self.batch.patch_namespaced_job, tracked.job["metadata"]["name"],
-                          key.namespace, {"spec": {"suspend": False}})
+            # the Job as patched: the loop must not take it for suspended again before the
+            # informer brings the patch back
+            tracked.job = kube_raw.call(self.batch.patch_namespaced_job,
+                                        tracked.job["metadata"]["name"], key.namespace,
+                                        {"spec": {"suspend": False}}) or tracked.job
         except ApiException as exc:
             ctx.cancel(answer["id"], None)
             self._status(tracked, "Queued", position=position,
