@@ -52,6 +52,7 @@ TIERS: dict[str, tuple[str, ...]] = {
         "tests/agent/broker/test_reregistration.py",
         "tests/agent/broker/test_start_interrupted.py",
         "tests/agent/broker/test_tbon_limits.py",
+        "tests/agent/broker/test_descriptor_starvation.py",
         "tests/agent/node/test_broker_exit_reason.py",
         "tests/agent/node/test_connect_shell_tools.py",
         "tests/agent/node/test_kubectl_agents.py",

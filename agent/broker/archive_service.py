@@ -25,10 +25,10 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fluxnode.agent.broker.archive_extract import Extraction, ExtractStats
 from fluxnode.agent.broker.archive_format import ArchiveError, check_name, parse
@@ -39,6 +39,9 @@ from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 from fluxnode.agent.broker.reactor import Timer
 from fluxnode.agent.broker.services import DEFERRED, Deferred, ServiceRegistry
 from fluxnode.broker_conf import idset
+
+if TYPE_CHECKING:
+    import sqlite3
 
 WATCH_PERIOD = 1.0  # how often a broker waiting for children checks they are still there
 
@@ -86,6 +89,8 @@ class ArchiveService:
     def open(self) -> None:
         if self._state.rank != 0:
             return
+        import sqlite3  # the leader's only: a worker never loads it
+
         path = Path(self._state.statedir) / "archive.sqlite"
         try:
             db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)

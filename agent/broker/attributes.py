@@ -25,6 +25,9 @@ SETTABLE = {
     "jobspec.max-bytes": "largest jobspec text sched.alloc takes (default 1M)",
     "jobspec.max-depth": "deepest nesting of a jobspec (default 64)",
     "jobspec.max-nodes": "YAML nodes of a jobspec, aliases counted as used (default 4096)",
+    "tbon.pending-max": "TBON connections without a CURVE handshake yet, in all (default 128)",
+    "tbon.pending-per-address": "the same, from one IP address (default 16)",
+    "tbon.fd-reserve": "descriptors under the limit kept from unproved TBON peers (default 32)",
     "content.hash": "hash of content store blobrefs: sha1 (default) or sha256",
     "content.cache-size": "bytes of fetched blobs a non-leader broker caches (default 64M)",
     "content.send-rate": "bytes per second of blobs this broker sends its children (default: "
@@ -33,7 +36,8 @@ SETTABLE = {
 SIZE_ATTRS = ("connector.max-message", "connector.input-budget", "connector.output-pause",
               "connector.output-limit", "jobspec.max-bytes", "content.cache-size",
               "content.send-rate")
-COUNT_ATTRS = ("jobspec.max-depth", "jobspec.max-nodes")
+COUNT_ATTRS = ("jobspec.max-depth", "jobspec.max-nodes", "tbon.pending-max",
+               "tbon.pending-per-address", "tbon.fd-reserve")
 _SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 _LEVELS = {

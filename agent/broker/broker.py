@@ -46,6 +46,7 @@ from fluxnode.agent.broker.logging_setup import setup_logging
 from fluxnode.agent.broker.message import Message, ServiceError
 from fluxnode.agent.broker.modules import BrokerHandle, ModuleLoader, ModuleLoadError
 from fluxnode.agent.broker.overlay import Overlay, TbonParams
+from fluxnode.agent.broker.overlay_guard import GuardLimits
 from fluxnode.agent.broker.quorum import Quorum
 from fluxnode.agent.broker.reactor import Reactor
 from fluxnode.agent.broker.resource_service import ResourceService, ResourceServiceContext
@@ -139,6 +140,7 @@ class Broker:
             params=TbonParams.from_config(state.config.tbon),
             bind_fd=tbon_fd,
             subtrees={c: state.topology.subtree(c) for c in children},
+            guard_limits=GuardLimits(**attributes.sizes(state.attrs, "tbon.")),
             deliver=self._from_overlay,
             on_change=self._overlay_changed,
             on_parent_join=self._joined_parent,

@@ -36,15 +36,15 @@ from __future__ import annotations
 import base64
 import binascii
 import errno
-import hashlib
+import importlib
 import logging
 import re
-import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fluxnode.agent.broker import attributes
 from fluxnode.agent.broker.boot import InstanceState
@@ -52,6 +52,9 @@ from fluxnode.agent.broker.connector import is_client_hop
 from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 from fluxnode.agent.broker.reactor import Timer
 from fluxnode.agent.broker.services import DEFERRED, Deferred, ServiceRegistry
+
+if TYPE_CHECKING:
+    import sqlite3
 
 HASHES = {"sha1": 40, "sha256": 64}  # RFC 10 hash names -> hex digest length
 DEFAULT_HASH = "sha1"  # flux-core's default content.hash
@@ -73,9 +76,23 @@ class BlobrefError(ValueError):
     """A string that is not an RFC 10 blobref this store understands."""
 
 
+def _hash(hash_name: str, data: bytes) -> str:
+    """The hex digest, from CPython's own SHA modules when it has them (_sha1; _sha256 in
+    3.11, _sha2 later): hashlib would load OpenSSL's libcrypto, 3.4 MiB resident, into
+    every broker for two hash functions."""
+    for module in ("_sha1",) if hash_name == "sha1" else ("_sha256", "_sha2"):
+        try:
+            return getattr(importlib.import_module(module), hash_name)(data).hexdigest()
+        except (ImportError, AttributeError):
+            continue
+    import hashlib
+
+    return hashlib.new(hash_name, data).hexdigest()
+
+
 def blobref(data: bytes, hash_name: str = DEFAULT_HASH) -> str:
     """The RFC 10 blobref of `data`."""
-    return f"{hash_name}-{hashlib.new(hash_name, data).hexdigest()}"
+    return f"{hash_name}-{_hash(hash_name, data)}"
 
 
 def check_blobref(ref: object) -> str:
@@ -171,6 +188,8 @@ class ContentStore:
         """On the leader, open (or create) the backing database in the statedir."""
         if not self.leader:
             return
+        import sqlite3  # the leader's only: a worker never loads it
+
         path = Path(self.state.statedir) / "content.sqlite"
         try:
             db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)

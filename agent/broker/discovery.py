@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import tomllib
@@ -111,7 +110,10 @@ def _gpus(dev: Path) -> list[int]:
         pass
     if ids:
         return sorted(ids)
-    smi = shutil.which("nvidia-smi")
+    # looked up by hand: shutil (and the compression modules it loads) is not worth its
+    # memory in every broker for one `which`
+    smi = next((p for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if d
+                for p in (os.path.join(d, "nvidia-smi"),) if os.access(p, os.X_OK)), None)
     if smi is None:
         return []
     try:

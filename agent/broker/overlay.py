@@ -3,10 +3,11 @@
 Each broker binds one ZeroMQ ROUTER (children and non-broker clients connect to
 it) and connects one DEALER to its parent, both under CURVE with the single
 instance certificate (as Flux does); an in-loop ZAP handler (overlay_auth.py) accepts only peers
-presenting the instance public key. Children say hello, send keepalives and
-report their subtree status and online ranks; the parent marks a silent child
-`lost` after torpid_max and computes its own subtree status from its children,
-with flux-overlay(1)'s meanings:
+presenting the instance public key, and an admission guard (overlay_guard.py) sheds
+connections that have not proved themselves before they can take every descriptor.
+Children say hello, send keepalives and report their subtree status and online ranks;
+the parent marks a silent child `lost` after torpid_max and computes its own subtree
+status from its children, with flux-overlay(1)'s meanings:
 
 full      online, no child partial/offline/degraded/lost
 partial   online, some child partial or offline, none degraded or lost
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 import zmq
 from fluxnode.agent.broker.message import MAX_MESSAGE_SIZE, Message, MessageError
 from fluxnode.agent.broker.overlay_auth import InstanceKeyAuthenticator
+from fluxnode.agent.broker.overlay_guard import MONITOR_EVENTS, AdmissionGuard, GuardLimits
 from fluxnode.agent.broker.reactor import Reactor, Timer
 from fluxnode.broker_conf.config import TbonConfig
 
@@ -147,6 +149,7 @@ class Overlay:
         on_parent_join: Callable[[], None] | None = None,
         bind_fd: int | None = None,
         subtrees: dict[int, list[int]] | None = None,
+        guard_limits: GuardLimits | None = None,
     ) -> None:
         self.reactor = reactor
         self.ctx = ctx
@@ -174,6 +177,7 @@ class Overlay:
         self.router: zmq.Socket | None = None
         self.dealer: zmq.Socket | None = None
         self.auth = InstanceKeyAuthenticator(reactor, ctx, log, public_key)
+        self.guard = AdmissionGuard(log, guard_limits)
         self._report_timer: Timer | None = None
         self._keepalive: Timer | None = None
         self.shutting_down = False
@@ -217,7 +221,7 @@ class Overlay:
             self.router = None
             raise
         self.reactor.add(self.router, zmq.POLLIN, self._router_ready)
-        self.auth.watch(self.router)
+        self.auth.watch(self.router, MONITOR_EVENTS, self.guard.on_monitor)
 
     def close(self) -> None:
         if self._keepalive:
@@ -272,7 +276,13 @@ class Overlay:
         assert self.router is not None
         for _ in range(1000):
             try:
-                frames = self.router.recv_multipart(zmq.NOBLOCK, copy=True)
+                if self.guard.pending:
+                    # who sends has proved itself: the guard must not shed its connection
+                    parts = self.router.recv_multipart(zmq.NOBLOCK, copy=False)
+                    self.guard.proved(parts[0].get(zmq.SRCFD))
+                    frames = [p.bytes for p in parts]
+                else:
+                    frames = self.router.recv_multipart(zmq.NOBLOCK, copy=True)
             except zmq.Again:
                 return
             ident, frames = frames[0], frames[1:]
@@ -460,6 +470,7 @@ class Overlay:
                 self._child_down(child, "lost", "lost connection")
         if self.dealer is not None and not self.shutting_down:
             self._send_parent_control("keepalive", None)
+        self.guard.flush_log()
 
     def _recompute(self) -> None:
         status = subtree_status([c.status for c in self.children.values()])

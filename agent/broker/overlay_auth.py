@@ -5,17 +5,20 @@ it is one of us. All brokers share one keypair (flux-config-bootstrap(5)), so th
 handler, served on this broker's event loop at the inproc endpoint libzmq asks,
 accepts exactly the instance public key and refuses anything else. A peer encrypting
 to the wrong server key never gets as far as ZAP: a monitor on the ROUTER logs those
-failed handshakes too. `refused` counts both kinds.
+failed handshakes too. `refused` counts both kinds. The same monitor (a socket has only
+one) passes the other events it was asked for to a listener: the admission guard's
+accepted and disconnected connections (overlay_guard.py).
 """
 
 from __future__ import annotations
 
 import logging
+import struct
+from collections.abc import Callable
 
 import zmq
 from fluxnode.agent.broker.reactor import Reactor
 from zmq.utils import z85
-from zmq.utils.monitor import recv_monitor_message
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 
@@ -31,6 +34,7 @@ class InstanceKeyAuthenticator:
         self._raw_key = z85.decode(public_key)
         self.zap: zmq.Socket | None = None
         self.monitor: zmq.Socket | None = None
+        self._listener: Callable[[list[bytes]], None] | None = None
 
     def open(self) -> None:
         """Serve ZAP requests (before the ROUTER binds, so no handshake goes unchecked)."""
@@ -39,10 +43,17 @@ class InstanceKeyAuthenticator:
         self.zap.bind(ZAP_ENDPOINT)
         self.reactor.add(self.zap, zmq.POLLIN, self._zap_ready)
 
-    def watch(self, router: zmq.Socket) -> None:
-        """Log the failed handshakes of `router` that never reach ZAP."""
+    def watch(
+        self,
+        router: zmq.Socket,
+        events: int = 0,
+        listener: Callable[[list[bytes]], None] | None = None,
+    ) -> None:
+        """Log the failed handshakes of `router` that never reach ZAP; hand the raw monitor
+        messages of `events` to `listener`."""
+        self._listener = listener
         self.monitor = router.get_monitor_socket(
-            zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+            zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH | events
         )
         self.reactor.add(self.monitor, zmq.POLLIN, self._monitor_ready)
 
@@ -86,13 +97,18 @@ class InstanceKeyAuthenticator:
         assert self.monitor is not None
         while True:
             try:
-                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
+                frames = self.monitor.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            if event["event"] != zmq.EVENT_HANDSHAKE_FAILED_AUTH:  # ZAP refusals are logged above
+            if len(frames) < 2 or len(frames[0]) < 6:
+                continue
+            event = struct.unpack("=h", frames[0][:2])[0]
+            if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:  # ZAP refusals are logged above
                 self.refused += 1
                 self.log.warning(
                     "overlay: refused connection on %s: CURVE handshake failed (peer does not "
                     "have the instance certificate)",
-                    event["endpoint"].decode(errors="replace"),
+                    frames[1].decode(errors="replace"),
                 )
+            elif event != zmq.EVENT_HANDSHAKE_FAILED_AUTH and self._listener is not None:
+                self._listener(frames)

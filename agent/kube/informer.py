@@ -10,7 +10,9 @@ bounded, with jitter, so a restarting API server is not hammered and recovery st
 quick. A 401/403 is a configuration problem no retry fixes: with an ``on_fatal``
 handler the informer reports it and stops; without one it keeps retrying.
 Objects stay plain JSON dicts (``_preload_content=False``): client model objects cost
-more CPU than the work done with them, and reject objects from newer servers.
+more CPU than the work done with them, and reject objects from newer servers. An owner
+that reads a few fields of each object passes a ``transform`` (as client-go's
+SetTransform): the cache and the handlers see only what it returns.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ FatalHandler = Callable[[KubeAccessError], None]
 
 WATCH_TIMEOUT = 300
 """Server-side watch timeout in seconds; the informer simply watches again."""
+
+LIST_PAGE = 500
+"""Objects per list request (client-go's reflector lists in pages of 500 too)."""
 
 
 class WatchExpired(Exception):
@@ -68,6 +73,7 @@ class Informer:
         on_fatal: FatalHandler | None = None,
         watch_timeout: int = WATCH_TIMEOUT,
         backoff: Backoff | None = None,
+        transform: Callable[[dict], dict] | None = None,
         **list_kwargs: Any,
     ):
         self.name = name
@@ -75,6 +81,7 @@ class Informer:
         self._list_kwargs = {k: v for k, v in list_kwargs.items() if v is not None}
         self._on_event = on_event or (lambda kind, obj: None)
         self._on_fatal = on_fatal
+        self._transform = transform or (lambda obj: obj)
         self._watch_timeout = watch_timeout
         self.backoff = backoff or Backoff()
         self.resource_version: str | None = None  # of the last list, event or bookmark
@@ -150,15 +157,33 @@ class Informer:
                 self._stop.wait(delay)
 
     def _list(self) -> None:
-        response = self._list_call(_preload_content=False, **self._list_kwargs)
-        try:
-            body = json.loads(response.data)
-        finally:
-            response.release_conn()
-        items = body.get("items") or []
+        """List in pages of LIST_PAGE objects (client-go's reflector does the same): the
+        whole list as sent is never held at once, only a page and what `transform` keeps."""
+        items: list[dict] = []
+        version: str | None = None
+        token: str | None = None
+        while True:
+            paging = {"limit": LIST_PAGE, **({"_continue": token} if token else {})}
+            try:
+                response = self._list_call(_preload_content=False, **paging, **self._list_kwargs)
+            except ApiException as exc:
+                if exc.status == 410 and token:  # the snapshot the pages came from is gone
+                    raise WatchExpired("list continuation expired") from None
+                raise
+            try:
+                body = json.loads(response.data)
+            finally:
+                response.release_conn()
+            meta = body.get("metadata") or {}
+            version = version or meta["resourceVersion"]
+            items.extend(self._transform(o) for o in body.get("items") or [])
+            token = meta.get("continue")
+            del body
+            if not token:
+                break
         with self._lock:
             self._objects = {object_key(o): o for o in items}
-            self.resource_version = body["metadata"]["resourceVersion"]
+            self.resource_version = version
             self.relists += 1
         self._on_event("SYNC", items)
         self.synced.set()
@@ -212,6 +237,7 @@ class Informer:
                 self.resource_version = rv
             if kind == "BOOKMARK":
                 return
+            obj = self._transform(obj)
             key = object_key(obj)
             if kind == "DELETED":
                 self._objects.pop(key, None)

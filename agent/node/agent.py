@@ -32,6 +32,7 @@ from fluxnode.agent.node import resources as node_resources
 from fluxnode.agent.node.events import NodeEvents
 from fluxnode.agent.node.host_files import HostFiles, write_atomic
 from fluxnode.agent.node.metrics import AgentMetrics
+from fluxnode.agent.node.node_view import node_view
 from fluxnode.agent.node.overlay_config import OverlaySettings
 from fluxnode.agent.node.ranks import RankStore
 from fluxnode.agent.node.secret import SecretError, ensure_curve_secret
@@ -195,6 +196,7 @@ class NodeAgent:
             self._abort.set()
 
         self.nodes = Informer("nodes", self.api.list_node, changed("nodes"), on_fatal=fatal,
+                              transform=node_view,
                               label_selector=self.opts.selector or None).start()
         self.rank_configmaps = Informer(
             "configmaps",

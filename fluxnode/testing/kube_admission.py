@@ -27,9 +27,10 @@ pkg/admission/plugin/webhook):
 - ``reinvocationPolicy: IfNeeded``: such a webhook is called once more when a webhook after it
   changed the object (reinvocation.go).
 
-``matchConditions`` (CEL) are not emulated, nor are DELETE requests sent to webhooks: a
-configuration with matchConditions is answered 501 when written, a DELETE its rules name is
-answered 501.
+``matchConditions`` (CEL) are not emulated, nor are DELETE requests sent to webhooks, nor
+validating webhooks (their configurations are stored): a configuration with matchConditions
+is answered 501 when written, a DELETE a mutating webhook's rules name and any write a
+validating webhook's rules name are answered 501.
 """
 
 from __future__ import annotations

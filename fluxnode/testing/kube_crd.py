@@ -81,7 +81,10 @@ def define(crd: dict) -> CustomResource:
         causes.append(("spec.versions", "Invalid value: null: must have exactly one version "
                                         "marked as storage version"))
     elif sum(1 for v in versions if v.get("storage")) != 1:
-        causes.append(("spec.versions", "Invalid value: ...: must have exactly one version "
+        # the server prints the whole list of versions as Go values here; their names stand in
+        names_list = "[" + " ".join(str(v.get("name")) for v in versions) + "]"
+        causes.append(("spec.versions", f"Invalid value: {names_list}: must have exactly one "
+                                        "version "
                                         "marked as storage version"))
     for i, version in enumerate(versions):
         if not ((version.get("schema") or {}).get("openAPIV3Schema")):

@@ -50,6 +50,7 @@ from aiohttp import web
 
 from fluxnode.testing.kube_admission import (
     MUTATING_REF,
+    VALIDATING_REF,
     AdmissionNotEmulated,
     Attributes,
     admit,
@@ -824,17 +825,28 @@ class KubeEmulator:
         return await asyncio.get_running_loop().run_in_executor(
             None, admit, attrs, configurations, labels, self.service_endpoints)
 
-    def _refuse_delete_webhooks(self, request: web.BaseRequest, rt: ResourceType,
-                                info: RequestInfo, user: str) -> None:
-        """A real API server sends DELETE to the mutating webhooks whose rules name it; the
-        emulator does not: 501 rather than a delete no webhook saw."""
-        probe = Attributes("DELETE", rt, info.subresource or "", info.namespace or "",
+    def _refuse_unemulated_admission(self, request: web.BaseRequest, rt: ResourceType,
+                                     info: RequestInfo, user: str) -> None:
+        """What a real API server would send to webhooks and the emulator does not: a DELETE
+        to the mutating webhooks whose rules name it, and any write to validating webhooks
+        (stored, never called). 501 rather than a write no webhook saw."""
+        if rt.group == "admissionregistration.k8s.io":
+            return
+        operation = {"create": "CREATE", "update": "UPDATE", "patch": "UPDATE"}.get(
+            info.verb, "DELETE")
+        probe = Attributes(operation, rt, info.subresource or "", info.namespace or "",
                            info.name or "", {}, None, user, False)
-        for config in self._webhooks(rt):
-            for hook in config.get("webhooks") or []:
-                if any(rule_matches(rule, probe) for rule in hook.get("rules") or []):
-                    raise not_emulated(request, f'the DELETE admission of webhook '
-                                       f'"{hook.get("name")}"')
+        kinds = [(VALIDATING_REF, "validating")]
+        if operation == "DELETE":
+            kinds.append((MUTATING_REF, "mutating"))
+        for ref, kind in kinds:
+            if not self.store.count(ref):
+                continue
+            for config in self.store.list(ref)[0]:
+                for hook in config.get("webhooks") or []:
+                    if any(rule_matches(rule, probe) for rule in hook.get("rules") or []):
+                        raise not_emulated(request, f"the {operation} admission of {kind} "
+                                           f'webhook "{hook.get("name")}"')
 
     async def _patch_admitted(self, rt: ResourceType, info: RequestInfo, body: Any,
                               patch_type: str, user: str, configurations: list[dict]) -> dict:
@@ -893,6 +905,7 @@ class KubeEmulator:
         if info.verb == "watch":
             return await self._watch(request, rt, info)
         body = await self._body(request)
+        self._refuse_unemulated_admission(request, rt, info, user)
         dry_run = "dryRun" in q
         warnings = self._check_fields(request, rt, info, body)
         if info.verb == "create":
@@ -961,8 +974,6 @@ class KubeEmulator:
             obj = store.patch(info.resource, info.namespace, info.name, body, kinds[ctype],  # type: ignore[arg-type]
                               subresource=info.subresource, as_client=True)
             return _warned(warnings, web.json_response(obj))
-        if info.verb in ("delete", "deletecollection"):
-            self._refuse_delete_webhooks(request, rt, info, user)
         if info.verb == "delete":
             options = dict(body) if isinstance(body, dict) else {}
             if "gracePeriodSeconds" in q:  # the query parameter wins, as in the API server
@@ -973,6 +984,12 @@ class KubeEmulator:
                 self._kubelet_stops(obj)
             if not gone and rt.ref == "namespaces":
                 self._namespace_controller_empties(obj["metadata"]["name"])
+            if gone and rt.ref == "jobs.batch" and self.job_controller is not None:
+                policy = q.get("propagationPolicy") or options.get("propagationPolicy")
+                if policy is None and str(options.get("orphanDependents", "")).lower() != \
+                        "false":
+                    policy = "Orphan"  # batch/v1 Job's DefaultGarbageCollectionPolicy
+                self.job_controller.collect(obj, policy or "Background")
             if not gone or rt.ref in RETURNS_DELETED_OBJECT:
                 return web.json_response(obj)
             return web.json_response(

@@ -29,8 +29,10 @@ controls (``syncJob``):
 Not emulated (documented, never guessed): the pod backoff delay before a failed pod is
 replaced (the emulator replaces it at once), the ``batch.kubernetes.io/job-tracking``
 finalizer, ``podFailurePolicy``, ``successPolicy``, ``backoffLimitPerIndex``,
-``activeDeadlineSeconds``, ``ttlSecondsAfterFinished``, and the garbage collector (pods of
-a deleted Job stay).
+``activeDeadlineSeconds``, ``ttlSecondsAfterFinished``. A Job deleted through the API has its
+pods collected as the garbage collector would (`JobController.collect`): orphaned (their
+ownerReference removed) by default, deleted for ``propagationPolicy`` Background or
+Foreground (kubectl's ``delete job`` sends Background).
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ class JobController:
         self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="job-controller", daemon=True)
         self.errors: list[str] = []  # what a sync could not do (a test may assert it is empty)
+        # deleted Jobs whose pods the garbage collector's part still has to handle
+        self._collections: queue.Queue[tuple[dict, str]] = queue.Queue()
 
     def start(self) -> JobController:
         self.store.listeners.append(self._noticed)
@@ -134,6 +138,12 @@ class JobController:
                 if more is None:
                     return
                 pending.add(more)
+            while not self._collections.empty():
+                job, policy = self._collections.get()
+                try:
+                    self._collect(job, policy)
+                except Exception as exc:  # noqa: BLE001 (kept for the test to see)
+                    self.errors.append(f"collecting {job['metadata']['name']}: {exc!r}")
             for namespace, name in sorted(pending):
                 try:
                     self.sync(namespace, name)
@@ -229,6 +239,31 @@ class JobController:
         if status != (job.get("status") or {}):
             self.batch.replace_namespaced_job_status(name, namespace, {
                 **job, "status": status})
+
+    def collect(self, job: dict, policy: str) -> None:
+        """A Job was deleted through the API with this propagation policy: its pods are
+        handled on the controller's thread (the caller may be the server's loop)."""
+        self._collections.put((job, policy))
+        self._queue.put((job["metadata"]["namespace"], job["metadata"]["name"]))
+
+    def _collect(self, job: dict, policy: str) -> None:
+        """What the garbage collector does with a deleted Job's pods (pkg/controller/
+        garbagecollector): ``Orphan`` (batch/v1's default when the request names no policy)
+        takes the Job's ownerReference off them, ``Background`` and ``Foreground`` delete them
+        (here both after the Job is gone)."""
+        uid = job["metadata"]["uid"]
+        pods = [p for p in self.store.list("pods", job["metadata"]["namespace"])[0]
+                if (_owner(p) or ("", ""))[1] == uid]
+        if policy != "Orphan":
+            self._delete(pods)
+            return
+        for pod in pods:
+            refs = pod["metadata"].get("ownerReferences") or []
+            at = next(i for i, r in enumerate(refs) if r.get("uid") == uid)
+            # the last one: the field goes (an empty list is omitted, as the server writes it)
+            path = "/metadata/ownerReferences" + ("" if len(refs) == 1 else f"/{at}")
+            self.core.patch_namespaced_pod(pod["metadata"]["name"], pod["metadata"]["namespace"],
+                                           [{"op": "remove", "path": path}])
 
     def _delete(self, pods: list[dict]) -> None:
         from kubernetes.client.exceptions import ApiException

@@ -181,6 +181,15 @@ def test_what_a_crd_asks_and_the_emulator_does_not_serve_is_501(kube, crds):
     status, message = _error(exc)
     assert status == 501 and "'pattern'" in message
     crd = fluxjob_crd()
+    crd["spec"]["versions"][0]["storage"] = False
+    with pytest.raises(ApiException) as exc:
+        crds.create_custom_resource_definition(crd)
+    status, message = _error(exc)
+    assert status == 422 and message.startswith(
+        'CustomResourceDefinition.apiextensions.k8s.io "fluxjobs.fluxnode.io" is invalid: '
+        "spec.versions: Invalid value: ") and message.endswith(
+        ": must have exactly one version marked as storage version")
+    crd = fluxjob_crd()
     crd["metadata"]["name"] = "jobs.fluxnode.io"
     with pytest.raises(ApiException) as exc:
         crds.create_custom_resource_definition(crd)

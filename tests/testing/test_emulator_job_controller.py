@@ -182,3 +182,17 @@ def test_the_controllers_pods_go_through_admission_webhooks(kube, batch, tmp_pat
         assert review["request"]["object"]["metadata"]["generateName"] == "w-"
         assert [r["name"] for r in review["request"]["object"]["metadata"][
             "ownerReferences"]] == ["w"]
+
+
+def test_a_deleted_jobs_pods_are_orphaned_by_default_and_deleted_by_kubectl(kube, batch):
+    for name in ("keep", "drop"):
+        batch.create_namespaced_job("default", _job(name))
+    wait_for(lambda: len(_pods(kube, "keep")) == 1 and len(_pods(kube, "drop")) == 1, 10,
+             what="a pod each")
+    batch.delete_namespaced_job("keep", "default")  # no policy: batch/v1 orphans
+    wait_for(lambda: "ownerReferences" not in _pods(kube, "keep")[0]["metadata"], 10,
+             what="the pod orphaned")
+    assert kubectl(kube, "delete", "job", "drop").check().stdout == \
+        'job.batch "drop" deleted from default namespace\n'
+    wait_for(lambda: _pods(kube, "drop") == [], 10, what="the pod deleted (Background)")
+    assert len(_pods(kube, "keep")) == 1

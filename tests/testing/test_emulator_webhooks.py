@@ -260,5 +260,19 @@ def test_a_delete_a_webhook_would_see_is_not_emulated(kube, core, admission):
     with pytest.raises(ApiException) as exc:
         core.delete_namespaced_pod("p", "default")
     status, message = _error(exc)
-    assert status == 501 and f'the DELETE admission of webhook "{HOOK}"' in message
+    assert status == 501 and f'the DELETE admission of mutating webhook "{HOOK}"' in message
     assert kube.get("pods", "p", "default")["metadata"]["name"] == "p"
+
+
+def test_validating_webhooks_are_stored_and_a_write_they_would_see_is_not_emulated(
+        kube, core, admission):
+    admission.create_validating_webhook_configuration({
+        "metadata": {"name": "check"}, "webhooks": [_hook(None, failurePolicy="Ignore")]})
+    assert admission.read_validating_webhook_configuration("check").webhooks[0]. \
+        timeout_seconds == 10  # defaulted
+    with pytest.raises(ApiException) as exc:
+        core.create_namespaced_pod("default", _pod("p"))
+    status, message = _error(exc)
+    assert status == 501 and f'the CREATE admission of validating webhook "{HOOK}"' in message
+    assert kube.list("pods", "default") == []
+    core.create_namespaced_config_map("default", {"metadata": {"name": "c"}})  # not its rules

@@ -45,6 +45,8 @@ def test_defaults_take_what_those_limits_refuse(tmp_path):
     ("connector.input-budget=0", "is not a positive size"),
     ("jobspec.max-depth=8k", "is not a positive integer"),
     ("jobspec.max-nodes=-1", "is not a positive integer"),
+    ("tbon.pending-per-address=0", "is not a positive integer"),
+    ("tbon.fd-reserve=1M", "is not a positive integer"),
 ])
 def test_a_bad_limit_is_a_usage_error_naming_it(tmp_path, setting, problem):
     cfg = tmp_path / "broker.toml"

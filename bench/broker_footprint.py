@@ -1,0 +1,101 @@
+"""A broker's memory: a worker started alone, as on a node, and the brokers of a forked
+`fluxnode start --test-size N` instance (issue 32).
+
+    .venv/bin/python bench/broker_footprint.py [--runs 3] [--size 16] [--python PY]
+
+Lone worker: `python -m fluxnode broker` as rank 1 (a leaf) of a three-host config whose
+other brokers do not run (fluxnode.testing.lone_broker), measured once it answers a ping:
+VmRSS and Pss from /proc, and how many modules it imported (`-X importtime`, a separate
+run). Instance: every broker's Pss (smaps_rollup: pages shared copy-on-write with the
+launcher and the other brokers are divided among them) summed and divided by N, and the
+mean RSS; rank 0 loads the scheduler module as `fluxnode start` does by default.
+Medians over --runs. `--python` runs the brokers with another checkout's interpreter
+(`../main/.venv/bin/python`: the figures before a change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from fluxnode.testing.lone_broker import lone_worker
+from fluxnode.testing.waiting import wait_for
+
+KiB = 1024
+
+
+def memory(pid: int) -> dict[str, int]:
+    """Rss and Pss of `pid` in KiB."""
+    out = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("Rss", "Pss"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def lone(root: Path, python: str) -> dict[str, int]:
+    with lone_worker(root, python=python) as (proc, _uri):
+        return memory(proc.pid)
+
+
+def lone_modules(root: Path, python: str) -> int:
+    root.mkdir(parents=True)
+    report = root / "importtime.txt"
+    with open(report, "wb") as f, lone_worker(root, ("-X", "importtime"), stderr=f,
+                                              python=python):
+        pass
+    return sum(1 for line in report.read_text().splitlines() if line.startswith("import time:")
+               and line.count("|") == 2) - 1  # the header line
+
+
+def instance(root: Path, size: int, python: str) -> tuple[float, float]:
+    """(mean Pss, mean Rss) of the brokers of `fluxnode start --test-size SIZE`, in KiB,
+    measured while its command waits on its stdin."""
+    rundir, ready = root / "instance", root / "ready"
+    wait = f"import pathlib, sys; pathlib.Path({str(ready)!r}).touch(); sys.stdin.read()"
+    proc = subprocess.Popen([python, "-m", "fluxnode", "start", "--test-size", str(size),
+                             "--rundir", str(rundir), "--quiet", "--", python, "-c", wait],
+                            stdin=subprocess.PIPE)
+    try:
+        wait_for(ready.exists, 300, what=f"{size} brokers to reach quorum", interval=0.05)
+        info = json.loads((rundir / "instance.json").read_text())
+        figures = [memory(b["pid"]) for b in info["brokers"]]
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=120)
+    return (sum(f["Pss"] for f in figures) / len(figures),
+            sum(f["Rss"] for f in figures) / len(figures))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs of each figure (default 3)")
+    parser.add_argument("--size", type=int, default=16, help="brokers in the instance (16)")
+    parser.add_argument("--python", default=sys.executable,
+                        help="interpreter the brokers run with (default: this one)")
+    opts = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="footprint-") as tmp:
+        root = Path(tmp)
+        lones = [lone(root / f"lone{i}", opts.python) for i in range(opts.runs)]
+        modules = lone_modules(root / "modules", opts.python)
+        inst = [instance(root / f"inst{i}", opts.size, opts.python) for i in range(opts.runs)]
+    rss = statistics.median(f["Rss"] for f in lones) / KiB
+    pss = statistics.median(f["Pss"] for f in lones) / KiB
+    print(f"lone worker broker: RSS {rss:.1f} MiB, PSS {pss:.1f} MiB, {modules} modules "
+          f"imported (median of {opts.runs})")
+    print(f"{opts.size}-broker instance: PSS per broker "
+          f"{statistics.median(p for p, _ in inst) / KiB:.1f} MiB, RSS per broker "
+          f"{statistics.median(r for _, r in inst) / KiB:.1f} MiB (median of {opts.runs}); "
+          f"load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""Issue 32: a broker that is not the leader loads no scheduler, no YAML, no Kubernetes
+client and no click (nor OpenSSL's libcrypto or SQLite, which only the leader's stores
+use). The oracle is the interpreter's own report, `python -X importtime`, of a worker
+broker started alone as the node agent starts it (`python -m fluxnode broker`)."""
+
+from __future__ import annotations
+
+from fluxnode.testing.lone_broker import lone_worker
+
+FORBIDDEN = ("fluxnode.scheduler", "yaml", "kubernetes", "click", "networkx", "jinja2",
+             "_hashlib", "sqlite3", "_sqlite3")
+
+
+def imported(report: str) -> list[str]:
+    """Module names from `-X importtime` lines: `import time: self | cumulative | name`."""
+    return [line.split("|")[2].strip() for line in report.splitlines()
+            if line.startswith("import time:") and line.count("|") == 2]
+
+
+def test_a_worker_broker_imports_none_of_the_leaders_or_the_cli_libraries(tmp_path):
+    err = tmp_path / "importtime.txt"
+    with open(err, "wb") as f, lone_worker(tmp_path / "w", ("-X", "importtime"), stderr=f):
+        pass  # it answered a ping: every module it serves with is loaded
+    modules = imported(err.read_text())
+    assert "zmq" in modules and "fluxnode.agent.broker.broker" in modules, modules[:20]
+    loaded = sorted({m for m in modules for f in FORBIDDEN if m == f or m.startswith(f + ".")})
+    assert loaded == [], f"a worker broker imported {loaded}"
