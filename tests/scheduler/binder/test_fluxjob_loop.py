@@ -201,8 +201,8 @@ def test_a_deleted_job_takes_its_fluxjob_and_allocation_with_it(cluster):
         batch.delete_namespaced_job(name, "default", propagation_policy="Background")
     wait_for(lambda: not status(c, "queued") and not status(c, "admitted"), 30,
              what="both FluxJobs deleted")
-    for p in job_pods_of(c, "admitted"):  # the garbage collector's part, where it has none
-        c.kube.delete("pods", p["metadata"]["name"], "default", grace_period=0)
+    # its pods are collected (Background propagation), so its shares are given back
+    wait_for(lambda: job_pods_of(c, "admitted") == [], 30, what="the Job's pods collected")
     wait_for(lambda: c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"]
              == [], 30, what="the allocation freed")
 
