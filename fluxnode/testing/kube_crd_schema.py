@@ -11,7 +11,8 @@ Three steps, in the real server's order for every write of a custom resource:
 2. **defaulting** (pkg/apiserver/schema/defaulting/algorithm.go): an absent property with a
    ``default`` gets it;
 3. **validation** (pkg/apiserver/validation/validation.go over kube-openapi's validator):
-   ``type``, ``required``, ``enum``, ``minimum``/``maximum``, ``nullable``,
+   ``type``, ``required``, ``enum``, ``minimum``/``maximum``, ``minLength``/``maxLength``
+   (in characters, as Go counts runes), ``nullable``,
    ``x-kubernetes-int-or-string``, errors worded as the server words them
    (``spec.queue: Required value``, ``spec.phase: Unsupported value: "x": supported values:
    "a", "b"``, ``spec.count: Invalid value: "string": spec.count in body must be of type
@@ -31,7 +32,7 @@ from typing import Any
 # Keywords applied below, and those that only describe (no effect on a write).
 APPLIED = {"type", "properties", "required", "enum", "items", "additionalProperties",
            "x-kubernetes-preserve-unknown-fields", "x-kubernetes-int-or-string", "nullable",
-           "default", "minimum", "maximum", "format"}
+           "default", "minimum", "maximum", "format", "minLength", "maxLength"}
 DESCRIPTIVE = {"description", "title", "example", "x-kubernetes-list-type",
                "x-kubernetes-list-map-keys", "x-kubernetes-map-type"}
 # Formats: date-time is checked (strfmt's RFC 3339); the others are accepted as kube-openapi's
@@ -193,6 +194,13 @@ def _validate(value: Any, schema: dict, path: str, errors: list[tuple[str, str]]
         if "maximum" in schema and value > schema["maximum"]:
             errors.append((where, f"Invalid value: {_go(value)}: {where} in body should be "
                                   f"less than or equal to {_go(schema['maximum'])}"))
+    if isinstance(value, str):  # kube-openapi's TooShort / TooLong
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            errors.append((where, f"Invalid value: {_go(value)}: {where} in body should be at "
+                                  f"least {schema['minLength']} chars long"))
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            errors.append((where, f"Invalid value: {_go(value)}: {where} in body should be at "
+                                  f"most {schema['maxLength']} chars long"))
     if isinstance(value, str) and schema.get("format") == "date-time":
         try:
             datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))

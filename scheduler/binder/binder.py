@@ -14,6 +14,8 @@ Split the way kube-scheduler is (design and user guide: docs/binder.md):
   cache is rebuilt from ``sched.list`` and the pods.
 - context.py: what these parts share.
 - webhook.py: the admission webhook every replica serves (its server and certificates).
+- fluxjob_loop.py: opted-in Jobs admitted as a whole (their FluxJobs, one request for all
+  their pods, unsuspended when allocated), run before each scheduling cycle.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ from fluxnode.agent.kube.backoff import Backoff
 from fluxnode.agent.kube.health import HealthServer, problem_probe
 from fluxnode.agent.kube.informer import Informer
 from fluxnode.agent.kube.leader_election import LeaderElector
+from fluxnode.scheduler.binder.admission import QUEUE_LABEL
 from fluxnode.scheduler.binder.binding import PodWriter
 from fluxnode.scheduler.binder.binding_cycle import BindingCycle
 from fluxnode.scheduler.binder.cluster_state import ClusterState
 from fluxnode.scheduler.binder.config import BinderConfig
 from fluxnode.scheduler.binder.context import BinderContext
+from fluxnode.scheduler.binder.fluxjob_loop import FluxJobLoop
 from fluxnode.scheduler.binder.http_writer import writer_for
 from fluxnode.scheduler.binder.leader_locator import LeaderLocator
 from fluxnode.scheduler.binder.metrics import BinderMetrics
@@ -45,7 +49,7 @@ from fluxnode.scheduler.binder.reconcile import Reconciler
 from fluxnode.scheduler.binder.sched_client import SchedClient, SchedUnavailable
 from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
 from fluxnode.scheduler.binder.webhook import Webhook
-from kubernetes.client import BatchV1Api, CoordinationV1Api, CoreV1Api
+from kubernetes.client import BatchV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi
 
 log = logging.getLogger("fluxnode.binder")
 
@@ -88,6 +92,8 @@ class Binder:
         self.binding = BindingCycle(self.ctx, self.inbox)
         self.scheduling = SchedulingCycle(self.ctx, self.binding)
         self.reconciler = Reconciler(self.ctx, self.binding)
+        self.fluxjobs = FluxJobLoop(self.ctx, self.scheduling, self.batch,
+                                    CustomObjectsApi(api_client))
         self.stop_event = threading.Event()
         self.leading = threading.Event()
         self.reconciled = False
@@ -122,6 +128,13 @@ class Binder:
                 self.core.list_node,
                 self._enqueue("node"),
                 watch_timeout=self.config.watch_timeout,
+            ).start(),
+            Informer(
+                "jobs",
+                self.batch.list_job_for_all_namespaces,
+                self._enqueue("job"),
+                watch_timeout=self.config.watch_timeout,
+                label_selector=QUEUE_LABEL,
             ).start(),
         ]
         if self.config.http_port is not None:
@@ -294,7 +307,9 @@ class Binder:
             if not all(i.synced.is_set() for i in self.informers):
                 return
             self.reconciler.reconcile()
+            self.fluxjobs.reconciled()
             self.reconciled = True
+        self.fluxjobs.run()
         self.scheduling.run()
 
     def _handle(self, item: tuple) -> None:
@@ -322,6 +337,8 @@ class Binder:
                 state.sync_nodes(obj)
             else:
                 state.apply_node(kind, obj)
+        elif what == "job":
+            self.fluxjobs.apply(item[1], item[2])
         elif what == "bound":
             for result in item[1]:
                 self.binding.bound(result)

@@ -47,6 +47,9 @@ class BinderContext:
     # loop forgets them as reported, so the next cycle writes them again
     failed_reports: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     drains: NodeDrains = field(default_factory=NodeDrains)  # cordoned, NotReady -> drains
+    # group key -> a FluxJob's ALLOCATED answer made before its pods existed (fluxjob_loop.py),
+    # used by the scheduling cycle when the Job's pods are all there
+    held: dict = field(default_factory=dict)
 
     def cancel(self, alloc_id: int, ranks: list[int] | None) -> None:
         """Cancel an allocation (or some of its ranks); one already gone is not an error."""

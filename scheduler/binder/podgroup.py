@@ -25,6 +25,9 @@ JOB_INDEX_LABELS = ("batch.kubernetes.io/job-completion-index",)
 JOB_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
+# set on an opted-in Job's pod template by the admission webhook (admission.py): its pods are
+# one group, Indexed or not, as the Job was admitted as a whole
+ADMITTED_JOB_ANNOTATION = "fluxnode.io/job"
 
 
 class PodGroupError(ValueError):
@@ -119,7 +122,8 @@ def group_of(pod: dict, job_size_lookup: JobSizeLookup | None = None) -> GroupId
         return GroupIdentity(GroupKey(namespace, "group", name), declared_size(pod) or 1)
     job_name = _first(labels, JOB_NAME_LABELS)
     is_indexed = _first(labels, JOB_INDEX_LABELS) or annotations.get(JOB_INDEX_ANNOTATION)
-    if job_name is not None and is_indexed is not None:
+    admitted = annotations.get(ADMITTED_JOB_ANNOTATION)
+    if job_name is not None and (is_indexed is not None or admitted == job_name):
         uid = _first(labels, JOB_UID_LABELS) or ""
         size = declared_size(pod)
         if size is None and job_size_lookup is not None:

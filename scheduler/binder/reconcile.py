@@ -95,7 +95,7 @@ class Reconciler:
         ctx.state.node_generation += 1
         ctx.state.dirty_nodes.update(ctx.state.nodes)
         pending_binds: list[tuple[int, str, str, PodSlot]] = []
-        listed = answer.get("allocations", [])
+        listed = [self._as_group(a) for a in answer.get("allocations", [])]
         listed += self._adopt_forgotten(listed)
         for a in listed:
             labels = a.get("labels") or {}
@@ -118,6 +118,16 @@ class Reconciler:
                 if uid in ctx.state.pods
             ]
         )
+
+    def _as_group(self, a: dict) -> dict:
+        """A FluxJob's allocation (made before its pods existed, so its labels name none) as
+        a group's: its pods are ours whose Binding names it; one none took is cancelled."""
+        labels = a.get("labels") or {}
+        if labels.get("kind") != "fluxjob":
+            return a
+        mine = str(a["id"])
+        pods = [uid for uid, p in self.ctx.state.pods.items() if p.allocation == mine]
+        return {**a, "labels": {**labels, "kind": "group" if pods else "fluxjob", "pods": pods}}
 
     def forgotten(self) -> list[str]:
         """Our running pods whose cores or GPUs the leader's allocated R (from the last

@@ -42,6 +42,7 @@ from fluxnode.scheduler.binder.binding_cycle import Bind, BindingCycle
 from fluxnode.scheduler.binder.cluster_state import Group, GroupAllocation, OutsideUsage, PodInfo
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.pod_requests import PodRequestError, pod_requests
+from fluxnode.scheduler.binder.podgroup import GroupKey
 from fluxnode.scheduler.binder.sched_client import LeaderForgot
 from fluxnode.scheduler.binder.slot_assignment import (
     AssignmentError,
@@ -129,7 +130,12 @@ class SchedulingCycle:
                 if candidates is None or candidates.excluded != len(excluded):
                     candidates = self._candidates(usable, excluded)
                 attempt = self._prepare(group, candidates)
-                if isinstance(attempt, Attempt):
+                held = ctx.held.pop(group.key, None) if isinstance(attempt, Attempt) else None
+                if held is not None:  # a FluxJob's whole set, allocated before its pods
+                    binds: list[Bind] = []
+                    self._finish(attempt, held, excluded, binds)
+                    self.binding.submit(binds)
+                elif isinstance(attempt, Attempt):
                     batch.append(attempt)
                 elif attempt == "busy":
                     busy += 1
@@ -397,6 +403,45 @@ class SchedulingCycle:
         ctx.metrics.attempts.labels("scheduled").inc()
         binds.extend((pod, slots[pod.uid], answer["id"], str(group.key)) for pod in pods)
         return "scheduled"
+
+    # -- a workload's whole set, before its pods exist ----------------------------------
+
+    def ask_whole(self, key: GroupKey, template: dict, slot: SlotKind, count: int) -> dict | str:
+        """One request for all `count` slots of a workload (a FluxJob's Job) before any of its
+        pods exists, on the nodes its pod template may use. Returns the ALLOCATED answer, or
+        why it waits: ``busy: ...`` (may fit later) or ``unsatisfiable: ...`` in the words
+        pods are told."""
+        ctx = self.ctx
+        candidates = self._candidates(ctx.state.usable_nodes(), set())
+        if not candidates.names:
+            return "busy: no usable node (cordoned, NotReady, unknown to the overlay, or full)"
+        try:
+            placement = pod_placement(template)
+        except NodeAffinityError as exc:
+            return f"unsatisfiable: {exc}; fix the pod template"
+        names, ranks, why_none = self._eligible(candidates, [placement])
+        if not names:
+            return f"unsatisfiable: {why_none}; will not fit until the cluster changes"
+        payload = {"slots": [replace(slot, count=count).to_wire()], "ranks": ranks,
+                   "policy": ctx.config.policy, "op": "allocate", "with_R": False,
+                   "labels": {"owner": ctx.owner, "kind": "fluxjob", "group": str(key),
+                              "pods": []}}
+        t0 = time.perf_counter()
+        try:
+            answer = ctx.sched.rpc("sched.alloc", payload)
+        except RPCError as exc:
+            if exc.errnum == errno.EBUSY:  # worded as the pods of a group that waits
+                return f"{exc.errstr}; will retry when resources free up"
+            if exc.errnum not in REFUSALS:
+                return f"{exc.errstr}; will retry"
+            why = self._explain({str(i): slot for i in range(count)}, names) or exc.errstr
+            return (f"unsatisfiable: {why.removeprefix('unsatisfiable: ')}; "
+                    "will not fit until the cluster changes")
+        finally:
+            ctx.metrics.attempt_duration.observe(time.perf_counter() - t0)
+        ctx.sched_ok = True
+        self._check_not_forgotten([answer])
+        return answer
 
     # -- saying why a group waits -----------------------------------------------------
 

@@ -12,26 +12,14 @@ import urllib.request
 import pytest
 import urllib3
 import yaml
-from fluxnode.agent.kube.timestamps import micro_time_now
-from fluxnode.scheduler.binder.binder import Binder
-from fluxnode.scheduler.binder.config import BinderConfig
 from fluxnode.scheduler.binder.webhook_server import PATH
-from support.binder_cluster import BINDER_MANIFEST, BINDER_USER
+from support.binder_cluster import BINDER_MANIFEST
+from support.webhook_binder import held_lease, readyz, start
 
-from fluxnode.testing.kube_rbac import RbacAuthorizer
 from fluxnode.testing.waiting import wait_for
 
 SECRET = "fluxnode-webhook-cert"
 SERVICE_NAME = "fluxnode-webhook.fluxnode.svc"
-
-
-def held_lease(kube) -> None:
-    """The binder Lease, held by another replica for an hour: ours stays a standby."""
-    now = micro_time_now()
-    kube.create("leases.coordination.k8s.io", {
-        "metadata": {"name": "fluxnode-binder", "namespace": "fluxnode"},
-        "spec": {"holderIdentity": "other-replica", "leaseDurationSeconds": 3600,
-                 "acquireTime": now, "renewTime": now}}, "fluxnode")
 
 
 def manifests_without_secret_rules(path) -> list:
@@ -41,32 +29,6 @@ def manifests_without_secret_rules(path) -> list:
             doc["rules"] = [r for r in doc["rules"] if r["resources"] != ["secrets"]]
     path.write_text(yaml.safe_dump_all(docs))
     return [path]
-
-
-def start(kube, manifests, tmp_path):
-    denials = []
-    rbac = RbacAuthorizer.from_manifests(manifests, "fluxnode", "fluxnode-binder")
-
-    def authorize(request):
-        verdict = rbac(request)
-        if verdict is not None:
-            denials.append(request)
-        return verdict
-
-    kubeconfig = kube.add_identity(BINDER_USER, authorize)
-    config = BinderConfig(uri="tcp://127.0.0.1:9", lease_namespace="fluxnode",
-                          lease_duration=3600.0, renew_deadline=10.0, retry_period=2.0,
-                          http_host="127.0.0.1", http_port=0, webhook_host="127.0.0.1",
-                          webhook_port=0, webhook_cert_dir=str(tmp_path / "certs"))
-    return Binder(kube.api_client(kubeconfig), config).start(), denials
-
-
-def readyz(b: Binder) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{b.health.port}/readyz", timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 @pytest.fixture

@@ -82,3 +82,18 @@ def test_kueue_plain_pod_groups_name_and_size():
     ident = group_of(pod(labels={"kueue.x-k8s.io/pod-group-name": "kg"},
                          annotations={"kueue.x-k8s.io/pod-group-total-count": "5"}))
     assert ident.key == GroupKey("ns", "group", "kg") and ident.size == 5
+
+
+def test_the_pods_of_a_job_the_webhook_admitted_are_one_group_indexed_or_not():
+    """docs/binder.md "The FluxJob loop": the webhook's fluxnode.io/job annotation on an
+    opted-in Job's template groups its pods with the Job (name and uid), sized by the Job."""
+    pod = {"metadata": {"name": "plain-x", "namespace": "ns", "uid": "p1",
+                        "labels": {"batch.kubernetes.io/job-name": "plain",
+                                   "batch.kubernetes.io/controller-uid": "u-1"},
+                        "annotations": {"fluxnode.io/job": "plain"}}}
+    ident = group_of(pod, lambda namespace, name: {("ns", "plain"): 3}[(namespace, name)])
+    assert (str(ident.key), ident.size) == ("ns/job/plain.u-1", 3)
+    pod["metadata"]["annotations"] = {}  # a Job not admitted by fluxnode: pods one by one
+    assert str(group_of(pod, lambda namespace, name: 3).key) == "ns/pod/p1"
+    pod["metadata"]["annotations"] = {"fluxnode.io/job": "other"}  # not its own Job's
+    assert str(group_of(pod, lambda namespace, name: 3).key) == "ns/pod/p1"

@@ -13,14 +13,17 @@ import stat
 import threading
 
 import pytest
+import yaml
 from cryptography import x509
 from fluxnode.scheduler.binder.admission import Admission
 from fluxnode.scheduler.binder.webhook_cert import CERT_LIFETIME, WebhookCerts
 from fluxnode.scheduler.binder.webhook_cert_keeper import CertKeeper, CertTarget, target_names
 from fluxnode.scheduler.binder.webhook_server import WebhookServer
 from kubernetes import client
+from support.paths import REPO
 
 SECRET = "fluxnode-webhook-cert"
+WEBHOOK_MANIFEST = REPO / "daemonset" / "workloads" / "webhook.yaml"
 
 
 def now() -> datetime.datetime:
@@ -122,11 +125,26 @@ def test_a_damaged_secret_is_replaced(kube, replicas):
 
 
 def test_the_ca_bundle_of_the_webhook_configuration_is_kept(kube, replicas):
-    a, _ = replicas
+    a, b = replicas
     a.keeper.sync(now())
-    try:
-        kube.get("mutatingwebhookconfigurations.admissionregistration.k8s.io", "fluxnode")
-    except Exception as exc:  # the emulator's store names what it does not know
-        assert a.keeper.ca_bundle_patched is False  # missing: logged, retried, still serving
-        assert a.server.serving
-        pytest.skip(f"the API emulator has no MutatingWebhookConfigurations yet ({exc})")
+    assert a.keeper.ca_bundle_patched is False  # not installed yet: logged, retried, serving
+    assert a.server.serving
+    # the configuration as daemonset/workloads/ installs it (no caBundle: the binder's to set)
+    config = yaml.safe_load(WEBHOOK_MANIFEST.read_text())
+    assert all("caBundle" not in h["clientConfig"] for h in config["webhooks"])
+    admission = client.AdmissionregistrationV1Api(a.api_client)
+    admission.create_mutating_webhook_configuration(config)
+    certs = a.keeper.sync(now())
+    assert a.keeper.ca_bundle_patched is True
+    stored_config = kube.get("mutatingwebhookconfigurations.admissionregistration.k8s.io",
+                             "fluxnode")
+    bundle = base64.b64decode(kube.get("secrets", SECRET, "fluxnode")["data"]["ca-bundle.crt"])
+    assert bundle == certs.ca_bundle
+    assert [base64.b64decode(h["clientConfig"]["caBundle"]) for h in stored_config["webhooks"]] \
+        == [bundle] * len(config["webhooks"])
+    # a second replica finds it current and writes nothing
+    version = stored_config["metadata"]["resourceVersion"]
+    b.keeper.sync(now())
+    assert b.keeper.ca_bundle_patched is True
+    assert kube.get("mutatingwebhookconfigurations.admissionregistration.k8s.io",
+                    "fluxnode")["metadata"]["resourceVersion"] == version

@@ -1,0 +1,101 @@
+"""The binder's admission webhook called by the API emulator itself (issue 30), as installed:
+the MutatingWebhookConfiguration of daemonset/workloads/webhook.yaml, its caBundle set by the
+binder's certificate keeper (the binder runs with exactly daemonset/binder.yaml's RBAC, a
+standby), objects created with the official client.
+
+Oracles from outside the binder: the API server's error for a webhook that cannot be called
+under failurePolicy Fail (``failed calling webhook "NAME"``, k8s.io/apiserver
+webhookerrors/ErrCallingWebhook), what docs/binder.md promises an opted-in Job and pod (stored
+suspended; gated with fluxnode.io/admission) and that nothing else goes through the webhook."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from support.paths import REPO
+from support.webhook_binder import held_lease, readyz, start
+
+from fluxnode.testing.waiting import wait_for
+
+WEBHOOK_MANIFEST = REPO / "daemonset" / "workloads" / "webhook.yaml"
+CONFIG = "mutatingwebhookconfigurations.admissionregistration.k8s.io"
+QUEUE = {"fluxnode.io/queue": "batch"}
+
+
+def job(name: str, labels: dict) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"completions": 2, "parallelism": 2, "completionMode": "Indexed",
+                     "template": {"spec": {"restartPolicy": "Never", "containers": [
+                         {"name": "c", "image": "busybox"}]}}}}
+
+
+def pod(name: str, labels: dict) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+
+@pytest.fixture
+def webhook_binder(kube, tmp_path):
+    """A standby binder serving the webhook, the configuration installed and trusted."""
+    client.AdmissionregistrationV1Api(kube.api_client()).create_mutating_webhook_configuration(
+        yaml.safe_load(WEBHOOK_MANIFEST.read_text()))
+    held_lease(kube)
+    b, denials = start(kube, [REPO / "daemonset" / "binder.yaml"], tmp_path)
+    try:
+        wait_for(lambda: readyz(b)[0] == 200, 30, what="binder ready")
+        kube.service_endpoints[("fluxnode", "fluxnode-webhook")] = ("127.0.0.1", b.webhook.port)
+        bundle = kube.get("secrets", "fluxnode-webhook-cert", "fluxnode")["data"]["ca-bundle.crt"]
+        wait_for(lambda: all(h["clientConfig"].get("caBundle") == bundle
+                             for h in kube.get(CONFIG, "fluxnode")["webhooks"]),
+                 30, what="the caBundle set by the binder")
+        yield b
+        assert denials == []
+    finally:
+        b.stop()
+
+
+def test_an_opted_in_job_is_stored_suspended(kube, webhook_binder):
+    batch = client.BatchV1Api(kube.api_client())
+    made = batch.create_namespaced_job("default", job("train", QUEUE))
+    assert made.spec.suspend is True
+    stored = kube.get("jobs.batch", "train", "default")
+    assert stored["spec"]["suspend"] is True
+    template = stored["spec"]["template"]
+    assert template["spec"]["schedulerName"] == "fluxnode"
+    assert template["metadata"]["labels"]["fluxnode.io/queue"] == "batch"
+    assert template["metadata"]["annotations"]["fluxnode.io/job"] == "train"
+    # a Job without the label is not sent: stored as submitted
+    plain = batch.create_namespaced_job("default", job("plain", {}))
+    assert not plain.spec.suspend
+    assert plain.spec.template.spec.scheduler_name in (None, "default-scheduler")
+
+
+def test_an_opted_in_pod_is_stored_gated(kube, core, webhook_binder):
+    made = core.create_namespaced_pod("default", pod("p", QUEUE))
+    assert [g.name for g in made.spec.scheduling_gates] == ["fluxnode.io/admission"]
+    assert made.spec.scheduler_name == "fluxnode"
+    stored = kube.get("pods", "p", "default")
+    assert stored["status"]["conditions"][0]["reason"] == "SchedulingGated"
+    other = core.create_namespaced_pod("default", pod("q", {}))
+    assert not other.spec.scheduling_gates
+
+
+def test_with_the_webhook_down_only_opted_in_objects_are_refused(kube, core, webhook_binder):
+    webhook_binder.webhook.stop()
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod("default", pod("p", QUEUE))
+    message = json.loads(refused.value.body)["message"]
+    assert refused.value.status == 500
+    assert 'failed calling webhook "admission.fluxnode.io"' in message
+    with pytest.raises(ApiException) as refused_job:
+        client.BatchV1Api(kube.api_client()).create_namespaced_job("default", job("j", QUEUE))
+    assert "admission.fluxnode.io" in json.loads(refused_job.value.body)["message"]
+    assert [p["metadata"]["name"] for p in kube.list("pods", "default")] == []
+    assert core.create_namespaced_pod("default", pod("q", {})).metadata.name == "q"
+    # nor is anything in fluxnode's own namespace sent (namespaceSelector)
+    assert core.create_namespaced_pod("fluxnode", pod("r", QUEUE)).metadata.name == "r"
