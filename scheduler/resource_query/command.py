@@ -170,9 +170,15 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             try:
                 if not session.dispatch(line):
                     break
-            except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:
-                # as Fluxion's: one command's error is printed, the session goes on
-                stderr.write(f"ERROR: {exc}\n")
+            except Exception as exc:  # noqa: BLE001 - no input may end the session
+                # as Fluxion's: one command's error is printed, the session goes on; the
+                # errors each command expects are its own lines (session.py), this is the
+                # net under them (an error of ours, named so it can be reported)
+                if isinstance(exc, (ValueError, TypeError, KeyError, OverflowError,
+                                    RecursionError)):
+                    stderr.write(f"ERROR: {exc}\n")
+                else:
+                    stderr.write(f"ERROR: {line.split()[0]}: {type(exc).__name__}: {exc}\n")
     finally:
         if outfile is not None:
             outfile.close()

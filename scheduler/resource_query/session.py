@@ -33,6 +33,9 @@ from fluxnode.scheduler.traversers.dfu import (
 from fluxnode.scheduler.traversers.find import FindError, find
 
 SEP = "INFO: =============================\n"
+# resource-query's graph lasts from 0 to Fluxion's SYSTEM_MAX_DURATION (100 years,
+# resource/config/system_defaults.hpp): a jobspec without a duration gets all of it
+SYSTEM_MAX_DURATION = 3153600000
 HELP = """Usage: resource-query [OPTIONS...]
   -L, --load-file=FILE  -f, --load-format=grug|jgf|rv1exec|hwloc
   -S, --match-subsystems=CA  -P, --match-policy=POLICY  -F, --match-format=FORMAT
@@ -60,6 +63,7 @@ class Session:
         # a match failing with no errno of its own reports the errno an earlier step
         # left (see TraverserErrno and dispatch)
         self.t.report_errno = True
+        self.t.graph_end = SYSTEM_MAX_DURATION
         self.t.errno = errno.ENOTTY
         # resource-query's one match writer: what a traversal emits stays in it until a
         # write succeeds (writers.MatchWriters)

@@ -138,6 +138,12 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         # a failure with an errno other than EBUSY/ENODEV into TraverserErrno
         self.errno = 0
         self.report_errno = False
+        # the end of the graph's time (Fluxion's graph_duration.graph_end): a job ends by
+        # it, one without a duration lasts until it, a longer one is refused (EINVAL);
+        # resource-query's is Fluxion's SYSTEM_MAX_DURATION, the service's the horizon
+        self.graph_end = INF
+        # levels Fluxion's writers' indentation gained for good (dfu_update._update)
+        self.level_leak = 0
         self.reinit()
 
     def _parse_prune(self, spec: str) -> set[str]:
@@ -307,7 +313,7 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         if not req.resources:
             raise TraverserError("jobspec requests no resources")
         now = 0 if at is None else at
-        duration = req.duration if req.duration > 0 else INF - now
+        duration = self._job_duration(req, now)
         constraint = req.constraint if req.constraint is not None and req.constraint.op else None
         m = JobMeta(now, duration, jobid, constraint)
         root = self.g.root
@@ -363,9 +369,16 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
                 m.alloc = "reserve"
                 self.errno = _errno.EBUSY
                 self._raise_failed(req, self._sat_check(req, m, excl))
+        if m.at >= self.graph_end:
+            # dfu_traverser_t::run: a start at the graph's end is no start (EBUSY),
+            # one past it an error
+            self.errno = _errno.EBUSY if m.at == self.graph_end else _errno.EINVAL
+            if self.errno == _errno.EBUSY or not self.report_errno:
+                raise NoMatch(True, "no start time before the graph's end")
+            raise TraverserErrno(self.errno)
         status = "ALLOCATED" if m.alloc == "alloc" else "RESERVED"
-        if m.at + m.duration > INF or m.at + m.duration < 0:
-            m.duration = INF - m.at
+        if m.at + m.duration > self.graph_end or m.at + m.duration < 0:
+            m.duration = self.graph_end - m.at
         self.jobs[jobid] = Job(jobid, m.at, m.duration, status)
         sel = self._update(m, needs, x)  # the GC is paused (see match)
         if not sel:
@@ -379,6 +392,19 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
                 raise TraverserErrno(self.errno)
             raise NoMatch(False, "request selects nothing exclusively (no slot?)")
         return MatchResult(jobid, status, m.at, m.duration, time.perf_counter() - t0, sel)
+
+    def _job_duration(self, req: MatchRequest, now: int) -> int:
+        """The job's duration as Fluxion's jobmeta_t::build reads it: the graph's whole
+        duration when the jobspec has none, EINVAL when it is longer than that."""
+        if req.duration > self.graph_end:
+            self.errno = _errno.EINVAL
+            if self.report_errno:
+                raise TraverserErrno(_errno.EINVAL)
+            raise TraverserError(f"duration {req.duration} is longer than the graph lasts "
+                                 f"({self.graph_end})")
+        if req.duration > 0:
+            return req.duration
+        return INF - now if self.graph_end == INF else self.graph_end
 
     def _sat_check(self, req: MatchRequest, m: JobMeta, excl: bool) -> bool:
         """Fluxion's satisfiability walk far in the future; a failure with EBUSY (or
@@ -475,7 +501,7 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
             if sat_op:
                 raise Unsatisfiable("not enough nodes up")
             raise NoMatch(True, "not enough nodes up")
-        t = m.at if op == "allocate" else INF - 1
+        t = m.at if op == "allocate" else self.graph_end - 1
         feasible = 0
         for v in self.g.by_type.get("node", []):
             if m.constraint is not None and not m.constraint.match(v.name, v.rank, v.properties):

@@ -140,6 +140,8 @@ class DfuImpl:
     _leaf_order: dict[int, list[Vertex]]  # parent uniq_id -> its leaf children, ordered once
     _last_type: dict[str, str | None]  # vertex type -> last filter type (see _edge_weight)
     _nodes_up: int | None
+    graph_end: int  # the end of the graph's time (see dfu.Traverser)
+    level_leak: int  # see dfu_update._update
     errno: int  # Fluxion's errno as the last walk left it (see dfu.TraverserErrno)
     _tracked: dict[str, set[str]]  # vertex type -> the filter types checked when pruning
     _child_types: dict[int, set[str]]  # vertex uniq_id -> its children's types

@@ -20,7 +20,9 @@ class DfuReservation(DfuImpl):
     """Feasibility counts, satisfiability and reservation start times."""
 
     def _satisfiable(self, req: MatchRequest, m: JobMeta, excl: bool) -> bool:
-        sm = JobMeta(INF - m.duration - 1, m.duration, m.jobid, m.constraint)
+        # far in the future: the planners' end less the job; a job as long as the
+        # horizon itself (no duration, the service's unbounded graph) starts at 0
+        sm = JobMeta(max(INF - m.duration - 1, 0), m.duration, m.jobid, m.constraint)
         sm.alloc = "sat"
         sm.sat = True
         rc, _n, _x = self._select(req, sm, excl)

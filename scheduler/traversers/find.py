@@ -150,5 +150,6 @@ def find(traverser, criteria: str) -> list[Emit]:
         out.append(Emit(v, v.size, True, level, extra))
         return n + 1
 
-    rec(traverser.g.root, 1, (False, False, False))
+    # Fluxion's find walk starts at the traversal level updates left (dfu_update._update)
+    rec(traverser.g.root, 1 + getattr(traverser, "level_leak", 0), (False, False, False))
     return out
