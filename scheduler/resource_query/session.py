@@ -133,7 +133,7 @@ class Session:
                            f"{os.strerror(exc.errno)}")
                 matched = consumed = False
                 sat = exc.errno not in (errno.ENODEV, errno.ENOENT)
-        if op != "satisfiability" and consumed:
+        if op not in self.NO_JOBID_OPS and consumed:
             self.jobid += 1
         self.out.write(R)
         if op == "satisfiability":
@@ -159,14 +159,19 @@ class Session:
         self.console.write(f"INFO: POSTORDER VISIT COUNT={self.t.total_postorder}\n")
 
     def _placed(self, jobid: int, result, fn: str, t0: float | None = None) -> None:
-        """Write a placed job's schedule info (after its R) and remember it."""
+        """Write a placed job's schedule info (after its R) and remember it; a match
+        without allocating is MATCHED and not remembered (print_schedule_info)."""
         self.out.write(SEP)
         self.out.write(f"INFO: JOBID={jobid}\n")
         at = result.at
-        self.out.write(f"INFO: RESOURCES={'ALLOCATED' if at == 0 else 'RESERVED'}\n")
+        mode = "MATCHED" if result.status == "MATCHED" else (
+            "ALLOCATED" if at == 0 else "RESERVED")
+        self.out.write(f"INFO: RESOURCES={mode}\n")
         self.out.write(f"INFO: SCHEDULED AT={'Now' if at == 0 else at}\n")
         self._write_elapse(t0, self.console)
         self.out.write(SEP)
+        if mode == "MATCHED":
+            return
         (self.allocations if at == 0 else self.reservations)[jobid] = jobid
         self.jobinfo[jobid] = ("ALLOCATED" if at == 0 else "RESERVED", at, fn)
 
@@ -180,7 +185,9 @@ class Session:
         self.out.write(SEP)
 
     OPS = ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability",
-           "satisfiability")
+           "satisfiability", "without_allocating", "without_allocating_future")
+    # reapi_cli_t::match_allocate counts a job id for every other op
+    NO_JOBID_OPS = ("satisfiability", "without_allocating", "without_allocating_future")
 
     def cmd_match(self, args: list[str]) -> None:
         if len(args) != 3:

@@ -92,6 +92,10 @@ _children_of, _type_of = attrgetter("children"), attrgetter("type")
 # also what orders children for the first-match policies (see _edge_weight).
 DEFAULT_PRUNE_FILTERS = "ALL:core,ALL:node"
 
+# the match ops that plan nothing (Fluxion's AT_NO_ALLOC), and the op each searches as
+NO_ALLOC_OPS = {"without_allocating": "allocate",
+                "without_allocating_future": "allocate_orelse_reserve"}
+
 
 @dataclass
 class MatchResult:
@@ -330,6 +334,10 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
             if not ok:
                 self._raise_failed(req, False)
             return MatchResult(jobid, "SATISFIABLE", now, duration, time.perf_counter() - t0)
+        # Fluxion's without_allocating (_future) searches as allocate (orelse_reserve)
+        # does, then writes what it found without planning it (AT_NO_ALLOC)
+        no_alloc = op in NO_ALLOC_OPS
+        op = NO_ALLOC_OPS.get(op, op)
         if op not in ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability"):
             raise TraverserError(f"unknown match op {op!r}")
         try:
@@ -381,6 +389,11 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
             m.duration = self.graph_end - m.at
         self.jobs[jobid] = Job(jobid, m.at, m.duration, status)
         sel = self._update(m, needs, x)  # the GC is paused (see match)
+        if no_alloc and sel:
+            self._unplan(jobid, sel)
+            self.next_jobid = jobid  # no job id is used up
+            return MatchResult(jobid, "MATCHED", m.at, m.duration, time.perf_counter() - t0,
+                               sel)
         if not sel:
             # Like Fluxion: a request with nothing exclusive (no slot) allocates nothing.
             # Fluxion's update fails without setting errno: the caller sees the errno
@@ -392,6 +405,24 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
                 raise TraverserErrno(self.errno)
             raise NoMatch(False, "request selects nothing exclusively (no slot?)")
         return MatchResult(jobid, status, m.at, m.duration, time.perf_counter() - t0, sel)
+
+    def _unplan(self, jobid: int, sel: list[Emit]) -> None:
+        """Take back what the update of a without_allocating match planned: Fluxion's
+        update under AT_NO_ALLOC plans nothing but still re-weighs the edges it goes
+        through (first-match policies), by what is free without the job."""
+        visits = self.total_preorder, self.total_postorder
+        self.cancel(jobid)
+        self.total_preorder, self.total_postorder = visits
+        if not self.policy.stop_on_1:
+            return
+        moves: dict[int, dict[int, tuple[int, int]]] = {}
+        for e in sel:
+            v = e.vertex
+            if v.children and v.parent is not None:
+                w = self._edge_weight(v)
+                if w is not None:
+                    self._set_weight(v.parent, v, w, moves)
+        self._move_weighed(moves)
 
     def _job_duration(self, req: MatchRequest, now: int) -> int:
         """The job's duration as Fluxion's jobmeta_t::build reads it: the graph's whole
