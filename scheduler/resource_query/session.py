@@ -37,11 +37,13 @@ SEP = "INFO: =============================\n"
 # resource/config/system_defaults.hpp): a jobspec without a duration gets all of it
 SYSTEM_MAX_DURATION = 3153600000
 HELP = """Usage: resource-query [OPTIONS...]
-  -L, --load-file=FILE  -f, --load-format=grug|jgf|rv1exec|hwloc
-  -S, --match-subsystems=CA  -P, --match-policy=POLICY  -F, --match-format=FORMAT
-  -t, --test-output=FILE  -e, --elapse-time  -d, --disable-prompt
-  -p, --prune-filters=SPEC  -W, --load-allowlist=TYPES  -r, --reserve-vtx-vec=N
-  -T, --traverser=simple|flexible  -o, --graph-format=FORMAT  -h, --help
+  -L, --load-file=FILE
+  -f, --load-format=grug|hwloc|jgf|jgf_shorthand|rv1exec|rv1exec_force
+  -W, --load-allowlist=TYPES  -S, --match-subsystems=CA  -P, --match-policy=POLICY
+  -F, --match-format=simple|pretty_simple|jgf|jgf_shorthand|rlite|rv1|rv1_nosched|rv1_shorthand
+  -T, --traverser-policy=simple|flexible  -p, --prune-filters=SPEC
+  -g, --graph-format=dot|graphml  -o, --graph-output=BASENAME  -r, --reserve-vtx-vec=N
+  -t, --test-output=FILE  -e, --elapse-time  -d, --disable-prompt  -h, --help
 """
 
 
@@ -389,9 +391,12 @@ class Session:
     def cmd_update(self, args: list[str]) -> None:
         """``update allocate|reserve jgf|rv1exec FILE JOBID STARTTIME DURATION``: replay an
         allocation (what a match wrote as JGF or R) as job JOBID, written like a match."""
-        if len(args) != 7 or args[1] not in ("allocate", "reserve") \
-                or args[2] not in ("jgf", "rv1exec"):
+        if len(args) != 7:
             return self.error("ERROR: malformed command")
+        if args[1] not in ("allocate", "reserve"):  # command.cpp's update, in its order
+            return self.error(f"ERROR: unknown subcmd {args[1]}")
+        if args[2] not in ("jgf", "rv1exec", "jgf_shorthand"):
+            return self.error(f"ERROR: unsupported reader {args[2]}")
         t0 = time.perf_counter()
         fn = args[3]
         try:
@@ -408,7 +413,10 @@ class Session:
             return self.error(f"ERROR: {fn} is not JSON: {exc}")
         self.jobid = max(self.jobid, jobid + 1)
         try:
-            picks = jgf_picks(self.t.g, doc) if args[2] == "jgf" else rv1exec_picks(self.t.g, doc)
+            if args[2] == "rv1exec":
+                picks = rv1exec_picks(self.t.g, doc)
+            else:
+                picks = jgf_picks(self.t.g, doc, shorthand=args[2] == "jgf_shorthand")
             # like a match's answer, a job that starts now is allocated, later reserved
             result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
         except (ValueError, TraverserError) as exc:

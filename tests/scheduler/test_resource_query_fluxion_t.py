@@ -57,11 +57,12 @@ def test_t3001_without_allocating_future_checks_feasibility_at_the_graphs_end(tm
     assert "INFO: JOBID=5\nINFO: RESOURCES=MATCHED\nINFO: SCHEDULED AT=3600\n" in blocks
 
 
-def _ion_r_jgf(path) -> None:
-    """The JGF of ``flux R encode --hosts=compute[1-10] --cores=0-7 --gpu=0-1 | flux ion-R
-    encode`` (its .scheduling key), as fluxion.resourcegraph.V1 writes it: the cluster,
-    then per rank its node (named by host, no id) and the node's GPUs, then its cores,
-    uniq_ids in that order, edges without metadata."""
+def _ion_r_jgf(path, hosts: int = 10, cores: int = 8, gpus: int = 2) -> None:
+    """The JGF of ``flux R encode --hosts=compute[1-HOSTS] --cores=0-(CORES-1)
+    --gpu=0-(GPUS-1) | flux ion-R encode`` (its .scheduling key), as
+    fluxion.resourcegraph.V1 writes it: the cluster, then per rank its node (named by
+    host, no id) and the node's GPUs, then its cores, uniq_ids in that order, edges
+    without metadata."""
     nodes, edges = [], []
 
     def add(md: dict, parent: int | None) -> int:
@@ -72,11 +73,11 @@ def _ion_r_jgf(path) -> None:
         return uid
 
     cluster = add({"type": "cluster", "paths": {"containment": "/cluster0"}}, None)
-    for rank in range(10):
+    for rank in range(hosts):
         host = f"/cluster0/compute{rank + 1}"
         node = add({"type": "node", "name": f"compute{rank + 1}", "rank": rank,
                     "paths": {"containment": host}}, cluster)
-        for kind, n in (("gpu", 2), ("core", 8)):
+        for kind, n in (("gpu", gpus), ("core", cores)):
             for i in range(n):
                 add({"type": kind, "id": i, "rank": rank,
                      "paths": {"containment": f"{host}/{kind}{i}"}}, node)
@@ -135,3 +136,32 @@ def test_t3040_a_shorthand_graph_loads_without_the_vertices_it_left_out(tmp_path
                "-P", "low")
     assert "No matching resources found" not in out
     assert "cluster" in out and "node" in out
+
+
+def test_t3041_the_jgf_shorthand_reader(tmp_path):
+    """t3041: a JGF loads with ``-f jgf_shorthand`` (R of a whole-graph match is the
+    graph's R); a shorthand JGF (nodes without their cores and GPUs) given to ``update
+    allocate jgf_shorthand`` allocates each exclusive node with all below it, which
+    ``find sched-now=allocated`` then lists: 320 cores and 80 GPUs."""
+    graph = tmp_path / "JGF.json"
+    _ion_r_jgf(graph, hosts=20, cores=16, gpus=4)
+    js = DATA / "jobspecs" / "load_format" / "t3041.yaml"
+    out = _run(tmp_path, graph, [f"match allocate {js}"], "-f", "jgf_shorthand",
+               "-F", "rv1_nosched", "-P", "high")
+    R = _first_json(out)
+    del R["execution"]["starttime"], R["execution"]["expiration"]
+    assert R == {"version": 1, "execution": {"R_lite": [
+        {"rank": "0-19", "children": {"core": "0-15", "gpu": "0-3"}}],
+        "nodelist": ["compute[1-20]"]}}
+    out = _run(tmp_path, graph, [f"match allocate {js}"], "-f", "jgf_shorthand",
+               "-F", "jgf_shorthand", "-P", "lonodex")
+    shorthand = tmp_path / "shorthand.json"
+    shorthand.write_text(out.splitlines()[0] + "\n")
+    assert "core" not in shorthand.read_text() and "gpu" not in shorthand.read_text()
+    assert "compute1" in shorthand.read_text()
+    out = _run(tmp_path, graph, [f"update allocate jgf_shorthand {shorthand} 0 0 5",
+                                 "f sched-now=allocated"], "-f", "jgf_shorthand", "-F", "jgf",
+               "-P", "high")
+    allocated = json.loads(out.splitlines()[-4])  # tail -n4 | head -n1
+    kinds = [n["metadata"]["type"] for n in allocated["graph"]["nodes"]]
+    assert (kinds.count("core"), kinds.count("gpu")) == (320, 80)
