@@ -19,7 +19,7 @@ from typing import TextIO
 from fluxnode.broker_conf import idset
 from fluxnode.broker_conf.rv1 import RError
 from fluxnode.scheduler import writers
-from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
+from fluxnode.scheduler.jobspec.jobspec import FLUXION_STATIC_TYPES, Jobspec, JobspecError
 from fluxnode.scheduler.readers.jgf import JgfError, add_jgf, load_jgf_document
 from fluxnode.scheduler.readers.rv1 import ranks_in_R
 from fluxnode.scheduler.resource_query.picks import jgf_picks, rv1exec_picks
@@ -70,6 +70,17 @@ class Session:
         # resource-query's one match writer: what a traversal emits stays in it until a
         # write succeeds (writers.MatchWriters)
         self.writer = writers.MatchWriters(fmt)
+        # the resource types Fluxion's interner holds when resource-query closes it after
+        # loading (data_std's, the matcher's "*", the graph's and the prune filters'): a
+        # jobspec naming another type fails to parse (libjobspec's "known to fluxion");
+        # attach and update add the types of what they read (their interner is open)
+        self.known_types: set[str] = set(FLUXION_STATIC_TYPES) | {"*"}
+        self.known_types |= {a for a in traverser.prune_anchored if a != "ALL"}
+        self.known_types |= traverser.prune_types
+        self._learn_types()
+
+    def _learn_types(self) -> None:
+        self.known_types |= set(self.t.g.by_type)
 
     # -- output -----------------------------------------------------------
     def emit(self, result=None) -> str:
@@ -100,7 +111,7 @@ class Session:
         t0 = time.perf_counter()
         reached_writer = True  # match_allocate calls writers->emit unless it returned first
         try:
-            js = Jobspec.parse(text)
+            js = Jobspec.parse(text, known_types=self.known_types)
             result = self.t.match(js, op=op, jobid=jobid)
         except Unsatisfiable:
             matched, sat = False, False
@@ -437,6 +448,7 @@ class Session:
             return self.error("ERROR: malformed command")
         try:
             add_jgf(self.t.g, load_jgf_document(args[1]))
+            self._learn_types()
             self.t.reinit()
         except (JgfError, OSError) as exc:
             self.error("ERROR: can't attach JGF subgraph ")
