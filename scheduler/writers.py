@@ -237,15 +237,17 @@ class MatchWriters:
         # left out and never set back, so every JGF after it names the writer
         self.complete = True
 
-    def add(self, result) -> None:
-        """A traversal's emit_vtx/emit_edg calls (and its emit_tm)."""
+    def add(self, result, excl_parent: bool = True) -> None:
+        """A traversal's emit_vtx/emit_edg calls (and its emit_tm). ``excl_parent``
+        False: the walk says no vertex's parent is exclusive (find's, dom_find_dfv), so
+        the shorthand writers leave nothing out."""
         sel = list(_sel(result))
         self.at = getattr(result, "at", 0)
         self.duration = getattr(result, "duration", 0)
         if self.fmt in ("simple", "pretty_simple"):
             self.lines += sel
         if self.fmt in ("jgf", "rv1", *SHORTHAND):
-            nodes, edges, complete = jgf_parts(sel, self.fmt in SHORTHAND)
+            nodes, edges, complete = jgf_parts(sel, self.fmt in SHORTHAND and excl_parent)
             self.vout += nodes
             self.eout += edges
             self.complete = self.complete and complete

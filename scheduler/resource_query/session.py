@@ -308,7 +308,7 @@ class Session:
             return self.error(f"ERROR: {exc}")
         # reapi_cli_t::find: the traversal emits into the session's writer, then emit_json;
         # a failing emit_json is reported and the expression lines are not written
-        self.writer.add(sel)
+        self.writer.add(sel, excl_parent=False)
         try:
             o = self.writer.emit_json()
         except writers.WriterEmitError as exc:

@@ -388,9 +388,11 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         if m.at + m.duration > self.graph_end or m.at + m.duration < 0:
             m.duration = self.graph_end - m.at
         self.jobs[jobid] = Job(jobid, m.at, m.duration, status)
+        # the edge weights before an update that is taken back (see _unplan)
+        weighed = self._weights.copy() if no_alloc and self.policy.stop_on_1 else None
         sel = self._update(m, needs, x)  # the GC is paused (see match)
         if no_alloc and sel:
-            self._unplan(jobid, sel)
+            self._unplan(jobid, sel, weighed)
             self.next_jobid = jobid  # no job id is used up
             return MatchResult(jobid, "MATCHED", m.at, m.duration, time.perf_counter() - t0,
                                sel)
@@ -406,22 +408,26 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
             raise NoMatch(False, "request selects nothing exclusively (no slot?)")
         return MatchResult(jobid, status, m.at, m.duration, time.perf_counter() - t0, sel)
 
-    def _unplan(self, jobid: int, sel: list[Emit]) -> None:
+    def _unplan(self, jobid: int, sel: list[Emit], weighed: dict[int, int] | None) -> None:
         """Take back what the update of a without_allocating match planned: Fluxion's
         update under AT_NO_ALLOC plans nothing but still re-weighs the edges it goes
-        through (first-match policies), by what is free without the job."""
+        through (first-match policies) by what is free without the job, and leaves an
+        edge as it was where upd_by_outedges skips it (nothing free and no span below):
+        each edge into an emitted vertex gets that weight, or back the one it had
+        (``weighed``, the weights before the update)."""
         visits = self.total_preorder, self.total_postorder
         self.cancel(jobid)
         self.total_preorder, self.total_postorder = visits
-        if not self.policy.stop_on_1:
+        if weighed is None:
             return
         moves: dict[int, dict[int, tuple[int, int]]] = {}
         for e in sel:
             v = e.vertex
             if v.children and v.parent is not None:
                 w = self._edge_weight(v)
-                if w is not None:
-                    self._set_weight(v.parent, v, w, moves)
+                if w is None:
+                    w = weighed.get(v.uniq_id, UNSET_WEIGHT)
+                self._set_weight(v.parent, v, w, moves)
         self._move_weighed(moves)
 
     def _job_duration(self, req: MatchRequest, now: int) -> int:

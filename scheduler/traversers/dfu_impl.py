@@ -14,6 +14,7 @@ This module sits below all of them (and below ``find``), so the shared types
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from fluxnode.scheduler.graph.resource_graph import ResourceGraph, Vertex
@@ -197,7 +198,14 @@ class DfuImpl:
             if jobid is not None:
                 used = planned.get(t, 0)
             elif sp is not None and t in tot:
-                used = total - sp.planner(t).avail_resources_at(0)
+                # dom_find_dfv: what is free at the wall clock's now, or at 0 when all
+                # is free then (resource-query's jobs start at 0: a job longer than
+                # the time since 1970 is counted, a shorter one only when none is)
+                p = sp.planner(t)
+                free = p.avail_resources_at(int(time.time()))
+                if free == p.total:
+                    free = p.avail_resources_at(0)
+                used = total - free
             else:
                 used = 0
             out[t] = f"used:{used}, total:{total}"

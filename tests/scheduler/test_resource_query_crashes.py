@@ -143,11 +143,13 @@ def _jgf(layouts: list[tuple[int, int]]) -> dict:
 
 
 def test_node_exclusive_gang_over_nodes_alike_in_totals_not_in_shape(tmp_path):
-    """Four nodes of 2 sockets and 4 cores, the last with all 4 cores on its second
-    socket: taken whole by -P hinodex (and lonodex), each as it is. (The update walk
-    replayed the first nodes' walk on the last and ended in an IndexError before.)"""
+    """Four nodes of 2 sockets and 4 cores, the last with 1 core on its first socket and
+    3 on its second: taken whole by -P hinodex (and lonodex), each as it is. (The update
+    walk replayed the first nodes' walk on the last and ended in an IndexError before.)
+    Expected: Fluxion's resource-query (v0.54.0, /work/flux-build) on this graph and
+    jobspec, ``-f jgf -P hinodex|lonodex -F simple -d``, the same for both."""
     graph = tmp_path / "het.json"
-    graph.write_text(json.dumps(_jgf([(2, 2), (2, 2), (2, 2), (0, 4)])))
+    graph.write_text(json.dumps(_jgf([(2, 2), (2, 2), (2, 2), (1, 3)])))
     job = tmp_path / "j.yaml"
     job.write_text(yaml.safe_dump({
         "version": 9999, "attributes": {"system": {"duration": 60}},
@@ -158,8 +160,9 @@ def test_node_exclusive_gang_over_nodes_alike_in_totals_not_in_shape(tmp_path):
     even = ("      ------------core0[1:x]\n      ------------core1[1:x]\n"
             "      ---------socket0[1:x]\n      ------------core2[1:x]\n"
             "      ------------core3[1:x]\n      ---------socket1[1:x]\n")
-    last = ("      ---------socket0[1:x]\n" + "".join(
-        f"      ------------core{c}[1:x]\n" for c in range(4)) + "      ---------socket1[1:x]\n")
+    last = ("      ------------core0[1:x]\n      ---------socket0[1:x]\n" + "".join(
+        f"      ------------core{c}[1:x]\n" for c in range(1, 4))
+        + "      ---------socket1[1:x]\n")
     want = ("".join(even + f"      ------node{i}[1:x]\n" for i in range(3))
             + last + "      ------node3[1:x]\n      ---cluster0[1:s]\n" + _placed(1, 0))
     for policy in ("hinodex", "lonodex"):
