@@ -146,7 +146,7 @@ def test_node_exclusive_gang_over_nodes_alike_in_totals_not_in_shape(tmp_path):
     """Four nodes of 2 sockets and 4 cores, the last with 1 core on its first socket and
     3 on its second: taken whole by -P hinodex (and lonodex), each as it is. (The update
     walk replayed the first nodes' walk on the last and ended in an IndexError before.)
-    Expected: Fluxion's resource-query (v0.54.0, /work/flux-build) on this graph and
+    Expected: Fluxion's resource-query (v0.54.0, built from source) on this graph and
     jobspec, ``-f jgf -P hinodex|lonodex -F simple -d``, the same for both."""
     graph = tmp_path / "het.json"
     graph.write_text(json.dumps(_jgf([(2, 2), (2, 2), (2, 2), (1, 3)])))

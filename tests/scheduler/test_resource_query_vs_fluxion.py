@@ -1,5 +1,5 @@
 """resource-query streams whose expected output is what Fluxion's own resource-query wrote
-(flux-sched v0.54.0 built in /work/flux-build, ``resource-query ARGS -d -t out < cmds``
+(flux-sched v0.54.0 built from source, ``resource-query ARGS -d -t out < cmds``
 with the graph, jobspecs and commands below), kept byte for byte in tests/scheduler/data."""
 
 from __future__ import annotations
