@@ -408,41 +408,6 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
             raise NoMatch(False, "request selects nothing exclusively (no slot?)")
         return MatchResult(jobid, status, m.at, m.duration, time.perf_counter() - t0, sel)
 
-    def _unplan(self, jobid: int, sel: list[Emit], weighed: dict[int, int] | None) -> None:
-        """Take back what the update of a without_allocating match planned: Fluxion's
-        update under AT_NO_ALLOC plans nothing but still re-weighs the edges it goes
-        through (first-match policies) by what is free without the job, and leaves an
-        edge as it was where upd_by_outedges skips it (nothing free and no span below):
-        each edge into an emitted vertex gets that weight, or back the one it had
-        (``weighed``, the weights before the update)."""
-        visits = self.total_preorder, self.total_postorder
-        self.cancel(jobid)
-        self.total_preorder, self.total_postorder = visits
-        if weighed is None:
-            return
-        moves: dict[int, dict[int, tuple[int, int]]] = {}
-        for e in sel:
-            v = e.vertex
-            if v.children and v.parent is not None:
-                w = self._edge_weight(v)
-                if w is None:
-                    w = weighed.get(v.uniq_id, UNSET_WEIGHT)
-                self._set_weight(v.parent, v, w, moves)
-        self._move_weighed(moves)
-
-    def _job_duration(self, req: MatchRequest, now: int) -> int:
-        """The job's duration as Fluxion's jobmeta_t::build reads it: the graph's whole
-        duration when the jobspec has none, EINVAL when it is longer than that."""
-        if req.duration > self.graph_end:
-            self.errno = _errno.EINVAL
-            if self.report_errno:
-                raise TraverserErrno(_errno.EINVAL)
-            raise TraverserError(f"duration {req.duration} is longer than the graph lasts "
-                                 f"({self.graph_end})")
-        if req.duration > 0:
-            return req.duration
-        return INF - now if self.graph_end == INF else self.graph_end
-
     def _sat_check(self, req: MatchRequest, m: JobMeta, excl: bool) -> bool:
         """Fluxion's satisfiability walk far in the future; a failure with EBUSY (or
         ERANGE) becomes ENODEV, any other errno is kept."""

@@ -142,6 +142,7 @@ class DfuImpl:
     _last_type: dict[str, str | None]  # vertex type -> last filter type (see _edge_weight)
     _nodes_up: int | None
     graph_end: int  # the end of the graph's time (see dfu.Traverser)
+    report_errno: bool  # see dfu.TraverserErrno
     level_leak: int  # see dfu_update._update
     errno: int  # Fluxion's errno as the last walk left it (see dfu.TraverserErrno)
     _tracked: dict[str, set[str]]  # vertex type -> the filter types checked when pruning
