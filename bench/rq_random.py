@@ -42,6 +42,18 @@ WRITERS = ["simple", "simple", "jgf", "rv1_nosched", "rlite", "pretty_simple", "
 PRUNES = ["ALL:core", "ALL:core,ALL:node", "ALL:core,ALL:gpu,ALL:memory", "ALL:node",
           "cluster:node,rack:core"]
 DURATIONS = [1, 10, 60, 100, 3600, 7200, 57600]
+# --wide (issue 35): what users type beyond the first distribution; drawn only then, so
+# the seeds of ../shared/fluxion-random still make the cases they made
+WIDE_POLICIES = POLICIES + ["locality", "variation"]
+WIDE_WRITERS = WRITERS + ["jgf_shorthand", "rv1_shorthand"]
+WIDE_VERBS = ["allocate", "allocate_orelse_reserve", "allocate_with_satisfiability",
+              "satisfiability", "without_allocating", "without_allocating_future"]
+WIDE_DURATIONS = DURATIONS + [None, None, 0.5, 3153599999, 3153600000, 4000000000]
+WIDE_FINDS = ["agfilter=t", "agfilter=false", "status=up or sched-now=free and agfilter=t",
+              "status=bogus", "names=node0", "property=fast", "jobid-tag=1",
+              "jobid-span=1 agfilter=t", "(status=up or status=down) and sched-now=free"]
+WIDE_OPTIONS = [["--traverser-policy=simple"], ["-g", "graphml", "-o", "g"],
+                ["--match-subsystems=ca"], []]
 
 
 
@@ -145,7 +157,7 @@ def slot(rng: random.Random, with_: list[dict], lo: int = 1, hi: int = 3) -> dic
     return {"type": "slot", "count": count(rng, lo, hi), "label": "default", "with": with_}
 
 
-def jobspec(rng: random.Random, g: Graph, drop_attributes: bool) -> dict:
+def jobspec(rng: random.Random, g: Graph, drop_attributes: bool, wide: bool = False) -> dict:
     shape = rng.randrange(10)
     if shape == 5 and not g.racks:
         shape = 9
@@ -181,16 +193,40 @@ def jobspec(rng: random.Random, g: Graph, drop_attributes: bool) -> dict:
                 "tasks": [{"command": ["app"], "slot": "default", "count": {"per_slot": 1}}]}
     if not (drop_attributes and rng.random() < 0.08):
         js["attributes"] = {"system": {"duration": rng.choice(DURATIONS)}}
+    if wide:
+        duration = rng.choice(WIDE_DURATIONS)
+        system = {} if duration is None else {"duration": duration}
+        if rng.random() < 0.1:
+            system["constraints"] = {"properties": ["fast"]}
+        js["version"] = 9999  # a version 1 jobspec must have a duration
+        js["attributes"] = {"system": system}
+        if rng.random() < 0.05:  # a type the graph lacks: a jobspec error in Fluxion
+            js["resources"] = [slot(rng, [resource(rng, "nic", 1, 1)])]
     return js
 
 
-def commands(rng: random.Random, g: Graph, specs: list[str]) -> str:
+def commands(rng: random.Random, g: Graph, specs: list[str], wide: bool = False) -> str:
     """3 to 16 commands, then quit (the jobspecs as @TEST_SRCDIR@/data/jobspecs/...)."""
     lines: list[str] = []
     jobs = 0
     paths = g.node_paths()
     for _ in range(rng.randint(3, 16)):
         x = rng.random()
+        if wide and x < 0.15:
+            y = rng.random()
+            if y < 0.4:
+                verb = rng.choice(WIDE_VERBS)
+                many = rng.random() < 0.3
+                lines.append(f"{'multi-match' if many else 'match'} {verb} "
+                             + " ".join(rng.choice(specs) for _ in range(2 if many else 1)))
+                jobs += 2 if many else 1
+            elif y < 0.7:
+                lines.append("find " + rng.choice(WIDE_FINDS))
+            elif y < 0.85:
+                lines.append(f"set-property {rng.choice(paths)} {rng.choice(['fast', 'k'])}=1")
+            else:
+                lines.append(f"get-property {rng.choice(paths)}")
+            continue
         if x < 0.60:
             op = rng.choice(["allocate", "allocate_orelse_reserve", "allocate_orelse_reserve",
                              "allocate_with_satisfiability", "satisfiability"])
@@ -221,7 +257,7 @@ def commands(rng: random.Random, g: Graph, specs: list[str]) -> str:
     return "\n".join(lines + ["quit"]) + "\n"
 
 
-def make_case(seed: int, data: Path) -> dict:
+def make_case(seed: int, data: Path, wide: bool = False) -> dict:
     rng = random.Random(seed)
     g = Graph(rng)
     text = g.graphml()
@@ -230,16 +266,19 @@ def make_case(seed: int, data: Path) -> dict:
     drop = rng.random() < 0.3
     specs = []
     for _ in range(rng.randint(1, 4)):
-        js = yaml.safe_dump(jobspec(rng, g, drop), sort_keys=False)
+        js = yaml.safe_dump(jobspec(rng, g, drop, wide), sort_keys=False)
         jname = hashlib.sha256(js.encode()).hexdigest()[:16]
         (data / "jobspecs" / f"{jname}.yaml").write_text(js)
         specs.append(f"{PLACEHOLDER}/data/jobspecs/{jname}.yaml")
-    cmds = commands(rng, g, specs)
+    cmds = commands(rng, g, specs, wide)
     (data / "commands" / f"r{seed}.in").write_text(cmds)
     argv = ["-L", f"{{root}}/data/graphs/{gname}.graphml", "-f", "grug", "-S", "CA",
             "-P", rng.choice(POLICIES), "-F", rng.choice(WRITERS), "-d"]
     if rng.random() < 0.15:
         argv += ["-p", rng.choice(PRUNES)]
+    if wide:
+        argv[7], argv[9] = rng.choice(WIDE_POLICIES), rng.choice(WIDE_WRITERS)
+        argv += rng.choice(WIDE_OPTIONS)
     return {"id": f"r{seed}", "description": f"random case, seed {seed}", "argv": argv,
             "commands": f"data/commands/r{seed}.in", "expected": f"data/expected/r{seed}.out",
             "seed": seed}
@@ -263,6 +302,11 @@ def main() -> int:
     ap.add_argument("--fluxion", required=True, help="Fluxion's resource-query binary")
     ap.add_argument("--seeds", default="5000-5999", help="FIRST-LAST (inclusive)")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--wide", action="store_true",
+                    help="also draw what issue 35 added: every verb (without_allocating...), "
+                    "the shorthand writers, locality and variation, jobspecs without a "
+                    "duration or naming a type the graph lacks, properties, more finds, "
+                    "long options")
     args = ap.parse_args()
     first, _, last = args.seeds.partition("-")
     out = args.out.resolve()
@@ -272,7 +316,7 @@ def main() -> int:
     kept = dropped = 0
     with open(out / "cases.jsonl", "w") as manifest:
         for seed in range(int(first), int(last or first) + 1):
-            case = make_case(seed, data)
+            case = make_case(seed, data, args.wide)
             expected = fluxion_output(args.fluxion, case, out)
             if expected is None:
                 dropped += 1

@@ -1,8 +1,10 @@
 """Match writers: render a selection the way Fluxion's match writers do.
 
 ``simple`` (post-order lines ``---name[N:x]``), ``pretty_simple`` (the same lines last
-first, flags spelled out), ``jgf`` (the selected subgraph), ``rlite`` (R_lite array),
-``rv1`` (R with the JGF ``scheduling`` key) and ``rv1_nosched`` (R without it).
+first, flags spelled out), ``jgf`` (the selected subgraph), ``jgf_shorthand`` (the same
+without what lies below a vertex taken exclusively), ``rlite`` (R_lite array), ``rv1``
+(R with the JGF ``scheduling`` key), ``rv1_shorthand`` (R with the shorthand JGF) and
+``rv1_nosched`` (R without it).
 R_lite is grouped by `broker_conf.rv1.R_lite`, the one R_lite grouping.
 Every function takes a :class:`~fluxnode.scheduler.traverser.MatchResult` (or
 its ``selection`` list) and returns text / a JSON-able dict.
@@ -53,38 +55,54 @@ def _vertex_json(e) -> dict:
     md["rank"] = v.rank
     # the order of jgf_match_writers_t::emit_vtx_base: properties and unit (when set) come
     # before exclusive and size
-    if v.properties:
-        md["properties"] = dict(v.properties)
+    if v.properties:  # a std::map in Fluxion: by key
+        md["properties"] = dict(sorted(v.properties.items()))
     if v.unit:
         md["unit"] = v.unit
     if e.exclusive:
         md["exclusive"] = True
     if e.needs != 1:
         md["size"] = e.needs
-    md["paths"] = dict(v.paths)
+    md["paths"] = dict(sorted(v.paths.items()))
     if getattr(e, "agfilter", None):
         md["agfilter"] = e.agfilter
     return {"id": str(v.uniq_id), "metadata": md}
 
 
-def jgf(result) -> dict:
-    """Nodes in emission (post) order; each edge right after its child's subtree."""
+def jgf(result, shorthand: bool = False) -> dict:
+    """Nodes in emission (post) order; each edge right after its child's subtree.
+
+    ``shorthand``: Fluxion's jgf_shorthand writer, which leaves out every vertex whose
+    parent was taken exclusively, and the edge into it (its emit_vtx/emit_edg skip what
+    the update walk emits with ``excl_parent``); when it left something out the document
+    says so (``"writer": "fluxion:jgf_shorthand"``, see MatchWriters)."""
+    nodes, edges, _complete = jgf_parts(result, shorthand)
+    return {"graph": {"nodes": nodes, "edges": edges}}
+
+
+def jgf_parts(result, shorthand: bool = False) -> tuple[list[dict], list[dict], bool]:
+    """(nodes, edges, nothing left out) of the JGF writers (see jgf)."""
     sel = list(_sel(result))
-    nodes = [_vertex_json(e) for e in sel]
-    edges = []
-    stack: list[tuple[int, object]] = []  # (level, vertex) of emitted, not yet parented
+    pairs = []
+    parent_excl: dict[int, bool] = {}  # id(emit) -> its parent was taken exclusively
+    stack: list[tuple[int, object]] = []  # (level, emit) of emitted, not yet parented
     for e in sel:
         kids = []
         while stack and stack[-1][0] == e.level + 1:
             kids.append(stack.pop()[1])
-        stack.append((e.level, e.vertex))
+        stack.append((e.level, e))
         for k in reversed(kids):
-            edges.append((e.vertex, k))
+            pairs.append((e, k))
+            parent_excl[id(k)] = e.exclusive
     # edges are emitted when each child finishes, i.e. in child emission order
-    order = {id(x.vertex): i for i, x in enumerate(sel)}
-    edges.sort(key=lambda pc: order[id(pc[1])])
-    return {"graph": {"nodes": nodes, "edges": [
-        {"source": str(p.uniq_id), "target": str(c.uniq_id)} for p, c in edges]}}
+    order = {id(x): i for i, x in enumerate(sel)}
+    pairs.sort(key=lambda pc: order[id(pc[1])])
+    keep = [e for e in sel if not (shorthand and parent_excl.get(id(e), False))]
+    kept_pairs = [(p, c) for p, c in pairs if not (shorthand and p.exclusive)]
+    complete = len(keep) == len(sel) and len(kept_pairs) == len(pairs)
+    return ([_vertex_json(e) for e in keep],
+             [{"source": str(p.vertex.uniq_id), "target": str(c.vertex.uniq_id)}
+              for p, c in kept_pairs], complete)
 
 
 def _rank_of(v) -> int:
@@ -175,7 +193,12 @@ def dumps(obj) -> str:
     return json.dumps(obj)
 
 
-FORMATS = ("simple", "pretty_simple", "jgf", "rlite", "rv1", "rv1_nosched")
+FORMATS = ("simple", "pretty_simple", "jgf", "jgf_shorthand", "rlite", "rv1", "rv1_nosched",
+           "rv1_shorthand")
+# the writers whose JGF is Fluxion's jgf_shorthand one (see jgf)
+SHORTHAND = ("jgf_shorthand", "rv1_shorthand")
+# jgf_shorthand_match_writers_t::m_uri
+SHORTHAND_URI = "fluxion:jgf_shorthand"
 
 
 class WriterEmitError(Exception):
@@ -210,19 +233,25 @@ class MatchWriters:
         self.rl: list = []  # what the rlite writer has been given since it last wrote
         self.at = 0  # emit_tm's start and end, kept until the next emit_tm
         self.duration = 0
+        # jgf_shorthand_match_writers_t::m_complete: set false the first time a vertex is
+        # left out and never set back, so every JGF after it names the writer
+        self.complete = True
 
-    def add(self, result) -> None:
-        """A traversal's emit_vtx/emit_edg calls (and its emit_tm)."""
+    def add(self, result, excl_parent: bool = True) -> None:
+        """A traversal's emit_vtx/emit_edg calls (and its emit_tm). ``excl_parent``
+        False: the walk says no vertex's parent is exclusive (find's, dom_find_dfv), so
+        the shorthand writers leave nothing out."""
         sel = list(_sel(result))
         self.at = getattr(result, "at", 0)
         self.duration = getattr(result, "duration", 0)
         if self.fmt in ("simple", "pretty_simple"):
             self.lines += sel
-        if self.fmt in ("jgf", "rv1"):
-            g = jgf(sel)["graph"]
-            self.vout += g["nodes"]
-            self.eout += g["edges"]
-        if self.fmt in ("rlite", "rv1", "rv1_nosched"):
+        if self.fmt in ("jgf", "rv1", *SHORTHAND):
+            nodes, edges, complete = jgf_parts(sel, self.fmt in SHORTHAND and excl_parent)
+            self.vout += nodes
+            self.eout += edges
+            self.complete = self.complete and complete
+        if self.fmt in ("rlite", "rv1", "rv1_nosched", "rv1_shorthand"):
             self.rl += sel
 
     # -- the parts -------------------------------------------------------------------
@@ -231,7 +260,9 @@ class MatchWriters:
             return None
         if not self.vout or not self.eout:
             raise WriterEmitError(errno.ENOENT)
-        o = {"graph": {"nodes": self.vout, "edges": self.eout}}
+        o: dict = {"graph": {"nodes": self.vout, "edges": self.eout}}
+        if not self.complete:
+            o["writer"] = SHORTHAND_URI
         self.vout, self.eout = [], []
         return o
 
@@ -265,15 +296,16 @@ class MatchWriters:
             text = simple(self.lines) if self.fmt == "simple" else pretty_simple(self.lines)
             self.lines = []
             return text or None
-        if self.fmt == "jgf":
+        if self.fmt in ("jgf", "jgf_shorthand"):
             return self._jgf_json()
         if self.fmt == "rlite":
             return self._rlite_json()[0]
-        if self._rlite_empty() or (self.fmt == "rv1" and not self.vout and not self.eout):
+        with_jgf = self.fmt in ("rv1", "rv1_shorthand")
+        if self._rlite_empty() or (with_jgf and not self.vout and not self.eout):
             return None
         lite, nodelist, props = self._rlite_json()
         R = {"version": 1, "execution": self._execution(lite, nodelist, props)}
-        if self.fmt == "rv1":
+        if with_jgf:
             R["scheduling"] = self._jgf_json()
         return R
 

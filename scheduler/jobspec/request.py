@@ -7,6 +7,7 @@ it, which the pruning filters compare against subtree availability.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -54,7 +55,8 @@ def to_requests(res) -> list[Request]:
 def from_jobspec(js: Jobspec | Mapping | str) -> MatchRequest:
     if not isinstance(js, Jobspec):
         js = Jobspec.parse(js)
-    return MatchRequest(to_requests(js.resources), int(js.duration), js.constraints,
+    # Fluxion's jobmeta_t::build rounds a fractional duration up (0.5 s is 1 s, not none)
+    return MatchRequest(to_requests(js.resources), math.ceil(js.duration), js.constraints,
                         [t.slot for t in js.tasks])
 
 

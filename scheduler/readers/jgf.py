@@ -9,6 +9,7 @@ are skipped.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from fluxnode.scheduler.graph.resource_graph import (
@@ -72,8 +73,16 @@ def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) ->
             node_key = None
         if uid is None:
             uid = node_key
-        # Without an "id", Fluxion numbers the vertex by its JGF node id.
-        id_ = int(md["id"]) if "id" in md else (node_key if node_key is not None else -1)
+        # Without an "id", Fluxion's apply_defaults numbers the vertex by its uniq_id (the
+        # JGF node id when that is missing too), a node by its hostname's number
+        # (compute12 is 12) when the name ends in digits
+        if "id" in md:
+            id_ = int(md["id"])
+        else:
+            id_ = uid if uid is not None else -1
+            suffix = re.search(r"\d+\Z", str(md.get("name", ""))) if type_ == "node" else None
+            if suffix:
+                id_ = int(suffix.group(0))
         name = md.get("name", f"{basename}{id_}")
         rank = int(md.get("rank", -1)) if rank_override is None else rank_override
         # "unit" is read and checked but not kept: resource_reader_jgf_t::add_vertex never

@@ -8,6 +8,9 @@ reader and writer of R); this module only turns what it says into vertices.
 
 from __future__ import annotations
 
+import bisect
+
+from fluxnode.broker_conf import idset
 from fluxnode.broker_conf.rv1 import R_hosts, R_lite_ranks, RError
 from fluxnode.scheduler.graph.resource_graph import (
     CONTAINMENT,
@@ -23,6 +26,30 @@ def ranks_in_R(R: dict) -> list[int]:
     return list(R_lite_ranks(R))
 
 
+INF_ID = 2**64  # above every id an idset names
+
+
+def _node_properties(R: dict) -> list[tuple[str, list[tuple[int, int]]]]:
+    """``execution.properties`` as Fluxion's rv1exec reader takes it (build_pmap): each
+    property name -> the ranks whose node has it (an idset string; read as ranges, never
+    expanded), set on those nodes with the value ""."""
+    props = R.get("execution", {}).get("properties") if isinstance(R.get("execution"),
+                                                                    dict) else None
+    if props is None:
+        return []
+    if not isinstance(props, dict):
+        raise RError("execution.properties: must be a mapping of property names to idsets")
+    out = []
+    for name, ranks in props.items():
+        if not isinstance(ranks, str):
+            raise RError(f"execution.properties.{name}: must be an idset string")
+        try:
+            out.append((name, sorted(idset.decode_ranges(ranks))))
+        except idset.IdsetError as exc:
+            raise RError(f"execution.properties.{name}: {exc}") from None
+    return out
+
+
 def extend_rv1(g: ResourceGraph, R: dict) -> None:
     if not isinstance(R, dict):
         raise RError("R must be a mapping")
@@ -34,6 +61,7 @@ def extend_rv1(g: ResourceGraph, R: dict) -> None:
         return
     per_rank = R_lite_ranks(R)
     hosts = R_hosts(R)
+    props = _node_properties(R)
     root = g.roots.get(CONTAINMENT)
     if root is None:
         root = g.add_vertex("cluster", "cluster", "cluster0", 0, size=1)
@@ -52,6 +80,10 @@ def extend_rv1(g: ResourceGraph, R: dict) -> None:
             node = g.add_vertex("node", base, host, nid, rank=r)
             g.set_path(node, CONTAINMENT, path)
             g.add_edge(root, node)
+        for name, ranges in props:
+            k = bisect.bisect_right(ranges, (r, INF_ID)) - 1
+            if k >= 0 and ranges[k][0] <= r <= ranges[k][1]:
+                node.set_property(name, "")
         have = {c.name for c in node.children}
         for t in sorted(children):
             for i in children[t]:

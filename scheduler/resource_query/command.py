@@ -1,7 +1,8 @@
 """The ``fluxnode resource-query`` command: options, graph loading, the command loop.
 
-Parses Fluxion's resource-query options (``-L FILE -f grug|jgf|rv1exec|hwloc``,
-``-P policy``, ``-F format``, ``-T simple|flexible``...), loads the graph, builds
+Parses Fluxion's resource-query options, with its long and short names (``-L FILE
+-f grug|jgf|jgf_shorthand|rv1exec|rv1exec_force|hwloc``, ``-P policy``, ``-F format``,
+``-T/--traverser-policy simple|flexible``, ``-g``/``-o``...), loads the graph, builds
 the traverser and feeds stdin's lines to a :class:`Session`. Bad options or
 input are one ``ERROR:`` line on stderr and a non-zero exit.
 """
@@ -29,13 +30,19 @@ from fluxnode.scheduler.traversers.dfu import DEFAULT_PRUNE_FILTERS, TraverserEr
 from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from fluxnode.scheduler.traversers.flexible import FlexibleTraverser
 
+# -f: Fluxion's known_resource_reader; jgf_shorthand reads a whole graph as jgf does, and
+# rv1exec_force is the rv1exec reader (resource_reader_factory.cpp)
+LOAD_FORMATS = ("grug", "hwloc", "jgf", "jgf_shorthand", "rv1exec", "rv1exec_force")
+# -g: string_to_graph_format, any case
+GRAPH_FORMATS = ("dot", "graphml")
+
 
 def load_graph(path: str, fmt: str, allowlist: list[str] | None = None) -> ResourceGraph:
     if fmt == "grug":
         return read_grug(path)
-    if fmt in ("jgf",):
+    if fmt in ("jgf", "jgf_shorthand"):
         return read_jgf(path)
-    if fmt == "rv1exec":
+    if fmt in ("rv1exec", "rv1exec_force"):
         try:
             R = json.loads(Path(path).read_text())
         except (OSError, json.JSONDecodeError) as exc:
@@ -53,7 +60,7 @@ SUBSYSTEM_LETTERS = {"C": "containment", "P": "power", "IB": "ibnet", "IBB": "ib
 def _dominant(spec: str) -> str:
     """``-S`` names subsystems by letters (``CA``, ``PA``, ``C+PA``; trailing A = all
     relations); the first one is the dominant hierarchy the matcher walks."""
-    first = (spec or "CA").split("+")[0]
+    first = (spec or "CA").upper().split("+")[0]  # Fluxion takes the lower case names too
     if first == "ALL":
         return "containment"
     if first.endswith("A") and first[:-1] in SUBSYSTEM_LETTERS:
@@ -87,13 +94,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-S", "--match-subsystems", default="CA")
     p.add_argument("-P", "--match-policy", default="first")
     p.add_argument("-F", "--match-format", default="simple")
-    p.add_argument("-o", "--graph-format")
+    # Fluxion's getopt table (resource-query.cpp): -g names the format of the graph file
+    # -o names; its main never writes that file, so both are checked and kept only
+    p.add_argument("-g", "--graph-format")
+    p.add_argument("-o", "--graph-output")
     # Fluxion's resource-query joins every -p with "," and ignores one of spaces only,
     # so `--prune-filters=` keeps the default filters
     p.add_argument("-p", "--prune-filters", action="append", default=[])
     p.add_argument("-t", "--test-output")
     p.add_argument("-r", "--reserve-vtx-vec")
-    p.add_argument("-T", "--traverser", default="simple")
+    p.add_argument("-T", "--traverser-policy", dest="traverser", default="simple")
     p.add_argument("-e", "--elapse-time", action="store_true")
     p.add_argument("-d", "--disable-prompt", action="store_true")
     p.add_argument("-h", "--help", action="store_true")
@@ -111,11 +121,15 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     if extra:
         stderr.write(f"ERROR: unknown option {extra[0]}\n")
         return 1
+    # what process_args refuses, in its words (before its usage text)
     if ns.match_format not in writers.FORMATS:
-        stderr.write(f"ERROR: unknown match format {ns.match_format}\n")
+        stderr.write(f"[ERROR] unknown format for --match-format: {ns.match_format}\n")
         return 1
-    if ns.load_format not in ("grug", "jgf", "rv1exec", "hwloc"):
-        stderr.write(f"ERROR: unknown load format {ns.load_format}\n")
+    if ns.load_format not in LOAD_FORMATS:
+        stderr.write(f"[ERROR] unknown format for --load-format: {ns.load_format}\n")
+        return 1
+    if ns.graph_format is not None and ns.graph_format.lower() not in GRAPH_FORMATS:
+        stderr.write(f"[ERROR] unknown format for --graph-format: {ns.graph_format}\n")
         return 1
     if not ns.load_file:
         stderr.write("ERROR: -L/--load-file is required\n")
@@ -170,9 +184,15 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             try:
                 if not session.dispatch(line):
                     break
-            except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:
-                # as Fluxion's: one command's error is printed, the session goes on
-                stderr.write(f"ERROR: {exc}\n")
+            except Exception as exc:  # noqa: BLE001 - no input may end the session
+                # as Fluxion's: one command's error is printed, the session goes on; the
+                # errors each command expects are its own lines (session.py), this is the
+                # net under them (an error of ours, named so it can be reported)
+                if isinstance(exc, (ValueError, TypeError, KeyError, OverflowError,
+                                    RecursionError)):
+                    stderr.write(f"ERROR: {exc}\n")
+                else:
+                    stderr.write(f"ERROR: {line.split()[0]}: {type(exc).__name__}: {exc}\n")
     finally:
         if outfile is not None:
             outfile.close()

@@ -56,8 +56,12 @@ def rv1exec_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
     return list(picks.values())
 
 
-def jgf_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
-    """(vertex, units, exclusive) for each vertex of a match's JGF, found by path."""
+def jgf_picks(graph: ResourceGraph, doc: dict, shorthand: bool = False) -> list[tuple]:
+    """(vertex, units, exclusive) for each vertex of a match's JGF, found by path.
+
+    ``shorthand``: the JGF of Fluxion's jgf_shorthand writer, which leaves out what lies
+    below an exclusive vertex; its reader takes that whole subtree, exclusively
+    (resource_reader_jgf_shorthand_t::fetch_additional_vertices)."""
     try:
         nodes = doc["graph"]["nodes"]
     except (KeyError, TypeError):
@@ -76,4 +80,10 @@ def jgf_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
         if not isinstance(size, int) or not isinstance(excl, bool):
             raise ValueError(f"{path}: bad size {size!r} or exclusive {excl!r}")
         picks.append((found[0], size, excl))
+    if shorthand:
+        named = {v.uniq_id for v, _n, _x in picks}
+        for v, _n, excl in list(picks):
+            if excl:
+                picks += [(u, u.size, True) for u in graph.walk(v)
+                          if u is not v and u.uniq_id not in named]
     return picks

@@ -19,7 +19,7 @@ from typing import TextIO
 from fluxnode.broker_conf import idset
 from fluxnode.broker_conf.rv1 import RError
 from fluxnode.scheduler import writers
-from fluxnode.scheduler.jobspec.jobspec import Jobspec, JobspecError
+from fluxnode.scheduler.jobspec.jobspec import FLUXION_STATIC_TYPES, Jobspec, JobspecError
 from fluxnode.scheduler.readers.jgf import JgfError, add_jgf, load_jgf_document
 from fluxnode.scheduler.readers.rv1 import ranks_in_R
 from fluxnode.scheduler.resource_query.picks import jgf_picks, rv1exec_picks
@@ -33,12 +33,17 @@ from fluxnode.scheduler.traversers.dfu import (
 from fluxnode.scheduler.traversers.find import FindError, find
 
 SEP = "INFO: =============================\n"
+# resource-query's graph lasts from 0 to Fluxion's SYSTEM_MAX_DURATION (100 years,
+# resource/config/system_defaults.hpp): a jobspec without a duration gets all of it
+SYSTEM_MAX_DURATION = 3153600000
 HELP = """Usage: resource-query [OPTIONS...]
-  -L, --load-file=FILE  -f, --load-format=grug|jgf|rv1exec|hwloc
-  -S, --match-subsystems=CA  -P, --match-policy=POLICY  -F, --match-format=FORMAT
-  -t, --test-output=FILE  -e, --elapse-time  -d, --disable-prompt
-  -p, --prune-filters=SPEC  -W, --load-allowlist=TYPES  -r, --reserve-vtx-vec=N
-  -T, --traverser=simple|flexible  -o, --graph-format=FORMAT  -h, --help
+  -L, --load-file=FILE
+  -f, --load-format=grug|hwloc|jgf|jgf_shorthand|rv1exec|rv1exec_force
+  -W, --load-allowlist=TYPES  -S, --match-subsystems=CA  -P, --match-policy=POLICY
+  -F, --match-format=simple|pretty_simple|jgf|jgf_shorthand|rlite|rv1|rv1_nosched|rv1_shorthand
+  -T, --traverser-policy=simple|flexible  -p, --prune-filters=SPEC
+  -g, --graph-format=dot|graphml  -o, --graph-output=BASENAME  -r, --reserve-vtx-vec=N
+  -t, --test-output=FILE  -e, --elapse-time  -d, --disable-prompt  -h, --help
 """
 
 
@@ -60,10 +65,22 @@ class Session:
         # a match failing with no errno of its own reports the errno an earlier step
         # left (see TraverserErrno and dispatch)
         self.t.report_errno = True
+        self.t.graph_end = SYSTEM_MAX_DURATION
         self.t.errno = errno.ENOTTY
         # resource-query's one match writer: what a traversal emits stays in it until a
         # write succeeds (writers.MatchWriters)
         self.writer = writers.MatchWriters(fmt)
+        # the resource types Fluxion's interner holds when resource-query closes it after
+        # loading (data_std's, the matcher's "*", the graph's and the prune filters'): a
+        # jobspec naming another type fails to parse (libjobspec's "known to fluxion");
+        # attach and update add the types of what they read (their interner is open)
+        self.known_types: set[str] = set(FLUXION_STATIC_TYPES) | {"*"}
+        self.known_types |= {a for a in traverser.prune_anchored if a != "ALL"}
+        self.known_types |= traverser.prune_types
+        self._learn_types()
+
+    def _learn_types(self) -> None:
+        self.known_types |= set(self.t.g.by_type)
 
     # -- output -----------------------------------------------------------
     def emit(self, result=None) -> str:
@@ -94,7 +111,7 @@ class Session:
         t0 = time.perf_counter()
         reached_writer = True  # match_allocate calls writers->emit unless it returned first
         try:
-            js = Jobspec.parse(text)
+            js = Jobspec.parse(text, known_types=self.known_types)
             result = self.t.match(js, op=op, jobid=jobid)
         except Unsatisfiable:
             matched, sat = False, False
@@ -129,7 +146,7 @@ class Session:
                            f"{os.strerror(exc.errno)}")
                 matched = consumed = False
                 sat = exc.errno not in (errno.ENODEV, errno.ENOENT)
-        if op != "satisfiability" and consumed:
+        if op not in self.NO_JOBID_OPS and consumed:
             self.jobid += 1
         self.out.write(R)
         if op == "satisfiability":
@@ -155,14 +172,19 @@ class Session:
         self.console.write(f"INFO: POSTORDER VISIT COUNT={self.t.total_postorder}\n")
 
     def _placed(self, jobid: int, result, fn: str, t0: float | None = None) -> None:
-        """Write a placed job's schedule info (after its R) and remember it."""
+        """Write a placed job's schedule info (after its R) and remember it; a match
+        without allocating is MATCHED and not remembered (print_schedule_info)."""
         self.out.write(SEP)
         self.out.write(f"INFO: JOBID={jobid}\n")
         at = result.at
-        self.out.write(f"INFO: RESOURCES={'ALLOCATED' if at == 0 else 'RESERVED'}\n")
+        mode = "MATCHED" if result.status == "MATCHED" else (
+            "ALLOCATED" if at == 0 else "RESERVED")
+        self.out.write(f"INFO: RESOURCES={mode}\n")
         self.out.write(f"INFO: SCHEDULED AT={'Now' if at == 0 else at}\n")
         self._write_elapse(t0, self.console)
         self.out.write(SEP)
+        if mode == "MATCHED":
+            return
         (self.allocations if at == 0 else self.reservations)[jobid] = jobid
         self.jobinfo[jobid] = ("ALLOCATED" if at == 0 else "RESERVED", at, fn)
 
@@ -176,7 +198,9 @@ class Session:
         self.out.write(SEP)
 
     OPS = ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability",
-           "satisfiability")
+           "satisfiability", "without_allocating", "without_allocating_future")
+    # reapi_cli_t::match_allocate counts a job id for every other op
+    NO_JOBID_OPS = ("satisfiability", "without_allocating", "without_allocating_future")
 
     def cmd_match(self, args: list[str]) -> None:
         if len(args) != 3:
@@ -284,7 +308,7 @@ class Session:
             return self.error(f"ERROR: {exc}")
         # reapi_cli_t::find: the traversal emits into the session's writer, then emit_json;
         # a failing emit_json is reported and the expression lines are not written
-        self.writer.add(sel)
+        self.writer.add(sel, excl_parent=False)
         try:
             o = self.writer.emit_json()
         except writers.WriterEmitError as exc:
@@ -378,9 +402,12 @@ class Session:
     def cmd_update(self, args: list[str]) -> None:
         """``update allocate|reserve jgf|rv1exec FILE JOBID STARTTIME DURATION``: replay an
         allocation (what a match wrote as JGF or R) as job JOBID, written like a match."""
-        if len(args) != 7 or args[1] not in ("allocate", "reserve") \
-                or args[2] not in ("jgf", "rv1exec"):
+        if len(args) != 7:
             return self.error("ERROR: malformed command")
+        if args[1] not in ("allocate", "reserve"):  # command.cpp's update, in its order
+            return self.error(f"ERROR: unknown subcmd {args[1]}")
+        if args[2] not in ("jgf", "rv1exec", "jgf_shorthand"):
+            return self.error(f"ERROR: unsupported reader {args[2]}")
         t0 = time.perf_counter()
         fn = args[3]
         try:
@@ -397,7 +424,10 @@ class Session:
             return self.error(f"ERROR: {fn} is not JSON: {exc}")
         self.jobid = max(self.jobid, jobid + 1)
         try:
-            picks = jgf_picks(self.t.g, doc) if args[2] == "jgf" else rv1exec_picks(self.t.g, doc)
+            if args[2] == "rv1exec":
+                picks = rv1exec_picks(self.t.g, doc)
+            else:
+                picks = jgf_picks(self.t.g, doc, shorthand=args[2] == "jgf_shorthand")
             # like a match's answer, a job that starts now is allocated, later reserved
             result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
         except (ValueError, TraverserError) as exc:
@@ -418,6 +448,7 @@ class Session:
             return self.error("ERROR: malformed command")
         try:
             add_jgf(self.t.g, load_jgf_document(args[1]))
+            self._learn_types()
             self.t.reinit()
         except (JgfError, OSError) as exc:
             self.error("ERROR: can't attach JGF subgraph ")

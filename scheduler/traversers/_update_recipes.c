@@ -22,8 +22,9 @@ static const int state_fields[9] = {V_SCHEDULE, V_X_CHECKER, V_SUBPLAN,     V_TA
 enum { R_PATH, R_NEEDS, R_X, R_DLEVEL, R_STATE, R_W, R_TYPE, R_SIZE, R_TOT, R_NKIDS, R_GOT,
        R_N };
 
-/* The vertex at child positions `path` below `root` (a new reference), or NULL with
- * an exception: what update_recipes._at reads. */
+/* The vertex at child positions `path` below `root` (a new reference), Py_None (a new
+ * reference) when a vertex on the way has too few children, or NULL with an exception:
+ * what update_recipes._at reads. */
 static PyObject *
 at_path(PyObject *root, PyObject *path)
 {
@@ -38,7 +39,18 @@ at_path(PyObject *root, PyObject *path)
         if (kids == NULL)
             return NULL;
         Py_ssize_t pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(path, i));
-        v = pos == -1 && PyErr_Occurred() ? NULL : PySequence_GetItem(kids, pos);
+        if (pos == -1 && PyErr_Occurred()) {
+            v = NULL;
+        } else {
+            Py_ssize_t nkids = PySequence_Size(kids);
+            if (nkids < 0)
+                v = NULL;
+            else if (pos >= nkids) {
+                Py_DECREF(kids);
+                Py_RETURN_NONE;
+            } else
+                v = PySequence_GetItem(kids, pos);
+        }
         Py_DECREF(kids);
         if (v == NULL)
             return NULL;
@@ -283,6 +295,10 @@ apply_recipe(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             PyObject *v = at_path(r.root, PyTuple_GET_ITEM(entry, R_PATH));
             if (v == NULL)
                 return NULL;
+            if (v == Py_None) {  /* not there: the recipe does not fit (pass 0 only) */
+                Py_DECREF(v);
+                Py_RETURN_FALSE;
+            }
             PyObject *const *fields = &PyTuple_GET_ITEM(entry, 0);
             int rc = pass == 0 ? entry_fits(v, fields, &r) : entry_apply(v, fields, &r);
             Py_DECREF(v);

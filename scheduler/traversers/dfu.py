@@ -92,6 +92,10 @@ _children_of, _type_of = attrgetter("children"), attrgetter("type")
 # also what orders children for the first-match policies (see _edge_weight).
 DEFAULT_PRUNE_FILTERS = "ALL:core,ALL:node"
 
+# the match ops that plan nothing (Fluxion's AT_NO_ALLOC), and the op each searches as
+NO_ALLOC_OPS = {"without_allocating": "allocate",
+                "without_allocating_future": "allocate_orelse_reserve"}
+
 
 @dataclass
 class MatchResult:
@@ -138,6 +142,12 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         # a failure with an errno other than EBUSY/ENODEV into TraverserErrno
         self.errno = 0
         self.report_errno = False
+        # the end of the graph's time (Fluxion's graph_duration.graph_end): a job ends by
+        # it, one without a duration lasts until it, a longer one is refused (EINVAL);
+        # resource-query's is Fluxion's SYSTEM_MAX_DURATION, the service's the horizon
+        self.graph_end = INF
+        # levels Fluxion's writers' indentation gained for good (dfu_update._update)
+        self.level_leak = 0
         self.reinit()
 
     def _parse_prune(self, spec: str) -> set[str]:
@@ -307,7 +317,7 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         if not req.resources:
             raise TraverserError("jobspec requests no resources")
         now = 0 if at is None else at
-        duration = req.duration if req.duration > 0 else INF - now
+        duration = self._job_duration(req, now)
         constraint = req.constraint if req.constraint is not None and req.constraint.op else None
         m = JobMeta(now, duration, jobid, constraint)
         root = self.g.root
@@ -324,6 +334,10 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
             if not ok:
                 self._raise_failed(req, False)
             return MatchResult(jobid, "SATISFIABLE", now, duration, time.perf_counter() - t0)
+        # Fluxion's without_allocating (_future) searches as allocate (orelse_reserve)
+        # does, then writes what it found without planning it (AT_NO_ALLOC)
+        no_alloc = op in NO_ALLOC_OPS
+        op = NO_ALLOC_OPS.get(op, op)
         if op not in ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability"):
             raise TraverserError(f"unknown match op {op!r}")
         try:
@@ -363,11 +377,25 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
                 m.alloc = "reserve"
                 self.errno = _errno.EBUSY
                 self._raise_failed(req, self._sat_check(req, m, excl))
+        if m.at >= self.graph_end:
+            # dfu_traverser_t::run: a start at the graph's end is no start (EBUSY),
+            # one past it an error
+            self.errno = _errno.EBUSY if m.at == self.graph_end else _errno.EINVAL
+            if self.errno == _errno.EBUSY or not self.report_errno:
+                raise NoMatch(True, "no start time before the graph's end")
+            raise TraverserErrno(self.errno)
         status = "ALLOCATED" if m.alloc == "alloc" else "RESERVED"
-        if m.at + m.duration > INF or m.at + m.duration < 0:
-            m.duration = INF - m.at
+        if m.at + m.duration > self.graph_end or m.at + m.duration < 0:
+            m.duration = self.graph_end - m.at
         self.jobs[jobid] = Job(jobid, m.at, m.duration, status)
+        # the edge weights before an update that is taken back (see _unplan)
+        weighed = self._weights.copy() if no_alloc and self.policy.stop_on_1 else None
         sel = self._update(m, needs, x)  # the GC is paused (see match)
+        if no_alloc and sel:
+            self._unplan(jobid, sel, weighed)
+            self.next_jobid = jobid  # no job id is used up
+            return MatchResult(jobid, "MATCHED", m.at, m.duration, time.perf_counter() - t0,
+                               sel)
         if not sel:
             # Like Fluxion: a request with nothing exclusive (no slot) allocates nothing.
             # Fluxion's update fails without setting errno: the caller sees the errno
@@ -475,7 +503,7 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
             if sat_op:
                 raise Unsatisfiable("not enough nodes up")
             raise NoMatch(True, "not enough nodes up")
-        t = m.at if op == "allocate" else INF - 1
+        t = m.at if op == "allocate" else self.graph_end - 1
         feasible = 0
         for v in self.g.by_type.get("node", []):
             if m.constraint is not None and not m.constraint.match(v.name, v.rank, v.properties):

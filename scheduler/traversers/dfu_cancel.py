@@ -6,7 +6,8 @@ and reports the visits Fluxion's cancel walk makes (``_cancel_visits``). A parti
 cancel releases the job's vertices on some ranks, then either recomputes what the
 job's ancestors hold (``_rebuild_job``) or, as Fluxion's rank-based remove, takes the
 released units out of each ancestor's subtree-filter span (``_reduce_ancestors``).
-Every release goes through ``_invalidate``, so the subtree cache and everything that
+A without_allocating match is planned, then taken back (``_unplan``). Every release goes
+through ``_invalidate``, so the subtree cache and everything that
 watches it hear of each vertex changed (``dfu_impl.SubtreeCache``). A mixin of
 ``dfu.Traverser``, over ``DfuUpdate``'s span helpers.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.planner.planner import PlannerError
-from fluxnode.scheduler.traversers.dfu_impl import Job
+from fluxnode.scheduler.traversers.dfu_impl import UNSET_WEIGHT, Emit, Job
 from fluxnode.scheduler.traversers.dfu_update import DfuUpdate
 from fluxnode.scheduler.traversers.match_errors import TraverserError
 
@@ -121,6 +122,28 @@ class DfuCancel(DfuUpdate):
                 xsid = v.drop_xspan(jobid)
             if xsid is not None:
                 v.x_checker = v.x_checker.without_span(xsid)
+
+    def _unplan(self, jobid: int, sel: list[Emit], weighed: dict[int, int] | None) -> None:
+        """Take back what the update of a without_allocating match planned: Fluxion's
+        update under AT_NO_ALLOC plans nothing but still re-weighs the edges it goes
+        through (first-match policies) by what is free without the job, and leaves an
+        edge as it was where upd_by_outedges skips it (nothing free and no span below):
+        each edge into an emitted vertex gets that weight, or back the one it had
+        (``weighed``, the weights before the update)."""
+        visits = self.total_preorder, self.total_postorder
+        self.cancel(jobid)
+        self.total_preorder, self.total_postorder = visits
+        if weighed is None:
+            return
+        moves: dict[int, dict[int, tuple[int, int]]] = {}
+        for e in sel:
+            v = e.vertex
+            if v.children and v.parent is not None:
+                w = self._edge_weight(v)
+                if w is None:
+                    w = weighed.get(v.uniq_id, UNSET_WEIGHT)
+                self._set_weight(v.parent, v, w, moves)
+        self._move_weighed(moves)
 
     def _cancel_visits(self, jobid: int, job: Job) -> tuple[int, int]:
         """The (preorder, postorder) visits of Fluxion's cancel walk for ``jobid``.

@@ -14,6 +14,7 @@ This module sits below all of them (and below ``find``), so the shared types
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from fluxnode.scheduler.graph.resource_graph import ResourceGraph, Vertex
@@ -140,6 +141,9 @@ class DfuImpl:
     _leaf_order: dict[int, list[Vertex]]  # parent uniq_id -> its leaf children, ordered once
     _last_type: dict[str, str | None]  # vertex type -> last filter type (see _edge_weight)
     _nodes_up: int | None
+    graph_end: int  # the end of the graph's time (see dfu.Traverser)
+    report_errno: bool  # see dfu.TraverserErrno
+    level_leak: int  # see dfu_update._update
     errno: int  # Fluxion's errno as the last walk left it (see dfu.TraverserErrno)
     _tracked: dict[str, set[str]]  # vertex type -> the filter types checked when pruning
     _child_types: dict[int, set[str]]  # vertex uniq_id -> its children's types
@@ -195,7 +199,14 @@ class DfuImpl:
             if jobid is not None:
                 used = planned.get(t, 0)
             elif sp is not None and t in tot:
-                used = total - sp.planner(t).avail_resources_at(0)
+                # dom_find_dfv: what is free at the wall clock's now, or at 0 when all
+                # is free then (resource-query's jobs start at 0: a job longer than
+                # the time since 1970 is counted, a shorter one only when none is)
+                p = sp.planner(t)
+                free = p.avail_resources_at(int(time.time()))
+                if free == p.total:
+                    free = p.avail_resources_at(0)
+                used = total - free
             else:
                 used = 0
             out[t] = f"used:{used}, total:{total}"

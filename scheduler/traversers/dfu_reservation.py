@@ -14,17 +14,33 @@ import errno
 from fluxnode.scheduler.jobspec.request import MatchRequest, Request
 from fluxnode.scheduler.planner.planner import PlannerError
 from fluxnode.scheduler.traversers.dfu_impl import INF, DfuImpl, JobMeta
+from fluxnode.scheduler.traversers.match_errors import TraverserErrno, TraverserError
 
 
 class DfuReservation(DfuImpl):
     """Feasibility counts, satisfiability and reservation start times."""
 
     def _satisfiable(self, req: MatchRequest, m: JobMeta, excl: bool) -> bool:
-        sm = JobMeta(INF - m.duration - 1, m.duration, m.jobid, m.constraint)
+        # far in the future: the planners' end less the job; a job as long as the
+        # horizon itself (no duration, the service's unbounded graph) starts at 0
+        sm = JobMeta(max(INF - m.duration - 1, 0), m.duration, m.jobid, m.constraint)
         sm.alloc = "sat"
         sm.sat = True
         rc, _n, _x = self._select(req, sm, excl)
         return rc == 0
+
+    def _job_duration(self, req: MatchRequest, now: int) -> int:
+        """The job's duration as Fluxion's jobmeta_t::build reads it: the graph's whole
+        duration when the jobspec has none, EINVAL when it is longer than that."""
+        if req.duration > self.graph_end:
+            self.errno = errno.EINVAL
+            if self.report_errno:
+                raise TraverserErrno(errno.EINVAL)
+            raise TraverserError(f"duration {req.duration} is longer than the graph lasts "
+                                 f"({self.graph_end})")
+        if req.duration > 0:
+            return req.duration
+        return INF - now if self.graph_end == INF else self.graph_end
 
     def nodes_up(self) -> int:
         """Nodes that are up with every ancestor up (a down vertex hides its subtree)."""

@@ -112,9 +112,16 @@ class DfuUpdate(DfuImpl):
         """Apply the selection the select walk marked (see update_walk.UpdateWalk)."""
         walk = UpdateWalk(self, m)
         try:
-            walk.walk(self.g.root, needs, excl, 1)
+            walk.walk(self.g.root, needs, excl, 1 + self.level_leak)
         finally:
             self._move_weighed(walk.moves)
+        # Fluxion's traversal level (m_trav_level) is not stepped back for a vertex whose
+        # subtree filter refused the job: what is emitted after it, in this walk and in
+        # every later one, is one level deeper
+        for pos in walk.unplanned:
+            for e in walk.out[pos:]:
+                e.level += 1
+        self.level_leak += len(walk.unplanned)
         return walk.out
 
     def _edge_weight(self, u: Vertex) -> int | None:

@@ -1,9 +1,15 @@
 """``find`` expressions (Fluxion's expr_eval): which vertices match predicates.
 
-Grammar: predicates ``key=value`` joined by ``and`` / ``or`` (and binds
-tighter; juxtaposition means and) with parentheses. Keys: ``status``,
-``sched-now``, ``sched-future``, ``jobid-alloc``, ``jobid-span``, ``jobid-tag``,
-``jobid-reserved``, ``agfilter``, ``property``, ``names``.
+Grammar: predicates ``key=value`` joined by ``and`` / ``or`` (juxtaposition means and)
+with parentheses. As Fluxion's expr_eval_api evaluates them, the operators have one
+precedence and apply left to right (``a or b and c`` is ``(a or b) and c``). Keys:
+``status``, ``sched-now``, ``sched-future``, ``jobid-alloc``, ``jobid-span``,
+``jobid-tag``, ``jobid-reserved``, ``agfilter``, ``property``, ``names``; every value is
+checked before anything is walked (expr_eval_vtx_target_t::validate), so an invalid one
+is an error, not an empty answer. ``agfilter=true`` is true of every vertex and asks for
+the subtree filters' counts, ``agfilter=false`` is false of every vertex; the last
+``agfilter`` and the last ``jobid-*`` predicate of the expression are the ones the walk
+uses (dfu_impl_t::find).
 """
 
 from __future__ import annotations
@@ -42,32 +48,54 @@ def _parse(tokens: list[str]):
             pos += 1
             return node
         key, sep, value = tok.partition("=")
-        if not sep or key not in KEYS or not value:
+        if not sep or key not in KEYS or not _valid(key, value):
             raise FindError(f"find: invalid criteria: {tok}")
         pos += 1
         return ("pred", key, value)
 
-    def andexpr():
+    def orexpr():  # left to right, one precedence (expr_eval_api_t::evaluate)
         nonlocal pos
         node = primary()
-        while pos < len(tokens) and tokens[pos] not in (")", "or"):
-            if tokens[pos] == "and":
+        while pos < len(tokens) and tokens[pos] != ")":
+            op = "and"
+            if tokens[pos] in ("and", "or"):
+                op = tokens[pos]
                 pos += 1
-            node = ("and", node, primary())
-        return node
-
-    def orexpr():
-        nonlocal pos
-        node = andexpr()
-        while pos < len(tokens) and tokens[pos] == "or":
-            pos += 1
-            node = ("or", node, andexpr())
+            node = (op, node, primary())
         return node
 
     tree = orexpr()
     if pos != len(tokens):
         raise FindError("find: invalid criteria")
     return tree
+
+
+def _valid(key: str, value: str) -> bool:
+    """expr_eval_vtx_target_t::validate: is ``value`` one ``key`` takes?"""
+    lv = value.lower()
+    if key == "status":
+        return lv in ("down", "up")
+    if key == "sched-now":
+        return lv in ("allocated", "free")
+    if key == "sched-future":
+        return lv in ("reserved", "free")
+    if key == "agfilter":
+        return lv in ("true", "t", "false", "f")
+    if key.startswith("jobid-"):
+        return _jobid(value) is not None
+    if key == "names":
+        try:
+            _matcher(lv)  # read, never expanded: n[0-99999999] costs what its text does
+        except ValueError:
+            return False
+        return True
+    return bool(value)  # property
+
+
+def _jobid(value: str) -> int | None:
+    """A job id as flux_job_id_parse reads the decimal form (others are not produced
+    here); None when it is not one."""
+    return int(value) if value.isdigit() else None
 
 
 def _eval(node, v, ov) -> bool:
@@ -85,7 +113,7 @@ def _eval(node, v, ov) -> bool:
     if key == "sched-future":
         return ov[2] == (lv == "reserved")
     if key == "agfilter":
-        return True
+        return lv in ("true", "t")
     try:
         jid = int(value)
     except ValueError:
@@ -98,11 +126,10 @@ def _eval(node, v, ov) -> bool:
         return jid in v.agspans
     if key == "jobid-tag":
         return jid in v.tags
-    if key == "property":
-        k, sep, val = value.partition("=")
-        return k in v.properties and (not sep or v.properties[k] == val)
-    if key == "names":
-        return v.name in _matcher(value)
+    if key == "property":  # the property's name, lower-cased, is looked up as it is
+        return lv in v.properties
+    if key == "names":  # matched lower-cased, as hostlist_decode (lcx) reads it
+        return v.name in _matcher(lv)
     return False
 
 
@@ -112,9 +139,10 @@ def _matcher(value: str) -> hostlist.Matcher:
     return hostlist.Matcher(value)
 
 
-def _preds(node, out: dict) -> dict:
+def _preds(node, out: list) -> list:
+    """The predicates in expression order (expr_eval_api_t::extract)."""
     if node[0] == "pred":
-        out.setdefault(node[1], node[2])
+        out.append((node[1], node[2]))
     else:
         _preds(node[1], out)
         _preds(node[2], out)
@@ -123,15 +151,13 @@ def _preds(node, out: dict) -> dict:
 
 def find(traverser, criteria: str) -> list[Emit]:
     tree = _parse(_tokens(criteria))
-    preds = _preds(tree, {})
-    agfilter = preds.get("agfilter", "").lower() in ("true", "t")
+    agfilter = False
     jobid = None
-    for key in ("jobid-alloc", "jobid-span", "jobid-tag", "jobid-reserved"):
-        if key in preds:
-            try:
-                jobid = int(preds[key])
-            except ValueError as exc:
-                raise FindError(f"find: invalid jobid {preds[key]}") from exc
+    for key, value in _preds(tree, []):  # the last of each kind wins
+        if key == "agfilter":
+            agfilter = value.lower() in ("true", "t")
+        elif key.startswith("jobid-"):
+            jobid = _jobid(value)
     out: list[Emit] = []
 
     def rec(v, level, ov) -> int:
@@ -150,5 +176,6 @@ def find(traverser, criteria: str) -> list[Emit]:
         out.append(Emit(v, v.size, True, level, extra))
         return n + 1
 
-    rec(traverser.g.root, 1, (False, False, False))
+    # Fluxion's find walk starts at the traversal level updates left (dfu_update._update)
+    rec(traverser.g.root, 1 + getattr(traverser, "level_leak", 0), (False, False, False))
     return out

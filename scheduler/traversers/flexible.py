@@ -16,7 +16,13 @@ from itertools import product
 
 from fluxnode.scheduler.jobspec.request import Request, calc_count, effective_max, to_requests
 from fluxnode.scheduler.policies.scoring import Scoring
-from fluxnode.scheduler.traversers.dfu import MatchResult, NoMatch, Traverser, Unsatisfiable
+from fluxnode.scheduler.traversers.dfu import (
+    NO_ALLOC_OPS,
+    MatchResult,
+    NoMatch,
+    Traverser,
+    Unsatisfiable,
+)
 from fluxnode.scheduler.traversers.dfu_select import take_slot
 
 
@@ -37,14 +43,15 @@ class FlexibleTraverser(Traverser):
         tries = [replace(req, resources=alt) for alt in alternatives]
         # a plain allocate gives no satisfiability verdict (as the base traverser's), the
         # other ops do: an alternative that is only busy makes the whole request busy
-        now_op = op if op in ("satisfiability", "allocate_with_satisfiability") else "allocate"
+        now_op = op if op in ("satisfiability", "allocate_with_satisfiability") else (
+            "without_allocating" if op in NO_ALLOC_OPS else "allocate")
         busy = False
         for one in tries:
             try:
                 return super().match(one, now_op, jobid, at)
             except NoMatch as exc:
                 busy = busy or exc.busy
-        if op == "allocate_orelse_reserve":
+        if op in ("allocate_orelse_reserve", "without_allocating_future"):
             best = None
             busy = False
             for i, one in enumerate(tries):
@@ -53,12 +60,13 @@ class FlexibleTraverser(Traverser):
                 except NoMatch as exc:
                     busy = busy or exc.busy
                     continue
-                self.cancel(res.jobid)
+                if res.status != "MATCHED":
+                    self.cancel(res.jobid)
                 if best is None or res.at < best[0]:
                     best = (res.at, i)
             if best is not None:
                 return super().match(tries[best[1]], op, jobid, at)
-        if op != "allocate" and not busy:
+        if op not in ("allocate", "without_allocating") and not busy:
             raise Unsatisfiable()
         raise NoMatch(True)
 

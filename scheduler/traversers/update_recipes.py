@@ -37,10 +37,16 @@ STATE = ("schedule", "x_checker", "subplan", "tags", "xspans", "spans", "agspans
 _PRIVATE = (set, dict)  # a vertex's own containers: never handed to another
 
 
-def _at(root: Vertex, path: tuple[int, ...]) -> Vertex:
+def _at(root: Vertex, path: tuple[int, ...]) -> Vertex | None:
+    """The vertex at child positions ``path`` below ``root``; None when a vertex on the
+    way has too few children (nodes alike in totals but not in shape: a recipe does
+    not fit there)."""
     v = root
     for i in path:
-        v = v.children[i]
+        kids = v.children
+        if i >= len(kids):
+            return None
+        v = kids[i]
     return v
 
 
@@ -113,6 +119,8 @@ def _apply_recipe_py(entries: list[tuple], root: Vertex, level: int, emit: type,
     sorted child order). The compiled apply_recipe does the same."""
     for path, _n, _x, _l, _s, _w, vtype, size, tot, nkids, got in entries:
         v = _at(root, path)
+        if v is None:
+            return False
         if (v.schedule is not None or v.x_checker is not None or v.subplan is not None
                 or v.tags or v.type != vtype or v.size != size):
             return False

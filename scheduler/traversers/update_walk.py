@@ -19,6 +19,7 @@ What the walk hands a vertex (the job's shared planners and containers, kits) is
 from __future__ import annotations
 
 from fluxnode.scheduler.graph.resource_graph import Vertex
+from fluxnode.scheduler.planner.planner import PlannerError
 from fluxnode.scheduler.traversers.dfu_impl import DfuImpl, Emit, JobMeta, free_during
 from fluxnode.scheduler.traversers.job_spans import (
     KIT_MIN_MARKS,
@@ -39,7 +40,7 @@ class UpdateWalk:
         "t", "out", "marks", "marked", "seen", "job_vertices", "jobid", "at", "duration",
         "end", "xtypes", "pxtypes", "stop_on_1", "subtree_cache", "tracked", "prune_types",
         "spans", "kits", "leaf_kit", "inner_kits", "tree", "sharing", "kit_spans", "recipes",
-        "totals_of", "weights", "orders", "moves",
+        "totals_of", "weights", "orders", "moves", "unplanned",
     )
 
     def __init__(self, t: DfuImpl, m: JobMeta) -> None:
@@ -90,6 +91,8 @@ class UpdateWalk:
         self.orders = t._order
         # re-weighed children to move in their parents' orders (DfuUpdate._move_weighed)
         self.moves: dict[int, dict[int, tuple[int, int]]] = {}
+        # where in ``out`` a vertex's subtree filter refused the job (see walk)
+        self.unplanned: list[int] = []
 
     def walk(self, u: Vertex, needs: int, x: bool, level: int, inherited: bool = False,
              via: Vertex | None = None) -> tuple[int, dict[str, int]]:
@@ -243,10 +246,20 @@ class UpdateWalk:
                     self.spans.units(u, needs)
                 self.spans.x(u, whole_u)
                 if agg:  # keeps no ref to agg
-                    t._ag_put(u, self.jobid, self.at, self.end, agg, self.kit_spans)
-                up = reported(u, agg, x, needs, self.prune_types)
+                    try:
+                        t._ag_put(u, self.jobid, self.at, self.end, agg, self.kit_spans)
+                    except PlannerError:
+                        agg = None
+                up = reported(u, agg, x, needs, self.prune_types) if agg is not None else {}
             self.job_vertices[uid] = u
-            self.out.append(Emit(u, needs, x, level))
+            if agg is None:
+                # a stale subtree filter (a partial cancel that failed half way) has too
+                # few units left: Fluxion's upd_sched swallows upd_agfilter's EBUSY, the
+                # vertex keeps its tag but is neither emitted nor counted in its parent's
+                # filter, and its level is never stepped back (_update)
+                self.unplanned.append(len(self.out))
+            else:
+                self.out.append(Emit(u, needs, x, level))
             if self.stop_on_1 and u.children and via is not None:
                 if kit is None:
                     w = t._edge_weight(u)

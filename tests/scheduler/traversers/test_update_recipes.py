@@ -228,3 +228,26 @@ def test_the_compiled_apply_refuses_malformed_recipes_and_changes_nothing():
     assert [(e.vertex.name, e.needs, e.exclusive, e.level) for e in out] == \
         [("core0", 1, True, 3)]
     assert job_vertices == {1: root.children[0]}
+
+
+@pytest.mark.parametrize("impl", ["python", "compiled"])
+def test_a_recipe_naming_a_child_the_vertex_lacks_does_not_fit(impl):
+    """Nodes alike in type, size and totals may differ in shape (issue 35: two sockets of
+    two cores, or one empty socket and one of four): a recipe whose path runs past a
+    vertex's children answers False and changes nothing, in Python and in C alike."""
+    from fluxnode.scheduler.graph.resource_graph import Vertex
+    from fluxnode.scheduler.traversers import update_recipes
+    from fluxnode.scheduler.traversers.dfu_impl import Emit
+
+    apply = update_recipes._apply_recipe_py if impl == "python" else update_recipes._c_apply
+    if apply is None:
+        pytest.skip("the C extension is not built (or FLUXNODE_PURE_PYTHON)")
+    root = Vertex(0, "node", "node", "node0", 0)
+    socket = Vertex(1, "socket", "socket", "socket0", 0, parent=root)
+    root.children = [socket]  # socket0 has no core: the recipe's (0, 0) is not there
+    state = (None,) * 3 + (frozenset(),) * 6
+    entry = ((0, 0), 1, True, 2, state, None, "core", 1, None, 0, ())
+    out, job_vertices = [], {}
+    assert apply([entry], root, 2, Emit, out, job_vertices, {}, {}, {}, {}, False, None,
+                 {}, {}) is False
+    assert out == [] and job_vertices == {}
