@@ -72,14 +72,20 @@ docs-elsewhere: install
 	echo "make: the docs' examples again as host $(ELSEWHERE_HOST) on one CPU"; \
 	$$ns sh -c 'hostname $(ELSEWHERE_HOST) && exec taskset -c 0 $(BIN)/pytest -q -p no:cacheprovider tests/docs'
 
+# pytest's workers (pytest-xdist): most tests wait on brokers, agents and the API emulator, so
+# two workers on two cores take less time than one; PYTEST_WORKERS=0 runs every test in the
+# one pytest process (a debugger, a profile, -x).
+PYTEST_WORKERS ?= 2
+PYTEST_PAR = $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS))
+
 test: install system-deps lint imports docs
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(PYTEST_PAR)
 	$(MAKE) --no-print-directory docs-elsewhere
 
 # The tier to run before each commit (docs/tests.md, "Tiers"): lint and every test not
 # marked slow, faults or conformance (tests/conftest.py's TIERS).
 check: install lint
-	$(BIN)/pytest -q -m "not slow and not faults and not conformance"
+	$(BIN)/pytest -q $(PYTEST_PAR) -m "not slow and not faults and not conformance"
 
 # Coverage-guided fuzzing (atheris, tests/fuzz/README.md): FUZZ_SECONDS per target, the
 # corpus kept in build/fuzz/<target>; findings are written as crash-*/timeout-* in build/fuzz.
