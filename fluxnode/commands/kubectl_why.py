@@ -17,8 +17,8 @@ from __future__ import annotations
 ADMISSION_GATE = "fluxnode.io/admission"  # scheduler/binder/admission.py ADMISSION_GATE
 EVENT_SOURCE = "fluxnode"  # the binder's Events (its scheduler name)
 PHASE_WORDS = {
-    "Queued": "waiting in its queue: its Job stays suspended (no pods) until fluxnode can "
-              "place every pod at once",
+    "Queued": "waiting in its queue: its Job stays suspended (no pods) until all its pods "
+              "fit at once",
     "Reserved": "at the head of its queue with a reservation: it starts at START",
     "Admitted": "admitted: its Job runs and fluxnode binds each pod into its allocation",
     "Running": "running: every pod is bound",

@@ -94,8 +94,8 @@ def why(kube: KubeEmulator, *args: str) -> list[str]:
 def test_a_queued_job_says_where_it_waits_and_why(kube):
     assert why(kube, "sweep") == [
         "Job default/sweep: Queued (position 2) in queue 'batch', priority 7.",
-        "  waiting in its queue: its Job stays suspended (no pods) until fluxnode can place "
-        "every pod at once.",
+        "  waiting in its queue: its Job stays suspended (no pods) until all its pods fit at "
+        "once.",
         f"  reason: {BUSY}",
         "  pods bound: 0/2",
         "  no pods yet (the Job is suspended)",
