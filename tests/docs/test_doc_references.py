@@ -136,6 +136,8 @@ def fluxnode_uses(code: str) -> list[str]:
         for m in re.finditer(r"(?:^|(?<=[\s'\"`(;&|$]))fluxnode\s+(?=([a-z][^|;&)'\"`]*))", line):
             if re.search(r"(?:-n|--namespace)[\s=]+$", line[:m.start()]):
                 continue  # kubectl -n fluxnode ...: a namespace
+            if re.search(r"kubectl\s+$", line[:m.start()]):
+                continue  # kubectl fluxnode ...: the kubectl plugin (argparse, not click)
             words = []
             for word in m.group(1).split():
                 if word in SEPARATORS:
