@@ -89,6 +89,10 @@ def test_all_namespaces_in_the_binders_order(kube):
 def test_one_namespace_from_n_or_the_context(kube, tmp_path):
     assert [r["NAMESPACE/NAME"] for r in rows(kube, "-n", "team")] == [
         "team/b-second", "team/g-admitted", "team/e-failed"]
+    # kubectl's flags may come before the command too
+    [table] = parse_table(plugin(kube, "-n", "team", "queue").check().stdout)
+    assert [r["NAMESPACE/NAME"] for r in table] == [
+        "team/b-second", "team/g-admitted", "team/e-failed"]
     # no -n: the context's namespace, else default
     assert [r["NAMESPACE/NAME"] for r in rows(kube)] == [
         n for n in ORDER if n.startswith("default/")]

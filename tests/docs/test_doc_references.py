@@ -231,6 +231,31 @@ def test_every_named_option_exists(doc: str, use: str):
     assert unknown_options(use) == [], f"{doc} shows `fluxnode {use}`"
 
 
+def plugin_commands(code: str) -> list[str]:
+    """The command word of each `kubectl fluxnode COMMAND ...` as written."""
+    flags = r"(?:(?:-n|--namespace|--context|--kubeconfig)[\s=]+\S+\s+|-A\s+)*"
+    return re.findall(rf"kubectl\s+fluxnode\s+{flags}([a-z][a-z-]*)", code)
+
+
+PLUGIN_USES = doc_items(plugin_commands)
+
+
+def test_the_docs_show_kubectl_plugin_commands():
+    assert {u for _, u in PLUGIN_USES} >= {"queue", "why"}
+
+
+@pytest.mark.parametrize(("doc", "command"), PLUGIN_USES,
+                         ids=[f"{d}:{c}" for d, c in PLUGIN_USES])
+def test_every_kubectl_plugin_command_exists(doc: str, command: str):
+    """The plugin (fluxnode/commands/kubectl_plugin.py) is argparse: its subparsers' names."""
+    import argparse
+
+    from fluxnode.commands.kubectl_plugin import _parser
+
+    [sub] = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert command in sub.choices, f"{doc} shows `kubectl fluxnode {command}`"
+
+
 # -- the reading table ---------------------------------------------------------------------
 def test_the_home_pages_reading_table_names_every_page_of_the_site():
     """docs/index.md's "Where to read on" leaves no page of mkdocs.yml's nav out (it left out
