@@ -136,6 +136,8 @@ def fluxnode_uses(code: str) -> list[str]:
         for m in re.finditer(r"(?:^|(?<=[\s'\"`(;&|$]))fluxnode\s+(?=([a-z][^|;&)'\"`]*))", line):
             if re.search(r"(?:-n|--namespace)[\s=]+$", line[:m.start()]):
                 continue  # kubectl -n fluxnode ...: a namespace
+            if re.search(r"kubectl\s+$", line[:m.start()]):
+                continue  # kubectl fluxnode ...: the kubectl plugin (argparse, not click)
             words = []
             for word in m.group(1).split():
                 if word in SEPARATORS:
@@ -227,6 +229,31 @@ def test_an_option_that_does_not_exist_is_found():
 @pytest.mark.parametrize(("doc", "use"), USES, ids=[f"{d}:{u}" for d, u in USES])
 def test_every_named_option_exists(doc: str, use: str):
     assert unknown_options(use) == [], f"{doc} shows `fluxnode {use}`"
+
+
+def plugin_commands(code: str) -> list[str]:
+    """The command word of each `kubectl fluxnode COMMAND ...` as written."""
+    flags = r"(?:(?:-n|--namespace|--context|--kubeconfig)[\s=]+\S+\s+|-A\s+)*"
+    return re.findall(rf"kubectl\s+fluxnode\s+{flags}([a-z][a-z-]*)", code)
+
+
+PLUGIN_USES = doc_items(plugin_commands)
+
+
+def test_the_docs_show_kubectl_plugin_commands():
+    assert {u for _, u in PLUGIN_USES} >= {"queue", "why"}
+
+
+@pytest.mark.parametrize(("doc", "command"), PLUGIN_USES,
+                         ids=[f"{d}:{c}" for d, c in PLUGIN_USES])
+def test_every_kubectl_plugin_command_exists(doc: str, command: str):
+    """The plugin (fluxnode/commands/kubectl_plugin.py) is argparse: its subparsers' names."""
+    import argparse
+
+    from fluxnode.commands.kubectl_plugin import _parser
+
+    [sub] = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert command in sub.choices, f"{doc} shows `kubectl fluxnode {command}`"
 
 
 # -- the reading table ---------------------------------------------------------------------

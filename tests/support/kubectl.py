@@ -99,6 +99,24 @@ def kubectl(kube: KubeEmulator, *args: str, timeout: float = 120.0) -> Result:
     return Result(tuple(args), out.returncode, out.stdout, out.stderr)
 
 
+def plugin(kube: KubeEmulator, *args: str, env: dict[str, str] | None = None,
+           timeout: float = 120.0) -> Result:
+    """``kubectl fluxnode ARGS``: real kubectl finding the installed ``kubectl-fluxnode``
+    console script on PATH (the virtualenv's bin first), as a user's kubectl would.
+    ``env`` overrides kubectl's environment (a value of "" removes the variable)."""
+    path = require_kubectl()
+    full = env_for(kube)
+    full["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), full.get("PATH", "")])
+    for key, value in (env or {}).items():
+        if value:
+            full[key] = value
+        else:
+            full.pop(key, None)
+    out = subprocess.run([path, "fluxnode", *args], capture_output=True, text=True, cwd=REPO,
+                         env=full, timeout=timeout)
+    return Result(("fluxnode", *args), out.returncode, out.stdout, out.stderr)
+
+
 def start(kube: KubeEmulator, stderr: Path, *args: str) -> subprocess.Popen:
     """kubectl in the background (a drain that waits): its stdout in a pipe, its stderr
     written to `stderr` as it goes (a test waits for a line there)."""

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from kubernetes import client
 from support.binder_cluster import BinderCluster
-from support.kubectl import kubectl, parse_table
+from support.kubectl import kubectl, parse_table, plugin
 from support.paths import REPO
 
 from fluxnode.testing.kube_emulator import KubeEmulator
@@ -91,6 +91,11 @@ def test_an_indexed_job_starts_only_when_all_its_pods_fit(cluster):
     # worded as a waiting group's pods are told (scheduling_cycle.py _finish)
     assert row["REASON"] == "busy: not enough free resources now; will retry when resources " \
         "free up"
+    # the plugin's queue shows the same record (kubectl fluxnode through the real kubectl)
+    [[entry]] = parse_table(plugin(c.kube, "queue", "-A").check().stdout)
+    assert entry == {"POSITION": "1", "NAMESPACE/NAME": "default/sweep", "QUEUE": "batch",
+                     "PHASE": "Queued", "PRIORITY": row["PRIORITY"], "PODS": f"0/{PODS}",
+                     "NODES": "-", "START": "-", "REASON": row["REASON"]}
     # free the cluster: the whole set is allocated, the Job resumed, every pod bound
     c.kube.delete("pods", "blocker", "default")
     wait_for(lambda: len(job_pods(c)) == PODS, 30, what="the Job controller's 8 pods")
@@ -111,6 +116,9 @@ def test_an_indexed_job_starts_only_when_all_its_pods_fit(cluster):
     assert fluxjob(c)["status"]["pods"] == f"{PODS}/{PODS}"
     [[row]] = parse_table(kubectl(c.kube, "get", "fj", "-A").check().stdout)
     assert (row["PHASE"], row["PODS"], row["NODES"]) == ("Running", "8/8", "node[0-3]")
+    [[entry]] = parse_table(plugin(c.kube, "queue").check().stdout)
+    assert (entry["POSITION"], entry["PHASE"], entry["PODS"], entry["NODES"]) == (
+        "-", "Running", "8/8", "node[0-3]")
     # the pods finish: the Job completes, its allocation is given back, the FluxJob Finished
     for p in job_pods(c):
         c.finish(p["metadata"]["name"])
