@@ -92,10 +92,38 @@ def _valid(key: str, value: str) -> bool:
     return bool(value)  # property
 
 
+_B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
 def _jobid(value: str) -> int | None:
-    """A job id as flux_job_id_parse reads the decimal form (others are not produced
-    here); None when it is not one."""
-    return int(value) if value.isdigit() else None
+    """A job id as flux_job_id_parse reads it (flux-core's libjob/id.c, libutil/fluid.c):
+    a ``job.`` prefix dropped; then dothex (any ``.``: four groups of 1-4 hex digits),
+    mnemonic words (any ``-``: not decoded here, None), F58 (``f`` or ``ƒ``, 1-12 base58
+    digits, summed in 64 bits), else strtoull's decimal (an optional ``+``) or ``0x``
+    hex, under 2**64. None when it is not one."""
+    v = value.lstrip()
+    v = v[4:] if v.startswith("job.") else v
+    if "." in v:
+        m = re.fullmatch(r"([0-9a-fA-F]{1,4})\.([0-9a-fA-F]{1,4})\.([0-9a-fA-F]{1,4})\."
+                         r"([0-9a-fA-F]{1,4})", v)
+        if m is None:
+            return None
+        return sum(int(g, 16) << (48 - 16 * i) for i, g in enumerate(m.groups()))
+    if "-" in v:
+        return None
+    if v[:1] in ("f", "ƒ"):
+        digits = v[1:]
+        if not digits or len(digits.encode()) > 12 or any(c not in _B58 for c in digits):
+            return None
+        return sum(_B58.index(c) * 58 ** i for i, c in enumerate(reversed(digits))) % 2**64
+    v = v.rstrip()
+    if re.fullmatch(r"0x[0-9a-fA-F]+", v):
+        n = int(v[2:], 16)
+    elif re.fullmatch(r"\+?[0-9]+", v):
+        n = int(v)
+    else:
+        return None
+    return n if n < 2**64 else None
 
 
 def _eval(node, v, ov) -> bool:
@@ -114,10 +142,7 @@ def _eval(node, v, ov) -> bool:
         return ov[2] == (lv == "reserved")
     if key == "agfilter":
         return lv in ("true", "t")
-    try:
-        jid = int(value)
-    except ValueError:
-        jid = None
+    jid = _jobid(value)
     if key == "jobid-alloc":
         return jid in v.allocations
     if key == "jobid-reserved":

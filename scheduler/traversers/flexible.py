@@ -171,6 +171,9 @@ class FlexibleTraverser(Traverser):
         memo: dict[tuple, tuple[dict[str, int], int, int]] = {}
         config = _select(slots, dict(sorted(counts.items())), nslots, memo)
         qual = config[1]
+        if qual < 0:
+            # Fluxion loops for (unsigned) qual slots until the slots run out: no match
+            return -1
         groups = []
         for _ in range(qual):
             idx = config[2]
@@ -198,10 +201,16 @@ def _select(slots: list[Request], counts: dict[str, int], nslots: int,
         return memo[key]
     if len(slots) == 1:
         # as many of the one shape as the qualified counts hold (dom_slot's cnt_slot)
-        fit = nslots
+        # Fluxion keeps nslots (unsigned) in an int: a count without a max (effective
+        # max UINT_MAX) or with one over INT_MAX wraps negative, and no slot is matched
+        fit = nslots - 2**32 if nslots >= 2**31 else nslots
         for elem in slots[0].with_:
-            count = calc_count(elem, counts.get(elem.type, 0))
-            fit = min(fit, counts.get(elem.type, 0) // count) if count > 0 else 0
+            have = counts.get(elem.type, 0)
+            count = calc_count(elem, have)
+            if count <= 0 or have < count:
+                fit = 0
+                break
+            fit = min(fit, have // count)
         memo[key] = (counts, fit, 0 if fit else -1)
         return memo[key]
     best = -1
