@@ -12,10 +12,10 @@ itself refuses new placements there, whoever asks (the binder, `fluxnode alloc`)
 again, undrains it (``sched.undrain`` with that source), never lifting an operator's own
 drain.
 
-The drains are also what lets the binder's requests name no nodes: a request leaves out
-only what the leader does not already refuse (scheduling_cycle's ``Candidates``), so in a
-cluster whose unusable nodes are all cordoned or NotReady a request carries no ``ranks``
-and the service matches it on the whole graph.
+The drains are also what keeps the binder's requests off the constrained match: a
+request's ``ranks`` leave out the nodes Kubernetes will not schedule on, and when every
+rank they leave out is drained or down the service needs no constraint and matches on the
+whole graph (``LiveGraph._exclusion``).
 
 Level-triggered, as a controller: the leader's drains with source "kubernetes" (from
 ``sched.resource-status``, read on every resync and reconcile) are compared with the
@@ -57,10 +57,6 @@ class NodeDrains:
             for d in status.get("drain") or []
             if isinstance(d, dict) and d.get("source") == SOURCE and "hostname" in d
         }
-
-    def held(self) -> set[str]:
-        """The nodes the leader is known to refuse for us (nothing until read)."""
-        return set(self.drained or ())
 
     def sync(self, sched, unschedulable: dict[str, str]) -> None:
         """Drain the nodes Kubernetes will not schedule on (hostname -> why: "cordoned" or

@@ -97,7 +97,6 @@ class FastTraverser(RootIndexWalk, ShapeTemplates, FirstMatchWalk, Traverser):
         self._root_index = None
         self._root_dfu = None
         self._leaf_levels = {}  # see _leaf_requests
-        self._walk_levels = {}  # request levels by id: only within one walk
         try:
             return super()._select(req, m, excl)
         except IndexFallback:
