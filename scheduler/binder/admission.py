@@ -18,6 +18,12 @@ sends only such objects here, but nothing below trusts that.
   ``kueue.x-k8s.io/pod-group-total-count``), a size that is not a positive integer, Kueue's
   group name without its count or the reverse (Kueue's own rule), a size without a group,
   a Job whose template declares a size other than its pod count, another scheduler named.
+- A pod that would make its **group larger than its declared size** is refused, naming the
+  group, its size and how many members it has: a size the user declared (a label, an
+  annotation, or the minMember of the PodGroup object that sizes it, podgroup.py), against
+  the live members this replica's pod cache counts (group_members.py, whose docstring says
+  what two pods created at once through two replicas do). A group with no declared size is
+  not capped, nor is any group when no counter is given.
 
 Only CREATE is mutated (the configuration's rules send nothing else); any other request
 is allowed unchanged. A request that is not an AdmissionReview is a `ReviewError`, which the
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fluxnode.scheduler.binder.job_shape import JobShapeError, integer_field, job_pod_count
@@ -36,6 +43,12 @@ from fluxnode.scheduler.binder.podgroup import (
     KUEUE_COUNT_ANNOTATION,
     KUEUE_GROUP_LABEL,
     SIZE_SOURCES,
+    VOLCANO_GROUP_ANNOTATION,
+    GroupKey,
+    PodGroupDirectory,
+    PodGroupError,
+    group_of,
+    is_declared_group,
 )
 
 QUEUE_LABEL = "fluxnode.io/queue"
@@ -98,11 +111,18 @@ def parse_review(body: bytes) -> dict:
     return request
 
 
+MemberCount = Callable[[GroupKey], int]
+"""A group key -> how many live members it has now (group_members.py)."""
+
+
 @dataclass(frozen=True)
 class Admission:
-    """The webhook's decisions, for one scheduler name."""
+    """The webhook's decisions, for one scheduler name; `members` and `podgroups` (both
+    optional) let it cap declared groups at their size."""
 
     scheduler_name: str = "fluxnode"
+    members: MemberCount | None = None
+    podgroups: PodGroupDirectory | None = None
 
     def review(self, request: dict) -> Verdict:
         """Answer one parsed request (see parse_review). Never raises for the object's
@@ -122,7 +142,7 @@ class Admission:
             if kind == ("batch", "jobs"):
                 patch = self.job_patch(obj)
             else:
-                patch = self.pod_patch(obj)
+                patch = self.pod_patch(obj, request.get("namespace") or "")
         except (Refusal, JobShapeError) as exc:
             return Verdict(uid, False, message=f"fluxnode: {exc}", code=422)
         return Verdict(uid, patch=patch)
@@ -156,7 +176,7 @@ class Admission:
 
     # -- pods -------------------------------------------------------------------------
 
-    def pod_patch(self, pod: dict) -> list[dict]:
+    def pod_patch(self, pod: dict, namespace: str = "") -> list[dict]:
         meta = _map(pod, "metadata", "metadata")
         if _queue(_map(meta, "labels", "metadata.labels"), "metadata.labels") is None:
             return []
@@ -164,6 +184,7 @@ class Admission:
         if admitted_with_job(meta):
             return []
         check_group(meta, "metadata")
+        self.check_room(pod, namespace)
         gates = spec.get("schedulingGates")
         if gates is not None and not isinstance(gates, list):
             raise Refusal("spec.schedulingGates: expected a list")
@@ -175,6 +196,29 @@ class Admission:
             patch.append({"op": "add", "path": "/spec/schedulingGates/-",
                           "value": {"name": ADMISSION_GATE}})
         return patch
+
+    def check_room(self, pod: dict, namespace: str = "") -> None:
+        """Refuse a pod its declared group has no room for (see the module's docstring).
+        The request's namespace is the pod's: a body sent to a namespaced URL need not
+        name one."""
+        if self.members is None:
+            return
+        meta = pod.get("metadata") or {}
+        placed = {**pod, "metadata": {**meta, "namespace": namespace or meta.get("namespace")
+                                      or "default"}}
+        try:
+            ident = group_of(placed, podgroups=self.podgroups)
+        except PodGroupError:
+            return  # check_group refused what is malformed in the pod; a bad PodGroup waits
+        if not is_declared_group(ident.key) or not ident.declared:
+            return
+        have = self.members(ident.key)
+        if have >= ident.size:
+            source = (f"PodGroup {ident.key.namespace}/{ident.key.name} spec.minMember"
+                      if ident.podgroup is not None else "declared")
+            raise Refusal(f"group {ident.key.namespace}/{ident.key.name} is full: its size is "
+                          f"{ident.size} ({source}) and it has {have} members already; delete "
+                          "one or raise the size before adding a pod")
 
     def _scheduler(self, spec: dict, path: str, where: str) -> list[dict]:
         name = spec.get("schedulerName")
@@ -233,9 +277,10 @@ def check_group(meta: dict, where: str) -> None:
         raise Refusal(f"{where}.labels[{KUEUE_GROUP_LABEL}]: required with the "
                       f"{KUEUE_COUNT_ANNOTATION} annotation")
     sizes = declared_sizes(meta, where)
-    if sizes and not any(labels.get(k) for k in GROUP_LABELS):
+    if sizes and not (any(labels.get(k) for k in GROUP_LABELS)
+                      or annotations.get(VOLCANO_GROUP_ANNOTATION)):
         raise Refusal(f"{sizes[0][0]}: a group size without a group name (label "
-                      f"{' or '.join(GROUP_LABELS)})")
+                      f"{' or '.join(GROUP_LABELS)}, or annotation {VOLCANO_GROUP_ANNOTATION})")
     for field_path, size in sizes[1:]:
         if size != sizes[0][1]:
             raise Refusal(f"{field_path}: group size {size} disagrees with "

@@ -16,6 +16,8 @@ Split the way kube-scheduler is (design and user guide: docs/binder.md):
 - webhook.py: the admission webhook every replica serves (its server and certificates).
 - fluxjob_loop.py: opted-in Jobs admitted as a whole (their FluxJobs, one request for all
   their pods, unsuspended when allocated), run before each scheduling cycle.
+- podgroup_directory.py / group_members.py: PodGroup objects (where their CRDs are
+  installed) and the members of declared groups, kept on every replica for the webhook.
 """
 
 from __future__ import annotations
@@ -33,17 +35,19 @@ from fluxnode.agent.kube.backoff import Backoff
 from fluxnode.agent.kube.health import HealthServer, problem_probe
 from fluxnode.agent.kube.informer import Informer
 from fluxnode.agent.kube.leader_election import LeaderElector
-from fluxnode.scheduler.binder.admission import QUEUE_LABEL
+from fluxnode.scheduler.binder.admission import QUEUE_LABEL, Admission
 from fluxnode.scheduler.binder.binding import PodWriter
 from fluxnode.scheduler.binder.binding_cycle import BindingCycle
 from fluxnode.scheduler.binder.cluster_state import ClusterState
 from fluxnode.scheduler.binder.config import BinderConfig
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob_loop import FluxJobLoop
+from fluxnode.scheduler.binder.group_members import GroupMembers
 from fluxnode.scheduler.binder.http_writer import writer_for
 from fluxnode.scheduler.binder.leader_locator import LeaderLocator
 from fluxnode.scheduler.binder.metrics import BinderMetrics
 from fluxnode.scheduler.binder.podgroup import job_size
+from fluxnode.scheduler.binder.podgroup_directory import PodGroupWatch
 from fluxnode.scheduler.binder.queue import Reservations
 from fluxnode.scheduler.binder.reconcile import Reconciler
 from fluxnode.scheduler.binder.sched_client import SchedClient, SchedUnavailable
@@ -76,10 +80,15 @@ class Binder:
                 config.rpc_timeout,
             )
         self._job_sizes: dict[tuple[str, str], int | None] = {}
+        self.inbox: queue_mod.SimpleQueue = queue_mod.SimpleQueue()
+        self.members = GroupMembers()
+        self.podgroups = PodGroupWatch(
+            api_client, lambda kind, ns, name: self.inbox.put(("podgroup", kind, ns, name)),
+            config.podgroup_discovery, config.watch_timeout)
         self.ctx = BinderContext(
             config=config,
             owner=f"binder:{config.scheduler_name}",
-            state=ClusterState(config.scheduler_name, self._job_size),
+            state=ClusterState(config.scheduler_name, self._job_size, self.podgroups),
             sched=sched,
             # every write comes from a bind worker: one pooled connection each
             writer=PodWriter(writer_for(api_client, config.bind_workers),
@@ -88,7 +97,6 @@ class Binder:
             metrics=BinderMetrics(),
             reservations=Reservations(config.reserve_depth),
         )
-        self.inbox: queue_mod.SimpleQueue = queue_mod.SimpleQueue()
         self.binding = BindingCycle(self.ctx, self.inbox)
         self.scheduling = SchedulingCycle(self.ctx, self.binding)
         self.reconciler = Reconciler(self.ctx, self.binding)
@@ -103,7 +111,8 @@ class Binder:
         self.health: HealthServer | None = None
         self.webhook: Webhook | None = None
         if config.webhook_port is not None:
-            self.webhook = Webhook(api_client, config, self.ctx.metrics.registry)
+            self.webhook = Webhook(api_client, config, self.ctx.metrics.registry, Admission(
+                config.scheduler_name, self.members.live_count, self.podgroups))
         self._thread: threading.Thread | None = None
 
     @property
@@ -116,11 +125,12 @@ class Binder:
     def start(self) -> Binder:
         if self.webhook is not None:
             self.webhook.start()
+        self.podgroups.start()
         self.informers = [
             Informer(
                 "pods",
                 self.core.list_pod_for_all_namespaces,
-                self._enqueue("pod"),
+                self._pod_event,
                 watch_timeout=self.config.watch_timeout,
             ).start(),
             Informer(
@@ -170,6 +180,7 @@ class Binder:
             self.elector.stop()
         for informer in self.informers:
             informer.stop()
+        self.podgroups.stop()
         if self._thread is not None:
             self._thread.join(10)
         self.ctx.pool.shutdown(wait=True, cancel_futures=True)
@@ -212,9 +223,15 @@ class Binder:
                 return f"informer {informer.name} not synced"
         if self.leading.is_set() and not self.ctx.sched_ok:
             return "scheduler service not reachable"
+        if not self.podgroups.synced:
+            return "PodGroup CRDs not discovered yet"
         if self.webhook is not None:
             return self.webhook.problem()
         return None
+
+    def _pod_event(self, kind: str, obj) -> None:
+        self.members.apply(kind, obj)  # first: the webhook counts from it (any thread)
+        self.inbox.put(("pod", kind, obj))
 
     def _enqueue(self, what: str):
         def handler(kind: str, obj) -> None:
@@ -306,6 +323,8 @@ class Binder:
         if not self.reconciled:
             if not all(i.synced.is_set() for i in self.informers):
                 return
+            if not self.podgroups.synced:
+                return  # groups sized by PodGroups that are not listed yet would wait wrongly
             self.reconciler.reconcile()
             self.fluxjobs.reconciled()
             self.reconciled = True
@@ -339,6 +358,8 @@ class Binder:
                 state.apply_node(kind, obj)
         elif what == "job":
             self.fluxjobs.apply(item[1], item[2])
+        elif what == "podgroup":
+            state.regroup(item[1].key_kind, item[2], item[3])
         elif what == "bound":
             for result in item[1]:
                 self.binding.bound(result)

@@ -30,7 +30,13 @@ from fluxnode.scheduler.binder.pod_requests import (
     pod_requests,
     resource_list,
 )
-from fluxnode.scheduler.binder.podgroup import GroupKey, JobSizeLookup, PodGroupError, group_of
+from fluxnode.scheduler.binder.podgroup import (
+    GroupKey,
+    JobSizeLookup,
+    PodGroupDirectory,
+    PodGroupError,
+    group_of,
+)
 from fluxnode.scheduler.binder.queue import SchedulingQueue, creation_time, priority
 
 log = logging.getLogger("fluxnode.binder.state")
@@ -105,6 +111,8 @@ class Group:
     pending: dict[str, PodInfo] = field(default_factory=dict)
     placed: set[str] = field(default_factory=set)
     problem: str | None = None  # malformed pod declaration, reported instead of placing
+    declared: bool = False  # its size is the user's: it may not have more members
+    waiting: str = ""  # cannot be sized yet (its PodGroup does not exist), and why
     unsatisfiable: str | None = None
     unsatisfiable_generation: int = -1
     since: float = field(default_factory=time.monotonic)  # when the group was first seen
@@ -112,11 +120,19 @@ class Group:
     @property
     def ready(self) -> bool:
         """All of the group exists (or, once placed, the missing ones came back)."""
-        if self.problem or not self.pending:
+        if self.problem or self.waiting or not self.pending or self.excess:
             return False
         if self.placed:
             return True
         return len(self.pending) >= self.size
+
+    @property
+    def excess(self) -> int:
+        """Members beyond a declared size (the webhook refuses them, but two replicas may
+        admit two pods at once: group_members.py); such a group is not placed."""
+        if not self.declared:
+            return 0
+        return max(0, len(self.pending) + len(self.placed) - self.size)
 
     def priority(self) -> int:
         return max(p.priority for p in self.pending.values())
@@ -191,10 +207,12 @@ class NodeCapacity:
 
 class ClusterState:
     def __init__(
-        self, scheduler_name: str = "fluxnode", job_size_lookup: JobSizeLookup | None = None
+        self, scheduler_name: str = "fluxnode", job_size_lookup: JobSizeLookup | None = None,
+        podgroups: PodGroupDirectory | None = None,
     ):
         self.scheduler_name = scheduler_name
         self.job_size_lookup = job_size_lookup
+        self.podgroups = podgroups  # PodGroup objects that size groups (podgroup_directory.py)
         self.pods: dict[str, PodInfo] = {}
         self.nodes: dict[str, NodeInfo] = {}
         self.groups: dict[GroupKey, Group] = {}
@@ -221,7 +239,7 @@ class ClusterState:
         """The same pods and nodes with no allocation knowledge: what a new leader starts
         from before adopting the service's allocations (a standby's view of allocations,
         cancels and outside usage is stale by construction)."""
-        fresh = ClusterState(self.scheduler_name, self.job_size_lookup)
+        fresh = ClusterState(self.scheduler_name, self.job_size_lookup, self.podgroups)
         fresh.nodes = dict(self.nodes)
         fresh._unschedulable = dict(self._unschedulable)
         fresh.capacity = dict(self.capacity)
@@ -334,7 +352,7 @@ class ClusterState:
             self._drop_pending(info)  # another controller's gate: not ready to place yet
             return
         try:
-            ident = group_of(info.raw, self.job_size_lookup)
+            ident = group_of(info.raw, self.job_size_lookup, self.podgroups)
             problem = None
         except PodGroupError as exc:
             ident, problem = None, str(exc)
@@ -343,7 +361,10 @@ class ClusterState:
         if group is None:
             group = self.groups[key] = Group(key)
         if ident is not None:
-            group.size = max(group.size, ident.size)
+            # a PodGroup object's minMember is the size as it is now (it may shrink)
+            group.size = ident.size if ident.podgroup else max(group.size, ident.size)
+            group.declared = group.declared or ident.declared
+            group.waiting = ident.waiting
         group.problem = problem
         is_new = info.uid not in group.pending
         group.pending[info.uid] = info
@@ -362,7 +383,7 @@ class ClusterState:
         """Where a pod may be pending: its declared group, or its own group of one."""
         keys = [GroupKey(info.namespace, "pod", info.uid)]
         try:
-            keys.insert(0, group_of(info.raw, self.job_size_lookup).key)
+            keys.insert(0, group_of(info.raw, self.job_size_lookup, self.podgroups).key)
         except PodGroupError:
             pass
         return list(dict.fromkeys(keys))
@@ -380,6 +401,17 @@ class ClusterState:
             self.groups.pop(group.key, None)
             self.queue.remove(group.key)
             self.with_pending.discard(group.key)
+
+    def regroup(self, key_kind: str, namespace: str | None, name: str | None) -> None:
+        """A PodGroup object (or its whole kind, name None) changed: size the groups it
+        names again from their pending pods."""
+        for group in list(self.groups.values()):
+            named = (group.key.namespace, group.key.name) == (namespace, name)
+            if group.key.kind != key_kind or (name is not None and not named):
+                continue
+            for info in list(group.pending.values()):
+                self._apply_own(info, False)
+            self.changed = True
 
     def largest_memory(self, nodes: list[str]) -> int:
         """The largest allocatable memory among `nodes` (cached per node generation)."""

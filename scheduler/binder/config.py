@@ -47,6 +47,7 @@ class BinderConfig:
     webhook_cert_names: tuple[str, ...] = ()  # more names (or IPs) for the certificate
     webhook_cert_dir: str = ""  # empty: a private temporary directory
     webhook_cert_check: float = 300.0  # seconds between checks of the Secret and the caBundle
+    podgroup_discovery: float = 30.0  # seconds between discoveries of the PodGroup CRDs
 
     def __post_init__(self) -> None:
         # The Lease holder names the pod, so `kubectl get lease` points at it; outside a pod

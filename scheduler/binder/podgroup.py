@@ -3,16 +3,31 @@
 A group is placed all or nothing, so its identity and size come from what the
 user declared: the scheduler-plugins / Fluence group labels, Kueue's plain-pod group (the
 ``kueue.x-k8s.io/pod-group-name`` label, its size in the
-``kueue.x-k8s.io/pod-group-total-count`` annotation), an indexed Job,
-or nothing (a group of one). Identities include a UID where one exists (the
-Job's controller-uid, the pod's own uid) so a recreated group never inherits a
-stale allocation that was keyed by a name.
+``kueue.x-k8s.io/pod-group-total-count`` annotation), Volcano's
+``scheduling.k8s.io/group-name`` annotation, an indexed Job, or nothing (a group of one).
+
+Two of these name an object rather than carry a size: scheduler-plugins' PodGroup
+(``scheduling.x-k8s.io/v1alpha1``, named by the ``scheduling.x-k8s.io/pod-group`` label) and
+Volcano's (``scheduling.volcano.sh/v1beta1``, named by the annotation), each in the pod's
+namespace with the size in ``spec.minMember``. When that kind's CRD is installed (a
+`PodGroupDirectory` says so; podgroup_directory.py watches them) the object's minMember is
+the size, and a pod whose object does not exist yet gets an identity that *waits*
+(`GroupIdentity.waiting` says why) rather than a size guessed from nothing; without the
+CRD the label is a plain group name as before. `GroupIdentity.declared` tells a size the
+user wrote (a label, an annotation, a PodGroup) from the default of 1: only a declared size
+caps a group's members (admission.py refuses the pod that would exceed it).
+
+Identities include a UID where one exists (the Job's controller-uid, the pod's own uid) so
+a recreated group never inherits a stale allocation that was keyed by a name.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
@@ -28,6 +43,8 @@ JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
 # set on an opted-in Job's pod template by the admission webhook (admission.py): its pods are
 # one group, Indexed or not, as the Job was admitted as a whole
 ADMITTED_JOB_ANNOTATION = "fluxnode.io/job"
+SCHEDULER_PLUGINS_LABEL = "scheduling.x-k8s.io/pod-group"
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 
 
 class PodGroupError(ValueError):
@@ -52,9 +69,53 @@ class GroupKey:
 
 
 @dataclass(frozen=True, slots=True)
+class PodGroupKind:
+    """A PodGroup CRD users already write: its group, version and plural, and the GroupKey
+    kind its pods' groups get."""
+
+    group: str
+    version: str
+    key_kind: str
+    plural: str = "podgroups"
+    kind: str = "PodGroup"
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+# scheduler-plugins' coscheduling (apis/scheduling/v1alpha1) and Volcano's (scheduling/v1beta1)
+SCHEDULER_PLUGINS = PodGroupKind("scheduling.x-k8s.io", "v1alpha1", "group")
+VOLCANO = PodGroupKind("scheduling.volcano.sh", "v1beta1", "volcano")
+POD_GROUP_KINDS = (SCHEDULER_PLUGINS, VOLCANO)
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupObject:
+    """The fields of one PodGroup object the binder uses."""
+
+    kind: PodGroupKind
+    namespace: str
+    name: str
+    uid: str
+    min_member: int | None  # spec.minMember as stored (None when absent)
+
+
+class PodGroupDirectory(Protocol):
+    """Which PodGroup CRDs are installed and the objects of those that are."""
+
+    def installed(self, kind: PodGroupKind) -> bool: ...
+
+    def get(self, kind: PodGroupKind, namespace: str, name: str) -> PodGroupObject | None: ...
+
+
+@dataclass(frozen=True, slots=True)
 class GroupIdentity:
     key: GroupKey
     size: int
+    declared: bool = False  # the size is the user's (label, annotation, PodGroup), not 1
+    waiting: str = ""  # non-empty: the group cannot be sized yet, and why
+    podgroup: PodGroupObject | None = None  # the PodGroup object that sizes it
 
 
 JobSizeLookup = Callable[[str, str], int | None]
@@ -111,7 +172,24 @@ def completion_index(pod: dict) -> int | None:
     return int(value)
 
 
-def group_of(pod: dict, job_size_lookup: JobSizeLookup | None = None) -> GroupIdentity:
+def _podgroup_identity(key: GroupKey, kind: PodGroupKind, declared: int | None,
+                       podgroups: PodGroupDirectory | None) -> GroupIdentity:
+    """A group named by a PodGroup convention: sized by its object when kind's CRD is
+    installed (waiting while it does not exist), else by what the pod declares."""
+    if podgroups is None or not podgroups.installed(kind):
+        return GroupIdentity(key, declared or 1, declared is not None)
+    obj = podgroups.get(kind, key.namespace, key.name)
+    if obj is None:
+        return GroupIdentity(key, declared or 1, declared is not None, waiting=(
+            f"waiting for PodGroup {key.namespace}/{key.name} ({kind.api_version}): it does "
+            "not exist yet; create it with spec.minMember, the group's size"))
+    size = _size(str(obj.min_member if obj.min_member is not None else 1),
+                 f"PodGroup {key.namespace}/{key.name} ({kind.api_version}) spec.minMember")
+    return GroupIdentity(key, size, True, podgroup=obj)
+
+
+def group_of(pod: dict, job_size_lookup: JobSizeLookup | None = None,
+             podgroups: PodGroupDirectory | None = None) -> GroupIdentity:
     """The group `pod` belongs to. Raises PodGroupError for a malformed declaration."""
     meta = pod.get("metadata") or {}
     namespace = meta.get("namespace") or "default"
@@ -119,7 +197,15 @@ def group_of(pod: dict, job_size_lookup: JobSizeLookup | None = None) -> GroupId
     annotations = meta.get("annotations") or {}
     name = _first(labels, GROUP_LABELS)
     if name is not None:
-        return GroupIdentity(GroupKey(namespace, "group", name), declared_size(pod) or 1)
+        key = GroupKey(namespace, "group", name)
+        declared = declared_size(pod)
+        if labels.get(SCHEDULER_PLUGINS_LABEL):
+            return _podgroup_identity(key, SCHEDULER_PLUGINS, declared, podgroups)
+        return GroupIdentity(key, declared or 1, declared is not None)
+    volcano = annotations.get(VOLCANO_GROUP_ANNOTATION)
+    if volcano:
+        return _podgroup_identity(GroupKey(namespace, VOLCANO.key_kind, str(volcano)), VOLCANO,
+                                  declared_size(pod), podgroups)
     job_name = _first(labels, JOB_NAME_LABELS)
     is_indexed = _first(labels, JOB_INDEX_LABELS) or annotations.get(JOB_INDEX_ANNOTATION)
     admitted = annotations.get(ADMITTED_JOB_ANNOTATION)
@@ -131,3 +217,23 @@ def group_of(pod: dict, job_size_lookup: JobSizeLookup | None = None) -> GroupId
         key = GroupKey(namespace, "job", f"{job_name}.{uid}" if uid else job_name)
         return GroupIdentity(key, size or 1)
     return GroupIdentity(GroupKey(namespace, "pod", meta.get("uid") or meta.get("name", "?")), 1)
+
+
+def is_declared_group(key: GroupKey) -> bool:
+    """A group the user named (a label, an annotation, a PodGroup), not a Job's or a pod's."""
+    return key.kind in ("group", VOLCANO.key_kind)
+
+
+_DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def record_name(key: GroupKey) -> str:
+    """The name of a declared group's FluxJob record (podgroup_records.py): ``<kind>-<name>``
+    (``group-train``, ``volcano-train``), never a Job's record's name (the Job's own); a
+    group name that is no DNS name (label values may hold upper case and ``_``) is lowered
+    and suffixed with a hash of the name, so distinct groups keep distinct records."""
+    name = f"{key.kind}-{key.name}"
+    if _DNS_NAME.match(name) and len(name) <= 253:
+        return name
+    clean = re.sub(r"[^a-z0-9.-]+", "-", name.lower()).strip("-.")[:200]
+    return f"{clean}-{hashlib.sha256(key.name.encode()).hexdigest()[:8]}"

@@ -513,6 +513,15 @@ class SchedulingCycle:
             if group.problem:
                 ctx.report(list(group.pending.values()), "Unschedulable", group.problem)
                 continue
+            if group.waiting:  # its PodGroup object does not exist yet (podgroup.py)
+                ctx.report(list(group.pending.values()), "WaitingForGroup", group.waiting)
+                continue
+            if group.excess:  # admitted at once through two webhook replicas
+                ctx.report(list(group.pending.values()), "Unschedulable", (
+                    f"group {group.key.namespace}/{group.key.name} has "
+                    f"{group.size + group.excess} pods but its size is {group.size}: none is "
+                    f"placed until {group.excess} of them are deleted"))
+                continue
             if (
                 group.placed
                 or len(group.pending) >= group.size

@@ -5,7 +5,9 @@ over all Ready replicas), so this part runs beside leader election, not under it
 calls the keeper's `sync` at start and every ``webhook_cert_check`` seconds after; a
 failed sync (the API server away, a 403) is logged and tried again after a short, growing
 delay while the server keeps serving the certificate it has. `problem` is the replica's
-readiness as far as the webhook goes: not Ready until a certificate is served.
+readiness as far as the webhook goes: not Ready until a certificate is served. The binder
+hands its `Admission` the replica's group member counts and PodGroup directory, so the
+webhook refuses a pod its declared group has no room for (admission.py).
 """
 
 from __future__ import annotations
@@ -33,14 +35,15 @@ log = logging.getLogger("fluxnode.webhook")
 
 
 class Webhook:
-    def __init__(self, api_client, config: BinderConfig, registry: CollectorRegistry):
+    def __init__(self, api_client, config: BinderConfig, registry: CollectorRegistry,
+                 admission: Admission | None = None):
         assert config.webhook_port is not None
         namespace, _, secret = config.webhook_secret.partition("/")
         self._tmp = None if config.webhook_cert_dir else tempfile.TemporaryDirectory(
             prefix="fluxnode-webhook-")
         directory = Path(config.webhook_cert_dir or self._tmp.name)
         self.server = WebhookServer(config.webhook_host, config.webhook_port,
-                                    Admission(config.scheduler_name), registry)
+                                    admission or Admission(config.scheduler_name), registry)
         self.keeper = CertKeeper(
             CoreV1Api(api_client), AdmissionregistrationV1Api(api_client),
             CertTarget(namespace, secret, config.webhook_config,

@@ -38,7 +38,8 @@ def start(kube, manifests, tmp_path):
     config = BinderConfig(uri="tcp://127.0.0.1:9", lease_namespace="fluxnode",
                           lease_duration=3600.0, renew_deadline=10.0, retry_period=2.0,
                           http_host="127.0.0.1", http_port=0, webhook_host="127.0.0.1",
-                          webhook_port=0, webhook_cert_dir=str(tmp_path / "certs"))
+                          webhook_port=0, webhook_cert_dir=str(tmp_path / "certs"),
+                          podgroup_discovery=0.5)
     return Binder(kube.api_client(kubeconfig), config).start(), denials
 
 

@@ -17,6 +17,7 @@ from fluxnode.scheduler.binder.admission import (
     ReviewError,
     parse_review,
 )
+from fluxnode.scheduler.binder.podgroup import SCHEDULER_PLUGINS, GroupKey, PodGroupObject
 
 from fluxnode.testing.kube_patch import json_patch
 
@@ -218,3 +219,56 @@ def test_job_counts_of_the_wrong_type_are_refused():
 def test_undecodable_reviews_say_what_is_wrong(body, words):
     with pytest.raises(ReviewError, match=words):
         parse_review(body)
+
+
+# -- a group larger than its declared size is refused -----------------------------------
+
+
+
+def capped(obj: dict, counts: dict, podgroups=None, namespace: str = "default") -> dict:
+    request = review(obj)["request"]
+    request["namespace"] = namespace
+    return Admission(members=lambda key: counts.get(key, 0),
+                     podgroups=podgroups).review(request).review()["response"]
+
+
+def test_a_pod_beyond_its_groups_declared_size_is_refused_naming_group_size_and_count():
+    member = pod({QUEUE: "batch", "scheduling.x-k8s.io/pod-group": "g",
+                  "fluxnode.io/group-size": "2"})
+    assert capped(member, {GroupKey("default", "group", "g"): 1})["allowed"]
+    refused = capped(member, {GroupKey("default", "group", "g"): 2})
+    assert not refused["allowed"] and refused["status"]["code"] == 422
+    assert refused["status"]["message"] == (
+        "fluxnode: group default/g is full: its size is 2 (declared) and it has 2 members "
+        "already; delete one or raise the size before adding a pod")
+    # the count is the request's namespace's group, not another's of the same name
+    assert capped(member, {GroupKey("default", "group", "g"): 2}, namespace="team")["allowed"]
+
+
+def test_a_group_without_a_declared_size_is_not_capped():
+    member = pod({QUEUE: "batch", "scheduling.x-k8s.io/pod-group": "g"})
+    assert capped(member, {GroupKey("default", "group", "g"): 7})["allowed"]
+
+
+def test_a_podgroups_min_member_caps_its_group():
+    class Directory:
+        def installed(self, kind):
+            return kind is SCHEDULER_PLUGINS
+
+        def get(self, kind, namespace, name):
+            return PodGroupObject(kind, namespace, name, "u", 3) if name == "g" else None
+
+    member = pod({QUEUE: "batch", "scheduling.x-k8s.io/pod-group": "g"})
+    refused = capped(member, {GroupKey("default", "group", "g"): 3}, Directory())
+    assert "its size is 3 (PodGroup default/g spec.minMember) and it has 3 members" in \
+        refused["status"]["message"]
+    # a PodGroup that does not exist yet sizes nothing: the pod is admitted, and waits
+    other = pod({QUEUE: "batch", "scheduling.x-k8s.io/pod-group": "h"})
+    assert capped(other, {GroupKey("default", "group", "h"): 9}, Directory())["allowed"]
+
+
+def test_a_volcano_group_name_is_a_group_for_a_size():
+    member = pod({QUEUE: "batch", "fluxnode.io/group-size": "1"},
+                 {"scheduling.k8s.io/group-name": "vg"})
+    assert capped(member, {})["allowed"]
+    assert not capped(member, {GroupKey("default", "volcano", "vg"): 1})["allowed"]

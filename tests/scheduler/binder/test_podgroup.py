@@ -1,5 +1,13 @@
 import pytest
-from fluxnode.scheduler.binder.podgroup import GroupKey, PodGroupError, group_of, job_size
+from fluxnode.scheduler.binder.podgroup import (
+    SCHEDULER_PLUGINS,
+    VOLCANO,
+    GroupKey,
+    PodGroupError,
+    PodGroupObject,
+    group_of,
+    job_size,
+)
 
 
 def pod(name="p", uid="u1", labels=None, annotations=None):
@@ -97,3 +105,69 @@ def test_the_pods_of_a_job_the_webhook_admitted_are_one_group_indexed_or_not():
     assert str(group_of(pod, lambda namespace, name: 3).key) == "ns/pod/p1"
     pod["metadata"]["annotations"] = {"fluxnode.io/job": "other"}  # not its own Job's
     assert str(group_of(pod, lambda namespace, name: 3).key) == "ns/pod/p1"
+
+
+# -- PodGroup objects (scheduler-plugins, Volcano) ---------------------------------------
+
+
+
+class Directory:
+    """A PodGroupDirectory over objects this test writes (the protocol podgroup.py reads)."""
+
+    def __init__(self, kinds, objects=()):
+        self.kinds = set(kinds)
+        self.objects = {(o.kind, o.namespace, o.name): o for o in objects}
+
+    def installed(self, kind):
+        return kind in self.kinds
+
+    def get(self, kind, namespace, name):
+        return self.objects.get((kind, namespace, name))
+
+
+SP_LABEL = {"scheduling.x-k8s.io/pod-group": "g"}
+VOLCANO_ANNOTATION = {"scheduling.k8s.io/group-name": "vg"}
+
+
+def test_a_scheduler_plugins_podgroup_sizes_the_group_by_min_member():
+    obj = PodGroupObject(SCHEDULER_PLUGINS, "ns", "g", "pg-uid", 3)
+    ident = group_of(pod(labels=SP_LABEL), podgroups=Directory([SCHEDULER_PLUGINS], [obj]))
+    assert (ident.key, ident.size, ident.declared, ident.waiting) == (
+        GroupKey("ns", "group", "g"), 3, True, "")
+    assert ident.podgroup is obj
+
+
+def test_a_missing_podgroup_waits_saying_so_when_its_crd_is_installed():
+    ident = group_of(pod(labels=SP_LABEL), podgroups=Directory([SCHEDULER_PLUGINS]))
+    assert ident.waiting.startswith(
+        "waiting for PodGroup ns/g (scheduling.x-k8s.io/v1alpha1): it does not exist yet")
+    # another namespace's PodGroup of that name is not this pod's
+    other = PodGroupObject(SCHEDULER_PLUGINS, "elsewhere", "g", "u", 2)
+    assert group_of(pod(labels=SP_LABEL),
+                    podgroups=Directory([SCHEDULER_PLUGINS], [other])).waiting
+
+
+def test_without_the_crd_the_label_is_a_plain_group_name():
+    ident = group_of(pod(labels=SP_LABEL), podgroups=Directory([]))
+    assert (ident.size, ident.declared, ident.waiting) == (1, False, "")
+    sized = group_of(pod(labels={**SP_LABEL, "fluxnode.io/group-size": "4"}),
+                     podgroups=Directory([]))
+    assert (sized.size, sized.declared) == (4, True)
+
+
+def test_volcano_group_name_annotation_names_a_volcano_podgroup():
+    obj = PodGroupObject(VOLCANO, "ns", "vg", "v-uid", 5)
+    ident = group_of(pod(annotations=VOLCANO_ANNOTATION),
+                     podgroups=Directory([VOLCANO], [obj]))
+    assert (ident.key, ident.size, ident.declared) == (GroupKey("ns", "volcano", "vg"), 5, True)
+    # a scheduler-plugins PodGroup of the same name is not Volcano's
+    sp = PodGroupObject(SCHEDULER_PLUGINS, "ns", "vg", "u", 2)
+    waiting = group_of(pod(annotations=VOLCANO_ANNOTATION),
+                       podgroups=Directory([VOLCANO, SCHEDULER_PLUGINS], [sp]))
+    assert "PodGroup ns/vg (scheduling.volcano.sh/v1beta1)" in waiting.waiting
+
+
+def test_a_podgroup_min_member_below_one_is_a_clear_error():
+    obj = PodGroupObject(SCHEDULER_PLUGINS, "ns", "g", "u", 0)
+    with pytest.raises(PodGroupError, match=r"PodGroup ns/g .* spec.minMember: group size 0"):
+        group_of(pod(labels=SP_LABEL), podgroups=Directory([SCHEDULER_PLUGINS], [obj]))

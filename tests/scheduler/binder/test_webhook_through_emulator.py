@@ -14,9 +14,11 @@ import json
 
 import pytest
 import yaml
+from fluxnode.scheduler.binder.podgroup import SCHEDULER_PLUGINS, GroupKey
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from support.paths import REPO
+from support.podgroup_crds import podgroup, scheduler_plugins_crd
 from support.webhook_binder import held_lease, readyz, start
 
 from fluxnode.testing.waiting import wait_for
@@ -99,3 +101,62 @@ def test_with_the_webhook_down_only_opted_in_objects_are_refused(kube, core, web
     assert core.create_namespaced_pod("default", pod("q", {})).metadata.name == "q"
     # nor is anything in fluxnode's own namespace sent (namespaceSelector)
     assert core.create_namespaced_pod("fluxnode", pod("r", QUEUE)).metadata.name == "r"
+
+
+# -- a group larger than its declared size (issue 30) ----------------------------------
+
+GROUP = {**QUEUE, "scheduling.x-k8s.io/pod-group": "g"}
+
+
+def refusal(call) -> tuple[int, str]:
+    with pytest.raises(ApiException) as refused:
+        call()
+    return refused.value.status, json.loads(refused.value.body)["message"]
+
+
+def stored_names(kube) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in kube.list("pods", "default"))
+
+
+def seen(b, name: str, kind: str = "group", count: int = 2) -> bool:
+    """The replica's pod cache holds `count` live members (what its webhook counts)."""
+    return b.members.live_count(GroupKey("default", kind, name)) == count
+
+
+def test_a_pod_beyond_its_groups_declared_size_is_refused_by_the_api_server(
+        kube, core, webhook_binder):
+    sized = {**GROUP, "fluxnode.io/group-size": "2"}
+    for name in ("a", "b"):
+        core.create_namespaced_pod("default", pod(name, sized))
+    wait_for(lambda: seen(webhook_binder, "g"), 30, what="both members in the pod cache")
+    status, message = refusal(lambda: core.create_namespaced_pod("default", pod("c", sized)))
+    # the API server's wording for a webhook's denial (k8s.io/apiserver admission/plugin/
+    # webhook/errors ToStatusErr), the webhook's code, and our message naming group, size, count
+    assert status == 422
+    assert message == ('admission webhook "admission.fluxnode.io" denied the request: fluxnode: '
+                       "group default/g is full: its size is 2 (declared) and it has 2 members "
+                       "already; delete one or raise the size before adding a pod")
+    assert stored_names(kube) == ["a", "b"]
+    # a member that is gone makes room for its replacement
+    core.delete_namespaced_pod("a", "default", grace_period_seconds=0)
+    wait_for(lambda: seen(webhook_binder, "g", count=1), 30, what="one member left")
+    assert core.create_namespaced_pod("default", pod("c", sized)).metadata.name == "c"
+
+
+def test_a_podgroups_min_member_caps_the_group_once_its_crd_is_discovered(
+        kube, core, webhook_binder):
+    extensions = client.ApiextensionsV1Api(kube.api_client())
+    extensions.create_custom_resource_definition(scheduler_plugins_crd())
+    custom = client.CustomObjectsApi(kube.api_client())
+    custom.create_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", "default",
+                                           "podgroups",
+                                           podgroup("scheduling.x-k8s.io/v1alpha1", "g", 1))
+    wait_for(lambda: webhook_binder.podgroups.get(SCHEDULER_PLUGINS, "default", "g"), 30,
+             what="the PodGroup discovered and listed by the binder")
+    core.create_namespaced_pod("default", pod("a", GROUP))
+    wait_for(lambda: seen(webhook_binder, "g", count=1), 30, what="the member in the cache")
+    status, message = refusal(lambda: core.create_namespaced_pod("default", pod("b", GROUP)))
+    assert status == 422
+    assert "group default/g is full: its size is 1 (PodGroup default/g spec.minMember) and it " \
+           "has 1 members already" in message
+    assert stored_names(kube) == ["a"]
