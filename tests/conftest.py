@@ -78,6 +78,7 @@ TIERS: dict[str, tuple[str, ...]] = {
         "tests/docs/test_kubectl_blocks.py::test_kubectl_block_runs_as_shown",
         "tests/fuzz/test_fuzz_targets.py",
         "tests/scheduler/binder/test_binder_capacity.py",
+        "tests/scheduler/binder/test_podgroup_workloads.py",
         "tests/scheduler/binder/test_binder_drain.py",
         "tests/scheduler/binder/test_binder_faults.py",
         "tests/scheduler/binder/test_binder_ops.py",

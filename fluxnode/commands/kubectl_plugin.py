@@ -20,7 +20,13 @@ import argparse
 import sys
 
 from fluxnode.commands.kubectl_queue import HEADER, rows, table
-from fluxnode.commands.kubectl_why import job_lines, parse_target, pod_lines
+from fluxnode.commands.kubectl_why import group_lines, job_lines, parse_target, pod_lines
+from fluxnode.scheduler.binder.podgroup import (
+    PodGroupError,
+    group_of,
+    is_declared_group,
+    record_name,
+)
 
 GROUP, VERSION, PLURAL = "fluxnode.io", "v1alpha1", "fluxjobs"
 
@@ -133,7 +139,19 @@ def why(args) -> str:
                           else f"no pod {name!r} in namespace {namespace}")
     events = _call(f"list the Events of namespace {namespace}",
                    core.list_namespaced_event, namespace)
-    return "\n".join(pod_lines(namespace, name, pod, (events or {}).get("items") or []))
+    group = None
+    try:
+        key = group_of(pod).key
+    except PodGroupError:
+        key = None
+    if key is not None and is_declared_group(key):
+        record = record_name(key)
+        fluxjob = _call(f"read FluxJob {namespace}/{record}",
+                        client.CustomObjectsApi(api).get_namespaced_custom_object,
+                        GROUP, VERSION, namespace, PLURAL, record)
+        group = group_lines(f"{namespace}/{key.name}", record, fluxjob)
+    return "\n".join(pod_lines(namespace, name, pod, (events or {}).get("items") or [],
+                                group))
 
 
 def main(argv: list[str] | None = None) -> int:

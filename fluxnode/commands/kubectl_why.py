@@ -7,6 +7,10 @@ phase and node, its conditions, its scheduling gates (``fluxnode.io/admission`` 
 fluxnode's: it holds the pod until its whole group is admitted) and the message of the last
 Event fluxnode wrote about it (source component ``fluxnode``, scheduler/binder/binding.py).
 
+A pod of a declared group (a group label, Volcano's annotation) points to its group's
+FluxJob record (scheduler/binder/podgroup_records.py), named as podgroup.py `record_name`
+names it: the group's phase, position and reason are there, not on one pod.
+
 The functions here take objects as the API returns them and give lines; the reading is in
 kubectl_plugin.py. A bare NAME is looked up as a Job first, then as a pod; ``job/NAME`` and
 ``pod/NAME`` say which.
@@ -86,8 +90,26 @@ def _pod_state(pod: dict) -> str:
     return f"{status.get('phase') or 'Pending'}" + (f" on {node}" if node else ", not bound")
 
 
-def pod_lines(namespace: str, name: str, pod: dict, events: list[dict]) -> list[str]:
-    """Why pod ``namespace/name`` is where it is: state, gates, conditions, last event."""
+def group_lines(group: str, record: str, fluxjob: dict | None) -> list[str]:
+    """Where a pod's group stands, from its FluxJob record (or that there is none yet)."""
+    if fluxjob is None:
+        return [f"  in pod group {group}: no FluxJob {record} yet (the binder writes one for "
+                "a gated group once it leads, with the FluxJob CRD installed)."]
+    status = fluxjob.get("status") or {}
+    phase = status.get("phase") or "Queued"
+    where = f", position {status['position']}" if isinstance(status.get("position"),
+                                                              int) else ""
+    lines = [f"  in pod group {group}: FluxJob {record} is {phase}{where}, pods bound "
+             f"{status.get('pods') or '?'} (kubectl get fluxjob {record} -o yaml)."]
+    if status.get("reason"):
+        lines.append(f"  group reason: {status['reason']}")
+    return lines
+
+
+def pod_lines(namespace: str, name: str, pod: dict, events: list[dict],
+              group: list[str] | None = None) -> list[str]:
+    """Why pod ``namespace/name`` is where it is: state, gates, its group's record
+    (`group_lines`, when it has one), conditions, last event."""
     spec = pod.get("spec") or {}
     lines = [f"Pod {namespace}/{name}: {_pod_state(pod)} (scheduler "
              f"{spec.get('schedulerName') or 'default-scheduler'})."]
@@ -98,6 +120,7 @@ def pod_lines(namespace: str, name: str, pod: dict, events: list[dict]) -> list[
                          "admitted (see `kubectl fluxnode queue`).")
         else:
             lines.append(f"  gated by {gate}: not fluxnode's gate; whoever set it removes it.")
+    lines.extend(group or [])
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("status") == "True" and not c.get("message"):
             continue  # a condition met says nothing a user acts on

@@ -17,7 +17,8 @@ Split the way kube-scheduler is (design and user guide: docs/binder.md):
 - fluxjob_loop.py: opted-in Jobs admitted as a whole (their FluxJobs, one request for all
   their pods, unsuspended when allocated), run before each scheduling cycle.
 - podgroup_directory.py / group_members.py: PodGroup objects (where their CRDs are
-  installed) and the members of declared groups, kept on every replica for the webhook.
+  installed) and the members of declared groups, kept on every replica for the webhook;
+  podgroup_records.py: the FluxJob records of gated pod groups, after each cycle.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from fluxnode.scheduler.binder.leader_locator import LeaderLocator
 from fluxnode.scheduler.binder.metrics import BinderMetrics
 from fluxnode.scheduler.binder.podgroup import job_size
 from fluxnode.scheduler.binder.podgroup_directory import PodGroupWatch
+from fluxnode.scheduler.binder.podgroup_records import PodGroupRecords
 from fluxnode.scheduler.binder.queue import Reservations
 from fluxnode.scheduler.binder.reconcile import Reconciler
 from fluxnode.scheduler.binder.sched_client import SchedClient, SchedUnavailable
@@ -102,6 +104,8 @@ class Binder:
         self.reconciler = Reconciler(self.ctx, self.binding)
         self.fluxjobs = FluxJobLoop(self.ctx, self.scheduling, self.batch,
                                     CustomObjectsApi(api_client))
+        self.group_records = PodGroupRecords(self.ctx, self.members,
+                                             CustomObjectsApi(api_client))
         self.stop_event = threading.Event()
         self.leading = threading.Event()
         self.reconciled = False
@@ -327,9 +331,11 @@ class Binder:
                 return  # groups sized by PodGroups that are not listed yet would wait wrongly
             self.reconciler.reconcile()
             self.fluxjobs.reconciled()
+            self.group_records.reconciled()
             self.reconciled = True
         self.fluxjobs.run()
         self.scheduling.run()
+        self.group_records.run()
 
     def _handle(self, item: tuple) -> None:
         try:

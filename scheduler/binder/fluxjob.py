@@ -13,7 +13,15 @@ collector removes it with the Job). `FluxJob.from_job` builds it from the Job as
   does not exist is an error naming it (the plugin refuses such a pod);
 - **queue**: the ``fluxnode.io/queue`` label.
 
-The spec is what the workload asks for and never changes; the status (written through the
+`FluxJob.from_group` builds the record of a gated pod group (podgroup_records.py): its
+workload is the PodGroup object that sizes it (owned by it, so collected with it) or, with
+no object, the group as fluxnode names it (kind PodGroup, apiVersion fluxnode.io/v1alpha1,
+no uid: the binder deletes that record when the group's pods are gone); pods is the group's
+size, the requests one member's (the first by name), the priority the highest of its pods'
+(each resolved by the Priority admission plugin), the queue its pods' label.
+
+The spec is what the workload asks for and never changes (but for a group's size and
+workload, which follow its PodGroup object when one comes); the status (written through the
 status subresource) is where it stands: PHASES, its position in the queue, pods bound of
 pods, the nodes, the start (a reservation's start time when it cannot start now), a reason.
 """
@@ -182,3 +190,22 @@ class FluxJob:
     def status_patch(self) -> dict:
         """A merge patch of the status subresource with the current status."""
         return {"status": self.status.to_object(self.spec.pods)}
+
+    @classmethod
+    def from_group(cls, namespace: str, name: str, queue: str, workload: WorkloadRef,
+                   size: int, pods: list[dict]) -> FluxJob:
+        """The record of a gated pod group of `size` pods, `pods` its members so far (at
+        least one; see the module's docstring). Raises FluxJobError naming a bad pod."""
+        if not pods:
+            raise FluxJobError(f"pod group {namespace}/{workload.name}: no pods")
+        first = min(pods, key=lambda p: (p.get("metadata") or {}).get("name") or "")
+        pod_spec = first.get("spec") or {}
+        try:
+            requests = pod_requests(first)
+        except PodRequestError as exc:
+            raise FluxJobError(f"pod group {namespace}/{workload.name}: {exc}") from None
+        priority = max(int((p.get("spec") or {}).get("priority") or 0) for p in pods)
+        return cls(namespace, name, FluxJobSpec(
+            queue=queue, workload=workload, pods=size, indexed=False,
+            priority_class=pod_spec.get("priorityClassName") or "", priority=priority,
+            requests=requests, slot=requests.slot()))

@@ -75,6 +75,22 @@ def kube():
         core.create_namespaced_pod("default", pod("going-0", job_name="going", node="node1"))
         core.create_namespaced_pod("default", pod("going-1", job_name="going"))
         core.create_namespaced_pod("default", pod("member", gated=True))
+        # a member of pod group "train" (its record, named group-train, is Queued) and one
+        # of Volcano group "solo", which has no record yet
+        trainee = pod("trainee", gated=True)
+        trainee["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "train"}
+        core.create_namespaced_pod("default", trainee)
+        soloist = pod("soloist", gated=True)
+        soloist["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "solo"}
+        core.create_namespaced_pod("default", soloist)
+        custom.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "FluxJob",
+            "metadata": {"name": "group-train"},
+            "spec": {"queue": "batch", "pods": 3, "workload": {
+                "apiVersion": "fluxnode.io/v1alpha1", "kind": "PodGroup", "name": "train"}}})
+        custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, "default", PLURAL, "group-train",
+            {"status": {"phase": "Queued", "position": 4, "pods": "0/3", "reason": BUSY}})
         for e in (event("e1", "member", "fluxnode", "Waiting", "older words",
                         "2026-11-28T10:00:00Z"),
                   event("e2", "member", "fluxnode", "Waiting",
@@ -132,6 +148,19 @@ def test_a_gated_pod_names_the_gate_and_fluxnodes_last_event(kube):
         "  last fluxnode event: Waiting: group default/g: 1 of 3 members exist",
     ]
     assert why(kube, "pod/member") == lines
+
+
+def test_a_group_member_points_to_its_groups_record(kube):
+    assert why(kube, "trainee")[1:4] == [
+        "  gated by fluxnode.io/admission: fluxnode holds it until its whole group is admitted "
+        "(see `kubectl fluxnode queue`).",
+        "  in pod group default/train: FluxJob group-train is Queued, position 4, pods bound "
+        "0/3 (kubectl get fluxjob group-train -o yaml).",
+        f"  group reason: {BUSY}",
+    ]
+    assert why(kube, "soloist")[2] == (
+        "  in pod group default/solo: no FluxJob volcano-solo yet (the binder writes one for "
+        "a gated group once it leads, with the FluxJob CRD installed).")
 
 
 @pytest.mark.parametrize(("target", "error"), [

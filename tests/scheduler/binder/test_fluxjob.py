@@ -13,7 +13,12 @@ from __future__ import annotations
 import jsonschema
 import pytest
 import yaml
-from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
+from fluxnode.scheduler.binder.fluxjob import (
+    FluxJob,
+    FluxJobError,
+    PriorityClasses,
+    WorkloadRef,
+)
 from support.oracles import spec_requests
 from support.paths import REPO
 
@@ -118,3 +123,35 @@ def test_jobs_that_cannot_be_queued_say_why(change, words):
     with pytest.raises(FluxJobError, match="Job ml/train") as info:
         FluxJob.from_job(obj, PriorityClasses())
     assert words in str(info.value)
+
+
+def member_pod(name: str, cpu: str, priority: int, memory: str = "1Gi") -> dict:
+    return {"metadata": {"name": name, "namespace": "ml"},
+            "spec": {"priority": priority, "priorityClassName": "high" if priority else "",
+                     "containers": [{"name": "c", "image": "busybox", "resources": {
+                         "requests": {"cpu": cpu, "memory": memory}}}]}}
+
+
+def test_a_pod_groups_record_fits_the_crd_and_is_owned_by_its_podgroup():
+    """from_group: pods is the group's size; one member's requests (the first by name)
+    as Kubernetes sums them; the highest priority the Priority plugin gave its pods."""
+    pods = [member_pod("w-1", "3", 0), member_pod("w-0", "1500m", 1000)]
+    ref = WorkloadRef("scheduling.x-k8s.io/v1alpha1", "PodGroup", "w", "pg-uid")
+    record = FluxJob.from_group("ml", "group-w", "batch", ref, 4, pods)
+    obj = record.to_object()
+    jsonschema.validate(obj, VERSION["schema"]["openAPIV3Schema"])
+    millicpu, memory, gpus = spec_requests(pods[1])  # w-0, the first by name
+    assert obj["spec"]["podRequests"] == {"cpu": f"{millicpu}m", "memory": str(memory),
+                                          "gpus": gpus}
+    assert (obj["spec"]["pods"], obj["spec"]["priority"], obj["spec"]["slot"]["cores"]) == (
+        4, 1000, 2)
+    assert obj["metadata"]["ownerReferences"] == [{
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "name": "w",
+        "uid": "pg-uid", "blockOwnerDeletion": False}]
+    assert [column(obj, c) for c in ("Queue", "Phase", "Pods")] == ["batch", "Queued", "0/4"]
+    # a group named only by labels has no object to own its record
+    bare = FluxJob.from_group("ml", "group-w", "batch",
+                              WorkloadRef("fluxnode.io/v1alpha1", "PodGroup", "w"), 2, pods)
+    assert "ownerReferences" not in bare.to_object()["metadata"]
+    with pytest.raises(FluxJobError, match="pod group ml/w: no pods"):
+        FluxJob.from_group("ml", "group-w", "batch", ref, 2, [])
