@@ -117,6 +117,10 @@ log = logging.getLogger("fluxnode.binder")
 @click.option("--webhook-cert-check", default=300.0, show_default=True,
               type=click.FloatRange(1.0),
               help="Seconds between checks of the certificate Secret and the caBundle.")
+@click.option("--podgroup-discovery", default=30.0, show_default=True,
+              type=click.FloatRange(1.0),
+              help="Seconds between discoveries of the PodGroup CRDs (scheduler-plugins', "
+              "Volcano's) whose objects size groups.")
 @click.option(
     "--log-level",
     default="info",
@@ -153,6 +157,7 @@ def binder(
     webhook_cert_name,
     webhook_cert_dir,
     webhook_cert_check,
+    podgroup_discovery,
     log_level,
 ):
     """Bind pods to nodes with the leader's graph scheduler.
@@ -196,6 +201,7 @@ def binder(
         retry_period=retry_period,
         http_host=http_host,
         http_port=http_port,
+        podgroup_discovery=podgroup_discovery,
         **webhook_settings(click.get_current_context().params),
     )
     try:

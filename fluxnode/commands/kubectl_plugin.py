@@ -21,12 +21,6 @@ import sys
 
 from fluxnode.commands.kubectl_queue import HEADER, rows, table
 from fluxnode.commands.kubectl_why import group_lines, job_lines, parse_target, pod_lines
-from fluxnode.scheduler.binder.podgroup import (
-    PodGroupError,
-    group_of,
-    is_declared_group,
-    record_name,
-)
 
 GROUP, VERSION, PLURAL = "fluxnode.io", "v1alpha1", "fluxjobs"
 
@@ -139,6 +133,14 @@ def why(args) -> str:
                           else f"no pod {name!r} in namespace {namespace}")
     events = _call(f"list the Events of namespace {namespace}",
                    core.list_namespaced_event, namespace)
+    # imported here: help and usage errors stay free of the binder's modules
+    from fluxnode.scheduler.binder.podgroup import (
+        PodGroupError,
+        group_of,
+        is_declared_group,
+        record_name,
+    )
+
     group = None
     try:
         key = group_of(pod).key

@@ -7,10 +7,13 @@ thread and forgets ended pods; this index is fed straight from the pod informer'
 (on the informer's thread, before they reach the loop), keeps every member until it is
 deleted, and answers any thread under a lock.
 
-Only declared groups are indexed (podgroup.py `is_declared_group`: a group label, Volcano's
-annotation): a Job's pods are the Job controller's to count. A member *counts* toward the
-size while it is live: not Succeeded or Failed and not being deleted, so the replacement
-of a pod that failed, or of one being deleted, is not refused.
+Only declared groups are indexed (podgroup.py `is_declared_group`: a group label,
+Volcano's annotation): a Job's pods are the Job controller's to count. `snapshot` gives only
+the groups with a member opted in with the queue label (the records' groups), so a cluster
+of unlabelled groups (the binder's benchmarks) costs the records nothing per cycle.
+
+A member *counts* toward the size while it is live: not Succeeded or Failed and not being
+deleted, so the replacement of a pod that failed, or of one being deleted, is not refused.
 
 The index is this replica's view, as current as its watch: two pods created at the same
 moment through two replicas (or before the watch delivered the first) may both be
@@ -25,6 +28,8 @@ from dataclasses import dataclass
 
 from fluxnode.scheduler.binder.podgroup import GroupKey, PodGroupError, group_of, is_declared_group
 
+QUEUE_LABEL = "fluxnode.io/queue"  # admission.py QUEUE_LABEL (admission imports this module)
+
 ENDED = ("Succeeded", "Failed")
 
 
@@ -38,6 +43,11 @@ class Member:
     node: str
     deleting: bool
     raw: dict
+
+    @property
+    def queued(self) -> bool:
+        """Opted in with the queue label."""
+        return bool(((self.raw.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL))
 
     @property
     def live(self) -> bool:
@@ -66,6 +76,7 @@ class GroupMembers:
     def __init__(self) -> None:
         self._groups: dict[GroupKey, dict[str, Member]] = {}
         self._where: dict[str, GroupKey] = {}  # pod uid -> its group
+        self._queued: dict[GroupKey, int] = {}  # members with the queue label, per group
         self._lock = threading.Lock()
         self.generation = 0  # bumps on every change (readers compare)
 
@@ -75,6 +86,7 @@ class GroupMembers:
             if kind == "SYNC":
                 self._groups.clear()
                 self._where.clear()
+                self._queued.clear()
                 for pod in obj:
                     self._put(pod)
             elif kind == "DELETED":
@@ -91,6 +103,8 @@ class GroupMembers:
             return
         self._groups.setdefault(key, {})[member.uid] = member
         self._where[member.uid] = key
+        if member.queued:
+            self._queued[key] = self._queued.get(key, 0) + 1
 
     def _drop(self, uid: str) -> None:
         key = self._where.pop(uid, None)
@@ -98,7 +112,11 @@ class GroupMembers:
             return
         members = self._groups.get(key)
         if members is not None:
-            members.pop(uid, None)
+            gone = members.pop(uid, None)
+            if gone is not None and gone.queued:
+                self._queued[key] -= 1
+                if not self._queued[key]:
+                    del self._queued[key]
             if not members:
                 del self._groups[key]
 
@@ -108,6 +126,7 @@ class GroupMembers:
             return sum(1 for m in (self._groups.get(key) or {}).values() if m.live)
 
     def snapshot(self) -> dict[GroupKey, list[Member]]:
-        """Every declared group with its members (live or ended), for the records."""
+        """The groups with a member opted in with the queue label, each with its members
+        (live or ended), for the records."""
         with self._lock:
-            return {k: list(v.values()) for k, v in self._groups.items()}
+            return {k: list(self._groups[k].values()) for k in self._queued}

@@ -15,6 +15,10 @@ objects are kept as `PodGroupObject` under a lock: the webhook's threads and the
 loop read them, the informers' threads write them. Each change calls ``on_change(kind,
 namespace, name)`` (the binder re-sizes that group's pods), and a kind becoming installed
 or not calls it with ``name`` None (every group of that kind is re-sized).
+
+A kind whose list or watch is refused (401/403: the binder's RBAC lacks ``podgroups``) is
+logged once as an error and treated as not installed from then on, so the binder still
+becomes Ready and places groups (sized by their pods' labels) rather than waiting for ever.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ class PodGroupWatch:
         self.informers: dict[PodGroupKind, Informer] = {}
         self._objects: dict[tuple[PodGroupKind, str, str], PodGroupObject] = {}
         self._listed: set[PodGroupKind] = set()
+        self._denied: set[PodGroupKind] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._discovered = threading.Event()
@@ -104,8 +109,12 @@ class PodGroupWatch:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
+                first = not self._discovered.is_set()
                 self.discover()
                 self._discovered.set()
+                if first:  # wake a loop that waits for `synced` (a binder with a long resync)
+                    for kind in POD_GROUP_KINDS:
+                        self.on_change(kind, None, None)
             except Exception as exc:  # the API server away: try again next round
                 log.warning("PodGroup discovery failed: %s; trying again", exc)
             self._stop.wait(self.interval)
@@ -113,6 +122,8 @@ class PodGroupWatch:
     def discover(self) -> None:
         """Start an informer for each kind now served, stop those of kinds gone."""
         for kind in POD_GROUP_KINDS:
+            if kind in self._denied:
+                continue
             now = served(self.custom, kind)
             informer = self.informers.get(kind)
             if now and informer is None:
@@ -122,6 +133,7 @@ class PodGroupWatch:
                     functools.partial(self.custom.list_cluster_custom_object, kind.group,
                                       kind.version, kind.plural),
                     functools.partial(self._event, kind),
+                    on_fatal=functools.partial(self._refused, kind),
                     watch_timeout=self.watch_timeout,
                 ).start()
             elif not now and informer is not None:
@@ -134,6 +146,16 @@ class PodGroupWatch:
                     for key in [k for k in self._objects if k[0] == kind]:
                         del self._objects[key]
                 self.on_change(kind, None, None)
+
+    def _refused(self, kind: PodGroupKind, exc: Exception) -> None:
+        """(The informer's thread, which then stops.) Not allowed to read kind's objects."""
+        log.error("%s; PodGroups of %s are not read and their groups are sized by their "
+                  "pods' labels (add podgroups get/list/watch to the binder's ClusterRole)",
+                  exc, kind.api_version)
+        self._denied.add(kind)
+        self.informers.pop(kind, None)
+        with self._lock:
+            self._listed.discard(kind)
 
     def _event(self, kind: PodGroupKind, event: str, obj) -> None:
         if event == "SYNC":

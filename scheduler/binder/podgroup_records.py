@@ -93,6 +93,8 @@ class PodGroupRecords:
     def run(self) -> None:
         """After a scheduling cycle (leader only): create, update and delete records."""
         groups = {k: ms for k, ms in self.members.snapshot().items() if self._gated(ms)}
+        if not groups and not self.records and self._swept:
+            return
         if not self._swept:
             self._sweep(groups)
         order = {k: i + 1 for i, k in enumerate(self.ctx.state.queue.ordered())}

@@ -12,9 +12,11 @@ G = GroupKey("ns", "group", "g")
 
 
 def pod(uid: str, group: str | None = "g", phase: str = "Pending", deleting: bool = False,
-        node: str = "") -> dict:
-    meta: dict = {"name": f"p-{uid}", "namespace": "ns", "uid": uid,
-                  "labels": {"scheduling.x-k8s.io/pod-group": group} if group else {}}
+        node: str = "", queue: str | None = "batch") -> dict:
+    labels = {"scheduling.x-k8s.io/pod-group": group} if group else {}
+    if queue:
+        labels["fluxnode.io/queue"] = queue
+    meta: dict = {"name": f"p-{uid}", "namespace": "ns", "uid": uid, "labels": labels}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase}}
@@ -41,3 +43,15 @@ def test_a_pod_that_changes_group_moves_and_a_sync_forgets_what_went():
     members.apply("SYNC", [pod("b")])
     assert members.live_count(GroupKey("ns", "group", "h")) == 0
     assert members.live_count(G) == 1
+
+
+def test_the_snapshot_holds_only_groups_opted_in_with_the_queue_label():
+    members = GroupMembers()
+    members.apply("SYNC", [pod("a"), pod("b", group="plain", queue=None)])
+    plain = GroupKey("ns", "group", "plain")
+    assert list(members.snapshot()) == [G]
+    assert members.live_count(plain) == 1  # counted all the same
+    members.apply("MODIFIED", pod("b", group="plain"))
+    assert sorted(members.snapshot(), key=str) == [G, plain]
+    members.apply("MODIFIED", pod("b", group="plain", queue=None))
+    assert list(members.snapshot()) == [G]

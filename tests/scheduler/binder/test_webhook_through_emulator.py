@@ -160,3 +160,25 @@ def test_a_podgroups_min_member_caps_the_group_once_its_crd_is_discovered(
     assert "group default/g is full: its size is 1 (PodGroup default/g spec.minMember) and it " \
            "has 1 members already" in message
     assert stored_names(kube) == ["a"]
+
+
+def test_without_rbac_for_podgroups_a_replica_is_ready_and_sizes_groups_by_their_labels(
+        kube, core, tmp_path):
+    """An older ClusterRole with no podgroups rule: the list is refused (403), the replica
+    says so in its log, and is Ready all the same (it would otherwise never place a pod)."""
+    docs = [d for d in yaml.safe_load_all((REPO / "daemonset" / "binder.yaml").read_text()) if d]
+    for doc in docs:
+        if doc["kind"] == "ClusterRole":
+            doc["rules"] = [r for r in doc["rules"] if "podgroups" not in r["resources"]]
+    manifest = tmp_path / "binder-without-podgroups.yaml"
+    manifest.write_text(yaml.safe_dump_all(docs))
+    client.ApiextensionsV1Api(kube.api_client()).create_custom_resource_definition(
+        scheduler_plugins_crd())
+    held_lease(kube)
+    b, denials = start(kube, [manifest], tmp_path)
+    try:
+        wait_for(lambda: readyz(b)[0] == 200, 30, what="binder ready without podgroups RBAC")
+        assert {d.resource for d in denials} == {"podgroups.scheduling.x-k8s.io"}
+        assert not b.podgroups.installed(SCHEDULER_PLUGINS)
+    finally:
+        b.stop()
