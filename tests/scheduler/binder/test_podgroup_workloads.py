@@ -186,3 +186,46 @@ def test_a_group_with_more_members_than_its_size_is_not_placed_and_says_so(clust
     c.kube.delete("pods", "x2", "default")
     c.wait_bound(["x0", "x1"], timeout=60)
     c.assert_no_overcommit()
+
+
+def test_a_new_binder_deletes_the_records_of_groups_that_went_while_none_led(cluster, tmp_path):
+    c = cluster
+    core = client.CoreV1Api(c.kube.api_client())
+    for name in ("s0", "s1"):
+        core.create_namespaced_pod("default", member(
+            name, {"fluence.flux-framework.org/pod-group": "gone",
+                   "fluence.flux-framework.org/group-size": "2"}))
+    c.wait_bound(["s0", "s1"], timeout=60)
+    wait_for(lambda: status(c, "group-gone").get("phase") == "Running", 30,
+             what="the record Running")
+    c.stop_binder(c.binders[0])
+    for name in ("s0", "s1"):
+        core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+    assert record(c, "group-gone") is not None  # no binder to see the pods go
+    c.start_binder(webhook_port=0, webhook_host="127.0.0.1",
+                   webhook_cert_dir=str(tmp_path / "certs2"), podgroup_discovery=0.5)
+    wait_for(lambda: record(c, "group-gone") is None, 60,
+             what="the new leader deleting the record of a group with no pods")
+
+
+def test_a_group_whose_pods_all_succeeded_is_finished_and_one_with_a_failure_failed(cluster):
+    """The emulator runs no kubelet: the test ends the pods as a kubelet would, through their
+    status (phase Succeeded or Failed)."""
+    c = cluster
+    core = client.CoreV1Api(c.kube.api_client())
+    for group, names in (("done", ("d0", "d1")), ("broke", ("f0", "f1"))):
+        for name in names:
+            core.create_namespaced_pod("default", member(
+                name, {"fluence.flux-framework.org/pod-group": group,
+                       "fluence.flux-framework.org/group-size": "2"}))
+    c.wait_bound(["d0", "d1"], timeout=60)
+    for name, phase in (("d0", "Succeeded"), ("d1", "Succeeded")):
+        core.patch_namespaced_pod_status(name, "default", {"status": {"phase": phase}})
+    wait_for(lambda: status(c, "group-done").get("phase") == "Finished", 30,
+             what="the group Finished")
+    c.wait_bound(["f0", "f1"], timeout=60)
+    for name, phase in (("f0", "Succeeded"), ("f1", "Failed")):
+        core.patch_namespaced_pod_status(name, "default", {"status": {"phase": phase}})
+    wait_for(lambda: status(c, "group-broke").get("phase") == "Failed", 30,
+             what="the group Failed")
+    assert status(c, "group-done")["pods"] == "0/2"
