@@ -7,7 +7,7 @@ thread and forgets ended pods; this index is fed straight from the pod informer'
 (on the informer's thread, before they reach the loop), keeps every member until it is
 deleted, and answers any thread under a lock.
 
-Only declared groups are indexed (podgroup.py `is_declared_group`: a group label,
+Only declared groups are indexed (podgroup.py `declared_group_key`: a group label,
 Volcano's annotation): a Job's pods are the Job controller's to count. `snapshot` gives only
 the groups with a member opted in with the queue label (the records' groups), so a cluster
 of unlabelled groups (the binder's benchmarks) costs the records nothing per cycle.
@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from fluxnode.scheduler.binder.podgroup import GroupKey, PodGroupError, group_of, is_declared_group
+from fluxnode.scheduler.binder.podgroup import GroupKey, declared_group_key
 
 QUEUE_LABEL = "fluxnode.io/queue"  # admission.py QUEUE_LABEL (admission imports this module)
 
@@ -61,15 +61,6 @@ class Member:
                    spec.get("nodeName") or "", bool(meta.get("deletionTimestamp")), pod)
 
 
-def declared_key(pod: dict) -> GroupKey | None:
-    """The key of the declared group the pod names, or None."""
-    try:
-        key = group_of(pod).key
-    except PodGroupError:
-        return None
-    return key if is_declared_group(key) else None
-
-
 class GroupMembers:
     """Group key -> pod uid -> Member, fed by pod events (`apply`)."""
 
@@ -98,7 +89,7 @@ class GroupMembers:
     def _put(self, pod: dict) -> None:
         member = Member.of(pod)
         self._drop(member.uid)
-        key = declared_key(pod)
+        key = declared_group_key(pod)
         if key is None or not member.uid:
             return
         self._groups.setdefault(key, {})[member.uid] = member

@@ -188,6 +188,19 @@ def _podgroup_identity(key: GroupKey, kind: PodGroupKind, declared: int | None,
     return GroupIdentity(key, size, True, podgroup=obj)
 
 
+def declared_group_key(pod: dict) -> GroupKey | None:
+    """The key of the group the user named (a group label, else Volcano's annotation), or
+    None: what `group_of` keys such a pod by, without sizing it (cheap, for every event)."""
+    meta = pod.get("metadata") or {}
+    name = _first(meta.get("labels") or {}, GROUP_LABELS)
+    if name is not None:
+        return GroupKey(meta.get("namespace") or "default", "group", name)
+    volcano = (meta.get("annotations") or {}).get(VOLCANO_GROUP_ANNOTATION)
+    if volcano:
+        return GroupKey(meta.get("namespace") or "default", VOLCANO.key_kind, str(volcano))
+    return None
+
+
 def group_of(pod: dict, job_size_lookup: JobSizeLookup | None = None,
              podgroups: PodGroupDirectory | None = None) -> GroupIdentity:
     """The group `pod` belongs to. Raises PodGroupError for a malformed declaration."""
@@ -195,17 +208,14 @@ def group_of(pod: dict, job_size_lookup: JobSizeLookup | None = None,
     namespace = meta.get("namespace") or "default"
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
-    name = _first(labels, GROUP_LABELS)
-    if name is not None:
-        key = GroupKey(namespace, "group", name)
+    key = declared_group_key(pod)
+    if key is not None:
         declared = declared_size(pod)
+        if key.kind == VOLCANO.key_kind:
+            return _podgroup_identity(key, VOLCANO, declared, podgroups)
         if labels.get(SCHEDULER_PLUGINS_LABEL):
             return _podgroup_identity(key, SCHEDULER_PLUGINS, declared, podgroups)
         return GroupIdentity(key, declared or 1, declared is not None)
-    volcano = annotations.get(VOLCANO_GROUP_ANNOTATION)
-    if volcano:
-        return _podgroup_identity(GroupKey(namespace, VOLCANO.key_kind, str(volcano)), VOLCANO,
-                                  declared_size(pod), podgroups)
     job_name = _first(labels, JOB_NAME_LABELS)
     is_indexed = _first(labels, JOB_INDEX_LABELS) or annotations.get(JOB_INDEX_ANNOTATION)
     admitted = annotations.get(ADMITTED_JOB_ANNOTATION)
