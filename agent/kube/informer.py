@@ -25,10 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fluxnode.agent.kube.api_client import KubeAccessError, denied, is_denied
+from fluxnode.agent.kube.api_error import ApiError, KubeAccessError, api_errors, denied, is_denied
 from fluxnode.agent.kube.backoff import Backoff
-from kubernetes.client.exceptions import ApiException
-from kubernetes.watch.watch import iter_resp_lines
 
 log = logging.getLogger("fluxnode.informer")
 
@@ -166,7 +164,7 @@ class Informer:
             paging = {"limit": LIST_PAGE, **({"_continue": token} if token else {})}
             try:
                 response = self._list_call(_preload_content=False, **paging, **self._list_kwargs)
-            except ApiException as exc:
+            except api_errors() as exc:
                 if exc.status == 410 and token:  # the snapshot the pages came from is gone
                     raise WatchExpired("list continuation expired") from None
                 raise
@@ -199,7 +197,7 @@ class Informer:
                 timeout_seconds=self._watch_timeout,
                 **self._list_kwargs,
             )
-        except ApiException as exc:
+        except api_errors() as exc:
             if exc.status == 410:
                 raise WatchExpired(
                     f"watch from resourceVersion {self.resource_version} is gone"
@@ -230,7 +228,7 @@ class Informer:
         if kind == "ERROR":
             if obj.get("code") == 410:
                 raise WatchExpired(obj.get("message") or "410 Gone")
-            raise ApiException(status=obj.get("code", 500), reason=obj.get("message") or str(obj))
+            raise ApiError(obj.get("code", 500), obj.get("message") or str(obj))
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         with self._lock:
             if rv:
@@ -256,7 +254,18 @@ def wait_synced(informers: list[Informer], timeout: float, stopped: Callable[[],
     return True
 
 
+def iter_resp_lines(response: Any):
+    """The lines of a streamed answer (a watch sends one JSON event per line), as they come."""
+    buffer = b""
+    for chunk in response.stream(amt=None, decode_content=False):
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        yield from (line.decode() for line in lines)
+    if buffer:
+        yield buffer.decode()
+
+
 def _describe(exc: Exception) -> str:
-    if isinstance(exc, ApiException):
+    if isinstance(exc, api_errors()):
         return f"HTTP {exc.status} {exc.reason}"
     return f"{type(exc).__name__}: {exc}"

@@ -1,13 +1,17 @@
-"""The one informer (agent/kube_informer.py) against the Kubernetes API emulator."""
+"""The one informer (agent/kube_informer.py) against the Kubernetes API emulator, through the
+official client (the binder's) and through the node agent's own (agent_api.py, issue 32)."""
 
 from __future__ import annotations
 
 import threading
 
 import pytest
+from fluxnode.agent.kube.agent_api import AgentApi
 from fluxnode.agent.kube.api_client import KubeAccessError
 from fluxnode.agent.kube.backoff import Backoff
 from fluxnode.agent.kube.informer import Informer
+from fluxnode.agent.kube.kubeconfig import load_target
+from fluxnode.agent.kube.rest import KubeRest
 
 from fluxnode.testing.waiting import wait_for
 
@@ -37,6 +41,19 @@ class Recorder:
                 )
                 for k, obj in self.events
             ]
+
+
+@pytest.fixture(params=["official", "agent"])
+def core(request, kube):
+    """The list calls of the official CoreV1Api, or of the agent's AgentApi."""
+    if request.param == "agent":
+        yield AgentApi(KubeRest(load_target(str(kube.kubeconfig_path))))
+        return
+    from kubernetes import client
+
+    api_client = kube.api_client()
+    yield client.CoreV1Api(api_client)
+    api_client.close()
 
 
 @pytest.fixture
@@ -210,3 +227,4 @@ def test_stop_ends_an_open_watch(kube, core, informers):
     nodes.stop()
     assert not nodes.alive
     wait_for(lambda: kube.watch_count("nodes") == 0, 10, what="the watch to close")
+
