@@ -40,7 +40,10 @@ WATCH_TIMEOUT = 300
 """Server-side watch timeout in seconds; the informer simply watches again."""
 
 LIST_PAGE = 500
-"""Objects per list request (client-go's reflector lists in pages of 500 too)."""
+"""Objects per list request by default (client-go's reflector lists in pages of 500 too).
+An owner that keeps a small transform of large objects lists in smaller pages (``page``):
+a page of 500 Nodes as kubelets write them is about 30 MiB of parsed JSON, freed at once
+but leaving the process that much larger (issue 32)."""
 
 
 class WatchExpired(Exception):
@@ -72,6 +75,7 @@ class Informer:
         watch_timeout: int = WATCH_TIMEOUT,
         backoff: Backoff | None = None,
         transform: Callable[[dict], dict] | None = None,
+        page: int = LIST_PAGE,
         **list_kwargs: Any,
     ):
         self.name = name
@@ -81,6 +85,7 @@ class Informer:
         self._on_fatal = on_fatal
         self._transform = transform or (lambda obj: obj)
         self._watch_timeout = watch_timeout
+        self._page = page
         self.backoff = backoff or Backoff()
         self.resource_version: str | None = None  # of the last list, event or bookmark
         self.synced = threading.Event()  # set after the first list
@@ -118,10 +123,14 @@ class Informer:
         except ValueError:
             return 0
 
-    def snapshot(self) -> dict[str, dict]:
-        """A deep copy of the cache, keyed by `object_key`."""
+    def snapshot(self, copy_objects: bool = True) -> dict[str, dict]:
+        """The cache keyed by `object_key`: a deep copy, or with ``copy_objects=False`` a new
+        dict of the cached objects themselves, for an owner that only reads them (the node
+        agent: a copy of 5,000 node views per reconcile would double its cache, issue 32).
+        The informer never changes a cached object, it replaces it, so either is a
+        consistent picture of one moment."""
         with self._lock:
-            return copy.deepcopy(self._objects)
+            return copy.deepcopy(self._objects) if copy_objects else dict(self._objects)
 
     def get(self, key: str) -> dict | None:
         """A copy of one cached object (key ``namespace/name`` or ``name``), None if absent."""
@@ -155,13 +164,13 @@ class Informer:
                 self._stop.wait(delay)
 
     def _list(self) -> None:
-        """List in pages of LIST_PAGE objects (client-go's reflector does the same): the
+        """List in pages of ``page`` objects (client-go's reflector does the same): the
         whole list as sent is never held at once, only a page and what `transform` keeps."""
         items: list[dict] = []
         version: str | None = None
         token: str | None = None
         while True:
-            paging = {"limit": LIST_PAGE, **({"_continue": token} if token else {})}
+            paging = {"limit": self._page, **({"_continue": token} if token else {})}
             try:
                 response = self._list_call(_preload_content=False, **paging, **self._list_kwargs)
             except api_errors() as exc:
