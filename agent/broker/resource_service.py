@@ -27,7 +27,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fluxnode.agent.broker import discovery
 from fluxnode.agent.broker.boot import InstanceState
@@ -35,6 +35,9 @@ from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 from fluxnode.agent.broker.reactor import Timer
 from fluxnode.agent.broker.services import ServiceRegistry
 from fluxnode.broker_conf import idset
+
+if TYPE_CHECKING:
+    from fluxnode.broker_conf.rv1 import NodeResources
 
 NOTIFY_DELAY = 0.01
 PULL_TOPIC = "resource.get-local"
@@ -134,12 +137,18 @@ class ResourceService:
         self._ask_timer: Timer | None = None
         self._asking = False
 
-    def discover_local(self) -> None:
+    def discover_local(self, machine: NodeResources | None = None) -> None:
+        """This node's resources: the override's, else `machine` (what the fork launcher
+        discovered once for all its brokers) as this rank, else discovered here."""
         state = self.context.state
         override = state.attrs.get("resource.override") or getattr(
             state.config.resource, "override", None
         )
-        self.local = discovery.discover(rank=state.rank, hostname=state.hostname, override=override)
+        if machine is not None and not override:
+            self.local = dataclasses.replace(machine, rank=state.rank, hostname=state.hostname)
+        else:
+            self.local = discovery.discover(rank=state.rank, hostname=state.hostname,
+                                            override=override)
         if state.rank == 0:
             self._store(self.local)
 
