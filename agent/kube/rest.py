@@ -54,7 +54,7 @@ class KubeRest:
             headers["Content-Type"] = "application/json"
         response = self.target.pool.request(
             method, url, body=data, headers=headers, preload_content=False,
-            timeout=_timeout(timeout), retries=False,
+            timeout=_timeout(timeout),  # urllib3's default retries, as the official client
         )
         if not stream and response.status < 400:
             response.read(cache_content=True)
