@@ -4,12 +4,13 @@
 
 An API emulator (fluxnode.testing) holds `--nodes` Nodes shaped as a kubelet registers
 them, plus what real clusters add: `--images` container images per node, the other four
-conditions, managedFields and a few annotations. A fresh interpreter, with the agent's
-modules imported, runs the agent's Informer on them (the same list call, through the
-official client and the emulator's kubeconfig), once keeping whole objects as before issue
-32 and once with the agent's `node_view` transform; it reports its resident memory after
-the first list and a full copy of the cache (what every reconcile takes), over its
-resident memory before the informer started, and the process's total.
+conditions, managedFields and a few annotations. A fresh interpreter with the `fluxnode
+agent` command's imports runs the agent's Informer on them through the emulator's
+kubeconfig, once as before issue 32 (the official client, whole objects, a deep copy of
+the cache on every reconcile) and once as the agent does now (its own client, kubeconfig.py
+and rest.py; the `node_view` transform; lists in pages of 100; the reconcile's copy
+sharing the views). It reports its resident memory after the imports, what the first list
+and the reconcile's copy added to it, and the process's total.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ from fluxnode.testing.kube_emulator import KubeEmulator
 
 PROBE = r"""
 import gc, json, sys
-from kubernetes import client
+from fluxnode.commands import agent as command  # the agent process's imports
+from fluxnode.agent.kube.agent_api import AgentApi
 from fluxnode.agent.kube.informer import Informer
-from fluxnode.agent.node import agent  # the agent's imports, as in the agent process
+from fluxnode.agent.kube.kubeconfig import load_target
+from fluxnode.agent.kube.rest import KubeRest
+from fluxnode.agent.node.agent import NODE_LIST_PAGE
 from fluxnode.agent.node.node_view import node_view
 
 def rss():
@@ -34,15 +38,23 @@ def rss():
             return int(line.split()[1])
 
 kubeconfig, mode = sys.argv[1], sys.argv[2]
-from kubernetes import config
-api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+imported = rss()
+if mode == "whole":  # before issue 32: the official client, whole objects, deep copies
+    from kubernetes import client, config
+    api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+else:
+    api = AgentApi(KubeRest(load_target(kubeconfig)))
 gc.collect()
 base = rss()
-inf = Informer("nodes", api.list_node, transform=node_view if mode == "view" else None).start()
+if mode == "whole":
+    inf = Informer("nodes", api.list_node)
+else:
+    inf = Informer("nodes", api.list_node, transform=node_view, page=NODE_LIST_PAGE)
+inf.start()
 inf.synced.wait(300)
-copy = inf.snapshot()
+copy = inf.snapshot(copy_objects=mode == "whole")  # as the agent's reconcile takes it
 gc.collect()
-print(json.dumps({"nodes": len(copy), "grew": rss() - base, "rss": rss()}))
+print(json.dumps({"nodes": len(copy), "grew": rss() - base, "rss": rss(), "imported": imported}))
 inf.stop()
 """
 
@@ -101,11 +113,13 @@ def main() -> None:
     with KubeEmulator() as kube:
         for i in range(opts.nodes):
             kube.create("nodes", node(i, opts.images))
-        for mode, what in (("whole", "whole objects (before)"), ("view", "node_view")):
+        for mode, what in (("whole", "before (official client, whole objects)"),
+                          ("view", "the agent (own client, node_view)")):
             out = subprocess.run([sys.executable, "-c", PROBE, str(kube.kubeconfig_path), mode],
                                  capture_output=True, text=True, check=True).stdout
             r = json.loads(out)
-            print(f"{r['nodes']} Nodes, {what}: cache and one copy +{r['grew'] / 1024:.1f} MiB, "
+            print(f"{r['nodes']} Nodes, {what}: imports {r['imported'] / 1024:.1f} MiB, "
+                  f"cache and the reconcile's copy +{r['grew'] / 1024:.1f} MiB, "
                   f"process RSS {r['rss'] / 1024:.1f} MiB")
 
 

@@ -30,6 +30,7 @@ import errno
 import logging
 import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import zmq
@@ -57,7 +58,20 @@ from fluxnode.broker_conf import certificate
 from fluxnode.broker_conf import config as config_mod
 from fluxnode.broker_conf.certificate import Certificate
 from fluxnode.broker_conf.config import BrokerConfig
+from fluxnode.broker_conf.rv1 import NodeResources
 from fluxnode.broker_conf.topology import Topology
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What the fork launcher (`fluxnode start`) found once for all its brokers, so each
+    forked broker does not find it again: the instance certificate (loaded from
+    bootstrap.curve_cert) and this machine's resources (discovery.discover(), used when no
+    override applies). In a forked child, reading and parsing them cost about 1 and 2 ms
+    of CPU (mostly page faults), 3 s at 1,024 brokers (issue 32)."""
+
+    cert: Certificate | None = None
+    machine: NodeResources | None = None
 
 
 class Broker:
@@ -71,8 +85,10 @@ class Broker:
         log: logging.Logger,
         topology: Topology | None = None,
         tbon_fd: int | None = None,
+        shared: Shared | None = None,
     ) -> None:
         self.log = log
+        self.shared = shared or Shared()
         self.state = state = boot(config, hostname, attrs, topology)
         self.reactor = Reactor()
         self.services = ServiceRegistry(log)
@@ -84,7 +100,8 @@ class Broker:
             allow_root=bool(getattr(config.access, "allow_root_owner", False)),
             limits=ConnectorLimits(**attributes.sizes(state.attrs, "connector.")),
         )
-        self.cert = _load_certificate(state)  # before any socket: a bad certificate fails cleanly
+        # before any socket: a bad certificate fails cleanly
+        self.cert = self.shared.cert or _load_certificate(state)
         self.ctx = zmq.Context(io_threads=1)
         self.ctx.setsockopt(zmq.BLOCKY, 0)
         self.overlay = self._make_overlay(tbon_fd)
@@ -163,7 +180,8 @@ class Broker:
             self.archives.open()
         except OSError as exc:
             raise BrokerError(str(exc)) from None
-        self.resources.discover_local()  # before any socket: a bad override fails cleanly
+        # before any socket: a bad override fails cleanly
+        self.resources.discover_local(self.shared.machine)
         try:
             if state.rank == 0:
                 # Before any socket too: a leader whose module fails (a damaged journal) exits
@@ -297,11 +315,13 @@ def main(
     config: BrokerConfig | None = None,
     topology: Topology | None = None,
     tbon_fd: int | None = None,
+    shared: Shared | None = None,
 ) -> int:
     """Run one broker until shutdown; returns the exit code. Errors are one line on stderr.
 
     `config`/`topology` may be passed already loaded (the fork launcher shares them), and
-    `tbon_fd` a listening socket to use for the TBON endpoint instead of binding one.
+    `tbon_fd` a listening socket to use for the TBON endpoint instead of binding one, and
+    `shared` what the launcher found once for all its brokers.
     """
     hostname = hostname or socket.gethostname()
     raise_fd_limit()  # every entry point (fluxnode broker, the fork launcher) comes through here
@@ -311,7 +331,8 @@ def main(
         hosts = config.hostnames
         rank = config.rank_of(hostname) if hostname in hosts else (0 if not hosts else -1)
         log = setup_logging(rank, hostname, attrs)
-        broker = Broker(config, hostname, attrs, log, topology=topology, tbon_fd=tbon_fd)
+        broker = Broker(config, hostname, attrs, log, topology=topology, tbon_fd=tbon_fd,
+                        shared=shared)
         broker.start()
     except ModuleLoadError as exc:
         # Logging is set up: one line, on stderr and in the broker log.

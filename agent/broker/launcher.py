@@ -24,6 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 # Importing the broker (and through it discovery, the overlay, broker_conf) here also
 # means forked children start warm.
@@ -267,18 +268,42 @@ def _write_shared_override(root: Path, resources: dict, host: str) -> Path:
     return path
 
 
-def _die_with_parent() -> None:
+def _prctl() -> Any:
+    """libc's prctl, looked up once in the launcher: in each forked broker the lookup cost
+    about 0.5 ms of CPU (ctypes loading libc's handle, mostly page faults), issue 32."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: no orphaned brokers if the launcher dies
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
+
+
+def _die_with_parent(prctl: Any) -> None:
+    if prctl is not None:
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: no orphaned brokers if the launcher dies
+
+
+def _shared(config: Any) -> broker_mod.Shared:
+    """What every broker would find again for itself: the certificate and this machine's
+    resources, found once here. Anything that fails is left to each broker, which then
+    reports it as it did before."""
+    cert = machine = None
+    if config.bootstrap.curve_cert is not None:
+        try:
+            cert = certificate.load(Path(config.bootstrap.curve_cert), require_secret=True)
+        except Exception:
+            cert = None
+    try:
+        machine = discovery.discover()
+    except Exception:
+        machine = None
+    return broker_mod.Shared(cert=cert, machine=machine)
 
 
 def fork_brokers(inst: TestInstance) -> None:
     config_path = str(inst.config_path)
     config = broker_mod.load_config(config_path)
     topology = config.topology()
+    shared, prctl = _shared(config), _prctl()
     # Keep the garbage collector away from the shared heap so pages stay shared after fork.
     gc.collect()
     gc.freeze()
@@ -297,7 +322,7 @@ def fork_brokers(inst: TestInstance) -> None:
                 code = 1
                 try:
                     os.setpgid(0, 0)
-                    _die_with_parent()
+                    _die_with_parent(prctl)
                     signal.signal(signal.SIGINT, signal.SIG_DFL)
                     signal.signal(signal.SIGTERM, signal.SIG_DFL)
                     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
@@ -315,6 +340,7 @@ def fork_brokers(inst: TestInstance) -> None:
                         config=config,
                         topology=topology,
                         tbon_fd=mine.fileno() if mine else None,
+                        shared=shared,
                     )
                 except BaseException as exc:  # never return into the launcher's stack
                     try:

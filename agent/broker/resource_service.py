@@ -27,14 +27,17 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fluxnode.agent.broker import discovery
 from fluxnode.agent.broker.boot import InstanceState
 from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 from fluxnode.agent.broker.reactor import Timer
-from fluxnode.agent.broker.services import ServiceRegistry
+from fluxnode.agent.broker.services import DEFERRED, ServiceRegistry
 from fluxnode.broker_conf import idset
+
+if TYPE_CHECKING:
+    from fluxnode.broker_conf.rv1 import NodeResources
 
 NOTIFY_DELAY = 0.01
 PULL_TOPIC = "resource.get-local"
@@ -134,12 +137,18 @@ class ResourceService:
         self._ask_timer: Timer | None = None
         self._asking = False
 
-    def discover_local(self) -> None:
+    def discover_local(self, machine: NodeResources | None = None) -> None:
+        """This node's resources: the override's, else `machine` (what the fork launcher
+        discovered once for all its brokers) as this rank, else discovered here."""
         state = self.context.state
         override = state.attrs.get("resource.override") or getattr(
             state.config.resource, "override", None
         )
-        self.local = discovery.discover(rank=state.rank, hostname=state.hostname, override=override)
+        if machine is not None and not override:
+            self.local = dataclasses.replace(machine, rank=state.rank, hostname=state.hostname)
+        else:
+            self.local = discovery.discover(rank=state.rank, hostname=state.hostname,
+                                            override=override)
         if state.rank == 0:
             self._store(self.local)
 
@@ -152,10 +161,17 @@ class ResourceService:
             services.register("resource.R", lambda m: {"R": self.R(), "down": self._down_idset()})
 
     def report(self) -> None:
-        """Tell the leader what this node has (after every join to the parent)."""
+        """Tell the leader what this node has (after every join to the parent).
+
+        ``respond: false`` asks the leader not to answer a registration it took: nobody
+        waits for that answer, and it travelled back down every hop the registration came
+        up (at 256 brokers, kary:2, a third of the messages a broker handled from its start
+        to quorum; issue 32). A refused one is still answered, with its error, which this
+        broker logs. A client that sends `resource.register` without the key is answered."""
         if self.local is not None and self.context.state.rank != 0:
             self.context.request(
-                Message.request("resource.register", {"node": _node_to_dict(self.local)}, nodeid=0)
+                Message.request("resource.register",
+                                {"node": _node_to_dict(self.local), "respond": False}, nodeid=0)
             )
 
     def _get_local(self, msg: Message) -> dict:
@@ -169,7 +185,7 @@ class ResourceService:
         if not isinstance(node, dict):
             raise ServiceError(errno.EPROTO, "resource.register needs a 'node' object")
         self._store(_node_from_dict(node))
-        return {}
+        return DEFERRED if (msg.payload or {}).get("respond") is False else {}
 
     def reconfigure(self) -> None:
         """After ``config.reload``: forget ranks that are gone, excluded now, or held by another

@@ -25,10 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fluxnode.agent.kube.api_client import KubeAccessError, denied, is_denied
+from fluxnode.agent.kube.api_error import ApiError, KubeAccessError, api_errors, denied, is_denied
 from fluxnode.agent.kube.backoff import Backoff
-from kubernetes.client.exceptions import ApiException
-from kubernetes.watch.watch import iter_resp_lines
 
 log = logging.getLogger("fluxnode.informer")
 
@@ -42,7 +40,10 @@ WATCH_TIMEOUT = 300
 """Server-side watch timeout in seconds; the informer simply watches again."""
 
 LIST_PAGE = 500
-"""Objects per list request (client-go's reflector lists in pages of 500 too)."""
+"""Objects per list request by default (client-go's reflector lists in pages of 500 too).
+An owner that keeps a small transform of large objects lists in smaller pages (``page``):
+a page of 500 Nodes as kubelets write them is about 30 MiB of parsed JSON, freed at once
+but leaving the process that much larger (issue 32)."""
 
 
 class WatchExpired(Exception):
@@ -74,6 +75,7 @@ class Informer:
         watch_timeout: int = WATCH_TIMEOUT,
         backoff: Backoff | None = None,
         transform: Callable[[dict], dict] | None = None,
+        page: int = LIST_PAGE,
         **list_kwargs: Any,
     ):
         self.name = name
@@ -83,6 +85,7 @@ class Informer:
         self._on_fatal = on_fatal
         self._transform = transform or (lambda obj: obj)
         self._watch_timeout = watch_timeout
+        self._page = page
         self.backoff = backoff or Backoff()
         self.resource_version: str | None = None  # of the last list, event or bookmark
         self.synced = threading.Event()  # set after the first list
@@ -120,10 +123,14 @@ class Informer:
         except ValueError:
             return 0
 
-    def snapshot(self) -> dict[str, dict]:
-        """A deep copy of the cache, keyed by `object_key`."""
+    def snapshot(self, copy_objects: bool = True) -> dict[str, dict]:
+        """The cache keyed by `object_key`: a deep copy, or with ``copy_objects=False`` a new
+        dict of the cached objects themselves, for an owner that only reads them (the node
+        agent: a copy of 5,000 node views per reconcile would double its cache, issue 32).
+        The informer never changes a cached object, it replaces it, so either is a
+        consistent picture of one moment."""
         with self._lock:
-            return copy.deepcopy(self._objects)
+            return copy.deepcopy(self._objects) if copy_objects else dict(self._objects)
 
     def get(self, key: str) -> dict | None:
         """A copy of one cached object (key ``namespace/name`` or ``name``), None if absent."""
@@ -157,16 +164,16 @@ class Informer:
                 self._stop.wait(delay)
 
     def _list(self) -> None:
-        """List in pages of LIST_PAGE objects (client-go's reflector does the same): the
+        """List in pages of ``page`` objects (client-go's reflector does the same): the
         whole list as sent is never held at once, only a page and what `transform` keeps."""
         items: list[dict] = []
         version: str | None = None
         token: str | None = None
         while True:
-            paging = {"limit": LIST_PAGE, **({"_continue": token} if token else {})}
+            paging = {"limit": self._page, **({"_continue": token} if token else {})}
             try:
                 response = self._list_call(_preload_content=False, **paging, **self._list_kwargs)
-            except ApiException as exc:
+            except api_errors() as exc:
                 if exc.status == 410 and token:  # the snapshot the pages came from is gone
                     raise WatchExpired("list continuation expired") from None
                 raise
@@ -199,7 +206,7 @@ class Informer:
                 timeout_seconds=self._watch_timeout,
                 **self._list_kwargs,
             )
-        except ApiException as exc:
+        except api_errors() as exc:
             if exc.status == 410:
                 raise WatchExpired(
                     f"watch from resourceVersion {self.resource_version} is gone"
@@ -230,7 +237,7 @@ class Informer:
         if kind == "ERROR":
             if obj.get("code") == 410:
                 raise WatchExpired(obj.get("message") or "410 Gone")
-            raise ApiException(status=obj.get("code", 500), reason=obj.get("message") or str(obj))
+            raise ApiError(obj.get("code", 500), obj.get("message") or str(obj))
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         with self._lock:
             if rv:
@@ -256,7 +263,18 @@ def wait_synced(informers: list[Informer], timeout: float, stopped: Callable[[],
     return True
 
 
+def iter_resp_lines(response: Any):
+    """The lines of a streamed answer (a watch sends one JSON event per line), as they come."""
+    buffer = b""
+    for chunk in response.stream(amt=None, decode_content=False):
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        yield from (line.decode() for line in lines)
+    if buffer:
+        yield buffer.decode()
+
+
 def _describe(exc: Exception) -> str:
-    if isinstance(exc, ApiException):
+    if isinstance(exc, api_errors()):
         return f"HTTP {exc.status} {exc.reason}"
     return f"{type(exc).__name__}: {exc}"

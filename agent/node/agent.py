@@ -22,11 +22,14 @@ from pathlib import Path
 import jinja2
 from fluxnode.agent.broker.client import Client, ConnectError, RPCError
 from fluxnode.agent.broker.message import NODEID_ANY
-from fluxnode.agent.kube.api_client import KubeAccessError, load_api_client
+from fluxnode.agent.kube.agent_api import AgentApi
+from fluxnode.agent.kube.api_error import KubeAccessError, api_errors
 from fluxnode.agent.kube.backoff import Backoff
 from fluxnode.agent.kube.health import HealthServer
 from fluxnode.agent.kube.informer import EventHandler, Informer, wait_synced
+from fluxnode.agent.kube.kubeconfig import load_target
 from fluxnode.agent.kube.node_affinity import NodeAffinityError
+from fluxnode.agent.kube.rest import KubeRest
 from fluxnode.agent.node import host_files, overlay_config
 from fluxnode.agent.node import resources as node_resources
 from fluxnode.agent.node.events import NodeEvents
@@ -39,9 +42,12 @@ from fluxnode.agent.node.secret import SecretError, ensure_curve_secret
 from fluxnode.agent.node.selection import NodeSelection, daemon_placement, is_ready
 from fluxnode.agent.node.supervisor import BrokerSupervisor
 from fluxnode.broker_conf import certificate
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
+
+NODE_LIST_PAGE = 100
+"""Nodes per list request: a page of whole Nodes is parsed before `node_view` keeps its
+small part, and 500 of them (the informer's default) would leave the agent about 17 MiB
+larger for good with 5,000 Nodes (bench/agent_nodes_memory.py, issue 32)."""
 
 LIVENESS_STALE = 60.0
 """Seconds without a control-loop pass before /healthz fails and the kubelet restarts us."""
@@ -124,10 +130,9 @@ class NodeAgent:
 
     # -- setup -----------------------------------------------------------------------------
     def _connect(self) -> None:
-        api_client = load_api_client(self.opts.kubeconfig)
-        self.api = client.CoreV1Api(api_client)
-        self.apps = client.AppsV1Api(api_client)
-        events = NodeEvents(api_client, self.opts.namespace, self.opts.node_name)
+        self.api = AgentApi(KubeRest(load_target(self.opts.kubeconfig)))
+        self.apps = self.api
+        events = NodeEvents(self.api, self.opts.namespace, self.opts.node_name)
         self.supervisor.notify = events.record
         self.record_event = events.record
 
@@ -142,13 +147,13 @@ class NodeAgent:
                 break
             except SecretError as exc:
                 raise AgentExit(str(exc)) from None
-            except (HTTPError, OSError, ApiException, KubeAccessError) as exc:
+            except (HTTPError, OSError, *api_errors(), KubeAccessError) as exc:
                 if isinstance(exc, KubeAccessError) and "permission denied" in str(exc):
                     raise
                 if time.monotonic() + delay > deadline or self._abort.is_set():
                     raise AgentExit(
                         "cannot reach the Kubernetes API at "
-                        f"{self.api.api_client.configuration.host}: "
+                        f"{self.api.host}: "
                         f"{_one_line(exc)}"
                     ) from None
                 log.warning(
@@ -196,7 +201,7 @@ class NodeAgent:
             self._abort.set()
 
         self.nodes = Informer("nodes", self.api.list_node, changed("nodes"), on_fatal=fatal,
-                              transform=node_view,
+                              transform=node_view, page=NODE_LIST_PAGE,
                               label_selector=self.opts.selector or None).start()
         self.rank_configmaps = Informer(
             "configmaps",
@@ -276,7 +281,7 @@ class NodeAgent:
                     self._reconcile()
                 except KubeAccessError:
                     raise
-                except (ApiException, HTTPError, OSError, RuntimeError) as exc:
+                except (*api_errors(), HTTPError, OSError, RuntimeError) as exc:
                     # Transient (API restarting, conflict storm, disk hiccup): the next turn
                     # retries.
                     self._set_status(
@@ -380,7 +385,7 @@ class NodeAgent:
         return reason
 
     def _reconcile(self) -> None:
-        nodes = self.nodes.snapshot()
+        nodes = self.nodes.snapshot(copy_objects=False)  # views are only read (node_view.py)
         selection = self._selection()
         if selection is None:
             return

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any
 
+from fluxnode.agent.kube.api_error import api_errors
 from fluxnode.agent.kube.timestamps import micro_time_now
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 log = logging.getLogger("fluxnode.agent.events")
@@ -27,9 +27,11 @@ _INSTANCE_MAX = 128  # reportingInstance, action, reason: at most 128 characters
 
 
 class NodeEvents:
-    def __init__(self, api_client: client.ApiClient, namespace: str, node: str):
-        """`namespace` is the agent's own; the Events go in EVENT_NAMESPACE whatever it is."""
-        self.api = client.EventsV1Api(api_client)
+    def __init__(self, api: Any, namespace: str, node: str):
+        """`api` has ``create_namespaced_event`` (agent_api.AgentApi, or the official
+        EventsV1Api); `namespace` is the agent's own; the Events go in EVENT_NAMESPACE
+        whatever it is."""
+        self.api = api
         self.agent_namespace, self.node = namespace, node
         self.namespace = EVENT_NAMESPACE
         self.instance = f"fluxnode-agent-{node}"[:_INSTANCE_MAX]
@@ -56,7 +58,7 @@ class NodeEvents:
         }
         try:
             self.api.create_namespaced_event(self.namespace, body, _preload_content=False)
-        except (ApiException, HTTPError, OSError) as exc:
+        except (*api_errors(), HTTPError, OSError) as exc:
             if not self._warned:
                 log.warning(
                     "cannot post Events (%s); continuing without them", getattr(exc, "status", exc)

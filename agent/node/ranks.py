@@ -27,10 +27,9 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from fluxnode.agent.kube.api_client import denied, is_denied
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+from fluxnode.agent.kube.api_error import api_errors, denied, is_denied
 
 log = logging.getLogger("fluxnode.agent.ranks")
 
@@ -123,7 +122,7 @@ def plan(current: RankMap, members: set[str], joinable: list[str], view_rv: int 
 class RankStore:
     """The ConfigMap holding the rank map (create-if-absent, update with resourceVersion)."""
 
-    def __init__(self, api: client.CoreV1Api, namespace: str, name: str):
+    def __init__(self, api: Any, namespace: str, name: str):
         self.api, self.namespace, self.name = api, namespace, name
         self._last: dict | None = None
 
@@ -136,7 +135,7 @@ class RankStore:
             resp = self.api.read_namespaced_config_map(
                 self.name, self.namespace, _preload_content=False
             )
-        except ApiException as exc:
+        except api_errors() as exc:
             if exc.status == 404:
                 return RankMap(), None
             if is_denied(exc):
@@ -191,7 +190,7 @@ class RankStore:
                     body["metadata"]["resourceVersion"] = cm["metadata"]["resourceVersion"]
                     resp = self.api.replace_namespaced_config_map(self.name, self.namespace, body,
                                                                   _preload_content=False)
-            except ApiException as exc:
+            except api_errors() as exc:
                 if exc.status == 409:  # someone else wrote first: re-read and re-plan
                     _, cm = self.read()
                     continue

@@ -11,11 +11,16 @@ from __future__ import annotations
 import base64
 import json
 import logging
+from typing import Any
 
-from fluxnode.agent.kube.api_client import KubeAccessError, denied, is_denied, status_message
+from fluxnode.agent.kube.api_error import (
+    KubeAccessError,
+    api_errors,
+    denied,
+    is_denied,
+    status_message,
+)
 from fluxnode.broker_conf import certificate
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger("fluxnode.agent.secret")
 
@@ -38,7 +43,7 @@ def _decode(secret: dict, where: str) -> certificate.Certificate:
 
 
 def ensure_curve_secret(
-    api: client.CoreV1Api, namespace: str, name: str
+    api: Any, namespace: str, name: str
 ) -> certificate.Certificate:
     """Read the certificate Secret, creating it first if it does not exist (create-if-absent)."""
     where = f"Secret {namespace}/{name}"
@@ -46,7 +51,7 @@ def ensure_curve_secret(
         try:
             resp = api.read_namespaced_secret(name, namespace, _preload_content=False)
             return _decode(json.loads(resp.data), where)
-        except ApiException as exc:
+        except api_errors() as exc:
             if is_denied(exc):
                 raise denied(f"cannot read {where}", exc) from None
             if exc.status != 404:
@@ -70,7 +75,7 @@ def ensure_curve_secret(
             api.create_namespaced_secret(namespace, body, _preload_content=False)
             log.info("created %s with a new CURVE certificate", where)
             return cert
-        except ApiException as exc:
+        except api_errors() as exc:
             if exc.status == 409:
                 continue  # another agent won the race: read theirs
             if is_denied(exc):

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from fluxnode.testing.instance import Instance
 
 FLUXNODE = [sys.executable, "-m", "fluxnode"]
@@ -229,3 +231,21 @@ def test_resource_list_states_format_include_and_R(inst8):
 
     R = json.loads(run(inst8, "resource", "R").stdout)
     assert R["version"] == 1 and R["execution"]["nodelist"]
+
+
+def test_a_registration_asking_for_no_answer_gets_none_unless_refused(inst8):
+    """Brokers register their resources with ``respond: false`` (issue 32: the answers went
+    back down every hop for nobody); a client that does not say so is answered, and a
+    refused registration is answered with its error either way."""
+    from fluxnode.agent.broker.client import RPCError
+
+    with inst8.client() as c:
+        node = c.rpc("resource.get-local", nodeid=7)["node"]  # as it is: nothing changes
+        assert c.rpc("resource.register", {"node": node}) == {}
+        quiet = c.send("resource.register", {"node": node, "respond": False})
+        after = c.send("broker.ping", {})  # the leader handles it after the registration
+        assert c.recv(after).errnum == 0
+        with pytest.raises(RPCError, match="no response"):
+            c.recv(quiet, timeout=0)
+        with pytest.raises(RPCError, match="out of range"):
+            c.rpc("resource.register", {"node": {**node, "rank": 99}, "respond": False})

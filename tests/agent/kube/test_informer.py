@@ -1,13 +1,17 @@
-"""The one informer (agent/kube_informer.py) against the Kubernetes API emulator."""
+"""The one informer (agent/kube_informer.py) against the Kubernetes API emulator, through the
+official client (the binder's) and through the node agent's own (agent_api.py, issue 32)."""
 
 from __future__ import annotations
 
 import threading
 
 import pytest
+from fluxnode.agent.kube.agent_api import AgentApi
 from fluxnode.agent.kube.api_client import KubeAccessError
 from fluxnode.agent.kube.backoff import Backoff
 from fluxnode.agent.kube.informer import Informer
+from fluxnode.agent.kube.kubeconfig import load_target
+from fluxnode.agent.kube.rest import KubeRest
 
 from fluxnode.testing.waiting import wait_for
 
@@ -37,6 +41,19 @@ class Recorder:
                 )
                 for k, obj in self.events
             ]
+
+
+@pytest.fixture(params=["official", "agent"])
+def core(request, kube):
+    """The list calls of the official CoreV1Api, or of the agent's AgentApi."""
+    if request.param == "agent":
+        yield AgentApi(KubeRest(load_target(str(kube.kubeconfig_path))))
+        return
+    from kubernetes import client
+
+    api_client = kube.api_client()
+    yield client.CoreV1Api(api_client)
+    api_client.close()
 
 
 @pytest.fixture
@@ -210,3 +227,30 @@ def test_stop_ends_an_open_watch(kube, core, informers):
     nodes.stop()
     assert not nodes.alive
     wait_for(lambda: kube.watch_count("nodes") == 0, 10, what="the watch to close")
+
+
+def test_lists_in_pages_of_the_asked_size(kube, core, informers):
+    for i in range(5):
+        kube.add_node(f"n{i}")
+    events = Recorder()
+    nodes = informers("nodes", core.list_node, events, backoff=FAST, page=2)
+    assert nodes.synced.wait(10)
+    assert kube.count_requests("list", "nodes") == 3  # 2 + 2 + 1
+    assert events.kinds() == [("SYNC", [f"n{i}" for i in range(5)])]
+
+
+def test_a_shared_snapshot_holds_the_cached_objects_and_keeps_its_moment(kube, core, informers):
+    """snapshot(copy_objects=False), the node agent's: no copies, and a change replaces the
+    cached object rather than editing it, so an earlier snapshot still shows what it saw."""
+    kube.add_node("n1")
+    nodes = informers("nodes", core.list_node, backoff=FAST)
+    assert nodes.synced.wait(10)
+    kube.wait_for_watches("nodes")
+    before = nodes.snapshot(copy_objects=False)
+    assert before["n1"] is nodes.snapshot(copy_objects=False)["n1"]
+    assert before["n1"] is not nodes.snapshot()["n1"]
+    version = before["n1"]["metadata"]["resourceVersion"]
+    kube.set_node_ready("n1", False)
+    wait_for(lambda: nodes.get("n1")["metadata"]["resourceVersion"] != version, 10,
+             what="the change")
+    assert before["n1"]["metadata"]["resourceVersion"] == version

@@ -44,3 +44,23 @@ def test_bad_values_are_errors_naming_the_field(value):
 
 def test_quantity_error_is_a_value_error():
     assert issubclass(QuantityError, ValueError)
+
+
+@pytest.mark.parametrize("number", ["0", "1", "1.5", ".5", "+2", "-3", "7e2", "1E3", "123456789",
+                                    "x", ""])
+@pytest.mark.parametrize("suffix", ["", "n", "u", "m", "k", "K", "M", "G", "T", "P", "E",
+                                    "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "ki", "mi"])
+def test_the_same_value_as_the_official_client(number, suffix):
+    """The agent's copy of parse_quantity (it no longer imports the official package) gives
+    the official client's value, or its ValueError, for every suffix."""
+    from fluxnode.agent.kube.quantity import parse_quantity as ours
+    from kubernetes.utils.quantity import parse_quantity as official
+
+    text = number + suffix
+    try:
+        expected = official(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            ours(text)
+    else:
+        assert ours(text) == expected, text

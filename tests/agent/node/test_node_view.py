@@ -109,3 +109,30 @@ def test_the_view_drops_what_nothing_reads():
     assert view["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
     assert VIEW["port"]["metadata"]["annotations"] == {"fluxnode.io/broker-port": "9123"}
     assert node_view(WHOLE["a"]) is not WHOLE["a"] and "images" in WHOLE["a"]["status"]
+
+
+def test_nodes_alike_share_the_parts_they_have_in_common():
+    """Issue 32: 5,000 views of one instance type hold one capacity, one Ready condition, one
+    copy of each label string; what differs (the name, the addresses) stays per node."""
+    a, b = node_view(node("a")), node_view(node("b"))
+    assert a["status"]["capacity"] is b["status"]["capacity"]
+    assert a["status"]["allocatable"] is b["status"]["allocatable"]
+    assert a["status"]["conditions"] is b["status"]["conditions"]
+    assert a["spec"] is b["spec"]
+    key_a, = a["metadata"]["labels"]
+    key_b, = b["metadata"]["labels"]
+    assert key_a is key_b
+    assert a["status"]["addresses"] is not b["status"]["addresses"]
+    c = node_view(node("c", ready="False", gpus=2))
+    assert c["status"]["capacity"] is not a["status"]["capacity"]
+    assert c["status"]["conditions"] == [{"type": "Ready", "status": "False"}]
+
+
+def test_shared_parts_are_bounded():
+    from fluxnode.agent.node.node_view import Shared
+
+    shared = Shared(limit=2)
+    first, second = shared({"cpu": "1"}), shared({"cpu": "2"})
+    assert shared({"cpu": "1"}) is first and shared({"cpu": "2"}) is second
+    third = shared({"cpu": "3"})
+    assert third == {"cpu": "3"} and shared({"cpu": "3"}) is not third
