@@ -16,6 +16,8 @@ Split the way kube-scheduler is (design and user guide: docs/binder.md):
 - webhook.py: the admission webhook every replica serves (its server and certificates).
 - fluxjob_loop.py: opted-in Jobs admitted as a whole (their FluxJobs, one request for all
   their pods, unsuspended when allocated), run before each scheduling cycle.
+- resource_publisher.py: the leader's resource list into a ConfigMap for
+  ``kubectl fluxnode resources``, after each cycle (rate limited).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from fluxnode.scheduler.binder.metrics import BinderMetrics
 from fluxnode.scheduler.binder.podgroup import job_size
 from fluxnode.scheduler.binder.queue import Reservations
 from fluxnode.scheduler.binder.reconcile import Reconciler
+from fluxnode.scheduler.binder.resource_publisher import ResourcePublisher
 from fluxnode.scheduler.binder.sched_client import SchedClient, SchedUnavailable
 from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
 from fluxnode.scheduler.binder.webhook import Webhook
@@ -94,6 +97,14 @@ class Binder:
         self.reconciler = Reconciler(self.ctx, self.binding)
         self.fluxjobs = FluxJobLoop(self.ctx, self.scheduling, self.batch,
                                     CustomObjectsApi(api_client))
+        self.resources: ResourcePublisher | None = None
+        if config.resources_configmap:
+            cm_namespace, _, cm_name = config.resources_configmap.partition("/")
+            self.resources = ResourcePublisher(
+                sched.rpc,
+                lambda body: kube_raw.call(self.core.patch_namespaced_config_map, cm_name,
+                                           cm_namespace, body),
+                self.identity, config.resources_interval, config.resources_refresh)
         self.stop_event = threading.Event()
         self.leading = threading.Event()
         self.reconciled = False
@@ -302,6 +313,8 @@ class Binder:
                     self.reconciled = False
         if not self.leading.is_set():
             self.reconciled = False
+            if self.resources is not None:
+                self.resources.forget()
             return
         if not self.reconciled:
             if not all(i.synced.is_set() for i in self.informers):
@@ -311,6 +324,8 @@ class Binder:
             self.reconciled = True
         self.fluxjobs.run()
         self.scheduling.run()
+        if self.resources is not None:
+            self.resources.run()
 
     def _handle(self, item: tuple) -> None:
         try:
