@@ -1,0 +1,107 @@
+"""Issue 30's promise under faults: a restart of either binder replica or of the leader loses
+no workload, admits nothing twice and keeps the order.
+
+Opted-in Indexed Jobs (the emulator's Job controller, the binder's webhook, the FluxJob CRD:
+daemonset/workloads/) are submitted and finished while a seeded schedule
+(fluxnode.testing.fault_schedule) kill -9s the lead binder replica (a real process; the
+other replica takes over through the Lease, a new one starts in its place) and rank 0 (it
+restarts and replays its journal), mid-queue: the cluster holds two Jobs at a time, the
+others wait. After every step, from outside the binder: THE checker of invariants.py (no
+core twice, the leader consistent with its journal and the pods), and
+workload_invariants.py's (every Job has its FluxJob, none Failed, none holding two
+allocations or resumed twice, one Job's pods in one allocation, equal Jobs admitted in
+creation order as the API server's watch saw them). At the end every Job is finished in
+turn and must reach Finished. Seed fixed and printed ($FLUXNODE_FAULT_SEED replays); the
+schedule's wall time is bounded by $FLUXNODE_FAULT_WORKLOAD_BUDGET (seconds, default 40).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import yaml
+from faults.workloads import BinderReplicas, JobWatch, WorkloadOps
+from kubernetes import client
+from support.binder_cluster import BinderCluster
+from support.paths import REPO
+
+from fluxnode.testing.fault_schedule import FaultRunner, choose_seed, plan
+from fluxnode.testing.invariants import check, gather
+from fluxnode.testing.kube_emulator import KubeEmulator
+from fluxnode.testing.waiting import wait_for
+from fluxnode.testing.workload_invariants import check_workloads
+
+WORKLOADS = REPO / "daemonset" / "workloads"
+CONFIG = "mutatingwebhookconfigurations.admissionregistration.k8s.io"
+NODES = {f"node{i}": 2 for i in range(4)}  # 8 cores: two Jobs of 3 pods at a time
+WEIGHTS = {"job-submit": 40, "job-finish": 25, "binder-kill": 12, "kill-leader": 10,
+           "kill-leader-outage": 4}
+BUDGET = float(os.environ.get("FLUXNODE_FAULT_WORKLOAD_BUDGET", "40"))
+MAX_STEPS = 200
+DRAIN = 180.0  # seconds for the Jobs left at the end to run and finish, one after another
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_restarts_of_binders_and_leader_lose_no_job_admit_none_twice_keep_order(tmp_path):
+    seed = choose_seed(default=3030)
+    print(f"workload fault schedule seed {seed} (FLUXNODE_FAULT_SEED={seed} replays it)")
+    kube = KubeEmulator(namespaces=("default", "kube-system", "fluxnode"),
+                        job_controller=True).start()
+    replicas: BinderReplicas | None = None
+    jobs_watch: JobWatch | None = None
+    try:
+        api = kube.api_client()
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(
+            yaml.safe_load((WORKLOADS / "fluxjob-crd.yaml").read_text()))
+        client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(
+            yaml.safe_load((WORKLOADS / "webhook.yaml").read_text()))
+        with BinderCluster(tmp_path, NODES, emulator=kube) as c:
+            replicas = BinderReplicas(c, tmp_path)
+            replicas.up()
+            wait_for(lambda: all(h["clientConfig"].get("caBundle")
+                                 for h in kube.get(CONFIG, "fluxnode")["webhooks"]),
+                     60, what="the webhook's caBundle set by the binder")
+            jobs_watch = JobWatch(api).start()
+            ops = WorkloadOps(c, replicas, jobs_watch, seed)
+            runner = FaultRunner(
+                c.inst, seed, recovery_timeout=60, core_api=client.CoreV1Api(api),
+                exhaustive=False, log=print, alloc_at_restart=False,
+                extra_ops={"job-submit": ops.submit, "job-finish": ops.finish,
+                           "binder-kill": replicas.kill_leader},
+                extra_checks=[ops.check])
+            ops.runner = runner
+            report = runner.run(plan(seed, MAX_STEPS, WEIGHTS),
+                                deadline=time.monotonic() + BUDGET)
+            print(report.summary(), f"Jobs submitted: {len(ops.created)}, finished by the "
+                  f"schedule: {len(ops.finished)}, binder kills: {replicas.kills}", sep="\n")
+            assert report.ok, report.replay_text()
+
+            # the rest of the queue runs and finishes, in turn: nothing was lost on the way
+            def drained() -> bool:
+                for name in ops.running():
+                    ops.finish_job(name)
+                return not ops.unfinished()
+
+            try:
+                wait_for(drained, DRAIN, interval=0.2, what="every Job Finished")
+            except TimeoutError as exc:
+                raise AssertionError(
+                    f"seed {seed}: {exc}: {[(n, ops.phase(n)) for n in ops.unfinished()]}; "
+                    f"{check_workloads(ops.snapshot(all_due=True))}\n{report.replay_text()}"
+                ) from None
+            final = check_workloads(ops.snapshot(all_due=True))
+            final += check(gather(c.inst.rpc, runner.journal_path,
+                                  core_api=client.CoreV1Api(api)))
+            assert final == [], f"seed {seed}: {final}\n{report.replay_text()}"
+            admitted = jobs_watch.snapshot()
+            assert len(admitted) == len(ops.created) >= 4, (len(admitted), ops.created)
+            assert replicas.kills >= 1 and report.faults["kill-leader"] \
+                + report.faults["kill-leader-outage"] >= 1, report.summary()
+    finally:
+        if jobs_watch is not None:
+            jobs_watch.stop()
+        if replicas is not None:
+            replicas.stop()
+        kube.stop()
