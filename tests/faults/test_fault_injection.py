@@ -9,6 +9,8 @@ that survives); no one package's tests can break all three. The harness itself
 A seeded random schedule (fluxnode.testing.fault_schedule) of alloc / cancel / partial
 cancel interleaved with kill -9 + restart of rank 0 (also with a request in flight), of an
 interior broker and of a leaf, THE checker (fluxnode.testing.invariants) after every step.
+Workloads (opted-in Jobs through two binder replicas) have their own schedule in
+test_workload_faults.py, with the same runner and checker.
 The seed is fixed (printed), set by $FLUXNODE_FAULT_SEED to replay a failure or to
 `random` for a fresh schedule; the budget is
 bounded in steps and wall time ($FLUXNODE_FAULT_BUDGET seconds, default 75 for the first

@@ -10,7 +10,8 @@ others wait. After every step, from outside the binder: THE checker of invariant
 core twice, the leader consistent with its journal and the pods), and
 workload_invariants.py's (every Job has its FluxJob, none Failed, none holding two
 allocations or resumed twice, one Job's pods in one allocation, equal Jobs admitted in
-creation order as the API server's watch saw them). At the end every Job is finished in
+creation order as the API server's watch saw them), and no Job left suspended while it
+would fit (a lost wake-up). At the end every Job is finished in
 turn and must reach Finished. Seed fixed and printed ($FLUXNODE_FAULT_SEED replays); the
 schedule's wall time is bounded by $FLUXNODE_FAULT_WORKLOAD_BUDGET (seconds, default 40).
 """
@@ -64,7 +65,7 @@ def test_restarts_of_binders_and_leader_lose_no_job_admit_none_twice_keep_order(
                                  for h in kube.get(CONFIG, "fluxnode")["webhooks"]),
                      60, what="the webhook's caBundle set by the binder")
             jobs_watch = JobWatch(api).start()
-            ops = WorkloadOps(c, replicas, jobs_watch, seed)
+            ops = WorkloadOps(c, replicas, jobs_watch, seed, cores=sum(NODES.values()))
             runner = FaultRunner(
                 c.inst, seed, recovery_timeout=60, core_api=client.CoreV1Api(api),
                 exhaustive=False, log=print, alloc_at_restart=False,

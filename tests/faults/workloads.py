@@ -29,7 +29,7 @@ from support.binder_cluster import BINDER_MANIFEST, BINDER_USER, BinderCluster
 from support.paths import REPO
 
 from fluxnode.testing.fault_schedule import FaultRunner, Planned
-from fluxnode.testing.invariants import Violation
+from fluxnode.testing.invariants import Violation, parse_idset
 from fluxnode.testing.kube_rbac import RbacAuthorizer
 from fluxnode.testing.waiting import wait_for
 from fluxnode.testing.workload_invariants import Admission, WorkloadSnapshot, check_workloads
@@ -222,6 +222,7 @@ class WorkloadOps:
     runner: FaultRunner | None = None
     created: dict[str, float] = field(default_factory=dict)  # Job name -> when (monotonic)
     finished: dict[str, float] = field(default_factory=dict)  # Job name -> when we ended it
+    cores: int = 0  # the cluster's, for the stall check (0: not checked)
 
     def __post_init__(self) -> None:
         self.batch = client.BatchV1Api(self.c.kube.api_client())
@@ -291,7 +292,25 @@ class WorkloadOps:
                                 frozenset(due))
 
     def check(self) -> list[Violation]:
-        return check_workloads(self.snapshot())
+        snap = self.snapshot()
+        return check_workloads(snap) + self.stalled(snap)
+
+    def stalled(self, snap: WorkloadSnapshot) -> list[Violation]:
+        """No lost wake-up: a Job still suspended, due, while the leader holds so few cores
+        that it would fit (its pods take one core each, any node will do), settle seconds
+        after the last Job was finished."""
+        if not self.cores or self.finished and \
+                time.monotonic() - max(self.finished.values()) <= self.settle:
+            return []
+        held = sum(len(parse_idset(n.get("cores"))) for a in snap.allocations
+                   if a.get("status") == "ALLOCATED" for n in a.get("nodes") or [])
+        if self.cores - held < self.pods:
+            return []
+        waiting = [j["metadata"]["name"] for j in snap.jobs
+                   if j["metadata"]["uid"] in snap.due and (j.get("spec") or {}).get("suspend")]
+        return [Violation("job-stalled", f"Jobs {waiting} still suspended while the leader "
+                          f"holds {held} of {self.cores} cores and each needs {self.pods}")
+                ] if waiting else []
 
     def unfinished(self) -> list[str]:
         return sorted(n for n in self.created if self.phase(n) != "Finished")
