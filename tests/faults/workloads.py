@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,7 +67,8 @@ class BinderReplicas:
             BINDER_USER,
             RbacAuthorizer.from_manifests([BINDER_MANIFEST], "fluxnode", "fluxnode-binder"))
         self.procs: dict[str, subprocess.Popen] = {}
-        self.ports: dict[str, int] = {}
+        self.ports: dict[str, int] = {}  # identity -> its webhook port
+        self.http_ports: dict[str, int] = {}  # identity -> its /readyz port
         self.started = 0
         self.kills = 0
         self.settled = time.monotonic()  # when the last takeover was seen done
@@ -74,20 +76,31 @@ class BinderReplicas:
     def start(self) -> str:
         identity = f"binder-{self.started}"
         self.started += 1
-        port = free_port()
+        port, http_port = free_port(), free_port()
         log = (self.tmp_path / f"{identity}.log").open("wb")
         self.procs[identity] = subprocess.Popen(
             [sys.executable, "-m", "fluxnode", "binder", "--kubeconfig", str(self.kubeconfig),
              "--uri", self.c.inst.tcp_uri(0), "--curve-cert", self.c.inst.cert_path,
              "--lease-namespace", LEASE[0], "--lease-name", LEASE[1], *LEASE_ARGS,
              "--identity", identity, "--resync", "1", "--http-host", "127.0.0.1",
-             "--http-port", "0", "--webhook-port", str(port), "--webhook-host", "127.0.0.1",
+             "--http-port", str(http_port), "--webhook-port", str(port),
+             "--webhook-host", "127.0.0.1",
              "--webhook-cert-dir", str(self.tmp_path / f"{identity}-certs"),
              "--resources-configmap", ""],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
         self.ports[identity] = port
+        self.http_ports[identity] = http_port
         return identity
+
+    def ready(self, identity: str) -> bool:
+        """Its /readyz says 200: informers synced (Jobs, pods, nodes listed), webhook serving."""
+        try:
+            with urllib.request.urlopen(
+                    f"http://127.0.0.1:{self.http_ports[identity]}/readyz", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
 
     def holder(self) -> str | None:
         try:
@@ -102,13 +115,16 @@ class BinderReplicas:
         wait_for(lambda: listening(port), 60, what=f"{identity}'s webhook listening")
         self.c.kube.service_endpoints[("fluxnode", "fluxnode-webhook")] = ("127.0.0.1", port)
 
-    def up(self) -> None:
+    def up(self, standby: bool = True) -> str:
+        """The first replica, holding the Lease and serving the webhook; a standby too."""
         first = self.start()
         wait_for(lambda: self.holder() == first, 60, what=f"{first} holding the Lease")
         self.serve_webhook(first)
-        self.start()
+        if standby:
+            self.start()
+        return first
 
-    def kill_leader(self, _step: Planned) -> str:
+    def kill_leader(self, _step: Planned | None = None, *, restart: bool = True) -> str:
         lead = wait_for(lambda: (h := self.holder()) in self.procs and h, 60,
                         what="a live replica holding the Lease")
         other = next(i for i in self.procs if i != lead)
@@ -120,9 +136,10 @@ class BinderReplicas:
         t0 = time.monotonic()
         wait_for(lambda: self.holder() == other, 60, what=f"{other} taking the Lease over")
         took = time.monotonic() - t0
-        new = self.start()
+        new = self.start() if restart else None
         self.settled = time.monotonic()
-        return f"kill -9 lead binder {lead}: {other} took the Lease in {took:.1f}s; {new} started"
+        return (f"kill -9 lead binder {lead}: {other} took the Lease in {took:.1f}s"
+                + (f"; {new} started" if new else ""))
 
     def stop(self) -> None:
         for proc in self.procs.values():
