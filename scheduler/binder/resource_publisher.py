@@ -37,8 +37,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fluxnode.agent.broker.client import RPCError
 from fluxnode.agent.kube.api_client import status_message
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 log = logging.getLogger("fluxnode.binder.resources")
 
@@ -117,7 +119,8 @@ class ResourceRecord:
 class ResourcePublisher:
     """Called from the binder's loop while it leads; `rpc` is the service connection's
     (SchedUnavailable goes up: the loop handles a leader that went away), `patch` writes the
-    ConfigMap's data (an ApiException is logged here and retried next interval)."""
+    ConfigMap's data (a refusal or an API server away is logged here and tried again next
+    interval: publishing never slows the loop's scheduling down)."""
 
     def __init__(self, rpc: Callable[[str, dict], dict], patch: Callable[[dict], Any],
                  identity: str, interval: float, refresh: float,
@@ -135,7 +138,11 @@ class ResourcePublisher:
         if self._asked is not None and now - self._asked < self.interval:
             return False
         self._asked = now
-        listing = ResourceRecord.trim(self.rpc("resource.list", {}))
+        try:
+            listing = ResourceRecord.trim(self.rpc("resource.list", {}))
+        except RPCError as exc:  # a refusal, not the leader gone: never the loop's failure
+            self._note(f"the leader refused resource.list: {exc.errstr}")
+            return False
         taken = time.time()
         if listing == self._listing and self._written is not None \
                 and now - self._written < self.refresh:
@@ -144,18 +151,23 @@ class ResourcePublisher:
         try:
             self.patch({"data": record.to_data()})
         except ApiException as exc:
-            text = status_message(exc)
-            if text != self._failing:
-                hint = " (it ships with daemonset/binder.yaml)" if exc.status == 404 else ""
-                log.warning("cannot publish the resource list into ConfigMap %s: %s%s",
-                            NAME, text, hint)
-                self._failing = text
+            hint = " (it ships with daemonset/binder.yaml)" if exc.status == 404 else ""
+            self._note(f"cannot write ConfigMap {NAME}: {status_message(exc)}{hint}")
+            return False
+        except (HTTPError, OSError) as exc:  # the API server away: the next interval tries
+            self._note(f"cannot write ConfigMap {NAME}: {exc}")
             return False
         if self._failing:
             log.info("resource list published again into ConfigMap %s", NAME)
         self._failing = ""
         self._listing, self._written = listing, now
         return True
+
+    def _note(self, text: str) -> None:
+        """Why nothing was published; each new reason logged once."""
+        if text != self._failing:
+            log.warning("resource list not published: %s", text)
+            self._failing = text
 
     def forget(self) -> None:
         """Leadership lost or regained: the next lead step asks and writes at once."""

@@ -4,9 +4,11 @@ passed, a failed write retried, the record read back as written."""
 
 from __future__ import annotations
 
+import errno
 import time
 
 import pytest
+from fluxnode.agent.broker.client import RPCError
 from fluxnode.scheduler.binder.resource_publisher import (
     RecordError,
     ResourcePublisher,
@@ -84,3 +86,21 @@ def test_records_that_are_not_a_listing_are_refused():
                                   "refreshSeconds": "10"})
     assert r.taken_at == 1795824000.0  # date -ud 2026-11-28 +%s
     assert not r.stale(r.taken_at + 30) and r.stale(r.taken_at + 31)
+
+
+def test_a_refused_resource_list_is_not_the_loops_failure():
+    now = [0.0]
+    written: list = []
+    answers = [RPCError(errno.EPROTO, "resource.list: no"), Leader().answer]
+
+    def rpc(topic: str, payload: dict) -> dict:
+        got = answers.pop(0)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    pub = ResourcePublisher(rpc, written.append, "b", interval=1, refresh=60,
+                            clock=lambda: now[0])
+    assert pub.run() is False and written == []
+    now[0] += 1
+    assert pub.run() is True and len(written) == 1
