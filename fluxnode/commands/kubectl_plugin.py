@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from fluxnode.commands.kubectl_queue import HEADER, rows, table
 from fluxnode.commands.kubectl_why import job_lines, parse_target, pod_lines
@@ -153,7 +152,7 @@ def why(args) -> str:
 
 
 def age_text(seconds: float) -> str:
-    """kubectl's AGE column's words: 45s, 3m12s, 2h5m, 3d4h."""
+    """An age in short words: 45s, 3m12s (under 10 minutes), 42m, 2h5m, 3d4h."""
     s = int(seconds)
     if s < 120:
         return f"{s}s"
@@ -176,7 +175,11 @@ def resources(args) -> tuple[str, str]:
     import click
 
     from fluxnode.commands.resource import STATES, list_rows
-    from fluxnode.scheduler.binder.resource_publisher import RecordError, ResourceRecord
+    from fluxnode.scheduler.binder.resource_publisher import (
+        RecordError,
+        ResourceRecord,
+        rfc3339,
+    )
 
     wanted = tuple(s.strip() for s in args.states.split(",") if s.strip())
     bad = [s for s in wanted if s not in STATES]
@@ -211,7 +214,7 @@ def resources(args) -> tuple[str, str]:
         raise PluginError(exc.format_message()) from None
     by = f" by {record.published_by}" if record.published_by else ""
     note = (f"as the leader listed it {age_text(record.age())} ago "
-            f"({time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(record.taken_at))}{by})")
+            f"({rfc3339(record.taken_at)}{by})")
     if record.stale():
         note = (f"warning: stale: taken {age_text(record.age())} ago, but the lead binder "
                 f"refreshes it every {record.refresh:g}s; {_binder_checks(namespace)}")

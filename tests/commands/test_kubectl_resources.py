@@ -130,3 +130,12 @@ def test_unknown_state_is_an_error(capsys):
     assert main(["resources", "-s", "free,busy"]) == 1
     assert capsys.readouterr().err == (
         "error: --states: unknown state 'busy' (known: free, allocated, down, up, all)\n")
+
+
+def test_ages_in_short_words():
+    from fluxnode.commands.kubectl_plugin import age_text
+
+    assert [age_text(s) for s in (0, 45.9, 119, 120, 192, 599, 600, 2520, 3600, 7500,
+                                  86399, 86400, 273600)] == [
+        "0s", "45s", "119s", "2m0s", "3m12s", "9m59s", "10m", "42m", "1h0m", "2h5m",
+        "23h59m", "1d0h", "3d4h"]
