@@ -12,9 +12,10 @@ workload_invariants.py's (every Job has its FluxJob, none Failed, none holding t
 allocations or resumed twice, one Job's pods in one allocation, equal Jobs admitted in
 creation order as the API server's watch saw them), and no Job left suspended while it
 would fit (a lost wake-up). At the end every Job is finished in turn and must reach
-Finished. A schedule the budget cuts short before it killed a binder or the leader gets one
-such fault at its end. Seed fixed and printed ($FLUXNODE_FAULT_SEED replays); the
-schedule's wall time is bounded by $FLUXNODE_FAULT_WORKLOAD_BUDGET (seconds, default 40).
+Finished. A schedule the budget cuts short (a loaded machine) is topped up at its end to
+MIN_JOBS Jobs and one fault of each kind it did not reach. Seed fixed and printed
+($FLUXNODE_FAULT_SEED replays); the schedule's wall time is bounded by
+$FLUXNODE_FAULT_WORKLOAD_BUDGET (seconds, default 40).
 
 Whether the random schedule starts a replica while Jobs queue and later hands it the Lease
 depends on timing; the second test does exactly that, every time.
@@ -46,6 +47,7 @@ WEIGHTS = {"job-submit": 40, "job-finish": 25, "binder-kill": 12, "kill-leader":
            "kill-leader-outage": 4}
 BUDGET = float(os.environ.get("FLUXNODE_FAULT_WORKLOAD_BUDGET", "40"))
 MAX_STEPS = 200
+MIN_JOBS = 5  # more than the two that fit: some wait through the faults
 DRAIN = 180.0  # seconds for the Jobs left at the end to run and finish, one after another
 
 
@@ -121,15 +123,19 @@ def test_restarts_of_binders_and_leader_lose_no_job_admit_none_twice_keep_order(
         extra_checks=[ops.check])
     ops.runner = runner
     report = runner.run(plan(seed, MAX_STEPS, WEIGHTS), deadline=time.monotonic() + BUDGET)
-    # a schedule the budget cut short of a fault kind gets one now, still mid-queue
-    for kind, done in (("binder-kill", s.replicas.kills),
-                       ("kill-leader", report.faults["kill-leader"]
-                        + report.faults["kill-leader-outage"])):
-        if report.ok and not done:
-            try:
-                runner.step(Planned(len(report.steps), kind, 0.0, 0.0))
-            except StepFailed:
-                pass
+    # a schedule the budget cut short (a loaded machine) is topped up: Jobs to MIN_JOBS,
+    # then a fault of each kind it did not reach, still mid-queue; each step checked
+    top_up = ["job-submit"] * max(0, MIN_JOBS - len(ops.created))
+    top_up += [] if s.replicas.kills else ["binder-kill"]
+    top_up += [] if report.faults["kill-leader"] + report.faults["kill-leader-outage"] \
+        else ["kill-leader"]
+    for kind in top_up:
+        if not report.ok:
+            break
+        try:
+            runner.step(Planned(len(report.steps), kind, 0.0, 0.0))
+        except StepFailed:
+            pass
     print(report.summary(), f"Jobs submitted: {len(ops.created)}, finished by the "
           f"schedule: {len(ops.finished)}, binder kills: {s.replicas.kills}", sep="\n")
     assert report.ok, report.replay_text()
@@ -137,7 +143,7 @@ def test_restarts_of_binders_and_leader_lose_no_job_admit_none_twice_keep_order(
     final = check_workloads(ops.snapshot(all_due=True))
     final += check(gather(c.inst.rpc, runner.journal_path, core_api=core))
     assert final == [], f"seed {seed}: {final}\n{report.replay_text()}"
-    assert len(s.jobs_watch.snapshot()) == len(ops.created) >= 4, ops.created
+    assert len(s.jobs_watch.snapshot()) == len(ops.created) >= MIN_JOBS, ops.created
     assert s.replicas.kills >= 1 and report.faults["kill-leader"] \
         + report.faults["kill-leader-outage"] >= 1, report.summary()
 

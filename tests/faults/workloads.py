@@ -235,7 +235,9 @@ class WorkloadOps:
     seed: int
     pods: int = 3
     max_live: int = 6
-    settle: float = 20.0  # seconds a record may lag behind its Job after the last upheaval
+    # seconds a record may lag behind its Job after the last upheaval (generous: a new
+    # replica's process starts slowly on a loaded machine)
+    settle: float = 40.0
     runner: FaultRunner | None = None
     created: dict[str, float] = field(default_factory=dict)  # Job name -> when (monotonic)
     finished: dict[str, float] = field(default_factory=dict)  # Job name -> when we ended it
