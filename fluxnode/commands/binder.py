@@ -121,6 +121,15 @@ log = logging.getLogger("fluxnode.binder")
               type=click.FloatRange(1.0),
               help="Seconds between discoveries of the PodGroup CRDs (scheduler-plugins', "
               "Volcano's) whose objects size groups.")
+@click.option("--resources-configmap", default="fluxnode/fluxnode-resources", show_default=True,
+              help="NAMESPACE/NAME of the ConfigMap the lead replica publishes the leader's "
+              "resource list into, for `kubectl fluxnode resources` (\"\": none).")
+@click.option("--resources-interval", default=5.0, show_default=True,
+              type=click.FloatRange(0.5),
+              help="Least seconds between two asks of the leader for its resource list.")
+@click.option("--resources-refresh", default=60.0, show_default=True,
+              type=click.FloatRange(1.0),
+              help="Most seconds between two writes of the resource list (even unchanged).")
 @click.option(
     "--log-level",
     default="info",
@@ -158,6 +167,9 @@ def binder(
     webhook_cert_dir,
     webhook_cert_check,
     podgroup_discovery,
+    resources_configmap,
+    resources_interval,
+    resources_refresh,
     log_level,
 ):
     """Bind pods to nodes with the leader's graph scheduler.
@@ -175,6 +187,9 @@ def binder(
     if webhook_port is not None and not _namespaced(webhook_secret):
         raise click.ClickException(
             f"--webhook-secret: expected NAMESPACE/NAME, got {webhook_secret!r}")
+    if resources_configmap and not _namespaced(resources_configmap):
+        raise click.ClickException(
+            f"--resources-configmap: expected NAMESPACE/NAME, got {resources_configmap!r}")
     if not retry_period < renew_deadline < lease_duration:
         raise click.ClickException("need --retry-period < --renew-deadline < --lease-duration")
     try:
@@ -202,6 +217,9 @@ def binder(
         http_host=http_host,
         http_port=http_port,
         podgroup_discovery=podgroup_discovery,
+        resources_configmap=resources_configmap,
+        resources_interval=resources_interval,
+        resources_refresh=resources_refresh,
         **webhook_settings(click.get_current_context().params),
     )
     try:

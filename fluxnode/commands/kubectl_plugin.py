@@ -1,4 +1,4 @@
-"""`kubectl-fluxnode`: the kubectl plugin (``kubectl fluxnode queue|why``; issue 30).
+"""`kubectl-fluxnode`: the kubectl plugin (``kubectl fluxnode queue|why|resources``; issue 30).
 
 Design: installed as the console script ``kubectl-fluxnode`` (pyproject.toml), so kubectl
 finds it on PATH and runs it with the words after ``kubectl fluxnode``. It talks only to the
@@ -7,11 +7,14 @@ API server, as the user: the official client's kubeconfig loading ($KUBECONFIG, 
 from ``-n``, else the context's, else ``default``. argparse, not click, and the Kubernetes
 client imported only once the arguments are good, so ``--help`` and bad input are quick.
 
-``resources`` (the leader's resource list) is not here: nothing the binder or the node
-agents write is readable through the API server yet (the agents' ConfigMap holds the rank
-map only), and the plugin needs no shell on a node by design.
+``resources`` prints the leader's resource list as ``fluxnode resource list`` does, from
+the ConfigMap fluxnode-resources the lead binder publishes it into
+(scheduler/binder/resource_publisher.py says why an object and not the service proxy): in
+the binder's namespace (``-n`` if given, else ``fluxnode``, not the context's: the list is
+the cluster's), with how old it is on stderr, and what to check when it is missing or stale.
 
-Exit status: 0 when it printed what was asked, 1 with a one-line error otherwise.
+Exit status: 0 when it printed what was asked (a stale resource list too, with a warning),
+1 with a one-line error otherwise.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from fluxnode.commands.kubectl_queue import HEADER, rows, table
 from fluxnode.commands.kubectl_why import group_lines, job_lines, parse_target, pod_lines
 
 GROUP, VERSION, PLURAL = "fluxnode.io", "v1alpha1", "fluxjobs"
+BINDER_NAMESPACE = "fluxnode"  # where daemonset/binder.yaml puts the binder and its ConfigMap
+RESOURCES_CONFIGMAP = "fluxnode-resources"
 
 
 class PluginError(Exception):
@@ -53,6 +58,16 @@ def _parser() -> argparse.ArgumentParser:
     why = sub.add_parser("why", parents=[common],
                          help="why a Job or a pod is where it is")
     why.add_argument("target", metavar="JOB|POD", help="NAME, job/NAME or pod/NAME")
+    resources = sub.add_parser(
+        "resources", parents=[common],
+        help="the leader's resource list, as `fluxnode resource list` prints it",
+        description="The leader's resource list as the lead binder last published it (the "
+        f"ConfigMap {RESOURCES_CONFIGMAP} in the binder's namespace: -n, else "
+        f"{BINDER_NAMESPACE}); its age is said on stderr.")
+    resources.add_argument("-s", "--states", default="free,allocated,down",
+                           help="comma list of states: free, allocated, down, up, all "
+                           "(default: %(default)s)")
+    resources.add_argument("--no-header", action="store_true", help="suppress the header")
     return parser
 
 
@@ -156,9 +171,84 @@ def why(args) -> str:
                                 group))
 
 
+def age_text(seconds: float) -> str:
+    """An age in short words: 45s, 3m12s (under 10 minutes), 42m, 2h5m, 3d4h."""
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60}s" if s < 600 else f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60}m"
+    return f"{s // 86400}d{s % 86400 // 3600}h"
+
+
+def _binder_checks(namespace: str) -> str:
+    return (f"is a binder running and holding its Lease (kubectl -n {namespace} get pods -l "
+            f"app.kubernetes.io/component=binder; kubectl -n {namespace} get lease "
+            f"fluxnode-binder), and does it reach the leader, rank 0 (kubectl -n {namespace} "
+            "logs deploy/fluxnode-binder: 'scheduler service unavailable')?")
+
+
+def resources(args) -> tuple[str, str]:
+    """(the table, the note on stderr)."""
+    import click
+
+    from fluxnode.commands.resource import STATES, list_rows
+    from fluxnode.scheduler.binder.resource_publisher import (
+        RecordError,
+        ResourceRecord,
+        rfc3339,
+    )
+
+    wanted = tuple(s.strip() for s in args.states.split(",") if s.strip())
+    bad = [s for s in wanted if s not in STATES]
+    if bad or not wanted:
+        raise PluginError(f"--states: unknown state {bad[0] if bad else args.states!r} "
+                          f"(known: {', '.join(STATES)})")
+    client, api, _ = _client(args)
+    namespace = args.namespace or BINDER_NAMESPACE
+    where = f"ConfigMap {namespace}/{RESOURCES_CONFIGMAP}"
+    try:
+        cm = _call(f"read {where}", client.CoreV1Api(api).read_namespaced_config_map,
+                   RESOURCES_CONFIGMAP, namespace)
+    except PluginError as exc:
+        if "forbidden" in str(exc).lower():
+            raise PluginError(f"{exc} (a Role fluxnode-resources-reader in {namespace} grants "
+                              f"it: kubectl -n {namespace} create rolebinding NAME "
+                              "--role=fluxnode-resources-reader --user=YOU)") from None
+        raise
+    if cm is None:
+        raise PluginError(f"no {where}: the binder's manifests create it (kubectl apply -k "
+                          "daemonset/); a binder in another namespace? use -n NAMESPACE")
+    try:
+        record = ResourceRecord.from_data(cm.get("data"))
+    except RecordError as exc:
+        raise PluginError(f"{where} is not a resource list: {exc}") from None
+    if record is None:
+        raise PluginError(f"no resource list in {where} yet: the lead binder writes it within "
+                          f"seconds of taking the Lease; {_binder_checks(namespace)}")
+    try:
+        rows = list_rows(record.listing, wanted, header=not args.no_header)
+    except click.UsageError as exc:
+        raise PluginError(exc.format_message()) from None
+    by = f" by {record.published_by}" if record.published_by else ""
+    note = (f"as the leader listed it {age_text(record.age())} ago "
+            f"({rfc3339(record.taken_at)}{by})")
+    if record.stale():
+        note = (f"warning: stale: taken {age_text(record.age())} ago, but the lead binder "
+                f"refreshes it every {record.refresh:g}s; {_binder_checks(namespace)}")
+    return "\n".join(rows), note
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "resources":
+            out, note = resources(args)
+            print(out)
+            print(note, file=sys.stderr)
+            return 0
         out = {"queue": queue, "why": why}[args.command](args)
     except PluginError as exc:
         print(f"error: {exc}", file=sys.stderr)

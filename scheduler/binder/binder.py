@@ -19,6 +19,8 @@ Split the way kube-scheduler is (design and user guide: docs/binder.md):
 - podgroup_directory.py / group_members.py: PodGroup objects (where their CRDs are
   installed) and the members of declared groups, kept on every replica for the webhook;
   podgroup_records.py: the FluxJob records of gated pod groups, after each cycle.
+- resource_publisher.py: the leader's resource list into a ConfigMap for
+  ``kubectl fluxnode resources``, after each cycle (rate limited).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from fluxnode.scheduler.binder.podgroup_directory import PodGroupWatch
 from fluxnode.scheduler.binder.podgroup_records import PodGroupRecords
 from fluxnode.scheduler.binder.queue import Reservations
 from fluxnode.scheduler.binder.reconcile import Reconciler
+from fluxnode.scheduler.binder.resource_publisher import ResourcePublisher
 from fluxnode.scheduler.binder.sched_client import SchedClient, SchedUnavailable
 from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
 from fluxnode.scheduler.binder.webhook import Webhook
@@ -106,6 +109,14 @@ class Binder:
                                     CustomObjectsApi(api_client))
         self.group_records = PodGroupRecords(self.ctx, self.members,
                                              CustomObjectsApi(api_client))
+        self.resources: ResourcePublisher | None = None
+        if config.resources_configmap:
+            cm_namespace, _, cm_name = config.resources_configmap.partition("/")
+            self.resources = ResourcePublisher(
+                sched.rpc,
+                lambda body: kube_raw.call(self.core.patch_namespaced_config_map, cm_name,
+                                           cm_namespace, body),
+                self.identity, config.resources_interval, config.resources_refresh)
         self.stop_event = threading.Event()
         self.leading = threading.Event()
         self.reconciled = False
@@ -323,6 +334,8 @@ class Binder:
                     self.reconciled = False
         if not self.leading.is_set():
             self.reconciled = False
+            if self.resources is not None:
+                self.resources.forget()
             return
         if not self.reconciled:
             if not all(i.synced.is_set() for i in self.informers):
@@ -336,6 +349,8 @@ class Binder:
         self.fluxjobs.run()
         self.scheduling.run()
         self.group_records.run()
+        if self.resources is not None:
+            self.resources.run()
 
     def _handle(self, item: tuple) -> None:
         try:

@@ -48,6 +48,12 @@ class BinderConfig:
     webhook_cert_dir: str = ""  # empty: a private temporary directory
     webhook_cert_check: float = 300.0  # seconds between checks of the Secret and the caBundle
     podgroup_discovery: float = 30.0  # seconds between discoveries of the PodGroup CRDs
+    # the leader's resource list for `kubectl fluxnode resources` (resource_publisher.py):
+    # NAMESPACE/NAME of the ConfigMap the lead replica patches ("" : not published), the
+    # least seconds between two asks of the leader, and the most between two writes
+    resources_configmap: str = "fluxnode/fluxnode-resources"
+    resources_interval: float = 5.0
+    resources_refresh: float = 60.0
 
     def __post_init__(self) -> None:
         # The Lease holder names the pod, so `kubectl get lease` points at it; outside a pod

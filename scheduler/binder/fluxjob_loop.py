@@ -73,6 +73,14 @@ def _condition(job: dict) -> str | None:
     return None
 
 
+def _created(tracked: Tracked) -> str:
+    """The Jobs' creation order: creationTimestamp (RFC 3339 in UTC, so its text sorts as
+    time); Jobs of the same second keep the order the binder saw them in (a stable sort).
+    Not the informer's order alone: its first list comes in the API's key order (by name),
+    so a replica started or taking over with Jobs queued would admit them by name."""
+    return (tracked.job.get("metadata") or {}).get("creationTimestamp") or ""
+
+
 def _older(new: dict, old: dict) -> bool:
     """`new` is an earlier version of `old` (the API emulator's and etcd's resourceVersions
     grow; one that is not a number is never called older)."""
@@ -136,7 +144,7 @@ class FluxJobLoop:
         self.dirty = False
         bound = self._bound_pods()
         position = 0
-        for tracked in list(self.jobs.values()):
+        for tracked in sorted(self.jobs.values(), key=_created):
             if tracked.record is None and not self._record(tracked):
                 continue
             ended = _condition(tracked.job)

@@ -26,7 +26,7 @@ def imported(stderr: str) -> set[str]:
 def test_help_imports_no_kubernetes_client():
     r = run("--help")
     assert r.returncode == 0, r.stderr
-    assert "queue" in r.stdout and "why" in r.stdout
+    assert "queue" in r.stdout and "why" in r.stdout and "resources" in r.stdout
     modules = imported(r.stderr)
     assert "argparse" in modules  # the log is read right
     assert not {m for m in modules if m.split(".")[0] in ("kubernetes", "urllib3", "click")}
