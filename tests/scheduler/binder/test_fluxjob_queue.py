@@ -1,0 +1,167 @@
+"""The FluxJob queue's order, reservation and backfill end to end (issue 30): real brokers,
+the binder with daemonset/binder.yaml's RBAC, the API emulator's Job controller and
+Priority admission plugin, three PriorityClasses and 20 Jobs.
+
+Oracles from outside the binder: the order is computed here from the declared class values
+and the Jobs' stored creationTimestamps and names; the head's START from the blocker's
+declared activeDeadlineSeconds and the wall-clock bounds of its admission as this test
+observed them; which Jobs may backfill from their declared sizes and walltimes (a Job may
+start beside a reserved head only if it ends before the head's START: the head needs every
+core, so there is nothing it does not need). Admission is read from the Job objects
+(spec.suspend), not from the binder.
+
+Cluster: 4 nodes of 2 cores. A blocker Job B (8 pods, walltime 1000 s) holds every core;
+then 20 Jobs arrive, lowest priority first (a FIFO queue would get them all wrong):
+the high Job H0 needs all 8 cores (the head), the rest need 1 or 2 cores for a short
+walltime S (60 s: ends long before B's) or a long one L (3000 s: after it). Cores come
+free when all pods of an allocation on a node end: B's frees them two at a time, a
+1-pod Job one at a time; every short Job is a 1-pod Job, so which short Jobs run after each
+step does not depend on how the binder's passes group the events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from kubernetes import client
+from support.fluxjob_cluster import (
+    finish_job,
+    fluxjob_cluster,
+    job_pods,
+    priority_class,
+    queued_job,
+    resumed,
+    status,
+)
+
+from fluxnode.testing.waiting import wait_for
+
+CLASSES = {"high": 1000, "mid": 100, "low": 10}
+S, L = 60, 3000  # walltimes, seconds
+B_WALLTIME, H0_WALLTIME = 1000, 100
+NODES, CORES = 4, 2
+# name -> (class, pods, walltime), in the order they are created: lowest priority first
+JOBS = {
+    "l0": ("low", 1, S), "l1": ("low", 2, L), "l2": ("low", 1, S), "l3": ("low", 1, L),
+    "l4": ("low", 1, S), "l5": ("low", 2, L),
+    "m0": ("mid", 1, S), "m1": ("mid", 2, L), "m2": ("mid", 1, L), "m3": ("mid", 1, S),
+    "m4": ("mid", 2, L), "m5": ("mid", 1, S), "m6": ("mid", 1, S),
+    "h0": ("high", NODES * CORES, H0_WALLTIME), "h1": ("high", 2, L), "h2": ("high", 1, S),
+    "h3": ("high", 1, L), "h4": ("high", 1, S), "h5": ("high", 2, L), "h6": ("high", 1, S),
+}
+TIMEOUT = 180
+
+
+def epoch(rfc3339: str) -> int:
+    return int(datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp())
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with fluxjob_cluster(tmp_path, {f"node{i}": CORES for i in range(NODES)}) as c:
+        api = c.kube.api_client()
+        for name, value in CLASSES.items():
+            priority_class(api, name, value)
+        yield c
+
+
+def queue_order(c) -> list[str]:
+    """Priority (the class's declared value) then creationTimestamp then name."""
+    stamps = {n: c.kube.get("jobs.batch", n, "default")["metadata"]["creationTimestamp"]
+              for n in JOBS}
+    return sorted(JOBS, key=lambda n: (-CLASSES[JOBS[n][0]], stamps[n], n))
+
+
+def settled(c, order: list[str], admitted: set[str], done: set[str]) -> bool:
+    """Exactly `admitted` of the 20 run (`done` have finished); the others wait with their
+    place among the waiting as POSITION."""
+    if resumed(c) - {"blocker"} != admitted:
+        return False
+    waiting = [n for n in order if n not in admitted | done]
+    return all(status(c, n).get("position") == i for i, n in enumerate(waiting, 1))
+
+
+def settle(c, order: list[str], admitted: set[str], what: str,
+           done: frozenset[str] | set[str] = frozenset()) -> None:
+    """Wait until `settled`; on a timeout say where every Job stands."""
+    try:
+        wait_for(lambda: settled(c, order, admitted, set(done)), TIMEOUT, what=what)
+    except TimeoutError as exc:
+        seen = {n: (status(c, n).get("phase"), status(c, n).get("position"),
+                    status(c, n).get("reason")) for n in order}
+        raise AssertionError(f"{exc}; resumed {sorted(resumed(c))}; {seen}") from None
+
+
+def test_priority_order_a_reserved_head_and_backfill_that_never_delays_it(cluster):
+    c = cluster
+    batch = client.BatchV1Api(c.kube.api_client())
+    t0 = int(datetime.now().timestamp())
+    batch.create_namespaced_job("default", queued_job(
+        "blocker", NODES * CORES, priority_class="mid", deadline=B_WALLTIME))
+    wait_for(lambda: status(c, "blocker").get("phase") == "Running", TIMEOUT,
+             what="the blocker Running")
+    t1 = int(datetime.now().timestamp()) + 1
+    for name, (klass, pods, walltime) in JOBS.items():
+        batch.create_namespaced_job("default", queued_job(
+            name, pods, priority_class=klass, deadline=walltime))
+    order = queue_order(c)
+    assert order[0] == "h0"  # the declared sizes make it the head: it needs every core
+    short = [n for n in order if JOBS[n][2] == S]
+    assert all(JOBS[n][1] == 1 for n in short)  # the premise of the module's docstring
+
+    # nothing is free: the head is reserved from the blocker's end, the rest wait in order
+    settle(c, order, set(), "20 Jobs waiting in priority order")
+    wait_for(lambda: status(c, "h0").get("phase") == "Reserved", TIMEOUT, what="h0 Reserved")
+    head = status(c, "h0")
+    start = epoch(head["start"])
+    assert t0 + B_WALLTIME <= start <= t1 + B_WALLTIME, (t0, head, t1)
+    assert head["reason"] == (f"reserved: its resources are booked for it from "
+                              f"{head['start']}; Jobs after it may use them only if they end "
+                              "by then")
+    for n in order[1:]:
+        assert status(c, n)["phase"] == "Queued", (n, status(c, n))
+    assert {j["metadata"]["labels"]["batch.kubernetes.io/job-name"]
+            for j in c.kube.list("pods", "default")} == {"blocker"}  # none of theirs exists
+    starts = {start}
+
+    # the blocker's nodes come free two cores at a time: the next short Jobs in order take
+    # them (they end before the head's START); long ones, of any priority, wait
+    blocker_nodes = sorted({p["spec"]["nodeName"] for p in job_pods(c, "blocker")})
+    assert len(blocker_nodes) == NODES
+    admitted: list[str] = []
+    for node in blocker_nodes[:-1]:
+        for p in job_pods(c, "blocker"):
+            if p["spec"]["nodeName"] == node:
+                c.finish(p["metadata"]["name"])
+        admitted = short[:len(admitted) + CORES]
+        settle(c, order, set(admitted), f"after {node} came free: {admitted} admitted")
+        starts.add(epoch(status(c, "h0")["start"]))
+    # short Jobs ending free one core each: the next short one in order takes it
+    done: list[str] = []
+    while len(done) < len(short):
+        finish_job(c, admitted[len(done)])
+        done.append(admitted[len(done)])
+        admitted = short[:min(len(short), len(done) + CORES * (NODES - 1))]
+        settle(c, order, set(admitted) - set(done),
+               f"after {done[-1]} ended: {sorted(set(admitted) - set(done))} running", done)
+        assert status(c, "h0")["phase"] == "Reserved"
+        starts.add(epoch(status(c, "h0")["start"]))
+    assert starts == {start}  # the blocker's end decided it all along
+    c.assert_no_overcommit()
+
+    # the blocker ends (long before its walltime): the head starts, no later than its START
+    finish_job(c, "blocker")
+    before_h0 = int(datetime.now().timestamp())
+    settle(c, order, {"h0"}, "h0 admitted", set(done))
+    after_h0 = int(datetime.now().timestamp()) + 1
+    assert after_h0 <= start
+    wait_for(lambda: status(c, "h0").get("phase") == "Running", TIMEOUT, what="h0 Running")
+
+    # the next head waits for h0's walltime: its START says so
+    wait_for(lambda: status(c, "h1").get("phase") == "Reserved", TIMEOUT, what="h1 Reserved")
+    h1_start = epoch(status(c, "h1")["start"])
+    assert before_h0 + H0_WALLTIME <= h1_start <= after_h0 + H0_WALLTIME
+    finish_job(c, "h0")
+    wait_for(lambda: status(c, "h1").get("phase") == "Running", TIMEOUT, what="h1 Running")
+    assert datetime.now().timestamp() <= h1_start
+    c.assert_no_overcommit()
