@@ -31,6 +31,7 @@ from support.fluxjob_cluster import (
     priority_class,
     queued_job,
     resumed,
+    start_webhook_binder,
     status,
 )
 
@@ -164,4 +165,64 @@ def test_priority_order_a_reserved_head_and_backfill_that_never_delays_it(cluste
     finish_job(c, "h0")
     wait_for(lambda: status(c, "h1").get("phase") == "Running", TIMEOUT, what="h1 Running")
     assert datetime.now().timestamp() <= h1_start
+    c.assert_no_overcommit()
+
+
+def reservations(c) -> list[dict]:
+    """The leader's reservations for FluxJobs (sched.list: the service's own record)."""
+    return [a for a in c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"]
+            if a["status"] == "RESERVED"]
+
+
+def test_a_restarted_binder_cancels_the_held_reservation_keeps_the_order_and_admits_nothing_twice(
+        cluster, tmp_path):
+    c = cluster
+    batch = client.BatchV1Api(c.kube.api_client())
+    batch.create_namespaced_job("default", queued_job(
+        "blocker", 6, priority_class="mid", deadline=B_WALLTIME))  # 2 of 8 cores free
+    wait_for(lambda: status(c, "blocker").get("phase") == "Running", TIMEOUT,
+             what="the blocker Running")
+    mine = {"h0": ("high", NODES * CORES, H0_WALLTIME), "l0": ("low", 1, S),
+            "m1": ("mid", 2, L), "m0": ("mid", 1, S)}
+    for name, (klass, pods, walltime) in mine.items():
+        batch.create_namespaced_job("default", queued_job(
+            name, pods, priority_class=klass, deadline=walltime))
+    stamps = {n: c.kube.get("jobs.batch", n, "default")["metadata"]["creationTimestamp"]
+              for n in mine}
+    order = sorted(mine, key=lambda n: (-CLASSES[mine[n][0]], stamps[n], n))
+    # h0 reserved; of the two free cores, the short Jobs take one each, in order
+    shorts = {n for n in order if mine[n][2] == S}
+    settle(c, order, shorts, "the short Jobs backfilled")
+    wait_for(lambda: status(c, "h0").get("phase") == "Reserved", TIMEOUT, what="h0 Reserved")
+    before = {n: status(c, n) for n in order}
+    wait_for(lambda: all(len(job_pods(c, n)) == mine[n][1] for n in shorts), TIMEOUT,
+             what="the short Jobs' pods")
+    c.wait_bound([p["metadata"]["name"] for n in shorts for p in job_pods(c, n)], TIMEOUT)
+
+    def admissions() -> dict:
+        """Each admitted Job's spec generation (a suspend or resume bumps it) and its pods."""
+        return {n: (c.kube.get("jobs.batch", n, "default")["metadata"]["generation"],
+                    sorted(p["metadata"]["uid"] for p in job_pods(c, n))) for n in shorts}
+
+    admitted = admissions()
+    assert all(len(pods) == 1 for _, pods in admitted.values())
+    allocations = {a["id"] for a in c.inst.rpc(
+        "sched.list", {"labels": {"kind": "fluxjob"}})["allocations"] if a["status"] == "ALLOCATED"}
+
+    [old] = c.binders
+    c.stop_binder(old)
+    # the stopped binder's last reservation is still the leader's: nobody cancelled it
+    [held] = reservations(c)
+    start_webhook_binder(c, tmp_path)
+    # the new leader's binder cancels it (reconcile) and reserves the head again, from the
+    # same walltimes: the same START
+    wait_for(lambda: [r["id"] for r in reservations(c)] not in ([], [held["id"]]), TIMEOUT,
+             what="the held reservation replaced")
+    assert held["id"] not in [a["id"] for a in c.inst.rpc("sched.list", {})["allocations"]]
+    settle(c, order, shorts, "the same Jobs admitted, the others in the same order")
+    assert status(c, "h0")["start"] == before["h0"]["start"]
+    # admitted nothing twice: the admitted Jobs untouched, their allocations the same
+    assert admissions() == admitted
+    assert {a["id"] for a in c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})[
+        "allocations"] if a["status"] == "ALLOCATED"} == allocations
     c.assert_no_overcommit()
