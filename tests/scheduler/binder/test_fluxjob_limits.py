@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 from support.fluxjob_cluster import fluxjob_cluster, queued_job, resumed, status
+from support.kubectl import parse_table, plugin
 
 from fluxnode.testing.waiting import wait_for
 
@@ -44,6 +45,11 @@ def test_a_job_past_its_queues_limit_waits_saying_so_and_a_new_limit_applies(clu
     assert status(c, "c")["reason"] == (
         f"queue 'batch' limit: {used} of 4 cores in use, this Job asks {PODS}")
     assert status(c, "c")["phase"] == "Queued" and "start" not in status(c, "c")
+    # the plugin's queue says the same (kubectl fluxnode through the real kubectl)
+    table = plugin(c.kube, "queue").check().stdout
+    rows = {r["NAMESPACE/NAME"]: r for r in parse_table(table)[0]}
+    assert (rows["default/c"]["POSITION"], rows["default/c"]["PHASE"],
+            rows["default/c"]["REASON"]) == ("1", "Queued", status(c, "c")["reason"])
     # the administrator raises the limit: applied without a restart
     c.kube.update("configmaps", limits(6), "fluxnode")
     wait_for(lambda: "c" in resumed(c), TIMEOUT, what="c admitted under the new limit")

@@ -34,6 +34,7 @@ from support.fluxjob_cluster import (
     start_webhook_binder,
     status,
 )
+from support.kubectl import parse_table, plugin
 
 from fluxnode.testing.waiting import wait_for
 
@@ -121,6 +122,11 @@ def test_priority_order_a_reserved_head_and_backfill_that_never_delays_it(cluste
                               "by then")
     for n in order[1:]:
         assert status(c, n)["phase"] == "Queued", (n, status(c, n))
+    # the plugin's queue: the same order, the head's START
+    table = plugin(c.kube, "queue").check().stdout
+    rows = parse_table(table)[0]
+    assert [r["NAMESPACE/NAME"] for r in rows[:len(order)]] == [f"default/{n}" for n in order]
+    assert (rows[0]["PHASE"], rows[0]["START"]) == ("Reserved", head["start"])
     assert {j["metadata"]["labels"]["batch.kubernetes.io/job-name"]
             for j in c.kube.list("pods", "default")} == {"blocker"}  # none of theirs exists
     starts = {start}
