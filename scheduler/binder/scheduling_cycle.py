@@ -50,6 +50,7 @@ from fluxnode.scheduler.binder.slot_assignment import (
     indexes,
     slots_by_shape,
 )
+from fluxnode.scheduler.binder.walltime import pods_walltime
 from fluxnode.scheduler.jobspec.builder import SlotKind
 
 log = logging.getLogger("fluxnode.binder")
@@ -323,6 +324,9 @@ class SchedulingCycle:
                 "pods": [p.uid for p in pods],
             },
         }
+        duration = pods_walltime(p.raw for p in pods)
+        if duration is not None:
+            payload["duration"] = duration
         return Attempt(group, pods, shapes, names, payload)
 
     def _request(self, batch: list[Attempt]) -> list[dict | RPCError]:

@@ -9,11 +9,14 @@ fails it with DeadlineExceeded and deletes its pods; the clock restarts when a s
 Job is resumed, which is when fluxnode admits it). A pod's
 (spec.template.spec.activeDeadlineSeconds, enforced by the kubelet) bounds each pod from
 its start, so it bounds the Job only when every pod runs once: completions set and no more
-than parallelism. Anything else has no walltime (None), and the service books it until
-it is cancelled.
+than parallelism. A group of pods (the scheduling cycle's) is bounded by its pods' own
+deadlines when every pod has one: the longest. Anything else has no walltime (None), and
+the service books it until it is cancelled.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from fluxnode.scheduler.binder.job_shape import JobShapeError, integer_field
 
@@ -31,3 +34,17 @@ def job_walltime(spec: dict) -> int | None:
         return integer_field(pod, "spec.template.spec.activeDeadlineSeconds", minimum=1)
     except (JobShapeError, TypeError):
         return None  # the API server refuses such a Job; nothing to book by
+
+
+def pods_walltime(pods: Iterable[dict]) -> int | None:
+    """Seconds a group of pods may run: the longest spec.activeDeadlineSeconds when every pod
+    has one, else None."""
+    longest = None
+    for pod in pods:
+        value = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+        try:
+            seconds = integer_field(value, "spec.activeDeadlineSeconds", minimum=1)
+        except JobShapeError:
+            return None
+        longest = seconds if longest is None else max(longest, seconds)
+    return longest

@@ -232,3 +232,19 @@ def test_a_restarted_binder_cancels_the_held_reservation_keeps_the_order_and_adm
     assert {a["id"] for a in c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})[
         "allocations"] if a["status"] == "ALLOCATED"} == allocations
     c.assert_no_overcommit()
+
+
+def test_a_pods_deadline_is_its_walltime_and_gives_the_head_its_start(cluster):
+    c = cluster
+    deadline = 700
+    t0 = int(datetime.now().timestamp())
+    pod = c.pod("blocker", cpu=str(CORES))  # a whole node, for at most `deadline` seconds
+    pod["spec"]["activeDeadlineSeconds"] = deadline
+    c.kube.create("pods", pod, "default")
+    c.wait_bound(["blocker"], TIMEOUT)
+    t1 = int(datetime.now().timestamp()) + 1
+    client.BatchV1Api(c.kube.api_client()).create_namespaced_job(
+        "default", queued_job("h0", NODES * CORES, priority_class="high"))
+    wait_for(lambda: status(c, "h0").get("start"), TIMEOUT, what="h0 Reserved with a START")
+    assert status(c, "h0")["phase"] == "Reserved"
+    assert t0 + deadline <= epoch(status(c, "h0")["start"]) <= t1 + deadline

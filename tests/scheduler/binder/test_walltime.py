@@ -1,7 +1,7 @@
 """A Job's walltime (walltime.py): what Kubernetes enforces, nothing else."""
 
 import pytest
-from fluxnode.scheduler.binder.walltime import job_walltime
+from fluxnode.scheduler.binder.walltime import job_walltime, pods_walltime
 
 
 def job(own=None, pod=None, completions=None, parallelism=None) -> dict:
@@ -28,3 +28,13 @@ def job(own=None, pod=None, completions=None, parallelism=None) -> dict:
 ])
 def test_walltime(spec, expected):
     assert job_walltime(spec) == expected
+
+
+@pytest.mark.parametrize("deadlines, expected", [
+    ([30, 90, 60], 90),  # the group ends when its last pod must
+    ([30, None], None),  # one pod without a deadline: the group has none
+    ([], None),
+])
+def test_a_groups_walltime(deadlines, expected):
+    pods = [{"spec": {} if d is None else {"activeDeadlineSeconds": d}} for d in deadlines]
+    assert pods_walltime(pods) == expected
