@@ -13,6 +13,7 @@ import json
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from support.kubectl import kubectl, parse_table
 
 from fluxnode.testing.kube_emulator import KubeEmulator
 
@@ -90,3 +91,19 @@ def test_class_validation(api):
         "marked as default. Only one default can exist")
     code, message = refusal(lambda: sched.patch_priority_class("a", {"value": 3}))
     assert code == 422 and "value: Forbidden: may not be changed in an update." in message
+
+
+def test_kubectl_prints_classes_as_the_server_does():
+    kube = KubeEmulator().start()
+    try:
+        client.SchedulingV1Api(kube.api_client()).create_priority_class(
+            klass("high", 1000, globalDefault=True))
+        [rows] = parse_table(kubectl(kube, "get", "priorityclasses").check().stdout)
+        by_name = {r["NAME"]: r for r in rows}
+        assert {n: (r["VALUE"], r["GLOBAL-DEFAULT"], r["PREEMPTIONPOLICY"])
+                for n, r in by_name.items()} == {
+            "high": ("1000", "true", "PreemptLowerPriority"),
+            "system-cluster-critical": ("2000000000", "false", "PreemptLowerPriority"),
+            "system-node-critical": ("2000001000", "false", "PreemptLowerPriority")}
+    finally:
+        kube.stop()
