@@ -157,8 +157,13 @@ def test_a_job_that_can_never_fit_stays_queued_saying_why(cluster):
     batch = client.BatchV1Api(c.kube.api_client())
     batch.create_namespaced_job("default", indexed_job("wide", 9))  # 9 cores of 8
     batch.create_namespaced_job("default", indexed_job("fat", 1, cpu="3"))  # nodes have 2
-    wait_for(lambda: status(c, "wide").get("reason") and status(c, "fat").get("reason"), 30,
-             what="both FluxJobs saying why")
+    # equal priority: older first, then by name (creationTimestamp has 1 s resolution)
+    order = sorted(("wide", "fat"), key=lambda n: (
+        c.kube.get("jobs.batch", n, "default")["metadata"]["creationTimestamp"], n))
+    # the first pass may have seen one Job alone (position 1): wait for the pass over both
+    wait_for(lambda: status(c, "wide").get("reason") and status(c, "fat").get("reason")
+             and [status(c, n).get("position") for n in order] == [1, 2], 30,
+             what="both FluxJobs saying why, in order")
     # the words pods are told (scheduling_cycle.py, tests/scheduler/binder/test_binder_capacity)
     assert status(c, "wide")["reason"] == (
         "unsatisfiable: the group needs 9 cores in 9 pods but the 4 usable nodes have 8 in "
@@ -167,9 +172,6 @@ def test_a_job_that_can_never_fit_stays_queued_saying_why(cluster):
         "unsatisfiable: a pod needs 3 cores but the largest usable node has 2; will not fit "
         "until the cluster changes")
     assert status(c, "wide")["phase"] == status(c, "fat")["phase"] == "Queued"
-    # equal priority: older first, then by name (creationTimestamp has 1 s resolution)
-    order = sorted(("wide", "fat"), key=lambda n: (
-        c.kube.get("jobs.batch", n, "default")["metadata"]["creationTimestamp"], n))
     assert [status(c, n)["position"] for n in order] == [1, 2]
     assert c.kube.list("pods", "default") == []
     assert c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"] == []
