@@ -157,8 +157,8 @@ def test_priority_order_a_reserved_head_and_backfill_that_never_delays_it(cluste
     c.assert_no_overcommit()
 
     # the blocker ends (long before its walltime): the head starts, no later than its START
+    before_h0 = int(datetime.now().timestamp())  # h0 can be admitted once the pods end
     finish_job(c, "blocker")
-    before_h0 = int(datetime.now().timestamp())
     settle(c, order, {"h0"}, "h0 admitted", set(done))
     after_h0 = int(datetime.now().timestamp()) + 1
     assert after_h0 <= start
