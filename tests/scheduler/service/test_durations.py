@@ -100,3 +100,25 @@ def test_a_jobspec_says_its_duration_itself():
     with pytest.raises(ServiceError) as exc:
         alloc_request({"jobspec": {"version": 1}, "duration": 5})
     assert exc.value.errnum == errno.EINVAL and exc.value.errstr.startswith("duration:")
+
+
+def test_a_long_request_backfills_on_what_the_reservation_does_not_need():
+    clock = Clock()
+    g = LiveGraph(build_R([NodeResources(rank=i, hostname=f"n{i}", cores=list(range(CORES)))
+                           for i in range(NODES)]), clock=clock)
+    held = {(n.rank, c) for n in g.allocate(1, ask(CORES, 1, 100)).nodes for c in n.cores}
+    every = {(r, c) for r in range(NODES) for c in range(CORES)}
+    free_now = every - held  # one node, until EPOCH+100
+    # the head needs more cores than are free now but fewer than all: booked from EPOCH+100
+    need = CORES * NODES - 1
+    head = g.allocate(2, ask(1, need, 50, "allocate_orelse_reserve"))
+    assert (head.status, g.start_time(head.at)) == ("RESERVED", EPOCH + 100)
+    booked = {(n.rank, c) for n in head.nodes for c in n.cores}
+    assert len(booked) == need
+    spare = free_now - booked  # free now, and the head does not need it
+    assert len(spare) == 1
+    # far longer than the head's wait: it fits only on what the head does not need
+    long = g.allocate(3, ask(1, 1, 10_000))
+    assert {(n.rank, c) for n in long.nodes for c in n.cores} == spare
+    with pytest.raises(Busy):  # another would have to take what the head needs
+        g.allocate(4, ask(1, 1, 10_000))
