@@ -85,6 +85,8 @@ TIERS: dict[str, tuple[str, ...]] = {
         "tests/scheduler/binder/test_binder_placement_rules.py::test_a_group_no_node_admits_is_unschedulable_in_kube_schedulers_words",
         "tests/scheduler/binder/test_binder_placement_rules.py::test_node_selector_affinity_and_taints_decide_where_pods_go",
         "tests/scheduler/binder/test_binder_rbac.py",
+        "tests/scheduler/binder/test_fluxjob_limits.py",
+        "tests/scheduler/binder/test_fluxjob_queue.py",
         "tests/scheduler/binder/test_kubectl_operations.py",
         "tests/scheduler/graph/test_graph.py::test_a_big_match_freezes_its_job_state_and_cancel_leaves_nothing_behind",
         "tests/scheduler/graph/test_graph.py::test_matches_make_no_reference_cycles",

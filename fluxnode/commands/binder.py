@@ -43,6 +43,13 @@ log = logging.getLogger("fluxnode.binder")
     show_default=True,
     help="NAMESPACE/NAME of the agents' rank map.",
 )
+@click.option(
+    "--queue-limits",
+    default="fluxnode/fluxnode-queues",
+    show_default=True,
+    help="NAMESPACE/NAME of the ConfigMap of queue limits (key queues.yaml; docs/workloads.md); "
+    "empty: no limits.",
+)
 @click.option("--broker-port", default=8050, show_default=True, type=click.IntRange(1, 65535),
               help="TBON port of rank 0 when the URI comes from --rank-configmap.")
 @click.option(
@@ -141,6 +148,7 @@ def binder(
     kubeconfig,
     uri,
     rank_configmap,
+    queue_limits,
     broker_port,
     curve_cert,
     scheduler_name,
@@ -184,6 +192,9 @@ def binder(
         raise click.ClickException(
             f"--rank-configmap: expected NAMESPACE/NAME, got {rank_configmap!r}"
         )
+    if queue_limits and not _namespaced(queue_limits):
+        raise click.ClickException(
+            f"--queue-limits: expected NAMESPACE/NAME, got {queue_limits!r}")
     if webhook_port is not None and not _namespaced(webhook_secret):
         raise click.ClickException(
             f"--webhook-secret: expected NAMESPACE/NAME, got {webhook_secret!r}")
@@ -200,6 +211,7 @@ def binder(
         scheduler_name=scheduler_name,
         uri=uri,
         rank_configmap=rank_configmap,
+        queue_limits=queue_limits,
         broker_port=broker_port,
         curve_cert=curve_cert,
         policy=policy,

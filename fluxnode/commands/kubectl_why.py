@@ -23,7 +23,8 @@ EVENT_SOURCE = "fluxnode"  # the binder's Events (its scheduler name)
 PHASE_WORDS = {
     "Queued": "waiting in its queue: its Job stays suspended (no pods) until all its pods "
               "fit at once",
-    "Reserved": "at the head of its queue with a reservation: it starts at START",
+    "Reserved": ("at the head of its queue with a reservation: it starts when the resources "
+                 "booked for it free up, by START when one is known"),
     "Admitted": "admitted: its Job runs and fluxnode binds each pod into its allocation",
     "Running": "running: every pod is bound",
     "Finished": "finished: its allocation is given back",

@@ -70,6 +70,8 @@ from fluxnode.testing.kube_field_validation import (
 from fluxnode.testing.kube_job_controller import USER as JOB_CONTROLLER_USER
 from fluxnode.testing.kube_job_controller import JobController
 from fluxnode.testing.kube_list_options import end_of_initial_events, initial_events
+from fluxnode.testing.kube_priority import REF as PRIORITY_REF
+from fluxnode.testing.kube_priority import admit_pod as admit_pod_priority
 from fluxnode.testing.kube_selectors import SelectorError, selector_predicate
 from fluxnode.testing.kube_store import (
     DEFAULT_NAMESPACES,
@@ -936,6 +938,9 @@ class KubeEmulator:
             # aliases can make): the store keeps it, and the response is the stored
             # object, serialized at once (no copy either way)
             owned = "yaml" not in request.headers.get("Content-Type", "")
+            if rt.ref == "pods" and isinstance(body, dict):  # the Priority plugin runs before
+                # MutatingAdmissionWebhook (the server's plugin order, kube_priority.py)
+                admit_pod_priority(body, store.list(PRIORITY_REF)[0])
             configurations = self._webhooks(rt)
             if configurations:
                 body = await self._admitted("CREATE", rt, info, body, None, user, configurations)

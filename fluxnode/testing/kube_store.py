@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluxnode.testing import kube_priority
 from fluxnode.testing.kube_admission import (
     MUTATING_REF,
     VALIDATING_REF,
@@ -279,6 +280,8 @@ class KubeStore:
         self.listeners: list[Callable[[Change], None]] = []
         for ns in namespaces:
             self.create("namespaces", None, {"metadata": {"name": ns}})
+        for obj in kube_priority.system_class_objects():
+            self.create(kube_priority.REF, None, obj)
 
     # -- reading -----------------------------------------------------------------------------
     def resource(self, ref: str) -> ResourceType:
@@ -456,6 +459,9 @@ class KubeStore:
                 if not isinstance(c, dict) or not c.get("image"):
                     causes.append((f"spec.containers[{i}].image", "Required value"))
             causes += scheduling_gate_causes(obj, old)
+        if rt.ref == kube_priority.REF:
+            kube_priority.check_global_default(obj, list(self._objects[rt.ref].values()))
+            causes += kube_priority.class_causes(obj, old)
         if rt.ref == "secrets":
             for key, value in (obj.get("data") or {}).items():
                 try:

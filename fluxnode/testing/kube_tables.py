@@ -343,6 +343,17 @@ def lease_cells(lease: dict, now: datetime.datetime) -> list[Any]:
             age(lease["metadata"].get("creationTimestamp"), now)]
 
 
+# pkg/printers/internalversion/printers.go, priorityClassColumnDefinitions
+PRIORITY_CLASS_COLUMNS = [NAME, _column("Value", "integer"), _column("Global-Default", "boolean"),
+                          AGE, _column("PreemptionPolicy")]
+
+
+def priority_class_cells(klass: dict, now: datetime.datetime) -> list[Any]:
+    return [klass["metadata"]["name"], klass.get("value", 0), bool(klass.get("globalDefault")),
+            age(klass["metadata"].get("creationTimestamp"), now),
+            klass.get("preemptionPolicy") or ""]
+
+
 # CRDs are printed by apiextensions-apiserver with the generic storage's default convertor
 # (apiserver pkg/registry/rest/table.go, defaultTableConvertor): NAME and CREATED AT (RFC 3339)
 CRD_COLUMNS = [NAME, _column("Created At", "date")]
@@ -372,6 +383,7 @@ PRINTERS: dict[str, tuple[list[dict], Callable[[dict, datetime.datetime], list[A
     "namespaces": (NAMESPACE_COLUMNS, namespace_cells),
     "configmaps": (CONFIGMAP_COLUMNS, configmap_cells),
     "leases.coordination.k8s.io": (LEASE_COLUMNS, lease_cells),
+    "priorityclasses.scheduling.k8s.io": (PRIORITY_CLASS_COLUMNS, priority_class_cells),
     "customresourcedefinitions.apiextensions.k8s.io": (CRD_COLUMNS, crd_cells),
     "mutatingwebhookconfigurations.admissionregistration.k8s.io":
         (WEBHOOK_COLUMNS, webhook_configuration_cells),

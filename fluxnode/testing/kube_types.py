@@ -64,6 +64,8 @@ RESOURCES: tuple[ResourceType, ...] = (
     ),
     ResourceType("poddisruptionbudgets", "PodDisruptionBudget", group="policy",
                  subresources=("status",), short_names=("pdb",)),
+    ResourceType("priorityclasses", "PriorityClass", group="scheduling.k8s.io",
+                 namespaced=False, short_names=("pc",)),
     ResourceType("roles", "Role", group="rbac.authorization.k8s.io"),
     ResourceType("rolebindings", "RoleBinding", group="rbac.authorization.k8s.io"),
     ResourceType("clusterroles", "ClusterRole", group="rbac.authorization.k8s.io",

@@ -58,7 +58,13 @@ from fluxnode.scheduler.binder.resource_publisher import ResourcePublisher
 from fluxnode.scheduler.binder.sched_client import SchedClient, SchedUnavailable
 from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
 from fluxnode.scheduler.binder.webhook import Webhook
-from kubernetes.client import BatchV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi
+from kubernetes.client import (
+    BatchV1Api,
+    CoordinationV1Api,
+    CoreV1Api,
+    CustomObjectsApi,
+    SchedulingV1Api,
+)
 
 log = logging.getLogger("fluxnode.binder")
 
@@ -72,6 +78,7 @@ class Binder:
         # quarter of its CPU per call); resolve them once.
         api_client.configuration.proxy = api_client.configuration.proxy
         self.identity = config.identity or f"{socket.gethostname()}-{os.getpid()}"
+        self.api_client = api_client
         self.core = CoreV1Api(api_client)
         self.batch = BatchV1Api(api_client)
         self.coordination = CoordinationV1Api(api_client)
@@ -161,7 +168,24 @@ class Binder:
                 watch_timeout=self.config.watch_timeout,
                 label_selector=QUEUE_LABEL,
             ).start(),
+            # the FluxJob loop's order: the priority a Job's pods will get
+            Informer(
+                "priorityclasses",
+                SchedulingV1Api(self.api_client).list_priority_class,
+                self._enqueue("priorityclass"),
+                watch_timeout=self.config.watch_timeout,
+            ).start(),
         ]
+        if self.config.queue_limits:  # queue_limits.py: one ConfigMap, watched by name
+            namespace, _, name = self.config.queue_limits.partition("/")
+            self.informers.append(Informer(
+                "queue-limits",
+                self.core.list_namespaced_config_map,
+                self._enqueue("limits"),
+                watch_timeout=self.config.watch_timeout,
+                namespace=namespace,
+                field_selector=f"metadata.name={name}",
+            ).start())
         if self.config.http_port is not None:
             self.health = HealthServer(
                 self.config.http_host,
@@ -381,6 +405,10 @@ class Binder:
             self.fluxjobs.apply(item[1], item[2])
         elif what == "podgroup":
             state.regroup(item[1].key_kind, item[2], item[3])
+        elif what == "priorityclass":
+            self.fluxjobs.apply_priority_class(item[1], item[2])
+        elif what == "limits":
+            self.fluxjobs.apply_limits(item[1], item[2])
         elif what == "bound":
             for result in item[1]:
                 self.binding.bound(result)

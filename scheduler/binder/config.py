@@ -15,6 +15,9 @@ class BinderConfig:
     scheduler_name: str = "fluxnode"
     uri: str | None = None  # None: find rank 0 through the agents' rank map (rank_configmap)
     rank_configmap: str = "fluxnode/fluxnode-ranks"
+    # NAMESPACE/NAME of the ConfigMap of queue limits the FluxJob loop watches (queue_limits.py);
+    # empty: no limits
+    queue_limits: str = "fluxnode/fluxnode-queues"
     broker_port: int = 8050
     curve_cert: str | None = None
     policy: str = "first"

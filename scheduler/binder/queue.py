@@ -1,4 +1,5 @@
-"""The order in which pending groups are tried, and who holds the reservation.
+"""The order in which pending groups (and waiting whole workloads) are tried, and who holds
+the reservation.
 
 Kubernetes users expect pod priority to win and, among equals, the oldest to go
 first. A group that cannot run now must not be starved by a stream of smaller
@@ -40,6 +41,13 @@ class QueueKey:
     created: float
     seen: int
     name: str
+
+
+def workload_key(priority: int, created: float, name: str) -> QueueKey:
+    """A whole workload's place in the FluxJob loop's queue: higher priority first, then
+    older first, then the name. No arrival order: a restarted or new leader must find the
+    same order from the objects alone (issue 30, "order by priority, then creation time")."""
+    return QueueKey(-priority, created, 0, name)
 
 
 @dataclass

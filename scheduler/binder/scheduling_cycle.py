@@ -50,6 +50,7 @@ from fluxnode.scheduler.binder.slot_assignment import (
     indexes,
     slots_by_shape,
 )
+from fluxnode.scheduler.binder.walltime import pods_walltime
 from fluxnode.scheduler.jobspec.builder import SlotKind
 
 log = logging.getLogger("fluxnode.binder")
@@ -323,6 +324,9 @@ class SchedulingCycle:
                 "pods": [p.uid for p in pods],
             },
         }
+        duration = pods_walltime(p.raw for p in pods)
+        if duration is not None:
+            payload["duration"] = duration
         return Attempt(group, pods, shapes, names, payload)
 
     def _request(self, batch: list[Attempt]) -> list[dict | RPCError]:
@@ -406,11 +410,13 @@ class SchedulingCycle:
 
     # -- a workload's whole set, before its pods exist ----------------------------------
 
-    def ask_whole(self, key: GroupKey, template: dict, slot: SlotKind, count: int) -> dict | str:
+    def ask_whole(self, key: GroupKey, template: dict, slot: SlotKind, count: int, *,
+                  op: str = "allocate", duration: int | None = None) -> dict | str:
         """One request for all `count` slots of a workload (a FluxJob's Job) before any of its
-        pods exists, on the nodes its pod template may use. Returns the ALLOCATED answer, or
-        why it waits: ``busy: ...`` (may fit later) or ``unsatisfiable: ...`` in the words
-        pods are told."""
+        pods exists, on the nodes its pod template may use, for `duration` seconds (None:
+        until cancelled). Returns the answer (ALLOCATED; RESERVED with `op`
+        allocate_orelse_reserve, its ``start`` when known), or why it waits: ``busy: ...``
+        (may fit later) or ``unsatisfiable: ...`` in the words pods are told."""
         ctx = self.ctx
         candidates = self._candidates(ctx.state.usable_nodes(), set())
         if not candidates.names:
@@ -423,9 +429,11 @@ class SchedulingCycle:
         if not names:
             return f"unsatisfiable: {why_none}; will not fit until the cluster changes"
         payload = {"slots": [replace(slot, count=count).to_wire()], "ranks": ranks,
-                   "policy": ctx.config.policy, "op": "allocate", "with_R": False,
+                   "policy": ctx.config.policy, "op": op, "with_R": False,
                    "labels": {"owner": ctx.owner, "kind": "fluxjob", "group": str(key),
                               "pods": []}}
+        if duration is not None:
+            payload["duration"] = duration
         t0 = time.perf_counter()
         try:
             answer = ctx.sched.rpc("sched.alloc", payload)

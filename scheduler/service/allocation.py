@@ -129,6 +129,9 @@ class Allocation:
     kinds: tuple[SlotKind, ...] | None = None  # a request of slot kinds: the kinds asked
     slots: tuple[SlotShare, ...] | None = None  # ...and where each slot landed
     use_drained: bool = False  # holds what already runs on drained nodes: never "draining"
+    # a reservation's start, seconds since the Unix epoch; None while it waits for something
+    # without an end (live_graph.py HORIZON). Reservations are never journaled.
+    start: int | None = None
     # ranks of `nodes` not held in the graph yet (not joined since a restart, or their part
     # could not be held: logged); held when they join, never handed to anyone else meanwhile
     pending: set[int] = field(default_factory=set)
@@ -158,7 +161,10 @@ class Allocation:
 
     def answer(self) -> dict:
         """The wire form of a sched.alloc / sched.adopt answer."""
-        return {"id": self.id, "status": self.status, "at": self.at, **self.wire()}
+        out = {"id": self.id, "status": self.status, "at": self.at, **self.wire()}
+        if self.status == "RESERVED":
+            out["start"] = self.start
+        return out
 
     def summary(self) -> dict:
         """The wire form sched.list gives (the record without its jobspec)."""

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fluxnode.broker_conf import hostlist, idset
@@ -39,9 +41,13 @@ from fluxnode.scheduler.traversers.dfu import NoMatch, TraverserError
 from fluxnode.scheduler.traversers.dfu import Unsatisfiable as LibUnsatisfiable
 from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 
-# Pods have no known end, but the planner needs finite spans to find the earliest
-# start of a reservation; every allocation runs [0, HORIZON) on a clock that never
-# advances, so a reservation lands at HORIZON (once today's allocations end).
+# The planner's clock is whole seconds since the service's epoch (`LiveGraph.now`). A
+# request with a duration (a Job's spec.activeDeadlineSeconds, sent by the binder) runs
+# [now, now + duration); one without (Fluxion's default: until the graph's end) runs
+# [now, now + HORIZON), i.e. until cancelled, and so does what a replay holds again (the
+# journal keeps no durations). A reservation behind something without an end lands at or
+# past HORIZON: its start is unknown (`LiveGraph.start_time` says None), never a made-up
+# time. Durations are below MAX_DURATION (request.py) so a known start stays below HORIZON.
 HORIZON = 2**31
 RANKS_CACHE = 256  # `ranks` texts remembered (LiveGraph._exclusion)
 
@@ -89,9 +95,14 @@ class LiveGraph:
     """The service graph of R's nodes (see flat_graph) plus a traverser, keyed by service
     allocation ids. R that only grows (brokers join) is added to this graph in place."""
 
-    def __init__(self, R: dict, nodes: list[NodeResources] | None = None):
-        """`nodes` is `parse_R(R)` when the caller has it already (it is parsed otherwise)."""
+    def __init__(self, R: dict, nodes: list[NodeResources] | None = None, *,
+                 epoch: int | None = None, clock: Callable[[], float] = time.time):
+        """`nodes` is `parse_R(R)` when the caller has it already (it is parsed otherwise);
+        `epoch` (whole seconds of `clock`, default now) is when the planner's time 0 is: the
+        service keeps one for all its graphs so a rebuilt graph keeps the same clock."""
         self.R = R
+        self._clock = clock
+        self.epoch = int(clock()) if epoch is None else epoch
         self._nodes = {n.rank: n for n in (parse_R(R) if nodes is None else nodes)}
         self._down: set[int] = set()
         self._drained: set[int] = set()
@@ -178,6 +189,15 @@ class LiveGraph:
         self._unusable = unusable
         self._capacity = None
 
+    def now(self) -> int:
+        """The planner's time now: whole seconds since `epoch`."""
+        return max(0, int(self._clock()) - self.epoch)
+
+    def start_time(self, at: int) -> int | None:
+        """When a reservation at planner time `at` starts, in seconds since the Unix epoch,
+        or None when it waits for something without an end (see HORIZON)."""
+        return None if at >= HORIZON else self.epoch + at
+
     def _part_id(self) -> int:
         part = self._next_part
         self._next_part += 1
@@ -189,7 +209,7 @@ class LiveGraph:
         self._traverser.policy = self._policies[policy]
         part = self._part_id()
         try:
-            return part, self._traverser.match(jobspec, op=op, jobid=part, at=0)
+            return part, self._traverser.match(jobspec, op=op, jobid=part, at=self.now())
         except LibUnsatisfiable as exc:
             raise Unsatisfiable(exc.reason or "the request can never fit these resources") from None
         except NoMatch as exc:
@@ -206,7 +226,8 @@ class LiveGraph:
         policy, op = request.policy, request.op
         if request.kinds is None:
             return self._allocate_jobspec(jobid, request.jobspec, policy, op)
-        kinds = typed_kinds(request.kinds, HORIZON, self._exclusion(request.ranks))
+        kinds = typed_kinds(request.kinds, request.duration or HORIZON,
+                            self._exclusion(request.ranks))
         if len(kinds) > 1:
             return self._allocate_kinds(jobid, kinds[0].spec, kinds, policy, op, {},
                                         request.kinds)

@@ -68,6 +68,7 @@ class SchedService:
         # jobspec.max-bytes|max-depth|max-nodes (SECURITY.md); a bad value fails the load
         self.jobspec_limits = Limits(**sizes(getattr(broker, "attrs", {}) or {}, "jobspec."))
         self.drains = DrainTable(self.journal.drains())
+        self.epoch = int(time.time())  # the planner's time 0 for every graph (live_graph.py)
         self.graph = self._new_graph(broker.resources())
         for alloc in self.journal.entries():
             self.allocations[alloc.id] = alloc
@@ -144,7 +145,7 @@ class SchedService:
                     alloc.pending.discard(node.rank)
 
     def _new_graph(self, R: dict, nodes: list | None = None) -> LiveGraph:
-        graph = LiveGraph(R, nodes)
+        graph = LiveGraph(R, nodes, epoch=self.epoch)
         graph.limits = self.jobspec_limits
         return graph
 
@@ -246,6 +247,8 @@ class SchedService:
         alloc = Allocation(alloc_id, placement.status, placement.at, ask.policy, placement.nodes,
                            ask.labels, time.time(), placement.jobspec, placement.kinds,
                            placement.slots, ask.use_drained)
+        if placement.status == "RESERVED":
+            alloc.start = self.graph.start_time(placement.at)
         self._commit(alloc)
         answer = alloc.answer()
         if ask.with_R:  # the binder reads nodes and slots only: R was an eighth of its CPU

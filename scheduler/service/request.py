@@ -10,6 +10,8 @@ sched.alloc takes one of two forms (docs/developers/interfaces.md):
   {"jobspec": RFC 14 object or YAML/JSON text}
       anything a jobspec says (`fluxnode alloc`)
 plus "policy", "op", "labels", "use_drained", "with_R"; or a batch {"requests": [...]}.
+A request of slots may say its "duration" (whole seconds; none: it lasts until cancelled);
+a reservation's answer then says when it starts (live_graph.py HORIZON).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ MAX_COUNT = 1 << 31  # of anything in a slot kind
 ADOPT_KEYS = {"rank", "hostname", "cores", "gpus", "memory_mib"}
 MAX_IDSET_TEXT = 4096  # characters of one adopted node's cores/gpus idset, or of targets
 IDSET_TEXT = re.compile(r"[\[\]0-9,-]+")  # targets that are ranks, not hostnames
+MAX_DURATION = 1 << 30  # seconds a request may last (live_graph.py HORIZON: a known end)
 MAX_UNIT_ID = 1 << 16  # core/GPU ids adopted on a rank not joined yet are below this
 
 
@@ -52,21 +55,27 @@ class AllocRequest:
     labels: dict = field(default_factory=dict)
     use_drained: bool = False
     with_R: bool = True  # noqa: N815 (R is RFC 20's name)
+    duration: int | None = None  # seconds (slot kinds; a jobspec says its own); None: no end
 
 
 def alloc_request(payload: dict) -> AllocRequest:
     """The typed form of one sched.alloc payload (not a batch)."""
     if ("slots" in payload) == ("jobspec" in payload):
         raise invalid("slots or jobspec: exactly one is required")
-    kinds, ranks, jobspec = None, None, None
+    kinds, ranks, jobspec, duration = None, None, None, None
     if "jobspec" in payload:
         jobspec = payload["jobspec"]
         if not isinstance(jobspec, dict | str):
             raise invalid("jobspec: required (an RFC 14 jobspec object)")
-        if "ranks" in payload:
-            raise invalid("ranks: goes with slots (a jobspec says where in its constraints)")
+        for key in ("ranks", "duration"):
+            if key in payload:
+                raise invalid(f"{key}: goes with slots (a jobspec says it in its own terms)")
     else:
         kinds = slot_kinds(payload["slots"])
+        duration = payload.get("duration")
+        if duration is not None and (not isinstance(duration, int) or isinstance(duration, bool)
+                                     or not 1 <= duration < MAX_DURATION):
+            raise invalid(f"duration: must be whole seconds, 1 to {MAX_DURATION - 1}")
         ranks = payload.get("ranks")
         if ranks is not None and not isinstance(ranks, str):
             raise invalid("ranks: must be an idset string")
@@ -81,7 +90,8 @@ def alloc_request(payload: dict) -> AllocRequest:
         flags[key] = payload.get(key, default)
         if not isinstance(flags[key], bool):
             raise invalid(f"{key}: must be true or false")
-    return AllocRequest(kinds, ranks, jobspec, policy, op, labels(payload), **flags)
+    return AllocRequest(kinds, ranks, jobspec, policy, op, labels(payload), **flags,
+                        duration=duration)
 
 
 def slot_kinds(value: Any) -> tuple[SlotKind, ...]:

@@ -75,9 +75,12 @@ def test_an_indexed_job_starts_only_when_all_its_pods_fit(cluster):
         == "job.batch/sweep created"
     assert c.kube.get("jobs.batch", "sweep", "default")["spec"]["suspend"] is True
     wait_for(lambda: (fluxjob_or_none(c) or {}).get("status", {}).get("reason", "")
-             .startswith("busy"), 30, what="the FluxJob queued, saying why")
+             .startswith("reserved"), 30, what="the FluxJob reserved, saying why")
     record = fluxjob(c)
-    assert record["status"]["phase"] == "Queued"
+    # the head of the queue that does not fit is reserved; the blocker has no walltime
+    # (a bare pod without activeDeadlineSeconds), so no start is known and none is shown
+    assert record["status"]["phase"] == "Reserved"
+    assert "start" not in record["status"]
     assert record["status"]["pods"] == f"0/{PODS}"
     assert record["spec"]["pods"] == PODS and record["spec"]["indexed"] is True
     assert record["metadata"]["ownerReferences"][0]["name"] == "sweep"
@@ -87,14 +90,14 @@ def test_an_indexed_job_starts_only_when_all_its_pods_fit(cluster):
     assert list(row)[:8] == ["NAMESPACE", "NAME", "QUEUE", "PHASE", "PRIORITY", "POSITION",
                              "PODS", "NODES"]
     assert (row["NAME"], row["QUEUE"], row["PHASE"], row["PODS"], row["POSITION"]) == (
-        "sweep", "batch", "Queued", f"0/{PODS}", "1")
-    # worded as a waiting group's pods are told (scheduling_cycle.py _finish)
-    assert row["REASON"] == "busy: not enough free resources now; will retry when resources " \
-        "free up"
+        "sweep", "batch", "Reserved", f"0/{PODS}", "1")
+    assert row["REASON"] == ("reserved: its resources are booked for it, but something "
+                             "holding them has no walltime (spec.activeDeadlineSeconds), so "
+                             "no start time is known")
     # the plugin's queue shows the same record (kubectl fluxnode through the real kubectl)
     [[entry]] = parse_table(plugin(c.kube, "queue", "-A").check().stdout)
     assert entry == {"POSITION": "1", "NAMESPACE/NAME": "default/sweep", "QUEUE": "batch",
-                     "PHASE": "Queued", "PRIORITY": row["PRIORITY"], "PODS": f"0/{PODS}",
+                     "PHASE": "Reserved", "PRIORITY": row["PRIORITY"], "PODS": f"0/{PODS}",
                      "NODES": "-", "START": "-", "REASON": row["REASON"]}
     # free the cluster: the whole set is allocated, the Job resumed, every pod bound
     c.kube.delete("pods", "blocker", "default")
@@ -154,8 +157,13 @@ def test_a_job_that_can_never_fit_stays_queued_saying_why(cluster):
     batch = client.BatchV1Api(c.kube.api_client())
     batch.create_namespaced_job("default", indexed_job("wide", 9))  # 9 cores of 8
     batch.create_namespaced_job("default", indexed_job("fat", 1, cpu="3"))  # nodes have 2
-    wait_for(lambda: status(c, "wide").get("reason") and status(c, "fat").get("reason"), 30,
-             what="both FluxJobs saying why")
+    # equal priority: older first, then by name (creationTimestamp has 1 s resolution)
+    order = sorted(("wide", "fat"), key=lambda n: (
+        c.kube.get("jobs.batch", n, "default")["metadata"]["creationTimestamp"], n))
+    # the first pass may have seen one Job alone (position 1): wait for the pass over both
+    wait_for(lambda: status(c, "wide").get("reason") and status(c, "fat").get("reason")
+             and [status(c, n).get("position") for n in order] == [1, 2], 30,
+             what="both FluxJobs saying why, in order")
     # the words pods are told (scheduling_cycle.py, tests/scheduler/binder/test_binder_capacity)
     assert status(c, "wide")["reason"] == (
         "unsatisfiable: the group needs 9 cores in 9 pods but the 4 usable nodes have 8 in "
@@ -164,7 +172,7 @@ def test_a_job_that_can_never_fit_stays_queued_saying_why(cluster):
         "unsatisfiable: a pod needs 3 cores but the largest usable node has 2; will not fit "
         "until the cluster changes")
     assert status(c, "wide")["phase"] == status(c, "fat")["phase"] == "Queued"
-    assert [s["position"] for s in (status(c, "wide"), status(c, "fat"))] == [1, 2]
+    assert [status(c, n)["position"] for n in order] == [1, 2]
     assert c.kube.list("pods", "default") == []
     assert c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"] == []
 

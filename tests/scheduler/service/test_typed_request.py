@@ -16,9 +16,11 @@ from fluxnode.scheduler.service.slot_kinds import kind_jobspec
 
 
 def graph(n=4, gpus=0):
+    """A graph whose planner clock stands still (twin graphs compared step by step must see
+    the same time; a reservation's start depends on when what it waits for began)."""
     return LiveGraph(build_R([NodeResources(rank=i, hostname=f"sim{i}", cores=list(range(4)),
                                             gpus=list(range(gpus)), memory_mib=4096)
-                              for i in range(n)]))
+                              for i in range(n)]), epoch=0, clock=lambda: 0.0)
 
 
 def typed(kinds, ranks=None, policy="first", op="allocate"):

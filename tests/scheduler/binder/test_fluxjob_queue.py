@@ -1,0 +1,250 @@
+"""The FluxJob queue's order, reservation and backfill end to end (issue 30): real brokers,
+the binder with daemonset/binder.yaml's RBAC, the API emulator's Job controller and
+Priority admission plugin, three PriorityClasses and 20 Jobs.
+
+Oracles from outside the binder: the order is computed here from the declared class values
+and the Jobs' stored creationTimestamps and names; the head's START from the blocker's
+declared activeDeadlineSeconds and the wall-clock bounds of its admission as this test
+observed them; which Jobs may backfill from their declared sizes and walltimes (a Job may
+start beside a reserved head only if it ends before the head's START: the head needs every
+core, so there is nothing it does not need). Admission is read from the Job objects
+(spec.suspend), not from the binder.
+
+Cluster: 4 nodes of 2 cores. A blocker Job B (8 pods, walltime 1000 s) holds every core;
+then 20 Jobs arrive, lowest priority first (a FIFO queue would get them all wrong):
+the high Job H0 needs all 8 cores (the head), the rest need 1 or 2 cores for a short
+walltime S (60 s: ends long before B's) or a long one L (3000 s: after it). Cores come
+free when all pods of an allocation on a node end: B's frees them two at a time, a
+1-pod Job one at a time; every short Job is a 1-pod Job, so which short Jobs run after each
+step does not depend on how the binder's passes group the events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from kubernetes import client
+from support.fluxjob_cluster import (
+    finish_job,
+    fluxjob_cluster,
+    job_pods,
+    priority_class,
+    queued_job,
+    resumed,
+    start_webhook_binder,
+    status,
+)
+from support.kubectl import parse_table, plugin
+
+from fluxnode.testing.waiting import wait_for
+
+CLASSES = {"high": 1000, "mid": 100, "low": 10}
+S, L = 60, 3000  # walltimes, seconds
+B_WALLTIME, H0_WALLTIME = 1000, 100
+NODES, CORES = 4, 2
+# name -> (class, pods, walltime), in the order they are created: lowest priority first
+JOBS = {
+    "l0": ("low", 1, S), "l1": ("low", 2, L), "l2": ("low", 1, S), "l3": ("low", 1, L),
+    "l4": ("low", 1, S), "l5": ("low", 2, L),
+    "m0": ("mid", 1, S), "m1": ("mid", 2, L), "m2": ("mid", 1, L), "m3": ("mid", 1, S),
+    "m4": ("mid", 2, L), "m5": ("mid", 1, S), "m6": ("mid", 1, S),
+    "h0": ("high", NODES * CORES, H0_WALLTIME), "h1": ("high", 2, L), "h2": ("high", 1, S),
+    "h3": ("high", 1, L), "h4": ("high", 1, S), "h5": ("high", 2, L), "h6": ("high", 1, S),
+}
+TIMEOUT = 180
+
+
+def epoch(rfc3339: str) -> int:
+    return int(datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp())
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with fluxjob_cluster(tmp_path, {f"node{i}": CORES for i in range(NODES)}) as c:
+        api = c.kube.api_client()
+        for name, value in CLASSES.items():
+            priority_class(api, name, value)
+        yield c
+
+
+def queue_order(c) -> list[str]:
+    """Priority (the class's declared value) then creationTimestamp then name."""
+    stamps = {n: c.kube.get("jobs.batch", n, "default")["metadata"]["creationTimestamp"]
+              for n in JOBS}
+    return sorted(JOBS, key=lambda n: (-CLASSES[JOBS[n][0]], stamps[n], n))
+
+
+def settled(c, order: list[str], admitted: set[str], done: set[str]) -> bool:
+    """Exactly `admitted` of the 20 run (`done` have finished); the others wait with their
+    place among the waiting as POSITION."""
+    if resumed(c) - {"blocker"} != admitted:
+        return False
+    waiting = [n for n in order if n not in admitted | done]
+    return all(status(c, n).get("position") == i for i, n in enumerate(waiting, 1))
+
+
+def settle(c, order: list[str], admitted: set[str], what: str,
+           done: frozenset[str] | set[str] = frozenset()) -> None:
+    """Wait until `settled`; on a timeout say where every Job stands."""
+    try:
+        wait_for(lambda: settled(c, order, admitted, set(done)), TIMEOUT, what=what)
+    except TimeoutError as exc:
+        seen = {n: (status(c, n).get("phase"), status(c, n).get("position"),
+                    status(c, n).get("reason")) for n in order}
+        raise AssertionError(f"{exc}; resumed {sorted(resumed(c))}; {seen}") from None
+
+
+def test_priority_order_a_reserved_head_and_backfill_that_never_delays_it(cluster):
+    c = cluster
+    batch = client.BatchV1Api(c.kube.api_client())
+    t0 = int(datetime.now().timestamp())
+    batch.create_namespaced_job("default", queued_job(
+        "blocker", NODES * CORES, priority_class="mid", deadline=B_WALLTIME))
+    wait_for(lambda: status(c, "blocker").get("phase") == "Running", TIMEOUT,
+             what="the blocker Running")
+    t1 = int(datetime.now().timestamp()) + 1
+    for name, (klass, pods, walltime) in JOBS.items():
+        batch.create_namespaced_job("default", queued_job(
+            name, pods, priority_class=klass, deadline=walltime))
+    order = queue_order(c)
+    assert order[0] == "h0"  # the declared sizes make it the head: it needs every core
+    short = [n for n in order if JOBS[n][2] == S]
+    assert all(JOBS[n][1] == 1 for n in short)  # the premise of the module's docstring
+
+    # nothing is free: the head is reserved from the blocker's end, the rest wait in order
+    settle(c, order, set(), "20 Jobs waiting in priority order")
+    wait_for(lambda: status(c, "h0").get("phase") == "Reserved", TIMEOUT, what="h0 Reserved")
+    head = status(c, "h0")
+    start = epoch(head["start"])
+    assert t0 + B_WALLTIME <= start <= t1 + B_WALLTIME, (t0, head, t1)
+    assert head["reason"] == (f"reserved: its resources are booked for it from "
+                              f"{head['start']}; Jobs after it may use them only if they end "
+                              "by then")
+    for n in order[1:]:
+        assert status(c, n)["phase"] == "Queued", (n, status(c, n))
+    # the plugin's queue: the same order, the head's START
+    table = plugin(c.kube, "queue").check().stdout
+    rows = parse_table(table)[0]
+    assert [r["NAMESPACE/NAME"] for r in rows[:len(order)]] == [f"default/{n}" for n in order]
+    assert (rows[0]["PHASE"], rows[0]["START"]) == ("Reserved", head["start"])
+    assert {j["metadata"]["labels"]["batch.kubernetes.io/job-name"]
+            for j in c.kube.list("pods", "default")} == {"blocker"}  # none of theirs exists
+    starts = {start}
+
+    # the blocker's nodes come free two cores at a time: the next short Jobs in order take
+    # them (they end before the head's START); long ones, of any priority, wait
+    blocker_nodes = sorted({p["spec"]["nodeName"] for p in job_pods(c, "blocker")})
+    assert len(blocker_nodes) == NODES
+    admitted: list[str] = []
+    for node in blocker_nodes[:-1]:
+        for p in job_pods(c, "blocker"):
+            if p["spec"]["nodeName"] == node:
+                c.finish(p["metadata"]["name"])
+        admitted = short[:len(admitted) + CORES]
+        settle(c, order, set(admitted), f"after {node} came free: {admitted} admitted")
+        starts.add(epoch(status(c, "h0")["start"]))
+    # short Jobs ending free one core each: the next short one in order takes it
+    done: list[str] = []
+    while len(done) < len(short):
+        finish_job(c, admitted[len(done)])
+        done.append(admitted[len(done)])
+        admitted = short[:min(len(short), len(done) + CORES * (NODES - 1))]
+        settle(c, order, set(admitted) - set(done),
+               f"after {done[-1]} ended: {sorted(set(admitted) - set(done))} running", done)
+        assert status(c, "h0")["phase"] == "Reserved"
+        starts.add(epoch(status(c, "h0")["start"]))
+    assert starts == {start}  # the blocker's end decided it all along
+    c.assert_no_overcommit()
+
+    # the blocker ends (long before its walltime): the head starts, no later than its START
+    before_h0 = int(datetime.now().timestamp())  # h0 can be admitted once the pods end
+    finish_job(c, "blocker")
+    settle(c, order, {"h0"}, "h0 admitted", set(done))
+    after_h0 = int(datetime.now().timestamp()) + 1
+    assert after_h0 <= start
+    wait_for(lambda: status(c, "h0").get("phase") == "Running", TIMEOUT, what="h0 Running")
+
+    # the next head waits for h0's walltime: its START says so
+    wait_for(lambda: status(c, "h1").get("phase") == "Reserved", TIMEOUT, what="h1 Reserved")
+    h1_start = epoch(status(c, "h1")["start"])
+    assert before_h0 + H0_WALLTIME <= h1_start <= after_h0 + H0_WALLTIME
+    finish_job(c, "h0")
+    wait_for(lambda: status(c, "h1").get("phase") == "Running", TIMEOUT, what="h1 Running")
+    assert datetime.now().timestamp() <= h1_start
+    c.assert_no_overcommit()
+
+
+def reservations(c) -> list[dict]:
+    """The leader's reservations for FluxJobs (sched.list: the service's own record)."""
+    return [a for a in c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"]
+            if a["status"] == "RESERVED"]
+
+
+def test_a_restarted_binder_cancels_the_held_reservation_keeps_the_order_and_admits_nothing_twice(
+        cluster, tmp_path):
+    c = cluster
+    batch = client.BatchV1Api(c.kube.api_client())
+    batch.create_namespaced_job("default", queued_job(
+        "blocker", 6, priority_class="mid", deadline=B_WALLTIME))  # 2 of 8 cores free
+    wait_for(lambda: status(c, "blocker").get("phase") == "Running", TIMEOUT,
+             what="the blocker Running")
+    mine = {"h0": ("high", NODES * CORES, H0_WALLTIME), "l0": ("low", 1, S),
+            "m1": ("mid", 2, L), "m0": ("mid", 1, S)}
+    for name, (klass, pods, walltime) in mine.items():
+        batch.create_namespaced_job("default", queued_job(
+            name, pods, priority_class=klass, deadline=walltime))
+    stamps = {n: c.kube.get("jobs.batch", n, "default")["metadata"]["creationTimestamp"]
+              for n in mine}
+    order = sorted(mine, key=lambda n: (-CLASSES[mine[n][0]], stamps[n], n))
+    # h0 reserved; of the two free cores, the short Jobs take one each, in order
+    shorts = {n for n in order if mine[n][2] == S}
+    settle(c, order, shorts, "the short Jobs backfilled")
+    wait_for(lambda: status(c, "h0").get("phase") == "Reserved", TIMEOUT, what="h0 Reserved")
+    before = {n: status(c, n) for n in order}
+    wait_for(lambda: all(len(job_pods(c, n)) == mine[n][1] for n in shorts), TIMEOUT,
+             what="the short Jobs' pods")
+    c.wait_bound([p["metadata"]["name"] for n in shorts for p in job_pods(c, n)], TIMEOUT)
+
+    def admissions() -> dict:
+        """Each admitted Job's spec generation (a suspend or resume bumps it) and its pods."""
+        return {n: (c.kube.get("jobs.batch", n, "default")["metadata"]["generation"],
+                    sorted(p["metadata"]["uid"] for p in job_pods(c, n))) for n in shorts}
+
+    admitted = admissions()
+    assert all(len(pods) == 1 for _, pods in admitted.values())
+    allocations = {a["id"] for a in c.inst.rpc(
+        "sched.list", {"labels": {"kind": "fluxjob"}})["allocations"] if a["status"] == "ALLOCATED"}
+
+    [old] = c.binders
+    c.stop_binder(old)
+    # the stopped binder's last reservation is still the leader's: nobody cancelled it
+    [held] = reservations(c)
+    start_webhook_binder(c, tmp_path)
+    # the new leader's binder cancels it (reconcile) and reserves the head again, from the
+    # same walltimes: the same START
+    wait_for(lambda: [r["id"] for r in reservations(c)] not in ([], [held["id"]]), TIMEOUT,
+             what="the held reservation replaced")
+    assert held["id"] not in [a["id"] for a in c.inst.rpc("sched.list", {})["allocations"]]
+    settle(c, order, shorts, "the same Jobs admitted, the others in the same order")
+    assert status(c, "h0")["start"] == before["h0"]["start"]
+    # admitted nothing twice: the admitted Jobs untouched, their allocations the same
+    assert admissions() == admitted
+    assert {a["id"] for a in c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})[
+        "allocations"] if a["status"] == "ALLOCATED"} == allocations
+    c.assert_no_overcommit()
+
+
+def test_a_pods_deadline_is_its_walltime_and_gives_the_head_its_start(cluster):
+    c = cluster
+    deadline = 700
+    t0 = int(datetime.now().timestamp())
+    pod = c.pod("blocker", cpu=str(CORES))  # a whole node, for at most `deadline` seconds
+    pod["spec"]["activeDeadlineSeconds"] = deadline
+    c.kube.create("pods", pod, "default")
+    c.wait_bound(["blocker"], TIMEOUT)
+    t1 = int(datetime.now().timestamp()) + 1
+    client.BatchV1Api(c.kube.api_client()).create_namespaced_job(
+        "default", queued_job("h0", NODES * CORES, priority_class="high"))
+    wait_for(lambda: status(c, "h0").get("start"), TIMEOUT, what="h0 Reserved with a START")
+    assert status(c, "h0")["phase"] == "Reserved"
+    assert t0 + deadline <= epoch(status(c, "h0")["start"]) <= t1 + deadline
