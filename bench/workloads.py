@@ -23,8 +23,10 @@ Measured from the emulator's store (a listener sees every committed write, in or
   service (the broker); the emulator, split into its HTTP server thread, its Job controller
   and its admission threads (the calls to the webhook) - a test double, whose cost a real API
   server and controller manager would carry instead; and the clients creating the Jobs (the
-  load). CPU is counted until every FluxJob says Running and every pod has its Scheduled
-  event (the binder's last writes for a workload).
+  load). The API requests of the burst are counted by verb and resource (every client's:
+  the binder's, the Job controller's and the Jobs' creators'). CPU is counted until every
+  FluxJob says Running and every pod has its Scheduled event (the binder's last writes for
+  a workload).
 
 Pod counts come from a seeded generator (printed); nothing waits a fixed time except for
 py-spy to attach when asked to profile.
@@ -38,19 +40,19 @@ import random
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from binder import cpu_of, cpu_times, py_spy  # noqa: E402  (bench/binder.py)
+from binder import cpu_of, cpu_times  # noqa: E402  (bench/binder.py)
 from kubernetes import client  # noqa: E402
 
 from fluxnode.testing.instance import Instance  # noqa: E402
@@ -124,6 +126,16 @@ def indexed_job(name: str, pods: int) -> dict:
                                 "resources": {"requests": {"cpu": "1", "memory": "64Mi"}}}]}},
         },
     }
+
+
+def py_spy(args: argparse.Namespace, pid: int, out_path: str) -> subprocess.Popen:
+    """py-spy on `pid`: samples of the thread holding the GIL (CPU), or with --py-spy-idle
+    every thread's stack, waiting included (where a thread's wall time goes)."""
+    how = ["--idle", "--threads"] if args.py_spy_idle else ["--gil"]
+    return subprocess.Popen(
+        [args.py_spy_cmd, "record", "--pid", str(pid), "--rate", str(args.py_spy_rate),
+         "--nonblocking", *how, "--format", "raw", "--output", out_path],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def free_port() -> int:
@@ -233,6 +245,7 @@ def run(args: argparse.Namespace) -> dict:
         main_tid = threading.get_native_id()
         emulator_tids = {"server": kube._thread.native_id,
                          "job controller": kube.job_controller._thread.native_id}
+        requests0 = len(kube.requests)
         binder0, broker0, threads0 = cpu_times(binder.pid), cpu_of(broker_pid), thread_cpu()
         for t in threads:
             t.start()
@@ -254,6 +267,7 @@ def run(args: argparse.Namespace) -> dict:
             spy.send_signal(signal.SIGINT)
         for spy in spies:
             spy.wait(60)
+        requests = Counter(f"{r.verb} {r.resource_path}" for r in kube.requests[requests0:])
         spent = {tid: threads1[tid] - threads0.get(tid, 0.0) for tid in threads1}
         # the client threads ended: they are in neither snapshot but counted as they ended
         clients_cpu = sum(client_cpu)
@@ -286,6 +300,7 @@ def run(args: argparse.Namespace) -> dict:
             "admission_ms": 1000 * admission_cpu / n,
             "clients_ms": 1000 * clients_cpu / n, "main_ms": 1000 * main_cpu / n,
             "not_suspended": recorder.not_suspended_at_creation,
+            "requests": dict(requests),
         }
         print(f"{n} Indexed Jobs ({total} pods, {args.pods} each), {args.clients} clients: "
               f"admitted {out['admitted_per_s']:.0f}/s (steady {out['steady_per_s']:.0f}/s); "
@@ -299,6 +314,8 @@ def run(args: argparse.Namespace) -> dict:
               f"(test double: server {out['server_ms']:.2f}, Job controller "
               f"{out['controller_ms']:.2f}, admission calls {out['admission_ms']:.2f}); "
               f"clients {out['clients_ms']:.2f} (load); bench {out['main_ms']:.2f}\n"
+              f"  API requests per workload (every client): "
+              + ", ".join(f"{k} {v / n:.2f}" for k, v in requests.most_common()) + "\n"
               f"  load average after: {os.getloadavg()[0]:.2f}", flush=True)
         if out["not_suspended"]:
             print(f"  WARNING: {out['not_suspended']} Jobs were stored unsuspended (the "
@@ -340,6 +357,9 @@ def main() -> None:
                    "PREFIX-binder.txt)")
     p.add_argument("--py-spy-all", metavar="PREFIX",
                    help="as --py-spy, and the broker and this process (emulator + clients) too")
+    p.add_argument("--py-spy-idle", action="store_true",
+                   help="py-spy samples every thread, waiting included (wall time), not only "
+                   "the one holding the GIL")
     p.add_argument("--py-spy-rate", type=int, default=200, help="py-spy samples per second")
     p.add_argument("--py-spy-cmd", default=str(Path(sys.executable).parent / "py-spy"))
     args = p.parse_args()

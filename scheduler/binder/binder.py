@@ -225,6 +225,10 @@ class Binder:
     def _job_size(self, namespace: str, name: str) -> int | None:
         key = (namespace, name)
         if key not in self._job_sizes:
+            tracked = self.fluxjobs.jobs.get(key)
+            if tracked is not None:  # an opted-in Job: the Job informer has it, no GET
+                self._job_sizes[key] = job_size(tracked.job)
+                return self._job_sizes[key]
             try:
                 self._job_sizes[key] = job_size(
                     kube_raw.call(self.batch.read_namespaced_job, name, namespace)
@@ -331,6 +335,7 @@ class Binder:
                     uid = (obj.get("metadata") or {}).get("uid")
                     self.ctx.reported.pop(uid, None)
                     self.binding.forget(uid)
+            self.fluxjobs.pod(kind, obj)  # the bound pods of each opted-in Job
         elif what == "node":
             kind, obj = item[1], item[2]
             if kind == "SYNC":

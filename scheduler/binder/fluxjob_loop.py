@@ -37,6 +37,7 @@ from fluxnode.agent.kube.api_client import status_message
 from fluxnode.broker_conf import hostlist
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
+from fluxnode.scheduler.binder.fluxjob_writer import FluxJobWriter
 from fluxnode.scheduler.binder.podgroup import JOB_UID_LABELS, GroupKey
 from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
 from kubernetes.client import BatchV1Api, CustomObjectsApi
@@ -53,10 +54,13 @@ class Tracked:
 
     job: dict
     record: FluxJob | None = None
-    created: bool = False  # its FluxJob exists
-    written: dict | None = None  # the status last written
+    created: bool = False  # its FluxJob's create was asked for (fluxjob_writer.py)
+    written: dict | None = None  # the status last asked for
     allocation: int | None = None  # the leader's allocation id while the Job holds one
     unusable: str = ""  # why no FluxJob can be made (reported once)
+    # admitted, running or ended, and its status written as of its Job and its pods: a pass
+    # skips it until one of them changes (a burst runs a pass per handful of events)
+    quiet: bool = False
 
     @property
     def key(self) -> GroupKey:
@@ -90,6 +94,12 @@ class FluxJobLoop:
         self.jobs: dict[tuple[str, str], Tracked] = {}
         self.dirty = False
         self._no_crd_logged = False
+        # Job uid -> pod uid -> node, of its live pods bound to a node (kept from the pod
+        # events, not a scan of every pod per pass), and the Jobs whose pods changed since
+        self._bound: dict[str, dict[str, str]] = {}
+        self._touched: set[str] = set()
+        # records are written by the bind workers, not on the loop thread (fluxjob_writer.py)
+        self.writer = FluxJobWriter(ctx.writer, ctx.pool, self._delete_record, self._no_crd)
 
     # -- events (every replica) -----------------------------------------------------
 
@@ -113,6 +123,40 @@ class FluxJobLoop:
                 self.jobs[key] = Tracked(obj)
             elif not _older(obj, tracked.job):  # not an event from before our own patch
                 tracked.job = obj
+                tracked.quiet = False
+        self.dirty = True
+
+    def pod(self, kind: str, obj) -> None:
+        """A pod informer event: the bound pods of each Job, by the Job's uid."""
+        if kind == "SYNC":
+            self._bound = {}
+            for o in obj:
+                self.pod("MODIFIED", o)
+            for tracked in self.jobs.values():
+                tracked.quiet = False
+            return
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        job = next((labels[k] for k in JOB_UID_LABELS if labels.get(k)), None)
+        if job is None:
+            return
+        uid = meta.get("uid") or ""
+        node = (obj.get("spec") or {}).get("nodeName")
+        pods = self._bound.get(job)
+        if node and kind != "DELETED" and \
+                (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            if pods is None:
+                pods = self._bound[job] = {}
+            if pods.get(uid) == node:
+                return
+            pods[uid] = node
+        elif pods is not None and uid in pods:
+            del pods[uid]
+            if not pods:
+                del self._bound[job]
+        else:
+            return
+        self._touched.add(job)
         self.dirty = True
 
     @staticmethod
@@ -126,31 +170,38 @@ class FluxJobLoop:
         for tracked in self.jobs.values():
             if tracked.allocation not in self.ctx.state.allocations:
                 tracked.allocation = None
+            tracked.quiet = False
         self.dirty = True
 
     # -- the loop's step (leader only) ------------------------------------------------
 
     def run(self) -> None:
+        self.writer.retry()
         if not (self.dirty or self.ctx.state.changed):
             return
         self.dirty = False
-        bound = self._bound_pods()
+        touched, self._touched = self._touched, set()
         position = 0
         for tracked in list(self.jobs.values()):
+            if tracked.quiet and tracked.job["metadata"].get("uid") not in touched:
+                continue
             if tracked.record is None and not self._record(tracked):
                 continue
             ended = _condition(tracked.job)
             if ended is not None:
                 self._release(tracked)
                 self._status(tracked, "Finished" if ended == "Complete" else "Failed")
+                tracked.quiet = True
             elif (tracked.job.get("spec") or {}).get("suspend"):
                 position += 1
                 self._queued(tracked, position)
             else:
-                count, nodes = bound.get(tracked.job["metadata"].get("uid"), (0, set()))
-                phase = "Running" if count >= tracked.record.spec.pods else "Admitted"
-                self._status(tracked, phase, bound=count, nodes=hostlist.encode(sorted(nodes)),
+                pods = self._bound.get(tracked.job["metadata"].get("uid")) or {}
+                phase = "Running" if len(pods) >= tracked.record.spec.pods else "Admitted"
+                self._status(tracked, phase, bound=len(pods),
+                             nodes=hostlist.encode(sorted(set(pods.values()))),
                              allocation=tracked.allocation)
+                tracked.quiet = True
 
     def _queued(self, tracked: Tracked, position: int) -> None:
         """A suspended Job: give back what it holds, or ask for its whole set."""
@@ -195,15 +246,20 @@ class FluxJobLoop:
     def _gone(self, tracked: Tracked) -> None:
         self._release(tracked)
         if tracked.created:
-            meta = tracked.job["metadata"]
-            try:
-                kube_raw.call(self.custom.delete_namespaced_custom_object, GROUP, VERSION,
-                              meta.get("namespace") or "default", PLURAL, meta["name"])
-            except ApiException as exc:
-                if exc.status != 404:
-                    log.warning("cannot delete FluxJob %s/%s: %s", meta.get("namespace"),
-                                meta["name"], status_message(exc))
+            self.writer.delete(self._id(tracked.job))
         self.dirty = True
+
+    def _delete_record(self, namespace: str, name: str) -> None:
+        """(A writer thread.) Delete a FluxJob; ApiException for the writer (404 is fine)."""
+        kube_raw.call(self.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace,
+                      PLURAL, name)
+
+    def _no_crd(self) -> None:
+        """(A writer thread.) A create found no FluxJob CRD: said once."""
+        if not self._no_crd_logged:
+            self._no_crd_logged = True
+            log.warning("the FluxJob CRD is not installed: Jobs are admitted without "
+                        "their records (kubectl apply -k daemonset/workloads/)")
 
     # -- the record -------------------------------------------------------------------
 
@@ -215,21 +271,9 @@ class FluxJobLoop:
                 tracked.unusable = str(exc)
                 log.warning("not queued: %s", exc)
             return False
-        try:
-            kube_raw.call(self.custom.create_namespaced_custom_object, GROUP, VERSION,
-                          tracked.record.namespace, PLURAL, tracked.record.to_object())
-            tracked.created = True
-        except ApiException as exc:
-            if exc.status == 409:
-                tracked.created = True  # ours from before a restart or a takeover
-            elif exc.status == 404:
-                if not self._no_crd_logged:
-                    log.warning("the FluxJob CRD is not installed: Jobs are admitted without "
-                                "their records (kubectl apply -k daemonset/workloads/)")
-                    self._no_crd_logged = True
-            else:
-                log.warning("cannot create FluxJob %s/%s: %s", tracked.record.namespace,
-                            tracked.record.name, status_message(exc))
+        self.writer.create((tracked.record.namespace, tracked.record.name),
+                           tracked.record.to_object())
+        tracked.created = True
         return True
 
     def _status(self, tracked: Tracked, phase: str, *, position: int | None = None,
@@ -242,30 +286,5 @@ class FluxJobLoop:
         body = record.status_patch()
         if not tracked.created or body == tracked.written:
             return
-        # a merge patch: fields now unset are written as null so they go away
-        old = (tracked.written or {}).get("status") or {}
-        patch = {"status": {**{k: None for k in old}, **body["status"]}}
-        try:
-            kube_raw.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION,
-                          record.namespace, PLURAL, record.name, patch)
-            tracked.written = body
-        except ApiException as exc:
-            log.warning("cannot write the status of FluxJob %s/%s: %s", record.namespace,
-                        record.name, status_message(exc))
-            self.dirty = True
-
-    def _bound_pods(self) -> dict[str, tuple[int, set[str]]]:
-        """Job uid -> (its live pods bound to a node, those nodes), from the pod cache."""
-        out: dict[str, tuple[int, set[str]]] = {}
-        if not self.jobs:
-            return out
-        for pod in self.ctx.state.pods.values():
-            if not pod.node or pod.terminal:
-                continue
-            labels = (pod.raw.get("metadata") or {}).get("labels") or {}
-            uid = next((labels[k] for k in JOB_UID_LABELS if labels.get(k)), None)
-            if uid is not None:
-                count, nodes = out.get(uid, (0, set()))
-                nodes.add(pod.node)
-                out[uid] = (count + 1, nodes)
-        return out
+        self.writer.status((record.namespace, record.name), body)  # written by a worker
+        tracked.written = body
