@@ -74,6 +74,8 @@ class Recorder:
         self.pods_of: dict[str, int] = {}  # job uid -> completions
         self.stored: dict[str, float] = {}  # job uid -> first stored (suspended)
         self.unsuspended: dict[str, float] = {}  # job uid -> first seen with suspend false
+        self.pods_created: dict[str, int] = {}  # job uid -> its pods stored
+        self.all_created: dict[str, float] = {}  # job uid -> its last pod stored
         self.bound: set[str] = set()  # pod uids with a nodeName
         self.bound_count: dict[str, int] = {}  # job uid -> its pods bound
         self.all_bound: dict[str, float] = {}  # job uid -> its last pod bound
@@ -97,6 +99,13 @@ class Recorder:
                 self.unsuspended[uid] = now
         elif change.ref == "pods" and change.type != "DELETED":
             uid = meta.get("uid", "")
+            if change.type == "ADDED":
+                owner = next((r.get("uid") for r in meta.get("ownerReferences") or []
+                              if r.get("kind") == "Job"), None)
+                if owner is not None:
+                    count = self.pods_created[owner] = self.pods_created.get(owner, 0) + 1
+                    if count == self.pods_of.get(owner):
+                        self.all_created[owner] = now
             if (obj.get("spec") or {}).get("nodeName") and uid not in self.bound:
                 self.bound.add(uid)
                 owner = next((r.get("uid") for r in meta.get("ownerReferences") or []
@@ -129,9 +138,9 @@ def indexed_job(name: str, pods: int) -> dict:
 
 
 def py_spy(args: argparse.Namespace, pid: int, out_path: str) -> subprocess.Popen:
-    """py-spy on `pid`: samples of the thread holding the GIL (CPU), or with --py-spy-idle
+    """py-spy on `pid`: samples of the threads on a CPU (by thread), or with --py-spy-idle
     every thread's stack, waiting included (where a thread's wall time goes)."""
-    how = ["--idle", "--threads"] if args.py_spy_idle else ["--gil"]
+    how = ["--idle", "--threads"] if args.py_spy_idle else ["--threads"]
     return subprocess.Popen(
         [args.py_spy_cmd, "record", "--pid", str(pid), "--rate", str(args.py_spy_rate),
          "--nonblocking", *how, "--format", "raw", "--output", out_path],
@@ -283,6 +292,10 @@ def run(args: argparse.Namespace) -> dict:
         last_admitted = unsuspended[-1]
         lo, hi = unsuspended[len(jobs) // 10], unsuspended[(9 * len(jobs)) // 10]
         lat = [recorder.all_bound[uids[n]] - created[n] for n in names]
+        # where a Job's time goes: created -> unsuspended -> its pods stored -> all bound
+        steps = [[recorder.unsuspended[uids[n]] - created[n] for n in names],
+                 [recorder.all_created[uids[n]] - recorder.unsuspended[uids[n]] for n in names],
+                 [recorder.all_bound[uids[n]] - recorder.all_created[uids[n]] for n in names]]
         n = args.jobs
         out = {
             "jobs": n, "pods": total,
@@ -292,6 +305,7 @@ def run(args: argparse.Namespace) -> dict:
             "last_bound_s": max(recorder.all_bound[u] for u in jobs) - first,
             "p50_s": quantile(lat, 0.50), "p90_s": quantile(lat, 0.90),
             "p99_s": quantile(lat, 0.99),
+            "steps_p50_s": [quantile(x, 0.5) for x in steps],
             "binder_ms": 1000 * (user + system) / n,
             "binder_user_ms": 1000 * user / n, "binder_system_ms": 1000 * system / n,
             "broker_ms": 1000 * broker_cpu / n,
@@ -307,7 +321,9 @@ def run(args: argparse.Namespace) -> dict:
               f"creation took {out['creation_s']:.2f} s, last Job bound at "
               f"{out['last_bound_s']:.2f} s\n"
               f"  creation -> all pods bound: p50 {out['p50_s']:.3f} s, p90 "
-              f"{out['p90_s']:.3f} s, p99 {out['p99_s']:.3f} s\n"
+              f"{out['p90_s']:.3f} s, p99 {out['p99_s']:.3f} s; p50 of its steps: created -> "
+              f"unsuspended %.3f s, -> its pods stored %.3f s, -> all bound %.3f s\n"
+              % tuple(out["steps_p50_s"]) +
               f"  CPU ms per workload: binder {out['binder_ms']:.2f} (user "
               f"{out['binder_user_ms']:.2f}, system {out['binder_system_ms']:.2f}), scheduler "
               f"service (broker) {out['broker_ms']:.2f}; API emulator {out['emulator_ms']:.2f} "

@@ -93,7 +93,7 @@ class Binder:
         self.scheduling = SchedulingCycle(self.ctx, self.binding)
         self.reconciler = Reconciler(self.ctx, self.binding)
         self.fluxjobs = FluxJobLoop(self.ctx, self.scheduling, self.batch,
-                                    CustomObjectsApi(api_client))
+                                    CustomObjectsApi(api_client), self.inbox.put)
         self.stop_event = threading.Event()
         self.leading = threading.Event()
         self.reconciled = False
@@ -347,3 +347,5 @@ class Binder:
         elif what == "bound":
             for result in item[1]:
                 self.binding.bound(result)
+        elif what == "fluxjob":  # a Job's unsuspension came back (fluxjob_loop.py)
+            self.fluxjobs.resumed(*item[1:])
