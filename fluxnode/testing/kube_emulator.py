@@ -793,12 +793,18 @@ class KubeEmulator:
         except (ValueError, yaml.YAMLError) as exc:
             raise bad_request(f"the request body is not valid JSON: {exc}") from exc
 
-    def _webhooks(self, rt: ResourceType) -> list[dict]:
+    def _webhooks(self, rt: ResourceType, operation: str, subresource: str | None) -> list[dict]:
         """The MutatingWebhookConfigurations that could apply to a write of `rt` (none for
-        the configurations themselves: the API server never calls webhooks on them)."""
+        the configurations themselves: the API server never calls webhooks on them): those
+        with a webhook whose rules name the operation, the resource and the subresource.
+        A write no rule names skips admission, and so the hop to a worker thread that
+        admission takes (most writes: status, events, bindings; bench/workloads.py)."""
         if rt.group == "admissionregistration.k8s.io" or not self.store.count(MUTATING_REF):
             return []  # (the usual case costs no list on each write)
-        return self.store.list(MUTATING_REF)[0]
+        probe = Attributes(operation, rt, subresource or "", "", "", {}, None, "", False)
+        return [c for c in self.store.list(MUTATING_REF)[0]
+                if any(rule_matches(rule, probe) for hook in c.get("webhooks") or []
+                       for rule in hook.get("rules") or [])]
 
     async def _admitted(self, operation: str, rt: ResourceType, info: RequestInfo, obj: dict,
                         old: dict | None, user: str, configurations: list[dict]) -> dict:
@@ -914,7 +920,8 @@ class KubeEmulator:
             if info.subresource in ("binding", "eviction") and any(
                     matches(hook, Attributes("CREATE", rt, info.subresource, info.namespace or "",
                                              info.name or "", body, None, user, dry_run), None)
-                    for c in self._webhooks(rt) for hook in c.get("webhooks") or []):
+                    for c in self._webhooks(rt, "CREATE", info.subresource)
+                    for hook in c.get("webhooks") or []):
                 raise not_emulated(request, f"mutating webhooks on {rt.plural}/{info.subresource}")
             if info.subresource == "binding":
                 result = store.bind(info.namespace, info.name, body)  # type: ignore[arg-type]
@@ -936,7 +943,7 @@ class KubeEmulator:
             # aliases can make): the store keeps it, and the response is the stored
             # object, serialized at once (no copy either way)
             owned = "yaml" not in request.headers.get("Content-Type", "")
-            configurations = self._webhooks(rt)
+            configurations = self._webhooks(rt, "CREATE", info.subresource)
             if configurations:
                 body = await self._admitted("CREATE", rt, info, body, None, user, configurations)
             obj = store.create(info.resource, info.namespace, body, as_client=True,
@@ -945,7 +952,7 @@ class KubeEmulator:
         if info.verb == "update":
             if body is None:
                 raise bad_request("the request body is required")
-            configurations = self._webhooks(rt)
+            configurations = self._webhooks(rt, "UPDATE", info.subresource)
             if configurations:
                 old = store.get(info.resource, info.namespace, info.name)  # type: ignore[arg-type]
                 body = await self._admitted("UPDATE", rt, info, body, old, user, configurations)
@@ -966,7 +973,7 @@ class KubeEmulator:
                     "the body of the request was in an unknown format - accepted media types "
                     f"include: {', '.join(kinds)}",
                 )
-            configurations = self._webhooks(rt)
+            configurations = self._webhooks(rt, "UPDATE", info.subresource)
             if configurations:
                 obj = await self._patch_admitted(rt, info, body, kinds[ctype], user,
                                                  configurations)
