@@ -282,7 +282,8 @@ def run(args: argparse.Namespace) -> dict:
         clients_cpu = sum(client_cpu)
         main_cpu = spent.get(main_tid, 0.0)
         server_cpu = spent.get(emulator_tids["server"], 0.0)
-        controller_cpu = spent.get(emulator_tids["job controller"], 0.0)
+        controller_cpu = sum(spent.get(t, 0.0) for t in
+                             {emulator_tids["job controller"], *kube.job_controller.thread_ids})
         admission_cpu = sum(spent.values()) - clients_cpu - main_cpu - server_cpu \
             - controller_cpu
 
