@@ -18,7 +18,12 @@ creates its pods, the binder binds index i into slot i.
 Measured from the emulator's store (a listener sees every committed write, in order):
 - admitted per second: jobs / (the first Job's creation -> the last Job's unsuspension), and
   the steady rate (between the 10th and the 90th percentile of the unsuspensions);
-- per Job, its client's create call -> all its pods bound: p50, p90, p99;
+  Neither can exceed the rate the clients create Jobs at (printed too: each create waits
+  for the webhook);
+- per Job, its client's create call -> all its pods bound: p50, p90, p99, and the p50 of its
+  steps: created -> unsuspended (the webhook, the FluxJob loop, the allocation: the
+  binder's), -> all its pods stored (the Job controller's: the emulator's), -> all bound
+  (the scheduling and binding cycles: the binder's);
 - CPU seconds (user + system, /proc) per workload of: the binder process; the scheduler
   service (the broker); the emulator, split into its HTTP server thread, its Job controller
   and its admission threads (the calls to the webhook) - a test double, whose cost a real API
@@ -29,7 +34,10 @@ Measured from the emulator's store (a listener sees every committed write, in or
   a workload).
 
 Pod counts come from a seeded generator (printed); nothing waits a fixed time except for
-py-spy to attach when asked to profile.
+py-spy to attach when asked to profile (--py-spy: the binder's threads on a CPU, as folded
+stacks; --py-spy-idle: every thread, waiting included; --py-spy-all: the broker and this
+process too). Results, the machine's load and what was changed for them: docs/binder.md,
+"Whole workloads".
 """
 
 from __future__ import annotations
@@ -283,7 +291,8 @@ def run(args: argparse.Namespace) -> dict:
         main_cpu = spent.get(main_tid, 0.0)
         server_cpu = spent.get(emulator_tids["server"], 0.0)
         controller_cpu = sum(spent.get(t, 0.0) for t in
-                             {emulator_tids["job controller"], *kube.job_controller.thread_ids})
+                             {emulator_tids["job controller"],
+                              *getattr(kube.job_controller, "thread_ids", ())})
         admission_cpu = sum(spent.values()) - clients_cpu - main_cpu - server_cpu \
             - controller_cpu
 
@@ -319,7 +328,8 @@ def run(args: argparse.Namespace) -> dict:
         }
         print(f"{n} Indexed Jobs ({total} pods, {args.pods} each), {args.clients} clients: "
               f"admitted {out['admitted_per_s']:.0f}/s (steady {out['steady_per_s']:.0f}/s); "
-              f"creation took {out['creation_s']:.2f} s, last Job bound at "
+              f"creation took {out['creation_s']:.2f} s ({n / out['creation_s']:.0f}/s), "
+              f"last Job bound at "
               f"{out['last_bound_s']:.2f} s\n"
               f"  creation -> all pods bound: p50 {out['p50_s']:.3f} s, p90 "
               f"{out['p90_s']:.3f} s, p99 {out['p99_s']:.3f} s; p50 of its steps: created -> "
