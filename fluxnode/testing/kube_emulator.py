@@ -75,6 +75,7 @@ from fluxnode.testing.kube_store import (
     DEFAULT_NAMESPACES,
     RETURNS_DELETED_OBJECT,
     ApiError,
+    Change,
     KubeStore,
     ResourceType,
     bad_request,
@@ -190,6 +191,10 @@ class KubeEmulator:
         self.service_endpoints: dict[tuple[str, str], tuple[str, int]] = {}
         self._job_controller_wanted = job_controller
         self.job_controller: JobController | None = None
+        # the store's MutatingWebhookConfigurations until one of them changes (cleared by a
+        # listener on the store `_listening`)
+        self._mutating: list[dict] | None = None
+        self._listening: KubeStore | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -802,9 +807,27 @@ class KubeEmulator:
         if rt.group == "admissionregistration.k8s.io" or not self.store.count(MUTATING_REF):
             return []  # (the usual case costs no list on each write)
         probe = Attributes(operation, rt, subresource or "", "", "", {}, None, "", False)
-        return [c for c in self.store.list(MUTATING_REF)[0]
+        return [c for c in self._mutating_configurations()
                 if any(rule_matches(rule, probe) for hook in c.get("webhooks") or []
                        for rule in hook.get("rules") or [])]
+
+    def _mutating_configurations(self) -> list[dict]:
+        """The stored MutatingWebhookConfigurations, listed (copied) again only after one of
+        them changed: a copy per write was a tenth of the server's CPU in a burst. Callers
+        only read them."""
+        store = self.store  # (a bench may swap the store before starting)
+        if self._listening is not store:
+            store.listeners.append(self._mutating_changed)
+            self._listening, self._mutating = store, None
+        cached = self._mutating
+        if cached is None:
+            with store.lock:  # (the listener clears it under the same lock)
+                cached = self._mutating = store.list(MUTATING_REF)[0]
+        return cached
+
+    def _mutating_changed(self, change: Change) -> None:
+        if change.ref == MUTATING_REF:
+            self._mutating = None
 
     async def _admitted(self, operation: str, rt: ResourceType, info: RequestInfo, obj: dict,
                         old: dict | None, user: str, configurations: list[dict]) -> dict:
