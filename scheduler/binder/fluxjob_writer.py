@@ -49,6 +49,7 @@ class _Record:
     recreate: dict | None = None  # a Job of the same name came back: created after the delete
     absent: bool = False  # its create found no CRD: nothing more is written
     busy: bool = False  # a worker is writing it
+    sending: str = ""  # the write a worker is making now ("create", "status", "delete")
     failed: bool = False  # the last write failed: `retry` submits it again
 
 
@@ -93,8 +94,9 @@ class FluxJobWriter:
             if record.delete:  # being deleted: a create asked since is dropped
                 record.recreate, record.status = None, None
                 return
-            if record.create is not None and not record.busy:
-                del self._records[key]  # never created: nothing to delete
+            if record.create is not None and record.sending != "create":
+                del self._records[key]  # never sent: nothing to create, nothing to delete
+                record.create, record.status = None, None
                 return
             record.delete, record.status = True, None
         self._kick(key, record)
@@ -131,13 +133,14 @@ class FluxJobWriter:
                     record.status = None
                     record.busy = False
                     return
-                written = record.written
+                written, record.sending = record.written, op
             try:
                 done = self._write(key, op, body, written)
             except Exception as exc:  # never lose the record: the loop retries it
                 log.warning("cannot write FluxJob %s/%s (%s): %s", *key, op, exc)
                 done = False
             with self._lock:
+                record.sending = ""
                 if op == "create":
                     record.create = None
                     if done is None:  # no CRD
