@@ -38,6 +38,7 @@ from __future__ import annotations
 import base64
 import json
 import ssl
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -215,30 +216,63 @@ def _endpoint(hook: dict, timeout: int,
     return address[0], address[1], server, path, url
 
 
-def call(hook: dict, review: dict,
-         services: dict[tuple[str, str], tuple[str, int]]) -> dict:
-    """POST the AdmissionReview to the webhook; its ``response``, or CallFailed."""
-    timeout = int(hook.get("timeoutSeconds") or DEFAULT_TIMEOUT)
-    host, port, server, path, url = _endpoint(hook, timeout, services)
-    context = ssl.create_default_context()
-    bundle = (hook.get("clientConfig") or {}).get("caBundle")
+# The API server keeps a client per webhook (its TLS configuration built once) with
+# keep-alive connections; so does the emulator: one pool per endpoint and caBundle, kept
+# across calls. A context and a TLS handshake per call cost ~25 ms of the emulator's CPU
+# per object (bench/workloads.py), and the webhook's server as much again.
+_POOLS: dict[tuple[str, int, str, str, int], urllib3.HTTPSConnectionPool] = {}
+_POOLS_LOCK = threading.Lock()
+_POOLS_KEPT = 32  # endpoints kept (the oldest closed past it: tests come and go)
+_POOL_CONNECTIONS = 8  # kept per endpoint; more are opened when needed, then dropped
+
+
+def _pool(host: str, port: int, server: str, bundle: str, timeout: int,
+          url: str) -> urllib3.HTTPSConnectionPool:
+    key = (host, port, server, bundle, timeout)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is not None:
+            return pool
     if bundle:
         try:
             context = ssl.create_default_context(cadata=base64.b64decode(bundle).decode())
         except (ValueError, ssl.SSLError) as exc:
             raise CallFailed(f'Post "{url}": unable to load root certificates: {exc}') from None
+    else:
+        context = ssl.create_default_context()
     pool = urllib3.HTTPSConnectionPool(host, port, ssl_context=context, server_hostname=server,
                                        assert_hostname=server, retries=False,
+                                       maxsize=_POOL_CONNECTIONS, block=False,
                                        timeout=urllib3.Timeout(total=timeout))
+    with _POOLS_LOCK:
+        kept = _POOLS.setdefault(key, pool)
+        while len(_POOLS) > _POOLS_KEPT:
+            _POOLS.pop(next(iter(_POOLS))).close()
+    if kept is not pool:
+        pool.close()
+    return kept
+
+
+def call(hook: dict, review: dict,
+         services: dict[tuple[str, str], tuple[str, int]]) -> dict:
+    """POST the AdmissionReview to the webhook; its ``response``, or CallFailed."""
+    timeout = int(hook.get("timeoutSeconds") or DEFAULT_TIMEOUT)
+    host, port, server, path, url = _endpoint(hook, timeout, services)
+    bundle = (hook.get("clientConfig") or {}).get("caBundle") or ""
+    pool = _pool(host, port, server, bundle, timeout, url)
+    body = json.dumps(review).encode()
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
     try:
-        reply = pool.request("POST", path, body=json.dumps(review).encode(),
-                             headers={"Content-Type": "application/json",
-                                      "Accept": "application/json"})
+        try:
+            reply = pool.request("POST", path, body=body, headers=headers)
+        except urllib3.exceptions.ProtocolError:
+            # a kept connection the server closed as it was taken (its idle timeout, a
+            # restart): asked once more on a new connection, as Go's transport retries a
+            # request that a reused connection lost before any answer
+            reply = pool.request("POST", path, body=body, headers=headers)
     except urllib3.exceptions.HTTPError as exc:
         reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
         raise CallFailed(f'Post "{url}": {reason}') from None
-    finally:
-        pool.close()
     if reply.status != 200:
         raise CallFailed(f"the server responded with the status code {reply.status} (not 200)")
     try:

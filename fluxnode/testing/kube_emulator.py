@@ -77,6 +77,7 @@ from fluxnode.testing.kube_store import (
     DEFAULT_NAMESPACES,
     RETURNS_DELETED_OBJECT,
     ApiError,
+    Change,
     KubeStore,
     ResourceType,
     bad_request,
@@ -192,6 +193,10 @@ class KubeEmulator:
         self.service_endpoints: dict[tuple[str, str], tuple[str, int]] = {}
         self._job_controller_wanted = job_controller
         self.job_controller: JobController | None = None
+        # the store's MutatingWebhookConfigurations until one of them changes (cleared by a
+        # listener on the store `_listening`)
+        self._mutating: list[dict] | None = None
+        self._listening: KubeStore | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -795,12 +800,36 @@ class KubeEmulator:
         except (ValueError, yaml.YAMLError) as exc:
             raise bad_request(f"the request body is not valid JSON: {exc}") from exc
 
-    def _webhooks(self, rt: ResourceType) -> list[dict]:
+    def _webhooks(self, rt: ResourceType, operation: str, subresource: str | None) -> list[dict]:
         """The MutatingWebhookConfigurations that could apply to a write of `rt` (none for
-        the configurations themselves: the API server never calls webhooks on them)."""
+        the configurations themselves: the API server never calls webhooks on them): those
+        with a webhook whose rules name the operation, the resource and the subresource.
+        A write no rule names skips admission, and so the hop to a worker thread that
+        admission takes (most writes: status, events, bindings; bench/workloads.py)."""
         if rt.group == "admissionregistration.k8s.io" or not self.store.count(MUTATING_REF):
             return []  # (the usual case costs no list on each write)
-        return self.store.list(MUTATING_REF)[0]
+        probe = Attributes(operation, rt, subresource or "", "", "", {}, None, "", False)
+        return [c for c in self._mutating_configurations()
+                if any(rule_matches(rule, probe) for hook in c.get("webhooks") or []
+                       for rule in hook.get("rules") or [])]
+
+    def _mutating_configurations(self) -> list[dict]:
+        """The stored MutatingWebhookConfigurations, listed (copied) again only after one of
+        them changed: a copy per write was a tenth of the server's CPU in a burst. Callers
+        only read them."""
+        store = self.store  # (a bench may swap the store before starting)
+        if self._listening is not store:
+            store.listeners.append(self._mutating_changed)
+            self._listening, self._mutating = store, None
+        cached = self._mutating
+        if cached is None:
+            with store.lock:  # (the listener clears it under the same lock)
+                cached = self._mutating = store.list(MUTATING_REF)[0]
+        return cached
+
+    def _mutating_changed(self, change: Change) -> None:
+        if change.ref == MUTATING_REF:
+            self._mutating = None
 
     async def _admitted(self, operation: str, rt: ResourceType, info: RequestInfo, obj: dict,
                         old: dict | None, user: str, configurations: list[dict]) -> dict:
@@ -916,7 +945,8 @@ class KubeEmulator:
             if info.subresource in ("binding", "eviction") and any(
                     matches(hook, Attributes("CREATE", rt, info.subresource, info.namespace or "",
                                              info.name or "", body, None, user, dry_run), None)
-                    for c in self._webhooks(rt) for hook in c.get("webhooks") or []):
+                    for c in self._webhooks(rt, "CREATE", info.subresource)
+                    for hook in c.get("webhooks") or []):
                 raise not_emulated(request, f"mutating webhooks on {rt.plural}/{info.subresource}")
             if info.subresource == "binding":
                 result = store.bind(info.namespace, info.name, body)  # type: ignore[arg-type]
@@ -941,7 +971,7 @@ class KubeEmulator:
             if rt.ref == "pods" and isinstance(body, dict):  # the Priority plugin runs before
                 # MutatingAdmissionWebhook (the server's plugin order, kube_priority.py)
                 admit_pod_priority(body, store.list(PRIORITY_REF)[0])
-            configurations = self._webhooks(rt)
+            configurations = self._webhooks(rt, "CREATE", info.subresource)
             if configurations:
                 body = await self._admitted("CREATE", rt, info, body, None, user, configurations)
             obj = store.create(info.resource, info.namespace, body, as_client=True,
@@ -950,7 +980,7 @@ class KubeEmulator:
         if info.verb == "update":
             if body is None:
                 raise bad_request("the request body is required")
-            configurations = self._webhooks(rt)
+            configurations = self._webhooks(rt, "UPDATE", info.subresource)
             if configurations:
                 old = store.get(info.resource, info.namespace, info.name)  # type: ignore[arg-type]
                 body = await self._admitted("UPDATE", rt, info, body, old, user, configurations)
@@ -971,7 +1001,7 @@ class KubeEmulator:
                     "the body of the request was in an unknown format - accepted media types "
                     f"include: {', '.join(kinds)}",
                 )
-            configurations = self._webhooks(rt)
+            configurations = self._webhooks(rt, "UPDATE", info.subresource)
             if configurations:
                 obj = await self._patch_admitted(rt, info, body, kinds[ctype], user,
                                                  configurations)

@@ -38,8 +38,10 @@ Foreground (kubectl's ``delete job`` sends Background).
 from __future__ import annotations
 
 import datetime
+import json
 import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fluxnode.testing.kube_store import Change, KubeStore
@@ -51,6 +53,14 @@ INDEX = "batch.kubernetes.io/job-completion-index"
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _read(response: Any) -> dict:
+    """The JSON body of a raw answer (``_preload_content=False``); its connection kept."""
+    try:
+        return json.loads(response.data)
+    finally:
+        response.release_conn()
 
 
 def _owner(pod: dict) -> tuple[str, str] | None:
@@ -102,9 +112,24 @@ class JobController:
         self.errors: list[str] = []  # what a sync could not do (a test may assert it is empty)
         # deleted Jobs whose pods the garbage collector's part still has to handle
         self._collections: queue.Queue[tuple[dict, str]] = queue.Queue()
+        # controller uid -> (namespace, name) of the pods it controls, kept by `_noticed`
+        # under the store's lock: a sync reads its Job's few pods instead of copying every
+        # pod of the namespace (a burst of 1,000 Jobs synced each Job ~5 times over
+        # thousands of pods: the emulator's largest cost in bench/workloads.py)
+        self._owned: dict[str, set[tuple[str, str]]] = {}
+        # kube-controller-manager syncs 5 Jobs at once (--concurrent-job-syncs) and creates
+        # a Job's pods in parallel batches: one by one, each create waiting for the
+        # admission webhook, the emulator's controller was what held up a burst of Jobs
+        # (bench/workloads.py). Their threads' native ids: for a bench's CPU accounting.
+        self.thread_ids: set[int] = set()
+        self._syncs = ThreadPoolExecutor(5, "job-sync", initializer=self._note_thread)
+        self._creates = ThreadPoolExecutor(16, "job-pods", initializer=self._note_thread)
 
     def start(self) -> JobController:
-        self.store.listeners.append(self._noticed)
+        with self.store.lock:  # the pods there are now, then every change (same lock)
+            for pod in self.store.list("pods")[0]:
+                self._own(pod, None)
+            self.store.listeners.append(self._noticed)
         for job in self.store.list("jobs.batch")[0]:
             self._queue.put((job["metadata"]["namespace"], job["metadata"]["name"]))
         self._thread.start()
@@ -115,18 +140,56 @@ class JobController:
             self.store.listeners.remove(self._noticed)
         self._queue.put(None)
         self._thread.join(10)
+        self._syncs.shutdown(wait=False, cancel_futures=True)
+        self._creates.shutdown(wait=False, cancel_futures=True)
+
+    def _note_thread(self) -> None:
+        self.thread_ids.add(threading.get_native_id())
 
     def _noticed(self, change: Change) -> None:
         if change.ref == "jobs.batch":
             meta = change.obj["metadata"]
             self._queue.put((meta.get("namespace", ""), meta["name"]))
         elif change.ref == "pods":
+            if change.type == "DELETED":
+                self._own(None, change.prev or change.obj)
+            else:
+                self._own(change.obj, change.prev)
             owner = _owner(change.obj)
             if owner is not None:
                 self._queue.put((change.obj["metadata"].get("namespace", ""), owner[0]))
 
+    def _own(self, pod: dict | None, prev: dict | None) -> None:
+        """Keep `_owned` in step with one pod's write (`pod` None: deleted)."""
+        for obj, add in ((prev, False), (pod, True)):
+            owner = _owner(obj) if obj is not None else None
+            if owner is None:
+                continue
+            key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+            if add:
+                self._owned.setdefault(owner[1], set()).add(key)
+            else:
+                keys = self._owned.get(owner[1])
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self._owned[owner[1]]
+
+    def _pods_of(self, uid: str) -> list[dict]:
+        """Copies of the pods the Job `uid` controls, in name order (as a list gives them)."""
+        with self.store.lock:
+            keys = sorted(self._owned.get(uid, ()))
+            out = []
+            for namespace, name in keys:
+                try:
+                    pod = self.store.get("pods", namespace, name)
+                except ApiError:
+                    continue
+                if (_owner(pod) or ("", ""))[1] == uid:
+                    out.append(pod)
+            return out
+
     def _run(self) -> None:
-        from kubernetes.client.exceptions import ApiException
 
         while True:
             key = self._queue.get()
@@ -144,15 +207,21 @@ class JobController:
                     self._collect(job, policy)
                 except Exception as exc:  # noqa: BLE001 (kept for the test to see)
                     self.errors.append(f"collecting {job['metadata']['name']}: {exc!r}")
-            for namespace, name in sorted(pending):
-                try:
-                    self.sync(namespace, name)
-                except ApiException as exc:
-                    if exc.status in (404, 409):  # gone, or changed: the change re-queues it
-                        continue
-                    self.errors.append(f"{namespace}/{name}: {exc.status} {exc.body}")
-                except Exception as exc:  # noqa: BLE001 (kept for the test to see)
-                    self.errors.append(f"{namespace}/{name}: {exc!r}")
+            # distinct Jobs synced at once, as --concurrent-job-syncs workers do
+            list(self._syncs.map(self._sync_one, sorted(pending)))
+
+    def _sync_one(self, key: tuple[str, str]) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        namespace, name = key
+        try:
+            self.sync(namespace, name)
+        except ApiException as exc:
+            if exc.status in (404, 409):  # gone, or changed: the change re-queues it
+                return
+            self.errors.append(f"{namespace}/{name}: {exc.status} {exc.body}")
+        except Exception as exc:  # noqa: BLE001 (kept for the test to see)
+            self.errors.append(f"{namespace}/{name}: {exc!r}")
 
     # -- syncJob -------------------------------------------------------------------------
     def sync(self, namespace: str, name: str) -> None:
@@ -163,7 +232,7 @@ class JobController:
         if _true(job, "Complete") or _true(job, "Failed"):
             return
         uid = job["metadata"]["uid"]
-        pods = [p for p in self.store.list("pods", namespace)[0] if _owner(p) == (name, uid)]
+        pods = [p for p in self._pods_of(uid) if _owner(p) == (name, uid)]
         spec = job.get("spec") or {}
         terminal = ("Succeeded", "Failed")
         phase = [(p, (p.get("status") or {}).get("phase")) for p in pods]
@@ -237,8 +306,8 @@ class JobController:
         if not conditions:
             del status["conditions"]
         if status != (job.get("status") or {}):
-            self.batch.replace_namespaced_job_status(name, namespace, {
-                **job, "status": status})
+            _read(self.batch.replace_namespaced_job_status(name, namespace, {
+                **job, "status": status}, _preload_content=False))
 
     def collect(self, job: dict, policy: str) -> None:
         """A Job was deleted through the API with this propagation policy: its pods are
@@ -252,8 +321,7 @@ class JobController:
         takes the Job's ownerReference off them, ``Background`` and ``Foreground`` delete them
         (here both after the Job is gone)."""
         uid = job["metadata"]["uid"]
-        pods = [p for p in self.store.list("pods", job["metadata"]["namespace"])[0]
-                if (_owner(p) or ("", ""))[1] == uid]
+        pods = self._pods_of(uid)
         if policy != "Orphan":
             self._delete(pods)
             return
@@ -293,9 +361,29 @@ class JobController:
             if completions is None and succeeded:
                 want = 0
             new = [None] * max(0, want - len(active))
-        made = [self.core.create_namespaced_pod(job["metadata"]["namespace"],
-                                                self._pod(job, index)) for index in new]
-        return active + [self.core.api_client.sanitize_for_serialization(p) for p in made]
+        # the answers read as JSON, as the controller's informer has them: the client's
+        # model objects cost more of the emulator's CPU than the write itself
+        return active + self._create(job["metadata"]["namespace"],
+                                     [self._pod(job, index) for index in new])
+
+    def _create(self, namespace: str, pods: list[dict]) -> list[dict]:
+        """Create `pods` as controller_utils.go's slowStartBatch does: batches of 1, 2, 4, ...
+        each sent at once; the first failure stops it (raised once its batch is done)."""
+        made: list[dict] = []
+        size, start = 1, 0
+        while start < len(pods):
+            batch = pods[start:start + size]
+            futures = [self._creates.submit(self._create_one, namespace, p) for p in batch]
+            errors = [f.exception() for f in futures]
+            made += [f.result() for f, e in zip(futures, errors, strict=True) if e is None]
+            failed = next((e for e in errors if e is not None), None)
+            if failed is not None:
+                raise failed
+            start, size = start + len(batch), size * 2
+        return made
+
+    def _create_one(self, namespace: str, pod: dict) -> dict:
+        return _read(self.core.create_namespaced_pod(namespace, pod, _preload_content=False))
 
     @staticmethod
     def _pod(job: dict, index: int | None) -> dict:

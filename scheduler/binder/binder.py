@@ -113,7 +113,7 @@ class Binder:
         self.scheduling = SchedulingCycle(self.ctx, self.binding)
         self.reconciler = Reconciler(self.ctx, self.binding)
         self.fluxjobs = FluxJobLoop(self.ctx, self.scheduling, self.batch,
-                                    CustomObjectsApi(api_client))
+                                    CustomObjectsApi(api_client), self.inbox.put)
         self.group_records = PodGroupRecords(self.ctx, self.members,
                                              CustomObjectsApi(api_client))
         self.resources: ResourcePublisher | None = None
@@ -281,6 +281,10 @@ class Binder:
     def _job_size(self, namespace: str, name: str) -> int | None:
         key = (namespace, name)
         if key not in self._job_sizes:
+            tracked = self.fluxjobs.jobs.get(key)
+            if tracked is not None:  # an opted-in Job: the Job informer has it, no GET
+                self._job_sizes[key] = job_size(tracked.job)
+                return self._job_sizes[key]
             try:
                 self._job_sizes[key] = job_size(
                     kube_raw.call(self.batch.read_namespaced_job, name, namespace)
@@ -395,6 +399,7 @@ class Binder:
                     uid = (obj.get("metadata") or {}).get("uid")
                     self.ctx.reported.pop(uid, None)
                     self.binding.forget(uid)
+            self.fluxjobs.pod(kind, obj)  # the bound pods of each opted-in Job
         elif what == "node":
             kind, obj = item[1], item[2]
             if kind == "SYNC":
@@ -412,3 +417,5 @@ class Binder:
         elif what == "bound":
             for result in item[1]:
                 self.binding.bound(result)
+        elif what == "fluxjob":  # a Job's unsuspension came back (fluxjob_loop.py)
+            self.fluxjobs.resumed(*item[1:])

@@ -48,6 +48,7 @@ missing (logged once).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -56,6 +57,7 @@ from fluxnode.agent.kube.api_client import status_message
 from fluxnode.broker_conf import hostlist
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
+from fluxnode.scheduler.binder.fluxjob_writer import FluxJobWriter
 from fluxnode.scheduler.binder.podgroup import JOB_UID_LABELS, GroupKey
 from fluxnode.scheduler.binder.queue import creation_time, workload_key
 from fluxnode.scheduler.binder.queue_limits import Ask, QueueLimits, QueueLimitsError
@@ -75,10 +77,14 @@ class Tracked:
 
     job: dict
     record: FluxJob | None = None
-    created: bool = False  # its FluxJob exists
-    written: dict | None = None  # the status last written
+    created: bool = False  # its FluxJob's create was asked for (fluxjob_writer.py)
+    written: dict | None = None  # the status last asked for
     allocation: int | None = None  # the leader's allocation id while the Job holds one
     unusable: str = ""  # why no FluxJob can be made (reported once)
+    # admitted, running or ended, and its status written as of its Job and its pods: a pass
+    # skips it until one of them changes (a burst runs a pass per handful of events)
+    quiet: bool = False
+    resuming: bool = False  # allocated, its unsuspension in flight (a worker's; `resumed`)
 
     @property
     def key(self) -> GroupKey:
@@ -118,8 +124,9 @@ def _older(new: dict, old: dict) -> bool:
 
 class FluxJobLoop:
     def __init__(self, ctx: BinderContext, scheduling: SchedulingCycle, batch: BatchV1Api,
-                 custom: CustomObjectsApi):
+                 custom: CustomObjectsApi, post: Callable[[tuple], None]):
         self.ctx, self.scheduling = ctx, scheduling
+        self.post = post  # hands a worker's outcome to the loop (the binder's inbox)
         self.batch, self.custom = batch, custom
         self.jobs: dict[tuple[str, str], Tracked] = {}
         self.dirty = False
@@ -127,6 +134,12 @@ class FluxJobLoop:
         self.priority_classes: dict[str, dict] = {}  # name -> PriorityClass (the informer's)
         self.limits = QueueLimits()
         self.reservation: int | None = None  # the head's reservation made this pass
+        # Job uid -> pod uid -> node, of its live pods bound to a node (kept from the pod
+        # events, not a scan of every pod per pass), and the Jobs whose pods changed since
+        self._bound: dict[str, dict[str, str]] = {}
+        self._touched: set[str] = set()
+        # records are written by the bind workers, not on the loop thread (fluxjob_writer.py)
+        self.writer = FluxJobWriter(ctx.writer, ctx.pool, self._delete_record, self._no_crd)
 
     # -- events (every replica) -----------------------------------------------------
 
@@ -150,6 +163,40 @@ class FluxJobLoop:
                 self.jobs[key] = Tracked(obj)
             elif not _older(obj, tracked.job):  # not an event from before our own patch
                 tracked.job = obj
+                tracked.quiet = False
+        self.dirty = True
+
+    def pod(self, kind: str, obj) -> None:
+        """A pod informer event: the bound pods of each Job, by the Job's uid."""
+        if kind == "SYNC":
+            self._bound = {}
+            for o in obj:
+                self.pod("MODIFIED", o)
+            for tracked in self.jobs.values():
+                tracked.quiet = False
+            return
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        job = next((labels[k] for k in JOB_UID_LABELS if labels.get(k)), None)
+        if job is None:
+            return
+        uid = meta.get("uid") or ""
+        node = (obj.get("spec") or {}).get("nodeName")
+        pods = self._bound.get(job)
+        if node and kind != "DELETED" and \
+                (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            if pods is None:
+                pods = self._bound[job] = {}
+            if pods.get(uid) == node:
+                return
+            pods[uid] = node
+        elif pods is not None and uid in pods:
+            del pods[uid]
+            if not pods:
+                del self._bound[job]
+        else:
+            return
+        self._touched.add(job)
         self.dirty = True
 
     def apply_priority_class(self, kind: str, obj) -> None:
@@ -188,39 +235,57 @@ class FluxJobLoop:
         for tracked in self.jobs.values():
             if tracked.allocation not in self.ctx.state.allocations:
                 tracked.allocation = None
+            tracked.quiet = False
         self.dirty = True
 
     # -- the loop's step (leader only) ------------------------------------------------
 
     def run(self) -> None:
+        self.writer.retry()
         if not (self.dirty or self.ctx.state.changed):
             return
         self.dirty = False
         if self.reservation is not None:  # made again below, for this pass's head
             self.ctx.cancel(self.reservation, None)
             self.reservation = None
-        bound = self._bound_pods()
+        touched, self._touched = self._touched, set()
         waiting: list[Tracked] = []
         used: dict[str, Ask] = {}  # queue -> what its admitted Jobs hold
         for tracked in list(self.jobs.values()):
+            if tracked.quiet and tracked.job["metadata"].get("uid") not in touched:
+                if tracked.record is not None and _condition(tracked.job) is None \
+                        and not (tracked.job.get("spec") or {}).get("suspend"):
+                    self._holds(tracked, used)  # settled, but still counted against its queue
+                continue
             if tracked.record is None and not self._record(tracked):
                 continue
+            if tracked.resuming:
+                self._holds(tracked, used)  # allocated: counted against its queue
+                continue  # still suspended until its patch lands: `resumed` goes on
             ended = _condition(tracked.job)
             if ended is not None:
                 self._release(tracked)
                 self._status(tracked, "Finished" if ended == "Complete" else "Failed")
+                tracked.quiet = True
             elif (tracked.job.get("spec") or {}).get("suspend"):
                 waiting.append(tracked)
             else:
-                queue = tracked.record.spec.queue
-                used[queue] = used.get(queue, Ask()) + _ask(tracked.record)
-                count, nodes = bound.get(tracked.job["metadata"].get("uid"), (0, set()))
-                phase = "Running" if count >= tracked.record.spec.pods else "Admitted"
-                self._status(tracked, phase, bound=count, nodes=hostlist.encode(sorted(nodes)),
+                self._holds(tracked, used)
+                pods = self._bound.get(tracked.job["metadata"].get("uid")) or {}
+                phase = "Running" if len(pods) >= tracked.record.spec.pods else "Admitted"
+                self._status(tracked, phase, bound=len(pods),
+                             nodes=hostlist.encode(sorted(set(pods.values()))),
                              allocation=tracked.allocation)
+                tracked.quiet = True
         waiting.sort(key=self._order)
         for position, tracked in enumerate(waiting, 1):
             self._queued(tracked, position, used)
+
+    @staticmethod
+    def _holds(tracked: Tracked, used: dict[str, Ask]) -> None:
+        """Count what an admitted Job holds against its queue's limit."""
+        queue = tracked.record.spec.queue
+        used[queue] = used.get(queue, Ask()) + _ask(tracked.record)
 
     @staticmethod
     def _order(tracked: Tracked):
@@ -265,20 +330,46 @@ class FluxJobLoop:
                              f"{rfc3339(start)}; Jobs after it may use them only if they end "
                              "by then")
             return
-        try:
-            # the Job as patched: the loop must not take it for suspended again before the
-            # informer brings the patch back
-            tracked.job = kube_raw.call(self.batch.patch_namespaced_job,
-                                        tracked.job["metadata"]["name"], key.namespace,
-                                        {"spec": {"suspend": False}}) or tracked.job
-        except ApiException as exc:
-            ctx.cancel(answer["id"], None)
-            self._status(tracked, "Queued", position=position,
-                         reason=f"cannot resume the Job: {status_message(exc)}")
-            return
         used[spec.queue] = used.get(spec.queue, Ask()) + ask
+        # Held from now on. The patch that resumes the Job is a bind worker's: on the loop it
+        # was a round trip per Job that held up every other decision (bench/workloads.py:
+        # ~30% of the loop's time at 500 Jobs); the outcome comes back through `resumed`.
         ctx.held[key] = answer
-        tracked.allocation = answer["id"]
+        tracked.allocation, tracked.resuming = answer["id"], True
+        ctx.pool.submit(self._resume, tracked, tracked.job["metadata"]["name"], key.namespace,
+                        answer)
+
+    def _resume(self, tracked: Tracked, name: str, namespace: str, answer: dict) -> None:
+        """(A bind worker.) Patch the Job's ``spec.suspend`` to false; the outcome goes to
+        the loop."""
+        job, error = None, None
+        try:
+            job = kube_raw.call(self.batch.patch_namespaced_job, name, namespace,
+                                {"spec": {"suspend": False}})
+        except ApiException as exc:
+            error = status_message(exc)
+        except Exception as exc:  # no answer: the loop must still hear of it
+            error = f"{type(exc).__name__}: {exc}"
+        self.post(("fluxjob", tracked, job, error, answer))
+
+    def resumed(self, tracked: Tracked, job: dict | None, error: str | None,
+                answer: dict) -> None:
+        """(The loop.) A Job's unsuspension came back: Admitted, or its allocation given
+        back and the Job Queued again (asked anew on the next pass)."""
+        tracked.resuming = False
+        self.dirty = True
+        if self.jobs.get(self._id(tracked.job)) is not tracked or \
+                tracked.allocation != answer["id"]:
+            return  # gone, replaced, or its allocation dropped meanwhile (reconcile)
+        key = tracked.key
+        if error is not None:
+            self._release(tracked)
+            self._status(tracked, "Queued", reason=f"cannot resume the Job: {error}")
+            return
+        # the Job as patched: the loop must not take it for suspended again before the
+        # informer brings the patch back
+        if job is not None and not _older(job, tracked.job):
+            tracked.job = job
         nodes = hostlist.encode(sorted({n["hostname"] for n in answer.get("nodes") or []}))
         log.info("admitted Job %s/%s: allocation %d on %s", key.namespace,
                  tracked.job["metadata"]["name"], answer["id"], nodes)
@@ -294,15 +385,20 @@ class FluxJobLoop:
     def _gone(self, tracked: Tracked) -> None:
         self._release(tracked)
         if tracked.created:
-            meta = tracked.job["metadata"]
-            try:
-                kube_raw.call(self.custom.delete_namespaced_custom_object, GROUP, VERSION,
-                              meta.get("namespace") or "default", PLURAL, meta["name"])
-            except ApiException as exc:
-                if exc.status != 404:
-                    log.warning("cannot delete FluxJob %s/%s: %s", meta.get("namespace"),
-                                meta["name"], status_message(exc))
+            self.writer.delete(self._id(tracked.job))
         self.dirty = True
+
+    def _delete_record(self, namespace: str, name: str) -> None:
+        """(A writer thread.) Delete a FluxJob; ApiException for the writer (404 is fine)."""
+        kube_raw.call(self.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace,
+                      PLURAL, name)
+
+    def _no_crd(self) -> None:
+        """(A writer thread.) A create found no FluxJob CRD: said once."""
+        if not self._no_crd_logged:
+            self._no_crd_logged = True
+            log.warning("the FluxJob CRD is not installed: Jobs are admitted without "
+                        "their records (kubectl apply -k daemonset/workloads/)")
 
     # -- the record -------------------------------------------------------------------
 
@@ -315,21 +411,9 @@ class FluxJobLoop:
                 tracked.unusable = str(exc)
                 log.warning("not queued: %s", exc)
             return False
-        try:
-            kube_raw.call(self.custom.create_namespaced_custom_object, GROUP, VERSION,
-                          tracked.record.namespace, PLURAL, tracked.record.to_object())
-            tracked.created = True
-        except ApiException as exc:
-            if exc.status == 409:
-                tracked.created = True  # ours from before a restart or a takeover
-            elif exc.status == 404:
-                if not self._no_crd_logged:
-                    log.warning("the FluxJob CRD is not installed: Jobs are admitted without "
-                                "their records (kubectl apply -k daemonset/workloads/)")
-                    self._no_crd_logged = True
-            else:
-                log.warning("cannot create FluxJob %s/%s: %s", tracked.record.namespace,
-                            tracked.record.name, status_message(exc))
+        self.writer.create((tracked.record.namespace, tracked.record.name),
+                           tracked.record.to_object())
+        tracked.created = True
         return True
 
     def _status(self, tracked: Tracked, phase: str, *, position: int | None = None,
@@ -343,30 +427,5 @@ class FluxJobLoop:
         body = record.status_patch()
         if not tracked.created or body == tracked.written:
             return
-        # a merge patch: fields now unset are written as null so they go away
-        old = (tracked.written or {}).get("status") or {}
-        patch = {"status": {**{k: None for k in old}, **body["status"]}}
-        try:
-            kube_raw.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION,
-                          record.namespace, PLURAL, record.name, patch)
-            tracked.written = body
-        except ApiException as exc:
-            log.warning("cannot write the status of FluxJob %s/%s: %s", record.namespace,
-                        record.name, status_message(exc))
-            self.dirty = True
-
-    def _bound_pods(self) -> dict[str, tuple[int, set[str]]]:
-        """Job uid -> (its live pods bound to a node, those nodes), from the pod cache."""
-        out: dict[str, tuple[int, set[str]]] = {}
-        if not self.jobs:
-            return out
-        for pod in self.ctx.state.pods.values():
-            if not pod.node or pod.terminal:
-                continue
-            labels = (pod.raw.get("metadata") or {}).get("labels") or {}
-            uid = next((labels[k] for k in JOB_UID_LABELS if labels.get(k)), None)
-            if uid is not None:
-                count, nodes = out.get(uid, (0, set()))
-                nodes.add(pod.node)
-                out[uid] = (count + 1, nodes)
-        return out
+        self.writer.status((record.namespace, record.name), body)  # written by a worker
+        tracked.written = body

@@ -1,0 +1,403 @@
+"""Whole workloads admitted per second: Indexed Jobs from creation to every pod bound (issue 30).
+
+Run: .venv/bin/python bench/workloads.py [--jobs 1000] [--pods 2-4] [--clients 4]
+     [--nodes 500] [--cores 8] [--seed 1] [--py-spy PREFIX | --py-spy-all PREFIX]
+
+Issue 30's targets: at least 200 workloads/s admitted, creation to bound p50 under 1 s.
+
+Setup, everything real but the cluster's nodes: the Kubernetes API emulator in this process
+with its Job controller and daemonset/workloads/ applied (the FluxJob CRD and the mutating
+webhook configuration, whose webhook it calls over HTTPS); a real 1-broker instance whose
+scheduler service sees --nodes simulated nodes of --cores cores (bench/binder_sim_nodes.py);
+`fluxnode binder` as its own process serving the webhook (its own CA, its caBundle written
+into the configuration). --clients threads create the Jobs with the official client
+(BatchV1Api), each on its own connection, in a burst: the webhook stores each suspended, the
+binder records its FluxJob, allocates its whole set and unsuspends it, the Job controller
+creates its pods, the binder binds index i into slot i.
+
+Measured from the emulator's store (a listener sees every committed write, in order):
+- admitted per second: jobs / (the first Job's creation -> the last Job's unsuspension), and
+  the steady rate (between the 10th and the 90th percentile of the unsuspensions);
+  Neither can exceed the rate the clients create Jobs at (printed too: each create waits
+  for the webhook);
+- per Job, its client's create call -> all its pods bound: p50, p90, p99, and the p50 of its
+  steps: created -> unsuspended (the webhook, the FluxJob loop, the allocation: the
+  binder's), -> all its pods stored (the Job controller's: the emulator's), -> all bound
+  (the scheduling and binding cycles: the binder's);
+- CPU seconds (user + system, /proc) per workload of: the binder process; the scheduler
+  service (the broker); the emulator, split into its HTTP server thread, its Job controller
+  and its admission threads (the calls to the webhook) - a test double, whose cost a real API
+  server and controller manager would carry instead; and the clients creating the Jobs (the
+  load). The API requests of the burst are counted by verb and resource (every client's:
+  the binder's, the Job controller's and the Jobs' creators'). CPU is counted until every
+  FluxJob says Running and every pod has its Scheduled event (the binder's last writes for
+  a workload).
+
+Pod counts come from a seeded generator (printed); nothing waits a fixed time except for
+py-spy to attach when asked to profile (--py-spy: the binder's threads on a CPU, as folded
+stacks; --py-spy-idle: every thread, waiting included; --py-spy-all: the broker and this
+process too). Results, the machine's load and what was changed for them: docs/binder.md,
+"Whole workloads".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+from binder import cpu_of, cpu_times  # noqa: E402  (bench/binder.py)
+from kubernetes import client  # noqa: E402
+
+from fluxnode.testing.instance import Instance  # noqa: E402
+from fluxnode.testing.kube_emulator import KubeEmulator  # noqa: E402
+from fluxnode.testing.kube_store import Change  # noqa: E402
+from fluxnode.testing.waiting import wait_for  # noqa: E402
+
+WORKLOADS = ROOT / "daemonset" / "workloads"
+CONFIG = "mutatingwebhookconfigurations.admissionregistration.k8s.io"
+FLUXJOBS = "fluxjobs.fluxnode.io"
+NAMESPACE = "default"
+
+
+class Recorder:
+    """When each Job was stored, unsuspended and had all its pods bound, from the store's
+    listener (called under the store's lock on the emulator's threads: it only notes)."""
+
+    def __init__(self) -> None:
+        self.pods_of: dict[str, int] = {}  # job uid -> completions
+        self.stored: dict[str, float] = {}  # job uid -> first stored (suspended)
+        self.unsuspended: dict[str, float] = {}  # job uid -> first seen with suspend false
+        self.pods_created: dict[str, int] = {}  # job uid -> its pods stored
+        self.all_created: dict[str, float] = {}  # job uid -> its last pod stored
+        self.bound: set[str] = set()  # pod uids with a nodeName
+        self.bound_count: dict[str, int] = {}  # job uid -> its pods bound
+        self.all_bound: dict[str, float] = {}  # job uid -> its last pod bound
+        self.running: set[str] = set()  # FluxJob names whose status says Running
+        self.scheduled_events = 0
+        self.not_suspended_at_creation = 0
+
+    def __call__(self, change: Change) -> None:
+        now = time.monotonic()
+        obj = change.obj
+        meta = obj.get("metadata") or {}
+        if change.ref == "jobs.batch" and change.type != "DELETED":
+            uid = meta.get("uid", "")
+            suspended = (obj.get("spec") or {}).get("suspend")
+            if change.type == "ADDED":
+                self.stored[uid] = now
+                self.pods_of[uid] = int((obj.get("spec") or {}).get("completions") or 1)
+                if not suspended:
+                    self.not_suspended_at_creation += 1
+            if not suspended and uid not in self.unsuspended:
+                self.unsuspended[uid] = now
+        elif change.ref == "pods" and change.type != "DELETED":
+            uid = meta.get("uid", "")
+            if change.type == "ADDED":
+                owner = next((r.get("uid") for r in meta.get("ownerReferences") or []
+                              if r.get("kind") == "Job"), None)
+                if owner is not None:
+                    count = self.pods_created[owner] = self.pods_created.get(owner, 0) + 1
+                    if count == self.pods_of.get(owner):
+                        self.all_created[owner] = now
+            if (obj.get("spec") or {}).get("nodeName") and uid not in self.bound:
+                self.bound.add(uid)
+                owner = next((r.get("uid") for r in meta.get("ownerReferences") or []
+                              if r.get("kind") == "Job"), None)
+                if owner is not None:
+                    count = self.bound_count[owner] = self.bound_count.get(owner, 0) + 1
+                    if count == self.pods_of.get(owner):
+                        self.all_bound[owner] = now
+        elif change.ref == FLUXJOBS and change.type != "DELETED":
+            if (obj.get("status") or {}).get("phase") == "Running":
+                self.running.add(meta.get("name", ""))
+        elif change.ref == "events" and change.type == "ADDED":
+            if obj.get("reason") == "Scheduled":
+                self.scheduled_events += 1
+
+
+def indexed_job(name: str, pods: int) -> dict:
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "labels": {"fluxnode.io/queue": "batch"}},
+        "spec": {
+            "completionMode": "Indexed", "completions": pods, "parallelism": pods,
+            "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "worker", "image": "busybox:1.36",
+                                "command": ["sh", "-c", "true"],
+                                "resources": {"requests": {"cpu": "1", "memory": "64Mi"}}}]}},
+        },
+    }
+
+
+def py_spy(args: argparse.Namespace, pid: int, out_path: str) -> subprocess.Popen:
+    """py-spy on `pid`: samples of the threads on a CPU (by thread), or with --py-spy-idle
+    every thread's stack, waiting included (where a thread's wall time goes)."""
+    how = ["--idle", "--threads"] if args.py_spy_idle else ["--threads"]
+    return subprocess.Popen(
+        [args.py_spy_cmd, "record", "--pid", str(pid), "--rate", str(args.py_spy_rate),
+         "--nonblocking", *how, "--format", "raw", "--output", out_path],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def thread_cpu() -> dict[int, float]:
+    """CPU seconds of every thread of this process, by native id."""
+    out = {}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            out[int(task)] = cpu_of(os.getpid(), int(task))
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return out
+
+
+def quantile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def parse_pods(text: str) -> tuple[int, int]:
+    low, _, high = text.partition("-")
+    return int(low), int(high or low)
+
+
+def run(args: argparse.Namespace) -> dict:
+    rng = random.Random(args.seed)
+    low, high = parse_pods(args.pods)
+    sizes = [rng.randint(low, high) for _ in range(args.jobs)]
+    tmp = Path(tempfile.mkdtemp(prefix="bench-workloads-"))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT / "bench"), os.environ.get("PYTHONPATH", "")])
+    os.environ["FLUXNODE_BENCH_NODES"] = str(args.nodes)
+    os.environ["FLUXNODE_BENCH_CORES"] = str(args.cores)
+    kube = KubeEmulator(namespaces=("default", "kube-system", "fluxnode"),
+                        job_controller=True).start()
+    recorder = Recorder()
+    kube.store.listeners.append(recorder)
+    inst = Instance(size=1, modules="binder_sim_nodes").start()
+    broker_pid = inst.pids[0]
+    binder = None
+    binder_log = open(tmp / "binder.log", "wb")
+    finished = False
+    try:
+        api = kube.api_client()
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(
+            yaml.safe_load((WORKLOADS / "fluxjob-crd.yaml").read_text()))
+        client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(
+            yaml.safe_load((WORKLOADS / "webhook.yaml").read_text()))
+        for i in range(args.nodes):
+            kube.add_node(f"sim{i}", cpu=str(args.cores), memory="64Gi")
+        port = free_port()
+        kube.service_endpoints[("fluxnode", "fluxnode-webhook")] = ("127.0.0.1", port)
+        binder = subprocess.Popen(
+            [sys.executable, "-m", "fluxnode", "binder",
+             "--kubeconfig", str(kube.kubeconfig_path), "--uri", inst.tcp_uri(0),
+             "--curve-cert", inst.cert_path, "--no-leader-elect", "--http-port", "0",
+             "--webhook-port", str(port), "--webhook-host", "127.0.0.1",
+             "--webhook-cert-dir", str(tmp / "certs"), "--log-level", args.binder_log_level],
+            stderr=binder_log)
+        wait_for(lambda: all(h["clientConfig"].get("caBundle")
+                             for h in kube.get(CONFIG, "fluxnode")["webhooks"]),
+                 60, what="the webhook's caBundle set by the binder")
+        batch = client.BatchV1Api(api)
+        # warm up: one Job through the whole path (a webhook call, an allocation, bindings),
+        # so the binder's start and its first connections are not counted
+        warm = batch.create_namespaced_job(NAMESPACE, indexed_job("warmup", 2)).metadata.uid
+        wait_for(lambda: warm in recorder.all_bound and "warmup" in recorder.running, 120,
+                 interval=0.05, what="the warm-up Job bound and Running")
+        wait_for(lambda: recorder.scheduled_events >= 2, 60, interval=0.05,
+                 what="the warm-up pods' Scheduled events")
+        events0 = recorder.scheduled_events
+
+        clients = [client.BatchV1Api(kube.api_client()) for _ in range(args.clients)]
+        for c in clients:  # each client's connection opened before the burst
+            c.list_namespaced_job(NAMESPACE, limit=1, _preload_content=False)
+        names = [f"w{i:05d}" for i in range(args.jobs)]
+        created: dict[str, float] = {}  # job name -> its create call started
+        uids: dict[str, str] = {}
+        lock = threading.Lock()
+        client_cpu: list[float] = []  # each client thread's CPU seconds, taken as it ends
+
+        def submit(api: client.BatchV1Api, mine: list[int]) -> None:
+            for i in mine:
+                start = time.monotonic()
+                job = api.create_namespaced_job(NAMESPACE, indexed_job(names[i], sizes[i]))
+                with lock:
+                    created[names[i]], uids[names[i]] = start, job.metadata.uid
+            with lock:
+                client_cpu.append(time.thread_time())
+
+        spies = []
+        if args.py_spy or args.py_spy_all:
+            prefix = args.py_spy or args.py_spy_all
+            spies.append(py_spy(args, binder.pid, f"{prefix}-binder.txt"))
+            if args.py_spy_all:
+                spies.append(py_spy(args, broker_pid, f"{prefix}-broker.txt"))
+                spies.append(py_spy(args, os.getpid(), f"{prefix}-emulator.txt"))
+            time.sleep(1.0)  # let py-spy attach before the burst (bench only, not a test)
+        threads = [threading.Thread(target=submit, args=(c, list(range(k, args.jobs,
+                                                                      args.clients))))
+                   for k, c in enumerate(clients)]
+        main_tid = threading.get_native_id()
+        emulator_tids = {"server": kube._thread.native_id,
+                         "job controller": kube.job_controller._thread.native_id}
+        requests0 = len(kube.requests)
+        binder0, broker0, threads0 = cpu_times(binder.pid), cpu_of(broker_pid), thread_cpu()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        last_created = time.monotonic()
+        total = sum(sizes)
+
+        def done() -> bool:
+            return (len(recorder.running) >= args.jobs + 1
+                    and recorder.scheduled_events - events0 >= total)
+
+        wait_for(done, args.timeout, interval=0.05,
+                 what=f"{args.jobs} FluxJobs Running and {total} Scheduled events")
+        user, system = (b - a for a, b in zip(binder0, cpu_times(binder.pid), strict=True))
+        broker_cpu = cpu_of(broker_pid) - broker0
+        threads1 = thread_cpu()
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)
+        for spy in spies:
+            spy.wait(60)
+        requests = Counter(f"{r.verb} {r.resource_path}" for r in kube.requests[requests0:])
+        spent = {tid: threads1[tid] - threads0.get(tid, 0.0) for tid in threads1}
+        # the client threads ended: they are in neither snapshot but counted as they ended
+        clients_cpu = sum(client_cpu)
+        main_cpu = spent.get(main_tid, 0.0)
+        server_cpu = spent.get(emulator_tids["server"], 0.0)
+        controller_cpu = sum(spent.get(t, 0.0) for t in
+                             {emulator_tids["job controller"],
+                              *getattr(kube.job_controller, "thread_ids", ())})
+        admission_cpu = sum(spent.values()) - clients_cpu - main_cpu - server_cpu \
+            - controller_cpu
+
+        jobs = [uids[n] for n in names]
+        first = min(created.values())
+        unsuspended = sorted(recorder.unsuspended[u] for u in jobs)
+        last_admitted = unsuspended[-1]
+        lo, hi = unsuspended[len(jobs) // 10], unsuspended[(9 * len(jobs)) // 10]
+        lat = [recorder.all_bound[uids[n]] - created[n] for n in names]
+        # where a Job's time goes: created -> unsuspended -> its pods stored -> all bound
+        steps = [[recorder.unsuspended[uids[n]] - created[n] for n in names],
+                 [recorder.all_created[uids[n]] - recorder.unsuspended[uids[n]] for n in names],
+                 [recorder.all_bound[uids[n]] - recorder.all_created[uids[n]] for n in names]]
+        n = args.jobs
+        out = {
+            "jobs": n, "pods": total,
+            "admitted_per_s": n / (last_admitted - first),
+            "steady_per_s": (9 * n // 10 - n // 10) / (hi - lo) if hi > lo else float("inf"),
+            "creation_s": last_created - first,
+            "last_bound_s": max(recorder.all_bound[u] for u in jobs) - first,
+            "p50_s": quantile(lat, 0.50), "p90_s": quantile(lat, 0.90),
+            "p99_s": quantile(lat, 0.99),
+            "steps_p50_s": [quantile(x, 0.5) for x in steps],
+            "binder_ms": 1000 * (user + system) / n,
+            "binder_user_ms": 1000 * user / n, "binder_system_ms": 1000 * system / n,
+            "broker_ms": 1000 * broker_cpu / n,
+            "emulator_ms": 1000 * (server_cpu + controller_cpu + admission_cpu) / n,
+            "server_ms": 1000 * server_cpu / n, "controller_ms": 1000 * controller_cpu / n,
+            "admission_ms": 1000 * admission_cpu / n,
+            "clients_ms": 1000 * clients_cpu / n, "main_ms": 1000 * main_cpu / n,
+            "not_suspended": recorder.not_suspended_at_creation,
+            "requests": dict(requests),
+        }
+        print(f"{n} Indexed Jobs ({total} pods, {args.pods} each), {args.clients} clients: "
+              f"admitted {out['admitted_per_s']:.0f}/s (steady {out['steady_per_s']:.0f}/s); "
+              f"creation took {out['creation_s']:.2f} s ({n / out['creation_s']:.0f}/s), "
+              f"last Job bound at "
+              f"{out['last_bound_s']:.2f} s\n"
+              f"  creation -> all pods bound: p50 {out['p50_s']:.3f} s, p90 "
+              f"{out['p90_s']:.3f} s, p99 {out['p99_s']:.3f} s; p50 of its steps: created -> "
+              f"unsuspended %.3f s, -> its pods stored %.3f s, -> all bound %.3f s\n"
+              % tuple(out["steps_p50_s"]) +
+              f"  CPU ms per workload: binder {out['binder_ms']:.2f} (user "
+              f"{out['binder_user_ms']:.2f}, system {out['binder_system_ms']:.2f}), scheduler "
+              f"service (broker) {out['broker_ms']:.2f}; API emulator {out['emulator_ms']:.2f} "
+              f"(test double: server {out['server_ms']:.2f}, Job controller "
+              f"{out['controller_ms']:.2f}, admission calls {out['admission_ms']:.2f}); "
+              f"clients {out['clients_ms']:.2f} (load); bench {out['main_ms']:.2f}\n"
+              f"  API requests per workload (every client): "
+              + ", ".join(f"{k} {v / n:.2f}" for k, v in requests.most_common()) + "\n"
+              f"  load average after: {os.getloadavg()[0]:.2f}", flush=True)
+        if out["not_suspended"]:
+            print(f"  WARNING: {out['not_suspended']} Jobs were stored unsuspended (the "
+                  "webhook did not suspend them)", flush=True)
+        finished = True
+        return out
+    finally:
+        if binder is not None:
+            binder.terminate()
+            try:
+                binder.wait(15)
+            except subprocess.TimeoutExpired:
+                binder.kill()
+                binder.wait()
+        inst.stop()
+        kube.stop()
+        binder_log.close()
+        if finished:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:  # keep the binder's log of a failed run for the reader
+            print(f"binder log kept in {tmp / 'binder.log'}", file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=1000, help="Indexed Jobs in the burst")
+    p.add_argument("--pods", default="2-4",
+                   help="pods per Job: N, or LOW-HIGH drawn per Job from the seeded generator")
+    p.add_argument("--clients", type=int, default=4,
+                   help="concurrent clients creating the Jobs (one connection each)")
+    p.add_argument("--nodes", type=int, default=500, help="simulated nodes")
+    p.add_argument("--cores", type=int, default=8, help="cores per simulated node")
+    p.add_argument("--seed", type=int, default=1, help="seed of the pod counts")
+    p.add_argument("--repeat", type=int, default=1, help="runs, each on a fresh setup")
+    p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--binder-log-level", default="warning")
+    p.add_argument("--py-spy", metavar="PREFIX",
+                   help="profile the binder with py-spy during the burst (raw folded stacks in "
+                   "PREFIX-binder.txt)")
+    p.add_argument("--py-spy-all", metavar="PREFIX",
+                   help="as --py-spy, and the broker and this process (emulator + clients) too")
+    p.add_argument("--py-spy-idle", action="store_true",
+                   help="py-spy samples every thread, waiting included (wall time), not only "
+                   "the one holding the GIL")
+    p.add_argument("--py-spy-rate", type=int, default=200, help="py-spy samples per second")
+    p.add_argument("--py-spy-cmd", default=str(Path(sys.executable).parent / "py-spy"))
+    args = p.parse_args()
+    low, high = parse_pods(args.pods)
+    if args.jobs < 10 or low < 1 or high < low:
+        p.error("--jobs at least 10, --pods N or LOW-HIGH with 1 <= LOW <= HIGH")
+    print(f"workloads bench: seed {args.seed}, {args.nodes} simulated nodes x {args.cores} "
+          f"cores, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)
+    for _ in range(args.repeat):
+        run(args)
+
+
+if __name__ == "__main__":
+    main()

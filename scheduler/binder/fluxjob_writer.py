@@ -1,0 +1,191 @@
+"""Writing FluxJob records off the binder's loop thread (issue 30's workloads bench).
+
+The FluxJob loop decides a record's status on the loop thread; writing it there cost a
+round trip to the API server per record and per change (create, Queued, Admitted, the
+bound count, Running), which held up every other decision: in bench/workloads.py these
+writes were ~40% of the loop's wall time. Here the loop only says what a record should
+be; the bind workers (`BinderContext.pool`) write it, one record at a time in the order
+asked (create before any status, delete last), and a status asked for while an older one
+is still waiting replaces it: only the newest is written (a record reads as its Job is
+now, never as it was in between). Records are independent of one another, so many are
+written at once.
+
+A status is a merge patch of the status subresource; fields set in the last status
+written and unset now are sent as null so they go away. A write that fails (the API
+server away, 5xx) is kept and tried again from the loop (`retry`), as pod reports are.
+A 404 at create means the CRD is not installed: that record is never written (the
+caller is told once, through `on_no_crd`); a 409 means it exists already (ours, from
+before a restart or a takeover).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from fluxnode.agent.kube.api_client import status_message
+from fluxnode.scheduler.binder.binding import PodWriter
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger("fluxnode.binder")
+
+GROUP, VERSION, PLURAL = "fluxnode.io", "v1alpha1", "fluxjobs"
+MERGE_PATCH = "application/merge-patch+json"
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+@dataclass
+class _Record:
+    """What is asked for one record and what was written (under the writer's lock)."""
+
+    create: dict | None = None  # the object to create, until it is
+    status: dict | None = None  # the newest status body asked for and not written yet
+    written: dict | None = None  # the status body last written
+    delete: bool = False  # the record goes (after what was asked before)
+    recreate: dict | None = None  # a Job of the same name came back: created after the delete
+    absent: bool = False  # its create found no CRD: nothing more is written
+    busy: bool = False  # a worker is writing it
+    sending: str = ""  # the write a worker is making now ("create", "status", "delete")
+    failed: bool = False  # the last write failed: `retry` submits it again
+
+
+class FluxJobWriter:
+    def __init__(self, writer: PodWriter, pool: Executor, delete: Callable[[str, str], None],
+                 on_no_crd: Callable[[], None]):
+        self.api = writer.api
+        self.pool = pool
+        self._delete = delete  # (namespace, name): the client's delete (404 not an error)
+        self._on_no_crd = on_no_crd
+        self._records: dict[Key, _Record] = {}
+        self._lock = threading.Lock()
+
+    # -- the loop's side ---------------------------------------------------------------
+
+    def create(self, key: Key, obj: dict) -> None:
+        """Create the record (its status comes with `status`)."""
+        with self._lock:
+            record = self._records.get(key)
+            if record is not None and record.delete:
+                record.recreate = obj  # after the old one's delete, in that order
+                return
+            record = self._records[key] = _Record(create=obj)
+        self._kick(key, record)
+
+    def status(self, key: Key, body: dict) -> None:
+        """Write `body` (``{"status": {...}}``) as the record's status, once its create is
+        done; replaces a status asked for before and not written yet."""
+        with self._lock:
+            record = self._records.get(key)
+            if record is None or record.absent or (record.delete and record.recreate is None):
+                return
+            record.status = body
+        self._kick(key, record)
+
+    def delete(self, key: Key) -> None:
+        """The Job is gone: its record is deleted (a create not sent yet is dropped)."""
+        with self._lock:
+            record = self._records.get(key)
+            if record is None:
+                return
+            if record.delete:  # being deleted: a create asked since is dropped
+                record.recreate, record.status = None, None
+                return
+            if record.create is not None and record.sending != "create":
+                del self._records[key]  # never sent: nothing to create, nothing to delete
+                record.create, record.status = None, None
+                return
+            record.delete, record.status = True, None
+        self._kick(key, record)
+
+    def retry(self) -> None:
+        """Write again the records whose last write failed (called from the loop)."""
+        with self._lock:
+            failed = [(k, r) for k, r in self._records.items() if r.failed]
+            for _key, record in failed:
+                record.failed = False
+        for key, record in failed:
+            self._kick(key, record)
+
+    def _kick(self, key: Key, record: _Record) -> None:
+        with self._lock:
+            if record.busy or record.failed:
+                return
+            record.busy = True
+        self.pool.submit(self._drain, key, record)
+
+    # -- a worker's side -----------------------------------------------------------------
+
+    def _drain(self, key: Key, record: _Record) -> None:
+        """Write what is asked for `record` until nothing is left (one worker at a time)."""
+        while True:
+            with self._lock:
+                if record.create is not None:
+                    op, body = "create", record.create
+                elif record.delete:
+                    op, body = "delete", None
+                elif record.status is not None and record.status != record.written:
+                    op, body = "status", record.status
+                else:
+                    record.status = None
+                    record.busy = False
+                    return
+                written, record.sending = record.written, op
+            try:
+                done = self._write(key, op, body, written)
+            except Exception as exc:  # never lose the record: the loop retries it
+                log.warning("cannot write FluxJob %s/%s (%s): %s", *key, op, exc)
+                done = False
+            with self._lock:
+                record.sending = ""
+                if op == "create":
+                    record.create = None
+                    if done is None:  # no CRD
+                        record.absent, record.status = True, None
+                elif op == "delete" and done:
+                    if record.recreate is not None:  # the Job came back meanwhile
+                        record.create, record.recreate = record.recreate, None
+                        record.delete, record.written = False, None
+                        continue
+                    if self._records.get(key) is record:
+                        del self._records[key]
+                    record.busy = False
+                    return
+                elif done:
+                    record.written = body
+                    if record.status is body:
+                        record.status = None
+                if done is False:
+                    if op == "create":
+                        record.create = body  # tried again
+                    record.failed, record.busy = True, False
+                    return
+
+    def _write(self, key: Key, op: str, body: dict | None, written: dict | None) -> bool | None:
+        """One write: True done, False failed (try again later), None the CRD is missing."""
+        namespace, name = key
+        base = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+        try:
+            if op == "create":
+                self.api.request("POST", base, body)
+            elif op == "delete":
+                self._delete(namespace, name)
+            else:
+                old = (written or {}).get("status") or {}
+                patch = {"status": {**{k: None for k in old}, **body["status"]}}
+                self.api.request("PATCH", f"{base}/{name}/status", patch, MERGE_PATCH)
+            return True
+        except ApiException as exc:
+            if op == "create" and exc.status == 409:
+                return True  # ours from before a restart or a takeover
+            if op == "create" and exc.status == 404:
+                self._on_no_crd()
+                return None
+            if op == "delete" and exc.status == 404:
+                return True
+            log.warning("cannot write FluxJob %s/%s (%s): %s", namespace, name, op,
+                        status_message(exc))
+            return False

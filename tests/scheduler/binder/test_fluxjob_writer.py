@@ -1,0 +1,144 @@
+"""FluxJob records written off the binder's loop (fluxjob_writer.py), against the API emulator
+with the product's CRD (daemonset/workloads/fluxjob-crd.yaml) through the binder's own writer
+(HttpWriter over the official client's connection settings) and a real thread pool.
+
+Oracles: the record as the emulator stores it (its status after the writes settle), the
+emulator's request log (which writes were made), the CRD's absence seen as a 404."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import yaml
+from fluxnode.agent.kube import raw as kube_raw
+from fluxnode.scheduler.binder.binding import PodWriter
+from fluxnode.scheduler.binder.fluxjob import FluxJob, PriorityClasses
+from fluxnode.scheduler.binder.fluxjob_writer import GROUP, PLURAL, VERSION, FluxJobWriter
+from fluxnode.scheduler.binder.http_writer import writer_for
+from kubernetes import client
+from support.paths import REPO
+
+from fluxnode.testing.waiting import wait_for
+
+FLUXJOBS = "fluxjobs.fluxnode.io"
+
+
+def job(name: str) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
+                         "labels": {"fluxnode.io/queue": "batch"}},
+            "spec": {"completions": 3, "parallelism": 3, "completionMode": "Indexed",
+                     "template": {"spec": {"containers": [{
+                         "name": "c", "image": "x",
+                         "resources": {"requests": {"cpu": "1"}}}]}}}}
+
+
+@pytest.fixture
+def parts(kube):
+    api = kube.api_client()
+    pool = ThreadPoolExecutor(4)
+    custom = client.CustomObjectsApi(api)
+    no_crd: list[int] = []
+
+    def delete(namespace: str, name: str) -> None:
+        kube_raw.call(custom.delete_namespaced_custom_object, GROUP, VERSION, namespace,
+                      PLURAL, name)
+
+    writer = FluxJobWriter(PodWriter(writer_for(api, 4)), pool, delete,
+                           lambda: no_crd.append(1))
+    yield kube, api, writer, no_crd
+    pool.shutdown(wait=True)
+
+
+def install_crd(api) -> None:
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(yaml.safe_load(
+        (REPO / "daemonset" / "workloads" / "fluxjob-crd.yaml").read_text()))
+
+
+def record(name: str, phase: str, **status) -> FluxJob:
+    r = FluxJob.from_job(job(name), PriorityClasses())
+    r.status.phase = phase
+    for k, v in status.items():
+        setattr(r.status, k, v)
+    return r
+
+
+def stored_status(kube, name: str) -> dict | None:
+    try:
+        return kube.get(FLUXJOBS, name, "default").get("status")
+    except Exception:
+        return None
+
+
+def test_a_record_is_created_then_has_the_newest_status_with_unset_fields_gone(parts):
+    kube, api, writer, no_crd = parts
+    install_crd(api)
+    key = ("default", "a")
+    first = record("a", "Queued", position=2, reason="busy: not enough free resources now")
+    writer.create(key, first.to_object())
+    writer.status(key, first.status_patch())
+    last = record("a", "Running", bound=3, nodes="node[0-2]", allocation=7)
+    writer.status(key, record("a", "Admitted", nodes="node[0-2]", allocation=7).status_patch())
+    writer.status(key, last.status_patch())
+    wait_for(lambda: (stored_status(kube, "a") or {}).get("phase") == "Running", 10,
+             what="the newest status written")
+    status = stored_status(kube, "a")
+    assert status == last.status_patch()["status"]
+    assert "position" not in status and "reason" not in status  # written as null: gone
+    assert no_crd == []
+
+
+def test_without_the_crd_nothing_more_is_written_and_the_caller_is_told(parts):
+    kube, api, writer, no_crd = parts
+    key = ("default", "b")
+    writer.create(key, record("b", "Queued").to_object())
+    wait_for(lambda: no_crd, 10, what="the missing CRD reported")
+    before = kube.count_requests("patch", FLUXJOBS)
+    writer.status(key, record("b", "Admitted").status_patch())
+    writer.retry()
+    assert kube.count_requests("patch", FLUXJOBS) == before == 0
+
+
+def test_a_deleted_record_goes_and_a_job_of_the_same_name_gets_a_new_one(parts):
+    kube, api, writer, no_crd = parts
+    install_crd(api)
+    key = ("default", "c")
+    writer.create(key, record("c", "Queued").to_object())
+    wait_for(lambda: _exists(kube, "c"), 10, what="the record stored")
+    gone = threading.Event()
+    kube.store.listeners.append(
+        lambda ch: gone.set() if ch.ref == FLUXJOBS and ch.type == "DELETED" else None)
+    writer.delete(key)
+    writer.create(key, record("c", "Queued", position=1).to_object())  # the Job came back
+    writer.status(key, record("c", "Queued", position=1).status_patch())
+    assert gone.wait(10)
+    wait_for(lambda: (stored_status(kube, "c") or {}).get("position") == 1, 10,
+             what="the new record's status")
+    assert kube.count_requests("create", FLUXJOBS) == 2
+
+
+def test_a_create_never_sent_is_dropped_with_its_delete(parts):
+    kube, api, writer, no_crd = parts
+    install_crd(api)
+    gate = threading.Event()
+    writer.pool.submit(gate.wait, 10)  # hold every worker: nothing is written yet
+    for _ in range(3):
+        writer.pool.submit(gate.wait, 10)
+    key = ("default", "d")
+    writer.create(key, record("d", "Queued").to_object())
+    writer.delete(key)
+    gate.set()
+    writer.pool.shutdown(wait=True)  # every write asked for is done
+    assert not _exists(kube, "d")
+    assert kube.count_requests("create", FLUXJOBS) == 0
+    assert kube.count_requests("delete", FLUXJOBS) == 0
+
+
+def _exists(kube, name: str) -> bool:
+    try:
+        kube.get(FLUXJOBS, name, "default")
+        return True
+    except Exception:
+        return False
