@@ -21,6 +21,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluxnode.agent.broker.jsonwire import decode as _decode
+from fluxnode.agent.broker.jsonwire import encode as _encode
+
 MAGIC = b"FLUXNODE1"
 NODEID_ANY = -1
 NODEID_UPSTREAM = -2
@@ -30,10 +33,6 @@ MAX_MESSAGE_SIZE = 64 * 1024 * 1024
 MAX_JSON_DEPTH = 256
 TYPES = ("request", "response", "event", "control")
 _U32 = struct.Struct("!I")
-# json.dumps with `separators` builds a new JSONEncoder per call; one, made once, writes
-# the same bytes (every other option at json.dumps's default) for each header and payload.
-_encode = json.JSONEncoder(separators=(",", ":")).encode
-_decode = json.JSONDecoder().decode
 
 
 class MessageError(Exception):
