@@ -12,7 +12,7 @@ launcher and the other brokers are divided among them) summed and divided by N, 
 mean RSS; rank 0 loads the scheduler module as `fluxnode start` does by default.
 Medians over --runs. `--python` runs the brokers with another checkout's interpreter
 (`../main/.venv/bin/python`: the figures before a change). `--flux PATH` (a flux-core
-install's bin/flux, e.g. /work/flux-build/install/bin/flux) measures Flux's brokers the
+install's bin/flux, e.g. /path/to/flux-core/bin/flux) measures Flux's brokers the
 same way (bench/flux_side.py: a lone `flux broker` as rank 1 of three, the brokers of
 `flux start --test-size=N -Stbon.topo=kary:2`) and prints the ratios. Memory figures do
 not depend on the machine's load.

@@ -6,7 +6,7 @@
 Each round starts `fluxnode start --test-size 16 --topo kary:2` and, inside it, runs
 `fluxnode ping -c COUNT -i 0.01 15`: rank 15 is 4 TBON hops below rank 0 (0 -> 1 -> 3 -> 7 ->
 15, CURVE on every hop), the command's client on rank 0's local socket. With `--flux PATH`
-(a flux-core install's `bin/flux`, e.g. /work/flux-build/install/bin/flux) each round also
+(a flux-core install's `bin/flux`, e.g. /path/to/flux-core/bin/flux) each round also
 runs `flux start --test-size=16 -Stbon.topo=kary:2 flux ping -c COUNT -i 0.01 15`, the same
 tree and the same command, alternating with ours so both see the same load. Not `-i 0`:
 `flux ping` sends on a timer whether or not the last answer came (flux-ping.c), so with no
@@ -76,6 +76,14 @@ def inner(flux: bool, count: int, cmd: list[str]) -> None:
           flush=True)
 
 
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} {cmd[1]} exited with {done.returncode}:\n"
+                           f"{done.stderr[-2000:]}")
+    return done.stdout
+
+
 def times_of(output: str, warmup: int) -> list[float]:
     """The round trips a ping command printed, less the first `warmup`."""
     found = [float(m.group(1)) for m in TIME.finditer(output)]
@@ -89,7 +97,7 @@ def ours(count: int, pad: int, interval: float) -> str:
            sys.executable, __file__, "--inner", "fluxnode", "--count", str(count), "--",
            *fluxnode, "ping", "-c", str(count), "-i", str(interval), "-p", str(pad),
            str(RANK)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=True).stdout
+    return _run(cmd)
 
 
 def theirs(flux: str, count: int, pad: int, interval: float) -> str:
@@ -100,8 +108,7 @@ def theirs(flux: str, count: int, pad: int, interval: float) -> str:
     cmd = [flux, "start", f"--test-size={SIZE}", f"-Stbon.topo={TOPO}",
            sys.executable, __file__, "--inner", "flux", "--count", str(count), "--",
            flux, "ping", "-c", str(count), "-i", str(interval), "-p", str(pad), str(RANK)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=True,
-                          env=env).stdout
+    return _run(cmd, env)
 
 
 def p99(values: list[float]) -> float:
