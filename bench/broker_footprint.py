@@ -2,6 +2,7 @@
 `fluxnode start --test-size N` instance (issue 32).
 
     .venv/bin/python bench/broker_footprint.py [--runs 3] [--size 16] [--python PY]
+                                               [--flux PATH]
 
 Lone worker: `python -m fluxnode broker` as rank 1 (a leaf) of a three-host config whose
 other brokers do not run (fluxnode.testing.lone_broker), measured once it answers a ping:
@@ -10,7 +11,11 @@ run). Instance: every broker's Pss (smaps_rollup: pages shared copy-on-write wit
 launcher and the other brokers are divided among them) summed and divided by N, and the
 mean RSS; rank 0 loads the scheduler module as `fluxnode start` does by default.
 Medians over --runs. `--python` runs the brokers with another checkout's interpreter
-(`../main/.venv/bin/python`: the figures before a change).
+(`../main/.venv/bin/python`: the figures before a change). `--flux PATH` (a flux-core
+install's bin/flux, e.g. /path/to/flux-core/bin/flux) measures Flux's brokers the
+same way (bench/flux_side.py: a lone `flux broker` as rank 1 of three, the brokers of
+`flux start --test-size=N -Stbon.topo=kary:2`) and prints the ratios. Memory figures do
+not depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from flux_side import flux_instance, lone_flux_worker
 
 from fluxnode.testing.lone_broker import lone_worker
 from fluxnode.testing.waiting import wait_for
@@ -75,26 +82,46 @@ def instance(root: Path, size: int, python: str) -> tuple[float, float]:
             sum(f["Rss"] for f in figures) / len(figures))
 
 
+def flux_figures(root: Path, flux: str, runs: int, size: int) -> tuple[float, float, float]:
+    """Flux's (lone worker RSS, PSS per broker, RSS per broker) in MiB, medians of `runs`."""
+    lones, inst = [], []
+    for i in range(runs):
+        with lone_flux_worker(root / f"flux-lone{i}", flux) as pid:
+            lones.append(memory(pid)["Rss"])
+        figures = flux_instance(root / f"flux-inst{i}", size, flux, memory)
+        inst.append((sum(f["Pss"] for f in figures) / len(figures),
+                     sum(f["Rss"] for f in figures) / len(figures)))
+    return (statistics.median(lones) / KiB, statistics.median(p for p, _ in inst) / KiB,
+            statistics.median(r for _, r in inst) / KiB)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs of each figure (default 3)")
     parser.add_argument("--size", type=int, default=16, help="brokers in the instance (16)")
     parser.add_argument("--python", default=sys.executable,
                         help="interpreter the brokers run with (default: this one)")
+    parser.add_argument("--flux", metavar="PATH", help="flux-core's bin/flux: Flux's side too")
     opts = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="footprint-") as tmp:
         root = Path(tmp)
         lones = [lone(root / f"lone{i}", opts.python) for i in range(opts.runs)]
         modules = lone_modules(root / "modules", opts.python)
         inst = [instance(root / f"inst{i}", opts.size, opts.python) for i in range(opts.runs)]
+        flux = flux_figures(root, opts.flux, opts.runs, opts.size) if opts.flux else None
     rss = statistics.median(f["Rss"] for f in lones) / KiB
     pss = statistics.median(f["Pss"] for f in lones) / KiB
+    inst_pss = statistics.median(p for p, _ in inst) / KiB
+    inst_rss = statistics.median(r for _, r in inst) / KiB
     print(f"lone worker broker: RSS {rss:.1f} MiB, PSS {pss:.1f} MiB, {modules} modules "
           f"imported (median of {opts.runs})")
-    print(f"{opts.size}-broker instance: PSS per broker "
-          f"{statistics.median(p for p, _ in inst) / KiB:.1f} MiB, RSS per broker "
-          f"{statistics.median(r for _, r in inst) / KiB:.1f} MiB (median of {opts.runs}); "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{opts.size}-broker instance: PSS per broker {inst_pss:.1f} MiB, RSS per broker "
+          f"{inst_rss:.1f} MiB (median of {opts.runs}); load average {os.getloadavg()[0]:.1f}")
+    if flux:
+        print(f"flux-core: lone worker RSS {flux[0]:.1f} MiB (ratio {rss / flux[0]:.2f}); "
+              f"{opts.size} brokers: PSS per broker {flux[1]:.1f} MiB (ratio "
+              f"{inst_pss / flux[1]:.2f}), RSS per broker {flux[2]:.1f} MiB (ratio "
+              f"{inst_rss / flux[2]:.2f})")
 
 
 if __name__ == "__main__":

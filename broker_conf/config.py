@@ -27,7 +27,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import tomli_w
 from fluxnode.broker_conf import fsd, hostlist, idset
 from fluxnode.broker_conf.config_tables import (
     TABLE_PARSERS,
@@ -271,7 +270,10 @@ _TBON_DURATIONS = ("tcp_user_timeout", "connect_timeout", "torpid_min", "torpid_
 
 
 def dumps(cfg: BrokerConfig) -> str:
-    """Serialize to TOML (tomli-w); ``load`` of the result gives an equal BrokerConfig."""
+    """Serialize to TOML (tomli-w); ``load`` of the result gives an equal BrokerConfig.
+    (tomli-w is imported here: a broker reads its config and never writes one.)"""
+    import tomli_w
+
     return tomli_w.dumps(cfg.to_dict())
 
 

@@ -42,6 +42,10 @@ from fluxnode.agent.broker.message import (
 )
 from fluxnode.agent.broker.reactor import Reactor
 
+# plain ints for the test of every client wakeup (`int & zmq.PollEvent` goes through enum)
+_POLLOUT = int(zmq.POLLOUT)
+_POLLIN_ERR = int(zmq.POLLIN | zmq.POLLERR)
+
 READ_CHUNK = 256 * 1024
 ACCEPT_BACKOFF_MIN = 0.05  # seconds without accepting after EMFILE, doubling...
 ACCEPT_BACKOFF_MAX = 1.0  # ...up to this
@@ -222,9 +226,9 @@ class LocalConnector:
         client = self.clients.get(cid)
         if client is None:
             return
-        if revents & zmq.POLLOUT:
+        if revents & _POLLOUT:
             self._flush(client)
-        if revents & (zmq.POLLIN | zmq.POLLERR):
+        if revents & _POLLIN_ERR:
             self._read(client)
 
     def _read(self, client: LocalClient) -> None:

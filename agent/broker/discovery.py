@@ -21,7 +21,6 @@ import json
 import os
 import re
 import socket
-import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -116,6 +115,8 @@ def _gpus(dev: Path) -> list[int]:
                 for p in (os.path.join(d, "nvidia-smi"),) if os.access(p, os.X_OK)), None)
     if smi is None:
         return []
+    import subprocess  # here, not at the top: most nodes have no GPU to ask about
+
     try:
         out = subprocess.run(
             [smi, "-L"], capture_output=True, text=True, timeout=10, check=False

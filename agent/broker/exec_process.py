@@ -22,12 +22,15 @@ import base64
 import errno
 import os
 import signal
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import zmq
 from fluxnode.agent.broker.reactor import Reactor
+
+if TYPE_CHECKING:
+    import subprocess
 
 READ_CHUNK = 64 * 1024  # bytes read from a pipe at once
 
@@ -94,6 +97,10 @@ class LocalProcess:
 
     def start(self) -> None:
         """Start it; OSError (no such command, directory, permission) if it cannot be."""
+        # subprocess is imported by the first process a broker starts, not by every broker
+        # at start (issue 32: a worker's memory)
+        import subprocess
+
         self.proc = subprocess.Popen(
             self.spec.argv, cwd=self.spec.cwd, env=self.spec.env,
             stdin=subprocess.PIPE if self.with_stdin else subprocess.DEVNULL,
@@ -240,6 +247,8 @@ class LocalProcess:
                 os.close(fd)
         self._stdin_fd = self._pidfd = None
         if self.proc is not None:
+            import subprocess
+
             try:
                 self.proc.wait(timeout=1)
             except subprocess.TimeoutExpired:

@@ -21,6 +21,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluxnode.agent.broker.jsonwire import decode as _decode
+from fluxnode.agent.broker.jsonwire import encode as _encode
+
 MAGIC = b"FLUXNODE1"
 NODEID_ANY = -1
 NODEID_UPSTREAM = -2
@@ -103,7 +106,7 @@ class Message:
 
     def payload_bytes(self) -> bytes:
         if self.payload is not None:
-            return json.dumps(self.payload, separators=(",", ":")).encode()
+            return _encode(self.payload).encode()
         return self.encoded_payload or b""
 
     def header(self) -> dict[str, Any]:
@@ -125,7 +128,7 @@ class Message:
     def to_frames(self) -> list[bytes]:
         return [
             MAGIC,
-            json.dumps(self.header(), separators=(",", ":")).encode(),
+            _encode(self.header()).encode(),
             self.payload_bytes(),
         ]
 
@@ -135,17 +138,15 @@ class Message:
         if not frames or frames[0] != MAGIC:
             raise MessageError(errno.EPROTO, "bad magic frame (not a fluxnode message)")
         h = loads_bounded(frames[1], "header") if len(frames) > 1 else None
-        partial = {k: h[k] for k in ("type", "topic", "matchtag", "route", "nodeid") if k in h} \
-            if isinstance(h, dict) else {}
         if len(frames) != 3:
-            raise MessageError(errno.EPROTO, f"expected 3 frames, got {len(frames)}", partial)
+            raise MessageError(errno.EPROTO, f"expected 3 frames, got {len(frames)}", _partial(h))
         if not isinstance(h, dict):
             raise MessageError(errno.EPROTO, "header must be a JSON object")
         mtype, topic = h.get("type"), h.get("topic")
         if mtype not in TYPES:
-            raise MessageError(errno.EPROTO, f"unknown message type {mtype!r}", partial)
+            raise MessageError(errno.EPROTO, f"unknown message type {mtype!r}", _partial(h))
         if not isinstance(topic, str) or (not topic and mtype != "response"):
-            raise MessageError(errno.EINVAL, "message has no topic", partial)
+            raise MessageError(errno.EINVAL, "message has no topic", _partial(h))
         nodeid, matchtag = h.get("nodeid", NODEID_ANY), h.get("matchtag", 0)
         route, errnum, seq = h.get("route", []), h.get("errnum", 0), h.get("seq")
         if (
@@ -154,10 +155,12 @@ class Message:
             or not isinstance(errnum, int)
         ):
             raise MessageError(
-                errno.EPROTO, "nodeid, matchtag and errnum must be integers", partial
+                errno.EPROTO, "nodeid, matchtag and errnum must be integers", _partial(h)
             )
-        if not isinstance(route, list) or not all(isinstance(r, str) for r in route):
-            raise MessageError(errno.EPROTO, "route must be a list of strings", partial)
+        if type(route) is not list or not all(type(r) is str for r in route):
+            # (exact types: json.loads makes no subclasses, and `type() is` costs less on
+            # every hop than isinstance)
+            raise MessageError(errno.EPROTO, "route must be a list of strings", _partial(h))
         errstr = h.get("errstr")
         return cls(
             mtype,
@@ -173,6 +176,13 @@ class Message:
         )
 
 
+def _partial(h: Any) -> dict[str, Any]:
+    """What an error reply can use of a header that failed a check (built only then)."""
+    if not isinstance(h, dict):
+        return {}
+    return {k: h[k] for k in ("type", "topic", "matchtag", "route", "nodeid") if k in h}
+
+
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _BRACKETS_ONLY = bytes(range(256)).translate(None, b"[]{}")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
@@ -181,8 +191,9 @@ _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 def json_depth(data: bytes) -> int:
     """How deeply the arrays and objects of JSON text `data` nest (an upper bound for
     invalid JSON), computed without recursion and mostly in C."""
-    if data.count(b"[") + data.count(b"{") <= MAX_JSON_DEPTH:
-        return data.count(b"[") + data.count(b"{")  # (fast path: cannot be deeper)
+    opened = data.count(b"[") + data.count(b"{")
+    if opened <= MAX_JSON_DEPTH:
+        return opened  # (fast path: cannot be deeper)
     brackets = _JSON_STRING.sub(b"", data).translate(None, _BRACKETS_ONLY)
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
@@ -192,12 +203,17 @@ def loads_bounded(data: bytes, what: str) -> Any:
     anything that is not JSON nested at most MAX_JSON_DEPTH deep."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise MessageError(errno.EPROTO, f"{what} is not a byte string")
-    data = bytes(data)
+    if type(data) is not bytes:
+        data = bytes(data)
     if json_depth(data) > MAX_JSON_DEPTH:
         raise MessageError(
             errno.EPROTO, f"{what} nests more than {MAX_JSON_DEPTH} arrays and objects deep"
         )
     try:
+        if data[:1] == b"{" and data[1:2] != b"\0":
+            # what json.loads(bytes) does for text that opens an object, without its
+            # encoding sniffing: no UTF-16/32 text and no BOM begins with `{` then a non-NUL
+            return _decode(data.decode("utf-8", "surrogatepass"))
         return json.loads(data)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         # ValueError also covers integers of more than 4300 digits

@@ -29,6 +29,7 @@ from fluxnode.agent.broker.message import MAX_MESSAGE_SIZE, Message, MessageErro
 from fluxnode.agent.broker.overlay_auth import InstanceKeyAuthenticator
 from fluxnode.agent.broker.overlay_guard import MONITOR_EVENTS, AdmissionGuard, GuardLimits
 from fluxnode.agent.broker.reactor import Reactor, Timer
+from fluxnode.agent.broker.zframes import recv_frames, send_frames
 from fluxnode.broker_conf.config import TbonConfig
 
 STATES = ("full", "partial", "degraded", "lost", "offline")
@@ -275,25 +276,27 @@ class Overlay:
     def _router_ready(self, _revents: int) -> None:
         assert self.router is not None
         for _ in range(1000):
-            try:
-                if self.guard.pending:
+            if self.guard.pending:
+                try:
                     # who sends has proved itself: the guard must not shed its connection
                     parts = self.router.recv_multipart(zmq.NOBLOCK, copy=False)
-                    self.guard.proved(parts[0].get(zmq.SRCFD))
-                    frames = [p.bytes for p in parts]
-                else:
-                    frames = self.router.recv_multipart(zmq.NOBLOCK, copy=True)
-            except zmq.Again:
-                return
+                except zmq.Again:
+                    return
+                self.guard.proved(parts[0].get(zmq.SRCFD))
+                frames = [p.bytes for p in parts]
+            else:
+                received = recv_frames(self.router)
+                if received is None:
+                    return
+                frames = received
             ident, frames = frames[0], frames[1:]
             self._from_below(ident, frames)
 
     def _dealer_ready(self, _revents: int) -> None:
         assert self.dealer is not None
         for _ in range(1000):
-            try:
-                frames = self.dealer.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
+            frames = recv_frames(self.dealer)
+            if frames is None:
                 return
             self._from_parent(frames)
 
@@ -503,7 +506,7 @@ class Overlay:
         if self.dealer is None:
             return False
         try:
-            self.dealer.send_multipart(msg.to_frames(), zmq.NOBLOCK)
+            send_frames(self.dealer, msg.to_frames())
             return True
         except zmq.ZMQError as exc:
             self.log.error("overlay: cannot send %s %s to parent: %s", msg.type, msg.topic, exc)
@@ -513,7 +516,7 @@ class Overlay:
         if self.router is None:
             return False
         try:
-            self.router.send_multipart([ident, *msg.to_frames()], zmq.NOBLOCK)
+            send_frames(self.router, [ident, *msg.to_frames()])
             return True
         except zmq.ZMQError:
             return False
@@ -540,7 +543,7 @@ class Overlay:
         for child in self.children.values():
             if child.connected and self.router is not None:
                 try:
-                    self.router.send_multipart([child.identity, *frames], zmq.NOBLOCK)
+                    send_frames(self.router, [child.identity, *frames])
                 except zmq.ZMQError:
                     pass
 

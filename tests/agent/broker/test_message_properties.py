@@ -14,6 +14,7 @@ from fluxnode.agent.broker.message import (
     StreamDecoder,
     encode_stream,
     json_depth,
+    loads_bounded,
 )
 from hypothesis import given
 from hypothesis import strategies as st
@@ -104,3 +105,36 @@ def test_stream_decoder_raises_only_message_error(messages, junk, chunk):
     except MessageError:
         return
     assert got[:len(messages)] == messages
+
+
+OBJECTISH = st.builds(lambda tail, head: head + tail, JSONISH | st.binary(max_size=30),
+                      st.sampled_from([b"{", b"{\x00", b"\xef\xbb\xbf{", b""]))
+
+
+@PROFILE
+@given(OBJECTISH | st.builds(lambda v, enc: json.dumps(v, ensure_ascii=False).encode(enc),
+                             JSON, st.sampled_from(["utf-8", "utf-16-le", "utf-32-be"])))
+def test_loads_bounded_reads_what_json_loads_reads(data):
+    """Issue 32's fast path for text opening an object (no encoding sniffing) decodes
+    exactly what json.loads(bytes) decodes, and fails where it fails."""
+    try:
+        expected = ("ok", json.loads(data))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        expected = ("error", None)
+    try:
+        got = ("ok", loads_bounded(data, "payload"))
+    except MessageError:
+        got = ("error", None)
+    if json_depth(data) <= MAX_JSON_DEPTH:
+        assert got == expected
+
+
+@PROFILE
+@given(st.dictionaries(st.text(max_size=5), JSON, max_size=4), st.lists(st.text(max_size=5),
+                                                                        max_size=3))
+def test_frames_hold_the_compact_json_of_json_dumps(payload, route):
+    """One shared encoder writes the bytes json.dumps(separators=(",", ":")) writes."""
+    msg = Message("request", "t.x", 3, 7, payload, route=route)
+    _, header, body = msg.to_frames()
+    assert header == json.dumps(msg.header(), separators=(",", ":")).encode()
+    assert body == json.dumps(payload, separators=(",", ":")).encode()

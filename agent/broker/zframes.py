@@ -1,0 +1,47 @@
+"""Whole multipart messages in and out of a ZeroMQ socket, below pyzmq's sugar layer.
+
+Every message a broker forwards crosses `recv_multipart` and `send_multipart` once each,
+and the sugar around them cost more than the routing itself (issue 32, ping parity with
+Flux): each frame's flags were combined as enum Flags, each send went through keyword
+arguments and checks for DRAFT routing ids, and draining a socket ended in a `zmq.Again`
+exception, whose construction looks up its errno as an enum. Here the Cython backend's
+`recv`, `send` and `get` (the methods the sugar itself ends in) are called with plain
+ints, an empty socket is asked once (`ZMQ_EVENTS`) instead of raising, and whether more
+parts follow is read from each received zmq.Frame. Frames come back as bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import zmq
+from zmq.backend import Socket as _Backend
+
+_NOBLOCK = int(zmq.NOBLOCK)
+_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
+_recv = _Backend.recv
+_send = _Backend.send
+_get = _Backend.get
+
+
+def recv_frames(sock: zmq.Socket) -> list[bytes] | None:
+    """The next whole message waiting on `sock`, or None if there is none."""
+    if not _get(sock, _EVENTS) & _POLLIN:
+        return None
+    frame = _recv(sock, _NOBLOCK, False)
+    frames = [frame.bytes]
+    while frame.more:  # (not `get(RCVMORE)`: the backend looks every option up as an enum)
+        frame = _recv(sock, _NOBLOCK, False)
+        frames.append(frame.bytes)
+    return frames
+
+
+def send_frames(sock: zmq.Socket, frames: Sequence[bytes]) -> None:
+    """Queue a whole message without blocking; zmq.ZMQError (e.g. EAGAIN at the high water
+    mark, EHOSTUNREACH for a router's unknown peer) as `send_multipart` raises it."""
+    last = len(frames) - 1
+    for i in range(last):
+        _send(sock, frames[i], _MORE)
+    _send(sock, frames[last], _NOBLOCK)
