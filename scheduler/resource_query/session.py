@@ -62,6 +62,7 @@ class Session:
         self.allocations: dict[int, int] = {}
         self.reservations: dict[int, int] = {}
         self.jobinfo: dict[int, tuple[str, int, str]] = {}
+        self.update_times: list[float] = []  # seconds each `update` took (stat)
         # a match failing with no errno of its own reports the errno an earlier step
         # left (see TraverserErrno and dispatch)
         self.t.report_errno = True
@@ -384,9 +385,21 @@ class Session:
             print(f"INFO: {jobid}, {info[0]}, {info[1]}, {info[2]}, 0.000000")
 
     def cmd_stat(self, args: list[str]) -> None:
-        g = self.t.g
-        print(f"INFO: Num. of Vertices: {sum(1 for _ in g.walk())}")
-        print(f"INFO: Num. of Jobs Matched: {len(self.jobinfo)}")
+        """command.cpp's cmd_stat: the jobs allocated or reserved so far (cancelled ones
+        too) and the match times, which only ``update`` records (update_match_perf; a
+        ``match`` leaves them, so the minimum stays DBL_MAX), as a C++ stream writes a
+        double."""
+        if len(args) != 1:
+            return self.error("ERROR: malformed command")
+        njobs = len(self.jobinfo)
+        times = self.update_times
+        low = (min(times) if times else sys.float_info.max) if njobs else 0.0
+        high = max(times) if times else 0.0
+        avg = sum(times) / njobs if njobs else 0.0
+        print(f"INFO: Num. of Jobs Matched: {njobs}")
+        print(f"INFO: Min. Match Time: {low:g}")
+        print(f"INFO: Max. Match Time: {high:g}")
+        print(f"INFO: Avg. Match Time: {avg:g}")
 
     def cmd_cat(self, args: list[str]) -> None:
         if len(args) != 2:
@@ -439,6 +452,7 @@ class Session:
             self.out.write(self.emit(result))
         except writers.WriterEmitError:
             pass
+        self.update_times.append(time.perf_counter() - t0)
         if result is None:
             return self._not_placed(jobid, True, t0)
         self._placed(jobid, result, fn, t0)
