@@ -17,6 +17,7 @@ import json
 
 from fluxnode.broker_conf import hostlist, idset
 from fluxnode.broker_conf.rv1 import R_lite
+from fluxnode.scheduler.graph.resource_graph import CONTAINMENT
 
 PREFIX = "      "
 
@@ -69,18 +70,22 @@ def _vertex_json(e) -> dict:
     return {"id": str(v.uniq_id), "metadata": md}
 
 
-def jgf(result, shorthand: bool = False) -> dict:
+def jgf(result, shorthand: bool = False, subsystem: str = CONTAINMENT) -> dict:
     """Nodes in emission (post) order; each edge right after its child's subtree.
 
     ``shorthand``: Fluxion's jgf_shorthand writer, which leaves out every vertex whose
     parent was taken exclusively, and the edge into it (its emit_vtx/emit_edg skip what
     the update walk emits with ``excl_parent``); when it left something out the document
-    says so (``"writer": "fluxion:jgf_shorthand"``, see MatchWriters)."""
-    nodes, edges, _complete = jgf_parts(result, shorthand)
+    says so (``"writer": "fluxion:jgf_shorthand"``, see MatchWriters).
+
+    ``subsystem``: the subsystem the walk went down (resource-query's ``-S``); an edge
+    of another than containment carries it as metadata (jgf_match_writers_t::emit_edg)."""
+    nodes, edges, _complete = jgf_parts(result, shorthand, subsystem)
     return {"graph": {"nodes": nodes, "edges": edges}}
 
 
-def jgf_parts(result, shorthand: bool = False) -> tuple[list[dict], list[dict], bool]:
+def jgf_parts(result, shorthand: bool = False,
+              subsystem: str = CONTAINMENT) -> tuple[list[dict], list[dict], bool]:
     """(nodes, edges, nothing left out) of the JGF writers (see jgf)."""
     sel = list(_sel(result))
     pairs = []
@@ -100,9 +105,12 @@ def jgf_parts(result, shorthand: bool = False) -> tuple[list[dict], list[dict], 
     keep = [e for e in sel if not (shorthand and parent_excl.get(id(e), False))]
     kept_pairs = [(p, c) for p, c in pairs if not (shorthand and p.exclusive)]
     complete = len(keep) == len(sel) and len(kept_pairs) == len(pairs)
-    return ([_vertex_json(e) for e in keep],
-             [{"source": str(p.vertex.uniq_id), "target": str(c.vertex.uniq_id)}
-              for p, c in kept_pairs], complete)
+    edges = [{"source": str(p.vertex.uniq_id), "target": str(c.vertex.uniq_id)}
+             for p, c in kept_pairs]
+    if subsystem != CONTAINMENT:
+        for edge in edges:
+            edge["metadata"] = {"subsystem": subsystem}
+    return [_vertex_json(e) for e in keep], edges, complete
 
 
 def _rank_of(v) -> int:
@@ -225,8 +233,9 @@ class MatchWriters:
     - ``sim``/``pretty_sim``: always write what they hold and clear it.
     """
 
-    def __init__(self, fmt: str) -> None:
+    def __init__(self, fmt: str, subsystem: str = CONTAINMENT) -> None:
         self.fmt = fmt
+        self.subsystem = subsystem  # the walk's (dominant) subsystem: its JGF edges say so
         self.lines: list = []  # simple / pretty_simple emission entries
         self.vout: list[dict] = []  # jgf_match_writers_t::m_vout
         self.eout: list[dict] = []  # jgf_match_writers_t::m_eout
@@ -247,7 +256,8 @@ class MatchWriters:
         if self.fmt in ("simple", "pretty_simple"):
             self.lines += sel
         if self.fmt in ("jgf", "rv1", *SHORTHAND):
-            nodes, edges, complete = jgf_parts(sel, self.fmt in SHORTHAND and excl_parent)
+            nodes, edges, complete = jgf_parts(sel, self.fmt in SHORTHAND and excl_parent,
+                                               self.subsystem)
             self.vout += nodes
             self.eout += edges
             self.complete = self.complete and complete

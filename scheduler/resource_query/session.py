@@ -61,7 +61,8 @@ class Session:
         self.jobid = 1
         self.allocations: dict[int, int] = {}
         self.reservations: dict[int, int] = {}
-        self.jobinfo: dict[int, tuple[str, int, str]] = {}
+        # jobid -> (state, start, jobspec file, seconds its match took: job_info_t's overhead)
+        self.jobinfo: dict[int, tuple[str, int, str, float]] = {}
         self.update_times: list[float] = []  # seconds each `update` took (stat)
         # a match failing with no errno of its own reports the errno an earlier step
         # left (see TraverserErrno and dispatch)
@@ -70,7 +71,7 @@ class Session:
         self.t.errno = errno.ENOTTY
         # resource-query's one match writer: what a traversal emits stays in it until a
         # write succeeds (writers.MatchWriters)
-        self.writer = writers.MatchWriters(fmt)
+        self.writer = writers.MatchWriters(fmt, traverser.g.dominant)
         # the resource types Fluxion's interner holds when resource-query closes it after
         # loading (data_std's, the matcher's "*", the graph's and the prune filters'): a
         # jobspec naming another type fails to parse (libjobspec's "known to fluxion");
@@ -187,7 +188,8 @@ class Session:
         if mode == "MATCHED":
             return
         (self.allocations if at == 0 else self.reservations)[jobid] = jobid
-        self.jobinfo[jobid] = ("ALLOCATED" if at == 0 else "RESERVED", at, fn)
+        overhead = time.perf_counter() - t0 if t0 is not None else 0.0
+        self.jobinfo[jobid] = ("ALLOCATED" if at == 0 else "RESERVED", at, fn, overhead)
 
     def _not_placed(self, jobid: int, satisfiable: bool = True, t0: float | None = None) -> None:
         self.out.write(SEP)
@@ -378,11 +380,17 @@ class Session:
         if info is None:
             self.t.errno = errno.ENOENT  # reapi_cli_t::info
             return self.error(f"ERROR: jobid doesn't exist: {args[1]}")
-        print(f"INFO: {jobid}, {info[0]}, {info[1]}, {info[2]}, 0.000000")
+        print(self._job_line(jobid, info))
+
+    @staticmethod
+    def _job_line(jobid: int, info: tuple[str, int, str, float]) -> str:
+        """cmd_info's and cmd_list's line: the overhead is the time the job's match (or
+        update) took, as a C++ stream writes a double."""
+        return f"INFO: {jobid}, {info[0]}, {info[1]}, {info[2]}, {info[3]:g}"
 
     def cmd_list(self, args: list[str]) -> None:
-        for jobid, info in self.jobinfo.items():
-            print(f"INFO: {jobid}, {info[0]}, {info[1]}, {info[2]}, 0.000000")
+        for jobid in sorted(self.jobinfo):  # ctx->jobs is a std::map
+            print(self._job_line(jobid, self.jobinfo[jobid]))
 
     def cmd_stat(self, args: list[str]) -> None:
         """command.cpp's cmd_stat: the jobs allocated or reserved so far (cancelled ones
