@@ -175,7 +175,10 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     outfile = None
     if ns.test_output:
         try:
-            outfile = open(ns.test_output, "w")  # noqa: SIM115 - closed below
+            # line buffered: Fluxion's -t stream is flushed at every std::endl, which
+            # places what a script appends to the same file (2>> FILE) where Fluxion's
+            # run places it
+            outfile = open(ns.test_output, "w", buffering=1)  # noqa: SIM115 - closed below
         except OSError as exc:
             stderr.write(f"ERROR: can't open {ns.test_output}: {exc.strerror}\n")
             return 1

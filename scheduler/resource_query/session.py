@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -22,7 +23,11 @@ from fluxnode.scheduler import writers
 from fluxnode.scheduler.jobspec.jobspec import FLUXION_STATIC_TYPES, Jobspec, JobspecError
 from fluxnode.scheduler.readers.jgf import JgfError, add_jgf, load_jgf_document
 from fluxnode.scheduler.readers.rv1 import ranks_in_R
-from fluxnode.scheduler.resource_query.picks import jgf_picks, rv1exec_picks
+from fluxnode.scheduler.resource_query.picks import (
+    jgf_picks,
+    jgf_update_refusal,
+    rv1exec_picks,
+)
 from fluxnode.scheduler.traversers.dfu import (
     NoMatch,
     Traverser,
@@ -45,6 +50,10 @@ HELP = """Usage: resource-query [OPTIONS...]
   -g, --graph-format=dot|graphml  -o, --graph-output=BASENAME  -r, --reserve-vtx-vec=N
   -t, --test-output=FILE  -e, --elapse-time  -d, --disable-prompt  -h, --help
 """
+
+
+class _UpdateRefused(ValueError):
+    """Fluxion's JGF reader refuses an update (picks.jgf_update_refusal's message)."""
 
 
 class Session:
@@ -120,19 +129,18 @@ class Session:
         except TraverserErrno as exc:
             # reapi_cli_t::match_allocate returns before counting the jobid; resource-query
             # reads ENOENT (like ENODEV) as unsatisfiable
-            self.error(f"ERROR: {exc}")
+            self.error(f"match_allocate: ERROR: traverser: {os.strerror(exc.errno)}")
             matched, consumed, reached_writer = False, False, False
             sat = exc.errno != errno.ENOENT
         except NoMatch:
             matched = False
         except JobspecError as exc:
             self.t.errno = errno.EINVAL
-            self.error(
-                f"ERROR: Jobspec error for {jobid}: {exc.what if hasattr(exc, 'what') else exc}"
-            )
+            self.error(f"match_allocate: ERROR: Jobspec error for {jobid}: "
+                       f"{exc.what if hasattr(exc, 'what') else exc}")
             matched = consumed = reached_writer = False
         except TraverserError as exc:
-            self.error(f"ERROR: {exc}")
+            self.error(f"match_allocate: ERROR: {exc}")
             matched = consumed = reached_writer = False
         R = ""
         if reached_writer:
@@ -221,11 +229,19 @@ class Session:
             if not self.run_match(args[1], fn):
                 break
 
-    def _jobid(self, s: str) -> int:
-        try:
-            return int(s)
-        except ValueError:
-            return 0
+    @staticmethod
+    def _strtoll(s: str) -> int:
+        """C's strtoll/atoll in base 10: the leading integer, 0 when there is none,
+        saturated at the int64 range (resource-query reads every number so)."""
+        m = re.match(r"[ \t\n\v\f\r]*([+-]?[0-9]+)", s)
+        n = int(m.group(1)) if m else 0
+        return max(-(2**63), min(2**63 - 1, n))
+
+    @classmethod
+    def _jobid(cls, s: str) -> int:
+        """A job id as cancel, partial-cancel and info read one: strtoll cast to a
+        uint64_t, so "2x" is job 2 and "-1" is 2**64 - 1."""
+        return cls._strtoll(s) % 2**64
 
     def cmd_cancel(self, args: list[str]) -> None:
         if len(args) < 2 or len(args) > 3:
@@ -235,14 +251,14 @@ class Session:
             try:
                 self.t.cancel(jobid)
             except TraverserError:
-                self.error(f"ERROR: error encountered while removing job {jobid}")
+                self.error(f"cancel: ERROR: error encountered while removing job {jobid}")
             self.allocations.pop(jobid, None)
             self.reservations.pop(jobid, None)
             if jobid in self.jobinfo:
                 self.jobinfo[jobid] = ("CANCELED",) + self.jobinfo[jobid][1:]
         else:
-            self.t.errno = errno.ENOENT  # reapi_cli_t::cancel
-            return self.error(f"ERROR: nonexistent job {jobid}")
+            self.t.errno = errno.ENOENT  # reapi_cli_t::cancel, in its words
+            return self.error(f"cancel: ERROR: nonexistent job {jobid}")
         if len(args) == 3 and args[2] == "stats":
             self._write_visit_counts("CANCEL")
 
@@ -307,8 +323,10 @@ class Session:
         criteria = " ".join(args[1:])
         try:
             sel = find(self.t, criteria)
-        except FindError as exc:
-            return self.error(f"ERROR: {exc}")
+        except FindError:
+            # dfu_impl_t::find's validate failing, as reapi_cli_t::find passes it on (its
+            # own name, then the traverser's message, which starts with it too)
+            return self.error(f"findfind: invalid criteria: {criteria}.")
         # reapi_cli_t::find: the traversal emits into the session's writer, then emit_json;
         # a failing emit_json is reported and the expression lines are not written
         self.writer.add(sel, excl_parent=False)
@@ -378,8 +396,8 @@ class Session:
         jobid = self._jobid(args[1])
         info = self.jobinfo.get(jobid)
         if info is None:
-            self.t.errno = errno.ENOENT  # reapi_cli_t::info
-            return self.error(f"ERROR: jobid doesn't exist: {args[1]}")
+            self.t.errno = errno.ENOENT  # reapi_cli_t::info, in its words
+            return self.error(f"info: ERROR: nonexistent job {jobid}")
         print(self._job_line(jobid, info))
 
     @staticmethod
@@ -431,28 +449,45 @@ class Session:
             return self.error(f"ERROR: unsupported reader {args[2]}")
         t0 = time.perf_counter()
         fn = args[3]
+        # command.cpp's update, its checks in its order and words
         try:
-            jobid, at, duration = int(args[4]), int(args[5]), int(args[6])
-        except ValueError:
-            return self.error("ERROR: malformed command")
-        if jobid in self.t.jobs:
-            return self.error(f"ERROR: existent job {jobid}")
-        try:
-            doc = json.loads(Path(fn).read_bytes())
+            raw = Path(fn).read_bytes()
         except OSError:
             return self.error(f"ERROR: can't open {fn}")
-        except (ValueError, RecursionError) as exc:
-            return self.error(f"ERROR: {fn} is not JSON: {exc}")
-        self.jobid = max(self.jobid, jobid + 1)
+        jobid = self._strtoll(args[4])
+        if jobid in self.allocations or jobid in self.reservations:
+            return self.error("ERROR: existing Jobid ")
+        at, duration = self._strtoll(args[5]), self._strtoll(args[6]) % 2**64
+        if at < 0 or duration == 0:
+            return self.error(f"ERROR: invalid time ({at}, {duration})")
+        json_error = ""
         try:
+            doc = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            doc = None  # the reader fails: the traverser's run returns an error
+            json_error = str(exc)
+        # update_run sets the job counter to the job's id, then steps it past
+        self.jobid = jobid + 1
+        try:
+            if doc is None:
+                raise ValueError(f"fetch_jgf: json_loads returned an error: {json_error}")
+            if jobid in self.t.jobs:  # a job id not cancelled: fluxnode's traverser refuses it
+                raise TraverserError(f"job {jobid} already exists")
             if args[2] == "rv1exec":
                 picks = rv1exec_picks(self.t.g, doc)
             else:
                 picks = jgf_picks(self.t.g, doc, shorthand=args[2] == "jgf_shorthand")
+                refusal = jgf_update_refusal(picks, at, duration)
+                if refusal is not None:
+                    raise _UpdateRefused(refusal)
             # like a match's answer, a job that starts now is allocated, later reserved
             result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
-        except (ValueError, TraverserError) as exc:
-            self.error(f"ERROR: update of job {jobid} failed: {exc}")
+        except (ValueError, TypeError, KeyError, TraverserError) as exc:
+            # update_run's words, then what went wrong: in the readers' words where
+            # fluxnode knows them (picks.py), else its own
+            self.error("ERROR: traverser run () returned error ")
+            if not (doc is None and args[2] == "rv1exec"):  # that reader says nothing
+                self.error(f"ERROR: {exc}")
             result = None
         # resource-query's update: writers->emit after the run whatever it returned, its
         # error ignored (what it could not write stays in the writer)
@@ -469,7 +504,15 @@ class Session:
         if len(args) != 2:
             return self.error("ERROR: malformed command")
         try:
-            add_jgf(self.t.g, load_jgf_document(args[1]))
+            text = Path(args[1]).read_bytes()
+        except OSError:
+            return self.error(f"ERROR: can't open {args[1]}")  # command.cpp's attach
+        try:
+            try:
+                doc = json.loads(text)
+            except (ValueError, RecursionError) as exc:
+                raise JgfError(f"invalid JSON: {exc}") from None
+            add_jgf(self.t.g, load_jgf_document(doc))
             self._learn_types()
             self.t.reinit()
         except (JgfError, OSError) as exc:
@@ -484,7 +527,12 @@ class Session:
         if is_path == "true":
             vs = g.lookup(target)
             if not vs:
+                # command.cpp's remove, then reapi_cli_t::remove_subgraph's words: the
+                # traverser fails without an errno or a message of its own
                 self.error("ERROR: can't remove subgraph ")
+                self.error("ERROR: remove_subgraph: ERROR: remove_subgraph error: "
+                           f"{os.strerror(self.t.errno)}")
+                self.error("remove_subgraph: ERROR: traverser returned error: \n")
                 return
             for v in list(vs):
                 self.t.remove_subgraph(v)
@@ -493,6 +541,12 @@ class Session:
                 ranks = idset.decode(target)
             except ValueError:
                 return self.error("ERROR: failed to decode ranks.")
+            unknown = [r for r in ranks if r not in g.by_rank]
+            if unknown:
+                # dfu_impl_t::remove (ranks) stops at the first rank it lacks (fluxnode
+                # changes nothing; Fluxion has cleared the lower ranks' job data by then)
+                self.error("ERROR: can't partial cancel subgraph ")
+                return self.error(f"ERROR: remove: {min(unknown)} not found in by_rank map.")
             for jobid in list(self.t.jobs):
                 try:
                     if self.t.partial_cancel(jobid, ranks):
