@@ -86,21 +86,31 @@ def jgf(result, shorthand: bool = False, subsystem: str = CONTAINMENT) -> dict:
 
 def jgf_parts(result, shorthand: bool = False,
               subsystem: str = CONTAINMENT) -> tuple[list[dict], list[dict], bool]:
-    """(nodes, edges, nothing left out) of the JGF writers (see jgf)."""
+    """(nodes, edges, nothing left out) of the JGF writers (see jgf).
+
+    A selection's ``ghosts`` (dfu_impl.Selection: vertices the update walk tagged but did
+    not emit) are no nodes, but their edges are there, as Fluxion's upd_dfv writes an
+    edge for each child that took something whether or not the child's vertex was
+    emitted. A ghost stands at its children's level (the levels after it were shifted
+    by one), so it takes the entries at its own level below it as children."""
     sel = list(_sel(result))
+    seq: list[tuple[object, bool]] = [(e, False) for e in sel]
+    for pos, ghost in reversed(getattr(_sel(result), "ghosts", ())):
+        seq.insert(pos, (ghost, True))
     pairs = []
     parent_excl: dict[int, bool] = {}  # id(emit) -> its parent was taken exclusively
     stack: list[tuple[int, object]] = []  # (level, emit) of emitted, not yet parented
-    for e in sel:
+    for e, ghost in seq:
+        below = e.level if ghost else e.level + 1
         kids = []
-        while stack and stack[-1][0] == e.level + 1:
+        while stack and stack[-1][0] == below:
             kids.append(stack.pop()[1])
         stack.append((e.level, e))
         for k in reversed(kids):
             pairs.append((e, k))
             parent_excl[id(k)] = e.exclusive
     # edges are emitted when each child finishes, i.e. in child emission order
-    order = {id(x): i for i, x in enumerate(sel)}
+    order = {id(x): i for i, (x, _g) in enumerate(seq)}
     pairs.sort(key=lambda pc: order[id(pc[1])])
     keep = [e for e in sel if not (shorthand and parent_excl.get(id(e), False))]
     kept_pairs = [(p, c) for p, c in pairs if not (shorthand and p.exclusive)]
@@ -250,7 +260,9 @@ class MatchWriters:
         """A traversal's emit_vtx/emit_edg calls (and its emit_tm). ``excl_parent``
         False: the walk says no vertex's parent is exclusive (find's, dom_find_dfv), so
         the shorthand writers leave nothing out."""
-        sel = list(_sel(result))
+        sel = _sel(result)  # a list, or a Selection with ghosts (jgf_parts reads them)
+        if not isinstance(sel, list):
+            sel = list(sel)
         self.at = getattr(result, "at", 0)
         self.duration = getattr(result, "duration", 0)
         if self.fmt in ("simple", "pretty_simple"):

@@ -291,9 +291,15 @@ class Session:
                 full = self.t.partial_cancel(jobid, ranks, by_counts=reader == "rv1exec")
                 if full:
                     self.allocations.pop(jobid, None)
-            except (ValueError, KeyError, TypeError, RecursionError, RError, TraverserError):
+            except (ValueError, KeyError, TypeError, RecursionError, RError,
+                    TraverserError) as exc:
                 # Fluxion reads R inside its remove, after zeroing the visit counts
                 self.t.total_preorder = self.t.total_postorder = 0
+                if reader == "rv1exec" and isinstance(exc, TraverserError) \
+                        and str(exc).startswith("remove"):
+                    # do_partial_remove writes the traverser's message to stdout (the
+                    # rank-based remove's, which fluxnode's traverser words as Fluxion's)
+                    self.console.write(f"{exc}\n")
                 self.error(f"ERROR: error encountered while removing job {jobid}")
         elif jobid in self.reservations:
             return self.error("ERROR: reservations not currently supported by partial cancel")
