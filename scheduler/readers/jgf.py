@@ -101,7 +101,10 @@ def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) ->
         if uid is None:
             v.uniq_id = len(g.vertices) - 1
         v.properties = {str(k): str(val) for k, val in (md.get("properties") or {}).items()}
-        if str(md.get("status", "up")).lower() == "down":
+        # Fluxion's JGF holds the status as resource_pool_t::status_t, an int (DOWN is
+        # 1); a "down" string is taken too
+        status = md.get("status", 0)
+        if status == 1 and not isinstance(status, bool) or str(status).lower() == "down":
             v.status = "down"
         for ssys, p in paths.items():
             g.set_path(v, ssys, p)
