@@ -26,9 +26,11 @@ from fluxnode.scheduler.readers.rv1 import ranks_in_R
 from fluxnode.scheduler.resource_query.picks import (
     jgf_picks,
     jgf_update_refusal,
+    only_other_roots,
     rv1exec_picks,
 )
 from fluxnode.scheduler.traversers.dfu import (
+    MatchResult,
     NoMatch,
     Traverser,
     TraverserErrno,
@@ -73,6 +75,9 @@ class Session:
         # jobid -> (state, start, jobspec file, seconds its match took: job_info_t's overhead)
         self.jobinfo: dict[int, tuple[str, int, str, float]] = {}
         self.update_times: list[float] = []  # seconds each `update` took (stat)
+        # jobs an update placed without taking anything of the walked tree (a JGF of
+        # another dominant subsystem, picks.only_other_roots): cancel fails on them
+        self.unwalked_jobs: set[int] = set()
         # a match failing with no errno of its own reports the errno an earlier step
         # left (see TraverserErrno and dispatch)
         self.t.report_errno = True
@@ -247,6 +252,10 @@ class Session:
         if len(args) < 2 or len(args) > 3:
             return self.error("ERROR: malformed command")
         jobid = self._jobid(args[1])
+        if jobid in self.unwalked_jobs:
+            # Fluxion's remove finds none of the job in the walked tree and fails; the
+            # job stays (reapi_cli_t::cancel erases it only on success)
+            return self.error(f"cancel: ERROR: error encountered while removing job {jobid}")
         if jobid in self.allocations or jobid in self.reservations:
             try:
                 self.t.cancel(jobid)
@@ -486,8 +495,16 @@ class Session:
                 refusal = jgf_update_refusal(picks, at, duration)
                 if refusal is not None:
                     raise _UpdateRefused(refusal)
-            # like a match's answer, a job that starts now is allocated, later reserved
-            result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
+            if args[2] != "rv1exec" and only_other_roots(self.t.g, doc):
+                # written under another dominant subsystem: nothing of the walked tree
+                # is taken or written (fluxnode plans none of the JGF's vertices: those
+                # outside the walked tree are never walked), the job is placed
+                result = MatchResult(jobid, "RESERVED" if at else "ALLOCATED", at, duration,
+                                     0.0, [])
+                self.unwalked_jobs.add(jobid)
+            else:
+                # like a match's answer, a job that starts now is allocated, later reserved
+                result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
         except (ValueError, TypeError, KeyError, TraverserError) as exc:
             # update_run's words, then what went wrong: in the readers' words where
             # fluxnode knows them (picks.py), else its own

@@ -89,3 +89,40 @@ def test_a_subsystem_the_graph_lacks_stops_before_any_command(name):
     assert proc.returncode == 1
     assert proc.stderr == (": Runtime error: initialize_matchers_and_traversers: ERROR: "
                            "can't initialize traverser\n\n")
+
+
+def test_update_replays_a_power_match(tmp_path):
+    """flux-sched t3023 test 2: under -S PA, `update allocate jgf` of what two matches
+    wrote gives the same output (the JGF names power paths; the reader finds each vertex
+    by its paths and rank)."""
+    first = tmp_path / "first"
+    _run("match allocate node_power.yaml\nmatch allocate node_power.yaml\nquit\n",
+         "-S", "PA", "-P", "high", "-F", "jgf", out=first)
+    lines = [x for x in first.read_text().splitlines() if not x.startswith("INFO")]
+    assert len(lines) == 2
+    cmds = ""
+    for i, line in enumerate(lines):
+        (tmp_path / f"{i}.json").write_text(line + "\n")
+        cmds += f"update allocate jgf {tmp_path / f'{i}.json'} {i + 1} 0 3600\n"
+    again = tmp_path / "again"
+    proc = _run(cmds + "quit\n", "-S", "PA", "-P", "high", "-F", "jgf", out=again)
+    assert proc.stderr == ""
+    assert again.read_text() == first.read_text()
+
+
+def test_a_containment_jgf_updates_nothing_of_the_power_tree(tmp_path):
+    """flux-sched t3023 test 3's first step: a JGF written under -S CA names the
+    containment root, not the power one; Fluxion's update then walks and writes nothing
+    and places the job (its expected output: the JOBID block alone); cancelling it fails
+    (Fluxion v0.54 wrote this output and error on this graph)."""
+    first = tmp_path / "first"
+    _run("match allocate node_core.yaml\nquit\n", "-S", "CA", "-P", "high", "-F", "jgf",
+         out=first)
+    (tmp_path / "ca.json").write_text(first.read_text().splitlines()[0] + "\n")
+    out = tmp_path / "out"
+    proc = _run(f"update allocate jgf {tmp_path / 'ca.json'} 1 0 3600\ncancel 1\nquit\n",
+                "-S", "PA", "-P", "high", out=out)
+    assert proc.stderr == "cancel: ERROR: error encountered while removing job 1\n"
+    assert out.read_text() == ("INFO: =============================\nINFO: JOBID=1\n"
+                               "INFO: RESOURCES=ALLOCATED\nINFO: SCHEDULED AT=Now\n"
+                               "INFO: =============================\n")
