@@ -17,6 +17,7 @@ import json
 
 from fluxnode.broker_conf import hostlist, idset
 from fluxnode.broker_conf.rv1 import R_lite
+from fluxnode.scheduler.graph.resource_graph import CONTAINMENT
 
 PREFIX = "      "
 
@@ -69,40 +70,57 @@ def _vertex_json(e) -> dict:
     return {"id": str(v.uniq_id), "metadata": md}
 
 
-def jgf(result, shorthand: bool = False) -> dict:
+def jgf(result, shorthand: bool = False, subsystem: str = CONTAINMENT) -> dict:
     """Nodes in emission (post) order; each edge right after its child's subtree.
 
     ``shorthand``: Fluxion's jgf_shorthand writer, which leaves out every vertex whose
     parent was taken exclusively, and the edge into it (its emit_vtx/emit_edg skip what
     the update walk emits with ``excl_parent``); when it left something out the document
-    says so (``"writer": "fluxion:jgf_shorthand"``, see MatchWriters)."""
-    nodes, edges, _complete = jgf_parts(result, shorthand)
+    says so (``"writer": "fluxion:jgf_shorthand"``, see MatchWriters).
+
+    ``subsystem``: the subsystem the walk went down (resource-query's ``-S``); an edge
+    of another than containment carries it as metadata (jgf_match_writers_t::emit_edg)."""
+    nodes, edges, _complete = jgf_parts(result, shorthand, subsystem)
     return {"graph": {"nodes": nodes, "edges": edges}}
 
 
-def jgf_parts(result, shorthand: bool = False) -> tuple[list[dict], list[dict], bool]:
-    """(nodes, edges, nothing left out) of the JGF writers (see jgf)."""
+def jgf_parts(result, shorthand: bool = False,
+              subsystem: str = CONTAINMENT) -> tuple[list[dict], list[dict], bool]:
+    """(nodes, edges, nothing left out) of the JGF writers (see jgf).
+
+    A selection's ``ghosts`` (dfu_impl.Selection: vertices the update walk tagged but did
+    not emit) are no nodes, but their edges are there, as Fluxion's upd_dfv writes an
+    edge for each child that took something whether or not the child's vertex was
+    emitted. A ghost stands at its children's level (the levels after it were shifted
+    by one), so it takes the entries at its own level below it as children."""
     sel = list(_sel(result))
+    seq: list[tuple[object, bool]] = [(e, False) for e in sel]
+    for pos, ghost in reversed(getattr(_sel(result), "ghosts", ())):
+        seq.insert(pos, (ghost, True))
     pairs = []
     parent_excl: dict[int, bool] = {}  # id(emit) -> its parent was taken exclusively
     stack: list[tuple[int, object]] = []  # (level, emit) of emitted, not yet parented
-    for e in sel:
+    for e, ghost in seq:
+        below = e.level if ghost else e.level + 1
         kids = []
-        while stack and stack[-1][0] == e.level + 1:
+        while stack and stack[-1][0] == below:
             kids.append(stack.pop()[1])
         stack.append((e.level, e))
         for k in reversed(kids):
             pairs.append((e, k))
             parent_excl[id(k)] = e.exclusive
     # edges are emitted when each child finishes, i.e. in child emission order
-    order = {id(x): i for i, x in enumerate(sel)}
+    order = {id(x): i for i, (x, _g) in enumerate(seq)}
     pairs.sort(key=lambda pc: order[id(pc[1])])
     keep = [e for e in sel if not (shorthand and parent_excl.get(id(e), False))]
     kept_pairs = [(p, c) for p, c in pairs if not (shorthand and p.exclusive)]
     complete = len(keep) == len(sel) and len(kept_pairs) == len(pairs)
-    return ([_vertex_json(e) for e in keep],
-             [{"source": str(p.vertex.uniq_id), "target": str(c.vertex.uniq_id)}
-              for p, c in kept_pairs], complete)
+    edges = [{"source": str(p.vertex.uniq_id), "target": str(c.vertex.uniq_id)}
+             for p, c in kept_pairs]
+    if subsystem != CONTAINMENT:
+        for edge in edges:
+            edge["metadata"] = {"subsystem": subsystem}
+    return [_vertex_json(e) for e in keep], edges, complete
 
 
 def _rank_of(v) -> int:
@@ -225,8 +243,9 @@ class MatchWriters:
     - ``sim``/``pretty_sim``: always write what they hold and clear it.
     """
 
-    def __init__(self, fmt: str) -> None:
+    def __init__(self, fmt: str, subsystem: str = CONTAINMENT) -> None:
         self.fmt = fmt
+        self.subsystem = subsystem  # the walk's (dominant) subsystem: its JGF edges say so
         self.lines: list = []  # simple / pretty_simple emission entries
         self.vout: list[dict] = []  # jgf_match_writers_t::m_vout
         self.eout: list[dict] = []  # jgf_match_writers_t::m_eout
@@ -241,13 +260,16 @@ class MatchWriters:
         """A traversal's emit_vtx/emit_edg calls (and its emit_tm). ``excl_parent``
         False: the walk says no vertex's parent is exclusive (find's, dom_find_dfv), so
         the shorthand writers leave nothing out."""
-        sel = list(_sel(result))
+        sel = _sel(result)  # a list, or a Selection with ghosts (jgf_parts reads them)
+        if not isinstance(sel, list):
+            sel = list(sel)
         self.at = getattr(result, "at", 0)
         self.duration = getattr(result, "duration", 0)
         if self.fmt in ("simple", "pretty_simple"):
             self.lines += sel
         if self.fmt in ("jgf", "rv1", *SHORTHAND):
-            nodes, edges, complete = jgf_parts(sel, self.fmt in SHORTHAND and excl_parent)
+            nodes, edges, complete = jgf_parts(sel, self.fmt in SHORTHAND and excl_parent,
+                                               self.subsystem)
             self.vout += nodes
             self.eout += edges
             self.complete = self.complete and complete

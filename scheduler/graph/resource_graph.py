@@ -366,6 +366,8 @@ class ResourceGraph:
     # containment edges into a vertex that already had a parent (Fluxion's multi-tier
     # storage: a unit under its rack and its tier); 0: a walk meets each vertex once
     shared_children: int = 0
+    # the subsystem whose tree is this graph's containment tree (see project)
+    dominant: str = CONTAINMENT
 
     def add_vertex(self, type_: str, basename: str, name: str, id_: int, *, rank: int = -1,
                    size: int = 1, unit: str = "", uniq_id: int | None = None) -> Vertex:
@@ -502,11 +504,21 @@ class ResourceGraph:
 
     def project(self, subsystem: str) -> ResourceGraph:
         """A graph whose containment tree is ``subsystem``'s tree (e.g. ``power``), so
-        the matcher can use another subsystem as its dominant hierarchy."""
+        the matcher can use another subsystem as its dominant hierarchy (resource-query's
+        ``-S PA``).
+
+        What Fluxion's writers and commands still see of the whole graph is kept: each
+        copy's ``paths`` are the original's, under their own subsystems (the JGF writer
+        prints them all), while its containment slot ``path`` holds its path in
+        ``subsystem``, which the walk and the lookups use; ``dominant`` names
+        ``subsystem`` (the JGF writer's edge metadata); and the paths of the vertices
+        outside ``subsystem`` stay in ``by_path``, naming the original vertices, so
+        get-status, set-property and the like find them as Fluxion's by_path does."""
         top = self.roots.get(subsystem)
         if top is None:
             raise KeyError(subsystem)
         out = ResourceGraph()
+        out.dominant = subsystem
         copies: dict[int, Vertex] = {}
 
         def copy(v: Vertex) -> Vertex:
@@ -516,8 +528,11 @@ class ResourceGraph:
                                    unit=v.unit, uniq_id=v.uniq_id)
                 c.properties = dict(v.properties) if v.properties else c.properties
                 c.status = v.status
-                for ssys, p in v.paths.items():
-                    out.set_path(c, CONTAINMENT if ssys == subsystem else ssys, p)
+                paths = v.paths
+                for p in paths.values():
+                    out.index_path(p, c)
+                c.path = paths.get(subsystem, "")
+                c._paths = paths
                 copies[id(v)] = c
             return c
 
@@ -530,6 +545,10 @@ class ResourceGraph:
                 for k in kids:
                     out.add_edge(copy(v), copy(k))
                 stack.extend(reversed(kids))
+            for v in self.vertices:
+                if id(v) not in copies:
+                    for p in v.paths.values():
+                        out.index_path(p, v)
         return out
 
     def to_networkx(self):

@@ -55,8 +55,10 @@ def to_requests(res) -> list[Request]:
 def from_jobspec(js: Jobspec | Mapping | str) -> MatchRequest:
     if not isinstance(js, Jobspec):
         js = Jobspec.parse(js)
-    # Fluxion's jobmeta_t::build rounds a fractional duration up (0.5 s is 1 s, not none)
-    return MatchRequest(to_requests(js.resources), math.ceil(js.duration), js.constraints,
+    # Fluxion's jobmeta_t::build rounds a fractional duration up (0.5 s is 1 s, not none);
+    # a negative one (-0.5 too) stays negative, which the traverser refuses (EINVAL)
+    duration = math.ceil(js.duration) if js.duration >= 0 else min(math.floor(js.duration), -1)
+    return MatchRequest(to_requests(js.resources), duration, js.constraints,
                         [t.slot for t in js.tasks])
 
 

@@ -43,7 +43,15 @@ def load_jgf_document(obj_or_path) -> dict:
 
 
 def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) -> list[Vertex]:
-    """Add the vertices/edges of ``doc`` to ``g``; vertices whose path exists are reused."""
+    """Add the vertices/edges of ``doc`` to ``g`` as Fluxion's JGF reader unpacks them
+    (resource_reader_jgf_t::unpack_vertices, unpack_edges).
+
+    A document vertex is a graph vertex already there when one of its paths names a
+    vertex of the same rank (vtx_in_graph; the document's rank, -1 when it has none);
+    otherwise it is a new vertex, even at a path the graph has: a subgraph naming node0
+    with another rank than the graph's node0 makes a second node0 (attach's vertex hangs
+    below that one, out of the tree's reach, so no match finds it). An edge is added only
+    when it touches a vertex this document added."""
     try:
         nodes = doc["graph"]["nodes"]
         edges = doc["graph"].get("edges", [])
@@ -59,8 +67,9 @@ def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) ->
             if k not in md:
                 raise JgfError(f"graph.nodes[{i}].metadata: key {k!r} missing")
         paths = md["paths"]
-        cpath = paths.get(CONTAINMENT)
-        existing = g.lookup(cpath) if cpath else None
+        want_rank = int(md.get("rank", -1))
+        existing = [v for p in (paths.values() if isinstance(paths, dict) else ())
+                    for v in g.lookup(p) if v.rank == want_rank]
         if existing:
             by_key[str(n.get("id"))] = existing[0]
             continue
@@ -92,7 +101,10 @@ def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) ->
         if uid is None:
             v.uniq_id = len(g.vertices) - 1
         v.properties = {str(k): str(val) for k, val in (md.get("properties") or {}).items()}
-        if str(md.get("status", "up")).lower() == "down":
+        # Fluxion's JGF holds the status as resource_pool_t::status_t, an int (DOWN is
+        # 1); a "down" string is taken too
+        status = md.get("status", 0)
+        if status == 1 and not isinstance(status, bool) or str(status).lower() == "down":
             v.status = "down"
         for ssys, p in paths.items():
             g.set_path(v, ssys, p)
@@ -102,6 +114,7 @@ def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) ->
                     g.subsystems.append(ssys)
         by_key[str(n.get("id"))] = v
         added.append(v)
+    new = {id(v) for v in added}
     for i, e in enumerate(edges):
         try:
             src, tgt = by_key[str(e["source"])], by_key[str(e["target"])]
@@ -113,7 +126,7 @@ def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) ->
         if isinstance(md.get("name"), dict):
             ssys, relation = next(iter(md["name"].items()))
         ssys = ssys or CONTAINMENT
-        if relation == "in":
+        if relation == "in" or (id(src) not in new and id(tgt) not in new):
             continue
         g.add_edge(src, tgt, ssys)
     return added

@@ -26,6 +26,15 @@ from fluxnode.scheduler.readers.hwloc import HwlocError, read_hwloc
 from fluxnode.scheduler.readers.jgf import JgfError, read_jgf
 from fluxnode.scheduler.readers.rv1 import read_rv1
 from fluxnode.scheduler.resource_query.session import HELP, Session
+from fluxnode.scheduler.resource_query.subsystems import (
+    CONTAINMENT,
+    NO_ROOT_STDERR,
+    UNKNOWN_NAME_EXIT,
+    UNKNOWN_NAME_STDERR,
+    UnknownSubsystems,
+    missing_roots,
+    subsystems_of,
+)
 from fluxnode.scheduler.traversers.dfu import DEFAULT_PRUNE_FILTERS, TraverserError
 from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from fluxnode.scheduler.traversers.flexible import FlexibleTraverser
@@ -53,21 +62,6 @@ def load_graph(path: str, fmt: str, allowlist: list[str] | None = None) -> Resou
     raise ValueError(f"unknown load format {fmt}")
 
 
-SUBSYSTEM_LETTERS = {"C": "containment", "P": "power", "IB": "ibnet", "IBB": "ibnetbw",
-                     "PFS1B": "pfs1bw", "V": "virtual"}
-
-
-def _dominant(spec: str) -> str:
-    """``-S`` names subsystems by letters (``CA``, ``PA``, ``C+PA``; trailing A = all
-    relations); the first one is the dominant hierarchy the matcher walks."""
-    first = (spec or "CA").upper().split("+")[0]  # Fluxion takes the lower case names too
-    if first == "ALL":
-        return "containment"
-    if first.endswith("A") and first[:-1] in SUBSYSTEM_LETTERS:
-        first = first[:-1]
-    return SUBSYSTEM_LETTERS.get(first, "containment")
-
-
 def _write_load_info(stdout: TextIO, graph: ResourceGraph, elapse: float) -> None:
     """-e after loading, as Fluxion's print_elapse_time: the time (a C++ stream's default
     6 significant digits), the graph's size and its lookup tables' sizes."""
@@ -84,6 +78,13 @@ def _write_load_info(stdout: TextIO, graph: ResourceGraph, elapse: float) -> Non
     stdout.write(f"INFO: by_path Key-Value Pairs: {graph.path_count()}\n")
     for rank in sorted(graph.by_rank):
         stdout.write(f"INFO: number of vertices with rank {rank}: {len(graph.by_rank[rank])}\n")
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or bare stream
+        return False
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -141,12 +142,19 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     except (GrugError, JgfError, RError, HwlocError, OSError, ValueError) as exc:
         stderr.write(f"ERROR: can't load {ns.load_file}: {exc}\n")
         return 1
-    dom = _dominant(ns.match_subsystems)
-    if dom != "containment":
-        if dom not in graph.roots:
-            stderr.write(f"ERROR: graph has no {dom} subsystem for -S {ns.match_subsystems}\n")
-            return 1
-        graph = graph.project(dom)
+    try:
+        subsystems = subsystems_of(ns.match_subsystems)
+    except UnknownSubsystems:
+        stderr.write(UNKNOWN_NAME_STDERR)
+        return UNKNOWN_NAME_EXIT
+    if missing_roots(subsystems, graph.roots):
+        stderr.write(NO_ROOT_STDERR)
+        return 1
+    whole = graph  # what Fluxion loaded, all subsystems (-e counts it)
+    if subsystems[0] != CONTAINMENT:
+        # the matcher walks the dominant subsystem only (the auxiliary ones of "C+PA"
+        # and the like add nothing to what Fluxion's matcher selects or writes)
+        graph = graph.project(subsystems[0])
     if ns.traverser not in ("simple", "flexible"):
         stderr.write(f"ERROR: unknown traverser {ns.traverser}\n")
         return 1
@@ -162,20 +170,26 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write(f"ERROR: {exc}\n")
         return 1
     if ns.elapse_time:
-        _write_load_info(stdout, graph, time.perf_counter() - t0)
+        _write_load_info(stdout, whole, time.perf_counter() - t0)
     out = stdout
     outfile = None
     if ns.test_output:
         try:
-            outfile = open(ns.test_output, "w")  # noqa: SIM115 - closed below
+            # line buffered: Fluxion's -t stream is flushed at every std::endl, which
+            # places what a script appends to the same file (2>> FILE) where Fluxion's
+            # run places it
+            outfile = open(ns.test_output, "w", buffering=1)  # noqa: SIM115 - closed below
         except OSError as exc:
             stderr.write(f"ERROR: can't open {ns.test_output}: {exc.strerror}\n")
             return 1
         out = outfile
     session = Session(trav, ns.match_format, out, stderr, ns.elapse_time, console=stdout)
+    # editline's readline writes its prompt only to a terminal: with commands piped in,
+    # Fluxion's resource-query writes none, -d or not
+    prompt = not ns.disable_prompt and _is_terminal(stdin)
     try:
         while True:
-            if not ns.disable_prompt:
+            if prompt:
                 stdout.write("resource-query> ")
                 stdout.flush()
             line = stdin.readline()

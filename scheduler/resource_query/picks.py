@@ -8,7 +8,8 @@ reader here turns that document into ``(vertex, units, exclusive)`` picks for
 from __future__ import annotations
 
 from fluxnode.broker_conf import idset
-from fluxnode.scheduler.graph.resource_graph import ResourceGraph
+from fluxnode.scheduler.graph.resource_graph import ResourceGraph, Vertex
+from fluxnode.scheduler.traversers.dfu_impl import free_during
 
 
 def rv1exec_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
@@ -47,8 +48,10 @@ def rv1exec_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
                     raise ValueError(f"rank {rank} {rtype}: {exc}") from None
                 for i in wanted:
                     v = below.get((rtype, i))
-                    if v is None:
-                        raise ValueError(f"no {rtype}{i} on rank {rank}")
+                    if v is None:  # the rv1exec reader's words
+                        raise ValueError(
+                            f"add_or_update: couldn't find vertex in graph for {rtype}{i}.\n"
+                            f"unpack_child: failed unpacking child for {rtype}{i}.")
                     share_up(v.parent)
                     picks[v.uniq_id] = (v, v.size, True)
             if all(v.uniq_id in picks for v in below.values()):
@@ -62,24 +65,26 @@ def jgf_picks(graph: ResourceGraph, doc: dict, shorthand: bool = False) -> list[
     ``shorthand``: the JGF of Fluxion's jgf_shorthand writer, which leaves out what lies
     below an exclusive vertex; its reader takes that whole subtree, exclusively
     (resource_reader_jgf_shorthand_t::fetch_additional_vertices)."""
-    try:
-        nodes = doc["graph"]["nodes"]
-    except (KeyError, TypeError):
-        raise ValueError("no graph.nodes in the JGF") from None
+    # the JGF reader's fetch_jgf, in its words
+    body = doc.get("graph") if isinstance(doc, dict) else None
+    if body is None:
+        raise ValueError("fetch_jgf: JGF does not contain a required key (graph).")
+    for key in ("nodes", "edges"):
+        if not isinstance(body, dict) or body.get(key) is None:
+            raise ValueError(f"fetch_jgf: JGF does not contain a required key ({key}).")
+    nodes = body["nodes"]
     picks = []
     for n in nodes:
         md = n.get("metadata", {}) if isinstance(n, dict) else {}
-        path = md.get("paths", {}).get("containment") if isinstance(md, dict) else None
-        if not isinstance(path, str):
+        paths = md.get("paths") if isinstance(md, dict) else None
+        if not isinstance(paths, dict) or not paths:
             raise ValueError(f"JGF vertex {n.get('id') if isinstance(n, dict) else n!r} "
-                             "has no containment path")
-        found = graph.lookup(path)
-        if not found:
-            raise ValueError(f"no vertex at {path}")
+                             "has no paths")
+        found, path = _find_vtx(graph, paths, md.get("rank", -1), n.get("id"))
         size, excl = md.get("size", 1), md.get("exclusive", False)
         if not isinstance(size, int) or not isinstance(excl, bool):
             raise ValueError(f"{path}: bad size {size!r} or exclusive {excl!r}")
-        picks.append((found[0], size, excl))
+        picks.append((found, size, excl))
     if shorthand:
         named = {v.uniq_id for v, _n, _x in picks}
         for v, _n, excl in list(picks):
@@ -87,3 +92,53 @@ def jgf_picks(graph: ResourceGraph, doc: dict, shorthand: bool = False) -> list[
                 picks += [(u, u.size, True) for u in graph.walk(v)
                           if u is not v and u.uniq_id not in named]
     return picks
+
+
+def _find_vtx(graph: ResourceGraph, paths: dict, rank, vid) -> tuple[Vertex, str]:
+    """resource_reader_jgf_t::find_vtx: the graph's vertex a JGF vertex names, by each of
+    its paths (its subsystems in Fluxion's order, containment first) and its rank
+    (exist() wants both), the same vertex by every path; with the first path. Raises
+    ValueError in the reader's words."""
+    found: Vertex | None = None
+    first = ""
+    for sub in sorted(paths, key=lambda k: (k != "containment", k)):
+        path = paths[sub]
+        have = [v for v in graph.lookup(path) if v.rank == rank] if isinstance(path, str) else []
+        if not have:
+            raise ValueError(f"exist: inconsistent input vertex: nonexistent path ({path}) "
+                             f"{vid}.")
+        if found is None:
+            found, first = have[0], path
+        elif have[0] is not found:
+            raise ValueError(f"find_vtx: inconsistent input vertex for {path} (id={vid}).")
+    assert found is not None  # paths is not empty
+    return found, first
+
+
+def jgf_update_refusal(picks: list[tuple[Vertex, int, bool]], at: int,
+                       duration: int) -> str | None:
+    """What Fluxion's JGF reader says of the first vertex, in the document's order, that
+    the window has no room for (resource_reader_jgf_t::update_vtx_plan): an exclusive
+    vertex needs all its units free (it plans its whole size), a shared one must have
+    none taken. None when every vertex has room."""
+    for v, _needs, exclusive in picks:
+        free = v.size if v.schedule is None else free_during(v.schedule, at, duration)
+        if free < v.size:
+            if exclusive:
+                return f"update_vtx_plan: can't add span into {v.name}."
+            return f"update_vtx_plan: {v.name} is unavailable."
+    return None
+
+
+def only_other_roots(graph: ResourceGraph, doc: dict) -> bool:
+    """Does the JGF name the root of some subsystem, but not of the one the traverser
+    walks (``graph.dominant``)? Such a JGF (written under another dominant subsystem) gets
+    its exclusive vertices planned by Fluxion's reader and nothing walked or written, and
+    the update succeeds (dfu_impl_t::update returns 0 when the dominant root's edge was not
+    marked by this read). A JGF naming no root at all fails there."""
+    roots = set()
+    for n in doc["graph"]["nodes"]:
+        for sub, path in (n.get("metadata", {}).get("paths") or {}).items():
+            if isinstance(path, str) and path.count("/") == 1:
+                roots.add(sub)
+    return bool(roots) and graph.dominant not in roots

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -22,8 +23,14 @@ from fluxnode.scheduler import writers
 from fluxnode.scheduler.jobspec.jobspec import FLUXION_STATIC_TYPES, Jobspec, JobspecError
 from fluxnode.scheduler.readers.jgf import JgfError, add_jgf, load_jgf_document
 from fluxnode.scheduler.readers.rv1 import ranks_in_R
-from fluxnode.scheduler.resource_query.picks import jgf_picks, rv1exec_picks
+from fluxnode.scheduler.resource_query.picks import (
+    jgf_picks,
+    jgf_update_refusal,
+    only_other_roots,
+    rv1exec_picks,
+)
 from fluxnode.scheduler.traversers.dfu import (
+    MatchResult,
     NoMatch,
     Traverser,
     TraverserErrno,
@@ -47,6 +54,10 @@ HELP = """Usage: resource-query [OPTIONS...]
 """
 
 
+class _UpdateRefused(ValueError):
+    """Fluxion's JGF reader refuses an update (picks.jgf_update_refusal's message)."""
+
+
 class Session:
     def __init__(self, traverser: Traverser, fmt: str, out: TextIO, err: TextIO,
                  elapse: bool = False, console: TextIO | None = None) -> None:
@@ -61,7 +72,12 @@ class Session:
         self.jobid = 1
         self.allocations: dict[int, int] = {}
         self.reservations: dict[int, int] = {}
-        self.jobinfo: dict[int, tuple[str, int, str]] = {}
+        # jobid -> (state, start, jobspec file, seconds its match took: job_info_t's overhead)
+        self.jobinfo: dict[int, tuple[str, int, str, float]] = {}
+        self.update_times: list[float] = []  # seconds each `update` took (stat)
+        # jobs an update placed without taking anything of the walked tree (a JGF of
+        # another dominant subsystem, picks.only_other_roots): cancel fails on them
+        self.unwalked_jobs: set[int] = set()
         # a match failing with no errno of its own reports the errno an earlier step
         # left (see TraverserErrno and dispatch)
         self.t.report_errno = True
@@ -69,7 +85,7 @@ class Session:
         self.t.errno = errno.ENOTTY
         # resource-query's one match writer: what a traversal emits stays in it until a
         # write succeeds (writers.MatchWriters)
-        self.writer = writers.MatchWriters(fmt)
+        self.writer = writers.MatchWriters(fmt, traverser.g.dominant)
         # the resource types Fluxion's interner holds when resource-query closes it after
         # loading (data_std's, the matcher's "*", the graph's and the prune filters'): a
         # jobspec naming another type fails to parse (libjobspec's "known to fluxion");
@@ -118,19 +134,18 @@ class Session:
         except TraverserErrno as exc:
             # reapi_cli_t::match_allocate returns before counting the jobid; resource-query
             # reads ENOENT (like ENODEV) as unsatisfiable
-            self.error(f"ERROR: {exc}")
+            self.error(f"match_allocate: ERROR: traverser: {os.strerror(exc.errno)}")
             matched, consumed, reached_writer = False, False, False
             sat = exc.errno != errno.ENOENT
         except NoMatch:
             matched = False
         except JobspecError as exc:
             self.t.errno = errno.EINVAL
-            self.error(
-                f"ERROR: Jobspec error for {jobid}: {exc.what if hasattr(exc, 'what') else exc}"
-            )
+            self.error(f"match_allocate: ERROR: Jobspec error for {jobid}: "
+                       f"{exc.what if hasattr(exc, 'what') else exc}")
             matched = consumed = reached_writer = False
         except TraverserError as exc:
-            self.error(f"ERROR: {exc}")
+            self.error(f"match_allocate: ERROR: {exc}")
             matched = consumed = reached_writer = False
         R = ""
         if reached_writer:
@@ -186,7 +201,8 @@ class Session:
         if mode == "MATCHED":
             return
         (self.allocations if at == 0 else self.reservations)[jobid] = jobid
-        self.jobinfo[jobid] = ("ALLOCATED" if at == 0 else "RESERVED", at, fn)
+        overhead = time.perf_counter() - t0 if t0 is not None else 0.0
+        self.jobinfo[jobid] = ("ALLOCATED" if at == 0 else "RESERVED", at, fn, overhead)
 
     def _not_placed(self, jobid: int, satisfiable: bool = True, t0: float | None = None) -> None:
         self.out.write(SEP)
@@ -218,28 +234,40 @@ class Session:
             if not self.run_match(args[1], fn):
                 break
 
-    def _jobid(self, s: str) -> int:
-        try:
-            return int(s)
-        except ValueError:
-            return 0
+    @staticmethod
+    def _strtoll(s: str) -> int:
+        """C's strtoll/atoll in base 10: the leading integer, 0 when there is none,
+        saturated at the int64 range (resource-query reads every number so)."""
+        m = re.match(r"[ \t\n\v\f\r]*([+-]?[0-9]+)", s)
+        n = int(m.group(1)) if m else 0
+        return max(-(2**63), min(2**63 - 1, n))
+
+    @classmethod
+    def _jobid(cls, s: str) -> int:
+        """A job id as cancel, partial-cancel and info read one: strtoll cast to a
+        uint64_t, so "2x" is job 2 and "-1" is 2**64 - 1."""
+        return cls._strtoll(s) % 2**64
 
     def cmd_cancel(self, args: list[str]) -> None:
         if len(args) < 2 or len(args) > 3:
             return self.error("ERROR: malformed command")
         jobid = self._jobid(args[1])
+        if jobid in self.unwalked_jobs:
+            # Fluxion's remove finds none of the job in the walked tree and fails; the
+            # job stays (reapi_cli_t::cancel erases it only on success)
+            return self.error(f"cancel: ERROR: error encountered while removing job {jobid}")
         if jobid in self.allocations or jobid in self.reservations:
             try:
                 self.t.cancel(jobid)
             except TraverserError:
-                self.error(f"ERROR: error encountered while removing job {jobid}")
+                self.error(f"cancel: ERROR: error encountered while removing job {jobid}")
             self.allocations.pop(jobid, None)
             self.reservations.pop(jobid, None)
             if jobid in self.jobinfo:
                 self.jobinfo[jobid] = ("CANCELED",) + self.jobinfo[jobid][1:]
         else:
-            self.t.errno = errno.ENOENT  # reapi_cli_t::cancel
-            return self.error(f"ERROR: nonexistent job {jobid}")
+            self.t.errno = errno.ENOENT  # reapi_cli_t::cancel, in its words
+            return self.error(f"cancel: ERROR: nonexistent job {jobid}")
         if len(args) == 3 and args[2] == "stats":
             self._write_visit_counts("CANCEL")
 
@@ -272,9 +300,15 @@ class Session:
                 full = self.t.partial_cancel(jobid, ranks, by_counts=reader == "rv1exec")
                 if full:
                     self.allocations.pop(jobid, None)
-            except (ValueError, KeyError, TypeError, RecursionError, RError, TraverserError):
+            except (ValueError, KeyError, TypeError, RecursionError, RError,
+                    TraverserError) as exc:
                 # Fluxion reads R inside its remove, after zeroing the visit counts
                 self.t.total_preorder = self.t.total_postorder = 0
+                if reader == "rv1exec" and isinstance(exc, TraverserError) \
+                        and str(exc).startswith("remove"):
+                    # do_partial_remove writes the traverser's message to stdout (the
+                    # rank-based remove's, which fluxnode's traverser words as Fluxion's)
+                    self.console.write(f"{exc}\n")
                 self.error(f"ERROR: error encountered while removing job {jobid}")
         elif jobid in self.reservations:
             return self.error("ERROR: reservations not currently supported by partial cancel")
@@ -304,8 +338,10 @@ class Session:
         criteria = " ".join(args[1:])
         try:
             sel = find(self.t, criteria)
-        except FindError as exc:
-            return self.error(f"ERROR: {exc}")
+        except FindError:
+            # dfu_impl_t::find's validate failing, as reapi_cli_t::find passes it on (its
+            # own name, then the traverser's message, which starts with it too)
+            return self.error(f"findfind: invalid criteria: {criteria}.")
         # reapi_cli_t::find: the traversal emits into the session's writer, then emit_json;
         # a failing emit_json is reported and the expression lines are not written
         self.writer.add(sel, excl_parent=False)
@@ -375,18 +411,36 @@ class Session:
         jobid = self._jobid(args[1])
         info = self.jobinfo.get(jobid)
         if info is None:
-            self.t.errno = errno.ENOENT  # reapi_cli_t::info
-            return self.error(f"ERROR: jobid doesn't exist: {args[1]}")
-        print(f"INFO: {jobid}, {info[0]}, {info[1]}, {info[2]}, 0.000000")
+            self.t.errno = errno.ENOENT  # reapi_cli_t::info, in its words
+            return self.error(f"info: ERROR: nonexistent job {jobid}")
+        print(self._job_line(jobid, info))
+
+    @staticmethod
+    def _job_line(jobid: int, info: tuple[str, int, str, float]) -> str:
+        """cmd_info's and cmd_list's line: the overhead is the time the job's match (or
+        update) took, as a C++ stream writes a double."""
+        return f"INFO: {jobid}, {info[0]}, {info[1]}, {info[2]}, {info[3]:g}"
 
     def cmd_list(self, args: list[str]) -> None:
-        for jobid, info in self.jobinfo.items():
-            print(f"INFO: {jobid}, {info[0]}, {info[1]}, {info[2]}, 0.000000")
+        for jobid in sorted(self.jobinfo):  # ctx->jobs is a std::map
+            print(self._job_line(jobid, self.jobinfo[jobid]))
 
     def cmd_stat(self, args: list[str]) -> None:
-        g = self.t.g
-        print(f"INFO: Num. of Vertices: {sum(1 for _ in g.walk())}")
-        print(f"INFO: Num. of Jobs Matched: {len(self.jobinfo)}")
+        """command.cpp's cmd_stat: the jobs allocated or reserved so far (cancelled ones
+        too) and the match times, which only ``update`` records (update_match_perf; a
+        ``match`` leaves them, so the minimum stays DBL_MAX), as a C++ stream writes a
+        double."""
+        if len(args) != 1:
+            return self.error("ERROR: malformed command")
+        njobs = len(self.jobinfo)
+        times = self.update_times
+        low = (min(times) if times else sys.float_info.max) if njobs else 0.0
+        high = max(times) if times else 0.0
+        avg = sum(times) / njobs if njobs else 0.0
+        print(f"INFO: Num. of Jobs Matched: {njobs}")
+        print(f"INFO: Min. Match Time: {low:g}")
+        print(f"INFO: Max. Match Time: {high:g}")
+        print(f"INFO: Avg. Match Time: {avg:g}")
 
     def cmd_cat(self, args: list[str]) -> None:
         if len(args) != 2:
@@ -410,28 +464,53 @@ class Session:
             return self.error(f"ERROR: unsupported reader {args[2]}")
         t0 = time.perf_counter()
         fn = args[3]
+        # command.cpp's update, its checks in its order and words
         try:
-            jobid, at, duration = int(args[4]), int(args[5]), int(args[6])
-        except ValueError:
-            return self.error("ERROR: malformed command")
-        if jobid in self.t.jobs:
-            return self.error(f"ERROR: existent job {jobid}")
-        try:
-            doc = json.loads(Path(fn).read_bytes())
+            raw = Path(fn).read_bytes()
         except OSError:
             return self.error(f"ERROR: can't open {fn}")
-        except (ValueError, RecursionError) as exc:
-            return self.error(f"ERROR: {fn} is not JSON: {exc}")
-        self.jobid = max(self.jobid, jobid + 1)
+        jobid = self._strtoll(args[4])
+        if jobid in self.allocations or jobid in self.reservations:
+            return self.error("ERROR: existing Jobid ")
+        at, duration = self._strtoll(args[5]), self._strtoll(args[6]) % 2**64
+        if at < 0 or duration == 0:
+            return self.error(f"ERROR: invalid time ({at}, {duration})")
+        json_error = ""
         try:
+            doc = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            doc = None  # the reader fails: the traverser's run returns an error
+            json_error = str(exc)
+        # update_run sets the job counter to the job's id, then steps it past
+        self.jobid = jobid + 1
+        try:
+            if doc is None:
+                raise ValueError(f"fetch_jgf: json_loads returned an error: {json_error}")
+            if jobid in self.t.jobs:  # a job id not cancelled: fluxnode's traverser refuses it
+                raise TraverserError(f"job {jobid} already exists")
             if args[2] == "rv1exec":
                 picks = rv1exec_picks(self.t.g, doc)
             else:
                 picks = jgf_picks(self.t.g, doc, shorthand=args[2] == "jgf_shorthand")
-            # like a match's answer, a job that starts now is allocated, later reserved
-            result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
-        except (ValueError, TraverserError) as exc:
-            self.error(f"ERROR: update of job {jobid} failed: {exc}")
+                refusal = jgf_update_refusal(picks, at, duration)
+                if refusal is not None:
+                    raise _UpdateRefused(refusal)
+            if args[2] != "rv1exec" and only_other_roots(self.t.g, doc):
+                # written under another dominant subsystem: nothing of the walked tree
+                # is taken or written (fluxnode plans none of the JGF's vertices: those
+                # outside the walked tree are never walked), the job is placed
+                result = MatchResult(jobid, "RESERVED" if at else "ALLOCATED", at, duration,
+                                     0.0, [])
+                self.unwalked_jobs.add(jobid)
+            else:
+                # like a match's answer, a job that starts now is allocated, later reserved
+                result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
+        except (ValueError, TypeError, KeyError, TraverserError) as exc:
+            # update_run's words, then what went wrong: in the readers' words where
+            # fluxnode knows them (picks.py), else its own
+            self.error("ERROR: traverser run () returned error ")
+            if not (doc is None and args[2] == "rv1exec"):  # that reader says nothing
+                self.error(f"ERROR: {exc}")
             result = None
         # resource-query's update: writers->emit after the run whatever it returned, its
         # error ignored (what it could not write stays in the writer)
@@ -439,6 +518,7 @@ class Session:
             self.out.write(self.emit(result))
         except writers.WriterEmitError:
             pass
+        self.update_times.append(time.perf_counter() - t0)
         if result is None:
             return self._not_placed(jobid, True, t0)
         self._placed(jobid, result, fn, t0)
@@ -447,7 +527,15 @@ class Session:
         if len(args) != 2:
             return self.error("ERROR: malformed command")
         try:
-            add_jgf(self.t.g, load_jgf_document(args[1]))
+            text = Path(args[1]).read_bytes()
+        except OSError:
+            return self.error(f"ERROR: can't open {args[1]}")  # command.cpp's attach
+        try:
+            try:
+                doc = json.loads(text)
+            except (ValueError, RecursionError) as exc:
+                raise JgfError(f"invalid JSON: {exc}") from None
+            add_jgf(self.t.g, load_jgf_document(doc))
             self._learn_types()
             self.t.reinit()
         except (JgfError, OSError) as exc:
@@ -462,7 +550,12 @@ class Session:
         if is_path == "true":
             vs = g.lookup(target)
             if not vs:
+                # command.cpp's remove, then reapi_cli_t::remove_subgraph's words: the
+                # traverser fails without an errno or a message of its own
                 self.error("ERROR: can't remove subgraph ")
+                self.error("ERROR: remove_subgraph: ERROR: remove_subgraph error: "
+                           f"{os.strerror(self.t.errno)}")
+                self.error("remove_subgraph: ERROR: traverser returned error: \n")
                 return
             for v in list(vs):
                 self.t.remove_subgraph(v)
@@ -471,6 +564,12 @@ class Session:
                 ranks = idset.decode(target)
             except ValueError:
                 return self.error("ERROR: failed to decode ranks.")
+            unknown = [r for r in ranks if r not in g.by_rank]
+            if unknown:
+                # dfu_impl_t::remove (ranks) stops at the first rank it lacks (fluxnode
+                # changes nothing; Fluxion has cleared the lower ranks' job data by then)
+                self.error("ERROR: can't partial cancel subgraph ")
+                return self.error(f"ERROR: remove: {min(unknown)} not found in by_rank map.")
             for jobid in list(self.t.jobs):
                 try:
                     if self.t.partial_cancel(jobid, ranks):

@@ -54,7 +54,13 @@ class DfuCancel(DfuUpdate):
         pre = post = 0
         counts: dict[int, dict[str, int]] = {}
         rank_root: dict[int, Vertex] = {}
-        for r in sorted(rankset):
+        # Fluxion's remove goes through the R's ranks in its std::unordered_set's order
+        # (for a few small ids, libstdc++'s: the last inserted first, so highest first) and
+        # stops at a rank the graph lacks, the ranks before it released and the
+        # ancestors untouched (its words)
+        for r in sorted(rankset, reverse=by_counts):
+            if by_counts and r not in self.g.by_rank:
+                raise TraverserError(f"remove{r} not found in by_rank map.")
             for v in self.g.by_rank.get(r, []):
                 pre += 1
                 if jobid in v.tags:
@@ -89,7 +95,7 @@ class DfuCancel(DfuUpdate):
         if missing:
             # a named rank where the job planned nothing (or whose vertices carry no rank):
             # Fluxion's remove stops here with an error, the ancestors untouched
-            raise TraverserError(f"job {jobid} holds nothing on rank {missing[0]}")
+            raise TraverserError(f"remove: {missing[0]} not found in rank_to_counts.")
         if jobid not in root.tags:
             return
         up: dict[int, tuple[Vertex, dict[str, int]]] = {}

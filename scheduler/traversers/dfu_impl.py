@@ -39,6 +39,15 @@ class Emit:
     agfilter: dict | None = None
 
 
+class Selection(list):
+    """A selection (list of Emit) that also holds ``ghosts``: (position, Emit) of the
+    vertices the update walk tagged but did not emit (a subtree filter a half-failed
+    partial cancel left stale, see update_walk), each before the selection's entry at
+    its position. Only such a walk makes one; every other selection is a plain list."""
+
+    ghosts: list[tuple[int, Emit]]
+
+
 @dataclass
 class Job:
     """A placed job: its window, ALLOCATED or RESERVED, and the vertices it holds."""

@@ -31,11 +31,14 @@ class DfuReservation(DfuImpl):
 
     def _job_duration(self, req: MatchRequest, now: int) -> int:
         """The job's duration as Fluxion's jobmeta_t::build reads it: the graph's whole
-        duration when the jobspec has none, EINVAL when it is longer than that."""
-        if req.duration > self.graph_end:
+        duration when the jobspec has none, EINVAL when it is negative or longer than
+        that."""
+        if req.duration > self.graph_end or req.duration < 0:
             self.errno = errno.EINVAL
             if self.report_errno:
                 raise TraverserErrno(errno.EINVAL)
+            if req.duration < 0:
+                raise TraverserError(f"duration {req.duration} is negative")
             raise TraverserError(f"duration {req.duration} is longer than the graph lasts "
                                  f"({self.graph_end})")
         if req.duration > 0:

@@ -17,7 +17,14 @@ import bisect
 
 from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.planner.planner_multi import PlannerMulti
-from fluxnode.scheduler.traversers.dfu_impl import INF, DfuImpl, Emit, JobMeta, note_move
+from fluxnode.scheduler.traversers.dfu_impl import (
+    INF,
+    DfuImpl,
+    Emit,
+    JobMeta,
+    Selection,
+    note_move,
+)
 from fluxnode.scheduler.traversers.job_spans import JobSpans
 from fluxnode.scheduler.traversers.update_walk import UpdateWalk
 
@@ -118,10 +125,12 @@ class DfuUpdate(DfuImpl):
         # Fluxion's traversal level (m_trav_level) is not stepped back for a vertex whose
         # subtree filter refused the job: what is emitted after it, in this walk and in
         # every later one, is one level deeper
-        for pos in walk.unplanned:
+        for pos, _ghost in walk.unplanned:
             for e in walk.out[pos:]:
                 e.level += 1
         self.level_leak += len(walk.unplanned)
+        if walk.unplanned:
+            return _with_ghosts(walk.out, walk.unplanned)
         return walk.out
 
     def _edge_weight(self, u: Vertex) -> int | None:
@@ -154,3 +163,17 @@ class DfuUpdate(DfuImpl):
         if avail == 0 and nspans == 0:
             return None
         return avail
+
+
+def _with_ghosts(out: list[Emit], unplanned: list[tuple[int, Emit]]) -> Selection:
+    """The selection and the vertices the walk tagged but did not emit (Selection's
+    ``ghosts``). Fluxion's parent loop still writes the edges into and out of such a
+    vertex (upd_dfv emits an edge for every child that took something), so the JGF
+    writer needs them. A ghost's level is its children's, as they stand after the
+    shifts above (an earlier ghost's shift moved them too, when its subtree came first)."""
+    ghosts = []
+    for k, (pos, g) in enumerate(unplanned):
+        ghosts.append((pos, Emit(g.vertex, g.needs, g.exclusive, g.level + 1 + k)))
+    sel = Selection(out)
+    sel.ghosts = ghosts
+    return sel

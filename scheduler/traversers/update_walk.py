@@ -91,8 +91,9 @@ class UpdateWalk:
         self.orders = t._order
         # re-weighed children to move in their parents' orders (DfuUpdate._move_weighed)
         self.moves: dict[int, dict[int, tuple[int, int]]] = {}
-        # where in ``out`` a vertex's subtree filter refused the job (see walk)
-        self.unplanned: list[int] = []
+        # where in ``out`` a vertex's subtree filter refused the job, and that vertex as
+        # it would have been emitted (see walk)
+        self.unplanned: list[tuple[int, Emit]] = []
 
     def walk(self, u: Vertex, needs: int, x: bool, level: int, inherited: bool = False,
              via: Vertex | None = None) -> tuple[int, dict[str, int]]:
@@ -257,7 +258,7 @@ class UpdateWalk:
                 # few units left: Fluxion's upd_sched swallows upd_agfilter's EBUSY, the
                 # vertex keeps its tag but is neither emitted nor counted in its parent's
                 # filter, and its level is never stepped back (_update)
-                self.unplanned.append(len(self.out))
+                self.unplanned.append((len(self.out), Emit(u, needs, x, level)))
             else:
                 self.out.append(Emit(u, needs, x, level))
             if self.stop_on_1 and u.children and via is not None:

@@ -13,6 +13,9 @@ and ``resource/utilities/command.cpp`` (what each outcome prints).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import yaml
 from support.rq_run import rq
@@ -170,3 +173,56 @@ def test_node_exclusive_gang_over_nodes_alike_in_totals_not_in_shape(tmp_path):
                           "-f", "jgf", "-P", policy, "-F", "simple")
         assert (rc, err) == (0, "")
         assert out == want, policy
+
+
+PC_DATA = Path(__file__).parent / "data" / "partial_cancel"
+
+
+def _half_failed_files(tmp_path, cancel_ranks: str):
+    f = _files(tmp_path, **{"two.yaml": _slots(2, 4, 60), "three.yaml": _slots(3, 4, 60),
+                            "pc.json": _r(cancel_ranks)})
+    graph = tmp_path / "g.json"
+    graph.write_text(json.dumps(_r("0-3")))
+    return f, graph
+
+
+def _stdout_of(tmp_path, graph, cmds: str, *args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "fluxnode", "resource-query", "-L", str(graph), "-d",
+         "-t", str(tmp_path / "ignored.out"), *args], input=cmds, capture_output=True,
+        text=True, timeout=60)
+    return proc.stdout
+
+
+def test_jgf_after_a_half_failed_partial_cancel_keeps_the_left_out_vertexs_edges(tmp_path):
+    """The cluster the update walk tags but does not emit (see above) is no JGF node, but
+    Fluxion's upd_dfv still writes the edges into it and out of it (0 -> 6, 0 -> 11,
+    0 -> 16). data/partial_cancel/half_failed.jgf is what Fluxion v0.54.0's resource-query
+    wrote for these commands and graph (2026-11-28); its stdout had the remove's message."""
+    f, graph = _half_failed_files(tmp_path, "1-2")
+    cmds = (f"match allocate {f['two']}\npartial-cancel 1 rv1exec {f['pc']}\n"
+            f"match allocate {f['three']}\nfind sched-now=allocated\ncancel 2\n"
+            f"match allocate {f['two']}\nquit\n")
+    out, err, rc = rq(tmp_path, graph, cmds, "-f", "rv1exec", "-P", "low", "-F", "jgf")
+    assert (rc, err) == (0, "ERROR: error encountered while removing job 1\n")
+    assert out == (PC_DATA / "half_failed.jgf").read_text()
+    third = json.loads(out.splitlines()[6])["graph"]
+    assert "0" not in {n["id"] for n in third["nodes"]}
+    assert [e["target"] for e in third["edges"] if e["source"] == "0"] == ["6", "11", "16"]
+    assert _stdout_of(tmp_path, graph, cmds, "-f", "rv1exec", "-P", "low") == (
+        "remove: 2 not found in rank_to_counts.\n")
+
+
+def test_a_partial_cancel_naming_a_rank_the_graph_lacks_releases_nothing(tmp_path):
+    """Fluxion's remove meets the unknown rank 9 first (its rank set's order) and stops:
+    node1 stays the job's, and its message goes to stdout (Fluxion v0.54's output in
+    data/partial_cancel/unknown_rank.jgf)."""
+    f, graph = _half_failed_files(tmp_path, "1,9")
+    cmds = (f"match allocate {f['two']}\npartial-cancel 1 rv1exec {f['pc']}\n"
+            f"find sched-now=allocated\nmatch allocate {f['three']}\n"
+            f"find sched-now=allocated\ncancel 1\nfind sched-now=allocated\nquit\n")
+    out, err, rc = rq(tmp_path, graph, cmds, "-f", "rv1exec", "-P", "low", "-F", "jgf")
+    assert (rc, err) == (0, "ERROR: error encountered while removing job 1\n")
+    assert out == (PC_DATA / "unknown_rank.jgf").read_text()
+    assert _stdout_of(tmp_path, graph, cmds, "-f", "rv1exec", "-P", "low") == (
+        "remove9 not found in by_rank map.\n")

@@ -16,7 +16,8 @@ import yaml
 from support.rq_run import rq
 
 SEP = "INFO: =============================\n"
-REFUSED = 'ERROR: Jobspec error for 1: Value of "type" must be a resource type known to fluxion\n'
+REFUSED = ('match_allocate: ERROR: Jobspec error for 1: Value of "type" must be a resource '
+           'type known to fluxion\n')
 
 
 def _job(tmp_path, leaf: str) -> str:

@@ -1,0 +1,128 @@
+"""`resource-query -S`: Fluxion's subsystem names, and a power subsystem as the dominant
+one (`-S PA`), against what Fluxion v0.54.0's resource-query wrote on the same graph,
+commands and options (tests/scheduler/data/subsystems, its README says how each file
+was made).
+
+Under `-S PA` the walk goes down the power tree, and the writers still show the whole
+graph's facts: each JGF vertex has its paths in every subsystem, each JGF edge names
+the power subsystem (jgf_match_writers_t::emit_edg), get-status finds a vertex of the
+containment tree alone by its path (by_path holds every subsystem's), and -e counts the
+whole graph."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data" / "subsystems"
+FORMATS = ("simple", "pretty_simple", "jgf", "jgf_shorthand", "rlite", "rv1", "rv1_nosched")
+
+
+def _run(commands: str, *args: str, out: Path | None = None) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "fluxnode", "resource-query", "-L", "power2.graphml", "-d",
+            *args]
+    if out is not None:
+        argv += ["-t", str(out)]
+    return subprocess.run(argv, input=commands, capture_output=True, text=True, timeout=120,
+                          cwd=DATA)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_power_as_the_dominant_subsystem_writes_what_fluxion_writes(tmp_path, fmt):
+    out = tmp_path / "out"
+    proc = _run((DATA / "cmds.in").read_text(), "-S", "PA", "-P", "high", "-F", fmt, out=out)
+    assert proc.returncode == 0
+    assert out.read_text() == (DATA / f"expected.{fmt}").read_text()
+    if fmt == "rlite":
+        # every rlite emit fails (no node with cores or GPUs): Fluxion then allocates the
+        # next match under the same job id, which fluxnode refuses (docs/scheduler.md)
+        assert proc.stderr.count("\n") == (DATA / "rlite.stderr").read_text().count("\n")
+    else:
+        assert proc.stderr == ""  # as Fluxion's
+
+
+def test_jgf_paths_and_edges_name_their_subsystems(tmp_path):
+    out = tmp_path / "out"
+    _run("match allocate node_power.yaml\nquit\n", "-S", "PA", "-F", "jgf", out=out)
+    line = out.read_text().splitlines()[0]
+    assert ('"paths": {"containment": "/grid0/rack1/node3", "power": "/powerpanel0/pdu1/node3"}'
+            in line)
+    assert '"paths": {"power": "/powerpanel0/pdu1/node3/power0"}' in line
+    assert line.count('"metadata": {"subsystem": "power"}') == line.count('"source"') > 0
+
+
+def test_load_info_counts_the_whole_graph():
+    proc = _run("quit\n", "-S", "PA", "-e")
+    lines = [x for x in proc.stdout.splitlines() if "Load Time" not in x]
+    assert lines == (DATA / "load_info.PA").read_text().splitlines()
+
+
+def test_an_auxiliary_subsystem_leaves_the_first_policys_answers_alone(tmp_path):
+    """`-S C+PA -P first` answers as `-S CA` does, in Fluxion too."""
+    out = tmp_path / "out"
+    proc = _run((DATA / "cmds_containment.in").read_text(), "-S", "C+PA", "-P", "first",
+                "-F", "jgf", out=out)
+    assert proc.returncode == 0
+    assert out.read_text() == (DATA / "cpa_first.jgf").read_text()
+
+
+@pytest.mark.parametrize("name", ["ca", "c+pa", "PA", "pa", "C+PA"])
+def test_fluxions_names_and_their_lower_case_are_taken(name):
+    proc = _run("quit\n", "-S", name)
+    assert (proc.returncode, proc.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("name", ["Ca", "C", "P", "XYZ", "C+P", "cA"])
+def test_another_name_aborts_as_fluxions_map_at_does(name):
+    proc = _run("quit\n", "-S", name)
+    assert proc.returncode == 134
+    assert proc.stderr == ("terminate called after throwing an instance of "
+                           "'std::out_of_range'\n  what():  map::at\n")
+
+
+@pytest.mark.parametrize("name", ["IBA", "ALL", "all", "VA", "C+IBA", "C+P+IBA", "IB+IBBA"])
+def test_a_subsystem_the_graph_lacks_stops_before_any_command(name):
+    proc = _run("quit\n", "-S", name)
+    assert proc.returncode == 1
+    assert proc.stderr == (": Runtime error: initialize_matchers_and_traversers: ERROR: "
+                           "can't initialize traverser\n\n")
+
+
+def test_update_replays_a_power_match(tmp_path):
+    """flux-sched t3023 test 2: under -S PA, `update allocate jgf` of what two matches
+    wrote gives the same output (the JGF names power paths; the reader finds each vertex
+    by its paths and rank)."""
+    first = tmp_path / "first"
+    _run("match allocate node_power.yaml\nmatch allocate node_power.yaml\nquit\n",
+         "-S", "PA", "-P", "high", "-F", "jgf", out=first)
+    lines = [x for x in first.read_text().splitlines() if not x.startswith("INFO")]
+    assert len(lines) == 2
+    cmds = ""
+    for i, line in enumerate(lines):
+        (tmp_path / f"{i}.json").write_text(line + "\n")
+        cmds += f"update allocate jgf {tmp_path / f'{i}.json'} {i + 1} 0 3600\n"
+    again = tmp_path / "again"
+    proc = _run(cmds + "quit\n", "-S", "PA", "-P", "high", "-F", "jgf", out=again)
+    assert proc.stderr == ""
+    assert again.read_text() == first.read_text()
+
+
+def test_a_containment_jgf_updates_nothing_of_the_power_tree(tmp_path):
+    """flux-sched t3023 test 3's first step: a JGF written under -S CA names the
+    containment root, not the power one; Fluxion's update then walks and writes nothing
+    and places the job (its expected output: the JOBID block alone); cancelling it fails
+    (Fluxion v0.54 wrote this output and error on this graph)."""
+    first = tmp_path / "first"
+    _run("match allocate node_core.yaml\nquit\n", "-S", "CA", "-P", "high", "-F", "jgf",
+         out=first)
+    (tmp_path / "ca.json").write_text(first.read_text().splitlines()[0] + "\n")
+    out = tmp_path / "out"
+    proc = _run(f"update allocate jgf {tmp_path / 'ca.json'} 1 0 3600\ncancel 1\nquit\n",
+                "-S", "PA", "-P", "high", out=out)
+    assert proc.stderr == "cancel: ERROR: error encountered while removing job 1\n"
+    assert out.read_text() == ("INFO: =============================\nINFO: JOBID=1\n"
+                               "INFO: RESOURCES=ALLOCATED\nINFO: SCHEDULED AT=Now\n"
+                               "INFO: =============================\n")
