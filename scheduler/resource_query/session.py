@@ -19,7 +19,8 @@ from typing import TextIO
 from fluxnode.broker_conf import idset
 from fluxnode.broker_conf.rv1 import RError
 from fluxnode.scheduler import writers
-from fluxnode.scheduler.jobspec.jobspec import FLUXION_STATIC_TYPES, Jobspec, JobspecError
+from fluxnode.scheduler.jobspec.jobspec import FLUXION_STATIC_TYPES, JobspecError
+from fluxnode.scheduler.jobspec.parsed_cache import ParsedJobspecs
 from fluxnode.scheduler.readers.jgf import JgfError, add_jgf, load_jgf_document
 from fluxnode.scheduler.readers.rv1 import ranks_in_R
 from fluxnode.scheduler.resource_query.picks import jgf_picks, rv1exec_picks
@@ -78,6 +79,9 @@ class Session:
         self.known_types |= {a for a in traverser.prune_anchored if a != "ALL"}
         self.known_types |= traverser.prune_types
         self._learn_types()
+        # the jobspecs that parsed, by their text: a stream reads the same files again
+        # (parsed_cache.py says why this gives what a fresh parse gives)
+        self.jobspecs = ParsedJobspecs()
 
     def _learn_types(self) -> None:
         self.known_types |= set(self.t.g.by_type)
@@ -111,7 +115,7 @@ class Session:
         t0 = time.perf_counter()
         reached_writer = True  # match_allocate calls writers->emit unless it returned first
         try:
-            js = Jobspec.parse(text, known_types=self.known_types)
+            js = self.jobspecs.parse(text, self.known_types)
             result = self.t.match(js, op=op, jobid=jobid)
         except Unsatisfiable:
             matched, sat = False, False

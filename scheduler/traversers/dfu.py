@@ -51,6 +51,7 @@ from fluxnode.scheduler.graph.resource_graph import (
     freeze_job_state,
     gc_paused,
 )
+from fluxnode.scheduler.jobspec.jobspec import Jobspec
 from fluxnode.scheduler.jobspec.request import MatchRequest, Request, from_jobspec
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.readers.rv1 import extend_rv1
@@ -132,6 +133,7 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         self.prune_types = self._parse_prune(prune_filters)
         self.jobs: dict[int, Job] = {}
         self.next_jobid = 1
+        self._last_request: tuple[Jobspec, MatchRequest] | None = None  # see _request
         self.preorder = 0
         self.postorder = 0
         self.total_preorder = 0
@@ -285,9 +287,17 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
                 "type in all, but not grouped as the request asks (e.g. per node or per slot)")
 
     def _request(self, jobspec) -> MatchRequest:
+        """The request tree of ``jobspec``, the last one kept for the same `Jobspec` (the
+        walks change no request), as resource-query's jobspec cache hands it back."""
         if isinstance(jobspec, MatchRequest):
             return jobspec
-        return from_jobspec(jobspec)
+        last = self._last_request
+        if last is not None and last[0] is jobspec:
+            return last[1]
+        req = from_jobspec(jobspec)
+        if isinstance(jobspec, Jobspec):
+            self._last_request = (jobspec, req)
+        return req
 
     def match(self, jobspec, op: str = "allocate", jobid: int | None = None,
               at: int | None = None) -> MatchResult:
