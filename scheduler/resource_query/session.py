@@ -60,6 +60,7 @@ class Session:
         self.elapse = elapse
         self.console = console if console is not None else out
         self.jobid = 1
+        self._stop: float | None = None  # when the last match's R was emitted (-e)
         self.allocations: dict[int, int] = {}
         self.reservations: dict[int, int] = {}
         self.jobinfo: dict[int, tuple[str, int, str]] = {}
@@ -144,6 +145,9 @@ class Session:
             # run_match reads ENODEV/ENOENT as unsatisfiable, any other errno as not
             try:
                 R = self.emit(result if matched and op != "satisfiability" else None)
+                # match_allocate's end_time: once the writer has emitted R, before
+                # anything is printed (run_match and print_schedule_info print after)
+                self._stop = time.perf_counter()
             except writers.WriterEmitError as exc:
                 self.t.errno = exc.errno
                 self.error("match_allocate: ERROR: match writer emit: "
@@ -167,11 +171,14 @@ class Session:
         return matched
 
     def _write_elapse(self, t0: float | None, elapse_to: TextIO) -> None:
-        """-e: the time since ``t0`` (as C++'s std::to_string writes a double) and the
-        walk's visit counts (print_schedule_info and print_sat_info in Fluxion)."""
+        """-e: the time from ``t0`` to the writer's emit (``_stop``, else now), as C++'s
+        std::to_string writes a double, and the walk's visit counts (print_schedule_info
+        and print_sat_info in Fluxion)."""
+        stop, self._stop = self._stop, None
         if not self.elapse or t0 is None:
             return
-        elapse_to.write(f"INFO: ELAPSE={time.perf_counter() - t0:f}\n")
+        stop = time.perf_counter() if stop is None else stop
+        elapse_to.write(f"INFO: ELAPSE={stop - t0:f}\n")
         self.console.write(f"INFO: PREORDER VISIT COUNT={self.t.total_preorder}\n")
         self.console.write(f"INFO: POSTORDER VISIT COUNT={self.t.total_postorder}\n")
 
