@@ -310,8 +310,8 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         every policy), and the outcomes it keeps (subtree caches, a fast-mode root
         index: ~150 objects per single-core match) were otherwise scanned by a young
         collection every ~130 matches and again by the older ones: a quarter of a
-        single-core ``low`` match on 5,000 nodes. (gc_paused's steps in line: its
-        generator cost a single-core match 1%.)"""
+        single-core ``low`` match on 5,000 nodes. (gc_paused's steps in line, without
+        its generator's set-up on every match.)"""
         was = gc.isenabled()
         gc.disable()
         try:
