@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/sched_rq_stream.py [--nodes 200] [--jobs 500] [--policy first]
         [--shape mixed|core1|node1x|gang1000] [--cancel-every 3] [--op allocate_orelse_reserve]
-        [--cmd 'fluxnode resource-query'] [--keep DIR]
+        [--cmd 'fluxnode resource-query'] [--keep DIR] [--instructions]
 
 Writes the graph, the jobspec shapes and a command file (``--op`` for each job, the
 shapes in turn with ``mixed``, cancelling every ``--cancel-every``-th job, 0 for never),
@@ -16,11 +16,18 @@ parse, walk and writer, as Fluxion's reapi_cli_t::match_allocate times them): th
 figures are the matches' own, apart from process start and graph load.
 `fluxnode resource-query` runs exact mode (Fluxion's tie order); the service's fast mode
 is timed by sched_throughput.py.
+
+``--instructions`` runs fluxnode's resource-query in process under valgrind's callgrind
+instead, counting only the commands (each one run inside ``functools.reduce``, which
+callgrind's ``--toggle-collect`` switches on and off), so graph load, process start and
+the reading of stdin stay out: a load-independent figure per match (cancels included),
+for deciding what a change buys on a shared machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import resource
 import shlex
@@ -88,7 +95,35 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _child(argv: list[str]) -> None:
+    """resource-query in this process, each command inside functools.reduce (see
+    --instructions)."""
+    from fluxnode.scheduler.resource_query import command, session
+
+    dispatch = session.Session.dispatch
+
+    def counted(self, line: str) -> bool:
+        return functools.reduce(lambda _a, _b: dispatch(self, line), (0,), None)
+
+    session.Session.dispatch = counted
+    sys.exit(command.run(argv, sys.stdin, sys.stdout, sys.stderr))
+
+
+def _instructions(argv: list[str], stdin: Path) -> int:
+    with open(stdin) as commands:
+        proc = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+             "--collect-atstart=no", "--toggle-collect=functools_reduce", sys.executable,
+             __file__, "--child", *argv], stdin=commands, capture_output=True, text=True)
+    got = re.search(r"Collected : (\d+)", proc.stderr)
+    if got is None:
+        raise SystemExit(f"no instruction count from valgrind:\n{proc.stderr[-2000:]}")
+    return int(got.group(1))
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        return _child(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=500)
@@ -99,6 +134,8 @@ def main() -> None:
                     choices=["allocate", "allocate_orelse_reserve"])
     ap.add_argument("--cmd", default=f"{sys.executable} -m fluxnode resource-query")
     ap.add_argument("--keep", type=Path, help="write the inputs/outputs here instead of a temp dir")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count fluxnode's instructions per match under callgrind instead")
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="rq-stream-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -116,8 +153,16 @@ def main() -> None:
     lines.append("quit")
     (work / "cmds.in").write_text("\n".join(lines) + "\n")
     out = work / f"out.{Path(shlex.split(args.cmd)[0]).name}.R"
-    argv = [*shlex.split(args.cmd), "-L", str(graph), "-S", "CA", "-P", args.policy, "-d",
-            "-e", "-t", str(out)]
+    options = ["-L", str(graph), "-S", "CA", "-P", args.policy, "-d", "-e", "-t", str(out)]
+    if args.instructions:
+        n = _instructions(options, work / "cmds.in")
+        print(f"fluxnode resource-query: {args.jobs} matches on {args.nodes} nodes "
+              f"({args.policy}, {args.shape}): {n:,} instructions in the commands, "
+              f"{n / args.jobs:,.0f} per match (cancels included)")
+        if not args.keep:
+            shutil.rmtree(work)
+        return
+    argv = [*shlex.split(args.cmd), *options]
     t0 = time.perf_counter()
     cpu0 = _children_cpu()
     with open(work / "cmds.in") as stdin:

@@ -20,7 +20,8 @@ from typing import TextIO
 from fluxnode.broker_conf import idset
 from fluxnode.broker_conf.rv1 import RError
 from fluxnode.scheduler import writers
-from fluxnode.scheduler.jobspec.jobspec import FLUXION_STATIC_TYPES, Jobspec, JobspecError
+from fluxnode.scheduler.jobspec.jobspec import FLUXION_STATIC_TYPES, JobspecError
+from fluxnode.scheduler.jobspec.parsed_cache import ParsedJobspecs
 from fluxnode.scheduler.readers.jgf import JgfError, add_jgf, load_jgf_document
 from fluxnode.scheduler.readers.rv1 import ranks_in_R
 from fluxnode.scheduler.resource_query.picks import (
@@ -70,6 +71,7 @@ class Session:
         self.elapse = elapse
         self.console = console if console is not None else out
         self.jobid = 1
+        self._stop: float | None = None  # when the last match's R was emitted (-e)
         self.allocations: dict[int, int] = {}
         self.reservations: dict[int, int] = {}
         # jobid -> (state, start, jobspec file, seconds its match took: job_info_t's overhead)
@@ -94,6 +96,9 @@ class Session:
         self.known_types |= {a for a in traverser.prune_anchored if a != "ALL"}
         self.known_types |= traverser.prune_types
         self._learn_types()
+        # the jobspecs that parsed, by their text: a stream reads the same files again
+        # (parsed_cache.py says why this gives what a fresh parse gives)
+        self.jobspecs = ParsedJobspecs()
 
     def _learn_types(self) -> None:
         self.known_types |= set(self.t.g.by_type)
@@ -127,7 +132,7 @@ class Session:
         t0 = time.perf_counter()
         reached_writer = True  # match_allocate calls writers->emit unless it returned first
         try:
-            js = Jobspec.parse(text, known_types=self.known_types)
+            js = self.jobspecs.parse(text, self.known_types)
             result = self.t.match(js, op=op, jobid=jobid)
         except Unsatisfiable:
             matched, sat = False, False
@@ -155,6 +160,9 @@ class Session:
             # run_match reads ENODEV/ENOENT as unsatisfiable, any other errno as not
             try:
                 R = self.emit(result if matched and op != "satisfiability" else None)
+                # match_allocate's end_time: once the writer has emitted R, before
+                # anything is printed (run_match and print_schedule_info print after)
+                self._stop = time.perf_counter()
             except writers.WriterEmitError as exc:
                 self.t.errno = exc.errno
                 self.error("match_allocate: ERROR: match writer emit: "
@@ -178,11 +186,14 @@ class Session:
         return matched
 
     def _write_elapse(self, t0: float | None, elapse_to: TextIO) -> None:
-        """-e: the time since ``t0`` (as C++'s std::to_string writes a double) and the
-        walk's visit counts (print_schedule_info and print_sat_info in Fluxion)."""
+        """-e: the time from ``t0`` to the writer's emit (``_stop``, else now), as C++'s
+        std::to_string writes a double, and the walk's visit counts (print_schedule_info
+        and print_sat_info in Fluxion)."""
+        stop, self._stop = self._stop, None
         if not self.elapse or t0 is None:
             return
-        elapse_to.write(f"INFO: ELAPSE={time.perf_counter() - t0:f}\n")
+        stop = time.perf_counter() if stop is None else stop
+        elapse_to.write(f"INFO: ELAPSE={stop - t0:f}\n")
         self.console.write(f"INFO: PREORDER VISIT COUNT={self.t.total_preorder}\n")
         self.console.write(f"INFO: POSTORDER VISIT COUNT={self.t.total_postorder}\n")
 

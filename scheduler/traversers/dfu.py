@@ -37,6 +37,7 @@ cancel) and ``dfu_reservation`` (feasibility, satisfiability, start times), mixi
 from __future__ import annotations
 
 import errno as _errno
+import gc
 import time
 from dataclasses import dataclass, field
 from itertools import filterfalse
@@ -51,6 +52,7 @@ from fluxnode.scheduler.graph.resource_graph import (
     freeze_job_state,
     gc_paused,
 )
+from fluxnode.scheduler.jobspec.jobspec import Jobspec
 from fluxnode.scheduler.jobspec.request import MatchRequest, Request, from_jobspec
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.readers.rv1 import extend_rv1
@@ -132,6 +134,7 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         self.prune_types = self._parse_prune(prune_filters)
         self.jobs: dict[int, Job] = {}
         self.next_jobid = 1
+        self._last_request: tuple[Jobspec, MatchRequest] | None = None  # see _request
         self.preorder = 0
         self.postorder = 0
         self.total_preorder = 0
@@ -285,9 +288,17 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
                 "type in all, but not grouped as the request asks (e.g. per node or per slot)")
 
     def _request(self, jobspec) -> MatchRequest:
+        """The request tree of ``jobspec``, the last one kept for the same `Jobspec` (the
+        walks change no request), as resource-query's jobspec cache hands it back."""
         if isinstance(jobspec, MatchRequest):
             return jobspec
-        return from_jobspec(jobspec)
+        last = self._last_request
+        if last is not None and last[0] is jobspec:
+            return last[1]
+        req = from_jobspec(jobspec)
+        if isinstance(jobspec, Jobspec):
+            self._last_request = (jobspec, req)
+        return req
 
     def match(self, jobspec, op: str = "allocate", jobid: int | None = None,
               at: int | None = None) -> MatchResult:
@@ -299,12 +310,16 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         every policy), and the outcomes it keeps (subtree caches, a fast-mode root
         index: ~150 objects per single-core match) were otherwise scanned by a young
         collection every ~130 matches and again by the older ones: a quarter of a
-        single-core ``low`` match on 5,000 nodes."""
-        with gc_paused():
-            try:
-                return self._match(jobspec, op, jobid, at)
-            finally:
-                freeze_job_state()
+        single-core ``low`` match on 5,000 nodes. (gc_paused's steps in line, without
+        its generator's set-up on every match.)"""
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            return self._match(jobspec, op, jobid, at)
+        finally:
+            freeze_job_state()
+            if was:
+                gc.enable()
 
     def _match(self, jobspec, op: str, jobid: int | None, at: int | None) -> MatchResult:
         t0 = time.perf_counter()

@@ -159,6 +159,7 @@ class DfuSelect(DfuImpl):
     # the policy's key in every LevelWindow: FastTraverser sets it (the service changes
     # policy between matches); a plain Traverser keeps its policy
     _cache_policy: tuple | None = None
+    _levels_of: list[Request] | None = None  # the request list _levels was made for
 
     def _ag_enough(self, u: Vertex, t: str, m: JobMeta, need: int) -> bool:
         """Does ``u``'s subtree have ``need`` free ``t`` units during the job's window?"""
@@ -520,7 +521,12 @@ class DfuSelect(DfuImpl):
         self._visited = set()
         self.preorder = self.postorder = 0
         self.policy.ml_scores = 0
-        self._levels: dict[int, _Level] = {}  # request list id -> _Level (see _level)
+        if self._levels_of is not req.resources:
+            # what a level asks depends on the request alone: kept while the walks are of
+            # the same request (resource-query hands back the same one for a file it read
+            # before); the _Levels hold their lists, so no id is reused meanwhile
+            self._levels: dict[int, _Level] = {}  # request list id -> _Level (see _level)
+            self._levels_of = req.resources
         self._enforced = 0
         self._cache = self._subtree_cache if self._cacheable and m.constraint is None else None
         self._walk_levels: dict[tuple[int, bool, bool], WalkLevel] = {}  # only this walk's

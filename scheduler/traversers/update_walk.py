@@ -96,9 +96,11 @@ class UpdateWalk:
         self.unplanned: list[tuple[int, Emit]] = []
 
     def walk(self, u: Vertex, needs: int, x: bool, level: int, inherited: bool = False,
-             via: Vertex | None = None) -> tuple[int, dict[str, int]]:
+             via: Vertex | None = None, later: bool = False) -> tuple[int, dict[str, int]]:
         """Take ``u`` (``needs`` units, exclusively when ``x``) and what was marked below
-        it; return the vertices taken and the units it reports up (its subtree filter's)."""
+        it; return the vertices taken and the units it reports up (its subtree filter's).
+        ``later``: the walk goes on after ``u``'s subtree (a sibling of ``u`` or of an
+        ancestor follows), so a recipe kept in it may still be taken."""
         tree, seen, marked, marks = self.tree, self.seen, self.marked, self.marks
         kits, job_vertices, out = self.kits, self.job_vertices, self.out
         prune_types, recipes = self.prune_types, self.recipes
@@ -163,10 +165,14 @@ class UpdateWalk:
                     rkey = (cneeds, cx, shadow, level, c.type, c.size,
                             id(self.totals_of.get(cid)))
                     got = recipes.get(rkey)
+                    # a recipe is kept only for a vertex walked after this one: none
+                    # follows the last (a whole node's second socket, recorded for
+                    # nothing, was a third of a node-exclusive resource-query match)
+                    keep = later or i < nk
                     if got is None:
                         recipes[rkey] = 1  # the first: walked, nothing kept
                     elif got == 1:
-                        record = rkey  # the second: walked, kept as a recipe
+                        record = rkey if keep else None  # the second: walked, kept
                     elif got != 0:
                         for rec in got:
                             if apply_recipe(rec.entries, c, level + 1, Emit, out,
@@ -176,7 +182,7 @@ class UpdateWalk:
                                 break
                         else:
                             rec = None
-                            if len(got) < RECIPES_PER_KEY:
+                            if len(got) < RECIPES_PER_KEY and keep:
                                 record = rkey
                         if rec is not None:
                             n += rec.n
@@ -184,7 +190,7 @@ class UpdateWalk:
                                 agg[t] = agg.get(t, 0) + k
                             continue
                 start = len(out)
-                sub, cagg = self.walk(c, cneeds, cx, level + 1, shadow, u)
+                sub, cagg = self.walk(c, cneeds, cx, level + 1, shadow, u, later or i < nk)
                 if record is not None:
                     rec = Recipe.record(
                         c, out[start:], level + 1, sub, cagg, marks, marked, self.totals_of,
