@@ -28,11 +28,10 @@ import time
 from dataclasses import dataclass
 
 import pytest
-import yaml
 from faults.workloads import BinderReplicas, JobWatch, WorkloadOps
 from kubernetes import client
 from support.binder_cluster import BinderCluster
-from support.paths import REPO
+from support.fluxjob_cluster import install_workloads
 
 from fluxnode.testing.fault_schedule import FaultRunner, Planned, StepFailed, choose_seed, plan
 from fluxnode.testing.invariants import check, gather
@@ -40,7 +39,6 @@ from fluxnode.testing.kube_emulator import KubeEmulator
 from fluxnode.testing.waiting import wait_for
 from fluxnode.testing.workload_invariants import check_workloads
 
-WORKLOADS = REPO / "daemonset" / "workloads"
 CONFIG = "mutatingwebhookconfigurations.admissionregistration.k8s.io"
 NODES = {f"node{i}": 2 for i in range(4)}  # 8 cores: two Jobs of 3 pods at a time
 WEIGHTS = {"job-submit": 40, "job-finish": 25, "binder-kill": 12, "kill-leader": 10,
@@ -67,10 +65,7 @@ def setup(tmp_path):
     jobs_watch: JobWatch | None = None
     try:
         api = kube.api_client()
-        client.ApiextensionsV1Api(api).create_custom_resource_definition(
-            yaml.safe_load((WORKLOADS / "fluxjob-crd.yaml").read_text()))
-        client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(
-            yaml.safe_load((WORKLOADS / "webhook.yaml").read_text()))
+        install_workloads(api)
         with BinderCluster(tmp_path, NODES, emulator=kube) as c:
             replicas = BinderReplicas(c, tmp_path)
             jobs_watch = JobWatch(api).start()

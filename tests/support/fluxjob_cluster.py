@@ -22,16 +22,22 @@ CONFIG = "mutatingwebhookconfigurations.admissionregistration.k8s.io"
 FLUXJOBS = "fluxjobs.fluxnode.io"
 
 
+def install_workloads(api) -> None:
+    """Apply daemonset/workloads/ as `kubectl apply -k daemonset/` does: the FluxJob CRD and
+    the MutatingWebhookConfiguration (its caBundle empty until a binder sets it)."""
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(
+        yaml.safe_load((WORKLOADS / "fluxjob-crd.yaml").read_text()))
+    client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(
+        yaml.safe_load((WORKLOADS / "webhook.yaml").read_text()))
+
+
 @contextmanager
-def fluxjob_cluster(tmp_path: Path, nodes: dict[str, int], **binder) -> Iterator[BinderCluster]:
+def fluxjob_cluster(tmp_path: Path, nodes: dict[str, int], *, job_controller: bool = True,
+                    **binder) -> Iterator[BinderCluster]:
     kube = KubeEmulator(namespaces=("default", "kube-system", "fluxnode"),
-                        job_controller=True).start()
+                        job_controller=job_controller).start()
     try:
-        api = kube.api_client()
-        client.ApiextensionsV1Api(api).create_custom_resource_definition(
-            yaml.safe_load((WORKLOADS / "fluxjob-crd.yaml").read_text()))
-        client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(
-            yaml.safe_load((WORKLOADS / "webhook.yaml").read_text()))
+        install_workloads(kube.api_client())
         with BinderCluster(tmp_path, nodes, emulator=kube) as c:
             start_webhook_binder(c, tmp_path, **binder)
             yield c

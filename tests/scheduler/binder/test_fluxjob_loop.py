@@ -14,40 +14,21 @@ import pytest
 import yaml
 from kubernetes import client
 from support.binder_cluster import BinderCluster
+from support.fluxjob_cluster import fluxjob_cluster
 from support.kubectl import kubectl, parse_table, plugin
 from support.paths import REPO
 
-from fluxnode.testing.kube_emulator import KubeEmulator
 from fluxnode.testing.waiting import wait_for
 
-WORKLOADS = REPO / "daemonset" / "workloads"
 EXAMPLE = "example/queued-indexed-job.yaml"
-CONFIG = "mutatingwebhookconfigurations.admissionregistration.k8s.io"
 FLUXJOBS = "fluxjobs.fluxnode.io"
 PODS = 8
 
 
 @pytest.fixture
 def cluster(tmp_path):
-    kube = KubeEmulator(namespaces=("default", "kube-system", "fluxnode"),
-                        job_controller=True).start()
-    try:
-        api = kube.api_client()
-        client.ApiextensionsV1Api(api).create_custom_resource_definition(
-            yaml.safe_load((WORKLOADS / "fluxjob-crd.yaml").read_text()))
-        client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(
-            yaml.safe_load((WORKLOADS / "webhook.yaml").read_text()))
-        with BinderCluster(tmp_path, {f"node{i}": 2 for i in range(4)}, emulator=kube) as c:
-            b = c.start_binder(webhook_port=0, webhook_host="127.0.0.1",
-                               webhook_cert_dir=str(tmp_path / "certs"))
-            kube.service_endpoints[("fluxnode", "fluxnode-webhook")] = ("127.0.0.1",
-                                                                         b.webhook.port)
-            wait_for(lambda: all(h["clientConfig"].get("caBundle")
-                                 for h in kube.get(CONFIG, "fluxnode")["webhooks"]),
-                     30, what="the webhook's caBundle set by the binder")
-            yield c
-    finally:
-        kube.stop()
+    with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(4)}) as c:
+        yield c
 
 
 def job_pods(c: BinderCluster) -> list[dict]:

@@ -13,45 +13,25 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 from fluxnode.scheduler.binder.podgroup import SCHEDULER_PLUGINS, VOLCANO, GroupKey
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from support.binder_cluster import BinderCluster
+from support.fluxjob_cluster import fluxjob_cluster
 from support.kubectl import kubectl, parse_table, plugin
-from support.paths import REPO
 from support.podgroup_crds import podgroup, scheduler_plugins_crd, volcano_crd
 
-from fluxnode.testing.kube_emulator import KubeEmulator
 from fluxnode.testing.waiting import wait_for
 
-WORKLOADS = REPO / "daemonset" / "workloads"
-CONFIG = "mutatingwebhookconfigurations.admissionregistration.k8s.io"
 FLUXJOBS = "fluxjobs.fluxnode.io"
 QUEUE = {"fluxnode.io/queue": "batch"}
 
 
 @pytest.fixture
 def cluster(tmp_path):
-    kube = KubeEmulator(namespaces=("default", "kube-system", "fluxnode")).start()
-    try:
-        api = kube.api_client()
-        client.ApiextensionsV1Api(api).create_custom_resource_definition(
-            yaml.safe_load((WORKLOADS / "fluxjob-crd.yaml").read_text()))
-        client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(
-            yaml.safe_load((WORKLOADS / "webhook.yaml").read_text()))
-        with BinderCluster(tmp_path, {f"node{i}": 2 for i in range(2)}, emulator=kube) as c:
-            b = c.start_binder(webhook_port=0, webhook_host="127.0.0.1",
-                               webhook_cert_dir=str(tmp_path / "certs"),
-                               podgroup_discovery=0.5)
-            kube.service_endpoints[("fluxnode", "fluxnode-webhook")] = ("127.0.0.1",
-                                                                         b.webhook.port)
-            wait_for(lambda: all(h["clientConfig"].get("caBundle")
-                                 for h in kube.get(CONFIG, "fluxnode")["webhooks"]),
-                     30, what="the webhook's caBundle set by the binder")
-            yield c
-    finally:
-        kube.stop()
+    with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(2)}, job_controller=False,
+                         podgroup_discovery=0.5) as c:
+        yield c
 
 
 def member(name: str, labels: dict | None = None, annotations: dict | None = None) -> dict:
