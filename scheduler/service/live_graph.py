@@ -113,6 +113,7 @@ class LiveGraph:
         self._traverser = FastTraverser(self._graph, "first")
         self._policies: dict[str, Policy] = {}
         self._parts: dict[int, list[int]] = {}  # service id -> traverser job ids
+        self._timed: set[int] = set()  # traverser job ids of requests with a duration (_match)
         self._index: dict[int, dict[tuple[str, int], object]] = {}  # rank -> (type, id) -> vertex
         self.limits = DEFAULT_LIMITS  # what a jobspec may cost to read (the service sets it)
         # `ranks` text -> its constraint (None: none needed), see _exclusion
@@ -208,8 +209,16 @@ class LiveGraph:
             self._policies[policy] = Policy.parse(policy, stable_ties=True)  # fast mode
         self._traverser.policy = self._policies[policy]
         part = self._part_id()
+        # The clock is read only while time can matter: the request has an end, or something
+        # held has one. Without any end every span runs to the planner's end and a match at
+        # 0 sees exactly what a match now sees; and the fast traverser's tie order follows
+        # its match window, so a clock read for every request made a placement among equals
+        # change with the second a request came in (docs/binder.md's allocation example
+        # flaked 1 run in 8).
+        timed = jobspec.duration != HORIZON
+        at = self.now() if timed or self._timed else 0
         try:
-            return part, self._traverser.match(jobspec, op=op, jobid=part, at=self.now())
+            result = self._traverser.match(jobspec, op=op, jobid=part, at=at)
         except LibUnsatisfiable as exc:
             raise Unsatisfiable(exc.reason or "the request can never fit these resources") from None
         except NoMatch as exc:
@@ -218,6 +227,9 @@ class LiveGraph:
             raise Unsatisfiable(exc.reason or "no match") from None
         except (JobspecError, TraverserError, ValueError) as exc:
             raise invalid(exc) from None
+        if timed:
+            self._timed.add(part)
+        return part, result
 
     def allocate(self, jobid: int, request: AllocRequest) -> Placement:
         """Place `request`: slot kinds (request trees made here, the `ranks` it may use
@@ -356,6 +368,7 @@ class LiveGraph:
 
     def _rollback(self, parts: list[int]) -> None:
         for part in parts:
+            self._timed.discard(part)
             self._traverser.cancel(part)
 
     def _check_kinds_satisfiable(self, kinds: list[Kind], policy: str) -> None:
@@ -528,6 +541,7 @@ class LiveGraph:
 
     def cancel(self, jobid: int) -> None:
         for part in self._parts.pop(jobid, []):
+            self._timed.discard(part)
             try:
                 self._traverser.cancel(part)
             except TraverserError:
