@@ -165,3 +165,28 @@ def test_t3041_the_jgf_shorthand_reader(tmp_path):
     allocated = json.loads(out.splitlines()[-4])  # tail -n4 | head -n1
     kinds = [n["metadata"]["type"] for n in allocated["graph"]["nodes"]]
     assert (kinds.count("core"), kinds.count("gpu")) == (320, 80)
+
+
+@pytest.mark.parametrize("host, loads", [
+    ("fluke9223372036854775808", False),  # INT64_MAX + 1
+    ("fluke9223372036854775807", True),   # INT64_MAX
+    ("fluke0009223372036854775807", True),  # leading zeros do not count
+])
+def test_t3027_a_node_number_past_int64_fails_to_load(tmp_path, host, loads):
+    """t3027 'node num > max(int64_t) must fail to load': Fluxion's split_hostname reads
+    the number with std::stoll. Observed from Fluxion v0.54.0 (`flux R encode -r 0 -c 0-93
+    -H fluke1 | jq '.execution.nodelist |= ["<host>"]'`, then `resource-query -L R -f
+    rv1exec -F rv1_nosched`): exit 1 and ": Runtime error: resource_query_t: ERROR:
+    unpack_rank: error splitting hostname=fluke9223372036854775808; " for the first,
+    exit 0 for the others."""
+    R = {"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0-93"}}],
+                                     "starttime": 0, "expiration": 0, "nodelist": [host]}}
+    path = tmp_path / "R.json"
+    path.write_text(json.dumps(R))
+    out, err, rc = rq(tmp_path, path, "quit\n", "-f", "rv1exec", "-F", "rv1_nosched")
+    assert "Traceback" not in err
+    if loads:
+        assert rc == 0, err
+    else:
+        assert rc == 1
+        assert f"error splitting hostname={host}" in err
