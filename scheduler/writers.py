@@ -123,9 +123,14 @@ def jgf_parts(result, shorthand: bool = False,
     return [_vertex_json(e) for e in keep], edges, complete
 
 
+# rlite_match_writers_t's gatherer types: the cores and GPUs emitted below one are its
+# rank's; storage_node counts as a node there ("To be removed when rv2 is ready")
+GATHERER_TYPES = ("node", "storage_node")
+
+
 def _rank_of(v) -> int:
     while v is not None:
-        if v.type == "node":
+        if v.type in GATHERER_TYPES:
             return v.rank
         v = v.parent
     return -1
@@ -178,12 +183,12 @@ def _gathered_nodes(result) -> list:
     for e in _sel(result):
         v = e.vertex
         if v.type in ("core", "gpu"):
-            while v is not None and v.type != "node":
+            while v is not None and v.type not in GATHERER_TYPES:
                 v = v.parent
             if v is not None:
                 with_units.add(v.uniq_id)
     return [e.vertex for e in _sel(result)
-            if e.vertex.type == "node" and e.vertex.uniq_id in with_units]
+            if e.vertex.type in GATHERER_TYPES and e.vertex.uniq_id in with_units]
 
 
 def rv1_nosched(result) -> dict:

@@ -190,3 +190,22 @@ def test_t3027_a_node_number_past_int64_fails_to_load(tmp_path, host, loads):
     else:
         assert rc == 1
         assert f"error splitting hostname={host}" in err
+
+
+# Observed from Fluxion v0.54.0: `resource-query -L t/data/resource/jgfs/rabbit.json -f jgf
+# -F rv1_nosched -d -t OUT -P high` reading "match allocate
+# t/data/resource/jobspecs/advanced/rabbit.yaml" and "quit" (OUT's first line)
+RABBIT_RV1_NOSCHED = (
+    '{"version": 1, "execution": {"R_lite": [{"rank": "18,20", "children": {"core": "1"}}], '
+    '"nodelist": ["hetchy[1018,202]"], "properties": {"pall": "18", "parrypeak": "18", '
+    '"rabbit": "20"}, "starttime": 0, "expiration": 3600}}')
+
+
+def test_t6001_rv1_nosched_gathers_storage_nodes_like_nodes(tmp_path):
+    """t6001 'rv1_nosched matches storage_nodes like nodes': the rlite writer gathers
+    storage_node as it does node, so the core under the rabbit's storage node is its
+    rank's, and the storage node is in the nodelist and the properties."""
+    out = _run(tmp_path, DATA / "jgfs" / "rabbit.json",
+               [f"match allocate {DATA / 'jobspecs' / 'advanced' / 'rabbit.yaml'}"],
+               "-f", "jgf", "-F", "rv1_nosched", "-P", "high")
+    assert out.splitlines()[0] == RABBIT_RV1_NOSCHED
