@@ -104,11 +104,11 @@ class Session:
         self.known_types |= set(self.t.g.by_type)
 
     # -- output -----------------------------------------------------------
-    def emit(self, result=None) -> str:
+    def emit(self, result=None, labels: dict[str, str] | None = None) -> str:
         """What ``rq->writers->emit`` writes after a traversal that emitted ``result``
         (None: one that emitted nothing, e.g. a failed match). Raises WriterEmitError."""
         if result is not None:
-            self.writer.add(result)
+            self.writer.add(result, labels=labels)
         return self.writer.emit()
 
     def error(self, msg: str) -> None:
@@ -159,7 +159,9 @@ class Session:
             # fails it returns -1 with the writer's errno before incr_job_counter, and
             # run_match reads ENODEV/ENOENT as unsatisfiable, any other errno as not
             try:
-                R = self.emit(result if matched and op != "satisfiability" else None)
+                emitted = matched and op != "satisfiability"
+                R = self.emit(result if emitted else None,
+                              writers.request_labels(js.resources) if emitted else None)
                 # match_allocate's end_time: once the writer has emitted R, before
                 # anything is printed (run_match and print_schedule_info print after)
                 self._stop = time.perf_counter()

@@ -10,6 +10,7 @@ t3040 script makes with ``flux R encode | flux ion-R encode`` is built here as
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from support.paths import SHARED
@@ -209,3 +210,29 @@ def test_t6001_rv1_nosched_gathers_storage_nodes_like_nodes(tmp_path):
                [f"match allocate {DATA / 'jobspecs' / 'advanced' / 'rabbit.yaml'}"],
                "-f", "jgf", "-F", "rv1_nosched", "-P", "high")
     assert out.splitlines()[0] == RABBIT_RV1_NOSCHED
+
+
+def test_t3006_jobspec_labels_on_non_slot_resources_are_in_the_jgf(tmp_path):
+    """t3006 'Resource labels in jobspec carry through to JGF R': each vertex a labeled
+    non-slot request matched carries ``"ephemeral": {"label": ...}`` (dom_dfv's
+    ephemeral insert); slot labels and unlabeled vertices have none."""
+    cmds = [f"match allocate {DATA / 'jobspecs' / 'advanced' / 'test006.yaml'}"]
+    out = _run(tmp_path, DATA / "grugs" / "disaggr.graphml", cmds,
+               "-F", "jgf", "-S", "CA", "-P", "low", "-r", "400000")
+    jgf = json.loads(next(ln for ln in out.splitlines() if "INFO" not in ln))
+    counts: dict[str, int] = {}
+    for n in jgf["graph"]["nodes"]:
+        label = str(n["metadata"].get("ephemeral", {}).get("label", "null"))
+        counts[label] = counts.get(label, 0) + 1
+    expected = (DATA / "expected" / "advanced" / "005.counts").read_text().split()
+    assert counts == {k: int(c) for c, k in zip(expected[::2], expected[1::2])}
+
+
+def test_jgf_labels_byte_for_byte_as_fluxion(tmp_path):
+    """The rabbit match's JGF (a chassis labeled "default") as Fluxion wrote it
+    (tests/scheduler/data/fluxion_t/README.md)."""
+    out = _run(tmp_path, DATA / "jgfs" / "rabbit.json",
+               [f"match allocate {DATA / 'jobspecs' / 'advanced' / 'rabbit.yaml'}"],
+               "-f", "jgf", "-F", "jgf", "-P", "high")
+    here = Path(__file__).parent / "data" / "fluxion_t" / "rabbit_high.jgf"
+    assert out.splitlines()[0] == here.read_text().rstrip("\n")
