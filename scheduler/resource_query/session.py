@@ -22,7 +22,12 @@ from fluxnode.broker_conf.rv1 import RError
 from fluxnode.scheduler import writers
 from fluxnode.scheduler.jobspec.jobspec import FLUXION_STATIC_TYPES, JobspecError
 from fluxnode.scheduler.jobspec.parsed_cache import ParsedJobspecs
-from fluxnode.scheduler.readers.jgf import JgfError, add_jgf, load_jgf_document
+from fluxnode.scheduler.readers.jgf import (
+    JgfDuplicateRoot,
+    JgfError,
+    add_jgf,
+    load_jgf_document,
+)
 from fluxnode.scheduler.readers.rv1 import ranks_in_R
 from fluxnode.scheduler.resource_query.picks import (
     jgf_picks,
@@ -551,6 +556,13 @@ class Session:
             add_jgf(self.t.g, load_jgf_document(doc))
             self._learn_types()
             self.t.reinit()
+        except JgfDuplicateRoot as exc:
+            # reapi_cli_t::add_subgraph's words around the reader's (its m_err_msg ends
+            # in a newline)
+            self.error("ERROR: can't attach JGF subgraph ")
+            self.error("ERROR: add_subgraph: ERROR: add subgraph error: "
+                       f"{os.strerror(errno.EINVAL)}\nadd_subgraph: ERROR: reader returned "
+                       f"error: {exc}\n\n")
         except (JgfError, OSError) as exc:
             self.error("ERROR: can't attach JGF subgraph ")
             self.error(f"ERROR: {exc}")
