@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from fluxnode.broker_conf.rv1 import split_hostname
 
-
 INT64_MAX = 2**63 - 1
 
 

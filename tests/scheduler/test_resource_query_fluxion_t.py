@@ -225,7 +225,7 @@ def test_t3006_jobspec_labels_on_non_slot_resources_are_in_the_jgf(tmp_path):
         label = str(n["metadata"].get("ephemeral", {}).get("label", "null"))
         counts[label] = counts.get(label, 0) + 1
     expected = (DATA / "expected" / "advanced" / "005.counts").read_text().split()
-    assert counts == {k: int(c) for c, k in zip(expected[::2], expected[1::2])}
+    assert counts == {k: int(c) for c, k in zip(expected[::2], expected[1::2], strict=True)}
 
 
 def test_jgf_labels_byte_for_byte_as_fluxion(tmp_path):
