@@ -44,7 +44,25 @@ def pretty_simple(result) -> str:
     )
 
 
-def _vertex_json(e) -> dict:
+def request_labels(resources) -> dict[str, str]:
+    """type -> label of the jobspec's labeled non-slot requests, for the JGF writers'
+    "ephemeral" (dfu_impl_t::dom_dfv puts a request's label on each vertex of its type it
+    matches). Only a type all of whose requests carry one label is named: a vertex of a
+    type also requested without a label (or with another) is left without (the
+    traversal does not say which request took it). Labels a vertex kept from an earlier
+    traversal (Fluxion's ephemeral_t is stale then, but the match writer reads it
+    without checking) are not modeled."""
+    seen: dict[str, set[str]] = {}
+    stack = list(resources)
+    while stack:
+        r = stack.pop()
+        if r.type != "slot":
+            seen.setdefault(r.type, set()).add(r.label)
+        stack.extend(r.with_)
+    return {t: next(iter(ls)) for t, ls in seen.items() if len(ls) == 1 and "" not in ls}
+
+
+def _vertex_json(e, labels: dict[str, str] | None = None) -> dict:
     """Fluxion's JGF match writer: defaults are left out (basename == type, size 1...)."""
     v = e.vertex
     md: dict = {"type": v.type}
@@ -65,6 +83,8 @@ def _vertex_json(e) -> dict:
     if e.needs != 1:
         md["size"] = e.needs
     md["paths"] = dict(sorted(v.paths.items()))
+    if labels and v.type in labels:
+        md["ephemeral"] = {"label": labels[v.type]}
     if getattr(e, "agfilter", None):
         md["agfilter"] = e.agfilter
     return {"id": str(v.uniq_id), "metadata": md}
@@ -84,8 +104,8 @@ def jgf(result, shorthand: bool = False, subsystem: str = CONTAINMENT) -> dict:
     return {"graph": {"nodes": nodes, "edges": edges}}
 
 
-def jgf_parts(result, shorthand: bool = False,
-              subsystem: str = CONTAINMENT) -> tuple[list[dict], list[dict], bool]:
+def jgf_parts(result, shorthand: bool = False, subsystem: str = CONTAINMENT,
+              labels: dict[str, str] | None = None) -> tuple[list[dict], list[dict], bool]:
     """(nodes, edges, nothing left out) of the JGF writers (see jgf).
 
     A selection's ``ghosts`` (dfu_impl.Selection: vertices the update walk tagged but did
@@ -120,12 +140,17 @@ def jgf_parts(result, shorthand: bool = False,
     if subsystem != CONTAINMENT:
         for edge in edges:
             edge["metadata"] = {"subsystem": subsystem}
-    return [_vertex_json(e) for e in keep], edges, complete
+    return [_vertex_json(e, labels) for e in keep], edges, complete
+
+
+# rlite_match_writers_t's gatherer types: the cores and GPUs emitted below one are its
+# rank's; storage_node counts as a node there ("To be removed when rv2 is ready")
+GATHERER_TYPES = ("node", "storage_node")
 
 
 def _rank_of(v) -> int:
     while v is not None:
-        if v.type == "node":
+        if v.type in GATHERER_TYPES:
             return v.rank
         v = v.parent
     return -1
@@ -178,12 +203,12 @@ def _gathered_nodes(result) -> list:
     for e in _sel(result):
         v = e.vertex
         if v.type in ("core", "gpu"):
-            while v is not None and v.type != "node":
+            while v is not None and v.type not in GATHERER_TYPES:
                 v = v.parent
             if v is not None:
                 with_units.add(v.uniq_id)
     return [e.vertex for e in _sel(result)
-            if e.vertex.type == "node" and e.vertex.uniq_id in with_units]
+            if e.vertex.type in GATHERER_TYPES and e.vertex.uniq_id in with_units]
 
 
 def rv1_nosched(result) -> dict:
@@ -256,10 +281,12 @@ class MatchWriters:
         # left out and never set back, so every JGF after it names the writer
         self.complete = True
 
-    def add(self, result, excl_parent: bool = True) -> None:
+    def add(self, result, excl_parent: bool = True,
+            labels: dict[str, str] | None = None) -> None:
         """A traversal's emit_vtx/emit_edg calls (and its emit_tm). ``excl_parent``
         False: the walk says no vertex's parent is exclusive (find's, dom_find_dfv), so
-        the shorthand writers leave nothing out."""
+        the shorthand writers leave nothing out. ``labels``: request_labels of the
+        match's jobspec."""
         sel = _sel(result)  # a list, or a Selection with ghosts (jgf_parts reads them)
         if not isinstance(sel, list):
             sel = list(sel)
@@ -269,7 +296,7 @@ class MatchWriters:
             self.lines += sel
         if self.fmt in ("jgf", "rv1", *SHORTHAND):
             nodes, edges, complete = jgf_parts(sel, self.fmt in SHORTHAND and excl_parent,
-                                               self.subsystem)
+                                               self.subsystem, labels)
             self.vout += nodes
             self.eout += edges
             self.complete = self.complete and complete

@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from fluxnode.scheduler.graph.resource_graph import CONTAINMENT, ResourceGraph, Vertex, gc_paused
-from fluxnode.scheduler.readers.hostname import node_name_parts
+from fluxnode.scheduler.readers.hostname import HostnameIdError, node_name_parts
 
 IO_TYPES = {"Bridge", "PCIDev", "OSDev", "Misc"}
 OSDEV_BLOCK, OSDEV_GPU, OSDEV_COPROC = "0", "1", "5"
@@ -77,7 +77,10 @@ def read_hwloc(
         if kind == "Machine":
             host = _info(obj, "HostName")
             if host and ok("node"):
-                base, nid = node_name_parts(host)
+                try:
+                    base, nid = node_name_parts(host)
+                except HostnameIdError:
+                    raise HwlocError(f"Error converting node id for {host}") from None
                 here = add(parent, "node", base, nid, name=host)
         elif kind == "Group" and ok("group"):
             here = add(parent, "group", "group", idx)

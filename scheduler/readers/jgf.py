@@ -25,6 +25,16 @@ class JgfError(ValueError):
     """The JGF document is malformed (message names the offending part)."""
 
 
+class JgfDuplicateRoot(JgfError):
+    """A new vertex is a subsystem's root (its path has one "/") where the graph has one
+    already: resource_reader_jgf_t::add_graph_metadata's EINVAL, in its words. The
+    vertices before it in the document stay added (Fluxion's reader stops there too)."""
+
+    def __init__(self, subsystem: str) -> None:
+        super().__init__(f"add_graph_metadata: failed to add root metadata for {subsystem} "
+                         "subsystem. Possible duplicate root.")
+
+
 def load_jgf_document(obj_or_path) -> dict:
     """A JGF document from a dict (as is), JSON text or a file path."""
     if isinstance(obj_or_path, dict):
@@ -73,6 +83,10 @@ def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) ->
         if existing:
             by_key[str(n.get("id"))] = existing[0]
             continue
+        if isinstance(paths, dict):
+            for ssys, p in paths.items():
+                if isinstance(p, str) and p.count("/") == 1 and ssys in g.roots:
+                    raise JgfDuplicateRoot(ssys)
         type_ = md["type"]
         basename = md.get("basename", type_)
         uid = md.get("uniq_id")

@@ -18,7 +18,7 @@ from fluxnode.scheduler.graph.resource_graph import (
     freeze_built_graph,
     gc_paused,
 )
-from fluxnode.scheduler.readers.hostname import node_name_parts
+from fluxnode.scheduler.readers.hostname import HostnameIdError, node_name_parts
 from fluxnode.scheduler.readers.jgf import JgfError, add_jgf
 
 
@@ -76,7 +76,10 @@ def extend_rv1(g: ResourceGraph, R: dict) -> None:
         if existing:
             node = existing[0]
         else:
-            base, nid = node_name_parts(host)
+            try:
+                base, nid = node_name_parts(host)
+            except HostnameIdError:
+                raise RError(f"unpack_rank: error splitting hostname={host}") from None
             node = g.add_vertex("node", base, host, nid, rank=r)
             g.set_path(node, CONTAINMENT, path)
             g.add_edge(root, node)

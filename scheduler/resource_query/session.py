@@ -22,7 +22,12 @@ from fluxnode.broker_conf.rv1 import RError
 from fluxnode.scheduler import writers
 from fluxnode.scheduler.jobspec.jobspec import FLUXION_STATIC_TYPES, JobspecError
 from fluxnode.scheduler.jobspec.parsed_cache import ParsedJobspecs
-from fluxnode.scheduler.readers.jgf import JgfError, add_jgf, load_jgf_document
+from fluxnode.scheduler.readers.jgf import (
+    JgfDuplicateRoot,
+    JgfError,
+    add_jgf,
+    load_jgf_document,
+)
 from fluxnode.scheduler.readers.rv1 import ranks_in_R
 from fluxnode.scheduler.resource_query.picks import (
     jgf_picks,
@@ -104,11 +109,11 @@ class Session:
         self.known_types |= set(self.t.g.by_type)
 
     # -- output -----------------------------------------------------------
-    def emit(self, result=None) -> str:
+    def emit(self, result=None, labels: dict[str, str] | None = None) -> str:
         """What ``rq->writers->emit`` writes after a traversal that emitted ``result``
         (None: one that emitted nothing, e.g. a failed match). Raises WriterEmitError."""
         if result is not None:
-            self.writer.add(result)
+            self.writer.add(result, labels=labels)
         return self.writer.emit()
 
     def error(self, msg: str) -> None:
@@ -159,7 +164,9 @@ class Session:
             # fails it returns -1 with the writer's errno before incr_job_counter, and
             # run_match reads ENODEV/ENOENT as unsatisfiable, any other errno as not
             try:
-                R = self.emit(result if matched and op != "satisfiability" else None)
+                emitted = matched and op != "satisfiability"
+                R = self.emit(result if emitted else None,
+                              writers.request_labels(js.resources) if emitted else None)
                 # match_allocate's end_time: once the writer has emitted R, before
                 # anything is printed (run_match and print_schedule_info print after)
                 self._stop = time.perf_counter()
@@ -549,6 +556,13 @@ class Session:
             add_jgf(self.t.g, load_jgf_document(doc))
             self._learn_types()
             self.t.reinit()
+        except JgfDuplicateRoot as exc:
+            # reapi_cli_t::add_subgraph's words around the reader's (its m_err_msg ends
+            # in a newline)
+            self.error("ERROR: can't attach JGF subgraph ")
+            self.error("ERROR: add_subgraph: ERROR: add subgraph error: "
+                       f"{os.strerror(errno.EINVAL)}\nadd_subgraph: ERROR: reader returned "
+                       f"error: {exc}\n\n")
         except (JgfError, OSError) as exc:
             self.error("ERROR: can't attach JGF subgraph ")
             self.error(f"ERROR: {exc}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.paths import SHARED
 from support.rq_run import rq
 
 DATA = Path(__file__).parent / "data" / "attach"
@@ -35,3 +36,19 @@ def test_a_vertex_of_another_rank_is_a_second_vertex_at_that_path(tmp_path, tiny
     assert out.count("INFO: No matching resources found\n") == 2
     assert "nic0" not in out
     assert out.endswith("/tiny0/rack0/node0 is up\n" * 2)
+
+
+CORPUS = SHARED / "fluxion-corpus" / "data" / "resource"
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus data not found at {CORPUS}")
+def test_a_subgraph_with_another_root_fails_to_attach(tmp_path):
+    """t3028 'can't grow with a different root in the subgraph': the subgraph's root is a
+    second containment root, which Fluxion's JGF reader refuses (add_graph_metadata,
+    EINVAL) in these words; the graph's own vertices are found as before."""
+    cmds = f"attach {CORPUS / 'jgfs' / 'power.json'}\nfind status=up\nquit\n"
+    out, err, rc = rq(tmp_path, CORPUS / "jgfs" / "elastic" / "node-test.json", cmds,
+                      "-F", "jgf", "-f", "jgf", "-S", "CA", "-P", "low")
+    assert rc == 0
+    assert err == (DATA / "expected_other_root.err").read_text()
+    assert out == (DATA / "expected_other_root.out").read_text()

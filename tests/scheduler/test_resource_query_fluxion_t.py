@@ -10,6 +10,7 @@ t3040 script makes with ``flux R encode | flux ion-R encode`` is built here as
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from support.paths import SHARED
@@ -165,3 +166,73 @@ def test_t3041_the_jgf_shorthand_reader(tmp_path):
     allocated = json.loads(out.splitlines()[-4])  # tail -n4 | head -n1
     kinds = [n["metadata"]["type"] for n in allocated["graph"]["nodes"]]
     assert (kinds.count("core"), kinds.count("gpu")) == (320, 80)
+
+
+@pytest.mark.parametrize("host, loads", [
+    ("fluke9223372036854775808", False),  # INT64_MAX + 1
+    ("fluke9223372036854775807", True),   # INT64_MAX
+    ("fluke0009223372036854775807", True),  # leading zeros do not count
+])
+def test_t3027_a_node_number_past_int64_fails_to_load(tmp_path, host, loads):
+    """t3027 'node num > max(int64_t) must fail to load': Fluxion's split_hostname reads
+    the number with std::stoll. Observed from Fluxion v0.54.0 (`flux R encode -r 0 -c 0-93
+    -H fluke1 | jq '.execution.nodelist |= ["<host>"]'`, then `resource-query -L R -f
+    rv1exec -F rv1_nosched`): exit 1 and ": Runtime error: resource_query_t: ERROR:
+    unpack_rank: error splitting hostname=fluke9223372036854775808; " for the first,
+    exit 0 for the others."""
+    R = {"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0-93"}}],
+                                     "starttime": 0, "expiration": 0, "nodelist": [host]}}
+    path = tmp_path / "R.json"
+    path.write_text(json.dumps(R))
+    out, err, rc = rq(tmp_path, path, "quit\n", "-f", "rv1exec", "-F", "rv1_nosched")
+    assert "Traceback" not in err
+    if loads:
+        assert rc == 0, err
+    else:
+        assert rc == 1
+        assert f"error splitting hostname={host}" in err
+
+
+# Observed from Fluxion v0.54.0: `resource-query -L t/data/resource/jgfs/rabbit.json -f jgf
+# -F rv1_nosched -d -t OUT -P high` reading "match allocate
+# t/data/resource/jobspecs/advanced/rabbit.yaml" and "quit" (OUT's first line)
+RABBIT_RV1_NOSCHED = (
+    '{"version": 1, "execution": {"R_lite": [{"rank": "18,20", "children": {"core": "1"}}], '
+    '"nodelist": ["hetchy[1018,202]"], "properties": {"pall": "18", "parrypeak": "18", '
+    '"rabbit": "20"}, "starttime": 0, "expiration": 3600}}')
+
+
+def test_t6001_rv1_nosched_gathers_storage_nodes_like_nodes(tmp_path):
+    """t6001 'rv1_nosched matches storage_nodes like nodes': the rlite writer gathers
+    storage_node as it does node, so the core under the rabbit's storage node is its
+    rank's, and the storage node is in the nodelist and the properties."""
+    out = _run(tmp_path, DATA / "jgfs" / "rabbit.json",
+               [f"match allocate {DATA / 'jobspecs' / 'advanced' / 'rabbit.yaml'}"],
+               "-f", "jgf", "-F", "rv1_nosched", "-P", "high")
+    assert out.splitlines()[0] == RABBIT_RV1_NOSCHED
+
+
+def test_t3006_jobspec_labels_on_non_slot_resources_are_in_the_jgf(tmp_path):
+    """t3006 'Resource labels in jobspec carry through to JGF R': each vertex a labeled
+    non-slot request matched carries ``"ephemeral": {"label": ...}`` (dom_dfv's
+    ephemeral insert); slot labels and unlabeled vertices have none."""
+    cmds = [f"match allocate {DATA / 'jobspecs' / 'advanced' / 'test006.yaml'}"]
+    out = _run(tmp_path, DATA / "grugs" / "disaggr.graphml", cmds,
+               "-F", "jgf", "-S", "CA", "-P", "low", "-r", "400000")
+    jgf = json.loads(next(ln for ln in out.splitlines() if "INFO" not in ln))
+    counts: dict[str, int] = {}
+    for n in jgf["graph"]["nodes"]:
+        label = str(n["metadata"].get("ephemeral", {}).get("label", "null"))
+        counts[label] = counts.get(label, 0) + 1
+    expected = (DATA / "expected" / "advanced" / "005.counts").read_text().split()
+    assert counts == {k: int(c) for c, k in zip(expected[::2], expected[1::2], strict=True)}
+
+
+def test_jgf_labels_byte_for_byte_as_fluxion(tmp_path):
+    """The rabbit match's JGF (a chassis labeled "default") as Fluxion wrote it
+    (tests/scheduler/data/fluxion_t/README.md)."""
+    out = _run(tmp_path, DATA / "jgfs" / "rabbit.json",
+               [f"match allocate {DATA / 'jobspecs' / 'advanced' / 'rabbit.yaml'}"],
+               "-f", "jgf", "-F", "jgf", "-P", "high")
+    here = Path(__file__).parent / "data" / "fluxion_t" / "rabbit_high.jgf"
+    assert out.splitlines()[0] == here.read_text().rstrip("\n")
