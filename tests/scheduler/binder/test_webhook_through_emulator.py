@@ -171,9 +171,9 @@ def test_a_pod_beyond_its_groups_declared_size_is_refused_by_the_api_server(
     # the API server's wording for a webhook's denial (k8s.io/apiserver admission/plugin/
     # webhook/errors ToStatusErr), the webhook's code, and our message naming group, size, count
     assert status == 422
-    assert message == ('admission webhook "pods.admission.fluxnode.io" denied the request: fluxnode: '
-                       "group default/g is full: its size is 2 (declared) and it has 2 members "
-                       "already; delete one or raise the size before adding a pod")
+    assert message == ('admission webhook "pods.admission.fluxnode.io" denied the request: '
+                       "fluxnode: group default/g is full: its size is 2 (declared) and it "
+                       "has 2 members already; delete one or raise the size before adding a pod")
     assert stored_names(kube) == ["a", "b"]
     # a member that is gone makes room for its replacement
     core.delete_namespaced_pod("a", "default", grace_period_seconds=0)
