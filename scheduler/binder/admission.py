@@ -7,8 +7,12 @@ sends only such objects here, but nothing below trusts that.
 
 - A batch/v1 **Job** is created suspended (``spec.suspend: true``): no pod exists until
   fluxnode has the whole set's allocation. Its pod template gets the queue label,
-  ``schedulerName: fluxnode`` and the annotation ``fluxnode.io/job: <job name>``, which
-  marks the pods that Job's controller creates as already admitted with their Job.
+  ``schedulerName: fluxnode``, the annotation ``fluxnode.io/job: <job name>``, which
+  marks the pods that Job's controller creates as already admitted with their Job, and the
+  label ``fluxnode.io/job-admitted: "true"``, which the configuration's pods webhook leaves
+  out (objectSelector ``DoesNotExist``): those pods are not sent here at all. The label
+  grants nothing else: a pod that carries it without coming from such a Job is simply not
+  sent, so it has no gate and takes the classic path (docs/binder.md, "Admission webhook").
 - A **pod** gets the scheduling gate ``fluxnode.io/admission`` (and fluxnode's scheduler
   name), so it is not schedulable until fluxnode admits its whole group; the pods of a
   Job fluxnode admitted (the annotation above and a controller reference to that Job) pass
@@ -54,6 +58,8 @@ from fluxnode.scheduler.binder.podgroup import (
 QUEUE_LABEL = "fluxnode.io/queue"
 ADMISSION_GATE = "fluxnode.io/admission"
 JOB_ANNOTATION = "fluxnode.io/job"  # on a Job's pod template: the pods come with their Job
+# on a Job's pod template too: the configuration's pods webhook does not select such pods
+JOB_ADMITTED_LABEL = "fluxnode.io/job-admitted"
 DEFAULT_SCHEDULER = "default-scheduler"
 REVIEW_API_VERSION = "admission.k8s.io/v1"
 
@@ -169,6 +175,8 @@ class Admission:
                     if isinstance(template.get("metadata"), dict) else {})
         patch += _set_in(template, "/spec/template", ("metadata", "labels"),
                          QUEUE_LABEL, queue)
+        patch += _set_in(template, "/spec/template", ("metadata", "labels"),
+                         JOB_ADMITTED_LABEL, "true")
         patch += _set_in(template, "/spec/template", ("metadata", "annotations"),
                          JOB_ANNOTATION, meta.get("name") or "")
         patch += self._scheduler(tspec, "/spec/template/spec", "spec.template.spec")

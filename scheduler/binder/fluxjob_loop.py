@@ -427,5 +427,7 @@ class FluxJobLoop:
         body = record.status_patch()
         if not tracked.created or body == tracked.written:
             return
-        self.writer.status((record.namespace, record.name), body)  # written by a worker
+        # written by a worker; a count of pods still being bound settles (fluxjob_writer)
+        self.writer.status((record.namespace, record.name), body,
+                           settle=phase == "Admitted" and bound > 0)
         tracked.written = body

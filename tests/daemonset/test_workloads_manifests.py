@@ -7,7 +7,12 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 import yaml
-from fluxnode.scheduler.binder.admission import ADMISSION_GATE, QUEUE_LABEL, Admission
+from fluxnode.scheduler.binder.admission import (
+    ADMISSION_GATE,
+    JOB_ADMITTED_LABEL,
+    QUEUE_LABEL,
+    Admission,
+)
 from fluxnode.scheduler.binder.podgroup import group_of
 from fluxnode.scheduler.binder.webhook_cert import service_names
 from fluxnode.scheduler.binder.webhook_server import PATH
@@ -51,18 +56,28 @@ def test_rendered_workloads_are_valid_and_labelled(workloads):
 def test_webhook_reaches_the_binders_and_only_opted_in_objects(workloads, rendered,
                                                                binder_deployment, binder_params):
     config = one(workloads, "MutatingWebhookConfiguration", binder_params["webhook_config"])
-    (hook,) = config["webhooks"]
-    assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None"
-    assert hook["timeoutSeconds"] <= 5 and hook["admissionReviewVersions"] == ["v1"]
-    assert hook["objectSelector"] == {"matchExpressions": [
-        {"key": QUEUE_LABEL, "operator": "Exists"}]}
-    (expr,) = hook["namespaceSelector"]["matchExpressions"]
+    hooks = {h["name"]: h for h in config["webhooks"]}
+    assert set(hooks) == {"jobs.admission.fluxnode.io", "pods.admission.fluxnode.io"}
     namespace = binder_deployment["metadata"]["namespace"]
-    assert expr["key"] == "kubernetes.io/metadata.name" and expr["operator"] == "NotIn"
-    assert set(expr["values"]) == {"kube-system", namespace}
-    assert sorted((r["apiGroups"], r["apiVersions"], r["resources"], r["operations"])
-                  for r in hook["rules"]) == [([""], ["v1"], ["pods"], ["CREATE"]),
-                                              (["batch"], ["v1"], ["jobs"], ["CREATE"])]
+    for hook in hooks.values():
+        assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None"
+        assert hook["timeoutSeconds"] <= 5 and hook["admissionReviewVersions"] == ["v1"]
+        (expr,) = hook["namespaceSelector"]["matchExpressions"]
+        assert expr["key"] == "kubernetes.io/metadata.name" and expr["operator"] == "NotIn"
+        assert set(expr["values"]) == {"kube-system", namespace}
+        assert hook["clientConfig"] == hooks["jobs.admission.fluxnode.io"]["clientConfig"]
+    jobs, pods = hooks["jobs.admission.fluxnode.io"], hooks["pods.admission.fluxnode.io"]
+    assert [(r["apiGroups"], r["apiVersions"], r["resources"], r["operations"])
+            for r in jobs["rules"]] == [(["batch"], ["v1"], ["jobs"], ["CREATE"])]
+    assert [(r["apiGroups"], r["apiVersions"], r["resources"], r["operations"])
+            for r in pods["rules"]] == [([""], ["v1"], ["pods"], ["CREATE"])]
+    assert jobs["objectSelector"] == {"matchExpressions": [
+        {"key": QUEUE_LABEL, "operator": "Exists"}]}
+    # the pods of a Job the webhook admitted (it labels the template) are not sent
+    assert pods["objectSelector"] == {"matchExpressions": [
+        {"key": QUEUE_LABEL, "operator": "Exists"},
+        {"key": JOB_ADMITTED_LABEL, "operator": "DoesNotExist"}]}
+    hook = jobs
     # the Service it names selects the binder's pods, on the port `--webhook-port` serves
     ref = hook["clientConfig"]["service"]
     assert ref["path"] == PATH and "caBundle" not in hook["clientConfig"]  # the binder's to set

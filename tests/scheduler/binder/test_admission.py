@@ -79,7 +79,9 @@ def test_opted_in_job_is_created_suspended_with_its_template_opted_in():
                       completionMode="Indexed"), resource="jobs", group="batch")
     assert out["spec"]["suspend"] is True
     template = out["spec"]["template"]
-    assert template["metadata"]["labels"] == {QUEUE: "batch"}
+    # the queue, and the label the configuration's pods webhook leaves out (its pods are not
+    # sent to the webhook at all)
+    assert template["metadata"]["labels"] == {QUEUE: "batch", "fluxnode.io/job-admitted": "true"}
     assert template["metadata"]["annotations"] == {"fluxnode.io/job": "train"}
     assert template["spec"]["schedulerName"] == "fluxnode"
     assert out["spec"]["parallelism"] == 8  # the rest is untouched
@@ -90,7 +92,8 @@ def test_a_job_already_suspended_or_with_labels_keeps_them():
     out = mutated(job({QUEUE: "q"}, template_meta=meta, suspend=False),
                   resource="jobs", group="batch")
     assert out["spec"]["suspend"] is True
-    assert out["spec"]["template"]["metadata"]["labels"] == {"app": "x", QUEUE: "q"}
+    assert out["spec"]["template"]["metadata"]["labels"] == {
+        "app": "x", QUEUE: "q", "fluxnode.io/job-admitted": "true"}
     assert out["spec"]["template"]["metadata"]["annotations"] == {
         "note": "y", "fluxnode.io/job": "train"}
 

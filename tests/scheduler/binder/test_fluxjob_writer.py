@@ -8,6 +8,7 @@ emulator's request log (which writes were made), the CRD's absence seen as a 404
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -15,7 +16,13 @@ import yaml
 from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.scheduler.binder.binding import PodWriter
 from fluxnode.scheduler.binder.fluxjob import FluxJob, PriorityClasses
-from fluxnode.scheduler.binder.fluxjob_writer import GROUP, PLURAL, VERSION, FluxJobWriter
+from fluxnode.scheduler.binder.fluxjob_writer import (
+    GROUP,
+    PLURAL,
+    SETTLE,
+    VERSION,
+    FluxJobWriter,
+)
 from fluxnode.scheduler.binder.http_writer import writer_for
 from kubernetes import client
 from support.paths import REPO
@@ -142,3 +149,45 @@ def _exists(kube, name: str) -> bool:
         return True
     except Exception:
         return False
+
+
+def test_bound_counts_settle_only_the_last_status_is_written(parts):
+    """While a Job's pods are being bound (Admitted 1 of 3, 2 of 3), the counts wait SETTLE
+    seconds: Running, asked before that, replaces them and is the only write after Admitted."""
+    kube, api, writer, no_crd = parts
+    install_crd(api)
+    key = ("default", "e")
+    writer.create(key, record("e", "Queued").to_object())
+    admitted = record("e", "Admitted", nodes="node[0-2]", allocation=7)
+    writer.status(key, admitted.status_patch())
+    wait_for(lambda: (stored_status(kube, "e") or {}).get("phase") == "Admitted", 10,
+             what="Admitted written")
+    patches = kube.count_requests("patch", FLUXJOBS)
+    for bound in (1, 2):
+        writer.status(key, record("e", "Admitted", bound=bound, nodes="node[0-2]",
+                                  allocation=7).status_patch(), settle=True)
+        writer.retry()  # the loop's pass: not due yet
+    last = record("e", "Running", bound=3, nodes="node[0-2]", allocation=7)
+    writer.status(key, last.status_patch())
+    wait_for(lambda: (stored_status(kube, "e") or {}).get("phase") == "Running", 10,
+             what="Running written")
+    writer.pool.shutdown(wait=True)
+    assert stored_status(kube, "e") == last.status_patch()["status"]
+    assert kube.count_requests("patch", FLUXJOBS) == patches + 1  # Running only
+
+
+def test_a_count_nothing_replaces_is_written_once_due(parts):
+    """A binding that stalls: its count is written by the first `retry` after SETTLE."""
+    kube, api, writer, no_crd = parts
+    install_crd(api)
+    key = ("default", "f")
+    writer.create(key, record("f", "Queued").to_object())
+    wait_for(lambda: _exists(kube, "f"), 10, what="the record stored")
+    count = record("f", "Admitted", bound=1, nodes="node0", allocation=3)
+    writer.status(key, count.status_patch(), settle=True)
+    writer.retry()
+    assert stored_status(kube, "f") is None  # not due: nothing written yet
+    time.sleep(SETTLE)
+    writer.retry()
+    wait_for(lambda: stored_status(kube, "f") == count.status_patch()["status"], 10,
+             what="the count written once due")

@@ -71,6 +71,7 @@ def test_an_opted_in_job_is_stored_suspended(kube, webhook_binder):
     assert template["spec"]["schedulerName"] == "fluxnode"
     assert template["metadata"]["labels"]["fluxnode.io/queue"] == "batch"
     assert template["metadata"]["annotations"]["fluxnode.io/job"] == "train"
+    assert template["metadata"]["labels"]["fluxnode.io/job-admitted"] == "true"
     # a Job without the label is not sent: stored as submitted
     plain = batch.create_namespaced_job("default", job("plain", {}))
     assert not plain.spec.suspend
@@ -93,14 +94,51 @@ def test_with_the_webhook_down_only_opted_in_objects_are_refused(kube, core, web
         core.create_namespaced_pod("default", pod("p", QUEUE))
     message = json.loads(refused.value.body)["message"]
     assert refused.value.status == 500
-    assert 'failed calling webhook "admission.fluxnode.io"' in message
+    assert 'failed calling webhook "pods.admission.fluxnode.io"' in message
     with pytest.raises(ApiException) as refused_job:
         client.BatchV1Api(kube.api_client()).create_namespaced_job("default", job("j", QUEUE))
-    assert "admission.fluxnode.io" in json.loads(refused_job.value.body)["message"]
+    assert 'failed calling webhook "jobs.admission.fluxnode.io"' in json.loads(
+        refused_job.value.body)["message"]
     assert [p["metadata"]["name"] for p in kube.list("pods", "default")] == []
     assert core.create_namespaced_pod("default", pod("q", {})).metadata.name == "q"
     # nor is anything in fluxnode's own namespace sent (namespaceSelector)
     assert core.create_namespaced_pod("fluxnode", pod("r", QUEUE)).metadata.name == "r"
+
+
+def calls(b) -> int:
+    """The requests the binder's webhook server answered (its duration histogram's count)."""
+    return int(sum(s.value for m in b.webhook.server.requests.collect() for s in m.samples
+                   if s.name.endswith("_count")))
+
+
+def test_the_pods_of_an_admitted_job_are_not_sent_to_the_webhook(kube, core, webhook_binder):
+    kube.start_job_controller()
+    batch = client.BatchV1Api(kube.api_client())
+    before = calls(webhook_binder)
+    batch.create_namespaced_job("default", job("train", QUEUE))
+    assert calls(webhook_binder) == before + 1  # the Job's own call
+    # unsuspended (the binder here is a standby: its FluxJob loop would do it): the Job
+    # controller creates both pods from the labelled template, and they are not sent
+    batch.patch_namespaced_job("train", "default", {"spec": {"suspend": False}})
+    wait_for(lambda: len(kube.list("pods", "default")) == 2, 30, what="the Job's two pods")
+    assert calls(webhook_binder) == before + 1
+    for p in kube.list("pods", "default"):
+        assert not p["spec"].get("schedulingGates")  # none needed: admitted with their Job
+        assert p["spec"]["schedulerName"] == "fluxnode"
+        (owner,) = p["metadata"]["ownerReferences"]
+        assert owner["kind"] == "Job" and owner["name"] == "train" and owner["controller"]
+
+
+def test_a_pod_forging_the_admitted_label_gets_the_classic_path(kube, core, webhook_binder):
+    before = calls(webhook_binder)
+    forged = pod("f", {**QUEUE, "fluxnode.io/job-admitted": "true"})
+    forged["metadata"]["annotations"] = {"fluxnode.io/job": "train"}
+    made = core.create_namespaced_pod("default", forged)
+    # not sent: stored as submitted, as a pod without the queue label would be (no gate,
+    # its own scheduler name: the default scheduler's, or fluxnode's classic path per pod)
+    assert calls(webhook_binder) == before
+    assert not made.spec.scheduling_gates
+    assert made.spec.scheduler_name in (None, "default-scheduler")
 
 
 # -- a group larger than its declared size (issue 30) ----------------------------------
@@ -133,9 +171,9 @@ def test_a_pod_beyond_its_groups_declared_size_is_refused_by_the_api_server(
     # the API server's wording for a webhook's denial (k8s.io/apiserver admission/plugin/
     # webhook/errors ToStatusErr), the webhook's code, and our message naming group, size, count
     assert status == 422
-    assert message == ('admission webhook "admission.fluxnode.io" denied the request: fluxnode: '
-                       "group default/g is full: its size is 2 (declared) and it has 2 members "
-                       "already; delete one or raise the size before adding a pod")
+    assert message == ('admission webhook "pods.admission.fluxnode.io" denied the request: '
+                       "fluxnode: group default/g is full: its size is 2 (declared) and it "
+                       "has 2 members already; delete one or raise the size before adding a pod")
     assert stored_names(kube) == ["a", "b"]
     # a member that is gone makes room for its replacement
     core.delete_namespaced_pod("a", "default", grace_period_seconds=0)
