@@ -40,6 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+from fluxnode.testing.exits import stop_process  # noqa: E402
 from fluxnode.testing.instance import Instance  # noqa: E402
 from fluxnode.testing.kube_emulator import KubeEmulator  # noqa: E402
 from fluxnode.testing.kube_store import DEFAULT_NAMESPACES, KubeStore  # noqa: E402
@@ -276,12 +277,7 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
         return out
     finally:
         if binder is not None:
-            binder.terminate()
-            try:
-                binder.wait(15)
-            except subprocess.TimeoutExpired:
-                binder.kill()
-                binder.wait()
+            stop_process(binder, 15)
         inst.stop()
         kube.stop()
         binder_log.close()

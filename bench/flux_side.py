@@ -18,6 +18,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from fluxnode.testing.exits import stop_process
+
 Memory = dict[str, int]
 
 
@@ -75,12 +77,7 @@ def lone_flux_worker(root: Path, flux: str) -> Iterator[int]:
         _wait("the lone flux broker to answer", answers)
         yield proc.pid
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 10)
 
 
 def _children(pid: int) -> list[int]:

@@ -23,22 +23,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from broker_footprint import memory
 from fluxnode.agent.broker.client import Client
 from fluxnode.broker_conf import certificate
 
+from fluxnode.testing.exits import stop_process
 from fluxnode.testing.waiting import wait_for
 
 KiB = 1024
-
-
-def memory(pid: int) -> dict[str, int]:
-    """Rss and Pss of `pid` in KiB."""
-    out = {}
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("Rss", "Pss"):
-            out[key] = int(value.split()[0])
-    return out
 
 
 def _free_port() -> int:
@@ -86,12 +78,7 @@ def leader(root: Path, nodes: int, cores: int, gpus: int, python: str) -> dict[s
                      interval=0.2)
         return memory(proc.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 20)
 
 
 def main() -> None:

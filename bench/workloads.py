@@ -63,6 +63,7 @@ ROOT = Path(__file__).resolve().parent.parent
 from binder import cpu_of, cpu_times  # noqa: E402  (bench/binder.py)
 from kubernetes import client  # noqa: E402
 
+from fluxnode.testing.exits import stop_process  # noqa: E402
 from fluxnode.testing.instance import Instance  # noqa: E402
 from fluxnode.testing.kube_emulator import KubeEmulator  # noqa: E402
 from fluxnode.testing.kube_store import Change  # noqa: E402
@@ -351,12 +352,7 @@ def run(args: argparse.Namespace) -> dict:
         return out
     finally:
         if binder is not None:
-            binder.terminate()
-            try:
-                binder.wait(15)
-            except subprocess.TimeoutExpired:
-                binder.kill()
-                binder.wait()
+            stop_process(binder, 15)
         inst.stop()
         kube.stop()
         binder_log.close()

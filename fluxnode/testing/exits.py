@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Hashable
@@ -85,3 +86,14 @@ class ExitWatcher:
         for fd in self.fds.values():
             os.close(fd)
         self.fds = {}
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """SIGTERM `proc` and reap it; SIGKILL it if it is still there after `timeout` seconds
+    (a bench or a test must never leave a broker or a binder behind)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -22,6 +22,7 @@ from typing import IO
 
 from fluxnode.agent.broker.client import Client
 from fluxnode.broker_conf import certificate
+from fluxnode.testing.exits import stop_process
 from fluxnode.testing.waiting import wait_for
 
 
@@ -72,9 +73,4 @@ def lone_worker(
         wait_for(answers, timeout, what="the lone worker broker to answer a ping")
         yield proc, uri
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 10)
