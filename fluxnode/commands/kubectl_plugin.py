@@ -195,11 +195,8 @@ def resources(args) -> tuple[str, str]:
     import click
 
     from fluxnode.commands.resource import STATES, list_rows
-    from fluxnode.scheduler.binder.resource_publisher import (
-        RecordError,
-        ResourceRecord,
-        rfc3339,
-    )
+    from fluxnode.scheduler.binder.queue import rfc3339
+    from fluxnode.scheduler.binder.resource_publisher import RecordError, ResourceRecord
 
     wanted = tuple(s.strip() for s in args.states.split(",") if s.strip())
     bad = [s for s in wanted if s not in STATES]

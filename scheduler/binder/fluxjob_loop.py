@@ -50,7 +50,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.agent.kube.api_client import status_message
@@ -59,7 +58,7 @@ from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
 from fluxnode.scheduler.binder.fluxjob_writer import FluxJobWriter
 from fluxnode.scheduler.binder.podgroup import JOB_UID_LABELS, GroupKey
-from fluxnode.scheduler.binder.queue import creation_time, workload_key
+from fluxnode.scheduler.binder.queue import creation_time, rfc3339, workload_key
 from fluxnode.scheduler.binder.queue_limits import Ask, QueueLimits, QueueLimitsError
 from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
 from fluxnode.scheduler.binder.walltime import job_walltime
@@ -107,10 +106,6 @@ def _ask(record: FluxJob) -> Ask:
     pods, slot = record.spec.pods, record.spec.slot
     return Ask(pods * slot.cores, pods * slot.gpus, pods * record.spec.requests.memory_bytes)
 
-
-def rfc3339(epoch: float) -> str:
-    """Seconds since the Unix epoch as Kubernetes writes times (RFC 3339, UTC, seconds)."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _older(new: dict, old: dict) -> bool:

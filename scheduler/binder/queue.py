@@ -13,9 +13,15 @@ does), so the binder drops last cycle's before walking the queue again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from fluxnode.scheduler.binder.podgroup import GroupKey
+
+
+def rfc3339(epoch: float) -> str:
+    """Seconds since the Unix epoch as Kubernetes writes times (RFC 3339, UTC, whole
+    seconds): creation_time's inverse, for the times the binder writes into objects."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def creation_time(pod: dict) -> float:

@@ -39,6 +39,7 @@ from typing import Any
 
 from fluxnode.agent.broker.client import RPCError
 from fluxnode.agent.kube.api_client import status_message
+from fluxnode.scheduler.binder.queue import rfc3339
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
@@ -56,10 +57,6 @@ STALE_PERIODS = 3  # a list older than this many refresh periods is stale
 
 class RecordError(ValueError):
     """The ConfigMap's data is not a resource list this version can read."""
-
-
-def rfc3339(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def parse_rfc3339(text: str) -> float:
