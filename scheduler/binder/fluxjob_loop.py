@@ -57,7 +57,7 @@ from fluxnode.broker_conf import hostlist
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
 from fluxnode.scheduler.binder.fluxjob_writer import FluxJobWriter
-from fluxnode.scheduler.binder.podgroup import JOB_UID_LABELS, GroupKey
+from fluxnode.scheduler.binder.podgroup import GroupKey, job_owner
 from fluxnode.scheduler.binder.queue import creation_time, rfc3339, workload_key
 from fluxnode.scheduler.binder.queue_limits import Ask, QueueLimits, QueueLimitsError
 from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
@@ -171,10 +171,10 @@ class FluxJobLoop:
                 tracked.quiet = False
             return
         meta = obj.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        job = next((labels[k] for k in JOB_UID_LABELS if labels.get(k)), None)
-        if job is None:
+        owner = job_owner(meta)  # a Job's pod names it as its controller (podgroup.py)
+        if owner is None:
             return
+        job = owner[1]
         uid = meta.get("uid") or ""
         node = (obj.get("spec") or {}).get("nodeName")
         pods = self._bound.get(job)

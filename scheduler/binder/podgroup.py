@@ -17,8 +17,16 @@ CRD the label is a plain group name as before. `GroupIdentity.declared` tells a 
 user wrote (a label, an annotation, a PodGroup) from the default of 1: only a declared size
 caps a group's members (admission.py refuses the pod that would exceed it).
 
-Identities include a UID where one exists (the Job's controller-uid, the pod's own uid) so
-a recreated group never inherits a stale allocation that was keyed by a name.
+Identities include a UID where one exists (the Job's uid, the pod's own uid) so a recreated
+group never inherits a stale allocation that was keyed by a name.
+
+A pod is a Job's only when it names that Job as its controller (an ownerReference with
+``controller: true`` to a batch/v1 Job), as kube's Job controller decides which pods it
+manages (``getPodsForJob``: the pods whose controller reference is the Job; an orphan whose
+labels match the Job's selector is the Job's once the controller adopts it, i.e. writes that
+reference). The Job labels (``batch.kubernetes.io/job-name``, ``controller-uid``) are only
+labels: anyone may write them on any pod, so a pod that carries them without the reference
+is a pod of its own (`job_owner`).
 """
 
 from __future__ import annotations
@@ -38,8 +46,6 @@ SIZE_KEYS = ("fluence.flux-framework.org/group-size", "fluxnode.io/group-size")
 SIZE_SOURCES = {"labels": SIZE_KEYS, "annotations": SIZE_KEYS + (KUEUE_COUNT_ANNOTATION,)}
 JOB_INDEX_LABELS = ("batch.kubernetes.io/job-completion-index",)
 JOB_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
-JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
 # set on an opted-in Job's pod template by the admission webhook (admission.py): its pods are
 # one group, Indexed or not, as the Job was admitted as a whole
 ADMITTED_JOB_ANNOTATION = "fluxnode.io/job"
@@ -216,17 +222,28 @@ def group_of(pod: dict, job_size_lookup: JobSizeLookup | None = None,
         if labels.get(SCHEDULER_PLUGINS_LABEL):
             return _podgroup_identity(key, SCHEDULER_PLUGINS, declared, podgroups)
         return GroupIdentity(key, declared or 1, declared is not None)
-    job_name = _first(labels, JOB_NAME_LABELS)
+    owner = job_owner(meta)
     is_indexed = _first(labels, JOB_INDEX_LABELS) or annotations.get(JOB_INDEX_ANNOTATION)
     admitted = annotations.get(ADMITTED_JOB_ANNOTATION)
-    if job_name is not None and (is_indexed is not None or admitted == job_name):
-        uid = _first(labels, JOB_UID_LABELS) or ""
+    if owner is not None and (is_indexed is not None or admitted == owner[0]):
+        job_name, uid = owner
         size = declared_size(pod)
         if size is None and job_size_lookup is not None:
             size = job_size_lookup(namespace, job_name)
         key = GroupKey(namespace, "job", f"{job_name}.{uid}" if uid else job_name)
         return GroupIdentity(key, size or 1)
     return GroupIdentity(GroupKey(namespace, "pod", meta.get("uid") or meta.get("name", "?")), 1)
+
+
+def job_owner(meta: dict) -> tuple[str, str] | None:
+    """(name, uid) of the batch/v1 Job a pod's metadata names as its controller, or None:
+    the only way a pod is a Job's (see the module's docstring)."""
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") is True \
+                and ref.get("kind") == "Job" and ref.get("apiVersion") == "batch/v1" \
+                and ref.get("name"):
+            return str(ref["name"]), str(ref.get("uid") or "")
+    return None
 
 
 def is_declared_group(key: GroupKey) -> bool:

@@ -171,16 +171,27 @@ def test_indexed_job_pods_form_one_group_sized_by_the_job(tmp_path):
             "default",
         )
         uid = job["metadata"]["uid"]
-        for i in range(3):
-            labels = {
-                "batch.kubernetes.io/job-completion-index": str(i),
-                "job-name": "train",
-                "controller-uid": uid,
-            }
-            if i < 2:
-                c.create_pod(f"train-{i}", cpu="2", labels=labels)
+        # as kube's Job controller makes them: its labels and its controller reference
+        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": uid,
+                 "controller": True, "blockOwnerDeletion": True}
+
+        def member(name: str, index: int, owners: list) -> None:
+            obj = c.pod(name, cpu="2", labels={
+                "batch.kubernetes.io/job-completion-index": str(index),
+                "job-name": "train", "controller-uid": uid})
+            obj["metadata"]["ownerReferences"] = owners
+            c.kube.create("pods", obj, "default")
+
+        for i in range(2):
+            member(f"train-{i}", i, [owner])
         c.wait_condition("train-0", "WaitingForGroup")
-        c.create_pod("train-2", cpu="2", labels=labels)
+        # the Job's labels without its controller reference: a pod of its own, placed
+        # alone, and not the member the group waits for (podgroup.py job_owner)
+        member("lookalike", 2, [])
+        c.wait_bound(["lookalike"])
+        assert c.node_of("train-0") is None and c.node_of("train-1") is None
+        c.wait_condition("train-0", "WaitingForGroup")
+        member("train-2", 2, [owner])
         c.wait_bound(["train-0", "train-1", "train-2"])
 
 

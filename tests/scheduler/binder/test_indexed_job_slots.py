@@ -20,10 +20,14 @@ def test_index_i_lands_in_slot_i(tmp_path):
                      "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
         }, "default")
         names = [f"sweep-{i}" for i in range(PODS)]
+        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "sweep",
+                 "uid": job["metadata"]["uid"], "controller": True}  # as the Job controller's
         for i in reversed(range(PODS)):
-            c.create_pod(names[i], cpu="1", labels={
+            obj = c.pod(names[i], cpu="1", labels={
                 "batch.kubernetes.io/job-completion-index": str(i), "job-name": "sweep",
                 "controller-uid": job["metadata"]["uid"]})
+            obj["metadata"]["ownerReferences"] = [owner]
+            c.kube.create("pods", obj, "default")
         c.wait_bound(names)
         (listed,) = c.inst.rpc("sched.list", {"labels": {"kind": "group"}})["allocations"]
         slots = listed["slots"]

@@ -10,7 +10,7 @@ from fluxnode.scheduler.binder.podgroup import (
 )
 
 
-def pod(name="p", uid="u1", labels=None, annotations=None):
+def pod(name="p", uid="u1", labels=None, annotations=None, owners=None):
     return {
         "metadata": {
             "name": name,
@@ -18,8 +18,16 @@ def pod(name="p", uid="u1", labels=None, annotations=None):
             "uid": uid,
             "labels": labels or {},
             "annotations": annotations or {},
+            "ownerReferences": owners or [],
         }
     }
+
+
+def job_ref(name: str, uid: str, **fields) -> dict:
+    """The controller reference kube's Job controller writes on the pods it creates (or
+    adopts): apiVersion batch/v1, kind Job, controller true."""
+    return {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
+            "controller": True, "blockOwnerDeletion": True, **fields}
 
 
 def test_pod_without_group_is_a_group_of_one_keyed_by_uid():
@@ -58,9 +66,38 @@ def test_indexed_job_pods_form_one_group_sized_by_the_job():
         seen.append((ns, name))
         return job_size({"spec": {"completions": 4, "parallelism": 4}})
 
-    ident = group_of(pod(labels=labels), lookup)
+    ident = group_of(pod(labels=labels, owners=[job_ref("train", "cu1")]), lookup)
     assert ident.key == GroupKey("ns", "job", "train.cu1") and ident.size == 4
     assert seen == [("ns", "train")]
+
+
+def test_job_labels_without_the_jobs_controller_reference_make_no_job_pod():
+    """Kube's Job controller manages the pods whose controller reference is the Job
+    (job_controller.go getPodsForJob, ClaimPods); labels anyone may write do not make a pod
+    the Job's: each such pod is a group of its own, and never joins the Job's group."""
+    labels = {"batch.kubernetes.io/job-completion-index": "0",
+              "batch.kubernetes.io/job-name": "train",
+              "batch.kubernetes.io/controller-uid": "cu1"}
+    annotations = {"fluxnode.io/job": "train"}  # as the webhook leaves an admitted template
+    owned = group_of(pod(uid="p0", labels=labels, annotations=annotations,
+                         owners=[job_ref("train", "cu1")]), lambda ns, name: 2)
+    assert str(owned.key) == "ns/job/train.cu1"
+    lookalikes = {
+        "no owner": [],
+        "an owner that is not its controller": [job_ref("train", "cu1", controller=False)],
+        "controller field absent": [{k: v for k, v in job_ref("train", "cu1").items()
+                                     if k != "controller"}],
+        "another kind's controller": [job_ref("train", "cu1", kind="CronJob")],
+        "another API group's Job": [job_ref("train", "cu1", apiVersion="example.com/v1")],
+    }
+    for why, owners in lookalikes.items():
+        ident = group_of(pod(uid="p1", labels=labels, annotations=annotations, owners=owners),
+                         lambda ns, name: 2)
+        assert str(ident.key) == "ns/pod/p1" and ident.size == 1, why
+    # the uid in the key is the controller's, not what the label says
+    forged = group_of(pod(uid="p2", labels={**labels, "batch.kubernetes.io/controller-uid": "x"},
+                          owners=[job_ref("train", "cu1")]), lambda ns, name: 2)
+    assert forged.key == owned.key
 
 
 def test_job_size_is_pods_at_once():
@@ -98,7 +135,8 @@ def test_the_pods_of_a_job_the_webhook_admitted_are_one_group_indexed_or_not():
     pod = {"metadata": {"name": "plain-x", "namespace": "ns", "uid": "p1",
                         "labels": {"batch.kubernetes.io/job-name": "plain",
                                    "batch.kubernetes.io/controller-uid": "u-1"},
-                        "annotations": {"fluxnode.io/job": "plain"}}}
+                        "annotations": {"fluxnode.io/job": "plain"},
+                        "ownerReferences": [job_ref("plain", "u-1")]}}
     ident = group_of(pod, lambda namespace, name: {("ns", "plain"): 3}[(namespace, name)])
     assert (str(ident.key), ident.size) == ("ns/job/plain.u-1", 3)
     pod["metadata"]["annotations"] = {}  # a Job not admitted by fluxnode: pods one by one
