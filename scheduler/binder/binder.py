@@ -6,8 +6,9 @@ Split the way kube-scheduler is (design and user guide: docs/binder.md):
   inbox; the loop applies them, then runs a scheduling cycle. Only the replica
   holding the Lease runs cycles; standbys keep their informers warm so a takeover
   is quick.
-- scheduling_cycle.py: the queue in order, one ``sched.alloc`` per complete group
-  (batched), outside-usage pins, and why a group waits.
+- scheduling_cycle.py: the queue in order (workload_queue.py: the waiting Jobs and the
+  complete groups as one), one ``sched.alloc`` per workload (groups batched), outside-usage
+  pins, and why a group waits.
 - binding_cycle.py: bind workers write the Bindings, results come back through
   the inbox.
 - reconcile.py: on start, takeover or a lost answer (the leader restarted), the
@@ -15,7 +16,7 @@ Split the way kube-scheduler is (design and user guide: docs/binder.md):
 - context.py: what these parts share.
 - webhook.py: the admission webhook every replica serves (its server and certificates).
 - fluxjob_loop.py: opted-in Jobs admitted as a whole (their FluxJobs, one request for all
-  their pods, unsuspended when allocated), run before each scheduling cycle.
+  their pods, unsuspended when allocated), asked for in the scheduling cycle's walk.
 - podgroup_directory.py / group_members.py: PodGroup objects (where their CRDs are
   installed) and the members of declared groups, kept on every replica for the webhook;
   podgroup_records.py: the FluxJob records of gated pod groups, after each cycle.
@@ -114,8 +115,10 @@ class Binder:
         self.reconciler = Reconciler(self.ctx, self.binding)
         self.fluxjobs = FluxJobLoop(self.ctx, self.scheduling, self.batch,
                                     CustomObjectsApi(api_client), self.inbox.put)
+        self.scheduling.jobs = self.fluxjobs  # one queue: the Jobs walked with the groups
         self.group_records = PodGroupRecords(self.ctx, self.members,
-                                             CustomObjectsApi(api_client))
+                                             CustomObjectsApi(api_client),
+                                             lambda: self.scheduling.positions)
         self.resources: ResourcePublisher | None = None
         if config.resources_configmap:
             cm_namespace, _, cm_name = config.resources_configmap.partition("/")

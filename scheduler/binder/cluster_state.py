@@ -36,6 +36,7 @@ from fluxnode.scheduler.binder.podgroup import (
     PodGroupDirectory,
     PodGroupError,
     group_of,
+    record_name,
 )
 from fluxnode.scheduler.binder.queue import SchedulingQueue, creation_time, priority
 
@@ -138,10 +139,9 @@ class Group:
         return max(p.priority for p in self.pending.values())
 
     def created(self) -> float:
+        """The group's creation time in the queue's order: its oldest pending member's
+        creationTimestamp (docs/workloads.md, "The queue")."""
         return min(p.created for p in self.pending.values())
-
-    def seen(self) -> int:
-        return min(p.seen for p in self.pending.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,7 +394,8 @@ class ClusterState:
         else:
             self.with_pending.discard(group.key)
         if group.ready:
-            self.queue.push(group.key, group.priority(), group.created(), group.seen())
+            self.queue.push(group.key, group.priority(), group.created(),
+                            f"{group.key.namespace}/{record_name(group.key)}")
         else:
             self.queue.remove(group.key)
         if not group.pending and not group.placed:

@@ -1,8 +1,8 @@
 """The FluxJob loop: opted-in Jobs admitted as a whole (issue 30, "Workloads, not pods").
 
 The admission webhook stores a Job labelled ``fluxnode.io/queue`` suspended, so the Job
-controller creates none of its pods. The binder's loop (leader only, before each scheduling
-cycle) then takes each such Job through these steps:
+controller creates none of its pods. The binder (leader only) then takes each such Job
+through these steps:
 
 1. **Queued**: it writes the Job's FluxJob (fluxjob.py; named as the Job, owned by it) and
    asks the leader's scheduler for all of its pods' slots in one request
@@ -11,17 +11,20 @@ cycle) then takes each such Job through these steps:
    (``busy: ...``, or ``unsatisfiable: ...`` in the words pods are told) and its position
    among the waiting; it is asked again whenever the cluster changes.
 
-   **Order and reservation** (as Fluxion's queue manager with reservation depth 1, i.e.
-   EASY backfill): waiting Jobs are asked in order of priority (their pods'
-   PriorityClass, which the binder watches), then creationTimestamp, then name
-   (`queue.workload_key`); POSITION is that order. Until one is reserved, each is asked
-   with ``allocate_orelse_reserve``: the first that does not fit (the head) is
-   **Reserved**, its resources booked from the earliest time the walltimes of what holds
-   them end; its FluxJob says that START (RFC 3339 UTC), or, when something it waits
-   for has no walltime, that no start is known. Jobs after it are asked with plain
-   ``allocate``, so the planner lets them start only where they end before the head's
-   start or use what the head does not need. The reservation is cancelled and made again
-   on every pass (as queue.py does for pod groups): the head of the next pass may differ.
+   **One queue with the pod groups** (workload_queue.py): this loop only keeps the Jobs'
+   records and says which wait (`queued`, in order of priority, their pods'
+   PriorityClass, which the binder watches; then creationTimestamp; then namespace/name:
+   `queue.workload_key`). The scheduling cycle merges them with the complete pod groups by
+   the same key and walks both in one order, asking for a Job through `_queued` at its
+   place; POSITION is that order. Until the pass has a reservation, each workload is asked
+   with ``allocate_orelse_reserve``: the first that does not fit, Job or group (the head),
+   is **Reserved**, its resources booked from the earliest time the walltimes of what holds
+   them end; a Job's FluxJob says that START (RFC 3339 UTC), or, when something it waits
+   for has no walltime, that no start is known. Everything after it is asked with plain
+   ``allocate``, so the planner lets it start only where it ends before the head's start or
+   uses what the head does not need (EASY backfill, as Fluxion's queue manager with
+   reservation depth 1). The reservation is cancelled and made again on every pass: the
+   head of the next pass may differ.
 
    **Queue limits** (queue_limits.py, a ConfigMap the binder watches): a Job that would
    take its queue's admitted Jobs past a limit stays Queued saying so and is not asked.
@@ -50,6 +53,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.agent.kube.api_client import status_message
@@ -58,10 +62,16 @@ from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
 from fluxnode.scheduler.binder.fluxjob_writer import FluxJobWriter
 from fluxnode.scheduler.binder.podgroup import GroupKey, job_owner
-from fluxnode.scheduler.binder.queue import creation_time, rfc3339, workload_key
+from fluxnode.scheduler.binder.queue import (
+    creation_time,
+    reserved_reason,
+    rfc3339,
+    workload_key,
+)
 from fluxnode.scheduler.binder.queue_limits import Ask, QueueLimits, QueueLimitsError
 from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
 from fluxnode.scheduler.binder.walltime import job_walltime
+from fluxnode.scheduler.binder.workload_queue import QueuedJob
 from kubernetes.client import BatchV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
@@ -128,7 +138,7 @@ class FluxJobLoop:
         self._no_crd_logged = False
         self.priority_classes: dict[str, dict] = {}  # name -> PriorityClass (the informer's)
         self.limits = QueueLimits()
-        self.reservation: int | None = None  # the head's reservation made this pass
+        self._used: dict[str, Ask] = {}  # queue -> what its admitted Jobs hold, this walk
         # Job uid -> pod uid -> node, of its live pods bound to a node (kept from the pod
         # events, not a scan of every pod per pass), and the Jobs whose pods changed since
         self._bound: dict[str, dict[str, str]] = {}
@@ -226,7 +236,6 @@ class FluxJobLoop:
         """The cache was rebuilt from the leader: unused held allocations and reservations
         are gone (reconcile cancelled them)."""
         self.ctx.held.clear()
-        self.reservation = None
         for tracked in self.jobs.values():
             if tracked.allocation not in self.ctx.state.allocations:
                 tracked.allocation = None
@@ -236,16 +245,20 @@ class FluxJobLoop:
     # -- the loop's step (leader only) ------------------------------------------------
 
     def run(self) -> None:
+        """(Before each scheduling cycle.) Retry record writes; a change to the Jobs makes
+        the cycle walk the queue, whose Jobs come from `queued`."""
         self.writer.retry()
-        if not (self.dirty or self.ctx.state.changed):
-            return
-        self.dirty = False
-        if self.reservation is not None:  # made again below, for this pass's head
-            self.ctx.cancel(self.reservation, None)
-            self.reservation = None
+        if self.dirty:
+            self.dirty = False
+            self.ctx.state.changed = True
+
+    def queued(self) -> list[QueuedJob]:
+        """(The scheduling cycle, once per walk: workload_queue.py `JobSource`.) Bring every
+        Job's record up to date (ended, admitted, running) and return the waiting ones in
+        order, each with the call that asks for it."""
         touched, self._touched = self._touched, set()
         waiting: list[Tracked] = []
-        used: dict[str, Ask] = {}  # queue -> what its admitted Jobs hold
+        self._used = used = {}  # queue -> what its admitted Jobs hold
         for tracked in list(self.jobs.values()):
             if tracked.quiet and tracked.job["metadata"].get("uid") not in touched:
                 if tracked.record is not None and _condition(tracked.job) is None \
@@ -273,8 +286,7 @@ class FluxJobLoop:
                              allocation=tracked.allocation)
                 tracked.quiet = True
         waiting.sort(key=self._order)
-        for position, tracked in enumerate(waiting, 1):
-            self._queued(tracked, position, used)
+        return [QueuedJob(self._order(t), t.key, partial(self._queued, t)) for t in waiting]
 
     @staticmethod
     def _holds(tracked: Tracked, used: dict[str, Ask]) -> None:
@@ -288,43 +300,35 @@ class FluxJobLoop:
         return workload_key(tracked.record.spec.priority, creation_time(tracked.job),
                             f"{meta.get('namespace') or 'default'}/{meta['name']}")
 
-    def _queued(self, tracked: Tracked, position: int, used: dict[str, Ask]) -> None:
-        """A suspended Job: give back what it holds, or ask for its whole set (reserving
-        it when it is the first that does not fit)."""
-        ctx, key = self.ctx, tracked.key
+    def _queued(self, tracked: Tracked, position: int, op: str) -> dict | None:
+        """A suspended Job at `position` in the queue: give back what it holds, or ask for
+        its whole set with `op` (``allocate_orelse_reserve`` until the pass has its head).
+        Returns the answer when it is allocated or reserved."""
+        ctx, key, used = self.ctx, tracked.key, self._used
         if tracked.allocation is not None:  # suspended again by its owner
             self._release(tracked)
         if any(a.group == key for a in ctx.state.allocations.values()):
             self._status(tracked, "Queued", position=position,
                          reason="waiting for its pods to end")
-            return  # its pods still hold their shares
+            return None  # its pods still hold their shares
         spec = tracked.record.spec
         ask = _ask(tracked.record)
         held = self.limits.held(spec.queue, used.get(spec.queue, Ask()), ask)
         if held is not None:
             self._status(tracked, "Queued", position=position, reason=held)
-            return
+            return None
         template = (tracked.job.get("spec") or {}).get("template") or {}
-        op = "allocate" if self.reservation is not None else "allocate_orelse_reserve"
         answer = self.scheduling.ask_whole(key, template, spec.slot, spec.pods, op=op,
                                            duration=job_walltime(tracked.job.get("spec") or {}))
         if isinstance(answer, str):
             self._status(tracked, "Queued", position=position, reason=answer)
-            return
+            return None
         if answer.get("status") == "RESERVED":
-            self.reservation = answer["id"]
             start = answer.get("start")
-            if start is None:
-                self._status(tracked, "Reserved", position=position,
-                             reason="reserved: its resources are booked for it, but something "
-                             "holding them has no walltime (spec.activeDeadlineSeconds), so "
-                             "no start time is known")
-            else:
-                self._status(tracked, "Reserved", position=position, start=rfc3339(start),
-                             reason=f"reserved: its resources are booked for it from "
-                             f"{rfc3339(start)}; Jobs after it may use them only if they end "
-                             "by then")
-            return
+            self._status(tracked, "Reserved", position=position,
+                         start=rfc3339(start) if start is not None else "",
+                         reason=reserved_reason(start))
+            return answer
         used[spec.queue] = used.get(spec.queue, Ask()) + ask
         # Held from now on. The patch that resumes the Job is a bind worker's: on the loop it
         # was a round trip per Job that held up every other decision (bench/workloads.py:
@@ -333,6 +337,7 @@ class FluxJobLoop:
         tracked.allocation, tracked.resuming = answer["id"], True
         ctx.pool.submit(self._resume, tracked, tracked.job["metadata"]["name"], key.namespace,
                         answer)
+        return answer
 
     def _resume(self, tracked: Tracked, name: str, namespace: str, answer: dict) -> None:
         """(A bind worker.) Patch the Job's ``spec.suspend`` to false; the outcome goes to

@@ -8,9 +8,13 @@ cycle left: the members this replica's pod informer sees (group_members.py), the
 the cluster cache (its place in the scheduling queue, whether it is placed) and the last
 reason its pods were told (``BinderContext.reported``). Status, from the group's live pods:
 
-- **Queued**: not placed; POSITION is its place in the binder's scheduling queue (absent
-  while it is incomplete, its PodGroup is missing, or it has too many members), REASON the
-  message its pods were last given, or what it waits for;
+- **Queued**: not placed; POSITION is its place in the one queue of Jobs and groups
+  (workload_queue.py; numbered by the scheduling cycle's last walk; absent while it is
+  incomplete, its PodGroup is missing, or it has too many members), REASON the message its
+  pods were last given, or what it waits for;
+- **Reserved**: the head of the queue (the first workload that does not fit, workload_queue.py):
+  its resources are booked for it, START is when (its pods' activeDeadlineSeconds are its
+  walltime, walltime.py), or empty when no start is known;
 - **Admitted**: placed, or some of its pods bound, not all; **Running**: as many pods bound
   as its size;
 - **Finished** / **Failed** once no member is live: all that ended Succeeded, or not.
@@ -25,6 +29,7 @@ the groups are placed all the same (logged once).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from fluxnode.agent.kube import raw as kube_raw
@@ -35,6 +40,7 @@ from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import API_VERSION, FluxJob, FluxJobError, WorkloadRef
 from fluxnode.scheduler.binder.group_members import GroupMembers, Member
 from fluxnode.scheduler.binder.podgroup import GroupKey, PodGroupError, group_of, record_name
+from fluxnode.scheduler.binder.queue import reserved_reason, rfc3339
 from kubernetes.client import CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
@@ -53,6 +59,7 @@ class GroupView:
     nodes: str
     position: int | None
     reason: str
+    start: str = ""
 
 
 @dataclass
@@ -63,8 +70,9 @@ class Record:
 
 
 def view(members: list[Member], size: int, placed: bool, position: int | None,
-         reason: str) -> GroupView:
-    """The status of a group of `size` from its members (pure: the records' phases)."""
+         reason: str, reserved: tuple[float | None] | None = None) -> GroupView:
+    """The status of a group of `size` from its members (pure: the records' phases);
+    `reserved`: (its reservation's start or None) when it is the queue's reserved head."""
     live = [m for m in members if m.live]
     bound = [m for m in live if m.node]
     nodes = hostlist.encode(sorted({m.node for m in bound}))
@@ -75,12 +83,18 @@ def view(members: list[Member], size: int, placed: bool, position: int | None,
         return GroupView("Running", len(bound), nodes, None, "")
     if bound or placed:
         return GroupView("Admitted", len(bound), nodes, None, "")
+    if reserved is not None:
+        (start,) = reserved
+        return GroupView("Reserved", 0, "", position, reserved_reason(start),
+                         rfc3339(start) if start is not None else "")
     return GroupView("Queued", 0, "", position, reason)
 
 
 class PodGroupRecords:
-    def __init__(self, ctx: BinderContext, members: GroupMembers, custom: CustomObjectsApi):
+    def __init__(self, ctx: BinderContext, members: GroupMembers, custom: CustomObjectsApi,
+                 positions: Callable[[], dict[GroupKey, int]]):
         self.ctx, self.members, self.custom = ctx, members, custom
+        self.positions = positions  # the last walk's POSITIONs (scheduling_cycle.py)
         self.records: dict[GroupKey, Record] = {}
         self._swept = False  # records left by a former leader checked
         self._no_crd_logged = False
@@ -97,7 +111,7 @@ class PodGroupRecords:
             return
         if not self._swept:
             self._sweep(groups)
-        order = {k: i + 1 for i, k in enumerate(self.ctx.state.queue.ordered())}
+        order = self.positions()
         for key, members in groups.items():
             self._update(key, members, order.get(key))
         for key in [k for k in self.records if k not in groups]:
@@ -142,11 +156,14 @@ class PodGroupRecords:
         live = sum(1 for m in members if m.live)
         if not reason and live < size:
             reason = f"waiting for group {key.namespace}/{key.name}: {live} of {size} pods exist"
-        now = view(members, size, bool(group is not None and group.placed), position, reason)
+        reservations = self.ctx.reservations
+        reserved = (reservations.starts.get(key),) if key in reservations.held else None
+        now = view(members, size, bool(group is not None and group.placed), position, reason,
+                   reserved)
         record = tracked.record
         status = record.status
         status.phase, status.position, status.bound = now.phase, now.position, now.bound
-        status.nodes, status.reason = now.nodes, now.reason
+        status.nodes, status.reason, status.start = now.nodes, now.reason, now.start
         self._write_status(key, tracked)
 
     def _create(self, key: GroupKey, members: list[Member], ident, size: int) -> Record | None:

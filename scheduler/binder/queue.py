@@ -1,13 +1,15 @@
-"""The order in which pending groups (and waiting whole workloads) are tried, and who holds
-the reservation.
+"""The order in which waiting workloads are tried, and who holds the reservation.
 
 Kubernetes users expect pod priority to win and, among equals, the oldest to go
-first. A group that cannot run now must not be starved by a stream of smaller
-groups, so the first `reserve_depth` blocked groups are asked for with
+first. A workload that cannot run now must not be starved by a stream of smaller
+ones, so the first `reserve_depth` blocked ones are asked for with
 ``allocate_orelse_reserve``: the graph scheduler books their resources at the
-earliest time they free up, and later groups may only backfill around that
-booking. Reservations are recomputed every cycle (as Fluxion's queue manager
-does), so the binder drops last cycle's before walking the queue again.
+earliest time they free up, and later ones may only backfill around that
+booking. Reservations are recomputed every pass (as Fluxion's queue manager
+does), so the binder drops last pass's before walking the queue again.
+
+`SchedulingQueue` holds the complete pod groups; workload_queue.py merges them with the
+waiting Jobs by the same key (`workload_key`).
 """
 
 from __future__ import annotations
@@ -41,19 +43,18 @@ def priority(pod: dict) -> int:
 @dataclass(frozen=True, slots=True, order=True)
 class QueueKey:
     """Sort key: higher priority first, then older first (creationTimestamp has 1 s
-    resolution), then the order the binder saw the pods arrive, then the name."""
+    resolution), then the name (a FluxJob record's namespace/name)."""
 
     neg_priority: int
     created: float
-    seen: int
     name: str
 
 
 def workload_key(priority: int, created: float, name: str) -> QueueKey:
-    """A whole workload's place in the FluxJob loop's queue: higher priority first, then
-    older first, then the name. No arrival order: a restarted or new leader must find the
-    same order from the objects alone (issue 30, "order by priority, then creation time")."""
-    return QueueKey(-priority, created, 0, name)
+    """A workload's place in the queue, Job or pod group: higher priority first, then older
+    first, then the name. No arrival order: a restarted or new leader must find the same
+    order from the objects alone (issue 30, "order by priority, then creation time")."""
+    return QueueKey(-priority, created, name)
 
 
 @dataclass
@@ -64,8 +65,9 @@ class SchedulingQueue:
     _entries: dict[GroupKey, QueueKey] = field(default_factory=dict)
     _ordered: list[GroupKey] | None = None
 
-    def push(self, key: GroupKey, priority: int, created: float, seen: int = 0) -> None:
-        entry = QueueKey(-priority, created, seen, str(key))
+    def push(self, key: GroupKey, priority: int, created: float, name: str = "") -> None:
+        """Queue a complete group; `name` breaks ties (its record's namespace/name)."""
+        entry = workload_key(priority, created, name or str(key))
         if self._entries.get(key) != entry:
             self._entries[key] = entry
             self._ordered = None
@@ -85,23 +87,41 @@ class SchedulingQueue:
             self._ordered = sorted(self._entries, key=self._entries.__getitem__)
         return list(self._ordered)
 
+    def entries(self) -> list[tuple[GroupKey, QueueKey]]:
+        """The groups in order, each with its key (to merge with the Jobs)."""
+        return [(k, self._entries[k]) for k in self.ordered()]
+
 
 @dataclass
 class Reservations:
-    """Allocation ids of the reservations made in the current cycle."""
+    """Allocation ids of the reservations made in the current pass (a Job's or a group's)."""
 
     depth: int = 1
     held: dict[GroupKey, int] = field(default_factory=dict)
+    # when each reservation starts (epoch seconds), None when no start is known
+    starts: dict[GroupKey, float | None] = field(default_factory=dict)
 
     def op_for_blocked(self) -> str:
-        """The sched.alloc op for the next group that could not be allocated right now."""
+        """The sched.alloc op for the next workload that could not be allocated right now."""
         return "allocate_orelse_reserve" if len(self.held) < self.depth else "allocate"
 
-    def hold(self, key: GroupKey, alloc_id: int) -> None:
+    def hold(self, key: GroupKey, alloc_id: int, start: float | None = None) -> None:
         self.held[key] = alloc_id
+        self.starts[key] = start
 
     def release_all(self) -> list[int]:
         """Forget every reservation and return the ids to cancel."""
         ids = list(self.held.values())
         self.held.clear()
+        self.starts.clear()
         return ids
+
+
+def reserved_reason(start: float | None) -> str:
+    """What a reserved workload's record says (a Job's or a group's): from when its
+    resources are booked, or that nothing tells when."""
+    if start is None:
+        return ("reserved: its resources are booked for it, but something holding them has "
+                "no walltime (spec.activeDeadlineSeconds), so no start time is known")
+    return (f"reserved: its resources are booked for it from {rfc3339(start)}; workloads "
+            "after it may use them only if they end by then")

@@ -38,6 +38,7 @@ from fluxnode.agent.kube.node_affinity import (
     pod_placement,
 )
 from fluxnode.broker_conf import idset
+from fluxnode.scheduler.binder.admission import QUEUE_LABEL
 from fluxnode.scheduler.binder.binding_cycle import Bind, BindingCycle
 from fluxnode.scheduler.binder.cluster_state import Group, GroupAllocation, OutsideUsage, PodInfo
 from fluxnode.scheduler.binder.context import BinderContext
@@ -51,6 +52,7 @@ from fluxnode.scheduler.binder.slot_assignment import (
     slots_by_shape,
 )
 from fluxnode.scheduler.binder.walltime import pods_walltime
+from fluxnode.scheduler.binder.workload_queue import Entry, JobSource, SameRequest, merged
 from fluxnode.scheduler.jobspec.builder import SlotKind
 
 log = logging.getLogger("fluxnode.binder")
@@ -97,9 +99,17 @@ class SchedulingCycle:
         # the candidates when no node is excluded, for one node generation: a burst runs
         # a cycle per handful of pod events, and each would walk every node again
         self._all_candidates: tuple[int, Candidates | None] = (-1, None)
+        self.jobs: JobSource | None = None  # the waiting Jobs (the FluxJob loop's)
+        self.same = SameRequest()  # this walk's refusals, by request
+        # this walk: nodes reserved for its head, each numbered workload's POSITION, and
+        # its entries by key
+        self.excluded: set[str] = set()
+        self.positions: dict[GroupKey, int] = {}
+        self._entries: dict[GroupKey, Entry] = {}
 
     def run(self) -> None:
-        """One cycle: settle cancels and outside usage, then try the queue if anything changed."""
+        """One cycle: settle cancels and outside usage, then walk the queue if anything
+        changed."""
         ctx = self.ctx
         ctx.retry_failed_reports()
         self.binding.resubmit_due()
@@ -112,49 +122,113 @@ class SchedulingCycle:
         ctx.state.changed = False
         for alloc_id in ctx.reservations.release_all():
             ctx.cancel(alloc_id, None)
+        self.same.clear()
+        self._walk(merged(self.jobs.queued() if self.jobs is not None else [],
+                          ctx.state.queue.entries()))
+        self._report_waiting()
+
+    def _walk(self, entries: list[Entry]) -> None:
+        """Ask for the waiting workloads in queue order (workload_queue.py): consecutive
+        groups in batches of ``alloc_batch`` (flushed before a Job, so the order holds),
+        each Job on its own; the first of either kind that does not fit is reserved."""
+        ctx = self.ctx
         usable = ctx.state.usable_nodes()
-        excluded: set[str] = set()
+        self.excluded = excluded = set()
+        self.positions = {}
+        self._entries = {e.key: e for e in entries}
         candidates: Candidates | None = None
         busy = 0
-        todo = deque(ctx.state.queue.ordered())
-        while todo and busy < ctx.config.queue_depth:
-            batch: list[Attempt] = []
-            while todo and len(batch) < ctx.config.alloc_batch:
-                group = ctx.state.groups.get(todo.popleft())
-                if group is None or not group.ready:
+        todo = deque(entries)
+        batch: list[Attempt] = []
+        numbered: set[GroupKey] = set()
+        while todo or batch:
+            entry = todo.popleft() if todo else None
+            if batch and (entry is None or entry.job is not None
+                          or len(batch) >= ctx.config.alloc_batch):
+                if entry is not None:
+                    todo.appendleft(entry)
+                busy += self._ask_batch(batch, todo)
+                batch = []
+                continue
+            if entry is None:
+                break
+            if entry.job is not None:
+                position = self._number(entry.key, numbered)
+                answer = entry.job.ask(position, ctx.reservations.op_for_blocked())
+                if answer is not None and answer.get("status") == "RESERVED":
+                    ctx.reservations.hold(entry.key, answer["id"], answer.get("start"))
+                    excluded.update(n["hostname"] for n in answer.get("nodes") or [])
+                continue
+            group = ctx.state.groups.get(entry.key)
+            if group is None or not group.ready:
+                continue
+            held = ctx.held.get(group.key)  # an admitted Job's pods: bound, not asked for
+            if held is None:
+                if self._gated(group):
+                    self._number(group.key, numbered)
+                if busy >= ctx.config.queue_depth:
+                    continue  # not asked this cycle (numbered all the same)
+                if group.unsatisfiable and \
+                        group.unsatisfiable_generation == ctx.state.node_generation:
                     continue
-                if (
-                    group.unsatisfiable
-                    and group.unsatisfiable_generation == ctx.state.node_generation
-                ):
-                    continue
+            if held is not None:  # allocated already: the head's nodes are no matter
+                attempt = self._prepare(group, self._candidates(usable, set()))
+            else:
                 if candidates is None or candidates.excluded != len(excluded):
                     candidates = self._candidates(usable, excluded)
                 attempt = self._prepare(group, candidates)
-                held = ctx.held.pop(group.key, None) if isinstance(attempt, Attempt) else None
-                if held is not None:  # a FluxJob's whole set, allocated before its pods
-                    binds: list[Bind] = []
-                    self._finish(attempt, held, excluded, binds)
-                    self.binding.submit(binds)
-                elif isinstance(attempt, Attempt):
+            if isinstance(attempt, Attempt) and held is not None:
+                # a FluxJob's whole set, allocated before its pods
+                del ctx.held[group.key]
+                binds: list[Bind] = []
+                self._finish(attempt, held, excluded, binds)
+                self.binding.submit(binds)
+            elif isinstance(attempt, Attempt):
+                earlier = self.same.earlier(attempt.payload)
+                if earlier is not None:  # an equal request before it got no allocation
+                    if self._finish(attempt, earlier, excluded, []) == "busy":
+                        busy += 1
+                else:
                     batch.append(attempt)
-                elif attempt == "busy":
-                    busy += 1
-                    if busy >= ctx.config.queue_depth:
-                        break
-            if not batch:
-                continue
-            answers = self._request(batch)
-            self._check_not_forgotten(answers)
-            binds: list[Bind] = []
-            for attempt, answer in zip(batch, answers, strict=False):
-                if self._finish(attempt, answer, excluded, binds) == "busy":
-                    busy += 1
-            self.binding.submit(binds)
-            # the service stopped after a reservation: the rest are asked again (it
-            # changed what they may use, and which op they get)
-            todo.extendleft(reversed([a.group.key for a in batch[len(answers):]]))
-        self._report_waiting()
+            elif attempt == "busy":
+                busy += 1
+
+    def _number(self, key: GroupKey, numbered: set[GroupKey]) -> int:
+        """The next POSITION (a workload with a FluxJob record, once per walk)."""
+        if key not in numbered:
+            numbered.add(key)
+            self.positions[key] = len(numbered)
+        return self.positions[key]
+
+    def _gated(self, group: Group) -> bool:
+        """A group opted in with the queue label: it has a FluxJob record and a POSITION
+        (podgroup_records.py)."""
+        return any(QUEUE_LABEL in ((p.raw.get("metadata") or {}).get("labels") or {})
+                   for p in group.pending.values())
+
+    def _ask_batch(self, batch: list[Attempt], todo: deque) -> int:
+        """Ask for `batch` in one round trip and act on the answers; the groups the service
+        did not answer (it stops after a reservation) go back to the front of `todo`, to be
+        asked again (it changed what they may use, and which op they get). Returns how many
+        were busy."""
+        answers = self._request(batch)
+        self._check_not_forgotten(answers)
+        binds: list[Bind] = []
+        busy = 0
+        for attempt, answer in zip(batch, answers, strict=False):
+            earlier = self.same.earlier(attempt.payload)
+            if earlier is not None and not isinstance(answer, RPCError) \
+                    and answer.get("status") == "ALLOCATED":
+                # an equal request earlier in this batch was refused: this one may not
+                # start before it (the service's state moved between the two)
+                self.ctx.cancel(answer["id"], None)
+                answer = earlier
+            self.same.answered(attempt.payload, answer)
+            if self._finish(attempt, answer, self.excluded, binds) == "busy":
+                busy += 1
+        self.binding.submit(binds)
+        todo.extendleft(reversed([self._entries[a.group.key] for a in batch[len(answers):]]))
+        return busy
 
     def update_gauges(self) -> None:
         state, metrics = self.ctx.state, self.ctx.metrics
@@ -388,7 +462,7 @@ class SchedulingCycle:
             )
         ctx.sched_ok = True
         if answer["status"] == "RESERVED":
-            ctx.reservations.hold(group.key, answer["id"])
+            ctx.reservations.hold(group.key, answer["id"], answer.get("start"))
             excluded.update(n["hostname"] for n in answer["nodes"])
             return self._waiting(
                 pods,
@@ -436,7 +510,15 @@ class SchedulingCycle:
             payload["duration"] = duration
         t0 = time.perf_counter()
         try:
-            answer = ctx.sched.rpc("sched.alloc", payload)
+            earlier = self.same.earlier(payload)
+            if earlier is not None:  # an equal request before it got no allocation
+                raise RPCError(earlier.errnum, earlier.errstr)
+            try:
+                answer = ctx.sched.rpc("sched.alloc", payload)
+            except RPCError as exc:
+                self.same.answered(payload, exc)
+                raise
+            self.same.answered(payload, answer)
         except RPCError as exc:
             if exc.errnum == errno.EBUSY:  # worded as the pods of a group that waits
                 return f"{exc.errstr}; will retry when resources free up"

@@ -118,8 +118,8 @@ def test_priority_order_a_reserved_head_and_backfill_that_never_delays_it(cluste
     start = epoch(head["start"])
     assert t0 + B_WALLTIME <= start <= t1 + B_WALLTIME, (t0, head, t1)
     assert head["reason"] == (f"reserved: its resources are booked for it from "
-                              f"{head['start']}; Jobs after it may use them only if they end "
-                              "by then")
+                              f"{head['start']}; workloads after it may use them only if "
+                              "they end by then")
     for n in order[1:]:
         assert status(c, n)["phase"] == "Queued", (n, status(c, n))
     # the plugin's queue: the same order, the head's START

@@ -1,0 +1,102 @@
+"""The one queue of waiting workloads: Jobs (fluxjob_loop.py) and pod groups (cluster_state.py's
+scheduling queue) in a single order, walked by the scheduling cycle (issue 30).
+
+A Job is asked for before its pods exist (the FluxJob loop's whole set), a pod group once all
+its pods are there (the scheduling cycle's request), but to a user both are workloads in one
+queue: ``kubectl get fluxjobs -A`` shows one POSITION sequence, and the first of either kind
+that does not fit is the head that gets the reservation. So the two lists are merged here
+by one key (queue.py `workload_key`): higher priority first, then the older creation time
+(a Job's creationTimestamp; a group's oldest pending member's, cluster_state.py), then the
+FluxJob record's namespace/name (a Job's own name, a group's `record_name`). Every input of
+the key is in the objects, so a restarted or new leader walks the same order.
+
+What the walk needs of the Jobs is a `JobSource`: the FluxJob loop gives one `QueuedJob` per
+waiting Job, already in order, with the call that asks for it (or says why it is not asked);
+this module imports neither side, so the scheduling cycle stays below the FluxJob loop.
+
+`SameRequest` keeps, for one pass, the answer of every request that got no allocation, by
+what it asks for (slot kinds, ranks, walltime): a later workload asking for exactly the same
+is answered with it and not asked again. Between two asks of one pass the service's state can
+still change (a walltime's end passes, a reservation's start moves), and a later equal
+request must never be admitted before an earlier one that was just refused.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from fluxnode.agent.broker.client import RPCError
+from fluxnode.scheduler.binder.podgroup import GroupKey
+from fluxnode.scheduler.binder.queue import QueueKey
+
+# the refusal a request gets when an identical one before it in the pass was reserved
+BEHIND_RESERVED = "busy: not enough free resources now"
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """A waiting Job as the walk sees it: its place in the order, its group key, and
+    `ask(position, op)`, which asks the scheduler for its whole set with `op` (or does not,
+    saying why on its record) and returns the service's answer (ALLOCATED or RESERVED) or
+    None when it got neither."""
+
+    order: QueueKey
+    key: GroupKey
+    ask: Callable[[int, str], dict | None]
+
+
+class JobSource(Protocol):
+    def queued(self) -> list[QueuedJob]:
+        """The waiting Jobs, in order (called once per pass, before the walk)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One waiting workload of the merged queue: a Job (`job` set) or a pod group."""
+
+    order: QueueKey
+    key: GroupKey
+    job: QueuedJob | None = None
+
+
+def merged(jobs: list[QueuedJob], groups: list[tuple[GroupKey, QueueKey]]) -> list[Entry]:
+    """Both kinds in one order (ties cannot happen: the names differ)."""
+    entries = [Entry(j.order, j.key, j) for j in jobs]
+    entries += [Entry(order, key) for key, order in groups]
+    entries.sort(key=lambda e: e.order)
+    return entries
+
+
+def request_signature(payload: dict) -> str:
+    """What a sched.alloc request asks for, whoever asks: its slot kinds, the ranks it may
+    use and its walltime (not its op, labels or policy)."""
+    return json.dumps([payload.get("slots"), payload.get("ranks"), payload.get("duration")],
+                      sort_keys=True)
+
+
+@dataclass
+class SameRequest:
+    """The refusals of one pass, by request signature (see the module's docstring)."""
+
+    refused: dict[str, RPCError] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        self.refused.clear()
+
+    def earlier(self, payload: dict) -> RPCError | None:
+        """The answer an identical request got earlier in this pass without an allocation."""
+        return self.refused.get(request_signature(payload))
+
+    def answered(self, payload: dict, answer: dict | RPCError) -> None:
+        """Remember an answer that is not an allocation (a refusal, or a reservation: the
+        requests after it are refused as busy)."""
+        if isinstance(answer, RPCError):
+            self.refused.setdefault(request_signature(payload), answer)
+        elif answer.get("status") == "RESERVED":
+            self.refused.setdefault(request_signature(payload),
+                                    RPCError(errno.EBUSY, BEHIND_RESERVED))
