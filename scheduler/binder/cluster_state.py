@@ -36,6 +36,7 @@ from fluxnode.scheduler.binder.podgroup import (
     PodGroupDirectory,
     PodGroupError,
     group_of,
+    is_declared_group,
     record_name,
 )
 from fluxnode.scheduler.binder.queue import SchedulingQueue, creation_time, priority
@@ -65,7 +66,7 @@ class PodInfo:
     created: float
     allocation: str | None
     raw: dict
-    seen: int = 0  # arrival order at this binder (ties within a creationTimestamp second)
+    seen: int = 0  # arrival order at this binder (a rebuilt cache applies pods in it)
 
     @classmethod
     def from_pod(cls, pod: dict) -> PodInfo:
@@ -142,6 +143,14 @@ class Group:
         """The group's creation time in the queue's order: its oldest pending member's
         creationTimestamp (docs/workloads.md, "The queue")."""
         return min(p.created for p in self.pending.values())
+
+    def queue_name(self) -> str:
+        """What breaks a tie of priority and creation time: a declared group's FluxJob record
+        name, else its first pending pod's name (a group of one, a Job's pods), each with its
+        namespace."""
+        if is_declared_group(self.key):
+            return f"{self.key.namespace}/{record_name(self.key)}"
+        return f"{self.key.namespace}/{min(p.name for p in self.pending.values())}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,8 +403,7 @@ class ClusterState:
         else:
             self.with_pending.discard(group.key)
         if group.ready:
-            self.queue.push(group.key, group.priority(), group.created(),
-                            f"{group.key.namespace}/{record_name(group.key)}")
+            self.queue.push(group.key, group.priority(), group.created(), group.queue_name())
         else:
             self.queue.remove(group.key)
         if not group.pending and not group.placed:

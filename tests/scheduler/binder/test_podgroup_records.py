@@ -36,6 +36,21 @@ def test_phases_from_the_members():
     assert view([done[0], member("b", "Failed", "n2")], 2, False, None, "").phase == "Failed"
 
 
+def test_the_reserved_head_is_reserved_with_its_start():
+    """The first workload of the queue that does not fit is Reserved (issue 30), its START
+    the reservation's start in RFC 3339 UTC (date -u -d @1800000000: 2027-01-15 08:00:00)."""
+    pending = [member("a"), member("b")]
+    head = view(pending, 2, False, 1, "busy: not enough free resources now", (1_800_000_000,))
+    assert (head.phase, head.position, head.start) == ("Reserved", 1, "2027-01-15T08:00:00Z")
+    assert head.reason == ("reserved: its resources are booked for it from "
+                           "2027-01-15T08:00:00Z; workloads after it may use them only if "
+                           "they end by then")
+    unknown = view(pending, 2, False, 1, "", (None,))
+    assert (unknown.phase, unknown.start) == ("Reserved", "")
+    assert "no start time is known" in unknown.reason
+    assert view(pending, 2, True, None, "", (None,)).phase == "Admitted"  # placed wins
+
+
 def test_record_names_are_dns_names_distinct_per_group():
     assert record_name(GroupKey("ns", "group", "train")) == "group-train"
     assert record_name(GroupKey("ns", "volcano", "train")) == "volcano-train"
