@@ -117,7 +117,6 @@ def _ask(record: FluxJob) -> Ask:
     return Ask(pods * slot.cores, pods * slot.gpus, pods * record.spec.requests.memory_bytes)
 
 
-
 def _older(new: dict, old: dict) -> bool:
     """`new` is an earlier version of `old` (the API emulator's and etcd's resourceVersions
     grow; one that is not a number is never called older)."""
@@ -318,8 +317,12 @@ class FluxJobLoop:
             self._status(tracked, "Queued", position=position, reason=held)
             return None
         template = (tracked.job.get("spec") or {}).get("template") or {}
-        answer = self.scheduling.ask_whole(key, template, spec.slot, spec.pods, op=op,
-                                           duration=job_walltime(tracked.job.get("spec") or {}))
+        # within the walk, a Job asking exactly what a workload before it asked without
+        # getting it is told the same, not asked again (workload_queue.SameRequest)
+        answer = self.scheduling.ask_whole(
+            key, template, spec.slot, spec.pods, op=op,
+            duration=job_walltime(tracked.job.get("spec") or {}),
+            who=f"Job {key.namespace}/{tracked.job['metadata']['name']}")
         if isinstance(answer, str):
             self._status(tracked, "Queued", position=position, reason=answer)
             return None

@@ -89,6 +89,11 @@ class Attempt:
     payload: dict
 
 
+def _who(group: Group) -> str:
+    """A group as a refusal names it to the workloads after it (workload_queue.behind)."""
+    return f"group {group.key.namespace}/{group.key.name}"
+
+
 class SchedulingCycle:
     def __init__(self, ctx: BinderContext, binding: BindingCycle):
         self.ctx = ctx
@@ -223,7 +228,7 @@ class SchedulingCycle:
                 # start before it (the service's state moved between the two)
                 self.ctx.cancel(answer["id"], None)
                 answer = earlier
-            self.same.answered(attempt.payload, answer)
+            self.same.answered(attempt.payload, answer, _who(attempt.group))
             if self._finish(attempt, answer, self.excluded, binds) == "busy":
                 busy += 1
         self.binding.submit(binds)
@@ -485,10 +490,13 @@ class SchedulingCycle:
     # -- a workload's whole set, before its pods exist ----------------------------------
 
     def ask_whole(self, key: GroupKey, template: dict, slot: SlotKind, count: int, *,
-                  op: str = "allocate", duration: int | None = None) -> dict | str:
+                  op: str = "allocate", duration: int | None = None,
+                  who: str = "") -> dict | str:
         """One request for all `count` slots of a workload (a FluxJob's Job) before any of its
         pods exists, on the nodes its pod template may use, for `duration` seconds (None:
-        until cancelled). Returns the answer (ALLOCATED; RESERVED with `op`
+        until cancelled); `who` names it (``Job NS/NAME``) to workloads asking the same
+        after it in this walk (workload_queue.SameRequest). Returns the answer (ALLOCATED;
+        RESERVED with `op`
         allocate_orelse_reserve, its ``start`` when known), or why it waits: ``busy: ...``
         (may fit later) or ``unsatisfiable: ...`` in the words pods are told."""
         ctx = self.ctx
@@ -516,9 +524,9 @@ class SchedulingCycle:
             try:
                 answer = ctx.sched.rpc("sched.alloc", payload)
             except RPCError as exc:
-                self.same.answered(payload, exc)
+                self.same.answered(payload, exc, who)
                 raise
-            self.same.answered(payload, answer)
+            self.same.answered(payload, answer, who)
         except RPCError as exc:
             if exc.errnum == errno.EBUSY:  # worded as the pods of a group that waits
                 return f"{exc.errstr}; will retry when resources free up"

@@ -16,9 +16,11 @@ this module imports neither side, so the scheduling cycle stays below the FluxJo
 
 `SameRequest` keeps, for one pass, the answer of every request that got no allocation, by
 what it asks for (slot kinds, ranks, walltime): a later workload asking for exactly the same
-is answered with it and not asked again. Between two asks of one pass the service's state can
-still change (a walltime's end passes, a reservation's start moves), and a later equal
-request must never be admitted before an earlier one that was just refused.
+is answered with it and not asked again (behind a reserved one, with a busy answer naming
+that workload). Between two asks of one pass the cluster can still change (a pod ending, a
+cancel landing, the leader's graph filling in after a restart), and a later equal request
+must never be admitted before an earlier one that was just refused (the workload fault
+checker's `order`).
 """
 
 from __future__ import annotations
@@ -33,8 +35,11 @@ from fluxnode.agent.broker.client import RPCError
 from fluxnode.scheduler.binder.podgroup import GroupKey
 from fluxnode.scheduler.binder.queue import QueueKey
 
-# the refusal a request gets when an identical one before it in the pass was reserved
-BEHIND_RESERVED = "busy: not enough free resources now"
+
+def behind(who: str) -> str:
+    """The refusal of a request identical to `who`'s (e.g. ``Job default/e1``), which was
+    reserved before it in the pass."""
+    return (f"busy: asks what {who}, before it in the queue, asks, which does not fit now")
 
 
 @dataclass(frozen=True)
@@ -92,11 +97,11 @@ class SameRequest:
         """The answer an identical request got earlier in this pass without an allocation."""
         return self.refused.get(request_signature(payload))
 
-    def answered(self, payload: dict, answer: dict | RPCError) -> None:
-        """Remember an answer that is not an allocation (a refusal, or a reservation: the
-        requests after it are refused as busy)."""
+    def answered(self, payload: dict, answer: dict | RPCError, who: str) -> None:
+        """Remember an answer to `who` (``Job NS/NAME``, ``group NS/NAME``) that is not an
+        allocation: a refusal, or a reservation (the requests after it are busy behind it)."""
         if isinstance(answer, RPCError):
             self.refused.setdefault(request_signature(payload), answer)
         elif answer.get("status") == "RESERVED":
             self.refused.setdefault(request_signature(payload),
-                                    RPCError(errno.EBUSY, BEHIND_RESERVED))
+                                    RPCError(errno.EBUSY, behind(who)))

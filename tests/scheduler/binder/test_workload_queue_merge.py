@@ -14,7 +14,6 @@ from fluxnode.agent.broker.client import RPCError
 from fluxnode.scheduler.binder.podgroup import GroupKey
 from fluxnode.scheduler.binder.queue import workload_key
 from fluxnode.scheduler.binder.workload_queue import (
-    BEHIND_RESERVED,
     QueuedJob,
     SameRequest,
     merged,
@@ -55,7 +54,7 @@ def test_a_pass_answers_an_identical_request_as_the_first_was_answered():
     same = SameRequest()
     busy = RPCError(errno.EBUSY, "busy: not enough free resources now")
     assert same.earlier(request()) is None
-    same.answered(request(), busy)
+    same.answered(request(), busy, "Job default/a")
     # the same ask by another workload, another op, other labels: answered alike
     assert same.earlier(request(op="allocate_orelse_reserve", labels={"group": "b"})) is busy
     # anything asked differently is asked
@@ -63,11 +62,14 @@ def test_a_pass_answers_an_identical_request_as_the_first_was_answered():
                   request(slots=[{"cores": 2, "gpus": 0, "memory_mib": 0, "count": 3}])):
         assert same.earlier(other) is None, other
     # an allocation is not remembered; a reservation is, as busy
-    same.answered(request(ranks="0"), {"status": "ALLOCATED", "id": 1})
+    same.answered(request(ranks="0"), {"status": "ALLOCATED", "id": 1}, "Job default/b")
     assert same.earlier(request(ranks="0")) is None
-    same.answered(request(ranks="1"), {"status": "RESERVED", "id": 2, "start": 10})
+    same.answered(request(ranks="1"), {"status": "RESERVED", "id": 2, "start": 10},
+                  "group default/g")
     behind = same.earlier(request(ranks="1"))
-    assert (behind.errnum, behind.errstr) == (errno.EBUSY, BEHIND_RESERVED)
+    assert (behind.errnum, behind.errstr) == (
+        errno.EBUSY, "busy: asks what group default/g, before it in the queue, asks, which "
+        "does not fit now")
     same.clear()  # a new pass asks again
     assert same.earlier(request()) is None
 
