@@ -189,3 +189,35 @@ def test_a_reserved_group_gets_its_start_and_only_a_job_ending_by_then_backfills
         <= after + group_walltime
     assert status(c, "long")["position"] == 1
     c.assert_no_overcommit()
+
+
+def test_a_job_asking_what_a_reserved_group_before_it_asks_is_not_asked_in_that_pass(cluster):
+    """A Job and a group that ask for the same (4 slots of 2 cores and 64 MiB, for 100 s,
+    anywhere) behind a full cluster: the group, older, is the head and Reserved; in the same
+    pass the Job cannot fit either, is not asked (the cluster changing between the two asks
+    must not admit it first) and its REASON names the group (docs/workloads.md)."""
+    c = cluster
+    batch = client.BatchV1Api(c.kube.api_client())
+    batch.create_namespaced_job("default", queued_job("blocker", NODES * CORES, deadline=1000))
+    wait_for(lambda: status(c, "blocker").get("phase") == "Running", TIMEOUT,
+             what="the blocker Running")
+    core = client.CoreV1Api(c.kube.api_client())
+    pods = []
+    for i in range(NODES):
+        obj = member("g", i, NODES, str(CORES), deadline=100)
+        obj["spec"]["containers"][0]["resources"]["requests"]["memory"] = "64Mi"
+        pods.append(core.create_namespaced_pod("default", obj).metadata.name)
+    next_second_after(max(created(c, "pods", n) for n in pods))
+    # queued_job's pods ask for 64Mi each: the same request as the group's
+    batch.create_namespaced_job("default", queued_job("e", NODES, cpu=str(CORES), deadline=100))
+    wait_for(lambda: status(c, "group-g").get("phase") == "Reserved", TIMEOUT,
+             what="the group Reserved")
+    wait_for(lambda: status(c, "e").get("reason") ==
+             "busy: asks what group default/g, before it in the queue, asks, which does not "
+             "fit now; will retry when resources free up", TIMEOUT,
+             what="the Job's REASON naming the group")
+    assert (status(c, "e")["phase"], status(c, "e")["position"]) == ("Queued", 2)
+    finish_job(c, "blocker")
+    c.wait_bound(pods, TIMEOUT)
+    assert "e" not in resumed(c)
+    c.assert_no_overcommit()
