@@ -1,9 +1,11 @@
 """The scheduling queue and the scheduling cycle: pick pod groups, ask the leader where they go.
 
-Like kube-scheduler's scheduling cycle, one thread (the binder loop) takes complete
-groups from the queue in order (priority, then age; see queue.py) and decides for
-each, but the decision is the lead broker's graph scheduler's: a group is one
-request of N slots, one per pod, matched all or nothing. Every pod gets at least
+Like kube-scheduler's scheduling cycle, one thread (the binder loop) takes the waiting
+workloads from the queue in order (priority, then age; see queue.py): the complete
+groups and the FluxJob loop's waiting Jobs, merged into one order (workload_queue.py), the
+first of either kind that does not fit reserved, a Job asked for through the FluxJob loop
+at its place. It decides for each, but the decision is the lead broker's graph scheduler's:
+a group is one request of N slots, one per pod, matched all or nothing. Every pod gets at least
 one whole core (cpu rounds up), its GPUs and its memory (MiB, rounded up); a
 heterogeneous group has one slot kind per distinct shape, matched kind by kind in
 one service call, and the answer names each slot, so every pod gets exactly its
@@ -167,34 +169,31 @@ class SchedulingCycle:
             group = ctx.state.groups.get(entry.key)
             if group is None or not group.ready:
                 continue
-            held = ctx.held.get(group.key)  # an admitted Job's pods: bound, not asked for
-            if held is None:
-                if self._gated(group):
-                    self._number(group.key, numbered)
-                if busy >= ctx.config.queue_depth:
-                    continue  # not asked this cycle (numbered all the same)
-                if group.unsatisfiable and \
-                        group.unsatisfiable_generation == ctx.state.node_generation:
-                    continue
-            if held is not None:  # allocated already: the head's nodes are no matter
+            held = ctx.held.get(group.key)
+            if held is not None:  # an admitted Job's pods: bound into its allocation, not
+                # asked for (and so not kept off the head's nodes)
                 attempt = self._prepare(group, self._candidates(usable, set()))
-            else:
-                if candidates is None or candidates.excluded != len(excluded):
-                    candidates = self._candidates(usable, excluded)
-                attempt = self._prepare(group, candidates)
-            if isinstance(attempt, Attempt) and held is not None:
-                # a FluxJob's whole set, allocated before its pods
-                del ctx.held[group.key]
-                binds: list[Bind] = []
-                self._finish(attempt, held, excluded, binds)
-                self.binding.submit(binds)
-            elif isinstance(attempt, Attempt):
+                if isinstance(attempt, Attempt):
+                    del ctx.held[group.key]
+                    binds: list[Bind] = []
+                    self._finish(attempt, held, excluded, binds)
+                    self.binding.submit(binds)
+                continue
+            if self._gated(group):
+                self._number(group.key, numbered)
+            if busy >= ctx.config.queue_depth:
+                continue  # not asked this cycle (numbered all the same)
+            if group.unsatisfiable and group.unsatisfiable_generation == ctx.state.node_generation:
+                continue
+            if candidates is None or candidates.excluded != len(excluded):
+                candidates = self._candidates(usable, excluded)
+            attempt = self._prepare(group, candidates)
+            if isinstance(attempt, Attempt):
                 earlier = self.same.earlier(attempt.payload)
-                if earlier is not None:  # an equal request before it got no allocation
-                    if self._finish(attempt, earlier, excluded, []) == "busy":
-                        busy += 1
-                else:
+                if earlier is None:
                     batch.append(attempt)
+                elif self._finish(attempt, earlier, excluded, []) == "busy":
+                    busy += 1  # an equal request before it got no allocation: told the same
             elif attempt == "busy":
                 busy += 1
 
