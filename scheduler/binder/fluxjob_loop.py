@@ -51,6 +51,8 @@ missing (logged once).
 from __future__ import annotations
 
 import logging
+import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -138,6 +140,10 @@ class FluxJobLoop:
         self.priority_classes: dict[str, dict] = {}  # name -> PriorityClass (the informer's)
         self.limits = QueueLimits()
         self._used: dict[str, Ask] = {}  # queue -> what its admitted Jobs hold, this walk
+        # Jobs to resume, in the order admitted, and whether a worker is resuming them
+        self._resume_queue: deque[tuple] = deque()
+        self._resume_lock = threading.Lock()
+        self._resuming = False
         # Job uid -> pod uid -> node, of its live pods bound to a node (kept from the pod
         # events, not a scan of every pod per pass), and the Jobs whose pods changed since
         self._bound: dict[str, dict[str, str]] = {}
@@ -338,9 +344,30 @@ class FluxJobLoop:
         # ~30% of the loop's time at 500 Jobs); the outcome comes back through `resumed`.
         ctx.held[key] = answer
         tracked.allocation, tracked.resuming = answer["id"], True
-        ctx.pool.submit(self._resume, tracked, tracked.job["metadata"]["name"], key.namespace,
-                        answer)
+        self._resume_in_order((tracked, tracked.job["metadata"]["name"], key.namespace, answer))
         return answer
+
+    def _resume_in_order(self, item: tuple) -> None:
+        """Have a bind worker resume the Job after every Job admitted before it: the patches
+        are sent one after the other, so the API server (and its watchers: the Job
+        controller, the fault checker's order) sees Jobs resumed in queue order. Two patches
+        on two workers raced: a later Job of one pass was resumed first."""
+        with self._resume_lock:
+            self._resume_queue.append(item)
+            if self._resuming:
+                return  # the worker draining the queue takes it
+            self._resuming = True
+        self.ctx.pool.submit(self._drain_resumes)
+
+    def _drain_resumes(self) -> None:
+        """(A bind worker.) Resume the queued Jobs in order until none is left."""
+        while True:
+            with self._resume_lock:
+                if not self._resume_queue:
+                    self._resuming = False
+                    return
+                item = self._resume_queue.popleft()
+            self._resume(*item)
 
     def _resume(self, tracked: Tracked, name: str, namespace: str, answer: dict) -> None:
         """(A bind worker.) Patch the Job's ``spec.suspend`` to false; the outcome goes to

@@ -280,3 +280,35 @@ def test_jobs_equal_to_a_refused_one_before_them_are_not_asked_again_in_that_pas
     finish_job(c, "blocker")  # 8 cores free: all three fit
     settle(c, order, set(names), "the three admitted")
     c.assert_no_overcommit()
+
+
+def test_jobs_admitted_in_one_pass_are_resumed_in_queue_order(cluster):
+    """Eight 1-core Jobs wait behind a blocker holding every core; it ends and all eight fit
+    in one pass. The API server must see them resumed (spec.suspend false) in queue order,
+    creation time then name, as the Job controller and the fault checker's `order` read it:
+    the resourceVersions of their first unsuspended versions, from a watch (the official
+    client's), rise in that order. (Patched by several bind workers at once, the order of
+    their landing was the workers'.)"""
+    from faults.workloads import JobWatch
+
+    c = cluster
+    watch = JobWatch(c.kube.api_client()).start()
+    try:
+        batch = client.BatchV1Api(c.kube.api_client())
+        batch.create_namespaced_job("default", queued_job("blocker", NODES * CORES))
+        wait_for(lambda: status(c, "blocker").get("phase") == "Running", TIMEOUT,
+                 what="the blocker Running")
+        names = [f"w{i}" for i in reversed(range(NODES * CORES))]  # names against creation
+        for name in names:
+            batch.create_namespaced_job("default", queued_job(name, 1))
+        jobs = {n: c.kube.get("jobs.batch", n, "default")["metadata"] for n in names}
+        order = sorted(names, key=lambda n: (jobs[n]["creationTimestamp"], n))
+        settle(c, order, set(), "eight Jobs waiting")
+        finish_job(c, "blocker")
+        settle(c, order, set(names), "the eight admitted", {"blocker"})
+        seen = watch.snapshot()
+        resumed_at = {n: seen[jobs[n]["uid"]].first for n in names}
+        assert sorted(names, key=resumed_at.__getitem__) == order, resumed_at
+        assert all(seen[jobs[n]["uid"]].resumes == 1 for n in names)
+    finally:
+        watch.stop()
