@@ -306,7 +306,8 @@ def test_jobs_admitted_in_one_pass_are_resumed_in_queue_order(cluster):
         settle(c, order, set(), "eight Jobs waiting")
         finish_job(c, "blocker")
         settle(c, order, set(names), "the eight admitted", {"blocker"})
-        seen = watch.snapshot()
+        seen = wait_for(lambda: (s := watch.snapshot()) and all(
+            jobs[n]["uid"] in s for n in names) and s, TIMEOUT, what="the watch's eight")
         resumed_at = {n: seen[jobs[n]["uid"]].first for n in names}
         assert sorted(names, key=resumed_at.__getitem__) == order, resumed_at
         assert all(seen[jobs[n]["uid"]].resumes == 1 for n in names)
