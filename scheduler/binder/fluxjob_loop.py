@@ -140,10 +140,10 @@ class FluxJobLoop:
         self.priority_classes: dict[str, dict] = {}  # name -> PriorityClass (the informer's)
         self.limits = QueueLimits()
         self._used: dict[str, Ask] = {}  # queue -> what its admitted Jobs hold, this walk
-        # Jobs to resume, in the order admitted, and whether a worker is resuming them
-        self._resume_queue: deque[tuple] = deque()
+        # Jobs to resume by chain (`_resume_in_order`), in the order admitted; the first of
+        # each is being resumed by a worker
+        self._resume_queues: dict[tuple, deque[tuple]] = {}
         self._resume_lock = threading.Lock()
-        self._resuming = False
         # Job uid -> pod uid -> node, of its live pods bound to a node (kept from the pod
         # events, not a scan of every pod per pass), and the Jobs whose pods changed since
         self._bound: dict[str, dict[str, str]] = {}
@@ -344,30 +344,37 @@ class FluxJobLoop:
         # ~30% of the loop's time at 500 Jobs); the outcome comes back through `resumed`.
         ctx.held[key] = answer
         tracked.allocation, tracked.resuming = answer["id"], True
-        self._resume_in_order((tracked, tracked.job["metadata"]["name"], key.namespace, answer))
+        self._resume_in_order((tracked, tracked.job["metadata"]["name"], key.namespace, answer),
+                              (spec.priority, spec.slot, spec.pods))
         return answer
 
-    def _resume_in_order(self, item: tuple) -> None:
-        """Have a bind worker resume the Job after every Job admitted before it: the patches
-        are sent one after the other, so the API server (and its watchers: the Job
-        controller, the fault checker's order) sees Jobs resumed in queue order. Two patches
-        on two workers raced: a later Job of one pass was resumed first."""
+    def _resume_in_order(self, item: tuple, chain: tuple) -> None:
+        """Have a bind worker resume the Job after every Job of its `chain` (its priority
+        and shape: Jobs that compete for the same place in the queue) admitted before it:
+        a chain's patches are sent one after the other, so the API server (and its
+        watchers: the Job controller, the fault checker's `order`) sees equal Jobs resumed in
+        queue order. Patched by several workers at once, two equal Jobs of one pass landed
+        in the workers' order; Jobs of different chains are still resumed in parallel (one
+        chain for all would halve the admitted rate: bench/workloads.py)."""
         with self._resume_lock:
-            self._resume_queue.append(item)
-            if self._resuming:
-                return  # the worker draining the queue takes it
-            self._resuming = True
-        self.ctx.pool.submit(self._drain_resumes)
+            queued = self._resume_queues.setdefault(chain, deque())
+            queued.append(item)
+            if len(queued) > 1:
+                return  # the worker draining this chain takes it
+        self.ctx.pool.submit(self._drain_resumes, chain)
 
-    def _drain_resumes(self) -> None:
-        """(A bind worker.) Resume the queued Jobs in order until none is left."""
+    def _drain_resumes(self, chain: tuple) -> None:
+        """(A bind worker.) Resume the chain's Jobs in order until none is left."""
         while True:
             with self._resume_lock:
-                if not self._resume_queue:
-                    self._resuming = False
-                    return
-                item = self._resume_queue.popleft()
+                item = self._resume_queues[chain][0]
             self._resume(*item)
+            with self._resume_lock:
+                queued = self._resume_queues[chain]
+                queued.popleft()
+                if not queued:
+                    del self._resume_queues[chain]
+                    return
 
     def _resume(self, tracked: Tracked, name: str, namespace: str, answer: dict) -> None:
         """(A bind worker.) Patch the Job's ``spec.suspend`` to false; the outcome goes to
