@@ -252,7 +252,7 @@ class FluxJobLoop:
                         and not (tracked.job.get("spec") or {}).get("suspend"):
                     self._holds(tracked, used)  # settled, but still counted against its queue
                 continue
-            if tracked.record is None and not self._record(tracked):
+            if (tracked.record is None or tracked.record.unqueued) and not self._record(tracked):
                 continue
             if tracked.resuming:
                 self._holds(tracked, used)  # allocated: counted against its queue
@@ -398,18 +398,35 @@ class FluxJobLoop:
     # -- the record -------------------------------------------------------------------
 
     def _record(self, tracked: Tracked) -> bool:
+        """Make the Job's record; False when it is not queued (fluxjob.py `unqueued`: its
+        record says why, with a Warning Event on the Job, until its PriorityClass exists)."""
         try:
-            tracked.record = FluxJob.from_job(
+            record = FluxJob.from_job(
                 tracked.job, PriorityClasses.from_objects(list(self.priority_classes.values())))
         except FluxJobError as exc:
             if tracked.unusable != str(exc):
                 tracked.unusable = str(exc)
                 log.warning("not queued: %s", exc)
             return False
-        self.writer.create((tracked.record.namespace, tracked.record.name),
-                           tracked.record.to_object())
-        tracked.created = True
-        return True
+        if tracked.created and not record.unqueued:  # written without its priority: anew
+            self.writer.delete((record.namespace, record.name))
+            tracked.created, tracked.written = False, None
+        if not tracked.created:
+            self.writer.create((record.namespace, record.name), record.to_object())
+            tracked.created = True
+        tracked.record = record
+        if not record.unqueued:
+            return True
+        self._status(tracked, "Queued", reason=record.unqueued)
+        if tracked.unusable != record.unqueued:
+            tracked.unusable = record.unqueued
+            log.warning("Job %s/%s %s", record.namespace, record.name, record.unqueued)
+            meta = tracked.job["metadata"]
+            self.ctx.pool.submit(self.ctx.writer.object_event, {
+                "apiVersion": "batch/v1", "kind": "Job", "namespace": record.namespace,
+                "name": record.name, "uid": meta.get("uid") or ""},
+                "Warning", "PriorityClassNotFound", record.unqueued, "Queueing")
+        return False
 
     def _status(self, tracked: Tracked, phase: str, *, position: int | None = None,
                 bound: int = 0, nodes: str = "", reason: str = "",
