@@ -135,6 +135,23 @@ def scheduling_gate_causes(pod: dict, old: dict | None) -> list[tuple[str, str]]
     return causes
 
 
+MAX_CONFIGMAP_BYTES = 1024 * 1024  # core.MaxSecretSize
+
+
+def configmap_size_causes(cm: dict) -> list[tuple[str, str]]:
+    """ValidateConfigMap's size rule (pkg/apis/core/validation): the values of data and
+    binaryData (decoded) together at most 1 MiB, reported on the whole object."""
+    size = sum(len(v.encode()) for v in (cm.get("data") or {}).values() if isinstance(v, str))
+    for value in (cm.get("binaryData") or {}).values():
+        try:
+            size += len(base64.b64decode(value, validate=True))
+        except (binascii.Error, TypeError, ValueError):
+            size += len(str(value))
+    if size > MAX_CONFIGMAP_BYTES:
+        return [("[]", f"Too long: may not be more than {MAX_CONFIGMAP_BYTES} bytes")]
+    return []
+
+
 def pod_grace_period(pod: dict, options: dict | None) -> int:
     """The grace period of a pod DELETE, as the pod strategy's CheckGracefulDelete decides it:
     the request's gracePeriodSeconds, else the pod's terminationGracePeriodSeconds (default
@@ -472,6 +489,7 @@ class KubeStore:
             for key, value in (obj.get("data") or {}).items():
                 if not isinstance(value, str):
                     causes.append((f"data[{key}]", "Invalid value: must be a string"))
+            causes += configmap_size_causes(obj)
         if rt.plural == "events" and rt.group in ("", "events.k8s.io"):
             causes += event_causes(obj, events_api=bool(rt.group), create=create)
         custom = self.custom.get(rt.ref)
