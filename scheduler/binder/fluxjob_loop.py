@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.agent.kube.api_client import status_message
+from fluxnode.agent.kube.node_affinity import NodeAffinityError, pod_placement
 from fluxnode.broker_conf import hostlist
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
@@ -108,6 +109,19 @@ def _ask(record: FluxJob) -> Ask:
 
 
 
+def _request(template: dict, slot, pods: int, duration: int | None) -> tuple | None:
+    """What decides whether a Job's whole request fits: where its pods may go, their slot,
+    how many, for how long. Two Jobs with equal requests get equal answers from one state
+    of the cluster, so within a pass a Job whose equal was refused is not asked again: the
+    cluster changing between two asks (a pod ending, the leader's graph filling in after a
+    restart) must not admit a Job before an equal one queued ahead of it (the workload fault
+    checker's `order`). None when the template's placement cannot be read (never shared)."""
+    try:
+        return pod_placement(template), slot, pods, duration
+    except NodeAffinityError:
+        return None
+
+
 def _older(new: dict, old: dict) -> bool:
     """`new` is an earlier version of `old` (the API emulator's and etcd's resourceVersions
     grow; one that is not a number is never called older)."""
@@ -128,6 +142,8 @@ class FluxJobLoop:
         self._no_crd_logged = False
         self.priority_classes: dict[str, dict] = {}  # name -> PriorityClass (the informer's)
         self.limits = QueueLimits()
+        # this pass's refused requests (`_request`) -> the reason an equal later Job is given
+        self._refused: dict[tuple, str] = {}
         self.reservation: int | None = None  # the head's reservation made this pass
         # Job uid -> pod uid -> node, of its live pods bound to a node (kept from the pod
         # events, not a scan of every pod per pass), and the Jobs whose pods changed since
@@ -244,6 +260,7 @@ class FluxJobLoop:
             self.ctx.cancel(self.reservation, None)
             self.reservation = None
         touched, self._touched = self._touched, set()
+        self._refused = {}
         waiting: list[Tracked] = []
         used: dict[str, Ask] = {}  # queue -> what its admitted Jobs hold
         for tracked in list(self.jobs.values()):
@@ -305,14 +322,27 @@ class FluxJobLoop:
             self._status(tracked, "Queued", position=position, reason=held)
             return
         template = (tracked.job.get("spec") or {}).get("template") or {}
+        duration = job_walltime(tracked.job.get("spec") or {})
+        request = _request(template, spec.slot, spec.pods, duration)
+        if request is not None and request in self._refused:  # an equal Job refused before
+            self._status(tracked, "Queued", position=position, reason=self._refused[request])
+            return
         op = "allocate" if self.reservation is not None else "allocate_orelse_reserve"
         answer = self.scheduling.ask_whole(key, template, spec.slot, spec.pods, op=op,
-                                           duration=job_walltime(tracked.job.get("spec") or {}))
+                                           duration=duration)
         if isinstance(answer, str):
+            if request is not None:
+                self._refused[request] = answer
             self._status(tracked, "Queued", position=position, reason=answer)
             return
         if answer.get("status") == "RESERVED":
             self.reservation = answer["id"]
+            if request is not None:
+                meta = tracked.job["metadata"]
+                self._refused[request] = (
+                    f"busy: asks what Job {meta.get('namespace') or 'default'}/{meta['name']}"
+                    ", before it in the queue, asks, which does not fit now; will retry when "
+                    "resources free up")
             start = answer.get("start")
             if start is None:
                 self._status(tracked, "Reserved", position=position,

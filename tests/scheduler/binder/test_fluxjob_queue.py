@@ -248,3 +248,35 @@ def test_a_pods_deadline_is_its_walltime_and_gives_the_head_its_start(cluster):
     wait_for(lambda: status(c, "h0").get("start"), TIMEOUT, what="h0 Reserved with a START")
     assert status(c, "h0")["phase"] == "Reserved"
     assert t0 + deadline <= epoch(status(c, "h0")["start"]) <= t1 + deadline
+
+
+def test_jobs_equal_to_a_refused_one_before_them_are_not_asked_again_in_that_pass(cluster):
+    """Three Jobs of one shape, class and walltime behind a full cluster: the first in
+    order is the head (Reserved); the two after it ask exactly what it asks, so in the same
+    state of the cluster they cannot fit either and are not asked (a pod ending between two
+    asks must not admit one of them ahead of the head: the workload fault checker's
+    `order`). Their REASON names the Job before them that was refused."""
+    c = cluster
+    batch = client.BatchV1Api(c.kube.api_client())
+    batch.create_namespaced_job("default", queued_job(
+        "blocker", NODES * CORES, priority_class="mid", deadline=B_WALLTIME))
+    wait_for(lambda: status(c, "blocker").get("phase") == "Running", TIMEOUT,
+             what="the blocker Running")
+    names = ["e1", "e2", "e3"]
+    for name in names:
+        batch.create_namespaced_job("default", queued_job(
+            name, 2, priority_class="mid", deadline=L))
+    stamps = {n: c.kube.get("jobs.batch", n, "default")["metadata"]["creationTimestamp"]
+              for n in names}
+    order = sorted(names, key=lambda n: (stamps[n], n))
+    settle(c, order, set(), "three equal Jobs waiting")
+    wait_for(lambda: status(c, order[0]).get("phase") == "Reserved", TIMEOUT,
+             what=f"{order[0]} Reserved")
+    for n in order[1:]:
+        wait_for(lambda n=n: f"Job default/{order[0]}," in (status(c, n).get("reason") or ""),
+                 TIMEOUT, what=f"{n}'s REASON naming {order[0]}")
+        assert status(c, n)["phase"] == "Queued"
+    assert len(reservations(c)) == 1
+    finish_job(c, "blocker")  # 8 cores free: all three fit
+    settle(c, order, set(names), "the three admitted")
+    c.assert_no_overcommit()
