@@ -59,7 +59,12 @@ from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
 from fluxnode.scheduler.binder.fluxjob_writer import FluxJobWriter
 from fluxnode.scheduler.binder.podgroup import JOB_UID_LABELS, GroupKey
-from fluxnode.scheduler.binder.queue import creation_time, rfc3339, workload_key
+from fluxnode.scheduler.binder.queue import (
+    creation_time,
+    rfc3339,
+    submitted,
+    workload_key,
+)
 from fluxnode.scheduler.binder.queue_limits import Ask, QueueLimits, QueueLimitsError
 from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
 from fluxnode.scheduler.binder.walltime import job_walltime
@@ -301,9 +306,10 @@ class FluxJobLoop:
 
     @staticmethod
     def _order(tracked: Tracked):
-        meta = tracked.job["metadata"]
-        return workload_key(tracked.record.spec.priority, creation_time(tracked.job),
-                            f"{meta.get('namespace') or 'default'}/{meta['name']}")
+        meta, created = tracked.job["metadata"], creation_time(tracked.job)
+        return workload_key(tracked.record.spec.priority, created,
+                            f"{meta.get('namespace') or 'default'}/{meta['name']}",
+                            submitted(tracked.job, created))
 
     def _queued(self, tracked: Tracked, position: int, used: dict[str, Ask]) -> None:
         """A suspended Job: give back what it holds, or ask for its whole set (reserving
