@@ -23,6 +23,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+from faults.workloads import JobWatch
 from kubernetes import client
 from support.fluxjob_cluster import (
     finish_job,
@@ -292,7 +293,7 @@ def test_jobs_created_in_one_second_are_admitted_in_the_order_they_were_created(
     batch = client.BatchV1Api(c.kube.api_client())
     run_blocker(c, batch, NODES * CORES)
     names = ["job-c", "job-b", "job-a"]  # each needs every core: one at a time
-    wait_for(lambda: datetime.now().timestamp() % 1 < 0.5, 2, interval=0.01,
+    wait_for(lambda: datetime.now().timestamp() % 1 < 0.5, 30, interval=0.01,
              what="the start of a second")
     for name in names:
         batch.create_namespaced_job("default", queued_job(
@@ -304,3 +305,31 @@ def test_jobs_created_in_one_second_are_admitted_in_the_order_they_were_created(
         admitted.append(names[len(admitted)])
         settle(c, names, {admitted[-1]}, f"{admitted[-1]} admitted", set(admitted[:-1]))
     c.assert_no_overcommit()
+
+
+def test_jobs_admitted_together_are_resumed_in_queue_order(cluster):
+    """Eight one-pod Jobs wait behind a blocker holding every core; when it ends they are
+    admitted together, and the API server (a watch through the official client: the
+    resourceVersion of each Job's first version not suspended) sees them resumed in queue
+    order, the order this test created them in (named against it). Resume patches sent
+    by several bind workers at once landed in any order."""
+    c = cluster
+    batch = client.BatchV1Api(c.kube.api_client())
+    watch = JobWatch(c.kube.api_client()).start()
+    try:
+        run_blocker(c, batch, NODES * CORES)
+        names = [f"q{i}" for i in range(8, 0, -1)]
+        for name in names:
+            batch.create_namespaced_job("default", queued_job(name, 1, priority_class="mid",
+                                                              deadline=L))
+        settle(c, names, set(), "eight Jobs waiting")
+        finish_job(c, "blocker")
+        settle(c, names, set(names), "all eight admitted")
+        uids = {j["metadata"]["name"]: j["metadata"]["uid"]
+                for j in c.kube.list("jobs.batch", "default")}
+        wait_for(lambda: all(watch.snapshot().get(uids[n]) for n in names), TIMEOUT,
+                 what="the watch seeing all eight resumed")
+        first = {n: watch.snapshot()[uids[n]].first for n in names}
+        assert sorted(names, key=first.__getitem__) == names, first
+    finally:
+        watch.stop()
