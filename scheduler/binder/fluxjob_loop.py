@@ -48,6 +48,8 @@ missing (logged once).
 from __future__ import annotations
 
 import logging
+import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -59,7 +61,12 @@ from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
 from fluxnode.scheduler.binder.fluxjob_writer import FluxJobWriter
 from fluxnode.scheduler.binder.podgroup import JOB_UID_LABELS, GroupKey
-from fluxnode.scheduler.binder.queue import creation_time, rfc3339, workload_key
+from fluxnode.scheduler.binder.queue import (
+    creation_time,
+    rfc3339,
+    submitted,
+    workload_key,
+)
 from fluxnode.scheduler.binder.queue_limits import Ask, QueueLimits, QueueLimitsError
 from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
 from fluxnode.scheduler.binder.walltime import job_walltime
@@ -142,6 +149,10 @@ class FluxJobLoop:
         self._no_crd_logged = False
         self.priority_classes: dict[str, dict] = {}  # name -> PriorityClass (the informer's)
         self.limits = QueueLimits()
+        # Jobs admitted, their resume patches not yet sent, in admission order (_queue_resume)
+        self._lane: deque[tuple[Tracked, str, str, dict]] = deque()
+        self._lane_lock = threading.Lock()
+        self._lane_busy = False
         # this pass's refused requests (`_request`) -> the reason an equal later Job is given
         self._refused: dict[tuple, str] = {}
         self.reservation: int | None = None  # the head's reservation made this pass
@@ -301,9 +312,10 @@ class FluxJobLoop:
 
     @staticmethod
     def _order(tracked: Tracked):
-        meta = tracked.job["metadata"]
-        return workload_key(tracked.record.spec.priority, creation_time(tracked.job),
-                            f"{meta.get('namespace') or 'default'}/{meta['name']}")
+        meta, created = tracked.job["metadata"], creation_time(tracked.job)
+        return workload_key(tracked.record.spec.priority, created,
+                            f"{meta.get('namespace') or 'default'}/{meta['name']}",
+                            submitted(tracked.job, created))
 
     def _queued(self, tracked: Tracked, position: int, used: dict[str, Ask]) -> None:
         """A suspended Job: give back what it holds, or ask for its whole set (reserving
@@ -361,8 +373,30 @@ class FluxJobLoop:
         # ~30% of the loop's time at 500 Jobs); the outcome comes back through `resumed`.
         ctx.held[key] = answer
         tracked.allocation, tracked.resuming = answer["id"], True
-        ctx.pool.submit(self._resume, tracked, tracked.job["metadata"]["name"], key.namespace,
-                        answer)
+        self._queue_resume(tracked, tracked.job["metadata"]["name"], key.namespace, answer)
+
+    def _queue_resume(self, tracked: Tracked, name: str, namespace: str, answer: dict) -> None:
+        """Resume Jobs in the order the queue admitted them, one patch at a time: two bind
+        workers patching two Jobs at once could land them in either order, and the API
+        server (so every watcher, and the workload fault checker's `order`) would see a
+        Job resumed before one ahead of it. One lane on the bind workers: a worker drains
+        the Jobs waiting, in order, while the loop goes on."""
+        with self._lane_lock:
+            self._lane.append((tracked, name, namespace, answer))
+            if self._lane_busy:
+                return
+            self._lane_busy = True
+        self.ctx.pool.submit(self._drain_lane)
+
+    def _drain_lane(self) -> None:
+        """(A bind worker.) Resume the queued Jobs in order until none is left."""
+        while True:
+            with self._lane_lock:
+                if not self._lane:
+                    self._lane_busy = False
+                    return
+                item = self._lane.popleft()
+            self._resume(*item)
 
     def _resume(self, tracked: Tracked, name: str, namespace: str, answer: dict) -> None:
         """(A bind worker.) Patch the Job's ``spec.suspend`` to false; the outcome goes to
