@@ -160,6 +160,8 @@ def py_spy(args: argparse.Namespace, pid: int, out_path: str) -> subprocess.Pope
     """py-spy on `pid`: samples of the threads on a CPU (by thread), or with --py-spy-idle
     every thread's stack, waiting included (where a thread's wall time goes)."""
     how = ["--idle", "--threads"] if args.py_spy_idle else ["--threads"]
+    if args.py_spy_gil:
+        how.append("--gil")
     return subprocess.Popen(
         [args.py_spy_cmd, "record", "--pid", str(pid), "--rate", str(args.py_spy_rate),
          "--nonblocking", *how, "--format", "raw", "--output", out_path],
@@ -431,6 +433,9 @@ def main() -> None:
     p.add_argument("--py-spy-idle", action="store_true",
                    help="py-spy samples every thread, waiting included (wall time), not only "
                    "the one holding the GIL")
+    p.add_argument("--py-spy-gil", action="store_true",
+                   help="py-spy samples only the thread holding the GIL (where a process's "
+                   "CPU goes; without it a thread waiting in a C call can count as running)")
     p.add_argument("--py-spy-rate", type=int, default=200, help="py-spy samples per second")
     p.add_argument("--py-spy-cmd", default=str(Path(sys.executable).parent / "py-spy"))
     args = p.parse_args()

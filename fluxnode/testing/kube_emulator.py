@@ -978,7 +978,7 @@ class KubeEmulator:
             owned = "yaml" not in request.headers.get("Content-Type", "")
             if rt.ref == "pods" and isinstance(body, dict):  # the Priority plugin runs before
                 # MutatingAdmissionWebhook (the server's plugin order, kube_priority.py)
-                admit_pod_priority(body, store.list(PRIORITY_REF)[0])
+                admit_pod_priority(body, store.list(PRIORITY_REF, copy=False)[0])
             configurations = self._webhooks(rt, "CREATE", info.subresource)
             if configurations:
                 body = await self._admitted("CREATE", rt, info, body, None, user, configurations)
