@@ -85,22 +85,25 @@ class _Api:
     def __init__(self, api_client: Any, connections: int):
         from urllib3.util import parse_url
 
-        self._client = api_client
         host = api_client.configuration.host.rstrip("/")
         self._pool = api_client.rest_client.pool_manager.connection_from_url(
             host, pool_kwargs={"maxsize": connections})
         self._prefix = (parse_url(host).path or "").rstrip("/")
+        # its identity's token, read once: the emulator's tokens never change, and the
+        # client's refresh hook reloads the kubeconfig on every read (a tenth of the
+        # controller's CPU)
+        self._headers = {"Accept": "application/json",
+                         "User-Agent": "kube-controller-manager/job-controller (emulated)"}
+        for auth in api_client.configuration.auth_settings().values():
+            if auth.get("in") == "header" and auth.get("value"):
+                self._headers[auth["key"]] = auth["value"]
 
     def request(self, method: str, path: str, body: Any = None,
                 content_type: str = "application/json") -> dict:
         """One request; the answer's JSON body ({} when empty)."""
         from kubernetes.client.exceptions import ApiException
 
-        headers = {"Accept": "application/json", "Content-Type": content_type,
-                   "User-Agent": "kube-controller-manager/job-controller (emulated)"}
-        for auth in self._client.configuration.auth_settings().values():
-            if auth.get("in") == "header" and auth.get("value"):
-                headers[auth["key"]] = auth["value"]
+        headers = {**self._headers, "Content-Type": content_type}
         response = self._pool.urlopen(
             method, self._prefix + path, headers=headers, preload_content=True,
             body=None if body is None else json.dumps(body).encode(), timeout=30.0)
@@ -172,6 +175,10 @@ class JobController:
         # admission webhook, the emulator's controller was what held up a burst of Jobs
         # (bench/workloads.py). Their threads' native ids: for a bench's CPU accounting.
         self.thread_ids: set[int] = set()
+        # Job key -> "queued" (for a sync worker), "running", or "again" (changed while
+        # running: synced once more after), as client-go's work queue keeps them
+        self._states: dict[tuple[str, str], str] = {}
+        self._states_lock = threading.Lock()
         # Job key -> the timer that syncs it again at its active deadline
         self._deadlines: dict[tuple[str, str], threading.Timer] = {}
         self._deadlines_lock = threading.Lock()
@@ -265,8 +272,33 @@ class JobController:
                     self._collect(job, policy)
                 except Exception as exc:  # noqa: BLE001 (kept for the test to see)
                     self.errors.append(f"collecting {job['metadata']['name']}: {exc!r}")
-            # distinct Jobs synced at once, as --concurrent-job-syncs workers do
-            list(self._syncs.map(self._sync_one, sorted(pending)))
+            for job_key in sorted(pending):
+                self._enqueue(job_key)
+
+    def _enqueue(self, key: tuple[str, str]) -> None:
+        """Hand a Job to the sync workers as client-go's work queue does: a key waiting is
+        not queued twice, a key being synced is synced once more after (never by two
+        workers at once), and each worker takes the next key as soon as it is done. (The
+        controller once synced a batch of Jobs and waited for its slowest before the next:
+        a Job resumed meanwhile waited for a whole batch in bench/workloads.py.)"""
+        with self._states_lock:
+            state = self._states.get(key)
+            if state == "running":
+                self._states[key] = "again"
+            if state is not None:
+                return
+            self._states[key] = "queued"
+        self._syncs.submit(self._work, key)
+
+    def _work(self, key: tuple[str, str]) -> None:
+        while True:
+            with self._states_lock:
+                self._states[key] = "running"
+            self._sync_one(key)
+            with self._states_lock:
+                if self._states[key] != "again":
+                    del self._states[key]
+                    return
 
     def _sync_one(self, key: tuple[str, str]) -> None:
         from kubernetes.client.exceptions import ApiException
