@@ -137,6 +137,7 @@ class FluxJobLoop:
         # whose pods changed; a walk of every tracked Job per pass was most of the loop's
         # CPU in bench/workloads.py's burst of 1,000 (a pass per handful of events)
         self._visit: dict[tuple[str, str], None] = {}
+        self._holding: set[GroupKey] | None = None
         self._by_uid: dict[str, tuple[str, str]] = {}
         # records are written by the bind workers, not on the loop thread (fluxjob_writer.py)
         self.writer = FluxJobWriter(ctx.writer, ctx.pool, self._delete_record, self._no_crd)
@@ -295,14 +296,16 @@ class FluxJobLoop:
             else:
                 self._visit[self._id(tracked.job)] = None
         waiting.sort(key=self._order)
+        self._holding = None  # the groups with allocations, looked at once per pass
         for position, tracked in enumerate(waiting, 1):
             self._queued(tracked, position, used)
 
-    @staticmethod
-    def _holds(tracked: Tracked, used: dict[str, Ask]) -> None:
-        """Count what an admitted Job holds against its queue's limit."""
+    def _holds(self, tracked: Tracked, used: dict[str, Ask]) -> None:
+        """Count what an admitted Job holds against its queue's limit (a queue without
+        one is never asked about it: `QueueLimits.held`)."""
         queue = tracked.record.spec.queue
-        used[queue] = used.get(queue, Ask()) + _ask(tracked.record)
+        if queue in self.limits.limits:
+            used[queue] = used.get(queue, Ask()) + _ask(tracked.record)
 
     @staticmethod
     def _order(tracked: Tracked):
@@ -316,7 +319,10 @@ class FluxJobLoop:
         ctx, key = self.ctx, tracked.key
         if tracked.allocation is not None:  # suspended again by its owner
             self._release(tracked)
-        if any(a.group == key for a in ctx.state.allocations.values()):
+            self._holding = None
+        if self._holding is None:
+            self._holding = {a.group for a in ctx.state.allocations.values()}
+        if key in self._holding:
             self._status(tracked, "Queued", position=position,
                          reason="waiting for its pods to end")
             return  # its pods still hold their shares
