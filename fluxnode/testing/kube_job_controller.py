@@ -241,13 +241,15 @@ class JobController:
                         del self._owned[owner[1]]
 
     def _pods_of(self, uid: str) -> list[dict]:
-        """Copies of the pods the Job `uid` controls, in name order (as a list gives them)."""
+        """The pods the Job `uid` controls, in name order (as a list gives them): the stored
+        objects, which the controller only reads (as its informer's cache; copying them on
+        every sync was a tenth of its CPU)."""
         with self.store.lock:
             keys = sorted(self._owned.get(uid, ()))
             out = []
             for namespace, name in keys:
                 try:
-                    pod = self.store.get("pods", namespace, name)
+                    pod = self.store.get("pods", namespace, name, copy=False)
                 except ApiError:
                     continue
                 if (_owner(pod) or ("", ""))[1] == uid:
@@ -316,7 +318,7 @@ class JobController:
     # -- syncJob -------------------------------------------------------------------------
     def sync(self, namespace: str, name: str) -> None:
         try:
-            job = self.store.get("jobs.batch", namespace, name)
+            job = self.store.get("jobs.batch", namespace, name, copy=False)
         except ApiError:  # deleted: nothing to do
             return
         if _true(job, "Complete") or _true(job, "Failed"):

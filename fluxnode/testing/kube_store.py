@@ -299,13 +299,15 @@ class KubeStore:
     def _key(self, rt: ResourceType, namespace: str | None, name: str) -> tuple[str, str]:
         return (namespace or "" if rt.namespaced else "", name)
 
-    def get(self, ref: str, namespace: str | None, name: str) -> dict:
+    def get(self, ref: str, namespace: str | None, name: str, *, copy: bool = True) -> dict:
+        """A copy of the object, or with ``copy=False`` the stored object itself, which the
+        caller must only read (as `list`)."""
         rt = self.resource(ref)
         with self.lock:
             obj = self._objects[ref].get(self._key(rt, namespace, name))
             if obj is None:
                 raise not_found(rt, name)
-            return json_copy(obj)
+            return json_copy(obj) if copy else obj
 
     def count(self, ref: str) -> int:
         """How many objects of a resource are stored (a cheap check before a list)."""
