@@ -27,6 +27,8 @@ Measured from the emulator's store (a listener sees every committed write, in or
   steps: created -> unsuspended (the webhook, the FluxJob loop, the allocation: the
   binder's), -> all its pods stored (the Job controller's: the emulator's), -> all bound
   (the scheduling and binding cycles: the binder's);
+- the admission webhook's latency as the API server sees it (the emulator times each write's
+  wait for its webhooks: one call per Job), p50 and p99;
 - CPU seconds (user + system, /proc) per workload of: the binder process; the scheduler
   service (the broker); the emulator, split into its HTTP server thread, its Job controller
   and its admission threads (the calls to the webhook) - a test double, whose cost a real API
@@ -308,7 +310,7 @@ def run(args: argparse.Namespace) -> dict:
         main_tid = threading.get_native_id()
         emulator_tids = {"server": kube._thread.native_id,
                          "job controller": kube.job_controller._thread.native_id}
-        requests0 = len(kube.requests)
+        requests0, admissions0 = len(kube.requests), len(kube.admission_seconds)
         binder0, broker0, threads0 = cpu_times(binder.pid), cpu_of(broker_pid), thread_cpu()
         for t in threads:
             t.start()
@@ -331,6 +333,7 @@ def run(args: argparse.Namespace) -> dict:
         for spy in spies:
             spy.wait(60)
         requests = Counter(f"{r.verb} {r.resource_path}" for r in kube.requests[requests0:])
+        webhook = kube.admission_seconds[admissions0:] or [0.0]
         spent = {tid: threads1[tid] - threads0.get(tid, 0.0) for tid in threads1}
         # the client threads ended: they are in neither snapshot but counted as they ended
         clients_cpu = sum(client_cpu)
@@ -370,6 +373,8 @@ def run(args: argparse.Namespace) -> dict:
             "admission_ms": 1000 * admission_cpu / n,
             "clients_ms": 1000 * clients_cpu / n, "main_ms": 1000 * main_cpu / n,
             "not_suspended": recorder.not_suspended_at_creation,
+            "webhook_calls": len(webhook), "webhook_p50_ms": 1000 * quantile(webhook, 0.5),
+            "webhook_p99_ms": 1000 * quantile(webhook, 0.99),
             "requests": dict(requests),
         }
         print(f"{n} Indexed Jobs ({total} pods, {args.pods} each), {args.clients} clients: "
@@ -387,6 +392,8 @@ def run(args: argparse.Namespace) -> dict:
               f"(test double: server {out['server_ms']:.2f}, Job controller "
               f"{out['controller_ms']:.2f}, admission calls {out['admission_ms']:.2f}); "
               f"clients {out['clients_ms']:.2f} (load); bench {out['main_ms']:.2f}\n"
+              f"  admission webhook calls as the emulator waited for them: {len(webhook)}, "
+              f"p50 {out['webhook_p50_ms']:.1f} ms, p99 {out['webhook_p99_ms']:.1f} ms\n"
               f"  API requests per workload (every client): "
               + ", ".join(f"{k} {v / n:.2f}" for k, v in requests.most_common()) + "\n"
               f"  load average after: {os.getloadavg()[0]:.2f}", flush=True)

@@ -169,6 +169,8 @@ class KubeEmulator:
         self.directory = Path(directory or self._tmp.name)
         self.kubeconfig_path = self.directory / "kubeconfig"
         self.requests: list[RequestInfo] = []
+        # how long each write that called mutating webhooks waited for them (seconds)
+        self.admission_seconds: list[float] = []
         self.forbidden: list[ForbidRule] = []
         # authorizer(info) -> None to allow, or a reason string to answer 403.
         self.authorizer: Callable[[RequestInfo], str | None] | None = None
@@ -861,8 +863,12 @@ class KubeEmulator:
         if not any(matches(hook, attrs, namespace) for c in configurations
                    for hook in c.get("webhooks") or []):
             return obj
-        return await asyncio.get_running_loop().run_in_executor(
-            None, admit, attrs, configurations, labels, self.service_endpoints)
+        start = time.monotonic()
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                None, admit, attrs, configurations, labels, self.service_endpoints)
+        finally:  # as the API server's admission webhook latency metric sees it
+            self.admission_seconds.append(time.monotonic() - start)
 
     def _refuse_unemulated_admission(self, request: web.BaseRequest, rt: ResourceType,
                                      info: RequestInfo, user: str) -> None:
