@@ -48,17 +48,25 @@ missing (logged once).
 from __future__ import annotations
 
 import logging
+import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.agent.kube.api_client import status_message
+from fluxnode.agent.kube.node_affinity import NodeAffinityError, pod_placement
 from fluxnode.broker_conf import hostlist
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
 from fluxnode.scheduler.binder.fluxjob_writer import FluxJobWriter
 from fluxnode.scheduler.binder.podgroup import JOB_UID_LABELS, GroupKey
-from fluxnode.scheduler.binder.queue import creation_time, rfc3339, workload_key
+from fluxnode.scheduler.binder.queue import (
+    creation_time,
+    rfc3339,
+    submitted,
+    workload_key,
+)
 from fluxnode.scheduler.binder.queue_limits import Ask, QueueLimits, QueueLimitsError
 from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
 from fluxnode.scheduler.binder.walltime import job_walltime
@@ -108,6 +116,19 @@ def _ask(record: FluxJob) -> Ask:
 
 
 
+def _request(template: dict, slot, pods: int, duration: int | None) -> tuple | None:
+    """What decides whether a Job's whole request fits: where its pods may go, their slot,
+    how many, for how long. Two Jobs with equal requests get equal answers from one state
+    of the cluster, so within a pass a Job whose equal was refused is not asked again: the
+    cluster changing between two asks (a pod ending, the leader's graph filling in after a
+    restart) must not admit a Job before an equal one queued ahead of it (the workload fault
+    checker's `order`). None when the template's placement cannot be read (never shared)."""
+    try:
+        return pod_placement(template), slot, pods, duration
+    except NodeAffinityError:
+        return None
+
+
 def _older(new: dict, old: dict) -> bool:
     """`new` is an earlier version of `old` (the API emulator's and etcd's resourceVersions
     grow; one that is not a number is never called older)."""
@@ -128,6 +149,12 @@ class FluxJobLoop:
         self._no_crd_logged = False
         self.priority_classes: dict[str, dict] = {}  # name -> PriorityClass (the informer's)
         self.limits = QueueLimits()
+        # Jobs admitted, their resume patches not yet sent, in admission order (_queue_resume)
+        self._lane: deque[tuple[Tracked, str, str, dict]] = deque()
+        self._lane_lock = threading.Lock()
+        self._lane_busy = False
+        # this pass's refused requests (`_request`) -> the reason an equal later Job is given
+        self._refused: dict[tuple, str] = {}
         self.reservation: int | None = None  # the head's reservation made this pass
         # Job uid -> pod uid -> node, of its live pods bound to a node (kept from the pod
         # events, not a scan of every pod per pass), and the Jobs whose pods changed since
@@ -254,6 +281,7 @@ class FluxJobLoop:
             self.ctx.cancel(self.reservation, None)
             self.reservation = None
         touched, self._touched = self._touched, set()
+        self._refused = {}
         waiting: list[Tracked] = []
         used: dict[str, Ask] = {}  # queue -> what its admitted Jobs hold
         if self.limits.limits:  # every admitted Job counts against its queue's limit
@@ -309,9 +337,10 @@ class FluxJobLoop:
 
     @staticmethod
     def _order(tracked: Tracked):
-        meta = tracked.job["metadata"]
-        return workload_key(tracked.record.spec.priority, creation_time(tracked.job),
-                            f"{meta.get('namespace') or 'default'}/{meta['name']}")
+        meta, created = tracked.job["metadata"], creation_time(tracked.job)
+        return workload_key(tracked.record.spec.priority, created,
+                            f"{meta.get('namespace') or 'default'}/{meta['name']}",
+                            submitted(tracked.job, created))
 
     def _queued(self, tracked: Tracked, position: int, used: dict[str, Ask]) -> None:
         """A suspended Job: give back what it holds, or ask for its whole set (reserving
@@ -333,14 +362,27 @@ class FluxJobLoop:
             self._status(tracked, "Queued", position=position, reason=held)
             return
         template = (tracked.job.get("spec") or {}).get("template") or {}
+        duration = job_walltime(tracked.job.get("spec") or {})
+        request = _request(template, spec.slot, spec.pods, duration)
+        if request is not None and request in self._refused:  # an equal Job refused before
+            self._status(tracked, "Queued", position=position, reason=self._refused[request])
+            return
         op = "allocate" if self.reservation is not None else "allocate_orelse_reserve"
         answer = self.scheduling.ask_whole(key, template, spec.slot, spec.pods, op=op,
-                                           duration=job_walltime(tracked.job.get("spec") or {}))
+                                           duration=duration)
         if isinstance(answer, str):
+            if request is not None:
+                self._refused[request] = answer
             self._status(tracked, "Queued", position=position, reason=answer)
             return
         if answer.get("status") == "RESERVED":
             self.reservation = answer["id"]
+            if request is not None:
+                meta = tracked.job["metadata"]
+                self._refused[request] = (
+                    f"busy: asks what Job {meta.get('namespace') or 'default'}/{meta['name']}"
+                    ", before it in the queue, asks, which does not fit now; will retry when "
+                    "resources free up")
             start = answer.get("start")
             if start is None:
                 self._status(tracked, "Reserved", position=position,
@@ -359,8 +401,30 @@ class FluxJobLoop:
         # ~30% of the loop's time at 500 Jobs); the outcome comes back through `resumed`.
         ctx.held[key] = answer
         tracked.allocation, tracked.resuming = answer["id"], True
-        ctx.pool.submit(self._resume, tracked, tracked.job["metadata"]["name"], key.namespace,
-                        answer)
+        self._queue_resume(tracked, tracked.job["metadata"]["name"], key.namespace, answer)
+
+    def _queue_resume(self, tracked: Tracked, name: str, namespace: str, answer: dict) -> None:
+        """Resume Jobs in the order the queue admitted them, one patch at a time: two bind
+        workers patching two Jobs at once could land them in either order, and the API
+        server (so every watcher, and the workload fault checker's `order`) would see a
+        Job resumed before one ahead of it. One lane on the bind workers: a worker drains
+        the Jobs waiting, in order, while the loop goes on."""
+        with self._lane_lock:
+            self._lane.append((tracked, name, namespace, answer))
+            if self._lane_busy:
+                return
+            self._lane_busy = True
+        self.ctx.pool.submit(self._drain_lane)
+
+    def _drain_lane(self) -> None:
+        """(A bind worker.) Resume the queued Jobs in order until none is left."""
+        while True:
+            with self._lane_lock:
+                if not self._lane:
+                    self._lane_busy = False
+                    return
+                item = self._lane.popleft()
+            self._resume(*item)
 
     def _resume(self, tracked: Tracked, name: str, namespace: str, answer: dict) -> None:
         """(A bind worker.) Patch the Job's ``spec.suspend`` to false; the outcome goes to
