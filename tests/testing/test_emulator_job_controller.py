@@ -237,6 +237,7 @@ def test_active_deadline_fails_the_job_and_deletes_its_pods(kube, batch):
     assert parse_table(kubectl(kube, "get", "jobs", "d").check().stdout)[0][0]["STATUS"] == \
         "Failed"
     # a suspended Job's deadline does not run: well past its second, it is only Suspended
+    wait_for(lambda: "Suspended" in _conditions(kube, "held"), 10, what="held Suspended")
     assert _conditions(kube, "held") == {"Suspended": ("True", "JobSuspended")}
     assert "startTime" not in _status(kube, "held")
 

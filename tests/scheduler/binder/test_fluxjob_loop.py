@@ -268,10 +268,11 @@ def test_a_job_past_its_active_deadline_fails_and_frees_its_allocation(cluster):
     job["spec"]["activeDeadlineSeconds"] = 2
     client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default", job)
     wait_for(lambda: status(c, "timed").get("phase") == "Failed", 60, what="Failed")
-    conditions = {x["type"]: (x["status"], x["reason"]) for x in
-                  c.kube.get("jobs.batch", "timed", "default")["status"]["conditions"]}
-    # admitted (the binder resumed it), then failed at its deadline
-    assert conditions["Suspended"] == ("False", "JobResumed")
+    job = c.kube.get("jobs.batch", "timed", "default")
+    conditions = {x["type"]: (x["status"], x["reason"]) for x in job["status"]["conditions"]}
+    # admitted (the binder resumed it: stored suspended by the webhook, it ran from a
+    # startTime), then failed at its deadline
+    assert job["spec"]["suspend"] is False and job["status"]["startTime"]
     assert conditions["Failed"] == ("True", "DeadlineExceeded")
     assert job_pods_of(c, "timed") == []  # deleted before the Job is called Failed
     wait_for(lambda: c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"]
