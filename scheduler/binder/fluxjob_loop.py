@@ -160,6 +160,12 @@ class FluxJobLoop:
         # events, not a scan of every pod per pass), and the Jobs whose pods changed since
         self._bound: dict[str, dict[str, str]] = {}
         self._touched: set[str] = set()
+        # what a pass visits: the Jobs not quiet (in the order they came) and, by uid, those
+        # whose pods changed; a walk of every tracked Job per pass was most of the loop's
+        # CPU in bench/workloads.py's burst of 1,000 (a pass per handful of events)
+        self._visit: dict[tuple[str, str], None] = {}
+        self._holding: set[GroupKey] | None = None
+        self._by_uid: dict[str, tuple[str, str]] = {}
         # records are written by the bind workers, not on the loop thread (fluxjob_writer.py)
         self.writer = FluxJobWriter(ctx.writer, ctx.pool, self._delete_record, self._no_crd)
 
@@ -183,9 +189,11 @@ class FluxJobLoop:
             tracked = self.jobs.get(key)
             if tracked is None or tracked.job["metadata"].get("uid") != obj["metadata"].get("uid"):
                 self.jobs[key] = Tracked(obj)
+                self._by_uid[obj["metadata"].get("uid", "")] = key
             elif not _older(obj, tracked.job):  # not an event from before our own patch
                 tracked.job = obj
                 tracked.quiet = False
+            self._visit[key] = None
         self.dirty = True
 
     def pod(self, kind: str, obj) -> None:
@@ -196,6 +204,7 @@ class FluxJobLoop:
                 self.pod("MODIFIED", o)
             for tracked in self.jobs.values():
                 tracked.quiet = False
+            self._visit.update(dict.fromkeys(self.jobs))
             return
         meta = obj.get("metadata") or {}
         labels = meta.get("labels") or {}
@@ -258,6 +267,7 @@ class FluxJobLoop:
             if tracked.allocation not in self.ctx.state.allocations:
                 tracked.allocation = None
             tracked.quiet = False
+        self._visit.update(dict.fromkeys(self.jobs))
         self.dirty = True
 
     # -- the loop's step (leader only) ------------------------------------------------
@@ -274,11 +284,19 @@ class FluxJobLoop:
         self._refused = {}
         waiting: list[Tracked] = []
         used: dict[str, Ask] = {}  # queue -> what its admitted Jobs hold
-        for tracked in list(self.jobs.values()):
+        if self.limits.limits:  # every admitted Job counts against its queue's limit
+            visit = list(self.jobs.values())
+        else:
+            keys = {**self._visit, **{self._by_uid[u]: None for u in touched if u in self._by_uid}}
+            visit = [self.jobs[k] for k in keys if k in self.jobs]
+        for tracked in visit:
             if tracked.quiet and tracked.job["metadata"].get("uid") not in touched:
-                if tracked.record is not None and _condition(tracked.job) is None \
+                # settled, but still counted against its queue's limit (when it has one:
+                # bench/workloads.py, no limits, spent half the loop's CPU summing these)
+                if self.limits.limits and tracked.record is not None \
+                        and _condition(tracked.job) is None \
                         and not (tracked.job.get("spec") or {}).get("suspend"):
-                    self._holds(tracked, used)  # settled, but still counted against its queue
+                    self._holds(tracked, used)
                 continue
             if (tracked.record is None or tracked.record.unqueued) and not self._record(tracked):
                 continue
@@ -300,15 +318,22 @@ class FluxJobLoop:
                              nodes=hostlist.encode(sorted(set(pods.values()))),
                              allocation=tracked.allocation)
                 tracked.quiet = True
+        for tracked in visit:  # (kept until here: a pass that fails visits them again)
+            if tracked.quiet:
+                self._visit.pop(self._id(tracked.job), None)
+            else:
+                self._visit[self._id(tracked.job)] = None
         waiting.sort(key=self._order)
+        self._holding = None  # the groups with allocations, looked at once per pass
         for position, tracked in enumerate(waiting, 1):
             self._queued(tracked, position, used)
 
-    @staticmethod
-    def _holds(tracked: Tracked, used: dict[str, Ask]) -> None:
-        """Count what an admitted Job holds against its queue's limit."""
+    def _holds(self, tracked: Tracked, used: dict[str, Ask]) -> None:
+        """Count what an admitted Job holds against its queue's limit (a queue without
+        one is never asked about it: `QueueLimits.held`)."""
         queue = tracked.record.spec.queue
-        used[queue] = used.get(queue, Ask()) + _ask(tracked.record)
+        if queue in self.limits.limits:
+            used[queue] = used.get(queue, Ask()) + _ask(tracked.record)
 
     @staticmethod
     def _order(tracked: Tracked):
@@ -323,7 +348,10 @@ class FluxJobLoop:
         ctx, key = self.ctx, tracked.key
         if tracked.allocation is not None:  # suspended again by its owner
             self._release(tracked)
-        if any(a.group == key for a in ctx.state.allocations.values()):
+            self._holding = None
+        if self._holding is None:
+            self._holding = {a.group for a in ctx.state.allocations.values()}
+        if key in self._holding:
             self._status(tracked, "Queued", position=position,
                          reason="waiting for its pods to end")
             return  # its pods still hold their shares
@@ -442,6 +470,8 @@ class FluxJobLoop:
         tracked.allocation = None
 
     def _gone(self, tracked: Tracked) -> None:
+        self._by_uid.pop(tracked.job["metadata"].get("uid", ""), None)
+        self._visit.pop(self._id(tracked.job), None)
         self._release(tracked)
         if tracked.created:
             self.writer.delete(self._id(tracked.job))

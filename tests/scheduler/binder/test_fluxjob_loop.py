@@ -257,3 +257,24 @@ def test_a_restarted_binder_keeps_a_running_jobs_allocation(cluster):
         "sched.list", {"labels": {"kind": "fluxjob"}})["allocations"][0]["nodes"]}, 30,
              what=f"{node} given back")
     c.assert_no_overcommit()
+
+
+def test_a_job_past_its_active_deadline_fails_and_frees_its_allocation(cluster):
+    """The walltime the Job was booked for (its activeDeadlineSeconds) is enforced by the
+    Job controller (job_controller.go: DeadlineExceeded, its pods deleted); the binder then
+    says Failed and the leader holds nothing for it."""
+    c = cluster
+    job = indexed_job("timed", 4)
+    job["spec"]["activeDeadlineSeconds"] = 2
+    client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default", job)
+    wait_for(lambda: status(c, "timed").get("phase") == "Failed", 60, what="Failed")
+    job = c.kube.get("jobs.batch", "timed", "default")
+    conditions = {x["type"]: (x["status"], x["reason"]) for x in job["status"]["conditions"]}
+    # admitted (the binder resumed it: stored suspended by the webhook, it ran from a
+    # startTime), then failed at its deadline
+    assert job["spec"]["suspend"] is False and job["status"]["startTime"]
+    assert conditions["Failed"] == ("True", "DeadlineExceeded")
+    assert job_pods_of(c, "timed") == []  # deleted before the Job is called Failed
+    wait_for(lambda: c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"]
+             == [], 30, what="the allocation freed")
+    c.assert_no_overcommit()
