@@ -68,6 +68,7 @@ from fluxnode.scheduler.binder.queue import (
     creation_time,
     reserved_reason,
     rfc3339,
+    submitted,
     workload_key,
 )
 from fluxnode.scheduler.binder.queue_limits import Ask, QueueLimits, QueueLimitsError
@@ -119,6 +120,7 @@ def _ask(record: FluxJob) -> Ask:
     return Ask(pods * slot.cores, pods * slot.gpus, pods * record.spec.requests.memory_bytes)
 
 
+
 def _older(new: dict, old: dict) -> bool:
     """`new` is an earlier version of `old` (the API emulator's and etcd's resourceVersions
     grow; one that is not a number is never called older)."""
@@ -148,6 +150,12 @@ class FluxJobLoop:
         # events, not a scan of every pod per pass), and the Jobs whose pods changed since
         self._bound: dict[str, dict[str, str]] = {}
         self._touched: set[str] = set()
+        # what a pass visits: the Jobs not quiet (in the order they came) and, by uid, those
+        # whose pods changed; a walk of every tracked Job per pass was most of the loop's
+        # CPU in bench/workloads.py's burst of 1,000 (a pass per handful of events)
+        self._visit: dict[tuple[str, str], None] = {}
+        self._holding: set[GroupKey] | None = None
+        self._by_uid: dict[str, tuple[str, str]] = {}
         # records are written by the bind workers, not on the loop thread (fluxjob_writer.py)
         self.writer = FluxJobWriter(ctx.writer, ctx.pool, self._delete_record, self._no_crd)
 
@@ -171,9 +179,11 @@ class FluxJobLoop:
             tracked = self.jobs.get(key)
             if tracked is None or tracked.job["metadata"].get("uid") != obj["metadata"].get("uid"):
                 self.jobs[key] = Tracked(obj)
+                self._by_uid[obj["metadata"].get("uid", "")] = key
             elif not _older(obj, tracked.job):  # not an event from before our own patch
                 tracked.job = obj
                 tracked.quiet = False
+            self._visit[key] = None
         self.dirty = True
 
     def pod(self, kind: str, obj) -> None:
@@ -184,6 +194,7 @@ class FluxJobLoop:
                 self.pod("MODIFIED", o)
             for tracked in self.jobs.values():
                 tracked.quiet = False
+            self._visit.update(dict.fromkeys(self.jobs))
             return
         meta = obj.get("metadata") or {}
         owner = job_owner(meta)  # a Job's pod names it as its controller (podgroup.py)
@@ -245,6 +256,7 @@ class FluxJobLoop:
             if tracked.allocation not in self.ctx.state.allocations:
                 tracked.allocation = None
             tracked.quiet = False
+        self._visit.update(dict.fromkeys(self.jobs))
         self.dirty = True
 
     # -- the loop's step (leader only) ------------------------------------------------
@@ -258,19 +270,27 @@ class FluxJobLoop:
             self.ctx.state.changed = True
 
     def queued(self) -> list[QueuedJob]:
-        """(The scheduling cycle, once per walk: workload_queue.py `JobSource`.) Bring every
-        Job's record up to date (ended, admitted, running) and return the waiting ones in
+        """(The scheduling cycle, once per walk: workload_queue.py `JobSource`.) Bring the
+        Jobs' records up to date (ended, admitted, running) and return the waiting ones in
         order, each with the call that asks for it."""
         touched, self._touched = self._touched, set()
         waiting: list[Tracked] = []
         self._used = used = {}  # queue -> what its admitted Jobs hold
-        for tracked in list(self.jobs.values()):
+        if self.limits.limits:  # every admitted Job counts against its queue's limit
+            visit = list(self.jobs.values())
+        else:
+            keys = {**self._visit, **{self._by_uid[u]: None for u in touched if u in self._by_uid}}
+            visit = [self.jobs[k] for k in keys if k in self.jobs]
+        for tracked in visit:
             if tracked.quiet and tracked.job["metadata"].get("uid") not in touched:
-                if tracked.record is not None and _condition(tracked.job) is None \
+                # settled, but still counted against its queue's limit (when it has one:
+                # bench/workloads.py, no limits, spent half the loop's CPU summing these)
+                if self.limits.limits and tracked.record is not None \
+                        and _condition(tracked.job) is None \
                         and not (tracked.job.get("spec") or {}).get("suspend"):
-                    self._holds(tracked, used)  # settled, but still counted against its queue
+                    self._holds(tracked, used)
                 continue
-            if tracked.record is None and not self._record(tracked):
+            if (tracked.record is None or tracked.record.unqueued) and not self._record(tracked):
                 continue
             if tracked.resuming:
                 self._holds(tracked, used)  # allocated: counted against its queue
@@ -290,20 +310,28 @@ class FluxJobLoop:
                              nodes=hostlist.encode(sorted(set(pods.values()))),
                              allocation=tracked.allocation)
                 tracked.quiet = True
+        for tracked in visit:  # (kept until here: a pass that fails visits them again)
+            if tracked.quiet:
+                self._visit.pop(self._id(tracked.job), None)
+            else:
+                self._visit[self._id(tracked.job)] = None
         waiting.sort(key=self._order)
+        self._holding = None  # the groups with allocations, looked at once per pass
         return [QueuedJob(self._order(t), t.key, partial(self._queued, t)) for t in waiting]
 
-    @staticmethod
-    def _holds(tracked: Tracked, used: dict[str, Ask]) -> None:
-        """Count what an admitted Job holds against its queue's limit."""
+    def _holds(self, tracked: Tracked, used: dict[str, Ask]) -> None:
+        """Count what an admitted Job holds against its queue's limit (a queue without
+        one is never asked about it: `QueueLimits.held`)."""
         queue = tracked.record.spec.queue
-        used[queue] = used.get(queue, Ask()) + _ask(tracked.record)
+        if queue in self.limits.limits:
+            used[queue] = used.get(queue, Ask()) + _ask(tracked.record)
 
     @staticmethod
     def _order(tracked: Tracked):
-        meta = tracked.job["metadata"]
-        return workload_key(tracked.record.spec.priority, creation_time(tracked.job),
-                            f"{meta.get('namespace') or 'default'}/{meta['name']}")
+        meta, created = tracked.job["metadata"], creation_time(tracked.job)
+        return workload_key(tracked.record.spec.priority, created,
+                            f"{meta.get('namespace') or 'default'}/{meta['name']}",
+                            submitted(tracked.job, created))
 
     def _queued(self, tracked: Tracked, position: int, op: str) -> dict | None:
         """A suspended Job at `position` in the queue: give back what it holds, or ask for
@@ -312,7 +340,10 @@ class FluxJobLoop:
         ctx, key, used = self.ctx, tracked.key, self._used
         if tracked.allocation is not None:  # suspended again by its owner
             self._release(tracked)
-        if any(a.group == key for a in ctx.state.allocations.values()):
+            self._holding = None
+        if self._holding is None:
+            self._holding = {a.group for a in ctx.state.allocations.values()}
+        if key in self._holding:
             self._status(tracked, "Queued", position=position,
                          reason="waiting for its pods to end")
             return None  # its pods still hold their shares
@@ -420,6 +451,8 @@ class FluxJobLoop:
         tracked.allocation = None
 
     def _gone(self, tracked: Tracked) -> None:
+        self._by_uid.pop(tracked.job["metadata"].get("uid", ""), None)
+        self._visit.pop(self._id(tracked.job), None)
         self._release(tracked)
         if tracked.created:
             self.writer.delete(self._id(tracked.job))
@@ -440,18 +473,35 @@ class FluxJobLoop:
     # -- the record -------------------------------------------------------------------
 
     def _record(self, tracked: Tracked) -> bool:
+        """Make the Job's record; False when it is not queued (fluxjob.py `unqueued`: its
+        record says why, with a Warning Event on the Job, until its PriorityClass exists)."""
         try:
-            tracked.record = FluxJob.from_job(
+            record = FluxJob.from_job(
                 tracked.job, PriorityClasses.from_objects(list(self.priority_classes.values())))
         except FluxJobError as exc:
             if tracked.unusable != str(exc):
                 tracked.unusable = str(exc)
                 log.warning("not queued: %s", exc)
             return False
-        self.writer.create((tracked.record.namespace, tracked.record.name),
-                           tracked.record.to_object())
-        tracked.created = True
-        return True
+        if tracked.created and not record.unqueued:  # written without its priority: anew
+            self.writer.delete((record.namespace, record.name))
+            tracked.created, tracked.written = False, None
+        if not tracked.created:
+            self.writer.create((record.namespace, record.name), record.to_object())
+            tracked.created = True
+        tracked.record = record
+        if not record.unqueued:
+            return True
+        self._status(tracked, "Queued", reason=record.unqueued)
+        if tracked.unusable != record.unqueued:
+            tracked.unusable = record.unqueued
+            log.warning("Job %s/%s %s", record.namespace, record.name, record.unqueued)
+            meta = tracked.job["metadata"]
+            self.ctx.pool.submit(self.ctx.writer.object_event, {
+                "apiVersion": "batch/v1", "kind": "Job", "namespace": record.namespace,
+                "name": record.name, "uid": meta.get("uid") or ""},
+                "Warning", "PriorityClassNotFound", record.unqueued, "Queueing")
+        return False
 
     def _status(self, tracked: Tracked, phase: str, *, position: int | None = None,
                 bound: int = 0, nodes: str = "", reason: str = "",
