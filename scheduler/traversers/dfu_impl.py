@@ -153,6 +153,7 @@ class DfuImpl:
     graph_end: int  # the end of the graph's time (see dfu.Traverser)
     report_errno: bool  # see dfu.TraverserErrno
     level_leak: int  # see dfu_update._update
+    leaked_xtypes: set[str]  # exclusive types a failed request left for good (see Traverser)
     errno: int  # Fluxion's errno as the last walk left it (see dfu.TraverserErrno)
     _tracked: dict[str, set[str]]  # vertex type -> the filter types checked when pruning
     _child_types: dict[int, set[str]]  # vertex uniq_id -> its children's types
