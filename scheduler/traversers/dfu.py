@@ -231,6 +231,11 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         # Like Fluxion, leaf types that no filter names are tracked at the cluster
         # vertex; aggregates are kept for every leaf type (the first policy's weights)
         leaf_types = set(map(_type_of, filterfalse(_children_of, order)))
+        if len(self.g.roots) > 1:
+            # a leaf is a vertex without out-edges in any subsystem (prime_pruning_filter's
+            # out_degree): a pdu that supplies power is not one, and gets a filter
+            leaf_types = {v.type for v in filterfalse(_children_of, order)
+                          if not v.aux_children}
         self._leaf_types = leaf_types
         named = {t for lst in self.prune_anchored.values() for t in lst}
         self.auto_anchored = sorted(leaf_types - named)

@@ -183,7 +183,7 @@ class DfuImpl:
         ``shown``: as ``find agfilter=t`` reports them, where leaf types no filter
         names appear at the cluster vertex; they never prune a match (Fluxion's
         or-slot cases show those are not checked)."""
-        if not u.children:
+        if not u.children and not u.aux_children:  # a leaf in every subsystem
             return []
         own = [t for t in sorted(self.prune_anchored.get(u.type, [])) if t != u.type]
         if shown and u.type == "cluster":
