@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from rq_readers import Loaded, copy_hwloc, copy_power, partial_cancel_r, write_jgf, write_rv1
 from rq_variants import fluxion_run
 from sched_common import KEYS
 
@@ -53,7 +54,11 @@ WIDE_FINDS = ["agfilter=t", "agfilter=false", "status=up or sched-now=free and a
               "status=bogus", "names=node0", "property=fast", "jobid-tag=1",
               "jobid-span=1 agfilter=t", "(status=up or status=down) and sched-now=free"]
 WIDE_OPTIONS = [["--traverser-policy=simple"], ["-g", "graphml", "-o", "g"],
-                ["--match-subsystems=ca"], []]
+                ["--match-subsystems=ca"], [], [], ["-T", "flexible"],
+                ["--traverser-policy=flexible"], ["--match-policy=low"],
+                ["--match-format=jgf"], ["--prune-filters=ALL:core"]]
+# --wide: how the graph is loaded (rq_readers.py), GRUG as often as all the others
+READERS = ["grug", "grug", "grug", "grug", "jgf", "rv1exec", "rv1exec", "hwloc", "power"]
 
 
 
@@ -72,6 +77,7 @@ class Graph:
         self.node_scope = rng.randint(0, 1)
         self.core_scope = rng.randint(0, 1)
         self.nodes = self.per_rack * max(self.racks, 1)
+        self.has_sockets = True  # an RV1 graph has none: jobspecs then never name one
 
     def node_paths(self) -> list[str]:
         if self.racks:
@@ -161,6 +167,8 @@ def jobspec(rng: random.Random, g: Graph, drop_attributes: bool, wide: bool = Fa
     shape = rng.randrange(10)
     if shape == 5 and not g.racks:
         shape = 9
+    if not g.has_sockets and shape in (2, 3, 4, 6):
+        shape = {2: 1, 3: 7, 4: 8, 6: 0}[shape]
     if shape == 0:
         res = [slot(rng, leaves(rng, g))]
     elif shape == 1:
@@ -205,13 +213,21 @@ def jobspec(rng: random.Random, g: Graph, drop_attributes: bool, wide: bool = Fa
     return js
 
 
-def commands(rng: random.Random, g: Graph, specs: list[str], wide: bool = False) -> str:
-    """3 to 16 commands, then quit (the jobspecs as @TEST_SRCDIR@/data/jobspecs/...)."""
+def commands(rng: random.Random, g: Graph, specs: list[str], wide: bool = False,
+             paths: list[str] | None = None, cancels: list[str] | None = None) -> str:
+    """3 to 16 commands, then quit (the jobspecs as @TEST_SRCDIR@/data/jobspecs/...);
+    ``paths`` are the node paths to name (default: ``g``'s), ``cancels`` R files for
+    ``partial-cancel`` (drawn twice in a row now and then: overlapping partial cancels)."""
     lines: list[str] = []
     jobs = 0
-    paths = g.node_paths()
+    paths = paths if paths is not None else g.node_paths()
     for _ in range(rng.randint(3, 16)):
         x = rng.random()
+        if wide and cancels and jobs and x < 0.08:
+            for _ in range(2 if rng.random() < 0.4 else 1):
+                lines.append(f"partial-cancel {rng.randint(1, jobs)} rv1exec "
+                             + rng.choice(cancels))
+            continue
         if wide and x < 0.15:
             y = rng.random()
             if y < 0.4:
@@ -252,17 +268,26 @@ def commands(rng: random.Random, g: Graph, specs: list[str], wide: bool = False)
             lines.append("list")
     if rng.random() < 0.25:
         for _ in range(rng.randint(1, 2)):
-            where = rng.choice(paths + [f"/{g.base}0", f"/{g.base}0/nosuch9"])
+            where = rng.choice(paths + ["/" + paths[0].split("/")[1], f"/{g.base}0/nosuch9"])
             lines.insert(rng.randint(0, len(lines)), f"get-status {where}")
     return "\n".join(lines + ["quit"]) + "\n"
 
 
-def make_case(seed: int, data: Path, wide: bool = False) -> dict:
+def make_case(seed: int, data: Path, wide: bool = False, shared: Path | None = None
+              ) -> dict:
     rng = random.Random(seed)
     g = Graph(rng)
     text = g.graphml()
     gname = hashlib.sha256(text.encode()).hexdigest()[:16]
-    (data / "graphs" / f"{gname}.graphml").write_text(text)
+    reader = rng.choice(READERS) if wide and shared else "grug"
+    loaded = None
+    if reader == "grug":
+        (data / "graphs" / f"{gname}.graphml").write_text(text)
+        gfile, load = f"{gname}.graphml", ["-f", "grug", "-S", "CA"]
+    else:
+        loaded = load_other(reader, g, rng, data / "graphs", f"r{seed}", shared)
+        gfile, load = loaded.name, loaded.options + (
+            [] if "-S" in loaded.options else ["-S", "CA"])
     drop = rng.random() < 0.3
     specs = []
     for _ in range(rng.randint(1, 4)):
@@ -270,18 +295,42 @@ def make_case(seed: int, data: Path, wide: bool = False) -> dict:
         jname = hashlib.sha256(js.encode()).hexdigest()[:16]
         (data / "jobspecs" / f"{jname}.yaml").write_text(js)
         specs.append(f"{PLACEHOLDER}/data/jobspecs/{jname}.yaml")
-    cmds = commands(rng, g, specs, wide)
+    specs += [f"{PLACEHOLDER}/data/jobspecs/{name}" for name in (loaded.jobspecs if loaded else ())]
+    cancels = []
+    if loaded and loaded.ranks:
+        for i in range(rng.randint(1, 3)):
+            name = partial_cancel_r(rng, loaded, data / "jobspecs", f"r{seed}_pc{i}")
+            cancels.append(f"{PLACEHOLDER}/data/jobspecs/{name}")
+    cmds = commands(rng, g, specs, wide, loaded.paths if loaded else None, cancels)
     (data / "commands" / f"r{seed}.in").write_text(cmds)
-    argv = ["-L", f"{{root}}/data/graphs/{gname}.graphml", "-f", "grug", "-S", "CA",
+    argv = ["-L", f"{{root}}/data/graphs/{gfile}", *load,
             "-P", rng.choice(POLICIES), "-F", rng.choice(WRITERS), "-d"]
     if rng.random() < 0.15:
         argv += ["-p", rng.choice(PRUNES)]
     if wide:
-        argv[7], argv[9] = rng.choice(WIDE_POLICIES), rng.choice(WIDE_WRITERS)
+        argv[argv.index("-P") + 1] = rng.choice(WIDE_POLICIES)
+        argv[argv.index("-F") + 1] = rng.choice(WIDE_WRITERS)
         argv += rng.choice(WIDE_OPTIONS)
     return {"id": f"r{seed}", "description": f"random case, seed {seed}", "argv": argv,
             "commands": f"data/commands/r{seed}.in", "expected": f"data/expected/r{seed}.out",
             "seed": seed}
+
+
+def load_other(reader: str, g: Graph, rng: random.Random, folder: Path, stem: str,
+               shared: Path) -> Loaded:
+    """The graph of a --wide case read other than as GRUG (rq_readers.py); for the
+    power graph, ``g`` takes its shape so that the jobspecs fit it."""
+    if reader == "jgf":
+        return write_jgf(g, rng, folder, stem)
+    if reader == "rv1exec":
+        g.has_sockets, g.memory = False, 0
+        return write_rv1(g, rng, folder, stem)
+    if reader == "hwloc":
+        g.racks, g.per_rack, g.nodes, g.memory = 0, 1, 1, 0
+        return copy_hwloc(rng, shared, folder)
+    g.base, g.racks, g.per_rack, g.nodes = "power", 4, 18, 72
+    g.sockets, g.cores, g.gpus, g.memory, g.memory_gb = 2, 18, 1, 4, 2
+    return copy_power(rng, shared, folder)
 
 
 def fluxion_output(fluxion: str, case: dict, root: Path) -> bytes | None:
@@ -306,7 +355,13 @@ def main() -> int:
                     help="also draw what issue 35 added: every verb (without_allocating...), "
                     "the shorthand writers, locality and variation, jobspecs without a "
                     "duration or naming a type the graph lacks, properties, more finds, "
-                    "long options")
+                    "long options, -T flexible, graphs read as JGF, RV1 (with properties, "
+                    "and partial cancels of its ranks), hwloc and the power graph under "
+                    "other -S subsystems")
+    ap.add_argument("--shared", type=Path,
+                    default=Path(__file__).resolve().parents[2] / "shared" / "fluxion-corpus"
+                    / "data", help="flux-sched's test data (the hwloc files and power graph "
+                    "--wide copies; default ../shared/fluxion-corpus/data)")
     args = ap.parse_args()
     first, _, last = args.seeds.partition("-")
     out = args.out.resolve()
@@ -316,7 +371,8 @@ def main() -> int:
     kept = dropped = 0
     with open(out / "cases.jsonl", "w") as manifest:
         for seed in range(int(first), int(last or first) + 1):
-            case = make_case(seed, data, args.wide)
+            case = make_case(seed, data, args.wide,
+                             args.shared if args.shared.is_dir() else None)
             expected = fluxion_output(args.fluxion, case, out)
             if expected is None:
                 dropped += 1

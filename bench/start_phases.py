@@ -8,7 +8,8 @@ system CPU and minor page faults from the fork to `broker.main`, to the end of
 `Broker.__init__`, of `Broker.start` (sockets bound, connected), until the shutdown begins
 (joined, quorum, the command, waiting), until `_close`, to the end of `run`; what is left of
 the children's total (getrusage of the reaped children) is the exit. Each row is a mean per
-broker in milliseconds; the launcher's own CPU is the last line. A forked broker pays in page
+broker in milliseconds; then the launcher's own CPU, in all and by step (prepare, the forks,
+the quorum wait, the shutdown, the cleanup). A forked broker pays in page
 faults for every page of the launcher's heap it writes to (copy on write) and for every new
 one, so the faults column says as much as the CPU.
 """
@@ -33,6 +34,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from fluxnode.agent.broker import broker as broker_mod
+    from fluxnode.agent.broker import launcher
     from fluxnode.agent.broker import shutdown as shutdown_mod
 
     from fluxnode.commands.start import start
@@ -74,6 +76,24 @@ def main() -> None:
                 json.dump(marks, f)
 
     broker_mod.main = broker_main
+    steps: dict[str, tuple[float, int]] = {}  # the launcher's own CPU and faults by step
+
+    def launcher_step(name: str) -> None:
+        inner = getattr(launcher, name)
+
+        def timed(*a, **k):
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
+            try:
+                return inner(*a, **k)
+            finally:
+                r1 = resource.getrusage(resource.RUSAGE_SELF)
+                steps[name] = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime,
+                               r1.ru_minflt - r0.ru_minflt)
+
+        setattr(launcher, name, timed)
+
+    for step in ("prepare", "fork_brokers", "wait_quorum", "shutdown", "cleanup"):
+        launcher_step(step)
     before_c, before_s = (resource.getrusage(w) for w in (resource.RUSAGE_CHILDREN,
                                                           resource.RUSAGE_SELF))
     try:
@@ -105,6 +125,8 @@ def main() -> None:
     mine = (after_s.ru_utime - before_s.ru_utime) + (after_s.ru_stime - before_s.ru_stime)
     print(f"brokers {total:.2f} s CPU ({total / n * 1000:.1f} ms each), launcher {mine:.2f} s; "
           f"load average {os.getloadavg()[0]:.1f}")
+    print("launcher by step: " + ", ".join(f"{k} {cpu:.2f} s ({faults} faults)"
+                                           for k, (cpu, faults) in steps.items()))
     for f in glob.glob(f"{out}/*.json"):
         os.unlink(f)
     os.rmdir(out)

@@ -93,9 +93,22 @@ class BrokerConfig:
         """
         return _resolve_hosts(self.bootstrap.hosts, self.path)
 
-    @property
+    @cached_property
     def hostnames(self) -> list[str]:
+        """The hosts' names in rank order, built once per config and shared: callers read
+        it and never change it (a broker forked from `fluxnode start` keeps the launcher's
+        list; copying it, or building it again, wrote to all N names in each of N brokers,
+        issue 32)."""
         return [h.host for h in self.hosts]
+
+    @cached_property
+    def _ranks(self) -> dict[str, int]:
+        """Host name -> rank (hosts are merged: one each), so `rank_of` does not walk N."""
+        return {h.host: h.rank for h in self.hosts}
+
+    def has_host(self, hostname: str) -> bool:
+        """Whether `hostname` is in bootstrap.hosts (a dict lookup, not a walk of N names)."""
+        return hostname in self._ranks
 
     @property
     def size(self) -> int:
@@ -107,9 +120,9 @@ class BrokerConfig:
         hosts = self.hosts
         if not hosts:
             return 0
-        for h in hosts:
-            if h.host == hostname:
-                return h.rank
+        rank = self._ranks.get(hostname)
+        if rank is not None:
+            return rank
         raise self._error(
             "bootstrap.hosts",
             f"hostname {hostname!r} is not listed "

@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fluxnode.agent.broker.archive_extract import Extraction, ExtractStats
-from fluxnode.agent.broker.archive_format import ArchiveError, check_name, parse
 from fluxnode.agent.broker.boot import InstanceState
 from fluxnode.agent.broker.content_store import ContentStore
 from fluxnode.agent.broker.fanout import SubtreeSplit, target_ranks
@@ -42,6 +40,8 @@ from fluxnode.broker_conf import idset
 
 if TYPE_CHECKING:
     import sqlite3
+
+    from fluxnode.agent.broker.archive_extract import ExtractStats
 
 WATCH_PERIOD = 1.0  # how often a broker waiting for children checks they are still there
 
@@ -122,6 +122,8 @@ class ArchiveService:
         return json.loads(row[0])
 
     def _create(self, msg: Message) -> dict:
+        from fluxnode.agent.broker.archive_format import ArchiveError, parse
+
         p = msg.payload or {}
         name = _name("archive.create", p)
         try:
@@ -192,6 +194,11 @@ class ArchiveService:
                 raise ServiceError(errno.EINVAL, "archive.extract: no archive given (send "
                                    "the request to rank 0 with a name)")
             objects = self._objects("archive.extract", _name("archive.extract", p))
+        # the format and the extraction are loaded by the first archive a broker sees: a
+        # worker that never extracts one does not carry them (issue 32, a worker's memory)
+        from fluxnode.agent.broker.archive_extract import Extraction
+        from fluxnode.agent.broker.archive_format import ArchiveError, parse
+
         try:
             entries = parse(objects)
         except ArchiveError as exc:
@@ -279,6 +286,8 @@ class ArchiveService:
 
 
 def _name(topic: str, payload: dict) -> str:
+    from fluxnode.agent.broker.archive_format import ArchiveError, check_name
+
     try:
         return check_name(payload.get("name", "main"))
     except ArchiveError as exc:

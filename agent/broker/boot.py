@@ -85,11 +85,13 @@ def boot(
 ) -> InstanceState:
     """This broker's place in the instance; `topology` may be passed already built (the launcher
     shares it)."""
-    hostnames = list(config.hostnames)
+    # the config's own list, not a copy: a copy writes to every name (reference counts), a
+    # page each in every broker forked from `fluxnode start` (issue 32); nobody changes it
+    hostnames = config.hostnames
     singleton = not hostnames
     if singleton:
         hostnames = [hostname]
-    if hostname not in hostnames:
+    elif not config.has_host(hostname):
         raise BrokerError(f"hostname {hostname!r} is not in the [bootstrap] hosts of {config.path} "
                           f"({len(hostnames)} hosts); use --hostname to pick one")
     rank = config.rank_of(hostname)

@@ -328,8 +328,8 @@ def main(
     try:
         if config is None:
             config = load_config(config_path)
-        hosts = config.hostnames
-        rank = config.rank_of(hostname) if hostname in hosts else (0 if not hosts else -1)
+        rank = config.rank_of(hostname) if config.has_host(hostname) else (
+            0 if not config.hosts else -1)
         log = setup_logging(rank, hostname, attrs)
         broker = Broker(config, hostname, attrs, log, topology=topology, tbon_fd=tbon_fd,
                         shared=shared)

@@ -64,6 +64,9 @@ class TestInstance:
     keep_rundir: bool = False
     listeners: dict[int, socket.socket] = field(default_factory=dict, repr=False)
     lock_fd: int | None = field(default=None, repr=False)  # flock on <rundir>/.lock
+    # forked and not yet reaped, by pid; and those reaped, in the order they were
+    running: dict[int, BrokerProc] = field(default_factory=dict, repr=False)
+    exited: list[BrokerProc] = field(default_factory=list, repr=False)
 
     @property
     def uri(self) -> str:
@@ -303,6 +306,9 @@ def fork_brokers(inst: TestInstance) -> None:
     config_path = str(inst.config_path)
     config = broker_mod.load_config(config_path)
     topology = config.topology()
+    # the config's views of all N hosts (the names, the rank of each) are built here, once,
+    # and shared: built again in each broker, N brokers walked N hosts each (issue 32)
+    _ = config.hostnames, config.rank_of(inst.brokers[0].hostname)
     shared, prctl = _shared(config), _prctl()
     # Keep the garbage collector away from the shared heap so pages stay shared after fork.
     gc.collect()
@@ -311,6 +317,7 @@ def fork_brokers(inst: TestInstance) -> None:
     # at once, 1,000 brokers took the 2 cores from the launcher, and its k-th fork waited
     # behind k busy brokers (a fork took 58 ms at N=256 under load 16, 15 s in all).
     gate, opened = os.pipe()
+    listener_fds = _fd_runs(sorted(s.fileno() for s in inst.listeners.values()))
     try:
         for b in inst.brokers:
             # SIGINT/SIGTERM are blocked across the fork: delivered inside os.fork's hooks, the
@@ -327,12 +334,10 @@ def fork_brokers(inst: TestInstance) -> None:
                     signal.signal(signal.SIGTERM, signal.SIG_DFL)
                     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                     os.close(opened)
-                    for rank, s in inst.listeners.items():
-                        if rank != b.rank:
-                            s.close()
+                    mine = inst.listeners.get(b.rank)
+                    _close_listeners(listener_fds, mine.fileno() if mine else -1)
                     os.read(gate, 1)  # end of file once the launcher has forked everyone
                     os.close(gate)
-                    mine = inst.listeners.get(b.rank)
                     code = broker_mod.main(
                         config_path,
                         dict(b.attrs),
@@ -350,8 +355,14 @@ def fork_brokers(inst: TestInstance) -> None:
                 finally:
                     os._exit(code)
             b.pid = pid
+            inst.running[pid] = b
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     finally:
+        for b in inst.brokers:
+            if not b.pid:
+                # never forked (interrupted while starting): nothing to wait for, and never
+                # to signal (kill(0, ...) would hit the launcher's own process group)
+                b.exit_code = 0
         os.close(gate)
         os.close(opened)  # the gate opens (also when interrupted: those forked stop cleanly)
     for s in inst.listeners.values():
@@ -359,20 +370,65 @@ def fork_brokers(inst: TestInstance) -> None:
     (inst.rundir / "instance.json").write_text(json.dumps(inst.info(), indent=1))
 
 
+def _fd_runs(fds: list[int]) -> list[tuple[int, int]]:
+    """Sorted descriptors as runs [low, high) of consecutive numbers."""
+    runs: list[list[int]] = []
+    for fd in fds:
+        if runs and runs[-1][1] == fd:
+            runs[-1][1] = fd + 1
+        else:
+            runs.append([fd, fd + 1])
+    return [(low, high) for low, high in runs]
+
+
+def _close_listeners(runs: list[tuple[int, int]], keep: int) -> None:
+    """In a forked broker: close the other brokers' listening sockets, all but `keep`, a
+    close_range per run of descriptors. (Closing them one socket object at a time cost each
+    of N brokers N/2 calls and wrote to every socket object's page, issue 32. The objects,
+    held by the launcher's frames until the broker's os._exit, are never used again.)"""
+    for low, high in runs:
+        if low <= keep < high:
+            os.closerange(low, keep)
+            os.closerange(keep + 1, high)
+        else:
+            os.closerange(low, high)
+
+
 def reap(inst: TestInstance) -> None:
-    for b in inst.brokers:
-        if b.exit_code is None and not b.pid:
-            # never forked (interrupted while starting): nothing to wait for, and never to
-            # signal (kill(0, ...) would hit the launcher's own process group)
-            b.exit_code = 0
-        if b.exit_code is None and b.pid:
-            try:
-                pid, status = os.waitpid(b.pid, os.WNOHANG)
-            except ChildProcessError:
-                b.exit_code = -1
-                continue
-            if pid:
-                b.exit_code = os.waitstatus_to_exitcode(status)
+    """Record the exit code of every broker that has exited. It asks the kernel which child
+    has exited (waitid without reaping, then waitpid of that broker), so a poll with none
+    exited is one system call and not one per broker: the launcher polls every 10 ms, and
+    at 1,024 brokers asking each one cost it more CPU than the forks (issue 32). A child
+    that is not a broker (this process may have others) is left alone: then each broker
+    is asked in turn, as before."""
+    while inst.running:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # no child at all: those left were reaped elsewhere
+            for b in list(inst.running.values()):
+                _exited(inst, b, -1)
+            return
+        if info is None:
+            return
+        b = inst.running.get(info.si_pid)
+        if b is None:
+            break
+        _, status = os.waitpid(b.pid, 0)
+        _exited(inst, b, os.waitstatus_to_exitcode(status))
+    for b in list(inst.running.values()):
+        try:
+            pid, status = os.waitpid(b.pid, os.WNOHANG)
+        except ChildProcessError:
+            _exited(inst, b, -1)
+            continue
+        if pid:
+            _exited(inst, b, os.waitstatus_to_exitcode(status))
+
+
+def _exited(inst: TestInstance, b: BrokerProc, code: int) -> None:
+    b.exit_code = code
+    del inst.running[b.pid]
+    inst.exited.append(b)
 
 
 def wait_quorum(inst: TestInstance, timeout: float, progress=None) -> None:
@@ -382,8 +438,8 @@ def wait_quorum(inst: TestInstance, timeout: float, progress=None) -> None:
     try:
         while True:
             reap(inst)
-            dead = next((b for b in inst.brokers if b.exit_code is not None), None)
-            if dead is not None:
+            if inst.exited:
+                dead = inst.exited[0]
                 raise LaunchError(
                     f"broker {dead.hostname} (rank {dead.rank}) exited with code {dead.exit_code} "
                     "before quorum"
@@ -441,7 +497,7 @@ def shutdown(inst: TestInstance, grace: float = 10.0) -> None:
         left, progress = len(inst.brokers), time.monotonic()
         while time.monotonic() < deadline:
             reap(inst)
-            running = sum(1 for b in inst.brokers if b.exit_code is None)
+            running = len(inst.running)
             if not running:
                 return
             if running < left:

@@ -219,7 +219,7 @@ def resources(args) -> tuple[str, str]:
         raise PluginError(f"no {where}: the binder's manifests create it (kubectl apply -k "
                           "daemonset/); a binder in another namespace? use -n NAMESPACE")
     try:
-        record = ResourceRecord.from_data(cm.get("data"))
+        record = ResourceRecord.from_data(cm.get("data"), cm.get("binaryData"))
     except RecordError as exc:
         raise PluginError(f"{where} is not a resource list: {exc}") from None
     if record is None:

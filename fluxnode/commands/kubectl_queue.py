@@ -53,7 +53,7 @@ def rows(objects: list[dict]) -> list[tuple[str, ...]]:
         out.append((str(position) if isinstance(position, int) else "-",
                     f"{meta.get('namespace', '')}/{meta.get('name', '')}",
                     str(spec.get("queue") or "-"), str(status.get("phase") or "Queued"),
-                    str(spec.get("priority", 0)), str(pods), str(status.get("nodes") or "-"),
+                    str(spec.get("priority", "-")), str(pods), str(status.get("nodes") or "-"),
                     str(status.get("start") or "-"), str(status.get("reason") or "-")))
     return out
 

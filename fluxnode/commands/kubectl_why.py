@@ -68,7 +68,7 @@ def job_lines(namespace: str, name: str, fluxjob: dict | None, job: dict,
         where = f" (position {status['position']})" if isinstance(status.get("position"),
                                                                    int) else ""
         lines.append(f"Job {namespace}/{name}: {phase}{where} in queue "
-                     f"{spec.get('queue', '?')!r}, priority {spec.get('priority', 0)}.")
+                     f"{spec.get('queue', '?')!r}, priority {spec.get('priority', 'unknown')}.")
         lines.append(f"  {PHASE_WORDS.get(phase, phase)}.")
         if status.get("reason"):
             lines.append(f"  reason: {status['reason']}")

@@ -21,7 +21,12 @@ controls (``syncJob``):
 - suspended, its active pods are deleted and it gets ``Suspended`` (``JobSuspended``; on
   resume False, ``JobResumed``);
 - more failed pods than ``backoffLimit``: ``FailureTarget`` and the active pods deleted,
-  then ``Failed`` (``BackoffLimitExceeded``) once none is left; enough succeeded pods
+  then ``Failed`` (``BackoffLimitExceeded``) once none is left; the same with
+  ``DeadlineExceeded`` once the Job has run ``activeDeadlineSeconds`` since its
+  ``startTime`` (``pastActiveDeadline``: never while suspended, and a resume sets a new
+  ``startTime``), the Job synced again when that time comes (the controller's
+  ``queue.AddAfter``); a ``FailureTarget`` once set goes on to ``Failed`` whatever else
+  changes (``newFailedConditionForFailureTarget``); enough succeeded pods
   (``completions``, every index for Indexed, or one for a work queue):
   ``SuccessCriteriaMet`` then ``Complete`` (``CompletionsReached``) with ``completionTime``
   (the terminal conditions wait for the pods, as with JobManagedBy since 1.32).
@@ -29,10 +34,10 @@ controls (``syncJob``):
 Not emulated (documented, never guessed): the pod backoff delay before a failed pod is
 replaced (the emulator replaces it at once), the ``batch.kubernetes.io/job-tracking``
 finalizer, ``podFailurePolicy``, ``successPolicy``, ``backoffLimitPerIndex``,
-``activeDeadlineSeconds``, ``ttlSecondsAfterFinished``. A Job deleted through the API has its
-pods collected as the garbage collector would (`JobController.collect`): orphaned (their
-ownerReference removed) by default, deleted for ``propagationPolicy`` Background or
-Foreground (kubectl's ``delete job`` sends Background).
+``ttlSecondsAfterFinished``, the controller's Events (``DeadlineExceeded`` and the others).
+A Job deleted through the API has its pods collected as the garbage collector would
+(`JobController.collect`): orphaned (their ownerReference removed) by default, deleted for
+``propagationPolicy`` Background or Foreground (kubectl's ``delete job`` sends Background).
 """
 
 from __future__ import annotations
@@ -55,12 +60,60 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _read(response: Any) -> dict:
-    """The JSON body of a raw answer (``_preload_content=False``); its connection kept."""
-    try:
-        return json.loads(response.data)
-    finally:
-        response.release_conn()
+def _deadline_left(spec: dict, status: dict) -> float | None:
+    """Seconds until the Job's active deadline (<= 0: past it, pastActiveDeadline), or None
+    when it has none, no startTime yet, or is suspended. ``startTime`` has whole seconds,
+    as the controller reads it from its informer."""
+    deadline = spec.get("activeDeadlineSeconds")
+    start = status.get("startTime")
+    if deadline is None or not start or spec.get("suspend"):
+        return None
+    started = datetime.datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.UTC)
+    ran = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
+    return float(deadline) - ran
+
+
+class _Api:
+    """The controller's requests: JSON over the official client's own connection pool (its
+    TLS settings, CA and token), without the generated methods. Those coerce a dict body
+    into the client's model objects and back (pydantic's call validation), most of the
+    controller's CPU per pod in bench/workloads.py; and their pool, smaller than the
+    controller's threads, closed connections after each burst and handshook new ones on
+    both sides. Errors are the client's ApiException, as before."""
+
+    def __init__(self, api_client: Any, connections: int):
+        from urllib3.util import parse_url
+
+        host = api_client.configuration.host.rstrip("/")
+        self._pool = api_client.rest_client.pool_manager.connection_from_url(
+            host, pool_kwargs={"maxsize": connections})
+        self._prefix = (parse_url(host).path or "").rstrip("/")
+        # its identity's token, read once: the emulator's tokens never change, and the
+        # client's refresh hook reloads the kubeconfig on every read (a tenth of the
+        # controller's CPU)
+        self._headers = {"Accept": "application/json",
+                         "User-Agent": "kube-controller-manager/job-controller (emulated)"}
+        for auth in api_client.configuration.auth_settings().values():
+            if auth.get("in") == "header" and auth.get("value"):
+                self._headers[auth["key"]] = auth["value"]
+
+    def request(self, method: str, path: str, body: Any = None,
+                content_type: str = "application/json") -> dict:
+        """One request; the answer's JSON body ({} when empty)."""
+        from kubernetes.client.exceptions import ApiException
+
+        headers = {**self._headers, "Content-Type": content_type}
+        response = self._pool.urlopen(
+            method, self._prefix + path, headers=headers, preload_content=True,
+            body=None if body is None else json.dumps(body).encode(), timeout=30.0)
+        if response.status >= 400:
+            raise ApiException(http_resp=response)
+        return json.loads(response.data) if response.data else {}
+
+
+def _pods_path(namespace: str, name: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
 
 
 def _owner(pod: dict) -> tuple[str, str] | None:
@@ -101,12 +154,12 @@ def _intervals(indexes: set[int]) -> str:
 class JobController:
     """One thread syncing the Jobs whose Job or pods changed."""
 
-    def __init__(self, store: KubeStore, api_client: Any):
-        from kubernetes import client
+    SYNCS, CREATES = 5, 16
 
+    def __init__(self, store: KubeStore, api_client: Any):
         self.store = store
-        self.core = client.CoreV1Api(api_client)
-        self.batch = client.BatchV1Api(api_client)
+        # a connection for each thread that may send at once (the collection: the loop's)
+        self.api = _Api(api_client, self.SYNCS + self.CREATES + 1)
         self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="job-controller", daemon=True)
         self.errors: list[str] = []  # what a sync could not do (a test may assert it is empty)
@@ -122,8 +175,16 @@ class JobController:
         # admission webhook, the emulator's controller was what held up a burst of Jobs
         # (bench/workloads.py). Their threads' native ids: for a bench's CPU accounting.
         self.thread_ids: set[int] = set()
-        self._syncs = ThreadPoolExecutor(5, "job-sync", initializer=self._note_thread)
-        self._creates = ThreadPoolExecutor(16, "job-pods", initializer=self._note_thread)
+        # Job key -> "queued" (for a sync worker), "running", or "again" (changed while
+        # running: synced once more after), as client-go's work queue keeps them
+        self._states: dict[tuple[str, str], str] = {}
+        self._states_lock = threading.Lock()
+        # Job key -> the timer that syncs it again at its active deadline
+        self._deadlines: dict[tuple[str, str], threading.Timer] = {}
+        self._deadlines_lock = threading.Lock()
+        self._syncs = ThreadPoolExecutor(self.SYNCS, "job-sync", initializer=self._note_thread)
+        self._creates = ThreadPoolExecutor(self.CREATES, "job-pods",
+                                           initializer=self._note_thread)
 
     def start(self) -> JobController:
         with self.store.lock:  # the pods there are now, then every change (same lock)
@@ -139,6 +200,10 @@ class JobController:
         if self._noticed in self.store.listeners:
             self.store.listeners.remove(self._noticed)
         self._queue.put(None)
+        with self._deadlines_lock:
+            for timer in self._deadlines.values():
+                timer.cancel()
+            self._deadlines.clear()
         self._thread.join(10)
         self._syncs.shutdown(wait=False, cancel_futures=True)
         self._creates.shutdown(wait=False, cancel_futures=True)
@@ -176,13 +241,15 @@ class JobController:
                         del self._owned[owner[1]]
 
     def _pods_of(self, uid: str) -> list[dict]:
-        """Copies of the pods the Job `uid` controls, in name order (as a list gives them)."""
+        """The pods the Job `uid` controls, in name order (as a list gives them): the stored
+        objects, which the controller only reads (as its informer's cache; copying them on
+        every sync was a tenth of its CPU)."""
         with self.store.lock:
             keys = sorted(self._owned.get(uid, ()))
             out = []
             for namespace, name in keys:
                 try:
-                    pod = self.store.get("pods", namespace, name)
+                    pod = self.store.get("pods", namespace, name, copy=False)
                 except ApiError:
                     continue
                 if (_owner(pod) or ("", ""))[1] == uid:
@@ -207,8 +274,33 @@ class JobController:
                     self._collect(job, policy)
                 except Exception as exc:  # noqa: BLE001 (kept for the test to see)
                     self.errors.append(f"collecting {job['metadata']['name']}: {exc!r}")
-            # distinct Jobs synced at once, as --concurrent-job-syncs workers do
-            list(self._syncs.map(self._sync_one, sorted(pending)))
+            for job_key in sorted(pending):
+                self._enqueue(job_key)
+
+    def _enqueue(self, key: tuple[str, str]) -> None:
+        """Hand a Job to the sync workers as client-go's work queue does: a key waiting is
+        not queued twice, a key being synced is synced once more after (never by two
+        workers at once), and each worker takes the next key as soon as it is done. (The
+        controller once synced a batch of Jobs and waited for its slowest before the next:
+        a Job resumed meanwhile waited for a whole batch in bench/workloads.py.)"""
+        with self._states_lock:
+            state = self._states.get(key)
+            if state == "running":
+                self._states[key] = "again"
+            if state is not None:
+                return
+            self._states[key] = "queued"
+        self._syncs.submit(self._work, key)
+
+    def _work(self, key: tuple[str, str]) -> None:
+        while True:
+            with self._states_lock:
+                self._states[key] = "running"
+            self._sync_one(key)
+            with self._states_lock:
+                if self._states[key] != "again":
+                    del self._states[key]
+                    return
 
     def _sync_one(self, key: tuple[str, str]) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -226,7 +318,7 @@ class JobController:
     # -- syncJob -------------------------------------------------------------------------
     def sync(self, namespace: str, name: str) -> None:
         try:
-            job = self.store.get("jobs.batch", namespace, name)
+            job = self.store.get("jobs.batch", namespace, name, copy=False)
         except ApiError:  # deleted: nothing to do
             return
         if _true(job, "Complete") or _true(job, "Failed"):
@@ -273,9 +365,22 @@ class JobController:
             condition(final, "True", reason, message)
             return True
 
-        if len(failed) > int(spec.get("backoffLimit", 6)):
+        target = _condition(job, "FailureTarget")
+        # startTime as it will be written: set when the Job first runs unsuspended
+        if not spec.get("suspend") and not status.get("startTime"):
+            status["startTime"] = _now()
+        left = _deadline_left(spec, status)
+        if target is not None and target.get("status") == "True":  # decided before
+            finish("FailureTarget", "Failed", target.get("reason", ""),
+                   target.get("message", ""))
+            active = []
+        elif len(failed) > int(spec.get("backoffLimit", 6)):
             finish("FailureTarget", "Failed", "BackoffLimitExceeded",
                    "Job has reached the specified backoff limit")
+            active = []
+        elif left is not None and left <= 0:
+            finish("FailureTarget", "Failed", "DeadlineExceeded",
+                   "Job was active longer than specified deadline")
             active = []
         elif success:
             if finish("SuccessCriteriaMet", "Complete", "CompletionsReached",
@@ -290,7 +395,9 @@ class JobController:
             if _true(job, "Suspended"):
                 condition("Suspended", "False", "JobResumed", "Job resumed")
                 status["startTime"] = _now()
-            status.setdefault("startTime", _now())
+                left = _deadline_left(spec, status)
+            if left is not None:
+                self._sync_at((namespace, name), left)
             active = self._manage(job, active, succeeded, done_indexes)
         ready = sum(1 for p in active if any(
             c.get("type") == "Ready" and c.get("status") == "True"
@@ -306,8 +413,20 @@ class JobController:
         if not conditions:
             del status["conditions"]
         if status != (job.get("status") or {}):
-            _read(self.batch.replace_namespaced_job_status(name, namespace, {
-                **job, "status": status}, _preload_content=False))
+            self.api.request("PUT", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}/status",
+                             {**job, "status": status})
+
+    def _sync_at(self, key: tuple[str, str], left: float) -> None:
+        """Sync the Job `key` again in `left` seconds (its active deadline), as the
+        controller's queue.AddAfter; a timer already set for it is replaced."""
+        timer = threading.Timer(max(0.0, left), self._queue.put, (key,))
+        timer.daemon = True
+        with self._deadlines_lock:
+            old = self._deadlines.pop(key, None)
+            if old is not None:
+                old.cancel()
+            self._deadlines[key] = timer
+        timer.start()
 
     def collect(self, job: dict, policy: str) -> None:
         """A Job was deleted through the API with this propagation policy: its pods are
@@ -330,16 +449,17 @@ class JobController:
             at = next(i for i, r in enumerate(refs) if r.get("uid") == uid)
             # the last one: the field goes (an empty list is omitted, as the server writes it)
             path = "/metadata/ownerReferences" + ("" if len(refs) == 1 else f"/{at}")
-            self.core.patch_namespaced_pod(pod["metadata"]["name"], pod["metadata"]["namespace"],
-                                           [{"op": "remove", "path": path}])
+            self.api.request("PATCH", _pods_path(pod["metadata"]["namespace"],
+                                                 pod["metadata"]["name"]),
+                             [{"op": "remove", "path": path}], "application/json-patch+json")
 
     def _delete(self, pods: list[dict]) -> None:
         from kubernetes.client.exceptions import ApiException
 
         for pod in pods:
             try:
-                self.core.delete_namespaced_pod(pod["metadata"]["name"],
-                                                pod["metadata"]["namespace"])
+                self.api.request("DELETE", _pods_path(pod["metadata"]["namespace"],
+                                                      pod["metadata"]["name"]))
             except ApiException as exc:
                 if exc.status != 404:
                     raise
@@ -361,8 +481,7 @@ class JobController:
             if completions is None and succeeded:
                 want = 0
             new = [None] * max(0, want - len(active))
-        # the answers read as JSON, as the controller's informer has them: the client's
-        # model objects cost more of the emulator's CPU than the write itself
+        # the answers read as JSON, as the controller's informer has them (`_Api`)
         return active + self._create(job["metadata"]["namespace"],
                                      [self._pod(job, index) for index in new])
 
@@ -383,7 +502,7 @@ class JobController:
         return made
 
     def _create_one(self, namespace: str, pod: dict) -> dict:
-        return _read(self.core.create_namespaced_pod(namespace, pod, _preload_content=False))
+        return self.api.request("POST", _pods_path(namespace), pod)
 
     @staticmethod
     def _pod(job: dict, index: int | None) -> dict:

@@ -20,8 +20,9 @@ Violation kinds:
                     allocations in sched.list
   job-split         the running pods of one Job under more than one allocation
   order             a Job admitted before one of equal priority and shape created earlier
-                    (creationTimestamp strictly earlier: it has whole seconds, equal ones
-                    are not ordered) that was not admitted before it
+                    (creationTimestamp strictly earlier; within one of its whole seconds,
+                    earlier in the order the caller created them, when it says: the
+                    snapshot's `created`) that was not admitted before it
 
 Allocations are matched to a Job by the leader's record alone: the ``group`` label the
 binder gives a Job's allocation (``NAMESPACE/job/NAME.UID``), or the uid of one of its pods
@@ -58,6 +59,7 @@ class WorkloadSnapshot:
     pods: list[dict]
     admissions: Mapping[str, Admission] = field(default_factory=dict)  # Job uid ->
     due: frozenset[str] = frozenset()  # Job uids old enough for their records to be judged
+    created: tuple[str, ...] = ()  # Job names in the order the caller created them, if known
     failed_on_purpose: frozenset[str] = frozenset()  # Job uids the caller made fail
 
 
@@ -124,7 +126,7 @@ def check_workloads(snap: WorkloadSnapshot) -> list[Violation]:
             out.append(Violation("job-unfinished", f"Job {_ref(job)} is Complete but its "
                                  f"FluxJob is {phase or 'without a phase'}"))
     out += _check_allocations(snap, by_uid)
-    out += _check_order(snap.jobs, snap.admissions)
+    out += _check_order(snap.jobs, snap.admissions, snap.created)
     return out
 
 
@@ -167,17 +169,24 @@ def _check_allocations(snap: WorkloadSnapshot, by_uid: Mapping[str, dict]) -> li
     return out
 
 
-def _check_order(jobs: Iterable[dict], admissions: Mapping[str, Admission]) -> list[Violation]:
+def _check_order(jobs: Iterable[dict], admissions: Mapping[str, Admission],
+                 created_order: tuple[str, ...] = ()) -> list[Violation]:
     out: list[Violation] = []
-    jobs = sorted(jobs, key=lambda j: ((j.get("metadata") or {}).get("creationTimestamp")
-                                       or "", _ref(j)))
+    rank = {name: i for i, name in enumerate(created_order)}
+
+    def when(job: dict) -> tuple[str, float]:
+        meta = job.get("metadata") or {}
+        return meta.get("creationTimestamp") or "", rank.get(meta.get("name"), float("inf"))
+
+    jobs = sorted(jobs, key=lambda j: (when(j), _ref(j)))
     for i, later in enumerate(jobs):
         got = admissions.get(_uid(later), Admission()).first
         if got is None:
             continue
-        created = (later.get("metadata") or {}).get("creationTimestamp") or ""
+        stamp, index = when(later)
         for earlier in jobs[:i]:
-            if ((earlier.get("metadata") or {}).get("creationTimestamp") or "") >= created:
+            e_stamp, e_index = when(earlier)
+            if e_stamp > stamp or e_stamp == stamp and not e_index < index < float("inf"):
                 continue
             if priority(earlier) != priority(later) or shape(earlier) != shape(later):
                 continue

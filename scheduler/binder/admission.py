@@ -6,7 +6,9 @@ label ``fluxnode.io/queue: <queue>``; the MutatingWebhookConfiguration's objectS
 sends only such objects here, but nothing below trusts that.
 
 - A batch/v1 **Job** is created suspended (``spec.suspend: true``): no pod exists until
-  fluxnode has the whole set's allocation. Its pod template gets the queue label,
+  fluxnode has the whole set's allocation. It is stamped with this webhook's clock
+  (annotation ``fluxnode.io/submitted``, microseconds), which orders the Jobs created in one
+  second of their creationTimestamp (queue.submitted). Its pod template gets the queue label,
   ``schedulerName: fluxnode``, the annotation ``fluxnode.io/job: <job name>``, which
   marks the pods that Job's controller creates as already admitted with their Job, and the
   label ``fluxnode.io/job-admitted: "true"``, which the configuration's pods webhook leaves
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -54,6 +57,7 @@ from fluxnode.scheduler.binder.podgroup import (
     group_of,
     is_declared_group,
 )
+from fluxnode.scheduler.binder.queue import SUBMITTED_ANNOTATION, rfc3339_micro
 
 QUEUE_LABEL = "fluxnode.io/queue"
 ADMISSION_GATE = "fluxnode.io/admission"
@@ -129,6 +133,7 @@ class Admission:
     scheduler_name: str = "fluxnode"
     members: MemberCount | None = None
     podgroups: PodGroupDirectory | None = None
+    clock: Callable[[], float] = time.time  # the submission stamp's
 
     def review(self, request: dict) -> Verdict:
         """Answer one parsed request (see parse_review). Never raises for the object's
@@ -170,6 +175,11 @@ class Admission:
                 raise Refusal(f"{where}: group size {size} disagrees with the Job's {count} "
                               "pods (min of spec.parallelism and spec.completions)")
         patch = [{"op": "add", "path": "/spec/suspend", "value": True}]
+        # the stamp that orders Jobs created in one second (queue.submitted); one the user
+        # wrote is replaced
+        patch += _set_in({"metadata": {"annotations": {}} if isinstance(
+            meta.get("annotations"), dict) else {}}, "", ("metadata", "annotations"),
+            SUBMITTED_ANNOTATION, rfc3339_micro(self.clock()))
         # _set_in's working copy: the template's metadata as it is, or absent
         template = ({"metadata": json.loads(json.dumps(tmeta))}
                     if isinstance(template.get("metadata"), dict) else {})

@@ -155,23 +155,28 @@ class PodWriter:
             self.event(pod, "Warning", "FailedScheduling", message)
 
     def event(self, pod: PodInfo, type_: str, reason: str, message: str) -> None:
+        self.object_event(
+            {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name,
+             "uid": pod.uid},
+            type_, reason, message, "Scheduling" if reason != "Scheduled" else "Binding")
+
+    def object_event(self, involved: dict, type_: str, reason: str, message: str,
+                     action: str) -> None:
+        """A core/v1 Event about `involved` (apiVersion, kind, namespace, name, uid), in its
+        namespace; best effort: a failure is logged, never raised or retried."""
         now, now_micro = stamps()
+        name, namespace = involved["name"], involved["namespace"]
+        ref = f"{involved['kind']} {namespace}/{name}"
         body = {
             "apiVersion": "v1",
             "kind": "Event",
             # named like client-go's recorder (object name + hex nanoseconds), plus a process
             # counter so two workers never collide: unique, and cheaper than a UUID per pod
             "metadata": {
-                "name": f"{pod.name}.{time.time_ns():x}{next(_EVENT_SEQ) & 0xFF:02x}",
-                "namespace": pod.namespace,
+                "name": f"{name}.{time.time_ns():x}{next(_EVENT_SEQ) & 0xFF:02x}",
+                "namespace": namespace,
             },
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": pod.namespace,
-                "name": pod.name,
-                "uid": pod.uid,
-            },
+            "involvedObject": involved,
             "reason": reason,
             "message": message[:1024],
             "type": type_,
@@ -183,12 +188,12 @@ class PodWriter:
             "firstTimestamp": now,
             "lastTimestamp": now,
             "eventTime": now_micro,
-            "action": "Scheduling" if reason != "Scheduled" else "Binding",
+            "action": action,
             "count": 1,
         }
         try:
-            self.api.request("POST", f"/api/v1/namespaces/{pod.namespace}/events", body)
+            self.api.request("POST", f"/api/v1/namespaces/{namespace}/events", body)
         except ApiException as exc:
-            log.warning("cannot record %s event for %s: %s", reason, pod.ref, _api_message(exc))
+            log.warning("cannot record %s event for %s: %s", reason, ref, _api_message(exc))
         except Exception as exc:  # the API server away: events are best effort, never retried
-            log.warning("cannot record %s event for %s: %s", reason, pod.ref, exc)
+            log.warning("cannot record %s event for %s: %s", reason, ref, exc)

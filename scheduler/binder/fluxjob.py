@@ -9,8 +9,11 @@ collector removes it with the Job). `FluxJob.from_job` builds it from the Job as
 - **per-pod requests**: the template's effective requests, summed as Kubernetes sums a
   pod's (pod_requests.py), and the graph slot one pod takes (`PodRequests.slot`);
 - **priority**: the value of the template's PriorityClass, else the cluster's
-  globalDefault class, else 0, as the Priority admission plugin gives a pod; a class that
-  does not exist is an error naming it (the plugin refuses such a pod);
+  globalDefault class, else 0, as the Priority admission plugin gives a pod. A class that
+  does not exist leaves the record *not queued* (`FluxJob.unqueued` says why and what to do;
+  no priority in its spec): the plugin would refuse every pod of the Job ("no PriorityClass
+  with name X was found"), so the Job could never run, but the class may be created later
+  (the binder watches them) and then the Job is queued as any other;
 - **queue**: the ``fluxnode.io/queue`` label.
 
 `FluxJob.from_group` builds the record of a gated pod group (podgroup_records.py): its
@@ -93,7 +96,7 @@ class FluxJobSpec:
     pods: int
     indexed: bool
     priority_class: str
-    priority: int
+    priority: int | None  # None: its PriorityClass does not exist (`FluxJob.unqueued`)
     requests: PodRequests
     slot: SlotKind
 
@@ -105,7 +108,7 @@ class FluxJobSpec:
         return {
             "queue": self.queue, "workload": workload, "pods": self.pods,
             "indexed": self.indexed, "priorityClassName": self.priority_class,
-            "priority": self.priority,
+            **({} if self.priority is None else {"priority": self.priority}),
             "podRequests": {"cpu": f"{self.requests.millicpu}m",
                             "memory": str(self.requests.memory_bytes),
                             "gpus": self.requests.gpus},
@@ -143,6 +146,9 @@ class FluxJob:
     name: str
     spec: FluxJobSpec
     status: FluxJobStatus = field(default_factory=FluxJobStatus)
+    # why the workload is not queued at all (not asked for, holding nothing, behind no one
+    # and blocking no one), and what to do; "" when it is queued
+    unqueued: str = ""
 
     @classmethod
     def from_job(cls, job: dict, priorities: PriorityClasses) -> FluxJob:
@@ -163,16 +169,21 @@ class FluxJob:
         except (JobShapeError, PodRequestError) as exc:
             raise FluxJobError(f"{where}: {exc}") from None
         priority_class = pod_spec.get("priorityClassName") or ""
+        unqueued = ""
         try:
-            priority = priorities.value(priority_class)
-        except FluxJobError as exc:
-            raise FluxJobError(f"{where} spec.template.spec.priorityClassName: {exc}") from None
+            priority: int | None = priorities.value(priority_class)
+        except FluxJobError:
+            priority = None
+            unqueued = (
+                f"not queued: its pods' PriorityClass {priority_class!r} does not exist "
+                f"(Kubernetes would refuse them); create it and the Job is queued (kubectl "
+                f"create priorityclass {priority_class} --value=N)")
         workload = WorkloadRef(job.get("apiVersion") or "batch/v1", "Job", name,
                                meta.get("uid") or "")
         return cls(namespace, name, FluxJobSpec(
             queue=queue, workload=workload, pods=pods, indexed=is_indexed(spec),
             priority_class=priority_class, priority=priority, requests=requests,
-            slot=requests.slot()))
+            slot=requests.slot()), FluxJobStatus(reason=unqueued), unqueued)
 
     def to_object(self) -> dict:
         """The FluxJob object to create (its status is written through /status)."""

@@ -48,17 +48,25 @@ missing (logged once).
 from __future__ import annotations
 
 import logging
+import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.agent.kube.api_client import status_message
+from fluxnode.agent.kube.node_affinity import NodeAffinityError, pod_placement
 from fluxnode.broker_conf import hostlist
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
 from fluxnode.scheduler.binder.fluxjob_writer import FluxJobWriter
 from fluxnode.scheduler.binder.podgroup import JOB_UID_LABELS, GroupKey
-from fluxnode.scheduler.binder.queue import creation_time, rfc3339, workload_key
+from fluxnode.scheduler.binder.queue import (
+    creation_time,
+    rfc3339,
+    submitted,
+    workload_key,
+)
 from fluxnode.scheduler.binder.queue_limits import Ask, QueueLimits, QueueLimitsError
 from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
 from fluxnode.scheduler.binder.walltime import job_walltime
@@ -108,6 +116,19 @@ def _ask(record: FluxJob) -> Ask:
 
 
 
+def _request(template: dict, slot, pods: int, duration: int | None) -> tuple | None:
+    """What decides whether a Job's whole request fits: where its pods may go, their slot,
+    how many, for how long. Two Jobs with equal requests get equal answers from one state
+    of the cluster, so within a pass a Job whose equal was refused is not asked again: the
+    cluster changing between two asks (a pod ending, the leader's graph filling in after a
+    restart) must not admit a Job before an equal one queued ahead of it (the workload fault
+    checker's `order`). None when the template's placement cannot be read (never shared)."""
+    try:
+        return pod_placement(template), slot, pods, duration
+    except NodeAffinityError:
+        return None
+
+
 def _older(new: dict, old: dict) -> bool:
     """`new` is an earlier version of `old` (the API emulator's and etcd's resourceVersions
     grow; one that is not a number is never called older)."""
@@ -128,11 +149,23 @@ class FluxJobLoop:
         self._no_crd_logged = False
         self.priority_classes: dict[str, dict] = {}  # name -> PriorityClass (the informer's)
         self.limits = QueueLimits()
+        # Jobs admitted, their resume patches not yet sent, in admission order (_queue_resume)
+        self._lane: deque[tuple[Tracked, str, str, dict]] = deque()
+        self._lane_lock = threading.Lock()
+        self._lane_busy = False
+        # this pass's refused requests (`_request`) -> the reason an equal later Job is given
+        self._refused: dict[tuple, str] = {}
         self.reservation: int | None = None  # the head's reservation made this pass
         # Job uid -> pod uid -> node, of its live pods bound to a node (kept from the pod
         # events, not a scan of every pod per pass), and the Jobs whose pods changed since
         self._bound: dict[str, dict[str, str]] = {}
         self._touched: set[str] = set()
+        # what a pass visits: the Jobs not quiet (in the order they came) and, by uid, those
+        # whose pods changed; a walk of every tracked Job per pass was most of the loop's
+        # CPU in bench/workloads.py's burst of 1,000 (a pass per handful of events)
+        self._visit: dict[tuple[str, str], None] = {}
+        self._holding: set[GroupKey] | None = None
+        self._by_uid: dict[str, tuple[str, str]] = {}
         # records are written by the bind workers, not on the loop thread (fluxjob_writer.py)
         self.writer = FluxJobWriter(ctx.writer, ctx.pool, self._delete_record, self._no_crd)
 
@@ -156,9 +189,11 @@ class FluxJobLoop:
             tracked = self.jobs.get(key)
             if tracked is None or tracked.job["metadata"].get("uid") != obj["metadata"].get("uid"):
                 self.jobs[key] = Tracked(obj)
+                self._by_uid[obj["metadata"].get("uid", "")] = key
             elif not _older(obj, tracked.job):  # not an event from before our own patch
                 tracked.job = obj
                 tracked.quiet = False
+            self._visit[key] = None
         self.dirty = True
 
     def pod(self, kind: str, obj) -> None:
@@ -169,6 +204,7 @@ class FluxJobLoop:
                 self.pod("MODIFIED", o)
             for tracked in self.jobs.values():
                 tracked.quiet = False
+            self._visit.update(dict.fromkeys(self.jobs))
             return
         meta = obj.get("metadata") or {}
         labels = meta.get("labels") or {}
@@ -231,6 +267,7 @@ class FluxJobLoop:
             if tracked.allocation not in self.ctx.state.allocations:
                 tracked.allocation = None
             tracked.quiet = False
+        self._visit.update(dict.fromkeys(self.jobs))
         self.dirty = True
 
     # -- the loop's step (leader only) ------------------------------------------------
@@ -244,15 +281,24 @@ class FluxJobLoop:
             self.ctx.cancel(self.reservation, None)
             self.reservation = None
         touched, self._touched = self._touched, set()
+        self._refused = {}
         waiting: list[Tracked] = []
         used: dict[str, Ask] = {}  # queue -> what its admitted Jobs hold
-        for tracked in list(self.jobs.values()):
+        if self.limits.limits:  # every admitted Job counts against its queue's limit
+            visit = list(self.jobs.values())
+        else:
+            keys = {**self._visit, **{self._by_uid[u]: None for u in touched if u in self._by_uid}}
+            visit = [self.jobs[k] for k in keys if k in self.jobs]
+        for tracked in visit:
             if tracked.quiet and tracked.job["metadata"].get("uid") not in touched:
-                if tracked.record is not None and _condition(tracked.job) is None \
+                # settled, but still counted against its queue's limit (when it has one:
+                # bench/workloads.py, no limits, spent half the loop's CPU summing these)
+                if self.limits.limits and tracked.record is not None \
+                        and _condition(tracked.job) is None \
                         and not (tracked.job.get("spec") or {}).get("suspend"):
-                    self._holds(tracked, used)  # settled, but still counted against its queue
+                    self._holds(tracked, used)
                 continue
-            if tracked.record is None and not self._record(tracked):
+            if (tracked.record is None or tracked.record.unqueued) and not self._record(tracked):
                 continue
             if tracked.resuming:
                 self._holds(tracked, used)  # allocated: counted against its queue
@@ -272,21 +318,29 @@ class FluxJobLoop:
                              nodes=hostlist.encode(sorted(set(pods.values()))),
                              allocation=tracked.allocation)
                 tracked.quiet = True
+        for tracked in visit:  # (kept until here: a pass that fails visits them again)
+            if tracked.quiet:
+                self._visit.pop(self._id(tracked.job), None)
+            else:
+                self._visit[self._id(tracked.job)] = None
         waiting.sort(key=self._order)
+        self._holding = None  # the groups with allocations, looked at once per pass
         for position, tracked in enumerate(waiting, 1):
             self._queued(tracked, position, used)
 
-    @staticmethod
-    def _holds(tracked: Tracked, used: dict[str, Ask]) -> None:
-        """Count what an admitted Job holds against its queue's limit."""
+    def _holds(self, tracked: Tracked, used: dict[str, Ask]) -> None:
+        """Count what an admitted Job holds against its queue's limit (a queue without
+        one is never asked about it: `QueueLimits.held`)."""
         queue = tracked.record.spec.queue
-        used[queue] = used.get(queue, Ask()) + _ask(tracked.record)
+        if queue in self.limits.limits:
+            used[queue] = used.get(queue, Ask()) + _ask(tracked.record)
 
     @staticmethod
     def _order(tracked: Tracked):
-        meta = tracked.job["metadata"]
-        return workload_key(tracked.record.spec.priority, creation_time(tracked.job),
-                            f"{meta.get('namespace') or 'default'}/{meta['name']}")
+        meta, created = tracked.job["metadata"], creation_time(tracked.job)
+        return workload_key(tracked.record.spec.priority, created,
+                            f"{meta.get('namespace') or 'default'}/{meta['name']}",
+                            submitted(tracked.job, created))
 
     def _queued(self, tracked: Tracked, position: int, used: dict[str, Ask]) -> None:
         """A suspended Job: give back what it holds, or ask for its whole set (reserving
@@ -294,7 +348,10 @@ class FluxJobLoop:
         ctx, key = self.ctx, tracked.key
         if tracked.allocation is not None:  # suspended again by its owner
             self._release(tracked)
-        if any(a.group == key for a in ctx.state.allocations.values()):
+            self._holding = None
+        if self._holding is None:
+            self._holding = {a.group for a in ctx.state.allocations.values()}
+        if key in self._holding:
             self._status(tracked, "Queued", position=position,
                          reason="waiting for its pods to end")
             return  # its pods still hold their shares
@@ -305,14 +362,27 @@ class FluxJobLoop:
             self._status(tracked, "Queued", position=position, reason=held)
             return
         template = (tracked.job.get("spec") or {}).get("template") or {}
+        duration = job_walltime(tracked.job.get("spec") or {})
+        request = _request(template, spec.slot, spec.pods, duration)
+        if request is not None and request in self._refused:  # an equal Job refused before
+            self._status(tracked, "Queued", position=position, reason=self._refused[request])
+            return
         op = "allocate" if self.reservation is not None else "allocate_orelse_reserve"
         answer = self.scheduling.ask_whole(key, template, spec.slot, spec.pods, op=op,
-                                           duration=job_walltime(tracked.job.get("spec") or {}))
+                                           duration=duration)
         if isinstance(answer, str):
+            if request is not None:
+                self._refused[request] = answer
             self._status(tracked, "Queued", position=position, reason=answer)
             return
         if answer.get("status") == "RESERVED":
             self.reservation = answer["id"]
+            if request is not None:
+                meta = tracked.job["metadata"]
+                self._refused[request] = (
+                    f"busy: asks what Job {meta.get('namespace') or 'default'}/{meta['name']}"
+                    ", before it in the queue, asks, which does not fit now; will retry when "
+                    "resources free up")
             start = answer.get("start")
             if start is None:
                 self._status(tracked, "Reserved", position=position,
@@ -331,8 +401,30 @@ class FluxJobLoop:
         # ~30% of the loop's time at 500 Jobs); the outcome comes back through `resumed`.
         ctx.held[key] = answer
         tracked.allocation, tracked.resuming = answer["id"], True
-        ctx.pool.submit(self._resume, tracked, tracked.job["metadata"]["name"], key.namespace,
-                        answer)
+        self._queue_resume(tracked, tracked.job["metadata"]["name"], key.namespace, answer)
+
+    def _queue_resume(self, tracked: Tracked, name: str, namespace: str, answer: dict) -> None:
+        """Resume Jobs in the order the queue admitted them, one patch at a time: two bind
+        workers patching two Jobs at once could land them in either order, and the API
+        server (so every watcher, and the workload fault checker's `order`) would see a
+        Job resumed before one ahead of it. One lane on the bind workers: a worker drains
+        the Jobs waiting, in order, while the loop goes on."""
+        with self._lane_lock:
+            self._lane.append((tracked, name, namespace, answer))
+            if self._lane_busy:
+                return
+            self._lane_busy = True
+        self.ctx.pool.submit(self._drain_lane)
+
+    def _drain_lane(self) -> None:
+        """(A bind worker.) Resume the queued Jobs in order until none is left."""
+        while True:
+            with self._lane_lock:
+                if not self._lane:
+                    self._lane_busy = False
+                    return
+                item = self._lane.popleft()
+            self._resume(*item)
 
     def _resume(self, tracked: Tracked, name: str, namespace: str, answer: dict) -> None:
         """(A bind worker.) Patch the Job's ``spec.suspend`` to false; the outcome goes to
@@ -378,6 +470,8 @@ class FluxJobLoop:
         tracked.allocation = None
 
     def _gone(self, tracked: Tracked) -> None:
+        self._by_uid.pop(tracked.job["metadata"].get("uid", ""), None)
+        self._visit.pop(self._id(tracked.job), None)
         self._release(tracked)
         if tracked.created:
             self.writer.delete(self._id(tracked.job))
@@ -398,18 +492,35 @@ class FluxJobLoop:
     # -- the record -------------------------------------------------------------------
 
     def _record(self, tracked: Tracked) -> bool:
+        """Make the Job's record; False when it is not queued (fluxjob.py `unqueued`: its
+        record says why, with a Warning Event on the Job, until its PriorityClass exists)."""
         try:
-            tracked.record = FluxJob.from_job(
+            record = FluxJob.from_job(
                 tracked.job, PriorityClasses.from_objects(list(self.priority_classes.values())))
         except FluxJobError as exc:
             if tracked.unusable != str(exc):
                 tracked.unusable = str(exc)
                 log.warning("not queued: %s", exc)
             return False
-        self.writer.create((tracked.record.namespace, tracked.record.name),
-                           tracked.record.to_object())
-        tracked.created = True
-        return True
+        if tracked.created and not record.unqueued:  # written without its priority: anew
+            self.writer.delete((record.namespace, record.name))
+            tracked.created, tracked.written = False, None
+        if not tracked.created:
+            self.writer.create((record.namespace, record.name), record.to_object())
+            tracked.created = True
+        tracked.record = record
+        if not record.unqueued:
+            return True
+        self._status(tracked, "Queued", reason=record.unqueued)
+        if tracked.unusable != record.unqueued:
+            tracked.unusable = record.unqueued
+            log.warning("Job %s/%s %s", record.namespace, record.name, record.unqueued)
+            meta = tracked.job["metadata"]
+            self.ctx.pool.submit(self.ctx.writer.object_event, {
+                "apiVersion": "batch/v1", "kind": "Job", "namespace": record.namespace,
+                "name": record.name, "uid": meta.get("uid") or ""},
+                "Warning", "PriorityClassNotFound", record.unqueued, "Queueing")
+        return False
 
     def _status(self, tracked: Tracked, phase: str, *, position: int | None = None,
                 bound: int = 0, nodes: str = "", reason: str = "",

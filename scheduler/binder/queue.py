@@ -17,11 +17,39 @@ from datetime import UTC, datetime
 
 from fluxnode.scheduler.binder.podgroup import GroupKey
 
+# on a Job: when the admission webhook saw it created, to the microsecond (`submitted`)
+SUBMITTED_ANNOTATION = "fluxnode.io/submitted"
+STAMP_SLACK = 5.0  # seconds a stamp may precede its object's creation second (webhook time)
+
 
 def rfc3339(epoch: float) -> str:
     """Seconds since the Unix epoch as Kubernetes writes times (RFC 3339, UTC, whole
     seconds): creation_time's inverse, for the times the binder writes into objects."""
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rfc3339_micro(epoch: float) -> str:
+    """Seconds since the Unix epoch as Kubernetes writes a MicroTime (RFC 3339, UTC,
+    microseconds): the admission webhook's submission stamp."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def submitted(obj: dict, created: float) -> int:
+    """Where, within its creation second, the admission webhook saw `obj` created: the
+    microseconds from `created` (its creationTimestamp, whole seconds) to the webhook's
+    stamp (annotation ``fluxnode.io/submitted``, admission.py). The stamp is taken before
+    the object is stored, so it lies a little before its creationTimestamp's second ends;
+    one anywhere else (absent, unreadable, edited later) counts as 0. Used only to order
+    objects created in the same second, so an edited stamp can move an object no further
+    than among those."""
+    stamp = ((obj.get("metadata") or {}).get("annotations") or {}).get(SUBMITTED_ANNOTATION)
+    if not stamp or not created:
+        return 0
+    try:
+        offset = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp() - created
+    except ValueError:
+        return 0
+    return round(offset * 1e6) if -STAMP_SLACK <= offset < 1 else 0
 
 
 def creation_time(pod: dict) -> float:
@@ -49,11 +77,13 @@ class QueueKey:
     name: str
 
 
-def workload_key(priority: int, created: float, name: str) -> QueueKey:
+def workload_key(priority: int, created: float, name: str, within: int = 0) -> QueueKey:
     """A whole workload's place in the FluxJob loop's queue: higher priority first, then
-    older first, then the name. No arrival order: a restarted or new leader must find the
-    same order from the objects alone (issue 30, "order by priority, then creation time")."""
-    return QueueKey(-priority, created, 0, name)
+    older first (within one creationTimestamp second, by `within`, the webhook's stamp: see
+    `submitted`), then the name. No arrival order at this binder: a restarted or new leader
+    must find the same order from the objects alone (issue 30, "order by priority, then
+    creation time")."""
+    return QueueKey(-priority, created, within, name)
 
 
 @dataclass

@@ -25,12 +25,15 @@ when the list changed or when the last write is ``resources_refresh`` seconds ol
 idle cluster costs one small write a minute, and ``takenAt`` older than a few refresh
 periods means nobody is publishing (no lead binder, or it does not reach the leader).
 ``refreshSeconds`` is written too, so the reader judges staleness by the writer's setting.
+
+Size: one object holds at most 1 MiB of values, which a per-node list passes at about 5,000
+nodes; the list is written as groups of nodes of one shape (resource_shapes.py), gzip'd into
+``binaryData`` when large, so 20,000 nodes fit.
 """
 
 from __future__ import annotations
 
 import calendar
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -39,14 +42,19 @@ from typing import Any
 
 from fluxnode.agent.broker.client import RPCError
 from fluxnode.agent.kube.api_client import status_message
+from fluxnode.scheduler.binder import resource_shapes
 from fluxnode.scheduler.binder.queue import rfc3339
+from fluxnode.scheduler.binder.resource_shapes import ShapesError
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 log = logging.getLogger("fluxnode.binder.resources")
 
 NAME = "fluxnode-resources"
-LIST_KEY = "resources.json"  # resource.list's free/allocated/down entries
+LIST_KEY = "resources.json"  # resource.list's free/allocated/down entries (as shapes)
+GZIP_KEY = "resources.json.gz"  # binaryData: the same, gzip'd, when large
+# the values besides the list (takenAt, refreshSeconds, publishedBy) take far less than this
+OTHER_VALUES = 4096
 TAKEN_KEY = "takenAt"  # RFC 3339, UTC, when the leader answered
 REFRESH_KEY = "refreshSeconds"  # the writer's refresh period
 BY_KEY = "publishedBy"  # the binder replica (its Lease identity)
@@ -81,28 +89,32 @@ class ResourceRecord:
         return {s: [{k: e[k] for k in ENTRY_FIELDS if k in e} for e in answer.get(s) or []]
                 for s in STATES}
 
-    def to_data(self) -> dict[str, str]:
-        return {
-            LIST_KEY: json.dumps(self.listing, separators=(",", ":"), sort_keys=True),
-            TAKEN_KEY: rfc3339(self.taken_at),
-            REFRESH_KEY: f"{self.refresh:g}",
-            BY_KEY: self.published_by,
-        }
+    def to_patch(self) -> dict:
+        """A merge patch of the ConfigMap writing this record (the list as text or gzip'd;
+        the other key removed). Raises RecordError when it cannot fit one object."""
+        try:
+            data, binary, _ids = resource_shapes.fitting(
+                self.listing, LIST_KEY, GZIP_KEY, resource_shapes.MAX_OBJECT - OTHER_VALUES)
+        except ShapesError as exc:
+            raise RecordError(str(exc)) from None
+        data.update({TAKEN_KEY: rfc3339(self.taken_at), REFRESH_KEY: f"{self.refresh:g}",
+                     BY_KEY: self.published_by})
+        return {"data": data, "binaryData": binary}
 
     @classmethod
-    def from_data(cls, data: dict[str, str] | None) -> ResourceRecord | None:
-        """None when nothing was published yet (the ConfigMap as the manifests ship it)."""
+    def from_data(cls, data: dict[str, str] | None,
+                  binary: dict[str, str] | None = None) -> ResourceRecord | None:
+        """The record in a ConfigMap's data and binaryData; None when nothing was published
+        yet (the ConfigMap as the manifests ship it)."""
         data = data or {}
-        if LIST_KEY not in data:
-            return None
         try:
-            listing = json.loads(data[LIST_KEY])
+            doc = resource_shapes.decode(data, binary or {}, LIST_KEY, GZIP_KEY)
+            if doc is None:
+                return None
+            listing = resource_shapes.ungroup(doc)
             refresh = float(data.get(REFRESH_KEY, "60"))
-        except ValueError as exc:
-            raise RecordError(f"{LIST_KEY} or {REFRESH_KEY}: {exc}") from None
-        if not isinstance(listing, dict) or not all(
-                isinstance(listing.get(s, []), list) for s in STATES):
-            raise RecordError(f"{LIST_KEY} is not a free/allocated/down listing")
+        except (ShapesError, ValueError) as exc:
+            raise RecordError(f"{LIST_KEY}: {exc}") from None
         return cls(listing, parse_rfc3339(data.get(TAKEN_KEY, "")), refresh,
                    data.get(BY_KEY, ""))
 
@@ -146,7 +158,12 @@ class ResourcePublisher:
             return False
         record = ResourceRecord(listing, taken, self.refresh, self.identity)
         try:
-            self.patch({"data": record.to_data()})
+            body = record.to_patch()
+        except RecordError as exc:
+            self._note(f"the list does not fit ConfigMap {NAME}: {exc}")
+            return False
+        try:
+            self.patch(body)
         except ApiException as exc:
             hint = " (it ships with daemonset/binder.yaml)" if exc.status == 404 else ""
             self._note(f"cannot write ConfigMap {NAME}: {status_message(exc)}{hint}")

@@ -5,9 +5,11 @@ after the host, Package/Socket ``socket``, Core ``core``, PU ``pu``, caches
 ``L<n>cache``, coprocessor OS devices ``gpu`` (numbered from their ``cudaN`` /
 ``rsmiN`` / ``openclPdN`` name) and block OS devices ``storage`` (size in GB,
 ``LinuxDeviceID`` property). Objects whose type is not allowed (``-W``) are
-skipped but their children are kept under the nearest kept ancestor. Children
-are walked normal objects first, then I/O objects, like hwloc 2's iterator, and
-ids are hwloc logical indexes (order of appearance per type).
+skipped but their children are kept under the nearest kept ancestor. The tree
+walked is the one libhwloc 2 builds from the XML (``hwloc_tree.py``: v1 NUMA nodes
+made memory children, useless Groups merged), children in its iterator's order
+(normal, memory, I/O, Misc), and ids are hwloc logical indexes (order of appearance
+per type).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pathlib import Path
 
 from fluxnode.scheduler.graph.resource_graph import CONTAINMENT, ResourceGraph, Vertex, gc_paused
 from fluxnode.scheduler.readers.hostname import HostnameIdError, node_name_parts
+from fluxnode.scheduler.readers.hwloc_tree import HwObj, hwloc_tree
 
-IO_TYPES = {"Bridge", "PCIDev", "OSDev", "Misc"}
+CACHE = re.compile(r"^L[1-3]Cache$")  # what Fluxion's reader keeps (hwloc 2: L1-L3, not i)
 OSDEV_BLOCK, OSDEV_GPU, OSDEV_COPROC = "0", "1", "5"
 
 
@@ -28,8 +31,8 @@ class HwlocError(ValueError):
     """The hwloc XML cannot be read (message names the problem)."""
 
 
-def _info(obj: ET.Element, key: str) -> str | None:
-    for i in obj.findall("info"):
+def _info(obj: ET.Element | None, key: str) -> str | None:
+    for i in (obj.findall("info") if obj is not None else ()):
         if i.get("name") == key:
             return i.get("value")
     return None
@@ -69,10 +72,9 @@ def read_hwloc(
         g.add_edge(parent, v)
         return v
 
-    def walk(obj: ET.Element, parent: Vertex) -> None:
-        kind = obj.get("type", "")
-        # hwloc logical indexes count every object of a kind, kept or not
-        idx = logical(kind if kind != "Cache" else f"Cache{obj.get('depth')}")
+    def walk(node: HwObj, parent: Vertex) -> None:
+        kind, obj = node.type, node.elem
+        idx = logical(kind)  # hwloc logical indexes: order of appearance per type
         here = parent
         if kind == "Machine":
             host = _info(obj, "HostName")
@@ -88,19 +90,17 @@ def read_hwloc(
             here = add(parent, "numanode", "numanode", idx)
         elif kind in ("Socket", "Package") and ok("socket"):
             here = add(parent, "socket", "socket", idx)
-        elif kind == "Cache":
-            base = f"L{obj.get('depth')}cache"
+        elif CACHE.match(kind) and obj is not None:
+            base = f"{kind[:-5]}cache"
             if ok(base):
                 here = add(parent, "cache", base, idx, size=int(obj.get("cache_size", "0")) // 1024)
         elif kind == "Core" and ok("core"):
             here = add(parent, "core", "core", idx)
         elif kind == "PU" and ok("pu"):
             here = add(parent, "pu", "pu", idx)
-        elif kind == "OSDev":
+        elif kind == "OSDev" and obj is not None:
             here = _osdev(obj, parent, idx)
-        kids = list(obj.findall("object"))
-        for child in [k for k in kids if k.get("type") not in IO_TYPES] + \
-                     [k for k in kids if k.get("type") in IO_TYPES]:
+        for child in node.children():
             walk(child, here)
 
     def _osdev(obj: ET.Element, parent: Vertex, idx: int) -> Vertex:
@@ -130,7 +130,7 @@ def read_hwloc(
         cluster = g.add_vertex("cluster", "cluster", "cluster0", 0, rank=rank)
         g.set_path(cluster, CONTAINMENT, "/cluster0")
         g.roots[CONTAINMENT] = cluster
-        tops = root.findall("object")
+        tops = hwloc_tree(root)
         if not tops:
             raise HwlocError(f"{path}: no topology objects")
         for top in tops:

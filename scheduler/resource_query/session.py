@@ -44,6 +44,7 @@ from fluxnode.scheduler.traversers.dfu import (
     Unsatisfiable,
 )
 from fluxnode.scheduler.traversers.find import FindError, find
+from fluxnode.scheduler.traversers.reader_plans import plan_outside_walk, release_outside_walk
 
 SEP = "INFO: =============================\n"
 # resource-query's graph lasts from 0 to Fluxion's SYSTEM_MAX_DURATION (100 years,
@@ -84,7 +85,9 @@ class Session:
         self.update_times: list[float] = []  # seconds each `update` took (stat)
         # jobs an update placed without taking anything of the walked tree (a JGF of
         # another dominant subsystem, picks.only_other_roots): cancel fails on them
-        self.unwalked_jobs: set[int] = set()
+        # jobs an update placed from a JGF of another dominant subsystem -> the walked
+        # tree's vertices its reader planned (reader_plans.py)
+        self.unwalked_jobs: dict[int, list] = {}
         # a match failing with no errno of its own reports the errno an earlier step
         # left (see TraverserErrno and dispatch)
         self.t.report_errno = True
@@ -271,8 +274,11 @@ class Session:
             return self.error("ERROR: malformed command")
         jobid = self._jobid(args[1])
         if jobid in self.unwalked_jobs:
-            # Fluxion's remove finds none of the job in the walked tree and fails; the
-            # job stays (reapi_cli_t::cancel erases it only on success)
+            # Fluxion's remove releases the spans its reader planned, finds none of the
+            # job in the walked tree and fails; the job stays (reapi_cli_t::cancel erases
+            # it only on success)
+            release_outside_walk(self.t, self.unwalked_jobs[jobid], jobid)
+            self.unwalked_jobs[jobid] = []
             return self.error(f"cancel: ERROR: error encountered while removing job {jobid}")
         if jobid in self.allocations or jobid in self.reservations:
             try:
@@ -514,12 +520,15 @@ class Session:
                 if refusal is not None:
                     raise _UpdateRefused(refusal)
             if args[2] != "rv1exec" and only_other_roots(self.t.g, doc):
-                # written under another dominant subsystem: nothing of the walked tree
-                # is taken or written (fluxnode plans none of the JGF's vertices: those
-                # outside the walked tree are never walked), the job is placed
+                # written under another dominant subsystem: nothing is walked or
+                # written, the job is placed, and the reader plans the JGF's exclusive
+                # vertices; of those, the ones in the walked tree matter (reader_plans.py)
                 result = MatchResult(jobid, "RESERVED" if at else "ALLOCATED", at, duration,
                                      0.0, [])
-                self.unwalked_jobs.add(jobid)
+                walked = {id(v) for v in self.t.g.vertices}
+                planned = [v for v, _units, x in picks if x and id(v) in walked]
+                self.unwalked_jobs[jobid] = plan_outside_walk(self.t, planned, jobid, at,
+                                                              duration, reserve=at != 0)
             else:
                 # like a match's answer, a job that starts now is allocated, later reserved
                 result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)

@@ -129,6 +129,10 @@ class Allocation:
     kinds: tuple[SlotKind, ...] | None = None  # a request of slot kinds: the kinds asked
     slots: tuple[SlotShare, ...] | None = None  # ...and where each slot landed
     use_drained: bool = False  # holds what already runs on drained nodes: never "draining"
+    # the planner span it holds, journaled so a restarted leader books the same end: when it
+    # began (whole seconds since the Unix epoch) and for how long (None: until cancelled)
+    began: int | None = None
+    duration: int | None = None
     # a reservation's start, seconds since the Unix epoch; None while it waits for something
     # without an end (live_graph.py HORIZON). Reservations are never journaled.
     start: int | None = None

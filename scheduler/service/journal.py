@@ -10,7 +10,12 @@ Reservations are not journaled: they are recomputed every scheduling cycle. Drai
 nodes are (table ``drain``, by hostname): a drain survives a restart, as in Flux.
 A row is the `Allocation` record (allocation.py) in its wire form: per-node shares,
 and for a request of slot kinds the kinds and where each slot landed, so after any
-restart the owner still gives each pod its own slot.
+restart the owner still gives each pod its own slot. A row also keeps the planner span the
+allocation holds (``began``, whole seconds since the Unix epoch, and ``duration``; both NULL
+for one that lasts until cancelled), so a restarted leader books the same end and a
+reservation behind it gets the same start. Those two columns came later: a journal written
+before them is read as it is (its allocations last until cancelled, as they did then) and
+gets the columns added when it is opened for writing.
 
 A journal that cannot be trusted stops the leader instead of being worked around:
 running on without it would hand out cores that are in use. So the file is checked
@@ -42,7 +47,9 @@ CREATE TABLE IF NOT EXISTS allocation (
     created REAL NOT NULL,
     kinds TEXT,
     slots TEXT,
-    use_drained INTEGER NOT NULL
+    use_drained INTEGER NOT NULL,
+    began INTEGER,
+    duration INTEGER
 );
 CREATE TABLE IF NOT EXISTS counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS drain (
@@ -58,7 +65,9 @@ ID_BLOCK = 1000
 
 
 COLUMNS = ("id", "jobspec", "policy", "nodes", "labels", "created", "kinds", "slots",
-           "use_drained")
+           "use_drained", "began", "duration")
+# columns a journal written by an older version lacks (read as NULL, added at open)
+LATER_COLUMNS = {"began": "INTEGER", "duration": "INTEGER"}
 JSON_COLUMNS = {"jobspec": dict, "nodes": list, "labels": dict, "kinds": list, "slots": list}
 REMEDY = (
     "the file is left as it is: to start with an empty journal, move it aside "
@@ -104,6 +113,10 @@ class Journal:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
+            have = {row[1] for row in self._db.execute("PRAGMA table_info(allocation)")}
+            for name, kind in LATER_COLUMNS.items():
+                if name not in have:  # a journal from before the column: NULL in every row
+                    self._db.execute(f"ALTER TABLE allocation ADD COLUMN {name} {kind}")
         except (sqlite3.Error, OSError) as exc:
             self._db.close()
             raise JournalError(self.path, f"cannot be opened: {exc}") from exc
@@ -141,7 +154,8 @@ class Journal:
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO allocation(id, jobspec, policy, nodes, labels, created, "
-                "kinds, slots, use_drained) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "kinds, slots, use_drained, began, duration) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     alloc.id,
                     json.dumps(alloc.jobspec),
@@ -153,6 +167,8 @@ class Journal:
                         [k.to_wire() for k in alloc.kinds]),
                     None if alloc.slots is None else json.dumps(alloc.wire()["slots"]),
                     int(alloc.use_drained),
+                    alloc.began,
+                    alloc.duration,
                 ),
             )
 
@@ -195,7 +211,14 @@ class Journal:
         return [_entry(self.path, row) for row in rows]
 
 
-SELECT_ENTRIES = f"SELECT {', '.join(COLUMNS)} FROM allocation ORDER BY id"
+def select_entries(have: set[str] | None = None) -> str:
+    """The query of every allocation row; `have`: the table's columns, when some of
+    LATER_COLUMNS may be missing (they are read as NULL)."""
+    names = [c if have is None or c in have else f"NULL AS {c}" for c in COLUMNS]
+    return f"SELECT {', '.join(names)} FROM allocation ORDER BY id"
+
+
+SELECT_ENTRIES = select_entries()
 
 
 SELECT_DRAINS = "SELECT hostname, reason, timestamp, source FROM drain ORDER BY hostname"
@@ -238,6 +261,11 @@ def _entry(path: Path, row: tuple) -> Allocation:
         raw["created"], (int, float)
     ):
         raise JournalError(path, f"allocation {row[0]!r}: id, policy or created has a bad type")
+    began, duration = raw["began"], raw["duration"]
+    if (began is None) != (duration is None) or not all(
+            v is None or (isinstance(v, int) and v >= 0) for v in (began, duration)):
+        raise JournalError(path, f"allocation {row[0]!r}: began and duration must both be "
+                           "whole seconds or both NULL")
     try:
         nodes = [NodeShare.from_wire(n, f"nodes[{i}]") for i, n in enumerate(values["nodes"])]
         kinds = None if values["kinds"] is None else tuple(
@@ -247,7 +275,8 @@ def _entry(path: Path, row: tuple) -> Allocation:
     except (RecordError, JobspecBuildError) as exc:
         raise JournalError(path, f"allocation {row[0]!r}: {exc}") from None
     return Allocation(row[0], "ALLOCATED", 0, raw["policy"], nodes, values["labels"],
-                      raw["created"], values["jobspec"], kinds, slots, bool(raw["use_drained"]))
+                      raw["created"], values["jobspec"], kinds, slots, bool(raw["use_drained"]),
+                      began=began, duration=duration)
 
 
 def check(path: Path) -> None:
@@ -267,12 +296,12 @@ def check(path: Path) -> None:
             found = ", ".join(sorted(tables))
             raise JournalError(path, f"is not a fluxnode journal (its tables: {found})")
         columns = {row[1] for row in db.execute("PRAGMA table_info(allocation)")}
-        missing = [c for c in COLUMNS if c not in columns]
+        missing = [c for c in COLUMNS if c not in columns and c not in LATER_COLUMNS]
         if missing:
             raise JournalError(
                 path, f"has the wrong schema: table allocation lacks column(s) {', '.join(missing)}"
             )
-        for row in db.execute(SELECT_ENTRIES):
+        for row in db.execute(select_entries(columns)):
             _entry(path, row)
         if "drain" in tables:
             for row in db.execute(SELECT_DRAINS):

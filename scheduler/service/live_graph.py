@@ -44,8 +44,10 @@ from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 # The planner's clock is whole seconds since the service's epoch (`LiveGraph.now`). A
 # request with a duration (a Job's spec.activeDeadlineSeconds, sent by the binder) runs
 # [now, now + duration); one without (Fluxion's default: until the graph's end) runs
-# [now, now + HORIZON), i.e. until cancelled, and so does what a replay holds again (the
-# journal keeps no durations). A reservation behind something without an end lands at or
+# [now, now + HORIZON), i.e. until cancelled. The journal keeps each allocation's span (when
+# it began, in seconds since the Unix epoch, and its duration), so a replay (`hold`) books
+# the same end on the new epoch's clock (`window`), and a reservation behind it gets the
+# same start. A reservation behind something without an end lands at or
 # past HORIZON: its start is unknown (`LiveGraph.start_time` says None), never a made-up
 # time. Durations are below MAX_DURATION (request.py) so a known start stays below HORIZON.
 HORIZON = 2**31
@@ -77,6 +79,10 @@ class Placement:
     jobspec: dict  # the jobspec matched ({} for a request of slot kinds)
     kinds: tuple[SlotKind, ...] | None = None  # a request of slot kinds (as asked)...
     slots: tuple[SlotShare, ...] | None = None  # ...and where each slot landed
+    # an allocation's span when it has an end: when it began (seconds since the Unix epoch)
+    # and for how long; None, None: until cancelled
+    began: int | None = None
+    duration: int | None = None
 
 
 def nodes_to_R(nodes: list[NodeShare], hostnames: dict[int, str] | None = None) -> dict:
@@ -119,6 +125,7 @@ class LiveGraph:
         # `ranks` text -> its constraint (None: none needed), see _exclusion
         self._exclusions: OrderedDict[str, Constraint | None] = OrderedDict()
         self._next_part = 1
+        self._frozen: int | None = None  # the clock read once for a whole `allocate`
 
     def ranks(self) -> list[int]:
         return sorted(self._nodes)
@@ -191,8 +198,20 @@ class LiveGraph:
         self._capacity = None
 
     def now(self) -> int:
-        """The planner's time now: whole seconds since `epoch`."""
-        return max(0, int(self._clock()) - self.epoch)
+        """The planner's time now: whole seconds since `epoch` (within one `allocate`, the
+        same for every match it makes, so all its parts begin at the same second)."""
+        clock = int(self._clock()) if self._frozen is None else self._frozen
+        return max(0, clock - self.epoch)
+
+    def window(self, began: int | None, duration: int | None) -> tuple[int, int]:
+        """The planner window (start, duration) of a span that began at `began` (seconds
+        since the Unix epoch) and lasts `duration` seconds, on this graph's clock: the same
+        end; a start before `epoch` (a leader restart) is 0. Without an end: (0, HORIZON).
+        A span whose end has passed keeps one second (it still holds until cancelled)."""
+        if began is None or duration is None or duration >= HORIZON:
+            return 0, HORIZON
+        at = max(0, began - self.epoch)
+        return at, max(1, began + duration - self.epoch - at)
 
     def start_time(self, at: int) -> int | None:
         """When a reservation at planner time `at` starts, in seconds since the Unix epoch,
@@ -235,6 +254,23 @@ class LiveGraph:
         """Place `request`: slot kinds (request trees made here, the `ranks` it may use
         applied as below) or a jobspec (parsed here). A request without a duration runs
         until cancelled (HORIZON)."""
+        self._frozen = int(self._clock())
+        try:
+            placement = self._allocate(jobid, request)
+        finally:
+            self._frozen = None
+        if placement.status != "ALLOCATED":
+            return placement
+        # the span its parts booked, when it has an end (they all begin at the frozen now)
+        jobs = [self._traverser.jobs[p] for p in self._parts.get(jobid, ())
+                if p in self._traverser.jobs]
+        if not jobs or any(j.duration >= HORIZON for j in jobs):
+            return placement
+        at = min(j.at for j in jobs)
+        return dataclasses.replace(placement, began=self.epoch + at,
+                                   duration=max(j.at + j.duration for j in jobs) - at)
+
+    def _allocate(self, jobid: int, request: AllocRequest) -> Placement:
         policy, op = request.policy, request.op
         if request.kinds is None:
             return self._allocate_jobspec(jobid, request.jobspec, policy, op)
@@ -446,7 +482,8 @@ class LiveGraph:
             for rank, (cores, gpus, memory) in sorted(per_rank.items())
         ]
 
-    def hold(self, jobid: int, nodes: list[NodeShare], *, missing_ok: bool = False) -> Holding:
+    def hold(self, jobid: int, nodes: list[NodeShare], *, missing_ok: bool = False,
+             window: tuple[int, int] = (0, HORIZON)) -> Holding:
         """Hold exactly what `nodes` name for `jobid` (on top of what it holds already):
         each node's core and GPU ids, and its memory as whole granules (the lowest free
         ones: granules are interchangeable). Fluxion's ``update`` (`Traverser.replay`),
@@ -458,7 +495,8 @@ class LiveGraph:
         (a journal replay onto a node that came back smaller), a node's ids the node no
         longer has (the rest of that node is held). All or nothing over the ranks that
         are here: raises Busy naming the first core, GPU or memory not free (or
-        Unsatisfiable naming one the node does not have), holding nothing new."""
+        Unsatisfiable naming one the node does not have), holding nothing new. `window`:
+        the planner span held (`window()` of a journaled span; default until cancelled)."""
         parts: list[int] = []
         holding = Holding([], [])
         try:
@@ -467,14 +505,14 @@ class LiveGraph:
                 if rank not in self._nodes:
                     holding.pending.append(node)
                     continue
-                picks, missing = self._picks(rank, node, missing_ok)
+                picks, missing = self._picks(rank, node, missing_ok, window)
                 if missing is not None:
                     holding.pending.append(missing)
                 if len(picks) <= 2:
                     continue  # nothing exclusive on this rank (only the cluster and node)
                 part = self._part_id()
                 try:
-                    self._traverser.replay(picks, part, 0, HORIZON)
+                    self._traverser.replay(picks, part, *window)
                 except TraverserError as exc:
                     raise Busy(f"rank {rank}: {exc}") from None
                 parts.append(part)
@@ -484,6 +522,8 @@ class LiveGraph:
                 self._traverser.cancel(part)
             raise
         self._parts.setdefault(jobid, []).extend(parts)
+        if window[1] < HORIZON:  # it has an end: matches read the clock from now on
+            self._timed.update(parts)
         return holding
 
     def _summary(self, rank: int, picks: list[tuple]) -> NodeShare:
@@ -498,8 +538,8 @@ class LiveGraph:
         return NodeShare(rank, self._nodes[rank].hostname, tuple(sorted(ids["core"])),
                          tuple(sorted(ids["gpu"])), memory)
 
-    def _picks(self, rank: int, node: NodeShare,
-               missing_ok: bool) -> tuple[list[tuple], NodeShare | None]:
+    def _picks(self, rank: int, node: NodeShare, missing_ok: bool,
+               window: tuple[int, int]) -> tuple[list[tuple], NodeShare | None]:
         """`Traverser.replay` picks for one share: cluster and node shared, the named
         cores and GPUs and enough free memory granules exclusively; and, with `missing_ok`,
         the part of the share the node does not have (None when it has all of it)."""
@@ -530,7 +570,7 @@ class LiveGraph:
                     raise Unsatisfiable(f"rank {rank} ({host}) has no {memory} MiB of memory")
                 absent["memory"] = [memory]
                 want = len(granules)
-            free = [v for v in granules if self._traverser.holdable(v, 0, HORIZON)][:want]
+            free = [v for v in granules if self._traverser.holdable(v, *window)][:want]
             if len(free) < want:
                 raise Busy(f"rank {rank} ({host}): {memory} MiB of memory is not free")
             picks.extend((v, v.size, True) for v in free)

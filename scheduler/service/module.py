@@ -18,7 +18,9 @@ in the graph yet (after a leader restart brokers rejoin one by one) is kept
 be placed there, so nothing is ever handed out twice and no allocation is dropped.
 
 Payloads are checked in request.py; an allocation is the record of allocation.py, kept
-in `allocations`, in the journal and in every answer's wire form.
+in `allocations`, in the journal and in every answer's wire form. The journal keeps each
+allocation's span (began, duration) too: replayed, it ends when it ended before the restart,
+so a reservation behind it gets the same start.
 
 Topics (payloads in docs/developers/interfaces.md):
   sched.alloc            allocate (or reserve) a jobspec; or a batch of such requests
@@ -127,7 +129,9 @@ class SchedService:
                     if joined is None or (n.rank in alloc.pending and n.rank in joined)]
             for node in todo:
                 try:
-                    waiting = self.graph.hold(alloc.id, [node], missing_ok=True).pending
+                    waiting = self.graph.hold(
+                        alloc.id, [node], missing_ok=True,
+                        window=self.graph.window(alloc.began, alloc.duration)).pending
                 except (Busy, Unsatisfiable) as exc:
                     waiting = [node]
                     self.log.error(
@@ -246,7 +250,8 @@ class SchedService:
                 self._mark_unusable()
         alloc = Allocation(alloc_id, placement.status, placement.at, ask.policy, placement.nodes,
                            ask.labels, time.time(), placement.jobspec, placement.kinds,
-                           placement.slots, ask.use_drained)
+                           placement.slots, ask.use_drained, began=placement.began,
+                           duration=placement.duration)
         if placement.status == "RESERVED":
             alloc.start = self.graph.start_time(placement.at)
         self._commit(alloc)

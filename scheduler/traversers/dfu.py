@@ -151,6 +151,12 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         self.graph_end = INF
         # levels Fluxion's writers' indentation gained for good (dfu_update._update)
         self.level_leak = 0
+        # types a request asked for exclusively and that stay so for every later match:
+        # Fluxion's prime_jobspec adds them to the matcher's set before jobmeta_t::build,
+        # and dfu_traverser_t::run returns on a build error (a duration past the graph's
+        # end) without putting the set back; reproduced only with report_errno
+        # (resource-query), never in the service's placements
+        self.leaked_xtypes: set[str] = set()
         self.reinit()
 
     def _parse_prune(self, spec: str) -> set[str]:
@@ -225,6 +231,11 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         # Like Fluxion, leaf types that no filter names are tracked at the cluster
         # vertex; aggregates are kept for every leaf type (the first policy's weights)
         leaf_types = set(map(_type_of, filterfalse(_children_of, order)))
+        if len(self.g.roots) > 1:
+            # a leaf is a vertex without out-edges in any subsystem (prime_pruning_filter's
+            # out_degree): a pdu that supplies power is not one, and gets a filter
+            leaf_types = {v.type for v in filterfalse(_children_of, order)
+                          if not v.aux_children}
         self._leaf_types = leaf_types
         named = {t for lst in self.prune_anchored.values() for t in lst}
         self.auto_anchored = sorted(leaf_types - named)
@@ -332,13 +343,18 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         if not req.resources:
             raise TraverserError("jobspec requests no resources")
         now = 0 if at is None else at
-        duration = self._job_duration(req, now)
+        self._req_xtypes = set(self.leaked_xtypes)
+        self._collect_xtypes(req.resources)
+        try:
+            duration = self._job_duration(req, now)
+        except (TraverserError, NoMatch):
+            if self.report_errno:  # resource-query's answers; the service keeps none
+                self.leaked_xtypes |= self._req_xtypes
+            raise
         constraint = req.constraint if req.constraint is not None and req.constraint.op else None
         m = JobMeta(now, duration, jobid, constraint)
         root = self.g.root
         excl = any(r.type == root.type and r.exclusive is True for r in req.resources)
-        self._req_xtypes = set()
-        self._collect_xtypes(req.resources)
         # total_preorder/postorder (resource-query -e) change as Fluxion's m_total_* do in
         # dfu_traverser_t::schedule: set by a walk that matched, added to by the
         # satisfiability and reservation walks after a failed one, and left as the last

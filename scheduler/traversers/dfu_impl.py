@@ -153,6 +153,7 @@ class DfuImpl:
     graph_end: int  # the end of the graph's time (see dfu.Traverser)
     report_errno: bool  # see dfu.TraverserErrno
     level_leak: int  # see dfu_update._update
+    leaked_xtypes: set[str]  # exclusive types a failed request left for good (see Traverser)
     errno: int  # Fluxion's errno as the last walk left it (see dfu.TraverserErrno)
     _tracked: dict[str, set[str]]  # vertex type -> the filter types checked when pruning
     _child_types: dict[int, set[str]]  # vertex uniq_id -> its children's types
@@ -182,7 +183,7 @@ class DfuImpl:
         ``shown``: as ``find agfilter=t`` reports them, where leaf types no filter
         names appear at the cluster vertex; they never prune a match (Fluxion's
         or-slot cases show those are not checked)."""
-        if not u.children:
+        if not u.children and not u.aux_children:  # a leaf in every subsystem
             return []
         own = [t for t in sorted(self.prune_anchored.get(u.type, [])) if t != u.type]
         if shown and u.type == "cluster":

@@ -370,7 +370,10 @@ class DfuSelect(DfuImpl):
         key = wl.key
         hit = cache.get(u.uniq_id)
         if hit is not None and hit[1] == policy.ml_scores and hit[0] == key:
-            _key, _ml, ok, x, probe, dml, last, err = hit
+            _key, _ml, ok, x, probe, dml, last, err, pre, post = hit
+            # the walk's visits, as resource-query -e prints them (t3029)
+            self.preorder += pre
+            self.postorder += post
             if err != _NOT_SET:
                 self.errno = err
             policy.ml_scores += dml
@@ -383,10 +386,12 @@ class DfuSelect(DfuImpl):
             return ok, x
         enforced = self._enforced
         ml, last = policy.ml_scores, policy.last_factor
+        pre, post = self.preorder, self.postorder
         ok, x, probe, err = self._probe_walk(m, u, resources, pristine, excl, to_parent)
         if self._enforced == enforced:  # no marks were set below u: the outcome is all there is
             last = policy.last_factor if policy.last_factor != last else None
-            cache[u.uniq_id] = (key, ml, ok, x, probe, policy.ml_scores - ml, last, err)
+            cache[u.uniq_id] = (key, ml, ok, x, probe, policy.ml_scores - ml, last, err,
+                                self.preorder - pre, self.postorder - post)
         return ok, x
 
     def _probe_walk(self, m: JobMeta, u: Vertex, resources: list[Request], pristine: bool,
@@ -532,10 +537,10 @@ class DfuSelect(DfuImpl):
         self._walk_levels: dict[tuple[int, bool, bool], WalkLevel] = {}  # only this walk's
         # Emptied when the window changes, though its keys name the window: an outcome
         # kept from an earlier match in the same window would be found again when a match
-        # comes back to it (a reservation's or satisfiability's walks in between), and a
-        # hit skips the visits of its subtree, which resource-query prints
-        # (total_preorder): the plain walk and the fast one's templates count alike only
-        # when both start each window empty (test_templates' exact-mode test).
+        # comes back to it (a reservation's or satisfiability's walks in between); a hit
+        # adds the visits its walk made (resource-query -e prints them: total_preorder),
+        # and the plain walk and the fast one's templates count alike when both start
+        # each window empty (test_templates' exact-mode test).
         if self._cache is not None and self._cache_window != (m.at, m.duration, m.alloc, m.sat):
             self._cache.clear()
             self._cache_window = (m.at, m.duration, m.alloc, m.sat)

@@ -59,7 +59,8 @@ class UpdateWalk:
         self.end = m.at + m.duration
         policy = t.policy
         self.xtypes = policy.exclusive_types | t._req_xtypes  # taken whole below them
-        self.pxtypes = policy.exclusive_types  # taken exclusively (the *nodex node)
+        # taken exclusively: the *nodex node, and a type a failed request left in the set
+        self.pxtypes = policy.exclusive_types | t.leaked_xtypes
         self.stop_on_1 = policy.stop_on_1  # first-match: re-weigh the edges taken
         self.subtree_cache = t._subtree_cache
         # a cache others watch (the fast traverser's root indexes and prune memory) must

@@ -321,6 +321,9 @@ def test_duplicate_host_entries_merge_like_flux(tmp_path):
     cfg = config.load(write(tmp_path, BASE + 'hosts = [{host = "n[0-3]"}, {host = "n2", bind = "tcp://eth1:%p"}]'))
     assert cfg.size == 4
     assert cfg.bind_uri(2) == "tcp://eth1:8050" and cfg.bind_uri(1) == "tcp://*:8050"
+    # a repeated host keeps the rank of its first entry (flux-config-bootstrap(5))
+    assert cfg.rank_of("n2") == 2 and cfg.hostnames == ["n0", "n1", "n2", "n3"]
+    assert cfg.has_host("n3") and not cfg.has_host("n4") and not cfg.has_host("n")
 
 
 def test_hosts_are_resolved_once_and_not_part_of_equality():
@@ -329,6 +332,8 @@ def test_hosts_are_resolved_once_and_not_part_of_equality():
     cfg = config.loads(text)
     hosts = cfg.hosts
     assert cfg.hosts is hosts and len(hosts) == 300
+    # one list of names, shared by every broker forked with this config (issue 32)
+    assert cfg.hostnames is cfg.hostnames and cfg.hostnames[299] == "n299"
     assert cfg.rank_of("n299") == 299 and cfg.connect_uri(7) == "tcp://n7:1"
     fresh = config.loads(text)
     assert cfg == fresh and cfg.to_dict() == fresh.to_dict()  # the cached hosts are not a field

@@ -308,7 +308,7 @@ class WorkloadOps:
             if all_due or now - last > self.settle:
                 due.add(job["metadata"]["uid"])
         return WorkloadSnapshot(jobs, fluxjobs, after, pods, self.jobs_watch.snapshot(),
-                                frozenset(due))
+                                frozenset(due), tuple(self.created))
 
     def check(self) -> list[Violation]:
         snap = self.snapshot()

@@ -16,14 +16,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.paths import SHARED
 
 DATA = Path(__file__).parent / "data" / "subsystems"
 FORMATS = ("simple", "pretty_simple", "jgf", "jgf_shorthand", "rlite", "rv1", "rv1_nosched")
 
 
 def _run(commands: str, *args: str, out: Path | None = None) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "fluxnode", "resource-query", "-L", "power2.graphml", "-d",
-            *args]
+    return _run_graph("power2.graphml", commands, *args, out=out)
+
+
+def _run_graph(graph: str | Path, commands: str, *args: str,
+               out: Path | None = None) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "fluxnode", "resource-query", "-L", str(graph), "-d", *args]
     if out is not None:
         argv += ["-t", str(out)]
     return subprocess.run(argv, input=commands, capture_output=True, text=True, timeout=120,
@@ -126,3 +131,34 @@ def test_a_containment_jgf_updates_nothing_of_the_power_tree(tmp_path):
     assert out.read_text() == ("INFO: =============================\nINFO: JOBID=1\n"
                                "INFO: RESOURCES=ALLOCATED\nINFO: SCHEDULED AT=Now\n"
                                "INFO: =============================\n")
+
+
+UPDATE = SHARED / "fluxion-corpus" / "data" / "resource"
+
+
+@pytest.mark.skipif(not (UPDATE / "expected" / "update_multi").is_dir(),
+                    reason="flux-sched's update_multi expected files not found")
+@pytest.mark.parametrize(("test", "then"), [
+    ("003", ["match allocate {job5}", "match allocate {job5}"]),
+    ("004", ["match allocate {job5}", "match allocate {job5}", "cancel 1",
+             "match allocate {job5}"]),
+])
+def test_a_containment_jgf_plans_the_nodes_the_power_tree_shares(tmp_path, test, then):
+    """flux-sched t3023 tests 3 and 4, as the script runs them: two CA matches of
+    update/test006.yaml (36 node slots) written as JGF, the first replayed by `update`
+    under -S PA, then power matches of update/test005.yaml. Fluxion's JGF reader plans
+    the JGF's exclusive vertices itself, so the 36 nodes stay busy for the power matches
+    (the second finds nothing); `cancel 1` fails but frees them, and the next match
+    takes them. Expected: flux-sched's expected/update_multi/TEST.R.out."""
+    grug = UPDATE / "grugs" / "power.graphml"
+    job5, job6 = (UPDATE / "jobspecs" / "update" / f"test00{n}.yaml" for n in (5, 6))
+    first = tmp_path / "ca.out"
+    _run_graph(grug, f"match allocate {job6}\nmatch allocate {job6}\nquit\n",
+               "-S", "CA", "-P", "high", "-F", "jgf", out=first)
+    (tmp_path / "aa.json").write_text(
+        next(x for x in first.read_text().splitlines() if not x.startswith("INFO")) + "\n")
+    cmds = f"update allocate jgf {tmp_path / 'aa.json'} 1 0 3600\n" + "".join(
+        line.format(job5=job5) + "\n" for line in then) + "quit\n"
+    out = tmp_path / "pa.out"
+    _run_graph(grug, cmds, "-S", "PA", "-P", "high", out=out)
+    assert out.read_text() == (UPDATE / "expected" / "update_multi" / f"{test}.R.out").read_text()

@@ -8,6 +8,7 @@ the test plays the kubelet (it sets pod phases); kubectl prints the Jobs."""
 
 from __future__ import annotations
 
+import datetime
 import re
 
 import pytest
@@ -196,3 +197,61 @@ def test_a_deleted_jobs_pods_are_orphaned_by_default_and_deleted_by_kubectl(kube
         'job.batch "drop" deleted from default namespace\n'
     wait_for(lambda: _pods(kube, "drop") == [], 10, what="the pod deleted (Background)")
     assert len(_pods(kube, "keep")) == 1
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.UTC).timestamp()
+
+
+def test_active_deadline_fails_the_job_and_deletes_its_pods(kube, batch):
+    # job_controller.go: pastActiveDeadline (startTime + activeDeadlineSeconds, never while
+    # suspended), newFailureCondition with delayTerminalCondition (FailureTarget, then Failed
+    # once the deleted pods are gone), reason DeadlineExceeded and its message
+    kube.add_node("n1")
+    kube.hold_terminations = True  # the kubelet stops the pods when the test says
+    job = _job("d", parallelism=2, completions=2, activeDeadlineSeconds=1)
+    job["spec"]["template"]["spec"]["nodeName"] = "n1"  # bound as created: they terminate
+    batch.create_namespaced_job("default", job)
+    batch.create_namespaced_job("default", _job("held", activeDeadlineSeconds=1, suspend=True))
+    message = "Job was active longer than specified deadline"
+    wait_for(lambda: "FailureTarget" in _conditions(kube, "d"), 20, what="FailureTarget")
+    status = _status(kube, "d")
+    target = next(c for c in status["conditions"] if c["type"] == "FailureTarget")
+    assert (target["status"], target["reason"], target["message"]) == \
+        ("True", "DeadlineExceeded", message)
+    # not before its deadline (whole seconds, as startTime is written)
+    assert _seconds(target["lastTransitionTime"]) - _seconds(status["startTime"]) >= 1
+    # its pods deleted: they terminate (the kubelet's part held), and no Failed meanwhile
+    wait_for(lambda: len(_pods(kube, "d")) == 2 and all(
+        p["metadata"].get("deletionTimestamp") for p in _pods(kube, "d")), 10,
+        what="both pods terminating")
+    wait_for(lambda: _status(kube, "d").get("terminating") == 2, 10, what="terminating 2")
+    assert "Failed" not in _conditions(kube, "d") and "active" not in _status(kube, "d")
+    assert kube.finish_terminations() == 2
+    wait_for(lambda: "Failed" in _conditions(kube, "d"), 10, what="Failed")
+    assert _conditions(kube, "d") == {"FailureTarget": ("True", "DeadlineExceeded"),
+                                      "Failed": ("True", "DeadlineExceeded")}
+    failed = next(c for c in _status(kube, "d")["conditions"] if c["type"] == "Failed")
+    assert failed["message"] == message and _pods(kube, "d") == []
+    assert parse_table(kubectl(kube, "get", "jobs", "d").check().stdout)[0][0]["STATUS"] == \
+        "Failed"
+    # a suspended Job's deadline does not run: well past its second, it is only Suspended
+    wait_for(lambda: "Suspended" in _conditions(kube, "held"), 10, what="held Suspended")
+    assert _conditions(kube, "held") == {"Suspended": ("True", "JobSuspended")}
+    assert "startTime" not in _status(kube, "held")
+
+
+def test_active_deadline_counts_from_the_resume(kube, batch):
+    # a resumed Job gets a new startTime; its deadline runs from there
+    batch.create_namespaced_job("default", _job("r", activeDeadlineSeconds=1, suspend=True))
+    wait_for(lambda: "Suspended" in _conditions(kube, "r"), 10, what="Suspended")
+    batch.patch_namespaced_job("r", "default", {"spec": {"suspend": False}})
+    wait_for(lambda: "Failed" in _conditions(kube, "r"), 20, what="Failed")
+    status = _status(kube, "r")
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    resumed = next(c for c in status["conditions"] if c["type"] == "Suspended")
+    assert (resumed["status"], resumed["reason"], failed["reason"]) == \
+        ("False", "JobResumed", "DeadlineExceeded")
+    assert _seconds(failed["lastTransitionTime"]) - _seconds(status["startTime"]) >= 1
+    assert _seconds(status["startTime"]) >= _seconds(resumed["lastTransitionTime"])

@@ -107,3 +107,16 @@ def test_order_ignores_other_shapes_and_equal_creation_seconds():
     snap.jobs[2] = job("c", "2026-11-28T10:00:01Z")  # the same second as b
     snap.admissions = {"u-a": Admission(10, 1), "u-c": Admission(20, 1)}
     assert kinds(snap) == []
+    snap.created = ("a", "c")  # b's place unknown: still not ordered against c
+    assert kinds(snap) == []
+
+
+def test_within_one_second_the_callers_creation_order_counts():
+    snap = sound()
+    snap.jobs[2] = job("c", "2026-11-28T10:00:01Z")  # the same second as b
+    snap.admissions = {"u-a": Admission(10, 1), "u-c": Admission(20, 1)}  # c, not b
+    snap.created = ("a", "b", "c")
+    [v] = check_workloads(snap)
+    assert v.kind == "order" and "default/c" in v.detail and "default/b" in v.detail
+    snap.created = ("a", "c", "b")  # c was created first: admitting it first is right
+    assert kinds(snap) == []

@@ -249,3 +249,34 @@ def test_a_registration_asking_for_no_answer_gets_none_unless_refused(inst8):
             c.recv(quiet, timeout=0)
         with pytest.raises(RPCError, match="out of range"):
             c.rpc("resource.register", {"node": {**node, "rank": 99}, "respond": False})
+
+
+def _listening_ports(pid: int) -> list[int]:
+    """The TCP ports `pid` holds a listening socket on, as the kernel lists them: the
+    socket inodes among its descriptors, looked up in /proc/net/tcp (state 0A, LISTEN)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = []
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:
+                ports.append(int(fields[1].split(":")[1], 16))
+    return sorted(ports)
+
+
+def test_each_forked_broker_holds_only_its_own_tbon_listener(inst8):
+    """The launcher binds every interior broker's TBON port before forking; each broker
+    closes the others' (issue 32: by descriptor ranges), so a port is held by its broker
+    alone and a leaf holds none."""
+    for rank, pid in inst8.pids.items():
+        endpoint = inst8.rpc("attr.get", {"name": "tbon.endpoint"}, nodeid=rank)["value"]
+        port = int(endpoint.rsplit(":", 1)[1])
+        interior = rank in (0, 1, 2, 3)  # kary:2 of 8: ranks 0-3 have children
+        assert _listening_ports(pid) == ([port] if interior else []), (rank, endpoint)

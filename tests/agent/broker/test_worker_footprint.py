@@ -8,7 +8,9 @@ from __future__ import annotations
 from fluxnode.testing.lone_broker import lone_worker
 
 FORBIDDEN = ("fluxnode.scheduler", "yaml", "kubernetes", "click", "networkx", "jinja2",
-             "_hashlib", "sqlite3", "_sqlite3")
+             "_hashlib", "sqlite3", "_sqlite3",
+             # nor, until it is sent an archive, the archive format and its extraction
+             "fluxnode.agent.broker.archive_format", "fluxnode.agent.broker.archive_extract")
 
 
 def imported(report: str) -> list[str]:

@@ -275,3 +275,22 @@ def test_a_volcano_group_name_is_a_group_for_a_size():
                  {"scheduling.k8s.io/group-name": "vg"})
     assert capped(member, {})["allowed"]
     assert not capped(member, {GroupKey("default", "volcano", "vg"): 1})["allowed"]
+
+
+def test_an_opted_in_job_is_stamped_with_when_the_webhook_saw_it_to_the_microsecond():
+    """The stamp orders Jobs created in one second (creationTimestamp has whole seconds);
+    the clock is the webhook's, injected here; a stamp the user wrote is replaced."""
+    body = json.dumps(review(job({QUEUE: "batch"}), resource="jobs", group="batch")).encode()
+    response = Admission(clock=lambda: 1_790_000_000.25).review(parse_review(body)).review()
+    out = json_patch(job({QUEUE: "batch"}), json.loads(base64.b64decode(
+        response["response"]["patch"])))
+    assert out["metadata"]["annotations"] == {
+        "fluxnode.io/submitted": "2026-09-21T14:13:20.250000Z"}  # date -u -d @1790000000
+    forged = job({QUEUE: "batch"})
+    forged["metadata"]["annotations"] = {"fluxnode.io/submitted": "2000-01-01T00:00:00.000000Z",
+                                         "note": "kept"}
+    body = json.dumps(review(forged, resource="jobs", group="batch")).encode()
+    response = Admission(clock=lambda: 1_790_000_000.25).review(parse_review(body)).review()
+    out = json_patch(forged, json.loads(base64.b64decode(response["response"]["patch"])))
+    assert out["metadata"]["annotations"] == {
+        "fluxnode.io/submitted": "2026-09-21T14:13:20.250000Z", "note": "kept"}

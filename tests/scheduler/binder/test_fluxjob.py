@@ -89,9 +89,14 @@ def test_priority_as_the_priority_admission_plugin_gives_it():
     assert FluxJob.from_job(job(), PriorityClasses.from_objects([])).spec.priority == 0
     assert FluxJob.from_job(job(priority_class="system-cluster-critical"),
                             PriorityClasses()).spec.priority == 2000000000
-    with pytest.raises(FluxJobError, match=r"Job ml/train spec.template.spec.priorityClassName"
-                                           r": no PriorityClass named 'urgent'"):
-        FluxJob.from_job(job(priority_class="urgent"), classes)
+    assert not FluxJob.from_job(job(priority_class="high"), classes).unqueued
+    # a class that does not exist: a record, not queued, saying why (no made-up priority)
+    record = FluxJob.from_job(job(priority_class="urgent"), classes)
+    assert record.spec.priority is None and "priority" not in record.to_object()["spec"]
+    assert record.unqueued == record.status.reason
+    assert "PriorityClass 'urgent' does not exist" in record.unqueued
+    assert record.to_object()["status"] == {"phase": "Queued", "boundPods": 0, "pods": "0/1",
+                                            "reason": record.unqueued}
 
 
 def test_object_fits_the_crd_and_prints_the_queue_columns():

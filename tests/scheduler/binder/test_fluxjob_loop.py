@@ -138,9 +138,9 @@ def test_a_job_that_can_never_fit_stays_queued_saying_why(cluster):
     batch = client.BatchV1Api(c.kube.api_client())
     batch.create_namespaced_job("default", indexed_job("wide", 9))  # 9 cores of 8
     batch.create_namespaced_job("default", indexed_job("fat", 1, cpu="3"))  # nodes have 2
-    # equal priority: older first, then by name (creationTimestamp has 1 s resolution)
-    order = sorted(("wide", "fat"), key=lambda n: (
-        c.kube.get("jobs.batch", n, "default")["metadata"]["creationTimestamp"], n))
+    # equal priority: in the order they were created (in one second of creationTimestamp
+    # too: the webhook's stamp)
+    order = ["wide", "fat"]
     # the first pass may have seen one Job alone (position 1): wait for the pass over both
     wait_for(lambda: status(c, "wide").get("reason") and status(c, "fat").get("reason")
              and [status(c, n).get("position") for n in order] == [1, 2], 30,
@@ -256,4 +256,25 @@ def test_a_restarted_binder_keeps_a_running_jobs_allocation(cluster):
     wait_for(lambda: node not in {n["hostname"] for n in c.inst.rpc(
         "sched.list", {"labels": {"kind": "fluxjob"}})["allocations"][0]["nodes"]}, 30,
              what=f"{node} given back")
+    c.assert_no_overcommit()
+
+
+def test_a_job_past_its_active_deadline_fails_and_frees_its_allocation(cluster):
+    """The walltime the Job was booked for (its activeDeadlineSeconds) is enforced by the
+    Job controller (job_controller.go: DeadlineExceeded, its pods deleted); the binder then
+    says Failed and the leader holds nothing for it."""
+    c = cluster
+    job = indexed_job("timed", 4)
+    job["spec"]["activeDeadlineSeconds"] = 2
+    client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default", job)
+    wait_for(lambda: status(c, "timed").get("phase") == "Failed", 60, what="Failed")
+    job = c.kube.get("jobs.batch", "timed", "default")
+    conditions = {x["type"]: (x["status"], x["reason"]) for x in job["status"]["conditions"]}
+    # admitted (the binder resumed it: stored suspended by the webhook, it ran from a
+    # startTime), then failed at its deadline
+    assert job["spec"]["suspend"] is False and job["status"]["startTime"]
+    assert conditions["Failed"] == ("True", "DeadlineExceeded")
+    assert job_pods_of(c, "timed") == []  # deleted before the Job is called Failed
+    wait_for(lambda: c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"]
+             == [], 30, what="the allocation freed")
     c.assert_no_overcommit()

@@ -2,13 +2,13 @@
 the binder with daemonset/binder.yaml's RBAC, the API emulator's Job controller and
 Priority admission plugin, three PriorityClasses and 20 Jobs.
 
-Oracles from outside the binder: the order is computed here from the declared class values
-and the Jobs' stored creationTimestamps and names; the head's START from the blocker's
-declared activeDeadlineSeconds and the wall-clock bounds of its admission as this test
-observed them; which Jobs may backfill from their declared sizes and walltimes (a Job may
-start beside a reserved head only if it ends before the head's START: the head needs every
-core, so there is nothing it does not need). Admission is read from the Job objects
-(spec.suspend), not from the binder.
+Oracles from outside the binder: the order is computed here from the declared class values,
+the Jobs' stored creationTimestamps and the order the test created them in; the head's
+START from the blocker's declared activeDeadlineSeconds and the wall-clock bounds of its
+admission as this test observed them; which Jobs may backfill from their declared sizes and
+walltimes (a Job may start beside a reserved head only if it ends before the head's START:
+the head needs every core, so there is nothing it does not need). Admission is read from
+the Job objects (spec.suspend), not from the binder.
 
 Cluster: 4 nodes of 2 cores. A blocker Job B (8 pods, walltime 1000 s) holds every core;
 then 20 Jobs arrive, lowest priority first (a FIFO queue would get them all wrong):
@@ -23,6 +23,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+from faults.workloads import JobWatch
 from kubernetes import client
 from support.fluxjob_cluster import (
     finish_job,
@@ -67,11 +68,21 @@ def cluster(tmp_path):
         yield c
 
 
+def run_blocker(c, batch: client.BatchV1Api, pods: int) -> None:
+    """A mid-priority Job of `pods` one-core pods, walltime B_WALLTIME, Running."""
+    batch.create_namespaced_job("default", queued_job(
+        "blocker", pods, priority_class="mid", deadline=B_WALLTIME))
+    wait_for(lambda: status(c, "blocker").get("phase") == "Running", TIMEOUT,
+             what="the blocker Running")
+
+
 def queue_order(c) -> list[str]:
-    """Priority (the class's declared value) then creationTimestamp then name."""
+    """Priority (the class's declared value) then creation: creationTimestamp, and within
+    one of its whole seconds the order this test created them in."""
     stamps = {n: c.kube.get("jobs.batch", n, "default")["metadata"]["creationTimestamp"]
               for n in JOBS}
-    return sorted(JOBS, key=lambda n: (-CLASSES[JOBS[n][0]], stamps[n], n))
+    created = list(JOBS)
+    return sorted(JOBS, key=lambda n: (-CLASSES[JOBS[n][0]], stamps[n], created.index(n)))
 
 
 def settled(c, order: list[str], admitted: set[str], done: set[str]) -> bool:
@@ -98,10 +109,7 @@ def test_priority_order_a_reserved_head_and_backfill_that_never_delays_it(cluste
     c = cluster
     batch = client.BatchV1Api(c.kube.api_client())
     t0 = int(datetime.now().timestamp())
-    batch.create_namespaced_job("default", queued_job(
-        "blocker", NODES * CORES, priority_class="mid", deadline=B_WALLTIME))
-    wait_for(lambda: status(c, "blocker").get("phase") == "Running", TIMEOUT,
-             what="the blocker Running")
+    run_blocker(c, batch, NODES * CORES)
     t1 = int(datetime.now().timestamp()) + 1
     for name, (klass, pods, walltime) in JOBS.items():
         batch.create_namespaced_job("default", queued_job(
@@ -184,10 +192,7 @@ def test_a_restarted_binder_cancels_the_held_reservation_keeps_the_order_and_adm
         cluster, tmp_path):
     c = cluster
     batch = client.BatchV1Api(c.kube.api_client())
-    batch.create_namespaced_job("default", queued_job(
-        "blocker", 6, priority_class="mid", deadline=B_WALLTIME))  # 2 of 8 cores free
-    wait_for(lambda: status(c, "blocker").get("phase") == "Running", TIMEOUT,
-             what="the blocker Running")
+    run_blocker(c, batch, 6)  # 2 of 8 cores free
     mine = {"h0": ("high", NODES * CORES, H0_WALLTIME), "l0": ("low", 1, S),
             "m1": ("mid", 2, L), "m0": ("mid", 1, S)}
     for name, (klass, pods, walltime) in mine.items():
@@ -195,7 +200,7 @@ def test_a_restarted_binder_cancels_the_held_reservation_keeps_the_order_and_adm
             name, pods, priority_class=klass, deadline=walltime))
     stamps = {n: c.kube.get("jobs.batch", n, "default")["metadata"]["creationTimestamp"]
               for n in mine}
-    order = sorted(mine, key=lambda n: (-CLASSES[mine[n][0]], stamps[n], n))
+    order = sorted(mine, key=lambda n: (-CLASSES[mine[n][0]], stamps[n], list(mine).index(n)))
     # h0 reserved; of the two free cores, the short Jobs take one each, in order
     shorts = {n for n in order if mine[n][2] == S}
     settle(c, order, shorts, "the short Jobs backfilled")
@@ -248,3 +253,83 @@ def test_a_pods_deadline_is_its_walltime_and_gives_the_head_its_start(cluster):
     wait_for(lambda: status(c, "h0").get("start"), TIMEOUT, what="h0 Reserved with a START")
     assert status(c, "h0")["phase"] == "Reserved"
     assert t0 + deadline <= epoch(status(c, "h0")["start"]) <= t1 + deadline
+
+
+def test_jobs_equal_to_a_refused_one_before_them_are_not_asked_again_in_that_pass(cluster):
+    """Three Jobs of one shape, class and walltime behind a full cluster: the first in
+    order is the head (Reserved); the two after it ask exactly what it asks, so in the same
+    state of the cluster they cannot fit either and are not asked (a pod ending between two
+    asks must not admit one of them ahead of the head: the workload fault checker's
+    `order`). Their REASON names the Job before them that was refused."""
+    c = cluster
+    batch = client.BatchV1Api(c.kube.api_client())
+    run_blocker(c, batch, NODES * CORES)
+    names = ["e1", "e2", "e3"]
+    for name in names:
+        batch.create_namespaced_job("default", queued_job(
+            name, 2, priority_class="mid", deadline=L))
+    stamps = {n: c.kube.get("jobs.batch", n, "default")["metadata"]["creationTimestamp"]
+              for n in names}
+    order = sorted(names, key=lambda n: (stamps[n], names.index(n)))
+    settle(c, order, set(), "three equal Jobs waiting")
+    wait_for(lambda: status(c, order[0]).get("phase") == "Reserved", TIMEOUT,
+             what=f"{order[0]} Reserved")
+    for n in order[1:]:
+        wait_for(lambda n=n: f"Job default/{order[0]}," in (status(c, n).get("reason") or ""),
+                 TIMEOUT, what=f"{n}'s REASON naming {order[0]}")
+        assert status(c, n)["phase"] == "Queued"
+    assert len(reservations(c)) == 1
+    finish_job(c, "blocker")  # 8 cores free: all three fit
+    settle(c, order, set(names), "the three admitted")
+    c.assert_no_overcommit()
+
+
+def test_jobs_created_in_one_second_are_admitted_in_the_order_they_were_created(cluster):
+    """creationTimestamp has whole seconds; Jobs named against their creation order and
+    created back to back (most often within one second) behind a full cluster are admitted
+    in creation order, by the webhook's stamp, not by name. The oracle is the order this
+    test created them in."""
+    c = cluster
+    batch = client.BatchV1Api(c.kube.api_client())
+    run_blocker(c, batch, NODES * CORES)
+    names = ["job-c", "job-b", "job-a"]  # each needs every core: one at a time
+    wait_for(lambda: datetime.now().timestamp() % 1 < 0.5, 30, interval=0.01,
+             what="the start of a second")
+    for name in names:
+        batch.create_namespaced_job("default", queued_job(
+            name, NODES * CORES, priority_class="mid", deadline=L))
+    settle(c, names, set(), "three Jobs waiting in creation order")
+    admitted = []
+    for blocker in ["blocker", *names[:-1]]:
+        finish_job(c, blocker)
+        admitted.append(names[len(admitted)])
+        settle(c, names, {admitted[-1]}, f"{admitted[-1]} admitted", set(admitted[:-1]))
+    c.assert_no_overcommit()
+
+
+def test_jobs_admitted_together_are_resumed_in_queue_order(cluster):
+    """Eight one-pod Jobs wait behind a blocker holding every core; when it ends they are
+    admitted together, and the API server (a watch through the official client: the
+    resourceVersion of each Job's first version not suspended) sees them resumed in queue
+    order, the order this test created them in (named against it). Resume patches sent
+    by several bind workers at once landed in any order."""
+    c = cluster
+    batch = client.BatchV1Api(c.kube.api_client())
+    watch = JobWatch(c.kube.api_client()).start()
+    try:
+        run_blocker(c, batch, NODES * CORES)
+        names = [f"q{i}" for i in range(8, 0, -1)]
+        for name in names:
+            batch.create_namespaced_job("default", queued_job(name, 1, priority_class="mid",
+                                                              deadline=L))
+        settle(c, names, set(), "eight Jobs waiting")
+        finish_job(c, "blocker")
+        settle(c, names, set(names), "all eight admitted")
+        uids = {j["metadata"]["name"]: j["metadata"]["uid"]
+                for j in c.kube.list("jobs.batch", "default")}
+        wait_for(lambda: all(watch.snapshot().get(uids[n]) for n in names), TIMEOUT,
+                 what="the watch seeing all eight resumed")
+        first = {n: watch.snapshot()[uids[n]].first for n in names}
+        assert sorted(names, key=first.__getitem__) == names, first
+    finally:
+        watch.stop()

@@ -39,8 +39,7 @@ def test_asks_at_most_every_interval_and_writes_on_change_or_refresh():
     pub = ResourcePublisher(leader.rpc, written.append, "binder-a", interval=5, refresh=60,
                             clock=lambda: now[0])
     assert pub.run() is True and leader.asked == 1
-    data = written[-1]["data"]
-    record = ResourceRecord.from_data(data)
+    record = ResourceRecord.from_data(written[-1]["data"], written[-1]["binaryData"])
     assert record.listing == {"free": [{k: v for k, v in entry(0, 2).items() if k != "extra"}],
                               "allocated": [], "down": []}
     assert record.published_by == "binder-a" and record.refresh == 60

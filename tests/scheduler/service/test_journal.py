@@ -47,3 +47,46 @@ def test_unusable_path_is_a_clear_error(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(JournalError, match="scheduler journal cannot be opened"):
         Journal(tmp_path / "f" / "sched.db")
+
+
+def test_a_span_is_kept_and_a_journal_from_before_spans_still_loads(tmp_path):
+    """began/duration round trip; a journal written before those columns (its table as main
+    had it at 002b689, created here with sqlite3 itself) loads, its allocations lasting
+    until cancelled, and takes new ones with a span."""
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE allocation (id INTEGER PRIMARY KEY, jobspec TEXT NOT NULL,
+            policy TEXT NOT NULL, nodes TEXT NOT NULL, labels TEXT NOT NULL,
+            created REAL NOT NULL, kinds TEXT, slots TEXT, use_drained INTEGER NOT NULL);
+        CREATE TABLE counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+        INSERT INTO counter VALUES ('alloc', 1000);
+    """)
+    db.execute("INSERT INTO allocation VALUES (7, '{}', 'first', ?, '{}', 1.5, NULL, NULL, 0)",
+               (json.dumps([{"rank": 0, "hostname": "n0", "cores": "0-1"}]),))
+    db.commit()
+    db.close()
+    j = Journal(path)
+    [old] = j.entries()
+    assert (old.id, old.nodes, old.began, old.duration) == (
+        7, [NodeShare(0, "n0", (0, 1))], None, None)
+    new = alloc(j.next_id(), (1,))
+    new.began, new.duration = 1_800_000_000, 3600
+    j.record(new)
+    j.close()
+    j = Journal(path)
+    assert [(a.id, a.began, a.duration) for a in j.entries()] == [
+        (7, None, None), (new.id, 1_800_000_000, 3600)]
+    j.close()
+
+
+def test_a_span_with_half_its_columns_is_refused(tmp_path):
+    j = Journal(tmp_path / "sched.db")
+    j.record(alloc(j.next_id()))
+    j.close()
+    db = sqlite3.connect(tmp_path / "sched.db")
+    db.execute("UPDATE allocation SET began = 5")
+    db.commit()
+    db.close()
+    with pytest.raises(JournalError, match="began and duration must both be"):
+        Journal(tmp_path / "sched.db")
