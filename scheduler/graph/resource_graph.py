@@ -62,8 +62,10 @@ def freeze_built_graph(g: ResourceGraph) -> None:
     the first allocation after it is resumed would trigger a collection that scans them
     all (0.65 s for 16,384 nodes, a fifth of the load). Only when nothing is frozen yet
     (a fresh process): a graph that replaces a frozen one is left to freeze_for_gc,
-    which must collect the old one first."""
+    which must collect the old one first. Whatever its size, the graph's leaves give up
+    their path strings first (ResourceGraph.compact_paths): the build is done."""
     global _frozen_graph
+    g.compact_paths()
     if len(g.vertices) < FREEZE_MIN_VERTICES or gc.get_freeze_count():
         return
     gc.freeze()
@@ -71,7 +73,8 @@ def freeze_built_graph(g: ResourceGraph) -> None:
 
 
 def freeze_for_gc(g: ResourceGraph | None = None) -> None:
-    """Keep the objects alive now (a freshly built graph ``g``) out of the cyclic GC's sight.
+    """Keep the objects alive now (a freshly built graph ``g``) out of the cyclic GC's sight,
+    once ``g``'s new leaves gave up their path strings (ResourceGraph.compact_paths).
 
     A graph lives as long as its scheduler and holds ~10 objects per vertex. Left to
     the collector, the first collections after a build promote and rescan them all: a
@@ -87,6 +90,8 @@ def freeze_for_gc(g: ResourceGraph | None = None) -> None:
     threshold is raised to GC_GEN0_THRESHOLD (a pause stays a few milliseconds).
     """
     global _graph_frozen, _frozen_graph
+    if g is not None:
+        g.compact_paths()
     own = g is not None and _frozen_graph is not None and _frozen_graph() is g
     _frozen_graph = None
     if not own and gc.get_freeze_count():
@@ -179,7 +184,7 @@ class Vertex:
 
     __slots__ = (
         "uniq_id", "type", "basename", "name", "id", "rank", "size", "unit",
-        "properties", "status", "path", "_paths", "children", "parent",
+        "properties", "status", "_path", "_paths", "children", "parent",
         # scheduling state (owned by the traverser)
         "spans", "xspans", "tags", "agspans", "allocations", "reservations",
         "schedule", "x_checker", "subplan", "aux_children",
@@ -198,10 +203,11 @@ class Vertex:
         self.unit = unit
         self.properties: dict[str, str] = _NO_DICT
         self.status = "up"
-        # The containment path ("" until set), and every subsystem's path in the order
+        # The containment path ("" until set; None: its parent's path, "/" and its name,
+        # see ResourceGraph.compact_paths), and every subsystem's path in the order
         # they were set once the vertex is in a second subsystem: a dict per vertex
         # would be 184 bytes on each of a 16,384-node graph's 1.2M vertices.
-        self.path = path
+        self._path: str | None = path
         self._paths: dict[str, str] = _NO_DICT
         self.children: list[Vertex] = _NO_LIST
         self.parent: Vertex | None = parent  # set here only by a reader that links it
@@ -318,6 +324,22 @@ class Vertex:
             self.properties = {}
         self.properties[key] = value
 
+    @property
+    def path(self) -> str:
+        """The containment path ("" when it has none)."""
+        p = self._path
+        if p is None:  # a leaf compact_paths left its string out of
+            return f"{self.parent.path}/{self.name}"
+        return p
+
+    @path.setter
+    def path(self, path: str) -> None:
+        if self.children:  # those that derive theirs from this one keep what they had
+            for c in self.children:
+                if c._path is None and c.parent is self:
+                    c._path = c.path
+        self._path = path
+
     def set_path(self, subsystem: str, path: str) -> None:
         if subsystem == CONTAINMENT:
             self.path = path
@@ -368,14 +390,24 @@ class ResourceGraph:
     shared_children: int = 0
     # the subsystem whose tree is this graph's containment tree (see project)
     dominant: str = CONTAINMENT
+    # vertices[:compacted] went through compact_paths
+    compacted: int = field(default=0, compare=False, repr=False)
 
     def add_vertex(self, type_: str, basename: str, name: str, id_: int, *, rank: int = -1,
                    size: int = 1, unit: str = "", uniq_id: int | None = None) -> Vertex:
         uid = len(self.vertices) if uniq_id is None else uniq_id
+        # One string per distinct name: every node of a graph has its core0..core63
+        # (the leader's 1,000-node graph: 197 names, not 197,000 strings of ~56 bytes)
+        named = self.by_name.get(name)
+        if named:
+            name = named[0].name
         v = Vertex(uid, type_, basename, name, id_, rank, size, unit)
         self.vertices.append(v)
         self.by_type.setdefault(type_, []).append(v)
-        self.by_name.setdefault(name, []).append(v)
+        if named is None:
+            self.by_name[name] = [v]
+        else:
+            named.append(v)
         self.by_rank.setdefault(rank, []).append(v)
         return v
 
@@ -428,13 +460,54 @@ class ResourceGraph:
 
     def _leaves_at(self, path: str, but: Vertex | None = None) -> list[Vertex]:
         """The leaves left out of by_path whose path is ``path`` (other than ``but``)."""
-        parent_path, sep, _name = path.rpartition("/")
+        parent_path, sep, name = path.rpartition("/")
         if not sep or not parent_path:
             return []
         found = []
         for p in self.lookup(parent_path):
-            found += [c for c in p.children if c.path == path and c is not but]
+            if p.path == parent_path:  # a child deriving its path from p: by its name alone
+                found += [c for c in p.children if c is not but and (
+                    c.name == name if c._path is None and c.parent is p else c.path == path)]
+            else:
+                found += [c for c in p.children if c.path == path and c is not but]
         return found
+
+    def compact_paths(self) -> None:
+        """Let the leaves made since the last call keep no path string of their own: a
+        childless vertex, alone at its path, whose containment path is its parent's, "/"
+        and its name, gets it from its parent on demand (Vertex.path) and leaves by_path
+        (found through its parent, as index_leaves does, when its parent is alone at
+        its path in by_path). Its path string was a tenth of a 1,000-node flat graph's
+        memory and its by_path entry another twentieth. Every path, lookup and count
+        stays what it was. Readers call it once a graph is built (freeze_built_graph),
+        and freeze_for_gc on a graph that grew."""
+        by_path = self.by_path
+        left = 0
+        vertices = self.vertices
+        for i in range(self.compacted, len(vertices)):
+            v = vertices[i]
+            p = v._path
+            parent = v.parent
+            if not p or parent is None or v.children or v._paths:
+                continue
+            ppath = parent.path
+            if p != f"{ppath}/{v.name}":
+                continue
+            have = by_path.get(p)
+            if have is v:
+                if by_path.get(ppath) is not parent:
+                    continue  # (a lookup finds leaves only through a parent by_path has)
+                del by_path[p]
+                self.leaf_paths += 1
+                left += 1
+            elif have is not None:
+                continue  # at a path it shares with others: by_path lists it
+            v._path = None
+        self.compacted = len(vertices)
+        if left > len(by_path):  # a dict does not shrink as keys go: rebuild it
+            kept = list(by_path.items())
+            by_path.clear()
+            by_path.update(kept)
 
     def path_count(self) -> int:
         """How many distinct paths the graph's vertices have (Fluxion's by_path size)."""
@@ -499,6 +572,8 @@ class ResourceGraph:
                     if not have:
                         del self.by_path[p]
         if v.parent is not None:
+            if v._path is None:
+                v._path = v.path
             v.parent.children.remove(v)
             v.parent = None
 

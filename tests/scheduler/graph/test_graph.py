@@ -296,3 +296,15 @@ def test_leaves_holding_one_jobs_containers_change_alone():
             {7}, {7: 1}, {7: 1}, {7})
     assert set(c.reservations) == set()
     assert (set(held.tags), dict(held.spans)) == ({7}, {7: 1})
+
+
+
+def test_vertices_of_one_name_share_one_string():
+    # every node of R has its own core0..core3: 8 cores with 4 names, and the graph keeps
+    # one string per name, not one per vertex (the rv1 reader makes each name anew)
+    R = {"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0-3"}}],
+                                     "nodelist": ["n[0-1]"], "starttime": 0, "expiration": 0}}
+    cores = read_rv1(R).by_type["core"]
+    assert sorted(c.name for c in cores) == ["core0", "core0", "core1", "core1", "core2",
+                                             "core2", "core3", "core3"]
+    assert len({id(c.name) for c in cores}) == 4

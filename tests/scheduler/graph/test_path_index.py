@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from fluxnode.scheduler.graph.resource_graph import CONTAINMENT
+from fluxnode.scheduler.graph.resource_graph import CONTAINMENT, ResourceGraph
 from fluxnode.scheduler.readers.grug import read_grug
 from support.paths import SHARED
 from support.sched_graphs import TINY_GRUG, grug_document, grug_vertices
@@ -140,3 +140,53 @@ def test_a_vertex_added_at_a_leafs_path_and_a_leaf_removed(tmp_path: Path) -> No
     other = g.lookup("/tiny0/rack0/node1/socket1/core4")[0]
     g.remove_vertex(other)
     assert g.lookup(other.path) == [] and g.path_count() == count - 1
+
+
+def built_by_hand():
+    """cluster0 -> node0, node1 -> core0, core1, gpu0 each, and node1's second core0 (a
+    clash), made the way the service's flat graph is: every path set and in by_path
+    (no index_leaves), as the strings a builder formats."""
+    g = ResourceGraph()
+    root = g.add_vertex("cluster", "cluster", "cluster0", 0)
+    g.set_path(root, CONTAINMENT, "/cluster0")
+    g.roots[CONTAINMENT] = root
+    for n in range(2):
+        node = g.add_vertex("node", "node", f"node{n}", n, rank=n)
+        g.set_path(node, CONTAINMENT, f"/cluster0/node{n}")
+        g.add_edge(root, node)
+        kids = [("core", 0), ("core", 1), ("gpu", 0)] + ([("core", 0)] if n else [])
+        for type_, i in kids:
+            v = g.add_vertex(type_, type_, f"{type_}{i}", i, rank=n)
+            g.set_path(v, CONTAINMENT, f"/cluster0/node{n}/{type_}{i}")
+            g.add_edge(node, v)
+    return g
+
+
+def test_compacted_leaves_keep_their_paths_and_lookups() -> None:
+    g = built_by_hand()
+    before = {v.uniq_id: v.path for v in g.vertices}
+    count = g.path_count()
+    g.compact_paths()
+    # the leaves alone at their paths left by_path and keep no string: 5 of the 6
+    # leaves with a path of their own (node1's two core0 share theirs: they stay listed)
+    assert len(g.by_path) == count - 5 and g.leaf_paths == 5
+    assert sum(v._path is None for v in g.vertices) == 5
+    assert {v.uniq_id: v.path for v in g.vertices} == before
+    assert g.path_count() == count
+    check_index(g)
+    # a new vertex at a compacted leaf's path: both are found under it
+    leaf = g.lookup("/cluster0/node0/core1")[0]
+    extra = g.add_vertex("core", "core", "core1", 1)
+    g.set_path(extra, CONTAINMENT, "/cluster0/node0/core1")
+    assert {v.uniq_id for v in g.lookup(leaf.path)} == {leaf.uniq_id, extra.uniq_id}
+    assert g.path_count() == count
+    # a parent given another path: its compacted children keep theirs
+    node1 = g.lookup("/cluster0/node1")[0]
+    gpu = g.lookup("/cluster0/node1/gpu0")[0]
+    node1.path = "/elsewhere/node1"
+    assert gpu.path == "/cluster0/node1/gpu0"
+    # a compacted leaf removed: its path goes, the vertex keeps it
+    core = g.lookup("/cluster0/node0/core0")[0]
+    g.remove_vertex(core)
+    assert g.lookup("/cluster0/node0/core0") == [] and core.path == "/cluster0/node0/core0"
+    assert g.path_count() == count - 1
