@@ -152,8 +152,10 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
         return 1
     whole = graph  # what Fluxion loaded, all subsystems (-e counts it)
     if subsystems[0] != CONTAINMENT:
-        # the matcher walks the dominant subsystem only (the auxiliary ones of "C+PA"
-        # and the like add nothing to what Fluxion's matcher selects or writes)
+        # the matcher walks the dominant subsystem only. Not Fluxion's whole behaviour:
+        # its dom_exp also walks the auxiliary subsystems' up edges (power under "C+PA")
+        # and can fail a match at the root on what they leave; see
+        # test_resource_query_subsystems.py's xfail and docs/scheduler.md
         graph = graph.project(subsystems[0])
     if ns.traverser not in ("simple", "flexible"):
         stderr.write(f"ERROR: unknown traverser {ns.traverser}\n")
