@@ -276,15 +276,23 @@ def scenario(title: str, args, groups: list[tuple[str | None, int]]) -> dict:
         finished = True
         return out
     finally:
-        if binder is not None:
-            stop_process(binder, 15)
-        inst.stop()
-        kube.stop()
-        binder_log.close()
-        if finished:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:  # keep the binder's log of a failed scenario for the reader
-            print(f"{title}: binder log kept in {tmp / 'binder.log'}", file=sys.stderr, flush=True)
+        tear_down(binder, inst, kube, binder_log, tmp, finished, f"{title}: ")
+
+
+def tear_down(binder: subprocess.Popen | None, inst: Instance, kube: KubeEmulator,
+              binder_log, tmp: Path, finished: bool, what: str = "") -> None:
+    """A bench run's end, finished or not: the binder, the brokers and the emulator
+    stopped; the scratch folder removed, or kept for its binder log when the run failed
+    (`what` names the run in that line). bench/workloads.py ends its runs here too."""
+    if binder is not None:
+        stop_process(binder, 15)
+    inst.stop()
+    kube.stop()
+    binder_log.close()
+    if finished:
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:  # keep the binder's log of a failed run for the reader
+        print(f"{what}binder log kept in {tmp / 'binder.log'}", file=sys.stderr, flush=True)
 
 
 def main() -> None:

@@ -50,7 +50,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shutil
 import signal
 import socket
 import subprocess
@@ -65,10 +64,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from binder import cpu_of, cpu_times  # noqa: E402  (bench/binder.py)
+from binder import cpu_of, cpu_times, tear_down  # noqa: E402  (bench/binder.py)
 from kubernetes import client  # noqa: E402
 
-from fluxnode.testing.exits import stop_process  # noqa: E402
 from fluxnode.testing.instance import Instance  # noqa: E402
 from fluxnode.testing.kube_emulator import KubeEmulator  # noqa: E402
 from fluxnode.testing.kube_store import Change  # noqa: E402
@@ -405,15 +403,7 @@ def run(args: argparse.Namespace) -> dict:
         finished = True
         return out
     finally:
-        if binder is not None:
-            stop_process(binder, 15)
-        inst.stop()
-        kube.stop()
-        binder_log.close()
-        if finished:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:  # keep the binder's log of a failed run for the reader
-            print(f"binder log kept in {tmp / 'binder.log'}", file=sys.stderr, flush=True)
+        tear_down(binder, inst, kube, binder_log, tmp, finished)
 
 
 def main() -> None:
