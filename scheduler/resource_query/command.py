@@ -152,10 +152,8 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
         return 1
     whole = graph  # what Fluxion loaded, all subsystems (-e counts it)
     if subsystems[0] != CONTAINMENT:
-        # the matcher walks the dominant subsystem only. Not Fluxion's whole behaviour:
-        # its dom_exp also walks the auxiliary subsystems' up edges (power under "C+PA")
-        # and can fail a match at the root on what they leave; see
-        # test_resource_query_subsystems.py's xfail and docs/scheduler.md
+        # the matcher walks the dominant subsystem as its containment tree; under a
+        # containment dominant one it also walks the auxiliary ones' edges (aux_walk)
         graph = graph.project(subsystems[0])
     if ns.traverser not in ("simple", "flexible"):
         stderr.write(f"ERROR: unknown traverser {ns.traverser}\n")
@@ -164,7 +162,7 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     given = [f for f in ns.prune_filters if f.strip(" ")]
     prune = ",".join(given) if given else DEFAULT_PRUNE_FILTERS
     try:
-        trav = cls(graph, ns.match_policy, prune_filters=prune)
+        trav = cls(graph, ns.match_policy, prune_filters=prune, subsystems=list(subsystems))
     except PolicyError as exc:
         stderr.write(f"ERROR: unknown match policy {ns.match_policy}: {exc}\n")
         return 1

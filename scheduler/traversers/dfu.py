@@ -56,6 +56,7 @@ from fluxnode.scheduler.jobspec.jobspec import Jobspec
 from fluxnode.scheduler.jobspec.request import MatchRequest, Request, from_jobspec
 from fluxnode.scheduler.policies.policy import Policy
 from fluxnode.scheduler.readers.rv1 import extend_rv1
+from fluxnode.scheduler.traversers.aux_walk import AuxWalk
 from fluxnode.scheduler.traversers.dfu_cancel import DfuCancel
 from fluxnode.scheduler.traversers.dfu_impl import (
     INF,
@@ -113,7 +114,7 @@ class MatchResult:
         return [e.vertex for e in self.selection if e.vertex.type == "node"]
 
 
-class Traverser(DfuSelect, DfuCancel, DfuReservation):
+class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
     """The public traverser: match, replay, cancel, find, status and graph growth.
 
     The walks it runs are its bases' (see ``dfu_impl``); this class owns the
@@ -217,7 +218,14 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         # the shared planners update walks hand out, kept for the next walks with the
         # same window (dfu_update.SpanPool)
         self._span_pool = SpanPool()
-        self._cacheable = not self.policy.stop_on_1 and type(self)._subtree_cacheable
+        # the auxiliary subsystems the select walk explores too (aux_walk), when the
+        # dominant one is containment (another dominant one walks a projected graph)
+        dominant, *aux = self.subsystems
+        self._aux = (tuple(s for s in aux if s in self.g.subsystems)
+                     if dominant == CONTAINMENT else ())
+        # the subtree cache and the fast walk's shortcuts know no auxiliary walk
+        self._cacheable = (not self.policy.stop_on_1 and type(self)._subtree_cacheable
+                           and not self._aux)
         root = self.g.roots.get(CONTAINMENT)
         if root is None:
             raise TraverserError("graph has no containment root")
@@ -266,6 +274,13 @@ class Traverser(DfuSelect, DfuCancel, DfuReservation):
         weights = self._weights
         for v in inner:
             weights[v.uniq_id] = old_weights.get(v.uniq_id, UNSET_WEIGHT)
+        if len(self.g.roots) > 1:
+            # a containment leaf with edges in another subsystem (a pdu) is no leaf to
+            # Fluxion: its edge weighs UINT64_MAX until an update passes through it, and
+            # its parent orders it so among children that have their weights
+            for v in order:
+                if not v.children and v.aux_children:
+                    weights[v.uniq_id] = old_weights.get(v.uniq_id, UNSET_WEIGHT)
 
     def _why_unsatisfiable(self, req: MatchRequest) -> str:
         """Why `req` can never fit this graph, in the request's terms (Fluxion only says

@@ -84,13 +84,15 @@ class FastTraverser(RootIndexWalk, ShapeTemplates, FirstMatchWalk, Traverser):
             self._cache_policy = key
         if self._pruned_dirty:
             self._forget_changed_prunes()
-        self._cacheable = exhaustive
+        self._cacheable = exhaustive and not self._aux
         root = self.g.root
         root_slot = self._root_slot(req.resources)
         root_is_node = root.type == "node"
         s = decide(p, False, root_is_node, root_slot)
         if m.constraint is not None and not (s.root_index and self._nodes_at_root):
             s = decide(p, True, root_is_node, root_slot)
+        if self._aux:  # the plain walk, which explores the auxiliary subsystems too
+            s = NONE
         # else the root index applies the constraint (see root_index.py); nothing else
         # of the walk meets it: the root's children are walked without it
         self._shortcuts = s

@@ -166,6 +166,9 @@ class DfuImpl:
     _visited: set[int]
     _req_xtypes: set[str]  # the types the current request asks for exclusively
     _enforced: int  # marking passes of the current walk (see _dom_dfv)
+    # the selection's auxiliary subsystems the graph has edges in, which the select walk
+    # also explores (aux_walk); empty (the default): the dominant subsystem alone
+    _aux: tuple[str, ...] = ()
 
     def edge_weight_of(self, parent: Vertex, child: Vertex) -> int:
         """The weight of the edge ``parent`` -> ``child`` (first-match order): the

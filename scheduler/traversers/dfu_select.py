@@ -206,7 +206,7 @@ class DfuSelect(DfuImpl):
     def _short(self, m: JobMeta, u: Vertex, r: Request) -> bool:
         """Too few free units below ``u`` for one ``r`` (the --prune-filters types only)."""
         ud = self._user_data(r)
-        if not ud or not u.children:
+        if not ud or not (u.children or u.aux_children):  # a leaf in every subsystem
             return False
         tracked = self._tracked.get(u.type)
         if tracked is None:
@@ -256,10 +256,14 @@ class DfuSelect(DfuImpl):
     def _slot_sits_at(self, u: Vertex, shape: list[Request]) -> bool:
         """Is ``u`` the vertex a slot of ``shape`` is matched at: is every type the
         slot holds among the types of ``u``'s children (one level down, as Fluxion's
-        dom_dfv decides it)? Both traversers' ``_test`` ask this one question."""
+        dom_dfv decides it)? Both traversers' ``_test`` ask this one question. Fluxion's
+        slot_match reads every out-edge, of every subsystem: a pdu that supplies nodes
+        and power holds a slot of both."""
         child_types = self._child_types.get(u.uniq_id)
         if child_types is None:
             child_types = self._child_types[u.uniq_id] = {c.type for c in u.children}
+            for kids in (u.aux_children or {}).values():
+                child_types.update(c.type for c in kids)
         return all(c.type in child_types for c in shape)
 
     # ------------------------------------------------------------------ walk
@@ -465,6 +469,8 @@ class DfuSelect(DfuImpl):
             self._dom_slot(m, u, nxt, nslots, pres, label, dfu)
         else:
             self._explore(m, u, nxt, pres, x_in, dfu)
+            if u.aux_children and self._aux:  # dom_exp's auxiliary subsystems (aux_walk)
+                self._aux_exp(m, u, nxt, x_in, dfu)
         avail = self._avail(u, m)
         if avail == 0:
             self.errno = EBUSY

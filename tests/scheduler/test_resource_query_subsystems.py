@@ -11,6 +11,7 @@ whole graph."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -164,30 +165,70 @@ def test_a_containment_jgf_plans_the_nodes_the_power_tree_shares(tmp_path, test,
     assert out.read_text() == (UPDATE / "expected" / "update_multi" / f"{test}.R.out").read_text()
 
 
-# Issue 35: under `-S C+PA` on flux-sched's power.graphml, Fluxion's walk of the power
-# subsystem (dom_exp -> explore(..., visit_t::UPV) -> aux_upv, dfu_impl.cpp) adds
-# power-subsystem evaluations to the visiting vertex's scoring with that scoring's stale
-# overall_score()/avail() (explore_statically/explore_dynamically read them after
-# aux_upv, which never sets them); at a pdu (no containment children) they are -1 and
-# 0, so unqualified. Under a stop-on-1 policy (`first`) tally_shares' total_count() also
-# creates empty power entries for the jobspec's types. Merged up to the root (resolve,
-# unless a matched vertex enforced its own), has_remaining() (dfu_impl.cpp) finds a power
-# type with no qualified count and the match fails: "No matching resources found". Which
-# matches fail so depends on the policy (first walks the highest uniq_id first and stops
-# early; others visit the pdu) and on the prune filters (ALL:core prunes the pdu's
-# aux_upv of a node, whose power subtree has no cores). fluxnode walks the dominant
-# subsystem only and allocates each of these. Expected outputs: Fluxion v0.54.0, run in
-# tests/scheduler/data/subsystems (see its README):
+# Issue 35: under `-S C+PA` Fluxion's dom_exp also walks the power edges of each
+# containment vertex it explores (explore(..., visit_t::UPV, ...) -> aux_upv,
+# dfu_impl.cpp), adding one power-subsystem group per accepted child, scored with the
+# visiting vertex's overall_score()/avail() as they stand (aux_upv never sets them): at
+# a pdu (no containment children) -1 and 0, so unqualified. Under a stop-on-1 policy
+# (`first`) tally_shares' total_count() also creates empty power groups for the
+# level's types. Merged up to the root (resolve, unless a matched vertex chose its own
+# children), has_remaining() finds a power type with no qualified count and the match
+# fails: "No matching resources found". Which matches fail so depends on the policy
+# (`first` walks the highest uniq_id first and stops early, or meets a pdu first once
+# the nodes' edges are weighed) and on the prune filters (ALL:core prunes a pdu for a
+# request of cores: its subtree filter counts none). Modelled in
+# scheduler/traversers/aux_walk.py. Expected outputs: Fluxion v0.54.0, run in
+# tests/scheduler/data/subsystems (its README has the commands):
 #   resource-query -L <shared>/fluxion-corpus/data/resource/grugs/power.graphml \
 #       -S C+PA -P POLICY -p PRUNE -F rv1_nosched -d < cmds_aux.in > aux.POLICY.PRUNE
-@pytest.mark.xfail(strict=True, reason="issue 35: the power subsystem's aux walk is not "
-                   "modelled (Fluxion's has_remaining fails on its stale-score entries)")
+POWER = SHARED / "fluxion-corpus" / "data" / "resource" / "grugs" / "power.graphml"
+POLICIES = ["first", "high", "low", "lonode", "hinode", "lonodex", "hinodex", "locality",
+            "variation", "firstnodex"]
+
+
 @pytest.mark.parametrize("policy", ["first", "high"])
 @pytest.mark.parametrize("prune", ["ALL:core", "ALL:node"])
 def test_the_power_walk_of_c_pa_fails_matches_as_fluxions_does(policy, prune):
-    graph = SHARED / "fluxion-corpus" / "data" / "resource" / "grugs" / "power.graphml"
-    proc = _run_graph(graph, (DATA / "cmds_aux.in").read_text(), "-S", "C+PA", "-P", policy,
+    proc = _run_graph(POWER, (DATA / "cmds_aux.in").read_text(), "-S", "C+PA", "-P", policy,
                       "-p", prune, "-F", "rv1_nosched")
     assert proc.returncode == 0
     expected = (DATA / f"aux.{policy}.{prune.replace(':', '_')}").read_text()
     assert proc.stdout == expected
+
+
+def _matches(stdout: str) -> str:
+    """What -e's run wrote after its graph's load figures, without the ELAPSE lines
+    (times): the matches' outputs and their visit counts."""
+    lines = stdout.splitlines(keepends=True)
+    i = 0
+    while i < len(lines) and lines[i].startswith("INFO: ") and not lines[i].startswith(
+            "INFO: ====="):
+        i += 1
+    return "".join(x for x in lines[i:] if not x.startswith("INFO: ELAPSE="))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("prune", ["", "ALL:core", "ALL:node"])
+def test_every_policy_walks_the_power_edges_as_fluxions_does(policy, prune):
+    """cmds_aux_all.in on flux-sched's power.graphml, under every policy, with the
+    default prune filters and with each alone: which matches fail, what the others
+    allocate, and how many vertices each walk visited (-e), as Fluxion wrote them
+    (aux_all.json, keyed "POLICY PRUNE")."""
+    expected = json.loads((DATA / "aux_all.json").read_text())[f"{policy} {prune}".strip()]
+    proc = _run_graph(POWER, (DATA / "cmds_aux_all.in").read_text(), "-S", "C+PA",
+                      "-P", policy, "-F", "rv1_nosched", "-e", *(["-p", prune] if prune else []))
+    assert (proc.returncode, proc.stderr) == (0, expected["stderr"])
+    assert _matches(proc.stdout) == expected["stdout"]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_pdu_holds_a_slot_and_waits_for_its_weight_as_fluxions_does(policy):
+    """cmds_aux_power2.in on the small graph: a slot of power and a node sits at a pdu
+    (slot_match reads the power edges too), and once the first policy's updates weigh
+    the nodes' edges, a pdu's edge (never weighed: UINT64_MAX) comes first and its power
+    walk fails the satisfiability check (aux_power2.json, Fluxion's -F simple -e)."""
+    expected = json.loads((DATA / "aux_power2.json").read_text())[policy]
+    proc = _run((DATA / "cmds_aux_power2.in").read_text(), "-S", "C+PA", "-P", policy,
+                "-F", "simple", "-e")
+    assert (proc.returncode, proc.stderr) == (0, expected["stderr"])
+    assert _matches(proc.stdout) == expected["stdout"]
