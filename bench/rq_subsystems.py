@@ -8,7 +8,8 @@ and ``PA`` now and then), every match policy in turn across the seeds, a prune f
 (none, ``ALL:core``, ``ALL:node``, both, or one anchored at a rack or a pdu), a writer,
 ``-e`` now and then, and a stream of 2 to 8 commands: matches of every verb of random
 jobspecs (slots of cores, sockets, GPUs, memory or nodes, exclusive nodes, racks; and
-the power jobspecs of the tests and of flux-sched), cancels, and ``find``. Both
+the power jobspecs of the tests and of flux-sched; now and then with a hostlist
+constraint), cancels, nodes set down or up, and ``find``. Both
 programs run on the same files; a case passes when their stdout (without the timing
 lines of ``-e``), stderr, exit code and ``-t`` output are equal byte for byte. The
 oracle is Fluxion's binary (v0.54, built from source beside the project), never
@@ -89,9 +90,14 @@ def _jobspec(rng: random.Random, big: bool) -> str:
         res = ("  - type: rack\n    count: 1\n    with:\n      - type: slot\n"
                f"        count: {slot}\n        label: default\n        with:\n"
                "          - type: node\n            count: 1\n")
+    constraint = ""
+    if rng.random() < 0.15:  # RFC 31: nodes by name (a pdu's power walk meets them too)
+        lo = rng.randint(0, 60 if big else 2)
+        hosts = f"node[{lo}-{lo + rng.randint(0, 9)}]"
+        constraint = f"    constraints:\n      hostlist: [\"{hosts}\"]\n"
     return ("version: 9999\nresources:\n" + res + "attributes:\n  system:\n"
-            "    duration: 3600\ntasks:\n  - command: [ \"app\" ]\n    slot: default\n"
-            "    count:\n      per_slot: 1\n")
+            "    duration: 3600\n" + constraint + "tasks:\n  - command: [ \"app\" ]\n"
+            "    slot: default\n    count:\n      per_slot: 1\n")
 
 
 def draw(seed: int, shared: Path) -> Case:
@@ -117,7 +123,13 @@ def draw(seed: int, shared: Path) -> Case:
         r = rng.random()
         if r < 0.12 and jobs:
             case.commands.append(f"cancel {rng.randint(1, jobs)}")
-        elif r < 0.17:
+        elif r < 0.22:
+            node = rng.randint(0, 71) if big else rng.randint(0, 3)
+            rack = node // 18 if big else node // 2
+            top = "power0" if big else "grid0"
+            case.commands.append(f"set-status /{top}/rack{rack}/node{node} "
+                                 f"{rng.choice(['down', 'down', 'up'])}")
+        elif r < 0.27:
             case.commands.append(rng.choice(["find sched-now=allocated", "find status=up",
                                              "stat"]))
         else:

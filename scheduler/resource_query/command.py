@@ -162,7 +162,8 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     given = [f for f in ns.prune_filters if f.strip(" ")]
     prune = ",".join(given) if given else DEFAULT_PRUNE_FILTERS
     try:
-        trav = cls(graph, ns.match_policy, prune_filters=prune, subsystems=list(subsystems))
+        trav = cls(graph, ns.match_policy, prune_filters=prune, subsystems=list(subsystems),
+                   loaded=whole if whole is not graph else None)
     except PolicyError as exc:
         stderr.write(f"ERROR: unknown match policy {ns.match_policy}: {exc}\n")
         return 1

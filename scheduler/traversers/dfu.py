@@ -128,8 +128,13 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
         policy: str | Policy = "first",
         prune_filters: str = DEFAULT_PRUNE_FILTERS,
         subsystems: list[str] | None = None,
+        loaded: ResourceGraph | None = None,
     ) -> None:
         self.g = graph
+        # the graph as loaded, when ``graph`` is its projection on another subsystem
+        # (ResourceGraph.project, -S PA): Fluxion's slot_match reads the out-edges a
+        # vertex has there, in every subsystem (see DfuSelect._slot_sits_at)
+        self.loaded = loaded
         self.policy = policy if isinstance(policy, Policy) else Policy.parse(policy)
         self.subsystems = subsystems or [CONTAINMENT]
         self.prune_types = self._parse_prune(prune_filters)

@@ -84,13 +84,19 @@ class DfuReservation(DfuImpl):
         sp = self.g.root.subplan
         if sp is None:  # nothing planned below the root: everything is free now
             return
-        counts = dict.fromkeys(sp.totals, 0)
+        # the filter tracks its types whether or not the root has units of them (a power
+        # root's cores under -S PA: a total of 0, which any request of cores exceeds)
+        counts = dict.fromkeys([*sp.totals, *self.subplan_types(self.g.root)], 0)
         for r in req.resources:
             if r.type in counts:
                 counts[r.type] += r.count.min
             for t, n in self._user_data(r).items():
                 if t in counts:
                     counts[t] += r.count.min * n
+        if any(n for t, n in counts.items() if t not in sp.totals):
+            self.errno = errno.ERANGE  # planner_multi_avail_time_first: more than the total
+            return
+        counts = {t: counts[t] for t in sp.totals}
         # The planner sets errno when it has no time left: ENOENT, or ERANGE for more than
         # its totals (what a later failure without an errno of its own reports). Fluxion's
         # loop also asks for the next time once after the walk that fits (the for loop's

@@ -261,10 +261,20 @@ class DfuSelect(DfuImpl):
         and power holds a slot of both."""
         child_types = self._child_types.get(u.uniq_id)
         if child_types is None:
-            child_types = self._child_types[u.uniq_id] = {c.type for c in u.children}
-            for kids in (u.aux_children or {}).values():
-                child_types.update(c.type for c in kids)
+            child_types = self._child_types[u.uniq_id] = self._out_types(u)
         return all(c.type in child_types for c in shape)
+
+    def _out_types(self, u: Vertex) -> set[str]:
+        """The types at the far end of ``u``'s out-edges, in every subsystem of the graph
+        as it was loaded (a projected graph's vertex has its dominant ones alone)."""
+        if self.loaded is not None:
+            if self._loaded_ids is None:
+                self._loaded_ids = {v.uniq_id: v for v in self.loaded.vertices}
+            u = self._loaded_ids.get(u.uniq_id, u)
+        types = {c.type for c in u.children}
+        for kids in (u.aux_children or {}).values():
+            types.update(c.type for c in kids)
+        return types
 
     # ------------------------------------------------------------------ walk
     def _user_data(self, r: Request) -> dict[str, int]:
