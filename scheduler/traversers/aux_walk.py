@@ -122,16 +122,13 @@ class AuxWalk(DfuImpl):
     def _aux_prune(self, m: JobMeta, x_in: bool, u: Vertex, resources: list[Request]) -> bool:
         """prune() in an auxiliary subsystem: status, constraint, availability and
         exclusivity as in the dominant walk; no subtree filter (by_subplan finds none)."""
-        before, self.errno = self.errno, _errno.EBUSY
-        if not m.sat and u.status != "up":
-            return True
-        if m.constraint is not None and u.type in _NODE_TYPES \
-                and not m.constraint.match(u.name, u.rank, u.properties):
-            return True
-        if self._avail(u, m) == 0:
-            return True
-        for r in resources:
-            if r.type == u.type and self._excl_busy(m, x_in, u, r):
-                return True
-        self.errno = before
-        return False
+        before, self.errno = self.errno, _errno.EBUSY  # what each prune sets
+        pruned = ((not m.sat and u.status != "up")
+                  or (m.constraint is not None and u.type in _NODE_TYPES
+                      and not m.constraint.match(u.name, u.rank, u.properties))
+                  or self._avail(u, m) == 0
+                  or any(r.type == u.type and self._excl_busy(m, x_in, u, r)
+                         for r in resources))
+        if not pruned:
+            self.errno = before
+        return pruned
