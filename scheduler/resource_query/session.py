@@ -110,6 +110,8 @@ class Session:
 
     def _learn_types(self) -> None:
         self.known_types |= set(self.t.g.by_type)
+        if self.t.loaded is not None:  # -S PA walks a projection: all it loaded is known
+            self.known_types |= set(self.t.loaded.by_type)
 
     # -- output -----------------------------------------------------------
     def emit(self, result=None, labels: dict[str, str] | None = None) -> str:

@@ -232,3 +232,14 @@ def test_a_pdu_holds_a_slot_and_waits_for_its_weight_as_fluxions_does(policy):
                 "-F", "simple", "-e")
     assert (proc.returncode, proc.stderr) == (0, expected["stderr"])
     assert _matches(proc.stdout) == expected["stdout"]
+
+
+def test_a_type_of_the_containment_tree_alone_is_known_under_pa():
+    """Fluxion interns every type the graph loaded, whichever subsystem the matcher walks:
+    under -S PA a jobspec of memory (in power.graphml's containment tree alone) parses,
+    and finds nothing in the power tree (Fluxion v0.54's output on the same graph)."""
+    proc = _run_graph(POWER, "match allocate slot_memory.yaml\nquit\n", "-S", "PA")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == ("INFO: =============================\n"
+                           "INFO: No matching resources found\nINFO: JOBID=1\n"
+                           "INFO: =============================\n")
