@@ -133,8 +133,11 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
         self.g = graph
         # the graph as loaded, when ``graph`` is its projection on another subsystem
         # (ResourceGraph.project, -S PA): Fluxion's slot_match reads the out-edges a
-        # vertex has there, in every subsystem (see DfuSelect._slot_sits_at)
-        self.loaded = loaded
+        # vertex has there, in every subsystem (see DfuSelect._slot_sits_at); set only
+        # then, as _aux below: the hot walks read this instance's attributes, whose
+        # table gains nothing for a selection without them (the class holds the defaults)
+        if loaded is not None:
+            self.loaded = loaded
         self.policy = policy if isinstance(policy, Policy) else Policy.parse(policy)
         self.subsystems = subsystems or [CONTAINMENT]
         self.prune_types = self._parse_prune(prune_filters)
@@ -226,8 +229,9 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
         # the auxiliary subsystems the select walk explores too (aux_walk), when the
         # dominant one is containment (another dominant one walks a projected graph)
         dominant, *aux = self.subsystems
-        self._aux = (tuple(s for s in aux if s in self.g.subsystems)
-                     if dominant == CONTAINMENT else ())
+        aux = [s for s in aux if s in self.g.subsystems] if dominant == CONTAINMENT else []
+        if aux or self._aux:
+            self._aux = tuple(aux)
         # the subtree cache and the fast walk's shortcuts know no auxiliary walk
         self._cacheable = (not self.policy.stop_on_1 and type(self)._subtree_cacheable
                            and not self._aux)

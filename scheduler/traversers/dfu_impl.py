@@ -157,7 +157,7 @@ class DfuImpl:
     errno: int  # Fluxion's errno as the last walk left it (see dfu.TraverserErrno)
     _tracked: dict[str, set[str]]  # vertex type -> the filter types checked when pruning
     _child_types: dict[int, set[str]]  # vertex uniq_id -> the types its out-edges reach
-    loaded: ResourceGraph | None  # the graph as loaded, if ``g`` is a projection of it
+    loaded: ResourceGraph | None = None  # the graph as loaded, if ``g`` is a projection of it
     _loaded_ids: dict[int, Vertex] | None = None  # its vertices by uniq_id (_out_types)
     _subtree_cache: SubtreeCache  # see DfuSelect._dom_dfv
     _cache_window: tuple | None  # the window the subtree cache holds (DfuSelect._select)
