@@ -16,20 +16,11 @@ from pathlib import Path
 from fluxnode.broker_conf.rv1 import NodeResources
 from fluxnode.scheduler.graph.resource_graph import ResourceGraph
 from fluxnode.scheduler.service.flat_graph import add_flat_nodes, flat_graph, renumber_in_rank_order
+from support.unlike_nodes import UNLIKE_NODES
 
 RECORDED = Path(__file__).parent / "data" / "flat_graph_six_nodes.json"
 
-NODES = [
-    NodeResources(rank=0, hostname="leader", cores=[0, 1, 2, 3], memory_mib=7936),
-    NodeResources(rank=1, hostname="node1", cores=[0, 1, 2, 3], gpus=[0, 1], sockets=2,
-                  memory_mib=65536),
-    NodeResources(rank=2, hostname="node2", cores=[3, 1, 2, 0, 5, 4], sockets=3,
-                  core_sockets=[2, 0, 1, 0, 2, 1], gpus=[1, 0], gpu_sockets=[2, 0]),
-    NodeResources(rank=4, hostname="node04", cores=list(range(8)), memory_mib=1),
-    NodeResources(rank=5, hostname="gpu-a17", cores=[7], gpus=[0, 1, 2, 3], sockets=2,
-                  memory_mib=262144),
-    NodeResources(rank=7, hostname="node7", cores=[0, 1], sockets=4, memory_mib=100),
-]
+NODES = UNLIKE_NODES
 MISSING = ["/cluster0/node7/core2", "/cluster0/node3", "/cluster0/leader/memory0/x", "/cluster0/"]
 
 
