@@ -70,6 +70,7 @@ from fluxnode.testing.kube_field_validation import (
 from fluxnode.testing.kube_job_controller import USER as JOB_CONTROLLER_USER
 from fluxnode.testing.kube_job_controller import JobController
 from fluxnode.testing.kube_list_options import end_of_initial_events, initial_events
+from fluxnode.testing.kube_local_client import LocalClient
 from fluxnode.testing.kube_priority import REF as PRIORITY_REF
 from fluxnode.testing.kube_priority import admit_pod as admit_pod_priority
 from fluxnode.testing.kube_selectors import SelectorError, selector_predicate
@@ -242,8 +243,11 @@ class KubeEmulator:
     def start_job_controller(self) -> JobController:
         """Run the emulated Job controller (kube_job_controller), as its own identity."""
         if self.job_controller is None:
-            path = self.add_identity(JOB_CONTROLLER_USER, lambda info: None)
-            self.job_controller = JobController(self.store, self.api_client(path)).start()
+            token = self._add_token(JOB_CONTROLLER_USER, lambda info: None)
+            assert self._loop is not None, "start() the emulator first"
+            api = LocalClient(self._handle, self._loop, token,
+                              "kube-controller-manager/job-controller (emulated)")
+            self.job_controller = JobController(self.store, api).start()
         return self.job_controller
 
     async def _serve(self, ready: threading.Event) -> None:
@@ -292,11 +296,16 @@ class KubeEmulator:
         """A second identity: requests with its token are authorized by `authorizer` (e.g.
         RbacAuthorizer.from_manifests(...) for a service account) and named `user` in 403s.
         Returns its kubeconfig (for api_client(kubeconfig=...) or a subprocess)."""
-        token = f"identity-{len(self._identities)}-{base64.b32encode(user.encode()).decode()[:16]}"
-        self._identities[token] = (user, authorizer)
+        token = self._add_token(user, authorizer)
         path = self.directory / f"kubeconfig-{len(self._identities)}"
         self._write_kubeconfig(path, token)
         return path
+
+    def _add_token(self, user: str, authorizer: Callable[[RequestInfo], str | None]) -> str:
+        """A bearer token that authenticates as `user`, authorized by `authorizer`."""
+        token = f"identity-{len(self._identities)}-{base64.b32encode(user.encode()).decode()[:16]}"
+        self._identities[token] = (user, authorizer)
+        return token
 
     def _write_kubeconfig(self, path: Path | None = None, token: str | None = None) -> None:
         path = path or self.kubeconfig_path
