@@ -200,6 +200,10 @@ class KubeEmulator:
         # listener on the store `_listening`)
         self._mutating: list[dict] | None = None
         self._listening: KubeStore | None = None
+        # (type, operation, subresource) -> (the configurations of `_mutating` it was
+        # worked out from, those whose rules name such a write): `_webhooks`
+        self._mutating_by_write: dict[tuple[ResourceType, str, str],
+                                      tuple[list[dict], list[dict]]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -819,10 +823,20 @@ class KubeEmulator:
         admission takes (most writes: status, events, bindings; bench/workloads.py)."""
         if rt.group == "admissionregistration.k8s.io" or not self.store.count(MUTATING_REF):
             return []  # (the usual case costs no list on each write)
+        configurations = self._mutating_configurations()
+        # the answer depends only on the type, the operation and the configurations: kept
+        # until one of them changes (cleared with them; keyed by the type itself, which a
+        # CRD's update replaces)
+        key = (rt, operation, subresource or "")
+        cached = self._mutating_by_write.get(key)
+        if cached is not None and cached[0] is configurations:
+            return cached[1]
         probe = Attributes(operation, rt, subresource or "", "", "", {}, None, "", False)
-        return [c for c in self._mutating_configurations()
-                if any(rule_matches(rule, probe) for hook in c.get("webhooks") or []
-                       for rule in hook.get("rules") or [])]
+        named = [c for c in configurations
+                 if any(rule_matches(rule, probe) for hook in c.get("webhooks") or []
+                        for rule in hook.get("rules") or [])]
+        self._mutating_by_write[key] = (configurations, named)
+        return named
 
     def _mutating_configurations(self) -> list[dict]:
         """The stored MutatingWebhookConfigurations, listed (copied) again only after one of
@@ -859,8 +873,10 @@ class KubeEmulator:
                            "dryRun" in info.query)
 
         def labels(namespace: str) -> dict | None:
+            """The namespace's labels (the stored ones: selectors only read them)."""
             try:
-                return self.store.get("namespaces", None, namespace)["metadata"].get("labels")
+                return self.store.get("namespaces", None, namespace,
+                                      copy=False)["metadata"].get("labels")
             except ApiError:
                 return None
 

@@ -181,7 +181,10 @@ class JobController:
         elif change.ref == "pods":
             if change.type == "DELETED":
                 self._own(None, change.prev or change.obj)
-            else:
+            elif change.prev is None or change.prev["metadata"].get("ownerReferences") is not \
+                    change.obj["metadata"].get("ownerReferences"):
+                # (a write that kept the pod's ownerReferences as they were, e.g. a Binding
+                # or a status, shares them: its owner is the same, nothing to note)
                 self._own(change.obj, change.prev)
             owner = _owner(change.obj)
             if owner is not None:
