@@ -88,6 +88,15 @@ def _owner(pod: dict) -> tuple[str, str] | None:
     return None
 
 
+def _counted(pod: dict) -> tuple[Any, ...]:
+    """What a sync reads of a pod besides its owner: its phase, whether it is being
+    deleted, its completion index, whether it is Ready."""
+    status = pod.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or [])
+    return (status.get("phase"), pod["metadata"].get("deletionTimestamp"), _index(pod), ready)
+
+
 def _condition(job: dict, type_: str) -> dict | None:
     return next((c for c in (job.get("status") or {}).get("conditions") or []
                  if c.get("type") == type_), None)
@@ -186,6 +195,9 @@ class JobController:
                 # (a write that kept the pod's ownerReferences as they were, e.g. a Binding
                 # or a status, shares them: its owner is the same, nothing to note)
                 self._own(change.obj, change.prev)
+            elif _counted(change.prev) == _counted(change.obj):
+                return  # the same owner, and nothing a sync counts changed (a Binding): the
+                # Job's sync would find what its last one found
             owner = _owner(change.obj)
             if owner is not None:
                 self._queue.put((change.obj["metadata"].get("namespace", ""), owner[0]))
