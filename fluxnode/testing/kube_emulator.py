@@ -904,14 +904,15 @@ class KubeEmulator:
             return
         operation = {"create": "CREATE", "update": "UPDATE", "patch": "UPDATE"}.get(
             info.verb, "DELETE")
-        probe = Attributes(operation, rt, info.subresource or "", info.namespace or "",
-                           info.name or "", {}, None, user, False)
         kinds = [(VALIDATING_REF, "validating")]
         if operation == "DELETE":
             kinds.append((MUTATING_REF, "mutating"))
+        kinds = [(ref, kind) for ref, kind in kinds if self.store.count(ref)]
+        if not kinds:  # (the usual case: nothing to look at)
+            return
+        probe = Attributes(operation, rt, info.subresource or "", info.namespace or "",
+                           info.name or "", {}, None, user, False)
         for ref, kind in kinds:
-            if not self.store.count(ref):
-                continue
             for config in self.store.list(ref)[0]:
                 for hook in config.get("webhooks") or []:
                     if any(rule_matches(rule, probe) for rule in hook.get("rules") or []):
