@@ -23,6 +23,7 @@ import os
 import resource
 import sys
 import tempfile
+import time
 
 PHASES = ["fork", "main", "init", "started", "shutdown", "close", "ran"]
 
@@ -76,24 +77,25 @@ def main() -> None:
                 json.dump(marks, f)
 
     broker_mod.main = broker_main
-    steps: dict[str, tuple[float, int]] = {}  # the launcher's own CPU and faults by step
+    steps: dict[str, tuple[float, int, float]] = {}  # the launcher's CPU, faults, wall by step
 
     def launcher_step(name: str) -> None:
         inner = getattr(launcher, name)
 
         def timed(*a, **k):
-            r0 = resource.getrusage(resource.RUSAGE_SELF)
+            r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
             try:
                 return inner(*a, **k)
             finally:
                 r1 = resource.getrusage(resource.RUSAGE_SELF)
                 steps[name] = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime,
-                               r1.ru_minflt - r0.ru_minflt)
+                               r1.ru_minflt - r0.ru_minflt, time.monotonic() - t0)
 
         setattr(launcher, name, timed)
 
     for step in ("prepare", "fork_brokers", "wait_quorum", "shutdown", "cleanup"):
         launcher_step(step)
+    began = time.monotonic()
     before_c, before_s = (resource.getrusage(w) for w in (resource.RUSAGE_CHILDREN,
                                                           resource.RUSAGE_SELF))
     try:
@@ -126,7 +128,9 @@ def main() -> None:
     print(f"brokers {total:.2f} s CPU ({total / n * 1000:.1f} ms each), launcher {mine:.2f} s; "
           f"load average {os.getloadavg()[0]:.1f}")
     print("launcher by step: " + ", ".join(f"{k} {cpu:.2f} s ({faults} faults)"
-                                           for k, (cpu, faults) in steps.items()))
+                                           for k, (cpu, faults, _) in steps.items()))
+    print("wall by step: " + ", ".join(f"{k} {wall:.2f} s" for k, (_, _, wall) in steps.items())
+          + f"; in all {time.monotonic() - began:.2f} s")
     for f in glob.glob(f"{out}/*.json"):
         os.unlink(f)
     os.rmdir(out)

@@ -19,12 +19,12 @@ offline   not yet joined, or cleanly shut down
 from __future__ import annotations
 
 import errno
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import zmq
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.message import MAX_MESSAGE_SIZE, Message, MessageError
 from fluxnode.agent.broker.overlay_auth import InstanceKeyAuthenticator
 from fluxnode.agent.broker.overlay_guard import MONITOR_EVENTS, AdmissionGuard, GuardLimits
@@ -134,7 +134,7 @@ class Overlay:
         self,
         reactor: Reactor,
         ctx: zmq.Context,
-        log: logging.Logger,
+        log: BrokerLog,
         *,
         rank: int,
         hostnames: list[str],
