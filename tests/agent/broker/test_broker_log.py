@@ -12,7 +12,6 @@ import re
 import sys
 
 import pytest
-
 from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.logging_setup import setup_logging
 
