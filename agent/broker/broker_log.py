@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from functools import partialmethod
 from typing import Any
 
 DEBUG, INFO, WARNING, ERROR, CRITICAL = 10, 20, 30, 40, 50
@@ -68,23 +69,13 @@ class BrokerLog:
             except OSError:
                 pass
 
-    def debug(self, msg: object, *args: object, exc_info: Any = False) -> None:
-        self.log(DEBUG, msg, *args, exc_info=exc_info)
-
-    def info(self, msg: object, *args: object, exc_info: Any = False) -> None:
-        self.log(INFO, msg, *args, exc_info=exc_info)
-
-    def warning(self, msg: object, *args: object, exc_info: Any = False) -> None:
-        self.log(WARNING, msg, *args, exc_info=exc_info)
-
-    def error(self, msg: object, *args: object, exc_info: Any = False) -> None:
-        self.log(ERROR, msg, *args, exc_info=exc_info)
-
-    def exception(self, msg: object, *args: object, exc_info: Any = True) -> None:
-        self.log(ERROR, msg, *args, exc_info=exc_info)
-
-    def critical(self, msg: object, *args: object, exc_info: Any = False) -> None:
-        self.log(CRITICAL, msg, *args, exc_info=exc_info)
+    # logging.Logger's level methods: `log` at a fixed level (`exception` with the traceback)
+    debug = partialmethod(log, DEBUG)
+    info = partialmethod(log, INFO)
+    warning = partialmethod(log, WARNING)
+    error = partialmethod(log, ERROR)
+    exception = partialmethod(log, ERROR, exc_info=True)
+    critical = partialmethod(log, CRITICAL)
 
     def close(self) -> None:
         if self.file_fd is not None:
