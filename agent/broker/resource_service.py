@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import logging
 import random
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from fluxnode.agent.broker import discovery
 from fluxnode.agent.broker.boot import InstanceState
+from fluxnode.agent.broker.broker_log import INFO, WARNING, BrokerLog
 from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 from fluxnode.agent.broker.reactor import Timer
 from fluxnode.agent.broker.services import DEFERRED, ServiceRegistry
@@ -60,7 +60,7 @@ class ResourceServiceContext:
     forget: Callable[[int], None]
     down_ranks: Callable[[], list[int]]
     call_later: Callable[[float, Callable[[], None]], Timer]
-    log: logging.Logger
+    log: BrokerLog
 
 
 def _node_to_dict(node: Any) -> dict:
@@ -341,7 +341,7 @@ class ResourceService:
         self._drop_ask(ask)
         delay = min(PULL_BACKOFF_MAX, PULL_BACKOFF_MIN * 2 ** (ask.attempts - 1))
         ask.not_before = time.monotonic() + delay * random.uniform(0.75, 1.0)
-        level = logging.INFO if ask.attempts <= 3 else logging.WARNING
+        level = INFO if ask.attempts <= 3 else WARNING
         self.context.log.log(level, "resource: asking rank %d for its resources failed "
                              "(attempt %d): %s; asking again in %.1fs", rank, ask.attempts,
                              why, delay)
