@@ -50,6 +50,8 @@ missing (logged once).
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 import threading
 from collections import deque
@@ -63,6 +65,7 @@ from fluxnode.broker_conf import hostlist
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
 from fluxnode.scheduler.binder.fluxjob_writer import FluxJobWriter
+from fluxnode.scheduler.binder.http_writer import HttpWriter, Write
 from fluxnode.scheduler.binder.podgroup import GroupKey, job_owner
 from fluxnode.scheduler.binder.queue import (
     creation_time,
@@ -81,6 +84,7 @@ from kubernetes.client.exceptions import ApiException
 log = logging.getLogger("fluxnode.binder")
 
 GROUP, VERSION, PLURAL = "fluxnode.io", "v1alpha1", "fluxjobs"
+RESUMES_PER_PIPELINE = 64  # Job resumes sent back to back on one connection (`_drain_resumes`)
 
 
 @dataclass
@@ -311,7 +315,10 @@ class FluxJobLoop:
                              allocation=tracked.allocation)
                 tracked.quiet = True
         for tracked in visit:  # (kept until here: a pass that fails visits them again)
-            if tracked.quiet:
+            # a Job being resumed is visited again when its outcome comes back (`resumed`):
+            # kept, the Jobs waiting for their patch were walked on every pass (quadratic in
+            # bench/workloads.py's burst, hundreds waiting at once)
+            if tracked.quiet or tracked.resuming:
                 self._visit.pop(self._id(tracked.job), None)
             else:
                 self._visit[self._id(tracked.job)] = None
@@ -395,30 +402,53 @@ class FluxJobLoop:
         self.ctx.pool.submit(self._drain_resumes, chain)
 
     def _drain_resumes(self, chain: tuple) -> None:
-        """(A bind worker.) Resume the chain's Jobs in order until none is left."""
+        """(A bind worker.) Resume the chain's Jobs in order until none is left: those
+        queued when it looks, up to RESUMES_PER_PIPELINE, pipelined on one connection
+        (http_writer.py: applied in the order sent, without a round trip each; one at a
+        time, a chain resumed one Job per round trip to a busy API server, which bounded
+        bench/workloads.py's burst at 20-39 workloads/s), then the next."""
         while True:
             with self._resume_lock:
-                item = self._resume_queues[chain][0]
-            self._resume(*item)
+                items = list(itertools.islice(self._resume_queues[chain], RESUMES_PER_PIPELINE))
+            self._resume(items)
             with self._resume_lock:
                 queued = self._resume_queues[chain]
-                queued.popleft()
+                for _ in items:
+                    queued.popleft()
                 if not queued:
                     del self._resume_queues[chain]
                     return
 
-    def _resume(self, tracked: Tracked, name: str, namespace: str, answer: dict) -> None:
-        """(A bind worker.) Patch the Job's ``spec.suspend`` to false; the outcome goes to
-        the loop."""
-        job, error = None, None
-        try:
-            job = kube_raw.call(self.batch.patch_namespaced_job, name, namespace,
-                                {"spec": {"suspend": False}})
-        except ApiException as exc:
-            error = status_message(exc)
-        except Exception as exc:  # no answer: the loop must still hear of it
-            error = f"{type(exc).__name__}: {exc}"
-        self.post(("fluxjob", tracked, job, error, answer))
+    def _resume(self, items: list[tuple]) -> None:
+        """(A bind worker.) Patch each Job's ``spec.suspend`` to false, in order; each outcome
+        goes to the loop. The patch means the same sent twice, so pipelining it is safe
+        (http_writer.py); without the plain writer (an HTTP proxy) they go one by one."""
+        api = self.ctx.writer.api
+        if isinstance(api, HttpWriter):
+            outcomes = api.pipeline([
+                Write("PATCH", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
+                      {"spec": {"suspend": False}}, "application/merge-patch+json")
+                for _tracked, name, namespace, _answer in items])
+        else:
+            outcomes = []
+            for _tracked, name, namespace, _answer in items:
+                try:
+                    outcomes.append(kube_raw.call(self.batch.patch_namespaced_job, name,
+                                                  namespace, {"spec": {"suspend": False}}))
+                except Exception as exc:
+                    outcomes.append(exc)
+        for (tracked, _name, _namespace, answer), outcome in zip(items, outcomes, strict=True):
+            job, error = None, None
+            if isinstance(outcome, ApiException):
+                error = status_message(outcome)
+            elif isinstance(outcome, Exception):  # no answer: the loop must still hear of it
+                error = f"{type(outcome).__name__}: {outcome}"
+            else:
+                try:
+                    job = json.loads(outcome) if isinstance(outcome, bytes) else outcome
+                except ValueError as exc:
+                    error = f"the API server's answer is not JSON: {exc}"
+            self.post(("fluxjob", tracked, job, error, answer))
 
     def resumed(self, tracked: Tracked, job: dict | None, error: str | None,
                 answer: dict) -> None:
@@ -426,6 +456,7 @@ class FluxJobLoop:
         back and the Job Queued again (asked anew on the next pass)."""
         tracked.resuming = False
         self.dirty = True
+        self._visit[self._id(tracked.job)] = None
         if self.jobs.get(self._id(tracked.job)) is not tracked or \
                 tracked.allocation != answer["id"]:
             return  # gone, replaced, or its allocation dropped meanwhile (reconcile)
