@@ -7,8 +7,9 @@ hundred bytes. Here each writing thread keeps one connection to the API server,
 made by the client's own urllib3 pool (`_new_conn`: the same TLS settings,
 certificates and host checks), and a write is one ``sendall`` of the request and
 a small parser for the answer (status line, headers, a Content-Length or chunked
-body). Authentication headers come from the client's configuration on every call
-(its refresh hook keeps tokens current).
+body). Authentication headers come from the client's configuration (its refresh hook keeps
+tokens current), asked again after `AUTH_TTL` seconds: the hook of a kubeconfig's client
+rebuilds its settings on every call, 40 us each, more than the rest of a write.
 
 What a failure means is what it meant through urllib3: an HTTP error status is
 the client's ApiException (status, reason, body); no answer is any other
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any, NamedTuple
 
 from fluxnode.agent.kube import raw as kube_raw
@@ -42,6 +44,7 @@ from urllib3.util import parse_url
 from urllib3.util.wait import wait_for_read
 
 MAX_HEADER_LINE = 65536
+AUTH_TTL = 1.0  # seconds the authentication headers are kept before asking the client again
 MAX_HEADERS = 200
 
 
@@ -194,6 +197,7 @@ class HttpWriter:
         if url.host and ":" in url.host and not url.host.startswith("["):  # IPv6 literal
             self._host_header = f"[{url.host}]" + ("" if port in (None, default) else f":{port}")
         self._user_agent = f"fluxnode-binder ({api_client.user_agent})"
+        self._auth_cache: tuple[float, str] = (0.0, "")  # (valid until, header lines)
         self._local = threading.local()
         self._all: list[_Connection] = []
         self._lock = threading.Lock()
@@ -204,20 +208,25 @@ class HttpWriter:
         return not isinstance(api_client.rest_client.pool_manager, ProxyManager)
 
     def _headers(self, content_type: str, length: int) -> str:
-        lines = [
-            f"Host: {self._host_header}",
-            "Accept: application/json",
-            f"Content-Type: {content_type}",
-            f"Content-Length: {length}",
-            f"User-Agent: {self._user_agent}",
-        ]
+        return (f"Host: {self._host_header}\r\nAccept: application/json\r\n"
+                f"Content-Type: {content_type}\r\nContent-Length: {length}\r\n"
+                f"User-Agent: {self._user_agent}{self._auth()}")
+
+    def _auth(self) -> str:
+        """The authentication header lines (each after a CRLF), kept AUTH_TTL seconds."""
+        until, lines = self._auth_cache
+        now = time.monotonic()
+        if now < until:
+            return lines
+        out = []
         for auth in self._client.configuration.auth_settings().values():
             if auth.get("in") == "header" and auth.get("value"):
                 key, value = str(auth["key"]), str(auth["value"])
                 if "\r" in value or "\n" in value or "\r" in key or "\n" in key:
                     raise ValueError(f"header {key!r}: line breaks are not allowed")
-                lines.append(f"{key}: {value}")
-        return "\r\n".join(lines)
+                out.append(f"\r\n{key}: {value}")
+        self._auth_cache = (now + AUTH_TTL, "".join(out))
+        return self._auth_cache[1]
 
     def _connection(self) -> _Connection:
         c: _Connection | None = getattr(self._local, "conn", None)

@@ -12,11 +12,18 @@ import subprocess
 import threading
 
 import pytest
-from fluxnode.scheduler.binder.http_writer import HttpWriter, ProtocolError, Write, writer_for
+from fluxnode.scheduler.binder.http_writer import (
+    AUTH_TTL,
+    HttpWriter,
+    ProtocolError,
+    Write,
+    writer_for,
+)
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fluxnode.testing.kube_emulator import KubeEmulator
+from fluxnode.testing.waiting import wait_for
 
 CLOSE = b"<close>"
 
@@ -291,3 +298,21 @@ def test_the_emulator_applies_pipelined_patches_in_the_order_sent():
         w.close()
     finally:
         kube.stop()
+
+
+@pytest.mark.parametrize("server", [[ok()] * 2000], indirect=True)
+def test_a_token_changed_in_the_clients_configuration_is_sent_soon_after(server):
+    """Authentication headers are kept AUTH_TTL seconds (the client's refresh hook is
+    costly), then asked again: a rotated token reaches the wire without a restart."""
+    api = api_client(server.port)
+    w = HttpWriter(api)
+    w.request("POST", "/a", {})
+    api.configuration.api_key = {"authorization": "n3w"}
+
+    def sent_new() -> bool:
+        w.request("POST", "/a", {})
+        return server.requests[-1][1]["authorization"] == "Bearer n3w"
+
+    wait_for(sent_new, 10 * AUTH_TTL, interval=0.01, what="the new token sent")
+    assert server.requests[0][1]["authorization"] == "Bearer t0k"
+    assert server.connections == 1
