@@ -2,6 +2,7 @@
 
 Run: .venv/bin/python bench/workloads.py [--jobs 1000] [--pods 8] [--clients 4]
      [--nodes 5000] [--cores 8] [--single 20] [--seed 1] [--py-spy PREFIX | --py-spy-all PREFIX]
+     [--profile-loop PATH]
 
 Issue 30's targets, its defaults here: 1,000 Indexed Jobs of 8 pods against 5,000 simulated
 nodes admitted at 200 workloads/s or more, and on an empty cluster a Job's creation to all
@@ -326,13 +327,16 @@ def run(args: argparse.Namespace) -> dict:
             kube.add_node(f"sim{i}", cpu=str(args.cores), memory="64Gi")
         port, http_port = free_port(), free_port()
         kube.service_endpoints[("fluxnode", "fluxnode-webhook")] = ("127.0.0.1", port)
+        env = dict(os.environ)
+        if args.profile_loop:
+            env["FLUXNODE_BINDER_PROFILE"] = args.profile_loop
         binder = subprocess.Popen(
             [sys.executable, "-m", "fluxnode", "binder",
              "--kubeconfig", str(kube.kubeconfig_path), "--uri", inst.tcp_uri(0),
              "--curve-cert", inst.cert_path, "--no-leader-elect", "--http-port", str(http_port),
              "--webhook-port", str(port), "--webhook-host", "127.0.0.1",
              "--webhook-cert-dir", str(tmp / "certs"), "--log-level", args.binder_log_level],
-            stderr=binder_log)
+            stderr=binder_log, env=env)
         wait_for(lambda: all(h["clientConfig"].get("caBundle")
                              for h in kube.get(CONFIG, "fluxnode")["webhooks"]),
                  60, what="the webhook's caBundle set by the binder")
@@ -521,6 +525,9 @@ def main() -> None:
     p.add_argument("--py-spy-gil", action="store_true",
                    help="py-spy samples only the thread holding the GIL (where a process's "
                    "CPU goes; without it a thread waiting in a C call can count as running)")
+    p.add_argument("--profile-loop", metavar="PATH",
+                   help="run the binder's loop thread under cProfile, its statistics written "
+                   "to PATH when the binder stops (pstats; read with python -m pstats PATH)")
     p.add_argument("--py-spy-rate", type=int, default=200, help="py-spy samples per second")
     p.add_argument("--py-spy-cmd", default=str(Path(sys.executable).parent / "py-spy"))
     args = p.parse_args()

@@ -91,6 +91,12 @@ class Attempt:
     payload: dict
 
 
+def _slot_kinds(shapes: dict[str, SlotKind]) -> list[dict]:
+    """One slot kind per distinct shape, with its count, as a request sends them."""
+    return [replace(shape, count=n).to_wire()
+            for shape, n in sorted(Counter(shapes.values()).items())]
+
+
 def _who(group: Group) -> str:
     """A group as a refusal names it to the workloads after it (workload_queue.behind)."""
     return f"group {group.key.namespace}/{group.key.name}"
@@ -172,7 +178,7 @@ class SchedulingCycle:
             held = ctx.held.get(group.key)
             if held is not None:  # an admitted Job's pods: bound into its allocation, not
                 # asked for (and so not kept off the head's nodes)
-                attempt = self._prepare(group, self._candidates(usable, set()))
+                attempt = self._prepare_held(group)
                 if isinstance(attempt, Attempt):
                     del ctx.held[group.key]
                     binds: list[Bind] = []
@@ -387,10 +393,8 @@ class SchedulingCycle:
                 f"a pod needs {biggest // MIB} MiB of memory but the largest "
                 f"usable node allocates {candidates.largest_memory // MIB} MiB",
             )
-        kinds = [replace(shape, count=n).to_wire()
-                 for shape, n in sorted(Counter(shapes.values()).items())]
         payload = {
-            "slots": kinds,
+            "slots": _slot_kinds(shapes),
             "ranks": ranks,
             "policy": ctx.config.policy,
             "op": ctx.reservations.op_for_blocked(),
@@ -406,6 +410,20 @@ class SchedulingCycle:
         if duration is not None:
             payload["duration"] = duration
         return Attempt(group, pods, shapes, names, payload)
+
+    def _prepare_held(self, group: Group) -> Attempt | str:
+        """An admitted Job's pods, all there, go into the allocation made for the Job before
+        they existed (fluxjob_loop.py): nothing is asked, so the nodes they may use are not
+        worked out again (the template's rules chose them); only each pod's shape, to put
+        index i in slot i."""
+        pods = sorted(group.pending.values(), key=lambda p: p.uid)
+        if self.binding.backing_off(pods):
+            return "backoff"
+        try:
+            shapes = {p.uid: pod_requests(p.raw).slot() for p in pods}
+        except PodRequestError as exc:
+            return self._unschedulable(group, pods, str(exc), f"{exc}; fix the pod spec")
+        return Attempt(group, pods, shapes, [], {"slots": _slot_kinds(shapes)})
 
     def _request(self, batch: list[Attempt]) -> list[dict | RPCError]:
         """Ask the service for `batch` in one round trip; one answer per request tried
