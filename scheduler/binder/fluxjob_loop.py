@@ -6,7 +6,8 @@ through these steps:
 
 1. **Queued**: it writes the Job's FluxJob (fluxjob.py; named as the Job, owned by it) and
    asks the leader's scheduler for all of its pods' slots in one request
-   (`SchedulingCycle.ask_whole`), for the Job's walltime (walltime.py; none: until
+   (`SchedulingCycle.whole_request`; the walk sends several Jobs' requests, and the pod
+   groups', in one round trip), for the Job's walltime (walltime.py; none: until
    cancelled). While they do not fit, the FluxJob stays Queued with the reason
    (``busy: ...``, or ``unsatisfiable: ...`` in the words pods are told) and its position
    among the waiting; it is asked again whenever the cluster changes.
@@ -59,6 +60,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from fluxnode.agent.broker.client import RPCError
 from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.agent.kube.api_client import status_message
 from fluxnode.broker_conf import hostlist
@@ -75,9 +77,9 @@ from fluxnode.scheduler.binder.queue import (
     workload_key,
 )
 from fluxnode.scheduler.binder.queue_limits import Ask, QueueLimits, QueueLimitsError
-from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
+from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle, WholeRequest
 from fluxnode.scheduler.binder.walltime import job_walltime
-from fluxnode.scheduler.binder.workload_queue import QueuedJob
+from fluxnode.scheduler.binder.workload_queue import JobAsk, QueuedJob
 from kubernetes.client import BatchV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
@@ -324,7 +326,8 @@ class FluxJobLoop:
                 self._visit[self._id(tracked.job)] = None
         waiting.sort(key=self._order)
         self._holding = None  # the groups with allocations, looked at once per pass
-        return [QueuedJob(self._order(t), t.key, partial(self._queued, t)) for t in waiting]
+        return [QueuedJob(self._order(t), t.key, partial(self._queued, t),
+                          alone=t.record.spec.queue in self.limits.limits) for t in waiting]
 
     def _holds(self, tracked: Tracked, used: dict[str, Ask]) -> None:
         """Count what an admitted Job holds against its queue's limit (a queue without
@@ -340,10 +343,11 @@ class FluxJobLoop:
                             f"{meta.get('namespace') or 'default'}/{meta['name']}",
                             submitted(tracked.job, created))
 
-    def _queued(self, tracked: Tracked, position: int, op: str) -> dict | None:
-        """A suspended Job at `position` in the queue: give back what it holds, or ask for
-        its whole set with `op` (``allocate_orelse_reserve`` until the pass has its head).
-        Returns the answer when it is allocated or reserved."""
+    def _queued(self, tracked: Tracked, position: int, op: str) -> JobAsk | None:
+        """A suspended Job at `position` in the queue: give back what it holds, or say what
+        to ask for its whole set with `op` (``allocate_orelse_reserve`` until the pass has
+        its head); the walk asks it (with the workloads around it, in one round trip) and
+        hands the reply to `_answered`. None: not asked (its record says why)."""
         ctx, key, used = self.ctx, tracked.key, self._used
         if tracked.allocation is not None:  # suspended again by its owner
             self._release(tracked)
@@ -363,10 +367,23 @@ class FluxJobLoop:
         template = (tracked.job.get("spec") or {}).get("template") or {}
         # within the walk, a Job asking exactly what a workload before it asked without
         # getting it is told the same, not asked again (workload_queue.SameRequest)
-        answer = self.scheduling.ask_whole(
+        request = self.scheduling.whole_request(
             key, template, spec.slot, spec.pods, op=op,
             duration=job_walltime(tracked.job.get("spec") or {}),
             who=f"Job {key.namespace}/{tracked.job['metadata']['name']}")
+        if isinstance(request, str):
+            self._status(tracked, "Queued", position=position, reason=request)
+            return None
+        return JobAsk(key, request.payload, request.who,
+                      partial(self._answered, tracked, position, request))
+
+    def _answered(self, tracked: Tracked, position: int, request: WholeRequest,
+                  reply: dict | RPCError) -> dict | None:
+        """The service's reply for a Job `_queued` had asked: Queued with the reason,
+        Reserved, or held and resumed. Returns the answer when allocated or reserved."""
+        ctx, key, used = self.ctx, tracked.key, self._used
+        spec = tracked.record.spec
+        answer = self.scheduling.whole_answer(request, reply)
         if isinstance(answer, str):
             self._status(tracked, "Queued", position=position, reason=answer)
             return None
@@ -376,7 +393,7 @@ class FluxJobLoop:
                          start=rfc3339(start) if start is not None else "",
                          reason=reserved_reason(start))
             return answer
-        used[spec.queue] = used.get(spec.queue, Ask()) + ask
+        used[spec.queue] = used.get(spec.queue, Ask()) + _ask(tracked.record)
         # Held from now on. The patch that resumes the Job is a bind worker's: on the loop it
         # was a round trip per Job that held up every other decision (bench/workloads.py:
         # ~30% of the loop's time at 500 Jobs); the outcome comes back through `resumed`.
