@@ -29,7 +29,10 @@ Measured from the emulator's store (a listener sees every committed write, in or
   binder's), -> all its pods stored (the Job controller's: the emulator's), -> all bound
   (the scheduling and binding cycles: the binder's);
 - the admission webhook's latency as the API server sees it (the emulator times each write's
-  wait for its webhooks: one call per Job), p50 and p99;
+  wait for its webhooks: one call per Job), p50 and p99; as the binder times it (its
+  histogram, request read -> answer written); and as a probe sees it, a process of its own
+  posting a Job's AdmissionReview --probe-rate times a second through the burst
+  (bench/webhook.py --probe: the emulator's calls also wait for its own busy interpreter);
 - CPU seconds (user + system, /proc) per workload of: the binder process (and by thread:
   its loop, informers, bind workers, webhook; names from `py-spy dump` when installed,
   threads that ended meanwhile in "other"); the scheduler
@@ -41,16 +44,18 @@ Measured from the emulator's store (a listener sees every committed write, in or
   FluxJob says Running and every pod has its Scheduled event (the binder's last writes for
   a workload).
 
-Pod counts come from a seeded generator (printed); nothing waits a fixed time except for
-py-spy to attach when asked to profile (--py-spy: the binder's threads on a CPU, as folded
-stacks; --py-spy-idle: every thread, waiting included; --py-spy-all: the broker and this
-process too). Results, the machine's load and what was changed for them: docs/binder.md,
-"Whole workloads".
+Pod counts come from a seeded generator (printed); nothing waits a fixed time except the
+probe's pace and py-spy to attach when asked to profile (--py-spy: the binder's threads on
+a CPU, as folded stacks; --py-spy-idle: every thread, waiting included; --py-spy-all: the
+broker and this process too). Results, the machine's load and what was changed for them:
+docs/binder.md, "Whole workloads".
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import os
 import random
 import signal
@@ -377,6 +382,15 @@ def run(args: argparse.Namespace) -> dict:
                 spies.append(py_spy(args, broker_pid, f"{prefix}-broker.txt"))
                 spies.append(py_spy(args, os.getpid(), f"{prefix}-emulator.txt"))
             time.sleep(1.0)  # let py-spy attach before the burst (bench only, not a test)
+        probe = None
+        if args.probe_rate:
+            ca = tmp / "webhook-ca.crt"
+            ca.write_bytes(base64.b64decode(
+                kube.get(CONFIG, "fluxnode")["webhooks"][0]["clientConfig"]["caBundle"]))
+            probe = subprocess.Popen(
+                [sys.executable, str(ROOT / "bench" / "webhook.py"), "--probe", str(port),
+                 "--ca", str(ca), "--rate", str(args.probe_rate)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         threads = [threading.Thread(target=submit, args=(c, list(range(k, args.jobs,
                                                                       args.clients))))
                    for k, c in enumerate(clients)]
@@ -407,6 +421,10 @@ def run(args: argparse.Namespace) -> dict:
             thread_names(args.py_spy_cmd, binder.pid))
         broker_cpu = cpu_of(broker_pid) - broker0
         threads1 = thread_cpu()
+        probed: list[float] = []
+        if probe is not None:
+            out, _ = probe.communicate("", timeout=60)
+            probed = json.loads(out or "[]")
         for spy in spies:
             spy.send_signal(signal.SIGINT)
         for spy in spies:
@@ -460,6 +478,9 @@ def run(args: argparse.Namespace) -> dict:
             # the binder's own timing (its histogram: the bucket holding the quantile)
             "served_p50_ms": bucket_quantile(served, 0.5),
             "served_p99_ms": bucket_quantile(served, 0.99),
+            "probe_calls": len(probed),
+            "probe_p50_ms": 1000 * quantile(probed, 0.5) if probed else float("nan"),
+            "probe_p99_ms": 1000 * quantile(probed, 0.99) if probed else float("nan"),
             "requests": dict(requests),
         }
         print(f"{n} Indexed Jobs ({total} pods, {args.pods} each), {args.clients} clients: "
@@ -483,8 +504,11 @@ def run(args: argparse.Namespace) -> dict:
               f"p50 {out['webhook_p50_ms']:.1f} ms, p99 {out['webhook_p99_ms']:.1f} ms; as "
               f"the binder timed them (request read -> answer written, its histogram's "
               f"buckets): p50 <= {out['served_p50_ms']:g} ms, p99 <= "
-              f"{out['served_p99_ms']:g} ms\n"
-              f"  API requests per workload (every client): "
+              f"{out['served_p99_ms']:g} ms"
+              + (f"; a probe in a process of its own ({out['probe_calls']} calls, "
+                 f"{args.probe_rate:g}/s through the burst): p50 {out['probe_p50_ms']:.1f} "
+                 f"ms, p99 {out['probe_p99_ms']:.1f} ms" if probed else "") + "\n"
+              "  API requests per workload (every client): "
               + ", ".join(f"{k} {v / n:.2f}" for k, v in requests.most_common()) + "\n"
               f"  load average after: {os.getloadavg()[0]:.2f}", flush=True)
         if single is not None:
@@ -525,6 +549,10 @@ def main() -> None:
     p.add_argument("--py-spy-gil", action="store_true",
                    help="py-spy samples only the thread holding the GIL (where a process's "
                    "CPU goes; without it a thread waiting in a C call can count as running)")
+    p.add_argument("--probe-rate", type=float, default=0.0,
+                   help="admission reviews per second a probe process sends the binder's "
+                   "webhook through the burst (bench/webhook.py --probe; 0: no probe; its "
+                   "calls are counted in the binder's CPU)")
     p.add_argument("--profile-loop", metavar="PATH",
                    help="run the binder's loop thread under cProfile, its statistics written "
                    "to PATH when the binder stops (pstats; read with python -m pstats PATH)")
