@@ -440,8 +440,8 @@ def run(args: argparse.Namespace) -> dict:
         controller_cpu = sum(spent.get(t, 0.0) for t in
                              {emulator_tids["job controller"],
                               *getattr(kube.job_controller, "thread_ids", ())})
-        admission_cpu = sum(spent.values()) - clients_cpu - main_cpu - server_cpu \
-            - controller_cpu
+        # (the client threads ended before the second snapshot: not in `spent`)
+        admission_cpu = sum(spent.values()) - main_cpu - server_cpu - controller_cpu
 
         jobs = [uids[n] for n in names]
         first = min(created.values())
