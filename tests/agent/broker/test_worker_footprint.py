@@ -1,8 +1,8 @@
 """Issue 32: a broker that is not the leader loads no scheduler, no YAML, no Kubernetes
 client and no click (nor OpenSSL's libcrypto or SQLite, which only the leader's stores
-use), nor the node agent's and binder's `logging` set-up, nor `logging` itself. The oracle is the interpreter's
-own report, `python -X importtime`, of a worker broker started alone as the node agent
-starts it (`python -m fluxnode broker`)."""
+use), nor the node agent's and binder's `logging` set-up, nor `logging` itself. The
+oracle is the interpreter's own report, `python -X importtime`, of a worker broker started
+alone as the node agent starts it (`python -m fluxnode broker`)."""
 
 from __future__ import annotations
 
