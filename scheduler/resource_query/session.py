@@ -29,6 +29,7 @@ from fluxnode.scheduler.readers.jgf import (
     load_jgf_document,
 )
 from fluxnode.scheduler.readers.rv1 import ranks_in_R
+from fluxnode.scheduler.resource_query.job_ids import JobIds
 from fluxnode.scheduler.resource_query.picks import (
     jgf_picks,
     jgf_update_refusal,
@@ -77,6 +78,8 @@ class Session:
         self.elapse = elapse
         self.console = console if console is not None else out
         self.jobid = 1
+        # Fluxion's job ids -> the traverser's, which differ once a writer failed
+        self.ids = JobIds()
         self._stop: float | None = None  # when the last match's R was emitted (-e)
         self.allocations: dict[int, int] = {}
         self.reservations: dict[int, int] = {}
@@ -141,7 +144,9 @@ class Session:
         reached_writer = True  # match_allocate calls writers->emit unless it returned first
         try:
             js = self.jobspecs.parse(text, self.known_types)
-            result = self.t.match(js, op=op, jobid=jobid)
+            registered = jobid in self.allocations or jobid in self.reservations
+            result = self.t.match(js, op=op,
+                                  jobid=self.ids.for_match(jobid, self.t.jobs, registered))
         except Unsatisfiable:
             matched, sat = False, False
         except TraverserErrno as exc:
@@ -277,12 +282,12 @@ class Session:
             # Fluxion's remove releases the spans its reader planned, finds none of the
             # job in the walked tree and fails; the job stays (reapi_cli_t::cancel erases
             # it only on success)
-            release_outside_walk(self.t, self.unwalked_jobs[jobid], jobid)
+            release_outside_walk(self.t, self.unwalked_jobs[jobid], self.ids.of(jobid))
             self.unwalked_jobs[jobid] = []
             return self.error(f"cancel: ERROR: error encountered while removing job {jobid}")
         if jobid in self.allocations or jobid in self.reservations:
             try:
-                self.t.cancel(jobid)
+                self.t.cancel(self.ids.of(jobid))
             except TraverserError:
                 self.error(f"cancel: ERROR: error encountered while removing job {jobid}")
             self.allocations.pop(jobid, None)
@@ -321,7 +326,8 @@ class Session:
                     ranks = self._jgf_ranks(doc)
                 # rv1exec names ranks only: Fluxion cancels their vertices and reduces the
                 # ancestors' subtree spans by the units freed (dfu_impl_t::remove)
-                full = self.t.partial_cancel(jobid, ranks, by_counts=reader == "rv1exec")
+                full = self.t.partial_cancel(self.ids.of(jobid), ranks,
+                                             by_counts=reader == "rv1exec")
                 if full:
                     self.allocations.pop(jobid, None)
             except (ValueError, KeyError, TypeError, RecursionError, RError,
@@ -361,7 +367,7 @@ class Session:
             return self.error("ERROR: malformed command: ")
         criteria = " ".join(args[1:])
         try:
-            sel = find(self.t, criteria)
+            sel = find(self.t, self.ids.criteria(criteria))
         except FindError:
             # dfu_impl_t::find's validate failing, as reapi_cli_t::find passes it on (its
             # own name, then the traverser's message, which starts with it too)
@@ -510,8 +516,8 @@ class Session:
         try:
             if doc is None:
                 raise ValueError(f"fetch_jgf: json_loads returned an error: {json_error}")
-            if jobid in self.t.jobs:  # a job id not cancelled: fluxnode's traverser refuses it
-                raise TraverserError(f"job {jobid} already exists")
+            # a job id whose match writer failed: Fluxion plans again under it
+            tid = self.ids.for_match(jobid, self.t.jobs, False)
             if args[2] == "rv1exec":
                 picks = rv1exec_picks(self.t.g, doc)
             else:
@@ -527,11 +533,11 @@ class Session:
                                      0.0, [])
                 walked = {id(v) for v in self.t.g.vertices}
                 planned = [v for v, _units, x in picks if x and id(v) in walked]
-                self.unwalked_jobs[jobid] = plan_outside_walk(self.t, planned, jobid, at,
+                self.unwalked_jobs[jobid] = plan_outside_walk(self.t, planned, tid, at,
                                                               duration, reserve=at != 0)
             else:
                 # like a match's answer, a job that starts now is allocated, later reserved
-                result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
+                result = self.t.replay(picks, tid, at, duration, reserve=at != 0)
         except (ValueError, TypeError, KeyError, TraverserError) as exc:
             # update_run's words, then what went wrong: in the readers' words where
             # fluxnode knows them (picks.py), else its own
@@ -604,9 +610,10 @@ class Session:
                 # changes nothing; Fluxion has cleared the lower ranks' job data by then)
                 self.error("ERROR: can't partial cancel subgraph ")
                 return self.error(f"ERROR: remove: {min(unknown)} not found in by_rank map.")
-            for jobid in list(self.t.jobs):
+            for tid in list(self.t.jobs):
                 try:
-                    if self.t.partial_cancel(jobid, ranks):
+                    jobid = self.ids.fluxion_id(tid)
+                    if self.t.partial_cancel(tid, ranks) and jobid is not None:
                         self.allocations.pop(jobid, None)
                         self.reservations.pop(jobid, None)
                 except TraverserError:
