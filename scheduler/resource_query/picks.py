@@ -7,9 +7,23 @@ reader here turns that document into ``(vertex, units, exclusive)`` picks for
 
 from __future__ import annotations
 
-from fluxnode.broker_conf import idset
+from fluxnode.broker_conf import hostlist, idset
 from fluxnode.scheduler.graph.resource_graph import ResourceGraph, Vertex
+from fluxnode.scheduler.readers.jgf import fetch_jgf_keys
 from fluxnode.scheduler.traversers.dfu_impl import free_during
+
+
+class SilentReaderError(ValueError):
+    """A reader refuses an update without a word of its own (update_run's line only)."""
+
+
+def _host_of(doc: dict, ranks: list[int], rank: int) -> str:
+    """The host R's nodelist names for ``rank`` (the n-th rank listed, the n-th host)."""
+    try:
+        hosts = [h for entry in doc["execution"]["nodelist"] for h in hostlist.decode(entry)]
+        return hosts[ranks.index(rank)]
+    except (KeyError, TypeError, ValueError, IndexError):
+        return f"rank {rank}"
 
 
 def rv1exec_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
@@ -19,8 +33,8 @@ def rv1exec_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
     try:
         entries = doc["execution"]["R_lite"]
         ranked = [(idset.decode(str(e["rank"])), e.get("children", {})) for e in entries]
-    except (KeyError, TypeError, ValueError) as exc:  # IdsetError is a ValueError
-        raise ValueError(f"execution.R_lite: {exc}") from None
+    except (KeyError, TypeError, ValueError):  # IdsetError is a ValueError
+        raise SilentReaderError() from None  # the rv1exec reader says nothing of these
     picks: dict[int, tuple] = {}
 
     def share_up(v) -> None:
@@ -33,8 +47,10 @@ def rv1exec_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
             raise ValueError(f"R_lite children must be a mapping, not {children!r}")
         for rank in ranks:
             nodes = [v for v in graph.by_rank.get(rank, []) if v.type == "node"]
-            if not nodes:
-                raise ValueError(f"no node of rank {rank}")
+            if not nodes:  # the rv1exec reader's words, naming the rank's host
+                host = _host_of(doc, [r for rs, _ in ranked for r in rs], rank)
+                raise ValueError(f"add_or_update: couldn't find vertex in graph for {host}.\n"
+                                 f"unpack_rank: failed unpacking rank for {host}.")
             node = nodes[0]
             share_up(node)
             below = {}
@@ -65,14 +81,8 @@ def jgf_picks(graph: ResourceGraph, doc: dict, shorthand: bool = False) -> list[
     ``shorthand``: the JGF of Fluxion's jgf_shorthand writer, which leaves out what lies
     below an exclusive vertex; its reader takes that whole subtree, exclusively
     (resource_reader_jgf_shorthand_t::fetch_additional_vertices)."""
-    # the JGF reader's fetch_jgf, in its words
-    body = doc.get("graph") if isinstance(doc, dict) else None
-    if body is None:
-        raise ValueError("fetch_jgf: JGF does not contain a required key (graph).")
-    for key in ("nodes", "edges"):
-        if not isinstance(body, dict) or body.get(key) is None:
-            raise ValueError(f"fetch_jgf: JGF does not contain a required key ({key}).")
-    nodes = body["nodes"]
+    fetch_jgf_keys(doc)  # the JGF reader's fetch_jgf, in its words
+    nodes = doc["graph"]["nodes"]
     picks = []
     for n in nodes:
         md = n.get("metadata", {}) if isinstance(n, dict) else {}

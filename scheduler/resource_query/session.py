@@ -9,7 +9,6 @@ errors to stderr as ``ERROR: ...`` lines, never a traceback.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import sys
@@ -22,15 +21,19 @@ from fluxnode.broker_conf.rv1 import RError
 from fluxnode.scheduler import writers
 from fluxnode.scheduler.jobspec.jobspec import FLUXION_STATIC_TYPES, JobspecError
 from fluxnode.scheduler.jobspec.parsed_cache import ParsedJobspecs
+from fluxnode.scheduler.readers import jansson_error as jansson
 from fluxnode.scheduler.readers.jgf import (
     JgfDuplicateRoot,
     JgfError,
+    JgfFetchError,
     add_jgf,
+    fetch_jgf_keys,
     load_jgf_document,
 )
 from fluxnode.scheduler.readers.rv1 import ranks_in_R
 from fluxnode.scheduler.resource_query.job_ids import JobIds
 from fluxnode.scheduler.resource_query.picks import (
+    SilentReaderError,
     jgf_picks,
     jgf_update_refusal,
     only_other_roots,
@@ -319,11 +322,17 @@ class Session:
             return self.error(f"ERROR: can't open {args[3]}")
         if jobid in self.allocations:
             try:
-                doc = json.loads(text)
-                if reader == "rv1exec":
-                    ranks = ranks_in_R(doc)
-                else:
-                    ranks = self._jgf_ranks(doc)
+                try:
+                    doc = jansson.loads(text)
+                    ranks = ranks_in_R(doc) if reader == "rv1exec" else self._jgf_ranks(doc)
+                except (ValueError, KeyError, TypeError, RecursionError, RError):
+                    # the reader's partial_cancel fails: dfu_impl_t::remove's words, which
+                    # do_partial_remove writes to stdout
+                    self.console.write("remove: partial_cancel returned error.\n")
+                    raise
+                if not ranks:
+                    self.console.write("remove: rank_to_root is empty.\n")
+                    raise TraverserError("rank_to_root is empty")
                 # rv1exec names ranks only: Fluxion cancels their vertices and reduces the
                 # ancestors' subtree spans by the units freed (dfu_impl_t::remove)
                 full = self.t.partial_cancel(self.ids.of(jobid), ranks,
@@ -507,7 +516,7 @@ class Session:
             return self.error(f"ERROR: invalid time ({at}, {duration})")
         json_error = ""
         try:
-            doc = json.loads(raw)
+            doc = jansson.loads(raw)
         except (ValueError, RecursionError) as exc:
             doc = None  # the reader fails: the traverser's run returns an error
             json_error = str(exc)
@@ -515,13 +524,17 @@ class Session:
         self.jobid = jobid + 1
         try:
             if doc is None:
-                raise ValueError(f"fetch_jgf: json_loads returned an error: {json_error}")
+                raise ValueError(f"fetch_jgf: json_loads returned an error: {json_error}.")
             # a job id whose match writer failed: Fluxion plans again under it
             tid = self.ids.for_match(jobid, self.t.jobs, False)
             if args[2] == "rv1exec":
                 picks = rv1exec_picks(self.t.g, doc)
+                if not picks:  # no vertex read: the update fails without a word
+                    raise SilentReaderError()
             else:
                 picks = jgf_picks(self.t.g, doc, shorthand=args[2] == "jgf_shorthand")
+                if not picks:
+                    raise SilentReaderError()
                 refusal = jgf_update_refusal(picks, at, duration)
                 if refusal is not None:
                     raise _UpdateRefused(refusal)
@@ -542,7 +555,8 @@ class Session:
             # update_run's words, then what went wrong: in the readers' words where
             # fluxnode knows them (picks.py), else its own
             self.error("ERROR: traverser run () returned error ")
-            if not (doc is None and args[2] == "rv1exec"):  # that reader says nothing
+            # the rv1exec reader says nothing of R it cannot read
+            if not (doc is None and args[2] == "rv1exec" or isinstance(exc, SilentReaderError)):
                 self.error(f"ERROR: {exc}")
             result = None
         # resource-query's update: writers->emit after the run whatever it returned, its
@@ -564,14 +578,12 @@ class Session:
         except OSError:
             return self.error(f"ERROR: can't open {args[1]}")  # command.cpp's attach
         try:
-            try:
-                doc = json.loads(text)
-            except (ValueError, RecursionError) as exc:
-                raise JgfError(f"invalid JSON: {exc}") from None
-            add_jgf(self.t.g, load_jgf_document(doc))
+            doc = load_jgf_document(text)
+            fetch_jgf_keys(doc)
+            add_jgf(self.t.g, doc)
             self._learn_types()
             self.t.reinit()
-        except JgfDuplicateRoot as exc:
+        except (JgfDuplicateRoot, JgfFetchError) as exc:
             # reapi_cli_t::add_subgraph's words around the reader's (its m_err_msg ends
             # in a newline)
             self.error("ERROR: can't attach JGF subgraph ")
