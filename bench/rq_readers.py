@@ -215,7 +215,9 @@ def write_bad_json(rng: random.Random, folder: Path, stem: str, good: bytes) -> 
 def write_attach(g: Shape, rng: random.Random, folder: Path, stem: str, root: str,
                  rank: int) -> str:
     """A JGF subgraph for ``attach``: the graph's root (by its path) and a new node of
-    rank ``rank`` below it with ``g``'s sockets and cores."""
+    rank ``rank`` below it with ``g``'s sockets and cores. The new vertices' ``uniq_id``s
+    are fresh (from 100,000 on): Fluxion's JGF reader gives a vertex the document's,
+    and one a sibling already has fails the attach half-way (its by_outedges key)."""
     root_name = root.rsplit("/", 1)[1]
     base = root_name.rstrip("0123456789")
     nodes = [{"id": "0", "metadata": {
@@ -226,9 +228,10 @@ def write_attach(g: Shape, rng: random.Random, folder: Path, stem: str, root: st
 
     def add(kind: str, parent: dict, i: int) -> dict:
         path = parent["metadata"]["paths"]["containment"] + f"/{kind}{i}"
-        v = {"id": str(len(nodes)), "metadata": {
+        uid = 100000 + 1000 * rank + len(nodes)
+        v = {"id": str(uid), "metadata": {
             "type": kind, "basename": kind, "name": f"{kind}{i}", "id": i,
-            "uniq_id": len(nodes), "rank": rank, "exclusive": False, "unit": "", "size": 1,
+            "uniq_id": uid, "rank": rank, "exclusive": False, "unit": "", "size": 1,
             "paths": {"containment": path}}}
         nodes.append(v)
         edges.append({"source": parent["id"], "target": v["id"],

@@ -594,6 +594,21 @@ class Session:
             self.error("ERROR: can't attach JGF subgraph ")
             self.error(f"ERROR: {exc}")
 
+    @staticmethod
+    def _flux_idset(text: str) -> list[int]:
+        """The ranks of ``text`` as flux-core's idset_decode reads them: besides RFC 22's
+        rules, a range's end above its start (``6-6`` is refused) and each element
+        above the ones before it (parse_range, append_element)."""
+        ranks = idset.decode(text)
+        body = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+        last = -1
+        for item in body.split(",") if body else []:
+            lo, sep, hi = item.partition("-")
+            if sep and int(hi) <= int(lo) or int(lo) <= last:
+                raise ValueError(f"idset_decode refuses {text}")
+            last = int(hi) if sep else int(lo)
+        return ranks
+
     def cmd_remove(self, args: list[str]) -> None:
         if len(args) != 3:
             return self.error("ERROR: malformed command")
@@ -613,7 +628,7 @@ class Session:
                 self.t.remove_subgraph(v)
         elif is_path == "false":
             try:
-                ranks = idset.decode(target)
+                ranks = self._flux_idset(target)
             except ValueError:
                 return self.error("ERROR: failed to decode ranks.")
             unknown = [r for r in ranks if r not in g.by_rank]
