@@ -8,6 +8,7 @@ errors to stderr as ``ERROR: ...`` lines, never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import re
@@ -67,6 +68,16 @@ HELP = """Usage: resource-query [OPTIONS...]
 
 class _UpdateRefused(ValueError):
     """Fluxion's JGF reader refuses an update (picks.jgf_update_refusal's message)."""
+
+
+def _nodes_written_exclusive(result: MatchResult) -> None:
+    """The rv1exec reader marks the edge into every vertex R names exclusive, its node's
+    too (update_edges), so the update walk writes each node ``x``; it plans the node's
+    units only when R lists all of it (update_exclusivity), as the picks do."""
+    sel = result.selection
+    for i, e in enumerate(sel):
+        if e.vertex.type == "node" and not e.exclusive:
+            sel[i] = dataclasses.replace(e, exclusive=True)
 
 
 class Session:
@@ -551,6 +562,8 @@ class Session:
             else:
                 # like a match's answer, a job that starts now is allocated, later reserved
                 result = self.t.replay(picks, tid, at, duration, reserve=at != 0)
+                if args[2] == "rv1exec":
+                    _nodes_written_exclusive(result)
         except (ValueError, TypeError, KeyError, TraverserError) as exc:
             # update_run's words, then what went wrong: in the readers' words where
             # fluxnode knows them (picks.py), else its own

@@ -1,0 +1,58 @@
+"""``update ... rv1exec`` writes each node R names exclusive (issue 35, fresh random case
+r9131): Fluxion's rv1exec reader marks the edge into every vertex it updates exclusive,
+the node's too (``update_edges``), and the update walk writes what the edge says. It
+plans the node's own units only when R lists all of it (``update_exclusivity``), so a
+later match still shares that node (core1 below, under ``high``).
+
+Expected: Fluxion v0.54's answer, ``resource-query -L g.json -f rv1exec -F simple -P high
+-d -t OUT < COMMANDS`` with the files below (2026-11-28).
+"""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from support.rq_run import rq
+
+GRAPH = {"version": 1, "execution": {
+    "R_lite": [{"rank": "0-3", "children": {"core": "0-1", "gpu": "0"}}],
+    "nodelist": ["node[0-3]"], "starttime": 0, "expiration": 0}}
+ONE_CORE_OF_NODE0 = {"version": 1, "execution": {
+    "R_lite": [{"rank": "0", "children": {"core": "0"}}], "nodelist": ["node0"],
+    "starttime": 0, "expiration": 0}}
+CORE = {"version": 9999, "resources": [{"type": "slot", "count": 1, "label": "default",
+                                         "with": [{"type": "core", "count": 1}]}],
+        "tasks": [{"command": ["app"], "slot": "default", "count": {"per_slot": 1}}],
+        "attributes": {"system": {"duration": 60}}}
+EXPECTED = """\
+      ---------core0[1:x]
+      ------node0[1:x]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=1
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+      ---------core1[1:x]
+      ------node0[1:s]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=2
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+"""
+
+
+def test_an_rv1exec_update_writes_its_node_exclusive_and_leaves_it_shared(tmp_path):
+    graph = tmp_path / "g.json"
+    graph.write_text(json.dumps(GRAPH))
+    r = tmp_path / "u.json"
+    r.write_text(json.dumps(ONE_CORE_OF_NODE0))
+    core = tmp_path / "core.yaml"
+    core.write_text(yaml.safe_dump(CORE, sort_keys=False))
+    out, err, rc = rq(tmp_path, graph, f"update allocate rv1exec {r} 1 0 10\n"
+                      f"match allocate {core}\nquit\n", "-f", "rv1exec", "-P", "high")
+    assert (rc, err) == (0, "")
+    assert out == EXPECTED
