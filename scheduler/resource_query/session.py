@@ -558,10 +558,12 @@ class Session:
                 walked = {id(v) for v in self.t.g.vertices}
                 planned = [v for v, _units, x in picks if x and id(v) in walked]
                 self.unwalked_jobs[jobid] = plan_outside_walk(self.t, planned, tid, at,
-                                                              duration, reserve=at != 0)
+                                                              duration, reserve=False)
             else:
-                # like a match's answer, a job that starts now is allocated, later reserved
-                result = self.t.replay(picks, tid, at, duration, reserve=at != 0)
+                # like a match's answer, a job that starts now is allocated, later reserved;
+                # but the readers keep its spans as allocations whenever it starts (their
+                # update_data.reserved stays false: find sched-future=reserved misses it)
+                result = self.t.replay(picks, tid, at, duration, reserve=False)
                 if args[2] == "rv1exec":
                     _nodes_written_exclusive(result)
         except (ValueError, TypeError, KeyError, TraverserError) as exc:

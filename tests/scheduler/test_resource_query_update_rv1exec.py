@@ -56,3 +56,39 @@ def test_an_rv1exec_update_writes_its_node_exclusive_and_leaves_it_shared(tmp_pa
                       f"match allocate {core}\nquit\n", "-f", "rv1exec", "-P", "high")
     assert (rc, err) == (0, "")
     assert out == EXPECTED
+
+
+# `resource-query -L g.json -f rv1exec -F simple -d -t OUT` (Fluxion v0.54), on
+# `update reserve rv1exec u.json 1 3600 3600`, then two finds
+EXPECTED_RESERVED_UPDATE = """\
+      ---------core0[1:x]
+      ------node0[1:x]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=1
+INFO: RESOURCES=RESERVED
+INFO: SCHEDULED AT=3600
+INFO: =============================
+INFO: =============================
+INFO: EXPRESSION="sched-future=reserved"
+INFO: =============================
+      ---------core0[1:x]
+      ------node0[1:x]
+      ---cluster0[1:x]
+INFO: =============================
+INFO: EXPRESSION="jobid-alloc=1"
+INFO: =============================
+"""
+
+
+def test_a_reserved_update_keeps_its_spans_as_allocations(tmp_path):
+    # the readers' update_data.reserved stays false (r9105): the job reads RESERVED,
+    # but its vertices hold it as an allocation, so no vertex is sched-future=reserved
+    graph = tmp_path / "g.json"
+    graph.write_text(json.dumps(GRAPH))
+    r = tmp_path / "u.json"
+    r.write_text(json.dumps(ONE_CORE_OF_NODE0))
+    out, err, rc = rq(tmp_path, graph, f"update reserve rv1exec {r} 1 3600 3600\n"
+                      "find sched-future=reserved\nfind jobid-alloc=1\nquit\n", "-f", "rv1exec")
+    assert (rc, err) == (0, "")
+    assert out == EXPECTED_RESERVED_UPDATE
