@@ -26,7 +26,17 @@ def _host_of(doc: dict, ranks: list[int], rank: int) -> str:
         return f"rank {rank}"
 
 
-def rv1exec_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
+def _check_free(v: Vertex, window: tuple[int, int] | None, then: str) -> None:
+    """The rv1exec reader's update_vertex: a vertex R names must be free, all of it,
+    during the job's window, else the update fails in its words."""
+    if window is None or v.schedule is None:
+        return
+    if free_during(v.schedule, *window) < v.size:
+        raise ValueError(f"update_vertex: {v.name} is unavailable.\n{then} for {v.name}.")
+
+
+def rv1exec_picks(graph: ResourceGraph, doc: dict,
+                  window: tuple[int, int] | None = None) -> list[tuple]:
     """(vertex, units, exclusive) for an R: the listed children of each rank's node
     exclusively and whole; the node itself exclusively when all of it is listed;
     what lies between and above shared."""
@@ -52,6 +62,7 @@ def rv1exec_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
                 raise ValueError(f"add_or_update: couldn't find vertex in graph for {host}.\n"
                                  f"unpack_rank: failed unpacking rank for {host}.")
             node = nodes[0]
+            _check_free(node, window, "unpack_rank: failed unpacking rank")
             share_up(node)
             below = {}
             for v in graph.walk(node):
@@ -68,6 +79,7 @@ def rv1exec_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
                         raise ValueError(
                             f"add_or_update: couldn't find vertex in graph for {rtype}{i}.\n"
                             f"unpack_child: failed unpacking child for {rtype}{i}.")
+                    _check_free(v, window, "unpack_child: failed unpacking child")
                     share_up(v.parent)
                     picks[v.uniq_id] = (v, v.size, True)
             if all(v.uniq_id in picks for v in below.values()):

@@ -539,7 +539,7 @@ class Session:
             # a job id whose match writer failed: Fluxion plans again under it
             tid = self.ids.for_match(jobid, self.t.jobs, False)
             if args[2] == "rv1exec":
-                picks = rv1exec_picks(self.t.g, doc)
+                picks = rv1exec_picks(self.t.g, doc, (at, duration))
                 if not picks:  # no vertex read: the update fails without a word
                     raise SilentReaderError()
             else:

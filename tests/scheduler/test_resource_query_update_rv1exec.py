@@ -92,3 +92,33 @@ def test_a_reserved_update_keeps_its_spans_as_allocations(tmp_path):
                       "find sched-future=reserved\nfind jobid-alloc=1\nquit\n", "-f", "rv1exec")
     assert (rc, err) == (0, "")
     assert out == EXPECTED_RESERVED_UPDATE
+
+
+WHOLE_NODE0 = {"version": 1, "execution": {
+    "R_lite": [{"rank": "0", "children": {"core": "0-1", "gpu": "0"}}], "nodelist": ["node0"],
+    "starttime": 0, "expiration": 0}}
+# Fluxion v0.54's stderr for the commands below (`resource-query -L g.json -f rv1exec
+# -F simple -d -t OUT`): the reader's update_vertex refuses a vertex not free during the
+# job's window, the node (R naming all of it planned it whole) before its children
+EXPECTED_BUSY_STDERR = """\
+ERROR: traverser run () returned error \n\
+ERROR: update_vertex: core0 is unavailable.
+unpack_child: failed unpacking child for core0.
+ERROR: traverser run () returned error \n\
+ERROR: update_vertex: node0 is unavailable.
+unpack_rank: failed unpacking rank for node0.
+"""
+
+
+def test_an_rv1exec_update_of_a_busy_vertex_fails_in_the_readers_words(tmp_path):
+    graph = tmp_path / "g.json"
+    graph.write_text(json.dumps(GRAPH))
+    (tmp_path / "u.json").write_text(json.dumps(ONE_CORE_OF_NODE0))
+    (tmp_path / "w.json").write_text(json.dumps(WHOLE_NODE0))
+    u, w = tmp_path / "u.json", tmp_path / "w.json"
+    _out, err, rc = rq(tmp_path, graph, f"update allocate rv1exec {u} 1 0 10\n"
+                       f"update allocate rv1exec {u} 2 5 10\n"
+                       f"update allocate rv1exec {w} 3 20 10\n"
+                       f"update allocate rv1exec {u} 4 25 10\nquit\n", "-f", "rv1exec")
+    assert rc == 0
+    assert err == EXPECTED_BUSY_STDERR
