@@ -28,8 +28,10 @@ Measured from the emulator's store (a listener sees every committed write, in or
   steps: created -> unsuspended (the webhook, the FluxJob loop, the allocation: the
   binder's), -> all its pods stored (the Job controller's: the emulator's), -> all bound
   (the scheduling and binding cycles: the binder's);
-- the admission webhook's latency as the API server sees it (the emulator times each write's
-  wait for its webhooks: one call per Job), p50 and p99; as the binder times it (its
+- the admission webhook's latency as the API server sees it: the calls themselves, timed on
+  the emulator's worker thread that makes them (what a real API server's admission webhook
+  metric times), and each write's whole wait for them (adding the time the emulator's one
+  event loop takes to resume the write), one call per Job, p50 and p99; as the binder times it (its
   histogram, request read -> answer written); and as a probe sees it, a process of its own
   posting a Job's AdmissionReview --probe-rate times a second through the burst
   (bench/webhook.py --probe: the emulator's calls also wait for its own busy interpreter);
@@ -398,6 +400,7 @@ def run(args: argparse.Namespace) -> dict:
         emulator_tids = {"server": kube._thread.native_id,
                          "job controller": kube.job_controller._thread.native_id}
         requests0, admissions0 = len(kube.requests), len(kube.admission_seconds)
+        calls0 = len(kube.admission_call_seconds)
         served0 = webhook_buckets(http_port)
         binder0, broker0, threads0 = cpu_times(binder.pid), cpu_of(broker_pid), thread_cpu()
         binder_tasks0 = task_cpu(binder.pid)
@@ -431,6 +434,7 @@ def run(args: argparse.Namespace) -> dict:
             spy.wait(60)
         requests = Counter(f"{r.verb} {r.resource_path}" for r in kube.requests[requests0:])
         webhook = kube.admission_seconds[admissions0:] or [0.0]
+        webhook_calls = kube.admission_call_seconds[calls0:] or [0.0]
         served = {le: c - served0.get(le, 0) for le, c in webhook_buckets(http_port).items()}
         spent = {tid: threads1[tid] - threads0.get(tid, 0.0) for tid in threads1}
         # the client threads ended: they are in neither snapshot but counted as they ended
@@ -475,6 +479,8 @@ def run(args: argparse.Namespace) -> dict:
             "not_suspended": recorder.not_suspended_at_creation,
             "webhook_calls": len(webhook), "webhook_p50_ms": 1000 * quantile(webhook, 0.5),
             "webhook_p99_ms": 1000 * quantile(webhook, 0.99),
+            "call_p50_ms": 1000 * quantile(webhook_calls, 0.5),
+            "call_p99_ms": 1000 * quantile(webhook_calls, 0.99),
             # the binder's own timing (its histogram: the bucket holding the quantile)
             "served_p50_ms": bucket_quantile(served, 0.5),
             "served_p99_ms": bucket_quantile(served, 0.99),
@@ -500,8 +506,10 @@ def run(args: argparse.Namespace) -> dict:
               f"(test double: server {out['server_ms']:.2f}, Job controller "
               f"{out['controller_ms']:.2f}, admission calls {out['admission_ms']:.2f}); "
               f"clients {out['clients_ms']:.2f} (load); bench {out['main_ms']:.2f}\n"
-              f"  admission webhook calls as the emulator waited for them: {len(webhook)}, "
-              f"p50 {out['webhook_p50_ms']:.1f} ms, p99 {out['webhook_p99_ms']:.1f} ms; as "
+              f"  admission webhook calls as the emulator made them: {len(webhook)}, "
+              f"p50 {out['call_p50_ms']:.1f} ms, p99 {out['call_p99_ms']:.1f} ms (its writes "
+              f"waited p50 {out['webhook_p50_ms']:.1f} ms, p99 {out['webhook_p99_ms']:.1f} ms, "
+              f"its loop's resumption included); as "
               f"the binder timed them (request read -> answer written, its histogram's "
               f"buckets): p50 <= {out['served_p50_ms']:g} ms, p99 <= "
               f"{out['served_p99_ms']:g} ms"
