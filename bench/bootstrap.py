@@ -10,7 +10,9 @@ Targets (2-core machine): N=64 to quorum in < 3 s, N=256 < 10 s, broker RSS < 40
 RSS counts pages shared copy-on-write with the launcher; PSS splits them fairly.
 CPU is user + system time of `fluxnode start` and every broker it forked and reaped (from
 getrusage of the children): on a machine shared with other work it varies far less than
-the wall time. `--python` runs another checkout's interpreter (the figures before a change).
+the wall time; so do the minor page faults per broker (the same children), which a
+forked broker's CPU mostly is and which the load does not change. `--python` runs
+another checkout's interpreter (the figures before a change).
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ print(json.dumps(out))
 MODULES: list[str] = ["-S", "broker.modules="]
 
 
-def run(n: int, command: list[str]) -> tuple[float, float, str]:
-    """(wall seconds, CPU seconds, stdout) of one `fluxnode start --test-size n`."""
+def run(n: int, command: list[str]) -> tuple[float, float, str, int]:
+    """(wall seconds, CPU seconds, stdout, minor faults) of one `fluxnode start --test-size n`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     p = subprocess.run([*FLUXNODE, "start", "--test-size", str(n), "-q", *MODULES, "--", *command],
@@ -63,7 +65,7 @@ def run(n: int, command: list[str]) -> tuple[float, float, str]:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if p.returncode != 0:
         raise SystemExit(f"N={n}: fluxnode start failed ({p.returncode}): {p.stderr.strip()}")
-    return elapsed, cpu, p.stdout
+    return elapsed, cpu, p.stdout, after.ru_minflt - before.ru_minflt
 
 
 def main() -> None:
@@ -81,13 +83,13 @@ def main() -> None:
     FLUXNODE[0] = args.python
     print(
         f"{'N':>5} {'median s':>9} {'min s':>7} {'CPU s':>7} {'RSS MiB max':>12} "
-        f"{'RSS MiB avg':>12} {'PSS MiB avg':>12}"
+        f"{'RSS MiB avg':>12} {'PSS MiB avg':>12} {'faults/broker':>14}"
     )
     results = []
     for n in (int(x) for x in args.sizes.split(",")):
         runs = [run(n, ["true"]) for _ in range(args.repeat)]
         times = [r[0] for r in runs]
-        _, _, out = run(n, [sys.executable, "-c", MEASURE])
+        _, _, out, _ = run(n, [sys.executable, "-c", MEASURE])
         mem = json.loads(out)
         rss = [r / 1024 for r, _ in mem]
         pss = [p / 1024 for _, p in mem]
@@ -99,11 +101,13 @@ def main() -> None:
             "rss_max_mib": max(rss),
             "rss_avg_mib": statistics.mean(rss),
             "pss_avg_mib": statistics.mean(pss),
+            "faults_per_broker": statistics.median(r[3] for r in runs) / n,
         }
         results.append(row)
         print(f"{n:>5} {row['median_s']:>9.2f} {row['min_s']:>7.2f} {row['cpu_s']:>7.2f} "
               f"{row['rss_max_mib']:>12.1f} "
-              f"{row['rss_avg_mib']:>12.1f} {row['pss_avg_mib']:>12.1f}", flush=True)
+              f"{row['rss_avg_mib']:>12.1f} {row['pss_avg_mib']:>12.1f} "
+              f"{row['faults_per_broker']:>14.0f}", flush=True)
     print(f"(load average at end: {os.getloadavg()[0]:.2f}; cpus: {os.cpu_count()})")
     Path(os.environ.get("BENCH_JSON", "/dev/null")).write_text(json.dumps(results))
 

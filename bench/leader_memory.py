@@ -5,10 +5,11 @@
 
 leader_footprint.py gives the figure (a real leader's RSS); this gives the breakdown, by
 building what the leader holds the way it builds it, one part after the other: the
-nodes as brokers register them (`NodeResources`), R with its Fluxion JGF ``scheduling``
-key (`build_R`, what the resource service keeps and hands the scheduler), and the
-scheduler's service graph (`flat_graph`: node -> cores, GPUs, memory granules) with its
-traverser (`FastTraverser`, as `LiveGraph` makes it). For each part: the bytes
+nodes as brokers register them (`NodeResources`), R as the resource service keeps it
+and hands it to the scheduler (`NodesR`: those nodes and R's ``execution`` part; its
+Fluxion JGF ``scheduling`` key is written only for a reader, `build_R` with it was 85 MiB
+here), and the scheduler's service graph (`flat_graph`: node -> cores, GPUs, memory
+granules) with its traverser (`FastTraverser`, as `LiveGraph` makes it). For each part: the bytes
 tracemalloc saw it keep, per graph vertex, and the RSS it added in a second build
 without tracemalloc (whose own bookkeeping doubles RSS); then the graph's bytes by
 source line. Memory figures do not depend on the machine's load.
@@ -23,7 +24,7 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from fluxnode.broker_conf.rv1 import NodeResources, build_R
+from fluxnode.broker_conf.rv1 import NodeResources, NodesR
 from fluxnode.scheduler.service.flat_graph import flat_graph
 from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 
@@ -46,7 +47,7 @@ def parts(opts: argparse.Namespace) -> list[tuple[str, Callable[[dict], Any]]]:
             NodeResources(rank=r, hostname=f"node{r}", cores=list(range(opts.cores)),
                           gpus=list(range(opts.gpus)), sockets=2, memory_mib=opts.memory_mib)
             for r in range(opts.nodes)]),
-        ("R with its JGF (build_R)", lambda held: build_R(held["nodes (NodeResources)"])),
+        ("R as kept (NodesR)", lambda held: NodesR(held["nodes (NodeResources)"])),
         ("service graph (flat_graph)", lambda held: flat_graph(held["nodes (NodeResources)"])),
         ("traverser (FastTraverser)", lambda held: FastTraverser(
             held["service graph (flat_graph)"], "first")),

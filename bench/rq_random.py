@@ -17,7 +17,8 @@ beside the project, never committed) writes each expected output, and
         --cmd 'fluxnode resource-query'
 
 As in that corpus, a case is dropped when Fluxion exits non-zero, writes no ``-t``
-file, or answers differently on a second run; ``-e`` and ``stat`` are never used (their
+file, or answers differently on a second run (or runs 20 s: it loops on some graphs
+after ``attach`` and ``remove``); ``-e`` and ``stat`` are never used (their
 output holds times). A case whose ``rlite`` writer fails is dropped too (Fluxion's rlite
 writer fails on nearly every GRUG graph).
 """
@@ -28,11 +29,22 @@ import argparse
 import hashlib
 import json
 import random
+import subprocess
 import sys
 from pathlib import Path
 
 import yaml
-from rq_readers import Loaded, copy_hwloc, copy_power, partial_cancel_r, write_jgf, write_rv1
+from rq_readers import (
+    Loaded,
+    copy_hwloc,
+    copy_power,
+    partial_cancel_r,
+    write_attach,
+    write_bad_json,
+    write_jgf,
+    write_rv1,
+    write_update_jgf,
+)
 from rq_variants import fluxion_run
 from sched_common import KEYS
 
@@ -213,6 +225,51 @@ def jobspec(rng: random.Random, g: Graph, drop_attributes: bool, wide: bool = Fa
     return js
 
 
+def add_labels(rng: random.Random, resources: list[dict]) -> None:
+    """--more: a label on a quarter of the non-slot requests (Fluxion's JGF writers show
+    it as the vertex's "ephemeral" label, kept from the last walk that set one)."""
+    for r in resources:
+        if r["type"] != "slot" and rng.random() < 0.25:
+            r["label"] = rng.choice(["a", "b"])
+        add_labels(rng, r.get("with", []))
+
+
+def more_commands(rng: random.Random, jobs: int, paths: list[str], ranks: int,
+                  updates: list[tuple[str, str]], attaches: list[str], bad: list[str]
+                  ) -> list[str]:
+    """--more: updates (allocate or reserve from an R or a JGF, now and then a job id in
+    use, a time or duration refused), attach and remove (by path or by rank), and
+    malformed JSON given to update, attach and partial-cancel."""
+    out = []
+    for _ in range(rng.randint(1, 4)):
+        x = rng.random()
+        if x < 0.35 and updates:
+            reader, fn = rng.choice(updates)
+            out.append(f"update {rng.choice(['allocate', 'reserve'])} {reader} {fn} "
+                       f"{rng.randint(1, jobs + 3)} {rng.choice([0, 0, 10, 3600, -1])} "
+                       f"{rng.choice([10, 60, 3600, 0])}")
+        elif x < 0.5 and attaches:
+            out.append(f"attach {rng.choice(attaches)}")
+        elif x < 0.7:
+            if ranks and rng.random() < 0.5:
+                lo = rng.randrange(ranks + 1)
+                out.append(f"remove {lo}-{lo + rng.randint(0, 1)} false")
+            else:
+                out.append(f"remove {rng.choice(paths)} true")
+        elif bad:
+            y = rng.random()
+            fn = rng.choice(bad)
+            if y < 0.4:
+                out.append(f"update allocate {rng.choice(['jgf', 'rv1exec'])} {fn} "
+                           f"{jobs + 1} 0 60")
+            elif y < 0.7:
+                out.append(f"attach {fn}")
+            else:
+                out.append(f"partial-cancel {rng.randint(1, max(jobs, 1))} "
+                           f"{rng.choice(['jgf', 'rv1exec'])} {fn}")
+    return out
+
+
 def commands(rng: random.Random, g: Graph, specs: list[str], wide: bool = False,
              paths: list[str] | None = None, cancels: list[str] | None = None) -> str:
     """3 to 16 commands, then quit (the jobspecs as @TEST_SRCDIR@/data/jobspecs/...);
@@ -273,8 +330,8 @@ def commands(rng: random.Random, g: Graph, specs: list[str], wide: bool = False,
     return "\n".join(lines + ["quit"]) + "\n"
 
 
-def make_case(seed: int, data: Path, wide: bool = False, shared: Path | None = None
-              ) -> dict:
+def make_case(seed: int, data: Path, wide: bool = False, shared: Path | None = None,
+              more: bool = False) -> dict:
     rng = random.Random(seed)
     g = Graph(rng)
     text = g.graphml()
@@ -291,7 +348,10 @@ def make_case(seed: int, data: Path, wide: bool = False, shared: Path | None = N
     drop = rng.random() < 0.3
     specs = []
     for _ in range(rng.randint(1, 4)):
-        js = yaml.safe_dump(jobspec(rng, g, drop, wide), sort_keys=False)
+        spec = jobspec(rng, g, drop, wide)
+        if more:
+            add_labels(rng, spec["resources"])
+        js = yaml.safe_dump(spec, sort_keys=False)
         jname = hashlib.sha256(js.encode()).hexdigest()[:16]
         (data / "jobspecs" / f"{jname}.yaml").write_text(js)
         specs.append(f"{PLACEHOLDER}/data/jobspecs/{jname}.yaml")
@@ -302,6 +362,8 @@ def make_case(seed: int, data: Path, wide: bool = False, shared: Path | None = N
             name = partial_cancel_r(rng, loaded, data / "jobspecs", f"r{seed}_pc{i}")
             cancels.append(f"{PLACEHOLDER}/data/jobspecs/{name}")
     cmds = commands(rng, g, specs, wide, loaded.paths if loaded else None, cancels)
+    if more:
+        cmds = with_more(rng, g, data, seed, cmds, loaded, cancels)
     (data / "commands" / f"r{seed}.in").write_text(cmds)
     argv = ["-L", f"{{root}}/data/graphs/{gfile}", *load,
             "-P", rng.choice(POLICIES), "-F", rng.choice(WRITERS), "-d"]
@@ -314,6 +376,33 @@ def make_case(seed: int, data: Path, wide: bool = False, shared: Path | None = N
     return {"id": f"r{seed}", "description": f"random case, seed {seed}", "argv": argv,
             "commands": f"data/commands/r{seed}.in", "expected": f"data/expected/r{seed}.out",
             "seed": seed}
+
+
+def with_more(rng: random.Random, g: Graph, data: Path, seed: int, cmds: str,
+              loaded: Loaded | None, cancels: list[str]) -> str:
+    """``cmds`` with more_commands' lines put in at random places (before ``quit``), and
+    the files they name written under data/jobspecs."""
+    specs = data / "jobspecs"
+    paths = loaded.paths if loaded else g.node_paths()
+    root = "/" + paths[0].split("/")[1]
+    updates = [("rv1exec", fn) for fn in cancels]
+    if loaded and loaded.options[:2] == ["-f", "jgf"]:
+        doc = json.loads((data / "graphs" / loaded.name).read_text())
+        for i in range(rng.randint(1, 2)):
+            name = write_update_jgf(rng, doc, specs, f"r{seed}_up{i}")
+            updates.append(("jgf", f"{PLACEHOLDER}/data/jobspecs/{name}"))
+    attaches = [f"{PLACEHOLDER}/data/jobspecs/"
+                + write_attach(g, rng, specs, f"r{seed}_at{i}", root, 90 + i)
+                for i in range(rng.randint(0, 2))]
+    good = (data / "graphs" / loaded.name).read_bytes()[:400] if loaded else b'{"graph": {}}'
+    bad = [f"{PLACEHOLDER}/data/jobspecs/" + write_bad_json(rng, specs, f"r{seed}_bad{i}", good)
+           for i in range(rng.randint(1, 2))]
+    lines = cmds.splitlines()[:-1]  # quit last
+    jobs = sum(1 for line in lines if line.startswith(("match", "multi-match")))
+    for line in more_commands(rng, jobs, paths, loaded.ranks if loaded else g.nodes,
+                              updates, attaches, bad):
+        lines.insert(rng.randint(0, len(lines)), line)
+    return "\n".join(lines + ["quit"]) + "\n"
 
 
 def load_other(reader: str, g: Graph, rng: random.Random, folder: Path, stem: str,
@@ -333,17 +422,22 @@ def load_other(reader: str, g: Graph, rng: random.Random, folder: Path, stem: st
     return copy_power(rng, shared, folder)
 
 
-def fluxion_output(fluxion: str, case: dict, root: Path) -> bytes | None:
-    """Fluxion's ``-t`` output for ``case``, or None when the case is dropped (see the
-    module's docstring)."""
+def fluxion_output(fluxion: str, case: dict, root: Path) -> tuple[bytes, bytes] | None:
+    """Fluxion's ``-t`` output and stderr (the case's folder written @TEST_SRCDIR@) for
+    ``case``, or None when the case is dropped (see the module's docstring)."""
     outs = []
     for _ in range(2):
-        run, got = fluxion_run(fluxion, case["argv"], root, root / case["commands"])
+        try:
+            run, got = fluxion_run(fluxion, case["argv"], root, root / case["commands"], 20)
+        except subprocess.TimeoutExpired:  # Fluxion loops (seen after attach and remove)
+            return None
         if run.returncode != 0 or got is None or b"writer emit" in run.stderr and \
                 "rlite" in case["argv"]:
             return None
-        outs.append(got)
-    return outs[0] if outs[0] == outs[1] and str(root).encode() not in outs[0] else None
+        outs.append((got, run.stderr.replace(str(root).encode(), PLACEHOLDER.encode())))
+    if outs[0] != outs[1] or str(root).encode() in outs[0][0]:
+        return None
+    return outs[0]
 
 
 def main() -> int:
@@ -358,6 +452,11 @@ def main() -> int:
                     "long options, -T flexible, graphs read as JGF, RV1 (with properties, "
                     "and partial cancels of its ranks), hwloc and the power graph under "
                     "other -S subsystems")
+    ap.add_argument("--more", action="store_true",
+                    help="--wide, and besides: update (allocate or reserve from an R or "
+                    "a JGF), attach and remove, labels on requests, malformed JSON for "
+                    "update, attach and partial-cancel; each case also records Fluxion's "
+                    "stderr (run_conformance.py --check-stderr compares it)")
     ap.add_argument("--shared", type=Path,
                     default=Path(__file__).resolve().parents[2] / "shared" / "fluxion-corpus"
                     / "data", help="flux-sched's test data (the hwloc files and power graph "
@@ -371,13 +470,17 @@ def main() -> int:
     kept = dropped = 0
     with open(out / "cases.jsonl", "w") as manifest:
         for seed in range(int(first), int(last or first) + 1):
-            case = make_case(seed, data, args.wide,
-                             args.shared if args.shared.is_dir() else None)
+            case = make_case(seed, data, args.wide or args.more,
+                             args.shared if args.shared.is_dir() else None, args.more)
             expected = fluxion_output(args.fluxion, case, out)
             if expected is None:
                 dropped += 1
                 continue
-            (out / case["expected"]).write_bytes(expected)
+            (out / case["expected"]).write_bytes(expected[0])
+            if args.more:  # run_conformance.py --check-stderr compares it
+                case["expected_stderr"] = case["expected"].replace(".out", ".err")
+                case["expected_stderr_subst"] = True
+                (out / case["expected_stderr"]).write_bytes(expected[1])
             manifest.write(json.dumps(case) + "\n")
             kept += 1
     print(f"{kept} cases in {out / 'cases.jsonl'} ({dropped} dropped)", file=sys.stderr)

@@ -186,3 +186,89 @@ def copy_power(rng: random.Random, shared: Path, folder: Path) -> Loaded:
     paths = [f"/power0/rack{r}/node{r * 18 + i}" for r in range(4) for i in (0, 1, 17)]
     return Loaded("power.graphml", ["-f", "grug", "-S", rng.choice(POWER_SUBSYSTEMS)],
                   paths, 0, 0, tuple(specs))
+
+
+# --more: malformed JSON as users make it (cut short, a stray byte) and jansson's own
+# corner cases, for update, attach and partial-cancel (Fluxion's JGF reader words
+# jansson's error; resource-query's stderr is then compared too)
+BAD_JSON = [b"", b"x", b"{", b"[1,2", b'{"a": NaN}', b'{"a": 1,}', b'{"graph": {"nodes": [}}',
+            b'{"a": 9223372036854775808}', b'{"a": "\\ud800"}', b'{"a": "x\ny"}',
+            b'{"a": 1e999}', b'{} x', b'{"a": "\xff"}', b'"str"', b'{"\\u0000": 1}']
+
+
+def write_bad_json(rng: random.Random, folder: Path, stem: str, good: bytes) -> str:
+    """A JSON file jansson refuses: one of BAD_JSON, or ``good`` cut short or with one
+    byte changed."""
+    x = rng.random()
+    if x < 0.4 or len(good) < 2:
+        data = rng.choice(BAD_JSON)
+    elif x < 0.7:
+        data = good[:rng.randrange(1, len(good))]
+    else:
+        i = rng.randrange(len(good))
+        data = good[:i] + bytes([rng.choice(b"@}]:,\"\\\xc3\n")]) + good[i + 1:]
+    name = f"{stem}.json"
+    (folder / name).write_bytes(data)
+    return name
+
+
+def write_attach(g: Shape, rng: random.Random, folder: Path, stem: str, root: str,
+                 rank: int) -> str:
+    """A JGF subgraph for ``attach``: the graph's root (by its path) and a new node of
+    rank ``rank`` below it with ``g``'s sockets and cores. The new vertices' ``uniq_id``s
+    are fresh (from 100,000 on): Fluxion's JGF reader gives a vertex the document's,
+    and one a sibling already has fails the attach half-way (its by_outedges key)."""
+    root_name = root.rsplit("/", 1)[1]
+    base = root_name.rstrip("0123456789")
+    nodes = [{"id": "0", "metadata": {
+        "type": "cluster", "basename": base, "name": root_name, "id": 0, "uniq_id": 0,
+        "rank": -1, "exclusive": False, "unit": "", "size": 1,
+        "paths": {"containment": root}}}]
+    edges = []
+
+    def add(kind: str, parent: dict, i: int) -> dict:
+        path = parent["metadata"]["paths"]["containment"] + f"/{kind}{i}"
+        uid = 100000 + 1000 * rank + len(nodes)
+        v = {"id": str(uid), "metadata": {
+            "type": kind, "basename": kind, "name": f"{kind}{i}", "id": i,
+            "uniq_id": uid, "rank": rank, "exclusive": False, "unit": "", "size": 1,
+            "paths": {"containment": path}}}
+        nodes.append(v)
+        edges.append({"source": parent["id"], "target": v["id"],
+                      "metadata": {"subsystem": "containment"}})
+        return v
+
+    node = add("node", nodes[0], rank)
+    for s in range(max(1, g.sockets)):
+        sock = add("socket", node, s)
+        for c in range(rng.randint(1, max(1, g.cores))):
+            add("core", sock, c)
+    name = f"{stem}.json"
+    (folder / name).write_text(json.dumps({"graph": {"nodes": nodes, "edges": edges}}))
+    return name
+
+
+def write_update_jgf(rng: random.Random, doc: dict, folder: Path, stem: str) -> str:
+    """A JGF for ``update ... jgf``: one node of ``doc`` (a document write_jgf wrote)
+    with what lies above and below it, its leaves exclusive, as a match's JGF."""
+    nodes = {n["id"]: n for n in doc["graph"]["nodes"]}
+    parent = {e["target"]: e["source"] for e in doc["graph"]["edges"]}
+    picked = rng.choice([n for n in nodes.values() if n["metadata"]["type"] == "node"])
+    prefix = picked["metadata"]["paths"]["containment"]
+    keep = [n["id"] for n in nodes.values()
+            if n["metadata"]["paths"]["containment"].startswith(prefix + "/")
+            or n["id"] == picked["id"]]
+    up = parent.get(picked["id"])
+    while up is not None:
+        keep.append(up)
+        up = parent.get(up)
+    leaves = set(keep) - set(parent[k] for k in keep if k in parent)
+    out = []
+    for k in sorted(keep, key=int):
+        v = json.loads(json.dumps(nodes[k]))
+        v["metadata"]["exclusive"] = k in leaves
+        out.append(v)
+    edges = [e for e in doc["graph"]["edges"] if e["target"] in keep]
+    name = f"{stem}.json"
+    (folder / name).write_text(json.dumps({"graph": {"nodes": out, "edges": edges}}))
+    return name

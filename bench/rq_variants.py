@@ -29,8 +29,8 @@ from pathlib import Path
 PLACEHOLDER = b"@TEST_SRCDIR@"
 
 
-def fluxion_run(fluxion: str, argv: list[str], root: Path, commands: Path
-                ) -> tuple[subprocess.CompletedProcess, bytes | None]:
+def fluxion_run(fluxion: str, argv: list[str], root: Path, commands: Path,
+                timeout: float = 120) -> tuple[subprocess.CompletedProcess, bytes | None]:
     """Fluxion's resource-query on one case of a corpus at ``root``: ``argv`` with
     ``{root}`` filled in, the commands file with @TEST_SRCDIR@ made ``root``, its ``-t``
     file in a scratch folder. Returns the run and that file's bytes (None: not written)."""
@@ -39,7 +39,7 @@ def fluxion_run(fluxion: str, argv: list[str], root: Path, commands: Path
         got = Path(tmp) / "out"
         run = subprocess.run(
             [fluxion, *[a.replace("{root}", str(root)) for a in argv], "-t", str(got)],
-            input=cmds, capture_output=True, cwd=tmp, timeout=120, check=False)
+            input=cmds, capture_output=True, cwd=tmp, timeout=timeout, check=False)
         return run, (got.read_bytes() if got.exists() else None)
 
 

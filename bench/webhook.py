@@ -11,6 +11,9 @@ machine's load) and the server's CPU per request (its process's user + system ti
 /proc, before and after the run; the figure to compare between changes).
 
     .venv/bin/python bench/webhook.py --requests 3000 --clients 4
+
+With --probe PORT --ca CA --rate R it probes a webhook already running (a binder's) at R
+requests a second until its stdin closes: bench/workloads.py's probe through its burst.
 """
 
 from __future__ import annotations
@@ -69,6 +72,33 @@ def serve(directory: Path) -> None:
     server.stop()
 
 
+def probe(port: int, ca: Path, rate: float) -> None:
+    """--probe: post the Job's AdmissionReview to a webhook already serving on `port` (a
+    binder's, whose CA is `ca`), `rate` times a second on one kept-alive connection, until
+    stdin closes; then print the latencies (seconds) as one JSON list. bench/workloads.py
+    runs it through its burst: the webhook's latency as a client with an interpreter of its
+    own sees it (the emulator's calls wait for its own busy interpreter too)."""
+    pool = urllib3.HTTPSConnectionPool(
+        "127.0.0.1", port, maxsize=1, ca_certs=str(ca), server_hostname=SERVICE,
+        assert_hostname=SERVICE, retries=False, timeout=10)
+    body = review(0, *objects()[0])
+    headers = {"Content-Type": "application/json"}
+    pool.request("POST", PATH, body=body, headers=headers)  # the TLS handshake, not counted
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    latencies: list[float] = []
+    due = time.perf_counter()
+    while not stop.is_set():
+        start = time.perf_counter()
+        r = pool.request("POST", PATH, body=body, headers=headers)
+        latencies.append(time.perf_counter() - start)
+        if r.status != 200 or b'"allowed": true' not in r.data:
+            raise SystemExit(f"webhook answered {r.status}: {r.data[:200]!r}")
+        due += 1 / rate
+        stop.wait(max(0.0, due - time.perf_counter()))  # the probe's pace (a bench)
+    print(json.dumps(latencies), flush=True)
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -79,9 +109,19 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=3000, help="requests in all")
     parser.add_argument("--clients", type=int, default=4, help="concurrent connections")
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--probe", type=int, metavar="PORT",
+                        help="probe a webhook serving on PORT (with --ca, --rate) until stdin "
+                        "closes, then print the latencies (bench/workloads.py)")
+    parser.add_argument("--ca", type=Path, help="the probed webhook's CA certificate (PEM)")
+    parser.add_argument("--rate", type=float, default=20.0, help="probe requests per second")
     args = parser.parse_args()
     if args.serve:
         serve(args.serve)
+        return
+    if args.probe is not None:
+        if args.ca is None or args.rate <= 0:
+            parser.error("--probe needs --ca and a --rate above 0")
+        probe(args.probe, args.ca, args.rate)
         return
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)

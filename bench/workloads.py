@@ -2,6 +2,7 @@
 
 Run: .venv/bin/python bench/workloads.py [--jobs 1000] [--pods 8] [--clients 4]
      [--nodes 5000] [--cores 8] [--single 20] [--seed 1] [--py-spy PREFIX | --py-spy-all PREFIX]
+     [--profile-loop PATH]
 
 Issue 30's targets, its defaults here: 1,000 Indexed Jobs of 8 pods against 5,000 simulated
 nodes admitted at 200 workloads/s or more, and on an empty cluster a Job's creation to all
@@ -27,9 +28,16 @@ Measured from the emulator's store (a listener sees every committed write, in or
   steps: created -> unsuspended (the webhook, the FluxJob loop, the allocation: the
   binder's), -> all its pods stored (the Job controller's: the emulator's), -> all bound
   (the scheduling and binding cycles: the binder's);
-- the admission webhook's latency as the API server sees it (the emulator times each write's
-  wait for its webhooks: one call per Job), p50 and p99;
-- CPU seconds (user + system, /proc) per workload of: the binder process; the scheduler
+- the admission webhook's latency as the API server sees it: the calls themselves, timed on
+  the emulator's worker thread that makes them (what a real API server's admission webhook
+  metric times), and each write's whole wait for them (adding the time the emulator's one
+  event loop takes to resume the write), one call per Job, p50 and p99; as the binder times it (its
+  histogram, request read -> answer written); and as a probe sees it, a process of its own
+  posting a Job's AdmissionReview --probe-rate times a second through the burst
+  (bench/webhook.py --probe: the emulator's calls also wait for its own busy interpreter);
+- CPU seconds (user + system, /proc) per workload of: the binder process (and by thread:
+  its loop, informers, bind workers, webhook; names from `py-spy dump` when installed,
+  threads that ended meanwhile in "other"); the scheduler
   service (the broker); the emulator, split into its HTTP server thread, its Job controller
   and its admission threads (the calls to the webhook) - a test double, whose cost a real API
   server and controller manager would carry instead; and the clients creating the Jobs (the
@@ -38,16 +46,18 @@ Measured from the emulator's store (a listener sees every committed write, in or
   FluxJob says Running and every pod has its Scheduled event (the binder's last writes for
   a workload).
 
-Pod counts come from a seeded generator (printed); nothing waits a fixed time except for
-py-spy to attach when asked to profile (--py-spy: the binder's threads on a CPU, as folded
-stacks; --py-spy-idle: every thread, waiting included; --py-spy-all: the broker and this
-process too). Results, the machine's load and what was changed for them: docs/binder.md,
-"Whole workloads".
+Pod counts come from a seeded generator (printed); nothing waits a fixed time except the
+probe's pace and py-spy to attach when asked to profile (--py-spy: the binder's threads on
+a CPU, as folded stacks; --py-spy-idle: every thread, waiting included; --py-spy-all: the
+broker and this process too). Results, the machine's load and what was changed for them:
+docs/binder.md, "Whole workloads".
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import os
 import random
 import signal
@@ -57,6 +67,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -185,6 +196,74 @@ def thread_cpu() -> dict[int, float]:
     return out
 
 
+def task_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of every thread of process `pid`, by native id."""
+    out = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out[int(task)] = cpu_of(pid, int(task))
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return out
+
+
+THREAD_GROUPS = (("binder-loop", "loop"), ("informer-pods", "pod informer"),
+                 ("informer-jobs", "Job informer"), ("informer-", "other informers"),
+                 ("bind_", "bind workers"), ("process_request_thread", "webhook"),
+                 ("webhook", "webhook"))
+
+
+def thread_names(py_spy_cmd: str, pid: int) -> dict[int, str]:
+    """Native thread id -> Python thread name of process `pid` (`py-spy dump`, which prints
+    both); empty when py-spy is not installed or cannot read the process."""
+    try:
+        dump = subprocess.run([py_spy_cmd, "dump", "--pid", str(pid)], capture_output=True,
+                              text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    names = {}
+    for line in dump.splitlines():
+        if line.startswith("Thread ") and '"' in line:
+            tid, _, rest = line[len("Thread "):].partition(" ")
+            if tid.isdigit():
+                names[int(tid)] = rest.split('"')[1]
+    return names
+
+
+def by_thread_group(spent: dict[int, float], names: dict[int, str]) -> dict[str, float]:
+    """CPU seconds by part of the binder (its threads' names: THREAD_GROUPS), the rest
+    (threads gone or unnamed, the main thread) as "other"."""
+    out: dict[str, float] = {}
+    for tid, seconds in spent.items():
+        name = names.get(tid, "")
+        group = next((g for prefix, g in THREAD_GROUPS if prefix in name), "other")
+        out[group] = out.get(group, 0.0) + seconds
+    return out
+
+
+def webhook_buckets(port: int) -> dict[float, int]:
+    """The binder's webhook duration histogram (its /metrics): upper bound in ms -> count
+    of requests at most that long, every result summed."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read()
+    out: dict[float, int] = {}
+    for line in text.decode().splitlines():
+        if line.startswith("fluxnode_binder_webhook_duration_seconds_bucket{"):
+            labels, _, value = line.rpartition(" ")
+            le = labels.split('le="', 1)[1].split('"', 1)[0]
+            bound = float("inf") if le == "+Inf" else 1000 * float(le)
+            out[bound] = out.get(bound, 0) + int(float(value))
+    return out
+
+
+def bucket_quantile(buckets: dict[float, int], q: float) -> float:
+    """The smallest bucket bound (ms) holding the `q` quantile of a cumulative histogram."""
+    total = buckets.get(float("inf"), 0)
+    for bound in sorted(buckets):
+        if total and buckets[bound] >= q * total:
+            return bound
+    return float("nan")
+
+
 def quantile(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))]
@@ -253,15 +332,18 @@ def run(args: argparse.Namespace) -> dict:
             yaml.safe_load((WORKLOADS / "webhook.yaml").read_text()))
         for i in range(args.nodes):
             kube.add_node(f"sim{i}", cpu=str(args.cores), memory="64Gi")
-        port = free_port()
+        port, http_port = free_port(), free_port()
         kube.service_endpoints[("fluxnode", "fluxnode-webhook")] = ("127.0.0.1", port)
+        env = dict(os.environ)
+        if args.profile_loop:
+            env["FLUXNODE_BINDER_PROFILE"] = args.profile_loop
         binder = subprocess.Popen(
             [sys.executable, "-m", "fluxnode", "binder",
              "--kubeconfig", str(kube.kubeconfig_path), "--uri", inst.tcp_uri(0),
-             "--curve-cert", inst.cert_path, "--no-leader-elect", "--http-port", "0",
+             "--curve-cert", inst.cert_path, "--no-leader-elect", "--http-port", str(http_port),
              "--webhook-port", str(port), "--webhook-host", "127.0.0.1",
              "--webhook-cert-dir", str(tmp / "certs"), "--log-level", args.binder_log_level],
-            stderr=binder_log)
+            stderr=binder_log, env=env)
         wait_for(lambda: all(h["clientConfig"].get("caBundle")
                              for h in kube.get(CONFIG, "fluxnode")["webhooks"]),
                  60, what="the webhook's caBundle set by the binder")
@@ -302,6 +384,15 @@ def run(args: argparse.Namespace) -> dict:
                 spies.append(py_spy(args, broker_pid, f"{prefix}-broker.txt"))
                 spies.append(py_spy(args, os.getpid(), f"{prefix}-emulator.txt"))
             time.sleep(1.0)  # let py-spy attach before the burst (bench only, not a test)
+        probe = None
+        if args.probe_rate:
+            ca = tmp / "webhook-ca.crt"
+            ca.write_bytes(base64.b64decode(
+                kube.get(CONFIG, "fluxnode")["webhooks"][0]["clientConfig"]["caBundle"]))
+            probe = subprocess.Popen(
+                [sys.executable, str(ROOT / "bench" / "webhook.py"), "--probe", str(port),
+                 "--ca", str(ca), "--rate", str(args.probe_rate)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         threads = [threading.Thread(target=submit, args=(c, list(range(k, args.jobs,
                                                                       args.clients))))
                    for k, c in enumerate(clients)]
@@ -309,7 +400,10 @@ def run(args: argparse.Namespace) -> dict:
         emulator_tids = {"server": kube._thread.native_id,
                          "job controller": kube.job_controller._thread.native_id}
         requests0, admissions0 = len(kube.requests), len(kube.admission_seconds)
+        calls0 = len(kube.admission_call_seconds)
+        served0 = webhook_buckets(http_port)
         binder0, broker0, threads0 = cpu_times(binder.pid), cpu_of(broker_pid), thread_cpu()
+        binder_tasks0 = task_cpu(binder.pid)
         for t in threads:
             t.start()
         for t in threads:
@@ -324,14 +418,24 @@ def run(args: argparse.Namespace) -> dict:
         wait_for(done, args.timeout, interval=0.05,
                  what=f"{args.jobs} FluxJobs Running and {total} Scheduled events")
         user, system = (b - a for a, b in zip(binder0, cpu_times(binder.pid), strict=True))
+        binder_tasks = task_cpu(binder.pid)
+        binder_parts = by_thread_group(
+            {t: c - binder_tasks0.get(t, 0.0) for t, c in binder_tasks.items()},
+            thread_names(args.py_spy_cmd, binder.pid))
         broker_cpu = cpu_of(broker_pid) - broker0
         threads1 = thread_cpu()
+        probed: list[float] = []
+        if probe is not None:
+            out, _ = probe.communicate("", timeout=60)
+            probed = json.loads(out or "[]")
         for spy in spies:
             spy.send_signal(signal.SIGINT)
         for spy in spies:
             spy.wait(60)
         requests = Counter(f"{r.verb} {r.resource_path}" for r in kube.requests[requests0:])
         webhook = kube.admission_seconds[admissions0:] or [0.0]
+        webhook_calls = kube.admission_call_seconds[calls0:] or [0.0]
+        served = {le: c - served0.get(le, 0) for le, c in webhook_buckets(http_port).items()}
         spent = {tid: threads1[tid] - threads0.get(tid, 0.0) for tid in threads1}
         # the client threads ended: they are in neither snapshot but counted as they ended
         clients_cpu = sum(client_cpu)
@@ -340,8 +444,8 @@ def run(args: argparse.Namespace) -> dict:
         controller_cpu = sum(spent.get(t, 0.0) for t in
                              {emulator_tids["job controller"],
                               *getattr(kube.job_controller, "thread_ids", ())})
-        admission_cpu = sum(spent.values()) - clients_cpu - main_cpu - server_cpu \
-            - controller_cpu
+        # (the client threads ended before the second snapshot: not in `spent`)
+        admission_cpu = sum(spent.values()) - main_cpu - server_cpu - controller_cpu
 
         jobs = [uids[n] for n in names]
         first = min(created.values())
@@ -365,6 +469,8 @@ def run(args: argparse.Namespace) -> dict:
             "steps_p50_s": [quantile(x, 0.5) for x in steps],
             "binder_ms": 1000 * (user + system) / n,
             "binder_user_ms": 1000 * user / n, "binder_system_ms": 1000 * system / n,
+            "binder_parts_ms": {k: 1000 * v / n for k, v in sorted(
+                binder_parts.items(), key=lambda kv: -kv[1])},
             "broker_ms": 1000 * broker_cpu / n,
             "emulator_ms": 1000 * (server_cpu + controller_cpu + admission_cpu) / n,
             "server_ms": 1000 * server_cpu / n, "controller_ms": 1000 * controller_cpu / n,
@@ -373,6 +479,14 @@ def run(args: argparse.Namespace) -> dict:
             "not_suspended": recorder.not_suspended_at_creation,
             "webhook_calls": len(webhook), "webhook_p50_ms": 1000 * quantile(webhook, 0.5),
             "webhook_p99_ms": 1000 * quantile(webhook, 0.99),
+            "call_p50_ms": 1000 * quantile(webhook_calls, 0.5),
+            "call_p99_ms": 1000 * quantile(webhook_calls, 0.99),
+            # the binder's own timing (its histogram: the bucket holding the quantile)
+            "served_p50_ms": bucket_quantile(served, 0.5),
+            "served_p99_ms": bucket_quantile(served, 0.99),
+            "probe_calls": len(probed),
+            "probe_p50_ms": 1000 * quantile(probed, 0.5) if probed else float("nan"),
+            "probe_p99_ms": 1000 * quantile(probed, 0.99) if probed else float("nan"),
             "requests": dict(requests),
         }
         print(f"{n} Indexed Jobs ({total} pods, {args.pods} each), {args.clients} clients: "
@@ -385,14 +499,24 @@ def run(args: argparse.Namespace) -> dict:
               f"unsuspended %.3f s, -> its pods stored %.3f s, -> all bound %.3f s\n"
               % tuple(out["steps_p50_s"]) +
               f"  CPU ms per workload: binder {out['binder_ms']:.2f} (user "
-              f"{out['binder_user_ms']:.2f}, system {out['binder_system_ms']:.2f}), scheduler "
+              f"{out['binder_user_ms']:.2f}, system {out['binder_system_ms']:.2f}; by thread: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in out["binder_parts_ms"].items()) +
+              "), scheduler "
               f"service (broker) {out['broker_ms']:.2f}; API emulator {out['emulator_ms']:.2f} "
               f"(test double: server {out['server_ms']:.2f}, Job controller "
               f"{out['controller_ms']:.2f}, admission calls {out['admission_ms']:.2f}); "
               f"clients {out['clients_ms']:.2f} (load); bench {out['main_ms']:.2f}\n"
-              f"  admission webhook calls as the emulator waited for them: {len(webhook)}, "
-              f"p50 {out['webhook_p50_ms']:.1f} ms, p99 {out['webhook_p99_ms']:.1f} ms\n"
-              f"  API requests per workload (every client): "
+              f"  admission webhook calls as the emulator made them: {len(webhook)}, "
+              f"p50 {out['call_p50_ms']:.1f} ms, p99 {out['call_p99_ms']:.1f} ms (its writes "
+              f"waited p50 {out['webhook_p50_ms']:.1f} ms, p99 {out['webhook_p99_ms']:.1f} ms, "
+              f"its loop's resumption included); as "
+              f"the binder timed them (request read -> answer written, its histogram's "
+              f"buckets): p50 <= {out['served_p50_ms']:g} ms, p99 <= "
+              f"{out['served_p99_ms']:g} ms"
+              + (f"; a probe in a process of its own ({out['probe_calls']} calls, "
+                 f"{args.probe_rate:g}/s through the burst): p50 {out['probe_p50_ms']:.1f} "
+                 f"ms, p99 {out['probe_p99_ms']:.1f} ms" if probed else "") + "\n"
+              "  API requests per workload (every client): "
               + ", ".join(f"{k} {v / n:.2f}" for k, v in requests.most_common()) + "\n"
               f"  load average after: {os.getloadavg()[0]:.2f}", flush=True)
         if single is not None:
@@ -433,6 +557,13 @@ def main() -> None:
     p.add_argument("--py-spy-gil", action="store_true",
                    help="py-spy samples only the thread holding the GIL (where a process's "
                    "CPU goes; without it a thread waiting in a C call can count as running)")
+    p.add_argument("--probe-rate", type=float, default=0.0,
+                   help="admission reviews per second a probe process sends the binder's "
+                   "webhook through the burst (bench/webhook.py --probe; 0: no probe; its "
+                   "calls are counted in the binder's CPU)")
+    p.add_argument("--profile-loop", metavar="PATH",
+                   help="run the binder's loop thread under cProfile, its statistics written "
+                   "to PATH when the binder stops (pstats; read with python -m pstats PATH)")
     p.add_argument("--py-spy-rate", type=int, default=200, help="py-spy samples per second")
     p.add_argument("--py-spy-cmd", default=str(Path(sys.executable).parent / "py-spy"))
     args = p.parse_args()

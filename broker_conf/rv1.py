@@ -20,12 +20,15 @@ encoding are decided once.
 `parse_R` is the inverse: ``parse_R(build_R(nodes)) == nodes``. Without a ``scheduling`` key
 it falls back to R_lite alone (one socket, memory 0). `R_lite_ranks` reads R_lite alone and
 keeps every child type (Fluxion's rv1exec reader builds a vertex for whatever R_lite lists).
+
+`NodesR` is the same R kept as its nodes (the leader's: a JGF of a 1,000-node instance is
+a dict per vertex, 85 MiB), its JGF written only when someone reads it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +37,7 @@ from fluxnode.broker_conf import hostlist, idset
 __all__ = [
     "MEMORY_UNIT",
     "NodeResources",
+    "NodesR",
     "RError",
     "R_hosts",
     "R_lite",
@@ -186,7 +190,7 @@ def _edge(source: dict, target: dict) -> dict[str, Any]:
     }
 
 
-def _jgf(nodes: list[NodeResources]) -> dict[str, Any]:
+def _jgf(nodes: Sequence[NodeResources]) -> dict[str, Any]:
     vertices: list[dict] = []
     edges: list[dict] = []
 
@@ -246,26 +250,79 @@ def R_lite(children: Mapping[int, Mapping[str, str]]) -> list[dict[str, Any]]:
     return [{"rank": idset.encode(ranks), "children": dict(kids)} for kids, ranks in groups.items()]
 
 
-def build_R(nodes: Iterable[NodeResources], *, scheduling: bool = True,
-            starttime: float = 0.0, expiration: float = 0.0) -> dict[str, Any]:
-    """RFC 20 R version 1 for `nodes` (with the Fluxion JGF ``scheduling`` key unless
-    `scheduling` is False: an allocation's R names cores and GPUs, not a topology)."""
+def _in_rank_order(nodes: Iterable[NodeResources]) -> list[NodeResources]:
     ordered = sorted(nodes, key=lambda n: n.rank)
     for a, b in zip(ordered, ordered[1:], strict=False):
         if a.rank == b.rank:
             raise RError(f"rank {a.rank} appears twice ({a.hostname!r} and {b.hostname!r})")
-    R: dict[str, Any] = {
-        "version": 1,
-        "execution": {
-            "R_lite": R_lite({n.rank: node_children(n.cores, n.gpus) for n in ordered}),
-            "nodelist": [hostlist.encode(n.hostname for n in ordered)] if ordered else [],
-            "starttime": starttime,
-            "expiration": expiration,
-        },
+    return ordered
+
+
+def _execution(ordered: Sequence[NodeResources], starttime: float,
+               expiration: float) -> dict[str, Any]:
+    return {
+        "R_lite": R_lite({n.rank: node_children(n.cores, n.gpus) for n in ordered}),
+        "nodelist": [hostlist.encode(n.hostname for n in ordered)] if ordered else [],
+        "starttime": starttime,
+        "expiration": expiration,
     }
+
+
+def build_R(nodes: Iterable[NodeResources], *, scheduling: bool = True,
+            starttime: float = 0.0, expiration: float = 0.0) -> dict[str, Any]:
+    """RFC 20 R version 1 for `nodes` (with the Fluxion JGF ``scheduling`` key unless
+    `scheduling` is False: an allocation's R names cores and GPUs, not a topology)."""
+    ordered = _in_rank_order(nodes)
+    R: dict[str, Any] = {"version": 1, "execution": _execution(ordered, starttime, expiration)}
     if scheduling:
         R["scheduling"] = _jgf(ordered)
     return R
+
+
+class NodesR(Mapping[str, Any]):
+    """The instance's R as the leader keeps it: the nodes it describes and its
+    ``execution`` part; the ``scheduling`` JGF is written each time it is read.
+
+    `build_R(nodes)` with JGF holds a dict per vertex (72 per node of 64 cores and 4
+    GPUs: 85 MiB for 1,000 nodes), and the leader built a new one whenever brokers
+    joined, though only ``resource.R`` ever prints it: the scheduler's graph comes
+    from the nodes (`parse_R` hands them over as they are). Reading this R gives what
+    `build_R(nodes)` gives, key for key; `to_dict` is that dict, made for a reader
+    that needs one (the `resource.R` answer). Two are equal when their nodes are
+    (R is a function of its nodes, and `parse_R` its inverse). Read-only: callers
+    must not change what it hands out."""
+
+    __slots__ = ("nodes", "_execution")
+
+    def __init__(self, nodes: Iterable[NodeResources]) -> None:
+        self.nodes: tuple[NodeResources, ...] = tuple(_in_rank_order(nodes))
+        self._execution = _execution(self.nodes, 0.0, 0.0)
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "version":
+            return 1
+        if key == "execution":
+            return self._execution
+        if key == "scheduling":
+            return _jgf(self.nodes)
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("version", "execution", "scheduling"))
+
+    def __len__(self) -> int:
+        return 3
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, NodesR):
+            return self.nodes == other.nodes
+        return Mapping.__eq__(self, other)
+
+    __hash__ = None  # type: ignore[assignment]  (a Mapping, as a dict: unhashable)
+
+    def to_dict(self) -> dict[str, Any]:
+        """`build_R(self.nodes)`: a plain dict, its JGF written now."""
+        return {"version": 1, "execution": self._execution, "scheduling": _jgf(self.nodes)}
 
 
 def _get(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -408,6 +465,8 @@ def R_hosts(R: Any) -> list[str]:
 
 def parse_R(R: Any) -> list[NodeResources]:
     """The nodes of an RFC 20 R version 1, in rank order (inverse of `build_R`)."""
+    if isinstance(R, NodesR):
+        return list(R.nodes)
     if not isinstance(R, Mapping):
         raise RError(f"R must be a JSON object, not {type(R).__name__}")
     version = R.get("version")

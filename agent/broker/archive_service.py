@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import errno
 import json
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fluxnode.agent.broker.boot import InstanceState
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.content_store import ContentStore
 from fluxnode.agent.broker.fanout import SubtreeSplit, target_ranks
 from fluxnode.agent.broker.message import Message, MessageError, ServiceError
@@ -58,7 +58,7 @@ class ArchiveServiceContext:
     forget: Callable[[int], None]
     child_connected: Callable[[int], bool]
     call_later: Callable[[float, Callable[[], None]], Timer]
-    log: logging.Logger
+    log: BrokerLog
 
 
 @dataclass

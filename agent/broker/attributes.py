@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import logging
+from fluxnode.agent.broker import broker_log
 
 DEFAULT_LOCAL_URI = "local:///run/fluxnode/local"
 
@@ -84,7 +84,7 @@ def sizes(attrs: dict[str, str], prefix: str) -> dict[str, int]:
 
 
 def stderr_level(value: str) -> int:
-    """Map a syslog level (number or name) to a logging level."""
+    """Map a syslog level (number or name) to a logging level (`broker_log`'s numbers)."""
     v = value.strip().lower()
     if v.isdigit():
         n = int(v)
@@ -95,9 +95,9 @@ def stderr_level(value: str) -> int:
     if not 0 <= n <= 7:
         raise AttrError(f"log-stderr-level: {n} is outside 0-7")
     if n <= 3:
-        return logging.ERROR
+        return broker_log.ERROR
     if n == 4:
-        return logging.WARNING
+        return broker_log.WARNING
     if n <= 6:
-        return logging.INFO
-    return logging.DEBUG
+        return broker_log.INFO
+    return broker_log.DEBUG

@@ -18,7 +18,7 @@ each concept has its own module:
 * modules.py         -- broker modules loaded on the leader and their `BrokerHandle`
 * content_store.py   -- blobs by hash: the leader's store, the others' caches (`content.*`)
 * archive_service.py -- named archives of files, extracted down the tree (`archive.*`)
-* logging_setup.py   -- where log lines go
+* logging_setup.py   -- where log lines go (`broker_log`: the line and its sinks)
 
 The parts share one `InstanceState` (changed in place by config.reload) and reach
 each other only through what they are given here.
@@ -27,7 +27,6 @@ each other only through what they are given here.
 from __future__ import annotations
 
 import errno
-import logging
 import socket
 import sys
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ import zmq
 from fluxnode.agent.broker import attributes
 from fluxnode.agent.broker.archive_service import ArchiveService, ArchiveServiceContext
 from fluxnode.agent.broker.boot import BrokerError, InstanceState, boot
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.config_reload import ConfigReload
 from fluxnode.agent.broker.connector import ConnectorLimits, LocalConnector
 from fluxnode.agent.broker.content_store import ContentStore
@@ -82,7 +82,7 @@ class Broker:
         config: BrokerConfig,
         hostname: str,
         attrs: dict[str, str],
-        log: logging.Logger,
+        log: BrokerLog,
         topology: Topology | None = None,
         tbon_fd: int | None = None,
         shared: Shared | None = None,
@@ -90,7 +90,7 @@ class Broker:
         self.log = log
         self.shared = shared or Shared()
         self.state = state = boot(config, hostname, attrs, topology)
-        self.reactor = Reactor()
+        self.reactor = Reactor(log)
         self.services = ServiceRegistry(log)
         self.connector = LocalConnector(
             self.reactor,

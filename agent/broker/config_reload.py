@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import logging
 from collections.abc import Callable
 
 import zmq
 from fluxnode.agent.broker.boot import BrokerError, InstanceState, parse_quorum
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.message import Message, ServiceError
 from fluxnode.agent.broker.overlay import Overlay
 from fluxnode.agent.broker.quorum import Quorum
@@ -35,7 +35,7 @@ class ConfigReload:
         resources: ResourceService,
         quorum: Quorum,
         on_applied: Callable[[], None],
-        log: logging.Logger,
+        log: BrokerLog,
     ) -> None:
         self.state = state
         self.overlay = overlay

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import errno
 import itertools
-import logging
 import os
 import socket
 import stat
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import zmq
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.message import (
     MAX_MESSAGE_SIZE,
     Message,
@@ -109,7 +109,7 @@ class LocalClient:
 class LocalConnector:
     """Accepts owner-only clients; hands each decoded request to `on_message(msg, client_id)`."""
 
-    def __init__(self, reactor: Reactor, uri: str, log: logging.Logger,
+    def __init__(self, reactor: Reactor, uri: str, log: BrokerLog,
                  on_message: Callable[[Message, str], None], allow_root: bool = False,
                  limits: ConnectorLimits | None = None) -> None:
         self.reactor = reactor

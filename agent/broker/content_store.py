@@ -37,7 +37,6 @@ import base64
 import binascii
 import errno
 import importlib
-import logging
 import re
 import time
 from collections import OrderedDict
@@ -48,6 +47,7 @@ from typing import TYPE_CHECKING
 
 from fluxnode.agent.broker import attributes
 from fluxnode.agent.broker.boot import InstanceState
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.connector import is_client_hop
 from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 from fluxnode.agent.broker.reactor import Timer
@@ -159,7 +159,7 @@ class ContentStore:
         respond: Callable[[Message], None],
         forget: Callable[[int], None],
         call_later: Callable[[float, Callable[[], None]], Timer],
-        log: logging.Logger,
+        log: BrokerLog,
     ) -> None:
         self.state = state
         self.services = services

@@ -13,10 +13,10 @@ Local clients subscribe at the connector; TCP clients (e.g. the binder) with the
 from __future__ import annotations
 
 import errno
-import logging
 from collections.abc import Callable
 
 from fluxnode.agent.broker.boot import InstanceState
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.connector import LocalConnector
 from fluxnode.agent.broker.message import NODEID_ANY, Message, ServiceError
 from fluxnode.agent.broker.overlay import Overlay
@@ -25,7 +25,7 @@ from fluxnode.agent.broker.services import ServiceRegistry
 
 class EventBus:
     def __init__(self, state: InstanceState, overlay: Overlay, connector: LocalConnector,
-                 request: Callable[[Message], None], log: logging.Logger) -> None:
+                 request: Callable[[Message], None], log: BrokerLog) -> None:
         self.state = state
         self.overlay = overlay
         self.connector = connector

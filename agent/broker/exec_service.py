@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import errno
 import itertools
-import logging
 import os
 import signal
 from collections import Counter, deque
@@ -44,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fluxnode.agent.broker.boot import InstanceState
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.connector import LocalConnector, is_client_hop
 from fluxnode.agent.broker.exec_process import (
     CommandSpec,
@@ -112,7 +112,7 @@ class Session:
 
 class ExecService:
     def __init__(self, state: InstanceState, router: Router, overlay: Overlay,
-                 connector: LocalConnector, reactor: Reactor, log: logging.Logger) -> None:
+                 connector: LocalConnector, reactor: Reactor, log: BrokerLog) -> None:
         self.state = state
         self.router = router
         self.overlay = overlay

@@ -21,12 +21,12 @@ unreadable state held.
 from __future__ import annotations
 
 import importlib
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fluxnode.agent.broker.boot import BrokerError, InstanceState
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.events import EventBus
 from fluxnode.agent.broker.quorum import Quorum
 from fluxnode.agent.broker.reactor import Reactor
@@ -54,6 +54,8 @@ class BrokerHandle:
         self.rank = state.rank
         self.attrs = state.attrs
         self.statedir: Path = state.statedir
+        import logging  # a module logs through the stdlib, bridged to the broker's lines
+
         self.log = logging.getLogger(f"fluxnode.module.{name}")
         self._state = state
         self._services = services
@@ -95,7 +97,7 @@ class BrokerHandle:
 class ModuleLoader:
     """Loads the `broker.modules` on the leader and closes them on shutdown."""
 
-    def __init__(self, log: logging.Logger) -> None:
+    def __init__(self, log: BrokerLog) -> None:
         self.log = log
         self.loaded: list[tuple[str, Any]] = []
 
@@ -104,6 +106,8 @@ class ModuleLoader:
         handle."""
         explicit = spec is not None
         names = [n.strip() for n in (spec if explicit else DEFAULT_MODULES).split(",") if n.strip()]
+        if names:
+            self.log.bridge_stdlib()  # what the modules log goes where the broker's lines go
         for name in names:
             try:
                 module = importlib.import_module(name)

@@ -19,17 +19,18 @@ offline   not yet joined, or cleanly shut down
 from __future__ import annotations
 
 import errno
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import zmq
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.message import MAX_MESSAGE_SIZE, Message, MessageError
 from fluxnode.agent.broker.overlay_auth import InstanceKeyAuthenticator
 from fluxnode.agent.broker.overlay_guard import MONITOR_EVENTS, AdmissionGuard, GuardLimits
 from fluxnode.agent.broker.reactor import Reactor, Timer
 from fluxnode.agent.broker.zframes import recv_frames, send_frames
+from fluxnode.agent.broker.zoptions import set_options
 from fluxnode.broker_conf.config import TbonConfig
 
 STATES = ("full", "partial", "degraded", "lost", "offline")
@@ -66,26 +67,25 @@ class TbonParams:
 
     def tune(self, sock: zmq.Socket) -> None:
         """Apply these settings to a TBON socket (ROUTER or DEALER)."""
-        sock.linger = 0
-        sock.sndhwm = self.hwm
-        sock.rcvhwm = self.hwm
-        sock.maxmsgsize = MAX_MESSAGE_SIZE
-        sock.tcp_keepalive = 1 if self.keepalive_enable else 0
+        options: list[tuple[int, int | bytes]] = [
+            (zmq.LINGER, 0), (zmq.SNDHWM, self.hwm), (zmq.RCVHWM, self.hwm),
+            (zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE),
+            (zmq.TCP_KEEPALIVE, 1 if self.keepalive_enable else 0)]
         if self.keepalive_count > 0:
-            sock.tcp_keepalive_cnt = self.keepalive_count
+            options.append((zmq.TCP_KEEPALIVE_CNT, self.keepalive_count))
         if self.keepalive_idle > 0:
-            sock.tcp_keepalive_idle = self.keepalive_idle
+            options.append((zmq.TCP_KEEPALIVE_IDLE, self.keepalive_idle))
         if self.keepalive_interval > 0:
-            sock.tcp_keepalive_intvl = self.keepalive_interval
+            options.append((zmq.TCP_KEEPALIVE_INTVL, self.keepalive_interval))
         if self.tcp_user_timeout > 0:
-            sock.setsockopt(zmq.TCP_MAXRT, int(self.tcp_user_timeout * 1000))
+            options.append((zmq.TCP_MAXRT, int(self.tcp_user_timeout * 1000)))
         if self.connect_timeout > 0:
-            sock.setsockopt(zmq.CONNECT_TIMEOUT, int(self.connect_timeout * 1000))
+            options.append((zmq.CONNECT_TIMEOUT, int(self.connect_timeout * 1000)))
         # A peer that opens a connection and never completes the CURVE handshake holds a
         # descriptor of ours: dropped after HANDSHAKE_TIMEOUT.
-        sock.setsockopt(zmq.HANDSHAKE_IVL, int(HANDSHAKE_TIMEOUT * 1000))
-        sock.setsockopt(zmq.RECONNECT_IVL, 50)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+        options += [(zmq.HANDSHAKE_IVL, int(HANDSHAKE_TIMEOUT * 1000)),
+                    (zmq.RECONNECT_IVL, 50), (zmq.RECONNECT_IVL_MAX, 1000)]
+        set_options(sock, options)
 
     @property
     def torpid_checks(self) -> bool:
@@ -134,7 +134,7 @@ class Overlay:
         self,
         reactor: Reactor,
         ctx: zmq.Context,
-        log: logging.Logger,
+        log: BrokerLog,
         *,
         rank: int,
         hostnames: list[str],
@@ -192,10 +192,10 @@ class Overlay:
         if self.parent_uri is not None:
             self.dealer = self.ctx.socket(zmq.DEALER)
             self.params.tune(self.dealer)
-            self.dealer.routing_id = str(self.rank).encode()
-            self.dealer.curve_serverkey = self.public_key
-            self.dealer.curve_publickey = self.public_key
-            self.dealer.curve_secretkey = self.secret_key
+            set_options(self.dealer, [
+                (zmq.ROUTING_ID, str(self.rank).encode()),
+                (zmq.CURVE_SERVERKEY, self.public_key), (zmq.CURVE_PUBLICKEY, self.public_key),
+                (zmq.CURVE_SECRETKEY, self.secret_key)])
             self.dealer.connect(self.parent_uri)
             self.reactor.add(self.dealer, zmq.POLLIN, self._dealer_ready)
             self._send_parent_control("hello", self._report())
@@ -206,14 +206,13 @@ class Overlay:
         self.auth.open()
         self.router = self.ctx.socket(zmq.ROUTER)
         self.params.tune(self.router)
-        self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.router.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        self.router.setsockopt(zmq.ZAP_DOMAIN, b"fluxnode")
-        self.router.curve_server = True
-        self.router.curve_secretkey = self.secret_key
-        self.router.curve_publickey = self.public_key
+        options: list[tuple[int, int | bytes]] = [
+            (zmq.ROUTER_MANDATORY, 1), (zmq.ROUTER_HANDOVER, 1), (zmq.ZAP_DOMAIN, b"fluxnode"),
+            (zmq.CURVE_SERVER, 1), (zmq.CURVE_SECRETKEY, self.secret_key),
+            (zmq.CURVE_PUBLICKEY, self.public_key)]
         if self.bind_fd is not None:
-            self.router.setsockopt(zmq.USE_FD, self.bind_fd)  # already bound and listening
+            options.append((zmq.USE_FD, self.bind_fd))  # already bound and listening
+        set_options(self.router, options)
         try:
             self.router.bind(bind_uri)
         except zmq.ZMQError:

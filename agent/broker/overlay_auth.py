@@ -12,11 +12,11 @@ accepted and disconnected connections (overlay_guard.py).
 
 from __future__ import annotations
 
-import logging
 import struct
 from collections.abc import Callable
 
 import zmq
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.reactor import Reactor
 from zmq.utils import z85
 
@@ -25,7 +25,7 @@ ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 
 class InstanceKeyAuthenticator:
     def __init__(
-        self, reactor: Reactor, ctx: zmq.Context, log: logging.Logger, public_key: bytes
+        self, reactor: Reactor, ctx: zmq.Context, log: BrokerLog, public_key: bytes
     ) -> None:
         self.reactor = reactor
         self.ctx = ctx

@@ -33,7 +33,6 @@ seconds with their count.
 
 from __future__ import annotations
 
-import logging
 import resource
 import socket
 import struct
@@ -42,6 +41,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import zmq
+from fluxnode.agent.broker.broker_log import BrokerLog
 
 LOG_EVERY = 10.0  # seconds between two "shed" log lines
 MONITOR_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
@@ -96,7 +96,7 @@ def shut(fd: int) -> None:
 class AdmissionGuard:
     """Tracks the ROUTER's connections that have not yet sent a message; sheds the oldest."""
 
-    def __init__(self, log: logging.Logger, limits: GuardLimits | None = None) -> None:
+    def __init__(self, log: BrokerLog, limits: GuardLimits | None = None) -> None:
         self.log = log
         self.limits = limits or GuardLimits()
         self.pending: OrderedDict[int, Pending] = OrderedDict()  # fd -> entry, oldest first

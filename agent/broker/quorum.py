@@ -9,16 +9,15 @@ an operator reads to see brokers come and go. Other brokers report their own vie
 
 from __future__ import annotations
 
-import logging
-
 from fluxnode.agent.broker.boot import InstanceState
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.message import Message
 from fluxnode.agent.broker.overlay import Overlay
 from fluxnode.broker_conf import hostlist, idset
 
 
 class Quorum:
-    def __init__(self, state: InstanceState, overlay: Overlay, log: logging.Logger) -> None:
+    def __init__(self, state: InstanceState, overlay: Overlay, log: BrokerLog) -> None:
         self.state = state
         self.overlay = overlay
         self.log = log

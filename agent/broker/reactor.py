@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 import zmq
-
-log = logging.getLogger("fluxnode.broker")
+from fluxnode.agent.broker.broker_log import BrokerLog
 
 
 class Timer:
@@ -30,7 +28,8 @@ class Timer:
 
 
 class Reactor:
-    def __init__(self) -> None:
+    def __init__(self, log: BrokerLog) -> None:
+        self.log = log  # where a failed handler's traceback goes
         self.poller = zmq.Poller()
         self._handlers: dict[Any, Callable[[int], None]] = {}
         self._timers: list[tuple[float, int, Timer]] = []
@@ -88,7 +87,7 @@ class Reactor:
         try:
             fn(*args)
         except Exception:
-            log.exception("reactor: handler %r failed", fn)
+            self.log.exception("reactor: handler %r failed", fn)
 
     def stop(self) -> None:
         self._running = False

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import logging
 import random
 import time
 from collections.abc import Callable
@@ -31,13 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from fluxnode.agent.broker import discovery
 from fluxnode.agent.broker.boot import InstanceState
+from fluxnode.agent.broker.broker_log import INFO, WARNING, BrokerLog
 from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 from fluxnode.agent.broker.reactor import Timer
 from fluxnode.agent.broker.services import DEFERRED, ServiceRegistry
 from fluxnode.broker_conf import idset
 
 if TYPE_CHECKING:
-    from fluxnode.broker_conf.rv1 import NodeResources
+    from fluxnode.broker_conf.rv1 import NodeResources, NodesR
 
 NOTIFY_DELAY = 0.01
 PULL_TOPIC = "resource.get-local"
@@ -60,7 +60,7 @@ class ResourceServiceContext:
     forget: Callable[[int], None]
     down_ranks: Callable[[], list[int]]
     call_later: Callable[[float, Callable[[], None]], Timer]
-    log: logging.Logger
+    log: BrokerLog
 
 
 def _node_to_dict(node: Any) -> dict:
@@ -125,9 +125,11 @@ class ResourceService:
         self.local: Any = None
         self.nodes: dict[int, Any] = {}
         self.watchers: list = []
-        self._R: dict | None = None
+        self._R: NodesR | None = None
         self._notify_timer = None
         self._last_notified: tuple | None = None
+        self._notified_at = 0.0  # monotonic time the watchers were last told (_notify) ...
+        self._notify_took = 0.0  # ... and how long telling them took
         self._exclude: set[int] | None = None
         # pull (leader only): who is online, whose registration may be stale, whom we ask
         self._online: set[int] = set()
@@ -158,7 +160,8 @@ class ResourceService:
             services = self.context.services
             services.register("resource.register", self._register)
             services.register("resource.list", self._list)
-            services.register("resource.R", lambda m: {"R": self.R(), "down": self._down_idset()})
+            services.register("resource.R",
+                              lambda m: {"R": self.R().to_dict(), "down": self._down_idset()})
 
     def report(self) -> None:
         """Tell the leader what this node has (after every join to the parent).
@@ -338,26 +341,36 @@ class ResourceService:
         self._drop_ask(ask)
         delay = min(PULL_BACKOFF_MAX, PULL_BACKOFF_MIN * 2 ** (ask.attempts - 1))
         ask.not_before = time.monotonic() + delay * random.uniform(0.75, 1.0)
-        level = logging.INFO if ask.attempts <= 3 else logging.WARNING
+        level = INFO if ask.attempts <= 3 else WARNING
         self.context.log.log(level, "resource: asking rank %d for its resources failed "
                              "(attempt %d): %s; asking again in %.1fs", rank, ask.attempts,
                              why, delay)
         self._ask_more()
 
-    def R(self) -> dict:
-        from fluxnode.broker_conf.rv1 import build_R
+    def R(self) -> NodesR:
+        """R of the registered nodes, kept as those nodes (its JGF is written when read:
+        `resource.R` asks for it, the scheduler takes the nodes)."""
+        from fluxnode.broker_conf.rv1 import NodesR
 
         if self._R is None:
-            self._R = build_R([self.nodes[r] for r in sorted(self.nodes)])
+            self._R = NodesR(self.nodes.values())
         return self._R
 
     def _down_idset(self) -> str:
         return idset.encode(self.context.down_ranks())
 
     def changed(self) -> None:
-        """Coalesce joins/leaves into one notification of the module watchers."""
+        """Coalesce joins/leaves into one notification of the module watchers.
+
+        The watchers are told NOTIFY_DELAY after a change, and never sooner after they
+        were last told than that telling took: while many brokers join at once (a
+        thousand registrations in a few seconds), the scheduler grows its graph by a
+        batch of nodes each time, not by one node a time at the cost of a walk of its
+        whole graph each (issue 32), and the event loop keeps at least half its time
+        for the registrations themselves."""
         if self._notify_timer is None and self.watchers:
-            self._notify_timer = self.context.call_later(NOTIFY_DELAY, self._notify)
+            delay = max(NOTIFY_DELAY, self._notified_at + self._notify_took - time.monotonic())
+            self._notify_timer = self.context.call_later(delay, self._notify)
 
     def _notify(self) -> None:
         self._notify_timer = None
@@ -365,6 +378,7 @@ class ResourceService:
         key = (tuple(sorted(self.nodes)), id(self._R) if self._R is not None else None, tuple(down))
         if key == self._last_notified:
             return
+        began = time.monotonic()
         R = self.R()
         self._last_notified = (tuple(sorted(self.nodes)), id(R), tuple(down))
         for callback in list(self.watchers):
@@ -372,6 +386,8 @@ class ResourceService:
                 callback(R, down)
             except Exception:
                 self.context.log.exception("resource watcher %r failed", callback)
+        self._notified_at = time.monotonic()
+        self._notify_took = self._notified_at - began
 
     def _list(self, msg: Message) -> dict:
         context = self.context

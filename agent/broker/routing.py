@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import errno
 import itertools
-import logging
 from collections.abc import Callable
 
 from fluxnode.agent.broker.boot import InstanceState
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.connector import LocalConnector, is_client_hop
 from fluxnode.agent.broker.message import NODEID_ANY, NODEID_UPSTREAM, Message
 from fluxnode.agent.broker.overlay import Overlay
@@ -29,7 +29,7 @@ SELF_HOP = "b"  # route hop of requests the broker itself originates
 
 class Router:
     def __init__(self, state: InstanceState, services: ServiceRegistry, overlay: Overlay,
-                 connector: LocalConnector, log: logging.Logger) -> None:
+                 connector: LocalConnector, log: BrokerLog) -> None:
         self.state = state
         self.services = services
         self.overlay = overlay

@@ -11,9 +11,9 @@ never a dead broker.
 from __future__ import annotations
 
 import errno
-import logging
 from collections.abc import Callable
 
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.message import Message, MessageError, ServiceError
 
 Handler = Callable[[Message], "dict | Deferred | None"]
@@ -30,7 +30,7 @@ DEFERRED = Deferred()
 
 
 class ServiceRegistry:
-    def __init__(self, log: logging.Logger) -> None:
+    def __init__(self, log: BrokerLog) -> None:
         self.log = log
         self._handlers: dict[str, Handler] = {}
 

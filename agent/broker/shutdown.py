@@ -14,11 +14,11 @@ handled on the event loop like any other input, never inside a Python signal han
 
 from __future__ import annotations
 
-import logging
 import signal
 import socket
 
 import zmq
+from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.message import Message
 from fluxnode.agent.broker.overlay import Overlay
 from fluxnode.agent.broker.reactor import Reactor, Timer
@@ -28,7 +28,7 @@ SHUTDOWN_GRACE = 5.0
 
 
 class Shutdown:
-    def __init__(self, reactor: Reactor, overlay: Overlay, log: logging.Logger) -> None:
+    def __init__(self, reactor: Reactor, overlay: Overlay, log: BrokerLog) -> None:
         self.reactor = reactor
         self.overlay = overlay
         self.log = log

@@ -3,8 +3,9 @@
 
 It does what kube-controller-manager's pkg/controller/job/job_controller.go does for the
 Jobs fluxnode's workloads use, as a client of the API: it reads the store (its informer
-cache) and writes through the emulator's HTTPS API with the official client, as
-``system:serviceaccount:kube-system:job-controller``, so its pods go through admission
+cache) and writes through the emulator's API handler as
+``system:serviceaccount:kube-system:job-controller`` (in process, the same requests without
+the socket and TLS: kube_local_client), so its pods go through authorization, admission
 webhooks and validation like any other client's. On each change of a Job or of a pod it
 controls (``syncJob``):
 
@@ -43,12 +44,12 @@ A Job deleted through the API has its pods collected as the garbage collector wo
 from __future__ import annotations
 
 import datetime
-import json
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from fluxnode.testing.kube_local_client import LocalApiError, LocalClient
 from fluxnode.testing.kube_store import Change, KubeStore
 from fluxnode.testing.kube_types import ApiError
 
@@ -74,44 +75,6 @@ def _deadline_left(spec: dict, status: dict) -> float | None:
     return float(deadline) - ran
 
 
-class _Api:
-    """The controller's requests: JSON over the official client's own connection pool (its
-    TLS settings, CA and token), without the generated methods. Those coerce a dict body
-    into the client's model objects and back (pydantic's call validation), most of the
-    controller's CPU per pod in bench/workloads.py; and their pool, smaller than the
-    controller's threads, closed connections after each burst and handshook new ones on
-    both sides. Errors are the client's ApiException, as before."""
-
-    def __init__(self, api_client: Any, connections: int):
-        from urllib3.util import parse_url
-
-        host = api_client.configuration.host.rstrip("/")
-        self._pool = api_client.rest_client.pool_manager.connection_from_url(
-            host, pool_kwargs={"maxsize": connections})
-        self._prefix = (parse_url(host).path or "").rstrip("/")
-        # its identity's token, read once: the emulator's tokens never change, and the
-        # client's refresh hook reloads the kubeconfig on every read (a tenth of the
-        # controller's CPU)
-        self._headers = {"Accept": "application/json",
-                         "User-Agent": "kube-controller-manager/job-controller (emulated)"}
-        for auth in api_client.configuration.auth_settings().values():
-            if auth.get("in") == "header" and auth.get("value"):
-                self._headers[auth["key"]] = auth["value"]
-
-    def request(self, method: str, path: str, body: Any = None,
-                content_type: str = "application/json") -> dict:
-        """One request; the answer's JSON body ({} when empty)."""
-        from kubernetes.client.exceptions import ApiException
-
-        headers = {**self._headers, "Content-Type": content_type}
-        response = self._pool.urlopen(
-            method, self._prefix + path, headers=headers, preload_content=True,
-            body=None if body is None else json.dumps(body).encode(), timeout=30.0)
-        if response.status >= 400:
-            raise ApiException(http_resp=response)
-        return json.loads(response.data) if response.data else {}
-
-
 def _pods_path(namespace: str, name: str = "") -> str:
     return f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
 
@@ -123,6 +86,15 @@ def _owner(pod: dict) -> tuple[str, str] | None:
                 ref.get("apiVersion") == "batch/v1":
             return ref.get("name", ""), ref.get("uid", "")
     return None
+
+
+def _counted(pod: dict) -> tuple[Any, ...]:
+    """What a sync reads of a pod besides its owner: its phase, whether it is being
+    deleted, its completion index, whether it is Ready."""
+    status = pod.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or [])
+    return (status.get("phase"), pod["metadata"].get("deletionTimestamp"), _index(pod), ready)
 
 
 def _condition(job: dict, type_: str) -> dict | None:
@@ -156,10 +128,10 @@ class JobController:
 
     SYNCS, CREATES = 5, 16
 
-    def __init__(self, store: KubeStore, api_client: Any):
+    def __init__(self, store: KubeStore, api: LocalClient):
         self.store = store
-        # a connection for each thread that may send at once (the collection: the loop's)
-        self.api = _Api(api_client, self.SYNCS + self.CREATES + 1)
+        # its requests, to the emulator's handler in process (kube_local_client)
+        self.api = api
         self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="job-controller", daemon=True)
         self.errors: list[str] = []  # what a sync could not do (a test may assert it is empty)
@@ -218,8 +190,14 @@ class JobController:
         elif change.ref == "pods":
             if change.type == "DELETED":
                 self._own(None, change.prev or change.obj)
-            else:
+            elif change.prev is None or change.prev["metadata"].get("ownerReferences") is not \
+                    change.obj["metadata"].get("ownerReferences"):
+                # (a write that kept the pod's ownerReferences as they were, e.g. a Binding
+                # or a status, shares them: its owner is the same, nothing to note)
                 self._own(change.obj, change.prev)
+            elif _counted(change.prev) == _counted(change.obj):
+                return  # the same owner, and nothing a sync counts changed (a Binding): the
+                # Job's sync would find what its last one found
             owner = _owner(change.obj)
             if owner is not None:
                 self._queue.put((change.obj["metadata"].get("namespace", ""), owner[0]))
@@ -303,12 +281,10 @@ class JobController:
                     return
 
     def _sync_one(self, key: tuple[str, str]) -> None:
-        from kubernetes.client.exceptions import ApiException
-
         namespace, name = key
         try:
             self.sync(namespace, name)
-        except ApiException as exc:
+        except LocalApiError as exc:
             if exc.status in (404, 409):  # gone, or changed: the change re-queues it
                 return
             self.errors.append(f"{namespace}/{name}: {exc.status} {exc.body}")
@@ -454,13 +430,11 @@ class JobController:
                              [{"op": "remove", "path": path}], "application/json-patch+json")
 
     def _delete(self, pods: list[dict]) -> None:
-        from kubernetes.client.exceptions import ApiException
-
         for pod in pods:
             try:
                 self.api.request("DELETE", _pods_path(pod["metadata"]["namespace"],
                                                       pod["metadata"]["name"]))
-            except ApiException as exc:
+            except LocalApiError as exc:
                 if exc.status != 404:
                     raise
 

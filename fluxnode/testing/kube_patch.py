@@ -8,8 +8,9 @@ containers by name, ...), which is what the real server does for those fields.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
+
+from fluxnode.testing.kube_copy import json_copy
 
 
 class PatchError(ValueError):
@@ -35,33 +36,53 @@ MERGE_KEYS: dict[str, str] = {
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: dicts merge, null deletes, everything else replaces."""
+    """RFC 7386 JSON merge patch: dicts merge, null deletes, everything else replaces. The
+    result shares nothing with `target` or `patch` (the target is copied once, then
+    changed)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
+        return json_copy(patch)
+    result = json_copy(target) if isinstance(target, dict) else {}
+    _merge_into(result, patch)
     return result
 
 
+def _merge_into(result: dict, patch: dict) -> None:
+    """Merge `patch` into `result`, which is the caller's own copy."""
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, dict):
+            current = result.get(key)
+            if not isinstance(current, dict):
+                current = result[key] = {}
+            _merge_into(current, value)
+        else:
+            result[key] = json_copy(value)
+
+
 def strategic_merge_patch(target: Any, patch: Any, field: str | None = None) -> Any:
-    """JSON merge with key-merged lists and ``$patch: delete|replace`` directives."""
+    """JSON merge with key-merged lists and ``$patch: delete|replace`` directives. The
+    result shares nothing with `target` or `patch` (the target is copied once, then
+    changed)."""
+    return _strategic(json_copy(target), patch, field)
+
+
+def _strategic(target: Any, patch: Any, field: str | None) -> Any:
+    """`strategic_merge_patch` on a target that is the caller's own copy (changed in
+    place where it is kept)."""
     if isinstance(patch, dict):
         if patch.get("$patch") == "replace":
-            return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+            return {k: json_copy(v) for k, v in patch.items() if k != "$patch"}
         if patch.get("$patch") == "delete":
             return None
-        result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        result = target if isinstance(target, dict) else {}
         for key, value in patch.items():
             if key.startswith("$"):
                 continue
             if value is None:
                 result.pop(key, None)
             else:
-                merged = strategic_merge_patch(result.get(key), value, key)
+                merged = _strategic(result.get(key), value, key)
                 if merged is None:
                     result.pop(key, None)
                 else:
@@ -75,7 +96,7 @@ def strategic_merge_patch(target: Any, patch: Any, field: str | None = None) -> 
             # a Service's ports merge by port (ServicePort's patchMergeKey in
             # k8s.io/api/core/v1/types.go), a container's by containerPort
             key = "port"
-        result = copy.deepcopy(target)
+        result = target
         for item in patch:
             if not isinstance(item, dict) or key not in item:
                 raise PatchError(
@@ -93,11 +114,11 @@ def strategic_merge_patch(target: Any, patch: Any, field: str | None = None) -> 
                 if index is not None:
                     del result[index]
             elif index is None:
-                result.append({k: v for k, v in item.items() if k != "$patch"})
+                result.append({k: json_copy(v) for k, v in item.items() if k != "$patch"})
             else:
-                result[index] = strategic_merge_patch(result[index], item, None)
+                result[index] = _strategic(result[index], item, None)
         return result
-    return copy.deepcopy(patch)
+    return json_copy(patch)
 
 
 def _pointer(path: str) -> list[str]:
@@ -136,7 +157,7 @@ def json_patch(target: Any, ops: Any) -> Any:
     """RFC 6902 JSON patch (add, remove, replace, move, copy, test)."""
     if not isinstance(ops, list):
         raise PatchError("json-patch body must be a list of operations")
-    doc = copy.deepcopy(target)
+    doc = json_copy(target)
     for op in ops:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise PatchError(f"json-patch operation {op!r} needs 'op' and 'path'")
@@ -146,7 +167,7 @@ def json_patch(target: Any, ops: Any) -> Any:
                 raise PatchError(f"json-patch test failed at {path!r}")
             continue
         if kind in ("move", "copy"):
-            value = copy.deepcopy(_read(doc, op["from"]))
+            value = json_copy(_read(doc, op["from"]))
             if kind == "move":
                 doc = json_patch(doc, [{"op": "remove", "path": op["from"]}])
             doc = json_patch(doc, [{"op": "add", "path": path, "value": value}])
@@ -154,20 +175,20 @@ def json_patch(target: Any, ops: Any) -> Any:
         parts = _pointer(path)
         if not parts:
             if kind in ("add", "replace"):
-                doc = copy.deepcopy(op.get("value"))
+                doc = json_copy(op.get("value"))
                 continue
             raise PatchError("json-patch cannot remove the whole document")
         parent, last = _parent(doc, parts, path)
         if kind == "add":
             if isinstance(parent, list):
                 if last == "-":
-                    parent.append(copy.deepcopy(op.get("value")))
+                    parent.append(json_copy(op.get("value")))
                 elif last.isdigit() and int(last) <= len(parent):
-                    parent.insert(int(last), copy.deepcopy(op.get("value")))
+                    parent.insert(int(last), json_copy(op.get("value")))
                 else:
                     raise PatchError(f"json-patch index {last!r} out of range at {path!r}")
             elif isinstance(parent, dict):
-                parent[last] = copy.deepcopy(op.get("value"))
+                parent[last] = json_copy(op.get("value"))
             else:
                 raise PatchError(f"json-patch path {path!r} does not exist")
         elif kind in ("remove", "replace"):
@@ -175,12 +196,12 @@ def json_patch(target: Any, ops: Any) -> Any:
                 if kind == "remove":
                     del parent[int(last)]
                 else:
-                    parent[int(last)] = copy.deepcopy(op.get("value"))
+                    parent[int(last)] = json_copy(op.get("value"))
             elif isinstance(parent, dict) and last in parent:
                 if kind == "remove":
                     del parent[last]
                 else:
-                    parent[last] = copy.deepcopy(op.get("value"))
+                    parent[last] = json_copy(op.get("value"))
             else:
                 raise PatchError(f"json-patch path {path!r} does not exist")
         else:

@@ -13,7 +13,6 @@ import asyncio
 import base64
 import binascii
 import collections
-import copy
 import datetime
 import re
 import threading
@@ -30,6 +29,7 @@ from fluxnode.testing.kube_admission import (
     configuration_causes,
     default_configuration,
 )
+from fluxnode.testing.kube_copy import json_copy
 from fluxnode.testing.kube_crd import (
     CRD_REF,
     CrdNotEmulated,
@@ -55,32 +55,21 @@ from fluxnode.testing.kube_types import (  # noqa: F401 (the store's importers u
     not_found,
 )
 
-_ATOMS = (str, int, float, bool, type(None))
-
 
 def _same(obj: Any) -> Any:
     return obj
-
-
-def json_copy(obj: Any) -> Any:
-    """A deep copy of a JSON-shaped object (what the store holds): several times faster
-    than copy.deepcopy, which the store called three times per write (the binder's
-    benchmark writes thousands of objects a second through it). Anything else falls
-    back to copy.deepcopy."""
-    cls = type(obj)
-    if cls is dict:
-        return {k: v if type(v) in _ATOMS else json_copy(v) for k, v in obj.items()}
-    if cls is list:
-        return [v if type(v) in _ATOMS else json_copy(v) for v in obj]
-    if cls in _ATOMS:
-        return obj
-    return copy.deepcopy(obj)
 
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?)$")
+
+
+# labels (key, value) found valid, not checked again (the rules never change); at most this
+# many kept, then forgotten all at once
+_VALID_LABELS: set[tuple[str, str]] = set()
+_VALID_LABELS_KEPT = 50_000
 
 
 DEFAULT_TERMINATION_GRACE = 30  # seconds: the pod spec default
@@ -296,6 +285,9 @@ class KubeStore:
         self.custom: dict[str, CustomResource] = {}
         self._history: list[Change] = []
         self._watchers: set[Watcher] = set()
+        # the open watches by resource (ref), as a tuple replaced when one opens or closes:
+        # a write pushes to its resource's without looking at the others' (`_commit`)
+        self._watching: dict[str, tuple[Watcher, ...]] = {}
         # called with every committed Change, under the lock: must only note it (the
         # emulated controllers queue the object's key and act on their own thread)
         self.listeners: list[Callable[[Change], None]] = []
@@ -365,9 +357,8 @@ class KubeStore:
             dropped = self._history[: len(self._history) - self.history_limit]
             self._history = self._history[len(dropped):]
             self.compacted_rv = dropped[-1].rv
-        for w in list(self._watchers):
-            if w.ref == rt.ref:
-                w.push(("change", change))
+        for w in self._watching.get(rt.ref, ()):
+            w.push(("change", change))
         for listener in self.listeners:
             listener(change)
         return json_copy(obj) if copy else obj
@@ -457,6 +448,9 @@ class KubeStore:
                 )
             )
         for key, value in (meta.get("labels") or {}).items():
+            if isinstance(value, str) and (key, value) in _VALID_LABELS:  # (a pod's labels
+                continue  # are its Job's, 8 times over; a value that is no string: refused)
+            found = len(causes)
             label_name = key.rsplit("/", 1)[-1]
             if (
                 not _LABEL_NAME.match(label_name)
@@ -478,6 +472,10 @@ class KubeStore:
                         'consist of alphanumeric characters, \'-\', \'_\' or \'.\'',
                     )
                 )
+            if len(causes) == found and isinstance(value, str):
+                if len(_VALID_LABELS) >= _VALID_LABELS_KEPT:
+                    _VALID_LABELS.clear()
+                _VALID_LABELS.add((key, value))
         if rt.ref == "pods":
             containers = (obj.get("spec") or {}).get("containers")
             if not containers:
@@ -935,11 +933,17 @@ class KubeStore:
                 events = [e for c in self._history if c.rv > since and c.ref == ref
                           for e in [watcher.event_for(c)] if e is not None]
             self._watchers.add(watcher)
+            self._watching[ref] = (*self._watching.get(ref, ()), watcher)
             return WatchStart(events, watcher, rv=self.rv)
 
     def close_watch(self, watcher: Watcher) -> None:
         with self.lock:
             self._watchers.discard(watcher)
+            left = tuple(w for w in self._watching.get(watcher.ref, ()) if w is not watcher)
+            if left:
+                self._watching[watcher.ref] = left
+            else:
+                self._watching.pop(watcher.ref, None)
 
     def watchers(self, ref: str | None = None) -> list[Watcher]:
         with self.lock:

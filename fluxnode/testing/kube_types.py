@@ -9,6 +9,7 @@ Apart from the store (`kube_store`) so that what extends the store (CustomResour
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -25,9 +26,10 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     singular: str = ""  # discovery's singularName; the lower-case kind when empty
 
-    @property
+    @cached_property
     def ref(self) -> str:
-        """The name hooks use: ``pods``, ``leases.coordination.k8s.io``."""
+        """The name hooks use: ``pods``, ``leases.coordination.k8s.io`` (worked out once:
+        every write asks for it a dozen times)."""
         return self.plural if not self.group else f"{self.plural}.{self.group}"
 
     @property

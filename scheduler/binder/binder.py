@@ -305,6 +305,24 @@ class Binder:
     # -- loop ---------------------------------------------------------------------
 
     def _loop(self) -> None:
+        """The loop thread; with $FLUXNODE_BINDER_PROFILE set to a path, run under cProfile
+        and its statistics written there when the loop ends (bench/workloads.py's
+        --profile-loop: where the loop's CPU goes, with call counts)."""
+        path = os.environ.get("FLUXNODE_BINDER_PROFILE")
+        if not path:
+            self._run_loop()
+            return
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
+        try:
+            self._run_loop()
+        finally:
+            profile.disable()
+            profile.dump_stats(path)
+
+    def _run_loop(self) -> None:
         """Apply events, then one step; a failing step is retried after a capped, jittered
         backoff (reset by the next step that succeeds). Nothing a step raises ends the
         loop: the leader or the API server being away is the normal case to ride out, and

@@ -33,7 +33,7 @@ from fluxnode.scheduler.binder.cluster_state import (
     RANK_ANNOTATION,
     PodInfo,
 )
-from fluxnode.scheduler.binder.http_writer import HttpWriter
+from fluxnode.scheduler.binder.http_writer import HttpWriter, Write
 from fluxnode.scheduler.binder.slot_assignment import PodSlot
 from kubernetes.client.exceptions import ApiException
 
@@ -73,6 +73,42 @@ class PodWriter:
     def bind_only(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
         """The Binding (with annotations), without its event. Raises BindError if it fails."""
         self.ungate(pod)
+        try:
+            self.api.request("POST", *self._binding(pod, slot, alloc_id, group))
+        except ApiException as exc:
+            raise BindError(exc.status, _api_message(exc)) from None
+        except Exception as exc:  # connection trouble: the bind may or may not have happened
+            raise BindError(0, f"{type(exc).__name__}: {exc}") from None
+
+    def bind_many(self, binds: list[tuple[PodInfo, PodSlot, int, str]]) -> list[BindError | None]:
+        """Bind each pod as `bind_only` does; one outcome each, in order (None: bound). The
+        Bindings of pods without a gate to remove are pipelined on one connection
+        (http_writer.py: one send for all, their answers read in order; a Binding is
+        refused with a 409 when sent twice, so an unknown outcome is retried as a lone
+        one is); the others go one by one."""
+        outcomes: list[BindError | None] = [None] * len(binds)
+        piped: list[int] = []
+        for i, (pod, slot, alloc_id, group) in enumerate(binds):
+            if isinstance(self.api, HttpWriter) and not _gated(pod):
+                piped.append(i)
+                continue
+            try:
+                self.bind_only(pod, slot, alloc_id, group)
+            except BindError as exc:
+                outcomes[i] = exc
+        if piped:
+            answers = self.api.pipeline(
+                [Write("POST", *self._binding(*binds[i])) for i in piped])
+            for i, answer in zip(piped, answers, strict=True):
+                if isinstance(answer, ApiException):
+                    outcomes[i] = BindError(answer.status, _api_message(answer))
+                elif isinstance(answer, Exception):
+                    outcomes[i] = BindError(0, f"{type(answer).__name__}: {answer}")
+        return outcomes
+
+    def _binding(self, pod: PodInfo, slot: PodSlot, alloc_id: int,
+                 group: str) -> tuple[str, dict]:
+        """The path and body of the pod's Binding."""
         annotations = {
             ALLOCATION_ANNOTATION: str(alloc_id),
             RANK_ANNOTATION: str(slot.rank),
@@ -91,14 +127,7 @@ class PodWriter:
             },
             "target": {"apiVersion": "v1", "kind": "Node", "name": slot.hostname},
         }
-        try:
-            self.api.request(
-                "POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding", body
-            )
-        except ApiException as exc:
-            raise BindError(exc.status, _api_message(exc)) from None
-        except Exception as exc:  # connection trouble: the bind may or may not have happened
-            raise BindError(0, f"{type(exc).__name__}: {exc}") from None
+        return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding", body
 
     def ungate(self, pod: PodInfo) -> None:
         """Remove fluxnode's admission gate, if the pod has it. Raises BindError if the API
@@ -122,13 +151,25 @@ class PodWriter:
     def scheduled(self, pod: PodInfo, slot: PodSlot, alloc_id: int) -> None:
         """The `Scheduled` event of a bound pod; never raises (the pod is bound whatever
         happens to its event)."""
-        self.event(
-            pod,
-            "Normal",
-            "Scheduled",
-            f"Successfully assigned {pod.ref} to {slot.hostname} (allocation {alloc_id}, cores "
-            f"{slot.cores or '-'}, gpus {slot.gpus or '-'})",
-        )
+        self.event(pod, "Normal", "Scheduled", _scheduled_message(pod, slot, alloc_id))
+
+    def scheduled_many(self, bound: list[tuple[PodInfo, PodSlot, int]]) -> None:
+        """The `Scheduled` events of bound pods, pipelined on one connection (best effort,
+        as each one is: a failure is logged, never raised or retried)."""
+        if not isinstance(self.api, HttpWriter):
+            for pod, slot, alloc_id in bound:
+                self.scheduled(pod, slot, alloc_id)
+            return
+        writes = [Write("POST", *self._event(_pod_involved(pod), "Normal", "Scheduled",
+                                             _scheduled_message(pod, slot, alloc_id),
+                                             "Binding"))
+                  for pod, slot, alloc_id in bound]
+        for (pod, _slot, _alloc), answer in zip(bound, self.api.pipeline(writes), strict=True):
+            if isinstance(answer, ApiException):
+                log.warning("cannot record Scheduled event for Pod %s: %s", pod.ref,
+                            _api_message(answer))
+            elif isinstance(answer, Exception):
+                log.warning("cannot record Scheduled event for Pod %s: %s", pod.ref, answer)
 
     def not_scheduled(self, pod: PodInfo, reason: str, message: str, event: bool = True) -> None:
         """PodScheduled=False with `reason`, and a FailedScheduling event. A pod gone (404)
@@ -155,18 +196,26 @@ class PodWriter:
             self.event(pod, "Warning", "FailedScheduling", message)
 
     def event(self, pod: PodInfo, type_: str, reason: str, message: str) -> None:
-        self.object_event(
-            {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name,
-             "uid": pod.uid},
-            type_, reason, message, "Scheduling" if reason != "Scheduled" else "Binding")
+        self.object_event(_pod_involved(pod), type_, reason, message,
+                          "Scheduling" if reason != "Scheduled" else "Binding")
 
     def object_event(self, involved: dict, type_: str, reason: str, message: str,
                      action: str) -> None:
         """A core/v1 Event about `involved` (apiVersion, kind, namespace, name, uid), in its
         namespace; best effort: a failure is logged, never raised or retried."""
+        ref = f"{involved['kind']} {involved['namespace']}/{involved['name']}"
+        try:
+            self.api.request("POST", *self._event(involved, type_, reason, message, action))
+        except ApiException as exc:
+            log.warning("cannot record %s event for %s: %s", reason, ref, _api_message(exc))
+        except Exception as exc:  # the API server away: events are best effort, never retried
+            log.warning("cannot record %s event for %s: %s", reason, ref, exc)
+
+    def _event(self, involved: dict, type_: str, reason: str, message: str,
+               action: str) -> tuple[str, dict]:
+        """The path and body of a core/v1 Event about `involved`."""
         now, now_micro = stamps()
         name, namespace = involved["name"], involved["namespace"]
-        ref = f"{involved['kind']} {namespace}/{name}"
         body = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -191,9 +240,20 @@ class PodWriter:
             "action": action,
             "count": 1,
         }
-        try:
-            self.api.request("POST", f"/api/v1/namespaces/{namespace}/events", body)
-        except ApiException as exc:
-            log.warning("cannot record %s event for %s: %s", reason, ref, _api_message(exc))
-        except Exception as exc:  # the API server away: events are best effort, never retried
-            log.warning("cannot record %s event for %s: %s", reason, ref, exc)
+        return f"/api/v1/namespaces/{namespace}/events", body
+
+
+def _gated(pod: PodInfo) -> bool:
+    """The pod has fluxnode's admission gate (removed before its Binding)."""
+    return any(isinstance(g, dict) and g.get("name") == ADMISSION_GATE
+               for g in (pod.raw.get("spec") or {}).get("schedulingGates") or [])
+
+
+def _pod_involved(pod: PodInfo) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name,
+            "uid": pod.uid}
+
+
+def _scheduled_message(pod: PodInfo, slot: PodSlot, alloc_id: int) -> str:
+    return (f"Successfully assigned {pod.ref} to {slot.hostname} (allocation {alloc_id}, "
+            f"cores {slot.cores or '-'}, gpus {slot.gpus or '-'})")

@@ -2,9 +2,10 @@
 
 As in kube-scheduler, binding runs apart from scheduling so a slow API server never
 holds up the next decision: the loop hands a group's bindings to a thread pool in
-chunks and carries on; each worker writes its pods' Bindings one after another and
-hands the results back through the loop's inbox, where `bound` accounts for them on
-the loop thread (the only one that touches the cluster cache).
+chunks and carries on; each worker writes its chunk's Bindings (pipelined on its one
+connection: one send, the answers read in order) and hands the results back through the
+loop's inbox, where `bound` accounts for them on the loop thread (the only one that
+touches the cluster cache).
 
 A group is placed all or nothing by the service; Kubernetes cannot unbind, so when
 one binding fails the pods already bound keep their share, the failed pods' ranks
@@ -30,8 +31,9 @@ from fluxnode.scheduler.binder.slot_assignment import PodSlot
 log = logging.getLogger("fluxnode.binder")
 
 BIND_RETRY_MIN, BIND_RETRY_MAX = 0.5, 60.0  # backoff for a pod whose binding failed
-RESULTS_PER_WAKEUP = 8  # binding results a worker hands to the loop at once
-BINDS_PER_CHUNK_MIN = 4  # a worker woken for fewer bindings costs more in wake-ups than it saves
+# a worker woken for fewer bindings costs more in wake-ups than it saves; a chunk's Bindings
+# are pipelined (one send, answers read in order), so a bigger chunk costs less per pod
+BINDS_PER_CHUNK_MIN = 8
 
 Bind = tuple[PodInfo, PodSlot, int, str]
 """One pod to bind: the pod, its share, its allocation id and its group (``ns/kind/name``)."""
@@ -137,26 +139,31 @@ class BindingCycle:
         self.retry_after.pop(uid, None)
 
     def _bind_chunk(self, binds: list[Bind]) -> None:
-        """Bind pods one after another; results go to the loop a few at a time (each put
-        wakes the loop thread, so one per pod costs more than the bookkeeping it carries).
-        The bound pods' `Scheduled` events are written after the chunk's last Binding, as
-        kube-scheduler's recorder writes them apart from binding: an event is best effort,
-        and writing it between two Bindings only delays the next pod."""
+        """Bind the chunk's pods (their Bindings pipelined on one connection:
+        `PodWriter.bind_many`); the results go to the loop at once (each put wakes the loop
+        thread, so one per pod costs more than the bookkeeping it carries). The bound pods'
+        `Scheduled` events are written after the chunk's Bindings, as kube-scheduler's
+        recorder writes them apart from binding: an event is best effort, and writing it
+        between two Bindings only delays the next pod."""
         results: list[PodResult] = []
-        bound: list[Bind] = []
+        bound: list[tuple[PodInfo, PodSlot, int]] = []
         try:
-            for bind in binds:
-                result = self._bind_one(*bind)
-                results.append(result)
-                if result.ok:
-                    bound.append(bind)
-                if len(results) >= RESULTS_PER_WAKEUP:
-                    self._deliver(results)
-                    results = []
+            try:
+                outcomes = self.ctx.writer.bind_many(binds)
+            except Exception as exc:  # never lose a result
+                outcomes = [BindError(0, f"{type(exc).__name__}: {exc}")] * len(binds)
+            finished = time.time()
+            for (pod, slot, alloc_id, _group), error in zip(binds, outcomes, strict=True):
+                if error is None:
+                    results.append(PodResult(pod.uid, alloc_id, True, created=pod.created,
+                                             finished=finished))
+                    bound.append((pod, slot, alloc_id))
+                else:
+                    results.append(PodResult(pod.uid, alloc_id, False, error.status,
+                                             str(error), pod.created))
         finally:
             self._deliver(results)
-        for pod, slot, alloc_id, _group in bound:
-            self.ctx.writer.scheduled(pod, slot, alloc_id)
+        self.ctx.writer.scheduled_many(bound)
 
     def _deliver(self, results: list[PodResult]) -> None:
         if not results:
@@ -165,17 +172,6 @@ class BindingCycle:
         with self._binds_running:
             self._nbinds -= len(results)
             self._binds_running.notify_all()
-
-    def _bind_one(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> PodResult:
-        try:
-            self.ctx.writer.bind_only(pod, slot, alloc_id, group)
-            return PodResult(pod.uid, alloc_id, True, created=pod.created, finished=time.time())
-        except BindError as exc:
-            return PodResult(pod.uid, alloc_id, False, exc.status, str(exc), pod.created)
-        except Exception as exc:  # never lose a result
-            return PodResult(
-                pod.uid, alloc_id, False, 0, f"{type(exc).__name__}: {exc}", pod.created
-            )
 
     def bound(self, result: PodResult) -> None:
         """Account for one binding's outcome (on the loop thread)."""

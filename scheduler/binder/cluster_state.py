@@ -237,6 +237,9 @@ class ClusterState:
         self.dirty_nodes: set[str] = set()
         self.node_generation = 0  # bumps when nodes, capacity or outside usage change
         self.with_pending: set[GroupKey] = set()  # groups that have unplaced pods
+        # pod uid -> the groups it is pending in: a bound pod's events (one per pod in a
+        # burst) find nothing to drop without sizing its group again (`group_of`)
+        self._pending_in: dict[str, set[GroupKey]] = {}
         self.changed = True  # something happened that may let a group run
         self._usable: tuple[int, list[str]] = (-1, [])
         # nodes Kubernetes will not schedule on -> why ("cordoned", "NotReady"): apply_node
@@ -377,25 +380,17 @@ class ClusterState:
         group.problem = problem
         is_new = info.uid not in group.pending
         group.pending[info.uid] = info
+        self._pending_in.setdefault(info.uid, set()).add(key)
         if is_new:
             self.changed = True
         self._requeue(group)
 
     def _drop_pending(self, info: PodInfo) -> None:
-        for key in self._group_keys(info):
+        for key in sorted(self._pending_in.pop(info.uid, ()), key=str):
             group = self.groups.get(key)
             if group is not None and info.uid in group.pending:
                 group.pending.pop(info.uid)
                 self._requeue(group)
-
-    def _group_keys(self, info: PodInfo) -> list[GroupKey]:
-        """Where a pod may be pending: its declared group, or its own group of one."""
-        keys = [GroupKey(info.namespace, "pod", info.uid)]
-        try:
-            keys.insert(0, group_of(info.raw, self.job_size_lookup, self.podgroups).key)
-        except PodGroupError:
-            pass
-        return list(dict.fromkeys(keys))
 
     def _requeue(self, group: Group) -> None:
         if group.pending:
@@ -469,6 +464,11 @@ class ClusterState:
             self.pod_allocation[uid] = alloc.id
             if group is not None:
                 group.pending.pop(uid, None)
+                keys = self._pending_in.get(uid)
+                if keys is not None:
+                    keys.discard(group.key)
+                    if not keys:
+                        del self._pending_in[uid]
                 group.placed.add(uid)
         if group is not None:
             group.unsatisfiable = None

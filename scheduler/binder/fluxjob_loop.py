@@ -6,7 +6,8 @@ through these steps:
 
 1. **Queued**: it writes the Job's FluxJob (fluxjob.py; named as the Job, owned by it) and
    asks the leader's scheduler for all of its pods' slots in one request
-   (`SchedulingCycle.ask_whole`), for the Job's walltime (walltime.py; none: until
+   (`SchedulingCycle.whole_request`; the walk sends several Jobs' requests, and the pod
+   groups', in one round trip), for the Job's walltime (walltime.py; none: until
    cancelled). While they do not fit, the FluxJob stays Queued with the reason
    (``busy: ...``, or ``unsatisfiable: ...`` in the words pods are told) and its position
    among the waiting; it is asked again whenever the cluster changes.
@@ -50,6 +51,8 @@ missing (logged once).
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 import threading
 from collections import deque
@@ -57,12 +60,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from fluxnode.agent.broker.client import RPCError
 from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.agent.kube.api_client import status_message
 from fluxnode.broker_conf import hostlist
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
 from fluxnode.scheduler.binder.fluxjob_writer import FluxJobWriter
+from fluxnode.scheduler.binder.http_writer import HttpWriter, Write
 from fluxnode.scheduler.binder.podgroup import GroupKey, job_owner
 from fluxnode.scheduler.binder.queue import (
     creation_time,
@@ -72,15 +77,16 @@ from fluxnode.scheduler.binder.queue import (
     workload_key,
 )
 from fluxnode.scheduler.binder.queue_limits import Ask, QueueLimits, QueueLimitsError
-from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle
+from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle, WholeRequest
 from fluxnode.scheduler.binder.walltime import job_walltime
-from fluxnode.scheduler.binder.workload_queue import QueuedJob
+from fluxnode.scheduler.binder.workload_queue import JobAsk, QueuedJob
 from kubernetes.client import BatchV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger("fluxnode.binder")
 
 GROUP, VERSION, PLURAL = "fluxnode.io", "v1alpha1", "fluxjobs"
+RESUMES_PER_PIPELINE = 64  # Job resumes sent back to back on one connection (`_drain_resumes`)
 
 
 @dataclass
@@ -311,13 +317,17 @@ class FluxJobLoop:
                              allocation=tracked.allocation)
                 tracked.quiet = True
         for tracked in visit:  # (kept until here: a pass that fails visits them again)
-            if tracked.quiet:
+            # a Job being resumed is visited again when its outcome comes back (`resumed`):
+            # kept, the Jobs waiting for their patch were walked on every pass (quadratic in
+            # bench/workloads.py's burst, hundreds waiting at once)
+            if tracked.quiet or tracked.resuming:
                 self._visit.pop(self._id(tracked.job), None)
             else:
                 self._visit[self._id(tracked.job)] = None
         waiting.sort(key=self._order)
         self._holding = None  # the groups with allocations, looked at once per pass
-        return [QueuedJob(self._order(t), t.key, partial(self._queued, t)) for t in waiting]
+        return [QueuedJob(self._order(t), t.key, partial(self._queued, t),
+                          alone=t.record.spec.queue in self.limits.limits) for t in waiting]
 
     def _holds(self, tracked: Tracked, used: dict[str, Ask]) -> None:
         """Count what an admitted Job holds against its queue's limit (a queue without
@@ -333,10 +343,11 @@ class FluxJobLoop:
                             f"{meta.get('namespace') or 'default'}/{meta['name']}",
                             submitted(tracked.job, created))
 
-    def _queued(self, tracked: Tracked, position: int, op: str) -> dict | None:
-        """A suspended Job at `position` in the queue: give back what it holds, or ask for
-        its whole set with `op` (``allocate_orelse_reserve`` until the pass has its head).
-        Returns the answer when it is allocated or reserved."""
+    def _queued(self, tracked: Tracked, position: int, op: str) -> JobAsk | None:
+        """A suspended Job at `position` in the queue: give back what it holds, or say what
+        to ask for its whole set with `op` (``allocate_orelse_reserve`` until the pass has
+        its head); the walk asks it (with the workloads around it, in one round trip) and
+        hands the reply to `_answered`. None: not asked (its record says why)."""
         ctx, key, used = self.ctx, tracked.key, self._used
         if tracked.allocation is not None:  # suspended again by its owner
             self._release(tracked)
@@ -356,10 +367,23 @@ class FluxJobLoop:
         template = (tracked.job.get("spec") or {}).get("template") or {}
         # within the walk, a Job asking exactly what a workload before it asked without
         # getting it is told the same, not asked again (workload_queue.SameRequest)
-        answer = self.scheduling.ask_whole(
+        request = self.scheduling.whole_request(
             key, template, spec.slot, spec.pods, op=op,
             duration=job_walltime(tracked.job.get("spec") or {}),
             who=f"Job {key.namespace}/{tracked.job['metadata']['name']}")
+        if isinstance(request, str):
+            self._status(tracked, "Queued", position=position, reason=request)
+            return None
+        return JobAsk(key, request.payload, request.who,
+                      partial(self._answered, tracked, position, request))
+
+    def _answered(self, tracked: Tracked, position: int, request: WholeRequest,
+                  reply: dict | RPCError) -> dict | None:
+        """The service's reply for a Job `_queued` had asked: Queued with the reason,
+        Reserved, or held and resumed. Returns the answer when allocated or reserved."""
+        ctx, key, used = self.ctx, tracked.key, self._used
+        spec = tracked.record.spec
+        answer = self.scheduling.whole_answer(request, reply)
         if isinstance(answer, str):
             self._status(tracked, "Queued", position=position, reason=answer)
             return None
@@ -369,7 +393,7 @@ class FluxJobLoop:
                          start=rfc3339(start) if start is not None else "",
                          reason=reserved_reason(start))
             return answer
-        used[spec.queue] = used.get(spec.queue, Ask()) + ask
+        used[spec.queue] = used.get(spec.queue, Ask()) + _ask(tracked.record)
         # Held from now on. The patch that resumes the Job is a bind worker's: on the loop it
         # was a round trip per Job that held up every other decision (bench/workloads.py:
         # ~30% of the loop's time at 500 Jobs); the outcome comes back through `resumed`.
@@ -395,30 +419,53 @@ class FluxJobLoop:
         self.ctx.pool.submit(self._drain_resumes, chain)
 
     def _drain_resumes(self, chain: tuple) -> None:
-        """(A bind worker.) Resume the chain's Jobs in order until none is left."""
+        """(A bind worker.) Resume the chain's Jobs in order until none is left: those
+        queued when it looks, up to RESUMES_PER_PIPELINE, pipelined on one connection
+        (http_writer.py: applied in the order sent, without a round trip each; one at a
+        time, a chain resumed one Job per round trip to a busy API server, which bounded
+        bench/workloads.py's burst at 20-39 workloads/s), then the next."""
         while True:
             with self._resume_lock:
-                item = self._resume_queues[chain][0]
-            self._resume(*item)
+                items = list(itertools.islice(self._resume_queues[chain], RESUMES_PER_PIPELINE))
+            self._resume(items)
             with self._resume_lock:
                 queued = self._resume_queues[chain]
-                queued.popleft()
+                for _ in items:
+                    queued.popleft()
                 if not queued:
                     del self._resume_queues[chain]
                     return
 
-    def _resume(self, tracked: Tracked, name: str, namespace: str, answer: dict) -> None:
-        """(A bind worker.) Patch the Job's ``spec.suspend`` to false; the outcome goes to
-        the loop."""
-        job, error = None, None
-        try:
-            job = kube_raw.call(self.batch.patch_namespaced_job, name, namespace,
-                                {"spec": {"suspend": False}})
-        except ApiException as exc:
-            error = status_message(exc)
-        except Exception as exc:  # no answer: the loop must still hear of it
-            error = f"{type(exc).__name__}: {exc}"
-        self.post(("fluxjob", tracked, job, error, answer))
+    def _resume(self, items: list[tuple]) -> None:
+        """(A bind worker.) Patch each Job's ``spec.suspend`` to false, in order; each outcome
+        goes to the loop. The patch means the same sent twice, so pipelining it is safe
+        (http_writer.py); without the plain writer (an HTTP proxy) they go one by one."""
+        api = self.ctx.writer.api
+        if isinstance(api, HttpWriter):
+            outcomes = api.pipeline([
+                Write("PATCH", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
+                      {"spec": {"suspend": False}}, "application/merge-patch+json")
+                for _tracked, name, namespace, _answer in items])
+        else:
+            outcomes = []
+            for _tracked, name, namespace, _answer in items:
+                try:
+                    outcomes.append(kube_raw.call(self.batch.patch_namespaced_job, name,
+                                                  namespace, {"spec": {"suspend": False}}))
+                except Exception as exc:
+                    outcomes.append(exc)
+        for (tracked, _name, _namespace, answer), outcome in zip(items, outcomes, strict=True):
+            job, error = None, None
+            if isinstance(outcome, ApiException):
+                error = status_message(outcome)
+            elif isinstance(outcome, Exception):  # no answer: the loop must still hear of it
+                error = f"{type(outcome).__name__}: {outcome}"
+            else:
+                try:
+                    job = json.loads(outcome) if isinstance(outcome, bytes) else outcome
+                except ValueError as exc:
+                    error = f"the API server's answer is not JSON: {exc}"
+            self.post(("fluxjob", tracked, job, error, answer))
 
     def resumed(self, tracked: Tracked, job: dict | None, error: str | None,
                 answer: dict) -> None:
@@ -426,6 +473,7 @@ class FluxJobLoop:
         back and the Job Queued again (asked anew on the next pass)."""
         tracked.resuming = False
         self.dirty = True
+        self._visit[self._id(tracked.job)] = None
         if self.jobs.get(self._id(tracked.job)) is not tracked or \
                 tracked.allocation != answer["id"]:
             return  # gone, replaced, or its allocation dropped meanwhile (reconcile)

@@ -7,8 +7,9 @@ hundred bytes. Here each writing thread keeps one connection to the API server,
 made by the client's own urllib3 pool (`_new_conn`: the same TLS settings,
 certificates and host checks), and a write is one ``sendall`` of the request and
 a small parser for the answer (status line, headers, a Content-Length or chunked
-body). Authentication headers come from the client's configuration on every call
-(its refresh hook keeps tokens current).
+body). Authentication headers come from the client's configuration (its refresh hook keeps
+tokens current), asked again after `AUTH_TTL` seconds: the hook of a kubeconfig's client
+rebuilds its settings on every call, 40 us each, more than the rest of a write.
 
 What a failure means is what it meant through urllib3: an HTTP error status is
 the client's ApiException (status, reason, body); no answer is any other
@@ -17,13 +18,24 @@ again and a 409 then says it was done). A connection the server closed while it
 sat idle is noticed before the request is sent (as urllib3 does) and replaced, so
 an idle binder never turns its first write into an unknown outcome. With an HTTP
 proxy configured the binder keeps `RawApi`.
+
+**Pipelining** (`pipeline`): writes that must land in a given order without a round trip
+each (the FluxJob loop's resumes of equal Jobs, issue 30) are sent back to back on the one
+connection, then their answers read in order. An HTTP/1.1 server answers pipelined requests
+in the order received (RFC 9112 section 9.3.2) and handles them one after the other (Go's
+net/http server as the API server runs it, aiohttp as the emulator does), so the writes are
+applied in the order sent. RFC 9112 asks a client not to pipeline non-idempotent requests
+because a connection lost midway leaves their outcomes unknown; the callers pipeline only
+writes that mean the same when applied twice (a merge patch setting a field), and every
+write whose answer was not read is reported as an unknown outcome, as a lone write's is.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+import time
+from typing import Any, NamedTuple
 
 from fluxnode.agent.kube import raw as kube_raw
 from kubernetes.client.exceptions import ApiException
@@ -32,11 +44,21 @@ from urllib3.util import parse_url
 from urllib3.util.wait import wait_for_read
 
 MAX_HEADER_LINE = 65536
+AUTH_TTL = 1.0  # seconds the authentication headers are kept before asking the client again
 MAX_HEADERS = 200
 
 
 class ProtocolError(ConnectionError):
     """The server's answer is not HTTP/1.x as expected: the write's outcome is unknown."""
+
+
+class Write(NamedTuple):
+    """One write of a pipeline: what `HttpWriter.request` takes."""
+
+    method: str
+    path: str
+    body: Any
+    content_type: str = "application/json"
 
 
 class HttpResponse:
@@ -82,6 +104,10 @@ class _Connection:
 
     def exchange(self, request: bytes, head: bool = False) -> HttpResponse:
         self.sock.sendall(request)
+        return self.answer(head)
+
+    def answer(self, head: bool = False) -> HttpResponse:
+        """Read the next answer on the connection."""
         status_line = self._line()
         while status_line in (b"\r\n", b"\n"):  # tolerated before a status line (RFC 9112)
             status_line = self._line()
@@ -101,7 +127,7 @@ class _Connection:
         else:
             raise ProtocolError("too many headers")
         if 100 <= status < 200:  # an interim answer (we never send Expect): the real one follows
-            return self.exchange(b"", head)
+            return self.answer(head)
         data = self._body(status, headers, head)
         if headers.get("connection", "").lower() == "close":
             raise _CloseAfter(HttpResponse(status, reason, data, headers))
@@ -141,6 +167,12 @@ class _Connection:
         return data
 
 
+def _outcome(response: HttpResponse) -> bytes | Exception:
+    if response.status >= 400:
+        return ApiException(http_resp=response)
+    return response.data
+
+
 class _CloseAfter(Exception):  # noqa: N818 (a control-flow signal, not an error)
     """The answer is complete, and the server closes the connection after it."""
 
@@ -165,6 +197,7 @@ class HttpWriter:
         if url.host and ":" in url.host and not url.host.startswith("["):  # IPv6 literal
             self._host_header = f"[{url.host}]" + ("" if port in (None, default) else f":{port}")
         self._user_agent = f"fluxnode-binder ({api_client.user_agent})"
+        self._auth_cache: tuple[float, str] = (0.0, "")  # (valid until, header lines)
         self._local = threading.local()
         self._all: list[_Connection] = []
         self._lock = threading.Lock()
@@ -175,20 +208,25 @@ class HttpWriter:
         return not isinstance(api_client.rest_client.pool_manager, ProxyManager)
 
     def _headers(self, content_type: str, length: int) -> str:
-        lines = [
-            f"Host: {self._host_header}",
-            "Accept: application/json",
-            f"Content-Type: {content_type}",
-            f"Content-Length: {length}",
-            f"User-Agent: {self._user_agent}",
-        ]
+        return (f"Host: {self._host_header}\r\nAccept: application/json\r\n"
+                f"Content-Type: {content_type}\r\nContent-Length: {length}\r\n"
+                f"User-Agent: {self._user_agent}{self._auth()}")
+
+    def _auth(self) -> str:
+        """The authentication header lines (each after a CRLF), kept AUTH_TTL seconds."""
+        until, lines = self._auth_cache
+        now = time.monotonic()
+        if now < until:
+            return lines
+        out = []
         for auth in self._client.configuration.auth_settings().values():
             if auth.get("in") == "header" and auth.get("value"):
                 key, value = str(auth["key"]), str(auth["value"])
                 if "\r" in value or "\n" in value or "\r" in key or "\n" in key:
                     raise ValueError(f"header {key!r}: line breaks are not allowed")
-                lines.append(f"{key}: {value}")
-        return "\r\n".join(lines)
+                out.append(f"\r\n{key}: {value}")
+        self._auth_cache = (now + AUTH_TTL, "".join(out))
+        return self._auth_cache[1]
 
     def _connection(self) -> _Connection:
         c: _Connection | None = getattr(self._local, "conn", None)
@@ -214,17 +252,20 @@ class HttpWriter:
         except OSError:
             pass
 
-    def request(
-        self, method: str, path: str, body: Any, content_type: str = "application/json"
-    ) -> None:
-        """Send one write; an HTTP error raises ApiException, no answer any other exception.
-        The answer's body is not parsed (the binder needs only the status)."""
+    def _encode(self, method: str, path: str, body: Any, content_type: str) -> bytes:
         data = json.dumps(body).encode()
         target = self._prefix + path
         if any(ch in target for ch in " \r\n"):
             raise ValueError(f"bad request path {target!r}")
         head = f"{method} {target} HTTP/1.1\r\n{self._headers(content_type, len(data))}\r\n\r\n"
-        request = head.encode("latin-1") + data
+        return head.encode("latin-1") + data
+
+    def request(
+        self, method: str, path: str, body: Any, content_type: str = "application/json"
+    ) -> None:
+        """Send one write; an HTTP error raises ApiException, no answer any other exception.
+        The answer's body is not parsed (the binder needs only the status)."""
+        request = self._encode(method, path, body, content_type)
         c = self._connection()
         try:
             response = c.exchange(request)
@@ -236,6 +277,38 @@ class HttpWriter:
             raise
         if response.status >= 400:
             raise ApiException(http_resp=response)
+
+    def pipeline(self, writes: list[Write]) -> list[bytes | Exception]:
+        """Send `writes` back to back on this thread's connection, then read their answers
+        in order (see the module's docstring). One outcome per write, in order: the answer's
+        body (2xx), the client's ApiException (an HTTP error status: that write only), or
+        another exception when its answer was not read (the connection failed or the server
+        closed it first: the write may or may not have been applied)."""
+        if not writes:
+            return []
+        requests = [self._encode(*w) for w in writes]
+        c = self._connection()
+        outcomes: list[bytes | Exception] = []
+        try:
+            c.sock.sendall(b"".join(requests))
+            for _ in writes:
+                try:
+                    response = c.answer()
+                except _CloseAfter as done:
+                    self._forget(c)
+                    outcomes.append(_outcome(done.response))
+                    break
+                outcomes.append(_outcome(response))
+        except (OSError, ProtocolError) as exc:  # no answer to the rest
+            self._forget(c)
+            outcomes.extend([exc] * (len(writes) - len(outcomes)))
+        except BaseException:
+            self._forget(c)
+            raise
+        lost = len(writes) - len(outcomes)
+        if lost:  # the server closed the connection after answering only some
+            outcomes.extend([ProtocolError("connection closed before the answer")] * lost)
+        return outcomes
 
     def close(self) -> None:
         with self._lock:

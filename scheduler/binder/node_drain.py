@@ -50,8 +50,10 @@ class NodeDrains:
         self.known: set[str] = set()  # hostnames in the leader's graph (up or down)
 
     def observe(self, status: dict) -> None:
-        """What the leader holds, from a ``sched.resource-status`` answer."""
-        self.known = {n["hostname"] for n in status.get("nodes") or [] if "hostname" in n}
+        """What the leader holds, from a ``sched.resource-status`` answer (its nodes as the
+        last answer that listed them said: one asked with ``nodes_since`` may not)."""
+        if "nodes" in status:
+            self.known = {n["hostname"] for n in status["nodes"] or [] if "hostname" in n}
         self.drained = {
             d["hostname"]: d.get("reason") or ""
             for d in status.get("drain") or []

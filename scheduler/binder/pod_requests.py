@@ -79,16 +79,36 @@ def _quantity(value: object, where: str) -> Decimal:
         raise PodRequestError(str(exc)) from None
 
 
+# ResourceLists read before, by their (cpu, memory, GPU) values: the pods of a workload
+# repeat their template's few quantities, each parsed exactly (Decimal) in ~2 us; bounded
+# (cleared when full), and only plain values are kept (bad input is parsed, and refused,
+# every time)
+_READ: dict[tuple, PodRequests] = {}
+_READ_MAX = 4096
+_PLAIN = (str, int, float, type(None))
+
+
 def resource_list(resources: dict | None, where: str) -> PodRequests:
     """Convert a ResourceList (``{"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": 1}``)."""
     resources = resources or {}
     cpu = resources.get("cpu")
     memory = resources.get("memory")
     gpu = resources.get(GPU_RESOURCE)
+    key = (cpu, memory, gpu)
+    plain = type(cpu) in _PLAIN and type(memory) in _PLAIN and type(gpu) in _PLAIN
+    if plain:
+        known = _READ.get(key)
+        if known is not None:
+            return known
     millicpu = math.ceil(_quantity(cpu, f"{where}.cpu") * 1000) if cpu is not None else 0
     memory_bytes = math.ceil(_quantity(memory, f"{where}.memory")) if memory is not None else 0
     gpus = math.ceil(_quantity(gpu, f"{where}.{GPU_RESOURCE}")) if gpu is not None else 0
-    return PodRequests(millicpu, memory_bytes, gpus)
+    read = PodRequests(millicpu, memory_bytes, gpus)
+    if plain:
+        if len(_READ) >= _READ_MAX:
+            _READ.clear()
+        _READ[key] = read
+    return read
 
 
 def container_requests(container: dict, where: str) -> PodRequests:

@@ -64,20 +64,28 @@ class Reconciler:
         self.ctx = ctx
         self.binding = binding
         self.status: dict = {}  # the last sched.resource-status answer
+        self._nodes_version: str | None = None  # its node list's version (`refresh_capacity`)
         self.unadoptable: set[str] = set()  # pod uids the leader refused to adopt
         self.adopted = 0  # pods re-registered with a leader since start (for tests, metrics)
 
-    def refresh_capacity(self) -> None:
-        """Each up node's rank, cores, GPUs and memory as the service's graph has them."""
-        status = self.ctx.sched.rpc("sched.resource-status", {})
+    def refresh_capacity(self, again: bool = False) -> None:
+        """Each up node's rank, cores, GPUs and memory as the service's graph has them. The
+        node list comes only when it changed since the last one read (the service's
+        `nodes_since`: every resync read and rebuilt 5,000 nodes, ~70 ms of the loop's CPU
+        in bench/workloads.py); `again`: whatever it is (a reconcile starts afresh)."""
+        ask = {} if again or self._nodes_version is None else {"nodes_since": self._nodes_version}
+        status = self.ctx.sched.rpc("sched.resource-status", ask)
         self.ctx.sched_ok = True
         self.status = status
-        capacity = {
-            n["hostname"]: NodeCapacity(n["rank"], n["cores"], n["gpus"], n.get("memory_mib", 0))
-            for n in status.get("nodes", [])
-            if n.get("status", "up") == "up"
-        }
-        self.ctx.state.set_capacity(capacity)
+        if "nodes" in status or not ask:
+            capacity = {
+                n["hostname"]: NodeCapacity(n["rank"], n["cores"], n["gpus"],
+                                            n.get("memory_mib", 0))
+                for n in status.get("nodes", [])
+                if n.get("status", "up") == "up"
+            }
+            self.ctx.state.set_capacity(capacity)
+            self._nodes_version = status.get("nodes_version")
         self.ctx.drains.observe(status)
 
     def reconcile(self) -> None:
@@ -89,7 +97,7 @@ class Reconciler:
         ctx.state = ctx.state.rebuilt()
         self.binding.clear()
         ctx.reservations.release_all()
-        self.refresh_capacity()
+        self.refresh_capacity(again=True)
         answer = ctx.sched.rpc("sched.list", {"labels": {"owner": ctx.owner}})
         ctx.state.outside.clear()
         ctx.state.node_generation += 1

@@ -54,7 +54,13 @@ from fluxnode.scheduler.binder.slot_assignment import (
     slots_by_shape,
 )
 from fluxnode.scheduler.binder.walltime import pods_walltime
-from fluxnode.scheduler.binder.workload_queue import Entry, JobSource, SameRequest, merged
+from fluxnode.scheduler.binder.workload_queue import (
+    Entry,
+    JobAsk,
+    JobSource,
+    SameRequest,
+    merged,
+)
 from fluxnode.scheduler.jobspec.builder import SlotKind
 
 log = logging.getLogger("fluxnode.binder")
@@ -89,6 +95,28 @@ class Attempt:
     shapes: dict[str, SlotKind]  # pod uid -> its slot's shape (count 1)
     usable: list[str]
     payload: dict
+
+
+@dataclass(frozen=True)
+class WholeRequest:
+    """A workload's whole set, asked before its pods exist (`SchedulingCycle.whole_request`):
+    the sched.alloc payload and what explains a refusal."""
+
+    payload: dict
+    slot: SlotKind
+    count: int
+    names: list[str]  # the nodes it may use
+    who: str  # ``Job NS/NAME``
+
+
+def _key(attempt: Attempt | JobAsk) -> GroupKey:
+    return attempt.key if isinstance(attempt, JobAsk) else attempt.group.key
+
+
+def _slot_kinds(shapes: dict[str, SlotKind]) -> list[dict]:
+    """One slot kind per distinct shape, with its count, as a request sends them."""
+    return [replace(shape, count=n).to_wire()
+            for shape, n in sorted(Counter(shapes.values()).items())]
 
 
 def _who(group: Group) -> str:
@@ -150,8 +178,8 @@ class SchedulingCycle:
         numbered: set[GroupKey] = set()
         while todo or batch:
             entry = todo.popleft() if todo else None
-            if batch and (entry is None or entry.job is not None
-                          or len(batch) >= ctx.config.alloc_batch):
+            if batch and (entry is None or len(batch) >= ctx.config.alloc_batch
+                          or (entry.job is not None and entry.job.alone)):
                 if entry is not None:
                     todo.appendleft(entry)
                 busy += self._ask_batch(batch, todo)
@@ -161,10 +189,17 @@ class SchedulingCycle:
                 break
             if entry.job is not None:
                 position = self._number(entry.key, numbered)
-                answer = entry.job.ask(position, ctx.reservations.op_for_blocked())
-                if answer is not None and answer.get("status") == "RESERVED":
-                    ctx.reservations.hold(entry.key, answer["id"], answer.get("start"))
-                    excluded.update(n["hostname"] for n in answer.get("nodes") or [])
+                ask = entry.job.prepare(position, ctx.reservations.op_for_blocked())
+                if ask is None:
+                    continue
+                earlier = self.same.earlier(ask.payload)
+                if earlier is not None:  # an equal request before it got no allocation
+                    ask.finish(earlier)
+                    continue
+                batch.append(ask)
+                if entry.job.alone:
+                    busy += self._ask_batch(batch, todo)
+                    batch = []
                 continue
             group = ctx.state.groups.get(entry.key)
             if group is None or not group.ready:
@@ -172,7 +207,7 @@ class SchedulingCycle:
             held = ctx.held.get(group.key)
             if held is not None:  # an admitted Job's pods: bound into its allocation, not
                 # asked for (and so not kept off the head's nodes)
-                attempt = self._prepare(group, self._candidates(usable, set()))
+                attempt = self._prepare_held(group)
                 if isinstance(attempt, Attempt):
                     del ctx.held[group.key]
                     binds: list[Bind] = []
@@ -210,11 +245,11 @@ class SchedulingCycle:
         return any(QUEUE_LABEL in ((p.raw.get("metadata") or {}).get("labels") or {})
                    for p in group.pending.values())
 
-    def _ask_batch(self, batch: list[Attempt], todo: deque) -> int:
-        """Ask for `batch` in one round trip and act on the answers; the groups the service
-        did not answer (it stops after a reservation) go back to the front of `todo`, to be
-        asked again (it changed what they may use, and which op they get). Returns how many
-        were busy."""
+    def _ask_batch(self, batch: list[Attempt | JobAsk], todo: deque) -> int:
+        """Ask for `batch` (groups and Jobs, in queue order) in one round trip and act on the
+        answers; the workloads the service did not answer (it stops after a reservation) go
+        back to the front of `todo`, to be asked again (it changed what they may use, and
+        which op they get). Returns how many groups were busy."""
         answers = self._request(batch)
         self._check_not_forgotten(answers)
         binds: list[Bind] = []
@@ -227,11 +262,18 @@ class SchedulingCycle:
                 # start before it (the service's state moved between the two)
                 self.ctx.cancel(answer["id"], None)
                 answer = earlier
+            if isinstance(attempt, JobAsk):
+                self.same.answered(attempt.payload, answer, attempt.who)
+                held = attempt.finish(answer)
+                if held is not None and held.get("status") == "RESERVED":
+                    self.ctx.reservations.hold(attempt.key, held["id"], held.get("start"))
+                    self.excluded.update(n["hostname"] for n in held.get("nodes") or [])
+                continue
             self.same.answered(attempt.payload, answer, _who(attempt.group))
             if self._finish(attempt, answer, self.excluded, binds) == "busy":
                 busy += 1
         self.binding.submit(binds)
-        todo.extendleft(reversed([self._entries[a.group.key] for a in batch[len(answers):]]))
+        todo.extendleft(reversed([self._entries[_key(a)] for a in batch[len(answers):]]))
         return busy
 
     def update_gauges(self) -> None:
@@ -387,10 +429,8 @@ class SchedulingCycle:
                 f"a pod needs {biggest // MIB} MiB of memory but the largest "
                 f"usable node allocates {candidates.largest_memory // MIB} MiB",
             )
-        kinds = [replace(shape, count=n).to_wire()
-                 for shape, n in sorted(Counter(shapes.values()).items())]
         payload = {
-            "slots": kinds,
+            "slots": _slot_kinds(shapes),
             "ranks": ranks,
             "policy": ctx.config.policy,
             "op": ctx.reservations.op_for_blocked(),
@@ -407,7 +447,21 @@ class SchedulingCycle:
             payload["duration"] = duration
         return Attempt(group, pods, shapes, names, payload)
 
-    def _request(self, batch: list[Attempt]) -> list[dict | RPCError]:
+    def _prepare_held(self, group: Group) -> Attempt | str:
+        """An admitted Job's pods, all there, go into the allocation made for the Job before
+        they existed (fluxjob_loop.py): nothing is asked, so the nodes they may use are not
+        worked out again (the template's rules chose them); only each pod's shape, to put
+        index i in slot i."""
+        pods = sorted(group.pending.values(), key=lambda p: p.uid)
+        if self.binding.backing_off(pods):
+            return "backoff"
+        try:
+            shapes = {p.uid: pod_requests(p.raw).slot() for p in pods}
+        except PodRequestError as exc:
+            return self._unschedulable(group, pods, str(exc), f"{exc}; fix the pod spec")
+        return Attempt(group, pods, shapes, [], {"slots": _slot_kinds(shapes)})
+
+    def _request(self, batch: list[Attempt | JobAsk]) -> list[dict | RPCError]:
         """Ask the service for `batch` in one round trip; one answer per request tried
         (the service stops after the first one reserved)."""
         sched = self.ctx.sched
@@ -488,16 +542,16 @@ class SchedulingCycle:
 
     # -- a workload's whole set, before its pods exist ----------------------------------
 
-    def ask_whole(self, key: GroupKey, template: dict, slot: SlotKind, count: int, *,
-                  op: str = "allocate", duration: int | None = None,
-                  who: str = "") -> dict | str:
-        """One request for all `count` slots of a workload (a FluxJob's Job) before any of its
+    def whole_request(self, key: GroupKey, template: dict, slot: SlotKind, count: int, *,
+                      op: str = "allocate", duration: int | None = None,
+                      who: str = "") -> WholeRequest | str:
+        """The request for all `count` slots of a workload (a FluxJob's Job) before any of its
         pods exists, on the nodes its pod template may use, for `duration` seconds (None:
-        until cancelled); `who` names it (``Job NS/NAME``) to workloads asking the same
-        after it in this walk (workload_queue.SameRequest). Returns the answer (ALLOCATED;
-        RESERVED with `op`
-        allocate_orelse_reserve, its ``start`` when known), or why it waits: ``busy: ...``
-        (may fit later) or ``unsatisfiable: ...`` in the words pods are told."""
+        until cancelled), with `op` (``allocate_orelse_reserve`` for a reservation); `who`
+        names it (``Job NS/NAME``) to workloads asking the same after it in this walk
+        (workload_queue.SameRequest). Or why it cannot be asked: ``busy: ...`` (may fit
+        later) or ``unsatisfiable: ...`` in the words pods are told. The walk asks it, in
+        a batch with the workloads around it, and hands the reply to `whole_answer`."""
         ctx = self.ctx
         candidates = self._candidates(ctx.state.usable_nodes(), set())
         if not candidates.names:
@@ -515,30 +569,22 @@ class SchedulingCycle:
                               "pods": []}}
         if duration is not None:
             payload["duration"] = duration
-        t0 = time.perf_counter()
-        try:
-            earlier = self.same.earlier(payload)
-            if earlier is not None:  # an equal request before it got no allocation
-                raise RPCError(earlier.errnum, earlier.errstr)
-            try:
-                answer = ctx.sched.rpc("sched.alloc", payload)
-            except RPCError as exc:
-                self.same.answered(payload, exc, who)
-                raise
-            self.same.answered(payload, answer, who)
-        except RPCError as exc:
-            if exc.errnum == errno.EBUSY:  # worded as the pods of a group that waits
-                return f"{exc.errstr}; will retry when resources free up"
-            if exc.errnum not in REFUSALS:
-                return f"{exc.errstr}; will retry"
-            why = self._explain({str(i): slot for i in range(count)}, names) or exc.errstr
+        return WholeRequest(payload, slot, count, names, who)
+
+    def whole_answer(self, request: WholeRequest, reply: dict | RPCError) -> dict | str:
+        """The service's reply to a `whole_request`: the answer (ALLOCATED; RESERVED, its
+        ``start`` when known), or why the workload waits, worded as `whole_request` says."""
+        if isinstance(reply, RPCError):
+            if reply.errnum == errno.EBUSY:  # worded as the pods of a group that waits
+                return f"{reply.errstr}; will retry when resources free up"
+            if reply.errnum not in REFUSALS:
+                return f"{reply.errstr}; will retry"
+            why = self._explain({str(i): request.slot for i in range(request.count)},
+                                request.names) or reply.errstr
             return (f"unsatisfiable: {why.removeprefix('unsatisfiable: ')}; "
                     "will not fit until the cluster changes")
-        finally:
-            ctx.metrics.attempt_duration.observe(time.perf_counter() - t0)
-        ctx.sched_ok = True
-        self._check_not_forgotten([answer])
-        return answer
+        self.ctx.sched_ok = True
+        return reply
 
     # -- saying why a group waits -----------------------------------------------------
 

@@ -43,15 +43,30 @@ def behind(who: str) -> str:
 
 
 @dataclass(frozen=True)
+class JobAsk:
+    """What the walk asks the scheduler for a Job: the sched.alloc `payload` (its whole set),
+    `who` names it to the workloads after it (`SameRequest`), and `finish(reply)` acts on
+    the service's reply (an answer or its RPCError): the Job's record, and the answer back
+    when it is ALLOCATED or RESERVED, else None. The walk asks several in one round trip
+    (the service answers in order and stops after a reservation), with the pod groups."""
+
+    key: GroupKey
+    payload: dict
+    who: str
+    finish: Callable[[dict | RPCError], dict | None]
+
+
+@dataclass(frozen=True)
 class QueuedJob:
     """A waiting Job as the walk sees it: its place in the order, its group key, and
-    `ask(position, op)`, which asks the scheduler for its whole set with `op` (or does not,
-    saying why on its record) and returns the service's answer (ALLOCATED or RESERVED) or
-    None when it got neither."""
+    `prepare(position, op)`, which says what to ask for its whole set with `op` (a
+    `JobAsk`), or None when it is not asked (saying why on its record). `alone`: asked in
+    a round trip of its own (its queue has a limit, which the answers before it may reach)."""
 
     order: QueueKey
     key: GroupKey
-    ask: Callable[[int, str], dict | None]
+    prepare: Callable[[int, str], JobAsk | None]
+    alone: bool = False
 
 
 class JobSource(Protocol):

@@ -458,6 +458,23 @@ class ResourceGraph:
         self.leaf_paths += len(leaves)
         return True
 
+    def add_leaves(self, parent: Vertex, leaves: list[Vertex]) -> None:
+        """Make ``leaves`` (just made, no path, no children to come) ``parent``'s children,
+        their containment paths ``parent``'s, "/" and their names. When ``index_leaves``
+        lets them be found through ``parent`` they get no path string and no ``by_path``
+        entry at all, as compact_paths would leave them, and never had them for a while
+        (a builder's peak, not only what it keeps, sets a process's RSS); otherwise each
+        gets its path."""
+        if self.index_leaves(parent, leaves):
+            for v in leaves:
+                v._path = None
+                self.add_edge(parent, v)
+            return
+        prefix = parent.path + "/"
+        for v in leaves:
+            self.set_path(v, CONTAINMENT, prefix + v.name)
+            self.add_edge(parent, v)
+
     def _leaves_at(self, path: str, but: Vertex | None = None) -> list[Vertex]:
         """The leaves left out of by_path whose path is ``path`` (other than ``but``)."""
         parent_path, sep, name = path.rpartition("/")

@@ -8,7 +8,6 @@ are skipped.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from fluxnode.scheduler.graph.resource_graph import (
     freeze_built_graph,
     gc_paused,
 )
+from fluxnode.scheduler.readers import jansson_error as jansson
 
 
 class JgfError(ValueError):
@@ -35,21 +35,40 @@ class JgfDuplicateRoot(JgfError):
                          "subsystem. Possible duplicate root.")
 
 
+class JgfFetchError(JgfError):
+    """resource_reader_jgf.cpp's fetch_jgf refuses the document, in its words: no JSON
+    jansson reads (jansson's own words inside), or no graph, nodes or edges key."""
+
+
+def fetch_jgf_keys(doc) -> None:
+    """fetch_jgf's checks of a parsed document's keys, in its order and words."""
+    body = doc.get("graph") if isinstance(doc, dict) else None
+    if body is None:
+        raise JgfFetchError("fetch_jgf: JGF does not contain a required key (graph).")
+    for key in ("nodes", "edges"):
+        if not isinstance(body, dict) or body.get(key) is None:
+            raise JgfFetchError(f"fetch_jgf: JGF does not contain a required key ({key}).")
+
+
 def load_jgf_document(obj_or_path) -> dict:
-    """A JGF document from a dict (as is), JSON text or a file path."""
+    """A JGF document from a dict (as is), JSON text (str or bytes) or a file path."""
     if isinstance(obj_or_path, dict):
         return obj_or_path
-    if isinstance(obj_or_path, (str, Path)) and not str(obj_or_path).lstrip().startswith("{"):
+    if isinstance(obj_or_path, bytes):
+        text: bytes | str = obj_or_path
+    elif isinstance(obj_or_path, (str, Path)) and not str(obj_or_path).lstrip().startswith("{"):
         try:
-            text = Path(obj_or_path).read_text()
+            text = Path(obj_or_path).read_bytes()
         except OSError as exc:
             raise JgfError(f"cannot read {obj_or_path}: {exc.strerror}") from exc
     else:
         text = str(obj_or_path)
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise JgfError(f"invalid JSON: {exc}") from exc
+        return jansson.loads(text)
+    except jansson.JanssonError as exc:
+        raise JgfFetchError(f"fetch_jgf: json_loads returned an error: {exc}.") from None
+    except RecursionError:  # deeper than Python's json reads (jansson: 2,048 levels)
+        raise JgfError("JSON nested too deep") from None
 
 
 def add_jgf(g: ResourceGraph, doc: dict, *, rank_override: int | None = None) -> list[Vertex]:

@@ -23,7 +23,7 @@ from fluxnode.scheduler.graph.resource_graph import ResourceGraph
 from fluxnode.scheduler.policies.policy import PolicyError
 from fluxnode.scheduler.readers.grug import GrugError, read_grug
 from fluxnode.scheduler.readers.hwloc import HwlocError, read_hwloc
-from fluxnode.scheduler.readers.jgf import JgfError, read_jgf
+from fluxnode.scheduler.readers.jgf import JgfError, JgfFetchError, read_jgf
 from fluxnode.scheduler.readers.rv1 import read_rv1
 from fluxnode.scheduler.resource_query.session import HELP, Session
 from fluxnode.scheduler.resource_query.subsystems import (
@@ -139,6 +139,12 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     t0 = time.perf_counter()  # -e's Graph Load Time: the graph read and the traverser made
     try:
         graph = load_graph(ns.load_file, ns.load_format, allow)
+    except JgfFetchError as exc:
+        # resource_query_t's constructor throws the reader's message (which ends in a
+        # newline); resource-query's main prints it, then its own line
+        stderr.write(f": Runtime error: resource_query_t: ERROR: {exc}\n\n"
+                     "ERROR: error generating resources\n\n")
+        return 1
     except (GrugError, JgfError, RError, HwlocError, OSError, ValueError) as exc:
         stderr.write(f"ERROR: can't load {ns.load_file}: {exc}\n")
         return 1

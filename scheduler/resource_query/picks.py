@@ -7,20 +7,44 @@ reader here turns that document into ``(vertex, units, exclusive)`` picks for
 
 from __future__ import annotations
 
-from fluxnode.broker_conf import idset
+from fluxnode.broker_conf import hostlist, idset
 from fluxnode.scheduler.graph.resource_graph import ResourceGraph, Vertex
+from fluxnode.scheduler.readers.jgf import fetch_jgf_keys
 from fluxnode.scheduler.traversers.dfu_impl import free_during
 
 
-def rv1exec_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
+class SilentReaderError(ValueError):
+    """A reader refuses an update without a word of its own (update_run's line only)."""
+
+
+def _host_of(doc: dict, ranks: list[int], rank: int) -> str:
+    """The host R's nodelist names for ``rank`` (the n-th rank listed, the n-th host)."""
+    try:
+        hosts = [h for entry in doc["execution"]["nodelist"] for h in hostlist.decode(entry)]
+        return hosts[ranks.index(rank)]
+    except (KeyError, TypeError, ValueError, IndexError):
+        return f"rank {rank}"
+
+
+def _check_free(v: Vertex, window: tuple[int, int] | None, then: str) -> None:
+    """The rv1exec reader's update_vertex: a vertex R names must be free, all of it,
+    during the job's window, else the update fails in its words."""
+    if window is None or v.schedule is None:
+        return
+    if free_during(v.schedule, *window) < v.size:
+        raise ValueError(f"update_vertex: {v.name} is unavailable.\n{then} for {v.name}.")
+
+
+def rv1exec_picks(graph: ResourceGraph, doc: dict,
+                  window: tuple[int, int] | None = None) -> list[tuple]:
     """(vertex, units, exclusive) for an R: the listed children of each rank's node
     exclusively and whole; the node itself exclusively when all of it is listed;
     what lies between and above shared."""
     try:
         entries = doc["execution"]["R_lite"]
         ranked = [(idset.decode(str(e["rank"])), e.get("children", {})) for e in entries]
-    except (KeyError, TypeError, ValueError) as exc:  # IdsetError is a ValueError
-        raise ValueError(f"execution.R_lite: {exc}") from None
+    except (KeyError, TypeError, ValueError):  # IdsetError is a ValueError
+        raise SilentReaderError() from None  # the rv1exec reader says nothing of these
     picks: dict[int, tuple] = {}
 
     def share_up(v) -> None:
@@ -33,9 +57,12 @@ def rv1exec_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
             raise ValueError(f"R_lite children must be a mapping, not {children!r}")
         for rank in ranks:
             nodes = [v for v in graph.by_rank.get(rank, []) if v.type == "node"]
-            if not nodes:
-                raise ValueError(f"no node of rank {rank}")
+            if not nodes:  # the rv1exec reader's words, naming the rank's host
+                host = _host_of(doc, [r for rs, _ in ranked for r in rs], rank)
+                raise ValueError(f"add_or_update: couldn't find vertex in graph for {host}.\n"
+                                 f"unpack_rank: failed unpacking rank for {host}.")
             node = nodes[0]
+            _check_free(node, window, "unpack_rank: failed unpacking rank")
             share_up(node)
             below = {}
             for v in graph.walk(node):
@@ -52,6 +79,7 @@ def rv1exec_picks(graph: ResourceGraph, doc: dict) -> list[tuple]:
                         raise ValueError(
                             f"add_or_update: couldn't find vertex in graph for {rtype}{i}.\n"
                             f"unpack_child: failed unpacking child for {rtype}{i}.")
+                    _check_free(v, window, "unpack_child: failed unpacking child")
                     share_up(v.parent)
                     picks[v.uniq_id] = (v, v.size, True)
             if all(v.uniq_id in picks for v in below.values()):
@@ -65,14 +93,8 @@ def jgf_picks(graph: ResourceGraph, doc: dict, shorthand: bool = False) -> list[
     ``shorthand``: the JGF of Fluxion's jgf_shorthand writer, which leaves out what lies
     below an exclusive vertex; its reader takes that whole subtree, exclusively
     (resource_reader_jgf_shorthand_t::fetch_additional_vertices)."""
-    # the JGF reader's fetch_jgf, in its words
-    body = doc.get("graph") if isinstance(doc, dict) else None
-    if body is None:
-        raise ValueError("fetch_jgf: JGF does not contain a required key (graph).")
-    for key in ("nodes", "edges"):
-        if not isinstance(body, dict) or body.get(key) is None:
-            raise ValueError(f"fetch_jgf: JGF does not contain a required key ({key}).")
-    nodes = body["nodes"]
+    fetch_jgf_keys(doc)  # the JGF reader's fetch_jgf, in its words
+    nodes = doc["graph"]["nodes"]
     picks = []
     for n in nodes:
         md = n.get("metadata", {}) if isinstance(n, dict) else {}

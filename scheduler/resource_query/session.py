@@ -8,8 +8,8 @@ errors to stderr as ``ERROR: ...`` lines, never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
-import json
 import os
 import re
 import sys
@@ -22,14 +22,19 @@ from fluxnode.broker_conf.rv1 import RError
 from fluxnode.scheduler import writers
 from fluxnode.scheduler.jobspec.jobspec import FLUXION_STATIC_TYPES, JobspecError
 from fluxnode.scheduler.jobspec.parsed_cache import ParsedJobspecs
+from fluxnode.scheduler.readers import jansson_error as jansson
 from fluxnode.scheduler.readers.jgf import (
     JgfDuplicateRoot,
     JgfError,
+    JgfFetchError,
     add_jgf,
+    fetch_jgf_keys,
     load_jgf_document,
 )
 from fluxnode.scheduler.readers.rv1 import ranks_in_R
+from fluxnode.scheduler.resource_query.job_ids import JobIds
 from fluxnode.scheduler.resource_query.picks import (
+    SilentReaderError,
     jgf_picks,
     jgf_update_refusal,
     only_other_roots,
@@ -65,6 +70,16 @@ class _UpdateRefused(ValueError):
     """Fluxion's JGF reader refuses an update (picks.jgf_update_refusal's message)."""
 
 
+def _nodes_written_exclusive(result: MatchResult) -> None:
+    """The rv1exec reader marks the edge into every vertex R names exclusive, its node's
+    too (update_edges), so the update walk writes each node ``x``; it plans the node's
+    units only when R lists all of it (update_exclusivity), as the picks do."""
+    sel = result.selection
+    for i, e in enumerate(sel):
+        if e.vertex.type == "node" and not e.exclusive:
+            sel[i] = dataclasses.replace(e, exclusive=True)
+
+
 class Session:
     def __init__(self, traverser: Traverser, fmt: str, out: TextIO, err: TextIO,
                  elapse: bool = False, console: TextIO | None = None) -> None:
@@ -77,6 +92,8 @@ class Session:
         self.elapse = elapse
         self.console = console if console is not None else out
         self.jobid = 1
+        # Fluxion's job ids -> the traverser's, which differ once a writer failed
+        self.ids = JobIds()
         self._stop: float | None = None  # when the last match's R was emitted (-e)
         self.allocations: dict[int, int] = {}
         self.reservations: dict[int, int] = {}
@@ -143,7 +160,9 @@ class Session:
         reached_writer = True  # match_allocate calls writers->emit unless it returned first
         try:
             js = self.jobspecs.parse(text, self.known_types)
-            result = self.t.match(js, op=op, jobid=jobid)
+            registered = jobid in self.allocations or jobid in self.reservations
+            result = self.t.match(js, op=op,
+                                  jobid=self.ids.for_match(jobid, self.t.jobs, registered))
         except Unsatisfiable:
             matched, sat = False, False
         except TraverserErrno as exc:
@@ -279,12 +298,12 @@ class Session:
             # Fluxion's remove releases the spans its reader planned, finds none of the
             # job in the walked tree and fails; the job stays (reapi_cli_t::cancel erases
             # it only on success)
-            release_outside_walk(self.t, self.unwalked_jobs[jobid], jobid)
+            release_outside_walk(self.t, self.unwalked_jobs[jobid], self.ids.of(jobid))
             self.unwalked_jobs[jobid] = []
             return self.error(f"cancel: ERROR: error encountered while removing job {jobid}")
         if jobid in self.allocations or jobid in self.reservations:
             try:
-                self.t.cancel(jobid)
+                self.t.cancel(self.ids.of(jobid))
             except TraverserError:
                 self.error(f"cancel: ERROR: error encountered while removing job {jobid}")
             self.allocations.pop(jobid, None)
@@ -316,14 +335,21 @@ class Session:
             return self.error(f"ERROR: can't open {args[3]}")
         if jobid in self.allocations:
             try:
-                doc = json.loads(text)
-                if reader == "rv1exec":
-                    ranks = ranks_in_R(doc)
-                else:
-                    ranks = self._jgf_ranks(doc)
+                try:
+                    doc = jansson.loads(text)
+                    ranks = ranks_in_R(doc) if reader == "rv1exec" else self._jgf_ranks(doc)
+                except (ValueError, KeyError, TypeError, RecursionError, RError):
+                    # the reader's partial_cancel fails: dfu_impl_t::remove's words, which
+                    # do_partial_remove writes to stdout
+                    self.console.write("remove: partial_cancel returned error.\n")
+                    raise
+                if not ranks:
+                    self.console.write("remove: rank_to_root is empty.\n")
+                    raise TraverserError("rank_to_root is empty")
                 # rv1exec names ranks only: Fluxion cancels their vertices and reduces the
                 # ancestors' subtree spans by the units freed (dfu_impl_t::remove)
-                full = self.t.partial_cancel(jobid, ranks, by_counts=reader == "rv1exec")
+                full = self.t.partial_cancel(self.ids.of(jobid), ranks,
+                                             by_counts=reader == "rv1exec")
                 if full:
                     self.allocations.pop(jobid, None)
             except (ValueError, KeyError, TypeError, RecursionError, RError,
@@ -363,7 +389,7 @@ class Session:
             return self.error("ERROR: malformed command: ")
         criteria = " ".join(args[1:])
         try:
-            sel = find(self.t, criteria)
+            sel = find(self.t, self.ids.criteria(criteria))
         except FindError:
             # dfu_impl_t::find's validate failing, as reapi_cli_t::find passes it on (its
             # own name, then the traverser's message, which starts with it too)
@@ -503,7 +529,7 @@ class Session:
             return self.error(f"ERROR: invalid time ({at}, {duration})")
         json_error = ""
         try:
-            doc = json.loads(raw)
+            doc = jansson.loads(raw)
         except (ValueError, RecursionError) as exc:
             doc = None  # the reader fails: the traverser's run returns an error
             json_error = str(exc)
@@ -511,13 +537,17 @@ class Session:
         self.jobid = jobid + 1
         try:
             if doc is None:
-                raise ValueError(f"fetch_jgf: json_loads returned an error: {json_error}")
-            if jobid in self.t.jobs:  # a job id not cancelled: fluxnode's traverser refuses it
-                raise TraverserError(f"job {jobid} already exists")
+                raise ValueError(f"fetch_jgf: json_loads returned an error: {json_error}.")
+            # a job id whose match writer failed: Fluxion plans again under it
+            tid = self.ids.for_match(jobid, self.t.jobs, False)
             if args[2] == "rv1exec":
-                picks = rv1exec_picks(self.t.g, doc)
+                picks = rv1exec_picks(self.t.g, doc, (at, duration))
+                if not picks:  # no vertex read: the update fails without a word
+                    raise SilentReaderError()
             else:
                 picks = jgf_picks(self.t.g, doc, shorthand=args[2] == "jgf_shorthand")
+                if not picks:
+                    raise SilentReaderError()
                 refusal = jgf_update_refusal(picks, at, duration)
                 if refusal is not None:
                     raise _UpdateRefused(refusal)
@@ -529,16 +559,21 @@ class Session:
                                      0.0, [])
                 walked = {id(v) for v in self.t.g.vertices}
                 planned = [v for v, _units, x in picks if x and id(v) in walked]
-                self.unwalked_jobs[jobid] = plan_outside_walk(self.t, planned, jobid, at,
-                                                              duration, reserve=at != 0)
+                self.unwalked_jobs[jobid] = plan_outside_walk(self.t, planned, tid, at,
+                                                              duration, reserve=False)
             else:
-                # like a match's answer, a job that starts now is allocated, later reserved
-                result = self.t.replay(picks, jobid, at, duration, reserve=at != 0)
+                # like a match's answer, a job that starts now is allocated, later reserved;
+                # but the readers keep its spans as allocations whenever it starts (their
+                # update_data.reserved stays false: find sched-future=reserved misses it)
+                result = self.t.replay(picks, tid, at, duration, reserve=False)
+                if args[2] == "rv1exec":
+                    _nodes_written_exclusive(result)
         except (ValueError, TypeError, KeyError, TraverserError) as exc:
             # update_run's words, then what went wrong: in the readers' words where
             # fluxnode knows them (picks.py), else its own
             self.error("ERROR: traverser run () returned error ")
-            if not (doc is None and args[2] == "rv1exec"):  # that reader says nothing
+            # the rv1exec reader says nothing of R it cannot read
+            if not (doc is None and args[2] == "rv1exec" or isinstance(exc, SilentReaderError)):
                 self.error(f"ERROR: {exc}")
             result = None
         # resource-query's update: writers->emit after the run whatever it returned, its
@@ -560,14 +595,12 @@ class Session:
         except OSError:
             return self.error(f"ERROR: can't open {args[1]}")  # command.cpp's attach
         try:
-            try:
-                doc = json.loads(text)
-            except (ValueError, RecursionError) as exc:
-                raise JgfError(f"invalid JSON: {exc}") from None
-            add_jgf(self.t.g, load_jgf_document(doc))
+            doc = load_jgf_document(text)
+            fetch_jgf_keys(doc)
+            add_jgf(self.t.g, doc)
             self._learn_types()
             self.t.reinit()
-        except JgfDuplicateRoot as exc:
+        except (JgfDuplicateRoot, JgfFetchError) as exc:
             # reapi_cli_t::add_subgraph's words around the reader's (its m_err_msg ends
             # in a newline)
             self.error("ERROR: can't attach JGF subgraph ")
@@ -577,6 +610,21 @@ class Session:
         except (JgfError, OSError) as exc:
             self.error("ERROR: can't attach JGF subgraph ")
             self.error(f"ERROR: {exc}")
+
+    @staticmethod
+    def _flux_idset(text: str) -> list[int]:
+        """The ranks of ``text`` as flux-core's idset_decode reads them: besides RFC 22's
+        rules, a range's end above its start (``6-6`` is refused) and each element
+        above the ones before it (parse_range, append_element)."""
+        ranks = idset.decode(text)
+        body = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+        last = -1
+        for item in body.split(",") if body else []:
+            lo, sep, hi = item.partition("-")
+            if sep and int(hi) <= int(lo) or int(lo) <= last:
+                raise ValueError(f"idset_decode refuses {text}")
+            last = int(hi) if sep else int(lo)
+        return ranks
 
     def cmd_remove(self, args: list[str]) -> None:
         if len(args) != 3:
@@ -597,7 +645,7 @@ class Session:
                 self.t.remove_subgraph(v)
         elif is_path == "false":
             try:
-                ranks = idset.decode(target)
+                ranks = self._flux_idset(target)
             except ValueError:
                 return self.error("ERROR: failed to decode ranks.")
             unknown = [r for r in ranks if r not in g.by_rank]
@@ -606,9 +654,10 @@ class Session:
                 # changes nothing; Fluxion has cleared the lower ranks' job data by then)
                 self.error("ERROR: can't partial cancel subgraph ")
                 return self.error(f"ERROR: remove: {min(unknown)} not found in by_rank map.")
-            for jobid in list(self.t.jobs):
+            for tid in list(self.t.jobs):
                 try:
-                    if self.t.partial_cancel(jobid, ranks):
+                    jobid = self.ids.fluxion_id(tid)
+                    if self.t.partial_cancel(tid, ranks) and jobid is not None:
                         self.allocations.pop(jobid, None)
                         self.reservations.pop(jobid, None)
                 except TraverserError:

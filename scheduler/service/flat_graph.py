@@ -67,28 +67,13 @@ def add_flat_nodes(g: ResourceGraph, nodes: Iterable[NodeResources]) -> bool:
             npath = f"/cluster0/{n.hostname}"
             node = _vertex(g, "node", basename or n.hostname, n.hostname, node_id, n.rank, npath)
             g.add_edge(cluster, node)
-            for type_, ids in (("core", n.cores), ("gpu", n.gpus)):
-                for i in ids:
-                    g.add_edge(
-                        node,
-                        _vertex(g, type_, type_, f"{type_}{i}", i, n.rank, f"{npath}/{type_}{i}"),
-                    )
+            leaves = [g.add_vertex(type_, type_, f"{type_}{i}", i, rank=n.rank)
+                      for type_, ids in (("core", n.cores), ("gpu", n.gpus)) for i in ids]
             granule = memory_granule_mib(n.memory_mib)
-            for k in range(n.memory_mib // granule):
-                g.add_edge(
-                    node,
-                    _vertex(
-                        g,
-                        "memory",
-                        "memory",
-                        f"memory{k}",
-                        k,
-                        n.rank,
-                        f"{npath}/memory{k}",
-                        size=granule,
-                        unit=MEMORY_UNIT,
-                    ),
-                )
+            leaves += [g.add_vertex("memory", "memory", f"memory{k}", k, rank=n.rank,
+                                    size=granule, unit=MEMORY_UNIT)
+                       for k in range(n.memory_mib // granule)]
+            g.add_leaves(node, leaves)
         reordered = bool(nodes) and nodes[0].rank < last  # joined out of rank order
         if reordered:
             cluster.children.sort(key=lambda v: v.rank)

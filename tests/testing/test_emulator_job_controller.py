@@ -9,6 +9,7 @@ the test plays the kubelet (it sets pod phases); kubectl prints the Jobs."""
 from __future__ import annotations
 
 import datetime
+import json
 import re
 
 import pytest
@@ -183,6 +184,28 @@ def test_the_controllers_pods_go_through_admission_webhooks(kube, batch, tmp_pat
         assert review["request"]["object"]["metadata"]["generateName"] == "w-"
         assert [r["name"] for r in review["request"]["object"]["metadata"][
             "ownerReferences"]] == ["w"]
+
+
+def test_the_controllers_requests_are_authorized_as_its_service_account(kube, batch):
+    # the controller's requests reach the API handler in process: they must still be
+    # authorized, and refused with the API server's Forbidden wording
+    # (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go)
+    rule = kube.forbid("create", "pods")
+    batch.create_namespaced_job("default", _job("w"))
+    controller = kube.job_controller
+    assert controller is not None
+    wait_for(lambda: controller.errors, 10, what="the controller's refused pod create")
+    assert _pods(kube, "w") == []
+    where, _, status = controller.errors[0].partition(": 403 ")
+    assert where == "default/w"
+    assert json.loads(status)["message"] == (
+        'pods is forbidden: User "system:serviceaccount:kube-system:job-controller" cannot '
+        'create resource "pods" in API group "" in the namespace "default"')
+    assert kube.count_requests("create", "pods") >= 1
+    kube.allow(rule)
+    controller.errors.clear()
+    batch.patch_namespaced_job("w", "default", {"metadata": {"labels": {"retry": "1"}}})
+    wait_for(lambda: len(_pods(kube, "w")) == 1, 10, what="the pod once allowed")
 
 
 def test_a_deleted_jobs_pods_are_orphaned_by_default_and_deleted_by_kubectl(kube, batch):

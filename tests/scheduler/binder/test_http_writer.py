@@ -1,5 +1,6 @@
-"""The binder's plain HTTP/1.1 writes against a scripted server (no emulator: every answer
-shape the API server may send, and every way a connection can end)."""
+"""The binder's plain HTTP/1.1 writes against a scripted server (every answer shape the API
+server may send, and every way a connection can end), and pipelined writes against the API
+emulator (applied in the order sent)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,18 @@ import subprocess
 import threading
 
 import pytest
-from fluxnode.scheduler.binder.http_writer import HttpWriter, ProtocolError, writer_for
+from fluxnode.scheduler.binder.http_writer import (
+    AUTH_TTL,
+    HttpWriter,
+    ProtocolError,
+    Write,
+    writer_for,
+)
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+
+from fluxnode.testing.kube_emulator import KubeEmulator
+from fluxnode.testing.waiting import wait_for
 
 CLOSE = b"<close>"
 
@@ -231,3 +241,78 @@ def test_tls_with_the_clients_certificate_settings(tmp_path):
         assert len(srv.requests) == 2
     finally:
         srv.close()
+
+
+@pytest.mark.parametrize(
+    "server", [[ok(200, b'{"n": 1}'), ok(404, b'{"message": "jobs \\"b\\" not found"}'),
+                chunked(b'{"n": 3}'), ok(201, b'{"n": 4}')]], indirect=True)
+def test_a_pipeline_answers_each_write_in_order_and_an_error_is_that_writes_only(server):
+    w = HttpWriter(api_client(server.port))
+    outcomes = w.pipeline([Write("PATCH", f"/j/{name}", {"i": i}, "application/merge-patch+json")
+                           for i, name in enumerate("abc")])
+    assert json.loads(outcomes[0]) == {"n": 1}
+    assert isinstance(outcomes[1], ApiException) and outcomes[1].status == 404
+    assert json.loads(outcomes[2]) == {"n": 3}
+    assert [r[0] for r in server.requests] == ["PATCH /j/a", "PATCH /j/b", "PATCH /j/c"]
+    assert [json.loads(r[2]) for r in server.requests] == [{"i": 0}, {"i": 1}, {"i": 2}]
+    assert server.requests[0][1]["content-type"] == "application/merge-patch+json"
+    w.request("POST", "/d", {})  # the same connection goes on
+    assert server.connections == 1
+    assert w.pipeline([]) == []
+
+
+@pytest.mark.parametrize(
+    "server", [[ok(200, extra="Connection: close\r\n"), ok(200), ok(200)],
+               [ok(200), None]],
+    indirect=True, ids=["close after the first answer", "closed without the second"])
+def test_writes_of_a_pipeline_left_unanswered_are_unknown_outcomes(server):
+    w = HttpWriter(api_client(server.port))
+    outcomes = w.pipeline([Write("PATCH", f"/j/{n}", {}) for n in "abc"])
+    assert outcomes[0] == b'{"kind":"Binding"}'
+    assert all(isinstance(o, OSError) and not isinstance(o, ApiException)
+               for o in outcomes[1:]), outcomes
+    assert w._local.conn is None  # that connection is never used again
+
+
+def test_the_emulator_applies_pipelined_patches_in_the_order_sent():
+    """The API emulator (aiohttp, as the API server's Go net/http) handles a connection's
+    requests one after another: the resourceVersions of pipelined writes follow the order
+    sent, whatever the objects' names."""
+    kube = KubeEmulator(namespaces=("default",)).start()
+    try:
+        api = kube.api_client()
+        core = client.CoreV1Api(api)
+        names = [f"cm-{i}" for i in (5, 1, 4, 0, 3, 2)]
+        for name in names:
+            core.create_namespaced_config_map("default", {"metadata": {"name": name}})
+        w = HttpWriter(api)
+        outcomes = w.pipeline(
+            [Write("PATCH", f"/api/v1/namespaces/default/configmaps/{name}",
+                   {"data": {"k": name}}, "application/merge-patch+json") for name in names]
+            + [Write("PATCH", "/api/v1/namespaces/default/configmaps/missing",
+                     {"data": {}}, "application/merge-patch+json")])
+        versions = [int(json.loads(o)["metadata"]["resourceVersion"]) for o in outcomes[:-1]]
+        assert versions == sorted(versions) and len(set(versions)) == len(names), versions
+        assert [json.loads(o)["data"]["k"] for o in outcomes[:-1]] == names
+        assert isinstance(outcomes[-1], ApiException) and outcomes[-1].status == 404
+        w.close()
+    finally:
+        kube.stop()
+
+
+@pytest.mark.parametrize("server", [[ok()] * 2000], indirect=True)
+def test_a_token_changed_in_the_clients_configuration_is_sent_soon_after(server):
+    """Authentication headers are kept AUTH_TTL seconds (the client's refresh hook is
+    costly), then asked again: a rotated token reaches the wire without a restart."""
+    api = api_client(server.port)
+    w = HttpWriter(api)
+    w.request("POST", "/a", {})
+    api.configuration.api_key = {"authorization": "n3w"}
+
+    def sent_new() -> bool:
+        w.request("POST", "/a", {})
+        return server.requests[-1][1]["authorization"] == "Bearer n3w"
+
+    wait_for(sent_new, 10 * AUTH_TTL, interval=0.01, what="the new token sent")
+    assert server.requests[0][1]["authorization"] == "Bearer t0k"
+    assert server.connections == 1

@@ -61,3 +61,21 @@ def test_a_pods_slot_is_whole_cores_at_least_one_and_memory_in_mib_rounded_up():
                              c({"memory": "1"})])).slot() == SlotKind(2, 0, 2)
     assert pod_requests(pod([{"name": "c"}])).slot() == SlotKind(1, 0, 0)
     assert pod_requests(pod([c(limits={"nvidia.com/gpu": "2"})])).slot() == SlotKind(1, 2, 0)
+
+
+def test_a_quantity_read_again_reads_the_same_and_a_bad_one_is_refused_every_time():
+    """ResourceLists are remembered by value (pod_requests.py): the second read of the same
+    quantities gives what the first did, a bad value is refused each time with its field
+    named, and the memory of them stays bounded."""
+    from fluxnode.scheduler.binder import pod_requests as module
+
+    first = pod_requests(pod([c({"cpu": "250m", "memory": "3Gi"})]))
+    assert pod_requests(pod([c({"cpu": "250m", "memory": "3Gi"})])) == first \
+        == PodRequests(250, 3 * 1024 ** 3, 0)
+    for _ in range(2):
+        with pytest.raises(PodRequestError, match=r"spec.containers\[0\].resources.cpu"):
+            pod_requests(pod([c({"cpu": "1.5.5"})]))
+    for i in range(module._READ_MAX + 10):
+        pod_requests(pod([c({"cpu": f"{i}m"})]))
+    assert len(module._READ) <= module._READ_MAX
+    assert pod_requests(pod([c({"cpu": "7m"})])) == PodRequests(7, 0, 0)

@@ -21,6 +21,7 @@ from fluxnode.scheduler.binder.webhook_cert_keeper import CertKeeper, CertTarget
 from fluxnode.scheduler.binder.webhook_server import WebhookServer
 from kubernetes import client
 from support.paths import REPO
+from support.webhook_server import WebhookServer as HoldingWebhook
 
 SECRET = "fluxnode-webhook-cert"
 WEBHOOK_MANIFEST = REPO / "daemonset" / "workloads" / "webhook.yaml"
@@ -70,19 +71,48 @@ def stored(kube) -> WebhookCerts:
     return WebhookCerts.from_data({k: base64.b64decode(v) for k, v in secret["data"].items()})
 
 
-def test_racing_replicas_create_one_secret_and_serve_it(kube, replicas):
+def _hold_secret_creates(tmp_path, count: int) -> tuple[HoldingWebhook, threading.Barrier]:
+    """A mutating webhook of the test's own on Secret creations that answers none until
+    `count` have arrived: every racing replica has read "no Secret" and sent its create before
+    any create is stored, whatever the threads' timing (the race made certain, not likely)."""
+    arrived = threading.Barrier(count, timeout=60)
+
+    def hold(request: dict) -> dict:
+        try:
+            arrived.wait()
+        except threading.BrokenBarrierError:
+            pass  # fewer creates than replicas: the count assertion says so
+        return {"allowed": True}
+
+    return HoldingWebhook(tmp_path / "hold", "hold-secrets", "fluxnode", hold), arrived
+
+
+def test_racing_replicas_create_one_secret_and_serve_it(kube, replicas, tmp_path):
     start = threading.Barrier(len(replicas))
     results: dict[int, WebhookCerts] = {}
+    hook, arrived = _hold_secret_creates(tmp_path, len(replicas))
 
     def run(i: int) -> None:
         start.wait()
         results[i] = replicas[i].keeper.sync(now())
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(replicas))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    with hook:
+        kube.service_endpoints[hook.service] = hook.address
+        client.AdmissionregistrationV1Api(kube.api_client()).create_mutating_webhook_configuration({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration", "metadata": {"name": "hold-secrets"},
+            "webhooks": [{
+                "name": "hold-secrets.test.io", "sideEffects": "None",
+                "admissionReviewVersions": ["v1"], "timeoutSeconds": 30,
+                "clientConfig": hook.service_config(),
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                           "resources": ["secrets"]}]}]})
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(replicas))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert len(hook.reviews) == 2 and not arrived.broken  # both creates reached admission
     secret = stored(kube)
     assert {r.cert.serial_number for r in results.values()} == {secret.cert.serial_number}
     assert kube.count_requests("create", "secrets") == 2  # both tried; one got 409

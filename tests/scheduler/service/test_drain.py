@@ -154,3 +154,22 @@ def test_use_drained_holds_what_already_runs_on_a_drained_node(inst):
     assert drain_list(inst)[1]["state"] == "drained"
     held = inst.rpc("sched.info", {"id": answer["id"]})
     assert held["status"] == "ALLOCATED" and held["use_drained"] is True
+
+
+def test_resource_status_leaves_the_node_list_out_until_it_changes(inst):
+    """`nodes_since`: a reader that has the node list as of `nodes_version` gets no list
+    again until it changes (a drain marks a node), then the new one; a version from elsewhere
+    gets the list."""
+    first = inst.rpc("sched.resource-status")
+    version = first["nodes_version"]
+    again = inst.rpc("sched.resource-status", {"nodes_since": version})
+    assert "nodes" not in again and again["nodes_version"] == version
+    assert again["allocated"] == first["allocated"] and again["drain"] == first["drain"]
+    assert inst.rpc("sched.resource-status", {"nodes_since": "elsewhere.0"})["nodes"] \
+        == first["nodes"]
+    inst.rpc("sched.drain", {"targets": "1", "reason": "maintenance"})
+    changed = inst.rpc("sched.resource-status", {"nodes_since": version})
+    assert changed["nodes_version"] != version
+    assert [n["rank"] for n in changed["nodes"] if n["drained"]] == [1]
+    assert "nodes" not in inst.rpc("sched.resource-status",
+                                   {"nodes_since": changed["nodes_version"]})
