@@ -652,9 +652,24 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
             if not vs:
                 raise TraverserError(f"could not find path {target} in resource graph")
             v = vs[0]
+        if self.node_stats is not None and v.status != status:
+            # Fluxion's mark: by path, every node vertex of the subtree counts (its own
+            # status or not); by rank, each rank whose subtree root changed counts one
+            n = 1 if isinstance(target, int) else sum(
+                u.size for u in self.g.walk(v) if u.type == "node")
+            self.node_stats += n if status == "up" else -n
         v.status = status
         self._nodes_up = None
         self._invalidate(v)
+
+    def start_node_stats(self) -> None:
+        """Count the nodes that are up as resource-query's Fluxion does from now on
+        (``resource_graph_metadata_t::nodes_up``): +1 for each node up and -1 for each
+        node down at load, then changed only by ``set_status`` (``mark``), never by an
+        attach or a remove: a node attached later is not counted, a removed one stays
+        counted, and a node below a vertex marked down counts as down."""
+        self.node_stats = sum(1 if v.status == "up" else -1
+                              for v in self.g.by_type.get("node", ()) if v.uniq_id >= 0)
 
     def set_property(self, v: Vertex, key: str, value: str) -> None:
         """Set a property of vertex ``v`` (resource-query's ``set-property``). The

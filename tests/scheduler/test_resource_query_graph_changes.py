@@ -33,3 +33,12 @@ def test_leaf_cores_attached_count_at_the_cluster_from_the_next_initialize(tmp_p
     assert (rc, err) == (0, "")
     assert out == (DATA / "expected_leaf_cores.out").read_text()
 
+
+def test_nodes_up_is_fluxions_counter_that_attach_leaves_alone(tmp_path):
+    """Fluxion counts the nodes up at load and changes the count only on set-status: with
+    tiny7 down, node9 attached up is not counted, so a match for one node finds none
+    (EBUSY before any walk), even allocate_orelse_reserve."""
+    out, err, rc = _run(tmp_path, "nodes_up")
+    assert rc == 0
+    assert err == (DATA / "expected_nodes_up.err").read_text()
+    assert out == (DATA / "expected_nodes_up.out").read_text()
