@@ -84,6 +84,8 @@ class Session:
     def __init__(self, traverser: Traverser, fmt: str, out: TextIO, err: TextIO,
                  elapse: bool = False, console: TextIO | None = None) -> None:
         self.t = traverser
+        # resource-query's graph counts its nodes up as Fluxion's metadata does
+        traverser.start_node_stats()
         self.fmt = fmt
         self.out = out
         self.err = err

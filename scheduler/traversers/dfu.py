@@ -256,6 +256,12 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
         self._leaf_types = leaf_types
         named = {t for lst in self.prune_anchored.values() for t in lst}
         self.auto_anchored = sorted(leaf_types - named)
+        # Fluxion's prime_pruning_filter makes a leaf's type a pruning type when its
+        # depth-first walk first reaches a leaf of it (set_pruning_type); a vertex of that
+        # type it entered before (one with children, e.g. a core above its PUs, or a core
+        # of the graph before an `attach` brought leaf cores) is not counted in that pass
+        # (accum_if), and is from the next initialize on (the type stays a pruning type)
+        uncounted = self._uncounted(root, leaf_types - self.prune_types)
         self.prune_types |= leaf_types
         prune = self.prune_types
         totals = self._totals
@@ -267,7 +273,7 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
             tot: dict[str, int] = {}
             for c in v.children:
                 t = c.type
-                if t in prune:
+                if t in prune and c.uniq_id not in uncounted:
                     tot[t] = tot.get(t, 0) + c.size
                 if c.children:
                     for t, n in totals[c.uniq_id].items():
@@ -290,6 +296,30 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
             for v in order:
                 if not v.children and v.aux_children:
                     weights[v.uniq_id] = old_weights.get(v.uniq_id, UNSET_WEIGHT)
+
+    def _uncounted(self, root: Vertex, new_types: set[str]) -> set[int]:
+        """The uniq_ids of the vertices of ``new_types`` (leaf types not yet pruning types)
+        that Fluxion's depth-first prime walk enters before its first leaf of that type:
+        it does not count them this time (see _reinit)."""
+        if not new_types:
+            return set()
+        inner_types = {v.type for v in self.g.vertices if v.children}
+        if not new_types & inner_types:
+            return set()
+        out: set[int] = set()
+        seen_leaf: set[str] = set()
+        multi = len(self.g.roots) > 1
+        stack = [root]
+        while stack:
+            v = stack.pop()
+            t = v.type
+            if t in new_types and t not in seen_leaf:
+                if not v.children and not (multi and v.aux_children):
+                    seen_leaf.add(t)
+                else:
+                    out.add(v.uniq_id)
+            stack.extend(reversed(v.children))
+        return out
 
     def _why_unsatisfiable(self, req: MatchRequest) -> str:
         """Why `req` can never fit this graph, in the request's terms (Fluxion only says
@@ -622,9 +652,24 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
             if not vs:
                 raise TraverserError(f"could not find path {target} in resource graph")
             v = vs[0]
+        if self.node_stats is not None and v.status != status:
+            # Fluxion's mark: by path, every node vertex of the subtree counts (its own
+            # status or not); by rank, each rank whose subtree root changed counts one
+            n = 1 if isinstance(target, int) else sum(
+                u.size for u in self.g.walk(v) if u.type == "node")
+            self.node_stats += n if status == "up" else -n
         v.status = status
         self._nodes_up = None
         self._invalidate(v)
+
+    def start_node_stats(self) -> None:
+        """Count the nodes that are up as resource-query's Fluxion does from now on
+        (``resource_graph_metadata_t::nodes_up``): +1 for each node up and -1 for each
+        node down at load, then changed only by ``set_status`` (``mark``), never by an
+        attach or a remove: a node attached later is not counted, a removed one stays
+        counted, and a node below a vertex marked down counts as down."""
+        self.node_stats = sum(1 if v.status == "up" else -1
+                              for v in self.g.by_type.get("node", ()) if v.uniq_id >= 0)
 
     def set_property(self, v: Vertex, key: str, value: str) -> None:
         """Set a property of vertex ``v`` (resource-query's ``set-property``). The

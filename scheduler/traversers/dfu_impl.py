@@ -150,6 +150,9 @@ class DfuImpl:
     _leaf_order: dict[int, list[Vertex]]  # parent uniq_id -> its leaf children, ordered once
     _last_type: dict[str, str | None]  # vertex type -> last filter type (see _edge_weight)
     _nodes_up: int | None
+    # Fluxion's nodes_up counter (see dfu.Traverser.start_node_stats); None: count the
+    # nodes up with every ancestor up
+    node_stats: int | None = None
     graph_end: int  # the end of the graph's time (see dfu.Traverser)
     report_errno: bool  # see dfu.TraverserErrno
     level_leak: int  # see dfu_update._update

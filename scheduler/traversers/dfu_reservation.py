@@ -47,6 +47,8 @@ class DfuReservation(DfuImpl):
 
     def nodes_up(self) -> int:
         """Nodes that are up with every ancestor up (a down vertex hides its subtree)."""
+        if self.node_stats is not None:
+            return self.node_stats
         if self._nodes_up is None:
             self._nodes_up = self._count_nodes_up()
         return self._nodes_up

@@ -160,6 +160,7 @@ class DfuSelect(DfuImpl):
     # policy between matches); a plain Traverser keeps its policy
     _cache_policy: tuple | None = None
     _levels_of: list[Request] | None = None  # the request list _levels was made for
+    _prune_auto_types = True  # see _short
 
     def _ag_enough(self, u: Vertex, t: str, m: JobMeta, need: int) -> bool:
         """Does ``u``'s subtree have ``need`` free ``t`` units during the job's window?"""
@@ -168,6 +169,8 @@ class DfuSelect(DfuImpl):
             return False
         sp = u.subplan
         if sp is None or need <= 0:
+            return True
+        if not sp.has_type(t):
             return True
         p = sp.planner(t)
         # every span counted at once (O(1)) is usually enough to say yes
@@ -210,7 +213,10 @@ class DfuSelect(DfuImpl):
             return False
         tracked = self._tracked.get(u.type)
         if tracked is None:
-            tracked = self._tracked[u.type] = set(self.subplan_types(u))
+            # a cluster's filter also tracks the leaf types no filter names (Fluxion's
+            # prime_pruning_filter anchors them at cluster_rt), and prunes by them
+            tracked = self._tracked[u.type] = set(
+                self.subplan_types(u, shown=self._prune_auto_types))
         for t, n in ud.items():
             if t in tracked and not self._ag_enough(u, t, m, n):
                 return True

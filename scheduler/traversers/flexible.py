@@ -28,6 +28,9 @@ from fluxnode.scheduler.traversers.dfu_select import take_slot
 
 class FlexibleTraverser(Traverser):
     _subtree_cacheable = False  # or-slot unions are built per walk
+    # the leaf types no filter names never prune an or-slot walk at the cluster (the
+    # hand corpus's flexible/001 and 009)
+    _prune_auto_types = False
 
     def match(self, jobspec, op: str = "allocate", jobid: int | None = None,
               at: int | None = None) -> MatchResult:
