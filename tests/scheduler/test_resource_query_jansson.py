@@ -20,6 +20,7 @@ import sys
 import pytest
 import yaml
 from fluxnode.scheduler.readers.jansson_error import jansson_error
+from support.rq_run import jobspec
 
 # (document, jansson's text as Fluxion printed it)
 FLUXION_JANSSON = [
@@ -122,10 +123,8 @@ def test_load_file_says_what_fluxion_says(tmp_path):
 GRAPH = {"version": 1, "execution": {
     "R_lite": [{"rank": "0-3", "children": {"core": "0-1"}}],
     "nodelist": ["node[0-3]"], "starttime": 0, "expiration": 0}}
-CORE = {"version": 9999, "resources": [{"type": "slot", "count": 1, "label": "default",
-                                         "with": [{"type": "core", "count": 1}]}],
-        "tasks": [{"command": ["app"], "slot": "default", "count": {"per_slot": 1}}],
-        "attributes": {"system": {"duration": 60}}}
+CORE = jobspec([{"type": "slot", "count": 1, "label": "default",
+                 "with": [{"type": "core", "count": 1}]}], 60)
 FILES = {
     "at.json": b"  \n\n  @",
     "nog.json": b'{"a":1}\n',

@@ -15,22 +15,16 @@ from __future__ import annotations
 import json
 
 import yaml
-from support.rq_run import rq
+from support.rq_run import jobspec, rq
 
 GRAPH = {"version": 1, "execution": {
     "R_lite": [{"rank": "0-1", "children": {"core": "0-3", "gpu": "0"}}],
     "nodelist": ["node[0-1]"], "starttime": 0, "expiration": 0}}
 
 
-def _spec(resources: list[dict], duration: int) -> dict:
-    return {"version": 9999, "resources": resources,
-            "tasks": [{"command": ["app"], "slot": "default", "count": {"per_slot": 1}}],
-            "attributes": {"system": {"duration": duration}}}
-
-
-CORE = _spec([{"type": "slot", "count": 1, "label": "default",
+CORE = jobspec([{"type": "slot", "count": 1, "label": "default",
                "with": [{"type": "core", "count": 1}]}], 60)
-LONG_NODE = _spec([{"type": "node", "count": 1, "exclusive": True, "with": [
+LONG_NODE = jobspec([{"type": "node", "count": 1, "exclusive": True, "with": [
     {"type": "slot", "count": 1, "label": "default",
      "with": [{"type": "core", "count": 1}]}]}], 4000000000)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 import yaml
-from support.rq_run import rq
+from support.rq_run import jobspec, rq
 
 GRAPH = {"version": 1, "execution": {
     "R_lite": [{"rank": "0-3", "children": {"core": "0-1", "gpu": "0"}}],
@@ -21,10 +21,8 @@ GRAPH = {"version": 1, "execution": {
 ONE_CORE_OF_NODE0 = {"version": 1, "execution": {
     "R_lite": [{"rank": "0", "children": {"core": "0"}}], "nodelist": ["node0"],
     "starttime": 0, "expiration": 0}}
-CORE = {"version": 9999, "resources": [{"type": "slot", "count": 1, "label": "default",
-                                         "with": [{"type": "core", "count": 1}]}],
-        "tasks": [{"command": ["app"], "slot": "default", "count": {"per_slot": 1}}],
-        "attributes": {"system": {"duration": 60}}}
+CORE = jobspec([{"type": "slot", "count": 1, "label": "default",
+                 "with": [{"type": "core", "count": 1}]}], 60)
 EXPECTED = """\
       ---------core0[1:x]
       ------node0[1:x]

@@ -20,24 +20,18 @@ import json
 from pathlib import Path
 
 import yaml
-from support.rq_run import rq
+from support.rq_run import jobspec, rq
 
 GRAPH = {"version": 1, "execution": {
     "R_lite": [{"rank": "0-3", "children": {"core": "0-1"}}],
     "nodelist": ["node[0-3]"], "starttime": 0, "expiration": 0}}
 
 
-def _spec(resources: list[dict], duration: int) -> dict:
-    return {"version": 9999, "resources": resources,
-            "tasks": [{"command": ["app"], "slot": "default", "count": {"per_slot": 1}}],
-            "attributes": {"system": {"duration": duration}}}
-
-
 CORE_SLOT = [{"type": "slot", "count": 1, "label": "default",
               "with": [{"type": "core", "count": 1}]}]
-WHOLE_CLUSTER = _spec([{"type": "cluster", "count": 1, "exclusive": True, "with": [
+WHOLE_CLUSTER = jobspec([{"type": "cluster", "count": 1, "exclusive": True, "with": [
     {"type": "node", "count": 1, "with": CORE_SLOT}]}], 10)
-CORE = _spec(CORE_SLOT, 60)
+CORE = jobspec(CORE_SLOT, 60)
 
 COMMANDS = """\
 match allocate {cl}

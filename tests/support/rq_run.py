@@ -1,4 +1,5 @@
-"""Run `fluxnode resource-query` as a subprocess, as a user would."""
+"""Run `fluxnode resource-query` as a subprocess, as a user would, and write the jobspecs
+its cases read."""
 
 from __future__ import annotations
 
@@ -15,3 +16,10 @@ def rq(tmp_path, graph, commands: str, *args: str) -> tuple[str, str, int]:
          "-t", str(out), *args],
         input=commands, capture_output=True, text=True, timeout=60)
     return (out.read_text() if out.exists() else ""), proc.stderr, proc.returncode
+
+
+def jobspec(resources: list[dict], duration: int) -> dict:
+    """A version-9999 jobspec (RFC 25) of `resources`, one task per `default` slot."""
+    return {"version": 9999, "resources": resources,
+            "tasks": [{"command": ["app"], "slot": "default", "count": {"per_slot": 1}}],
+            "attributes": {"system": {"duration": duration}}}
