@@ -29,6 +29,8 @@ import datetime
 import json
 from typing import Any
 
+from fluxnode.testing.kube_copy import json_copy
+
 # Keywords applied below, and those that only describe (no effect on a write).
 APPLIED = {"type", "properties", "required", "enum", "items", "additionalProperties",
            "x-kubernetes-preserve-unknown-fields", "x-kubernetes-int-or-string", "nullable",
@@ -110,7 +112,7 @@ def apply_defaults(value: Any, schema: dict) -> None:
     if isinstance(value, dict):
         for key, sub in (schema.get("properties") or {}).items():
             if key not in value and "default" in sub:
-                value[key] = json.loads(json.dumps(sub["default"]))
+                value[key] = json_copy(sub["default"])
             if key in value:
                 apply_defaults(value[key], sub)
         if isinstance(schema.get("additionalProperties"), dict):
