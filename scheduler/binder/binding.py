@@ -58,6 +58,14 @@ def _api_message(exc: ApiException) -> str:
         return f"HTTP {exc.status} {exc.reason}"
 
 
+def _bind_error(exc: Exception) -> BindError:
+    """A failed write as a BindError: the API server's status and message, or status 0 for
+    connection trouble (the write may or may not have happened)."""
+    if isinstance(exc, ApiException):
+        return BindError(exc.status, _api_message(exc))
+    return BindError(0, f"{type(exc).__name__}: {exc}")
+
+
 @dataclass
 class PodWriter:
     api: kube_raw.RawApi | HttpWriter  # HttpWriter unless a proxy is configured
@@ -75,10 +83,8 @@ class PodWriter:
         self.ungate(pod)
         try:
             self.api.request("POST", *self._binding(pod, slot, alloc_id, group))
-        except ApiException as exc:
-            raise BindError(exc.status, _api_message(exc)) from None
-        except Exception as exc:  # connection trouble: the bind may or may not have happened
-            raise BindError(0, f"{type(exc).__name__}: {exc}") from None
+        except Exception as exc:
+            raise _bind_error(exc) from None
 
     def bind_many(self, binds: list[tuple[PodInfo, PodSlot, int, str]]) -> list[BindError | None]:
         """Bind each pod as `bind_only` does; one outcome each, in order (None: bound). The
@@ -100,10 +106,8 @@ class PodWriter:
             answers = self.api.pipeline(
                 [Write("POST", *self._binding(*binds[i])) for i in piped])
             for i, answer in zip(piped, answers, strict=True):
-                if isinstance(answer, ApiException):
-                    outcomes[i] = BindError(answer.status, _api_message(answer))
-                elif isinstance(answer, Exception):
-                    outcomes[i] = BindError(0, f"{type(answer).__name__}: {answer}")
+                if isinstance(answer, Exception):
+                    outcomes[i] = _bind_error(answer)
         return outcomes
 
     def _binding(self, pod: PodInfo, slot: PodSlot, alloc_id: int,
@@ -142,10 +146,8 @@ class PodWriter:
                     self.api.request("PATCH",
                                      f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
                                      patch, "application/json-patch+json")
-                except ApiException as exc:
-                    raise BindError(exc.status, _api_message(exc)) from None
-                except Exception as exc:  # connection trouble: the gate may be gone or not
-                    raise BindError(0, f"{type(exc).__name__}: {exc}") from None
+                except Exception as exc:  # (connection trouble: the gate may be gone or not)
+                    raise _bind_error(exc) from None
                 return
 
     def scheduled(self, pod: PodInfo, slot: PodSlot, alloc_id: int) -> None:
