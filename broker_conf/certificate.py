@@ -29,7 +29,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import zmq
+# libzmq's CURVE calls straight from pyzmq's compiled backend: a broker that has not loaded
+# pyzmq's sugar (agent/broker/zmq_core.py, issue 32) does not load it for its certificate
+from zmq.backend.cython._zmq import curve_keypair, curve_public, zmq_version_info
 
 __all__ = ["Certificate", "CertificateError", "generate", "write", "load", "loads", "dumps"]
 
@@ -69,13 +71,13 @@ def _check_key(key: bytes | str, what: str) -> bytes:
 
 
 def _check_pair(public_key: bytes, secret_key: bytes) -> None:
-    if zmq.curve_public(secret_key) != public_key:
+    if curve_public(secret_key) != public_key:
         raise CertificateError("public-key does not belong to secret-key")
 
 
 def generate(name: str | None = None) -> Certificate:
     """A fresh keypair from libzmq, with flux-keygen-style metadata."""
-    public_key, secret_key = zmq.curve_keypair()
+    public_key, secret_key = curve_keypair()
     try:
         # Lazy: importlib.metadata costs ~30 ms, paid by every CLI command that reads a certificate.
         from importlib.metadata import version
@@ -90,7 +92,7 @@ def generate(name: str | None = None) -> Certificate:
         "keygen.hostname": hostname,
         "keygen.time": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "keygen.userid": str(os.getuid()),
-        "keygen.zmq-version": zmq.zmq_version(),
+        "keygen.zmq-version": ".".join(map(str, zmq_version_info())),
     }
     return Certificate(public_key=public_key, secret_key=secret_key, metadata=meta)
 

@@ -32,8 +32,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import zmq
 from fluxnode.agent.broker import attributes
+from fluxnode.agent.broker import zmq_core as zmq
 from fluxnode.agent.broker.archive_service import ArchiveService, ArchiveServiceContext
 from fluxnode.agent.broker.boot import BrokerError, InstanceState, boot
 from fluxnode.agent.broker.broker_log import BrokerLog
@@ -103,7 +103,7 @@ class Broker:
         # before any socket: a bad certificate fails cleanly
         self.cert = self.shared.cert or _load_certificate(state)
         self.ctx = zmq.Context(io_threads=1)
-        self.ctx.setsockopt(zmq.BLOCKY, 0)
+        self.ctx.set(zmq.BLOCKY, 0)
         self.overlay = self._make_overlay(tbon_fd)
         self.router = Router(state, self.services, self.overlay, self.connector, log)
         self.events = EventBus(state, self.overlay, self.connector, self.router.request, log)

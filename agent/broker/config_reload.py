@@ -15,7 +15,7 @@ import dataclasses
 import errno
 from collections.abc import Callable
 
-import zmq
+from fluxnode.agent.broker import zmq_core as zmq
 from fluxnode.agent.broker.boot import BrokerError, InstanceState, parse_quorum
 from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.message import Message, ServiceError

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import zmq
+from fluxnode.agent.broker import zmq_core as zmq
 from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.message import (
     MAX_MESSAGE_SIZE,

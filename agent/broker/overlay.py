@@ -23,13 +23,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import zmq
+from fluxnode.agent.broker import zmq_core as zmq
 from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.message import MAX_MESSAGE_SIZE, Message, MessageError
 from fluxnode.agent.broker.overlay_auth import InstanceKeyAuthenticator
 from fluxnode.agent.broker.overlay_guard import MONITOR_EVENTS, AdmissionGuard, GuardLimits
 from fluxnode.agent.broker.reactor import Reactor, Timer
-from fluxnode.agent.broker.zframes import recv_frames, send_frames
+from fluxnode.agent.broker.zframes import recv_frames, recv_parts, send_frames
 from fluxnode.agent.broker.zoptions import set_options
 from fluxnode.broker_conf.config import TbonConfig
 
@@ -190,7 +190,7 @@ class Overlay:
         if self.bind_uri is not None:
             self._open_router(self.bind_uri)
         if self.parent_uri is not None:
-            self.dealer = self.ctx.socket(zmq.DEALER)
+            self.dealer = zmq.Socket(self.ctx, zmq.DEALER)
             self.params.tune(self.dealer)
             set_options(self.dealer, [
                 (zmq.ROUTING_ID, str(self.rank).encode()),
@@ -204,7 +204,7 @@ class Overlay:
     def _open_router(self, bind_uri: str) -> None:
         """Bind the ROUTER children and clients connect to, with its ZAP handler and monitor."""
         self.auth.open()
-        self.router = self.ctx.socket(zmq.ROUTER)
+        self.router = zmq.Socket(self.ctx, zmq.ROUTER)
         self.params.tune(self.router)
         options: list[tuple[int, int | bytes]] = [
             (zmq.ROUTER_MANDATORY, 1), (zmq.ROUTER_HANDOVER, 1), (zmq.ZAP_DOMAIN, b"fluxnode"),
@@ -276,10 +276,9 @@ class Overlay:
         assert self.router is not None
         for _ in range(1000):
             if self.guard.pending:
-                try:
-                    # who sends has proved itself: the guard must not shed its connection
-                    parts = self.router.recv_multipart(zmq.NOBLOCK, copy=False)
-                except zmq.Again:
+                # who sends has proved itself: the guard must not shed its connection
+                parts = recv_parts(self.router)
+                if parts is None:
                     return
                 self.guard.proved(parts[0].get(zmq.SRCFD))
                 frames = [p.bytes for p in parts]

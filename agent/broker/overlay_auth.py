@@ -15,10 +15,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-import zmq
+from fluxnode.agent.broker import zmq_core as zmq
 from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.reactor import Reactor
-from zmq.utils import z85
+from fluxnode.agent.broker.zframes import recv_frames, send_frames
+from fluxnode.agent.broker.zmq_core import z85
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 
@@ -38,8 +39,8 @@ class InstanceKeyAuthenticator:
 
     def open(self) -> None:
         """Serve ZAP requests (before the ROUTER binds, so no handshake goes unchecked)."""
-        self.zap = self.ctx.socket(zmq.REP)
-        self.zap.linger = 0
+        self.zap = zmq.Socket(self.ctx, zmq.REP)
+        self.zap.set(zmq.LINGER, 0)
         self.zap.bind(ZAP_ENDPOINT)
         self.reactor.add(self.zap, zmq.POLLIN, self._zap_ready)
 
@@ -52,15 +53,15 @@ class InstanceKeyAuthenticator:
         """Log the failed handshakes of `router` that never reach ZAP; hand the raw monitor
         messages of `events` to `listener`."""
         self._listener = listener
-        self.monitor = router.get_monitor_socket(
-            zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH | events
+        self.monitor = zmq.monitor_socket(
+            router, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH | events
         )
         self.reactor.add(self.monitor, zmq.POLLIN, self._monitor_ready)
 
     def unwatch(self, router: zmq.Socket | None) -> None:
         if self.monitor is not None and router is not None:
             self.reactor.remove(self.monitor)
-            router.disable_monitor()
+            router.monitor(None, 0)
             self.monitor.close(0)
         self.monitor = None
 
@@ -73,14 +74,13 @@ class InstanceKeyAuthenticator:
     def _zap_ready(self, _revents: int) -> None:
         assert self.zap is not None
         while True:
-            try:
-                frames = self.zap.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
+            frames = recv_frames(self.zap)
+            if frames is None:
                 return
             version, request_id, _domain, address, _identity, mechanism = frames[:6]
             ok = mechanism == b"CURVE" and len(frames) >= 7 and frames[6] == self._raw_key
             if ok:
-                self.zap.send_multipart([version, request_id, b"200", b"OK", b"instance", b""])
+                send_frames(self.zap, [version, request_id, b"200", b"OK", b"instance", b""])
             else:
                 self.refused += 1
                 self.log.warning(
@@ -89,16 +89,14 @@ class InstanceKeyAuthenticator:
                     mechanism.decode(errors="replace"),
                     address.decode(errors="replace"),
                 )
-                self.zap.send_multipart(
-                    [version, request_id, b"400", b"unknown public key", b"", b""]
-                )
+                send_frames(self.zap,
+                            [version, request_id, b"400", b"unknown public key", b"", b""])
 
     def _monitor_ready(self, _revents: int) -> None:
         assert self.monitor is not None
         while True:
-            try:
-                frames = self.monitor.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
+            frames = recv_frames(self.monitor)
+            if frames is None:
                 return
             if len(frames) < 2 or len(frames[0]) < 6:
                 continue

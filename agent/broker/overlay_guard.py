@@ -40,7 +40,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-import zmq
+from fluxnode.agent.broker import zmq_core as zmq
 from fluxnode.agent.broker.broker_log import BrokerLog
 
 LOG_EVERY = 10.0  # seconds between two "shed" log lines

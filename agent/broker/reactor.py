@@ -1,18 +1,31 @@
-"""A single-threaded event loop: one zmq.Poller over sockets/fds plus a timer heap.
+"""A single-threaded event loop: one zmq_poll over sockets/fds plus a timer heap.
 
-Everything in a broker runs on this one thread, so handlers never need locks.
+Everything in a broker runs on this one thread, so handlers never need locks. The poll
+list is kept as the (socket or fd, events) pairs libzmq's `zmq_poll` takes, and handed to
+the backend's `zmq_poll` as it is (no pyzmq Poller: its `poll` rebuilt its arguments and a
+dict of results on every wakeup). A timer's wait is rounded up to the next millisecond,
+so a loop waiting for a timer due in 0.3 ms sleeps once instead of polling with 0 until
+it is due.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import time
 from collections.abc import Callable
 from typing import Any
 
-import zmq
+from fluxnode.agent.broker import zmq_core as zmq
 from fluxnode.agent.broker.broker_log import BrokerLog
+
+
+def _key(sock: Any) -> Any:
+    """What zmq_poll is given for `sock`: a zmq socket itself, else its file descriptor."""
+    if isinstance(sock, zmq.Socket):
+        return sock
+    return int(sock if isinstance(sock, int) else sock.fileno())
 
 
 class Timer:
@@ -30,7 +43,7 @@ class Timer:
 class Reactor:
     def __init__(self, log: BrokerLog) -> None:
         self.log = log  # where a failed handler's traceback goes
-        self.poller = zmq.Poller()
+        self._items: list[tuple[Any, int]] = []  # zmq_poll's list, in registration order
         self._handlers: dict[Any, Callable[[int], None]] = {}
         self._timers: list[tuple[float, int, Timer]] = []
         self._counter = itertools.count()
@@ -38,30 +51,26 @@ class Reactor:
 
     def add(self, sock: Any, events: int, handler: Callable[[int], None]) -> None:
         """Watch a zmq socket or file descriptor; `handler(revents)` runs when ready."""
-        key = (
-            sock
-            if isinstance(sock, zmq.Socket)
-            else int(sock if isinstance(sock, int) else sock.fileno())
-        )
+        key = _key(sock)
+        if key in self._handlers:
+            self._set_events(key, events)
+        else:
+            self._items.append((key, events))
         self._handlers[key] = handler
-        self.poller.register(key, events)
 
     def modify(self, sock: Any, events: int) -> None:
-        key = (
-            sock
-            if isinstance(sock, zmq.Socket)
-            else int(sock if isinstance(sock, int) else sock.fileno())
-        )
-        self.poller.modify(key, events)
+        """Change what a watched socket or fd waits for (one no longer watched: nothing)."""
+        key = _key(sock)
+        if key in self._handlers:
+            self._set_events(key, events)
+
+    def _set_events(self, key: Any, events: int) -> None:
+        self._items = [(k, events if k == key else e) for k, e in self._items]
 
     def remove(self, sock: Any) -> None:
-        key = (
-            sock
-            if isinstance(sock, zmq.Socket)
-            else int(sock if isinstance(sock, int) else sock.fileno())
-        )
+        key = _key(sock)
         if self._handlers.pop(key, None) is not None:
-            self.poller.unregister(key)
+            self._items = [(k, e) for k, e in self._items if k != key]
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         timer = Timer(time.monotonic() + delay, callback)
@@ -93,9 +102,10 @@ class Reactor:
         self._running = False
 
     def run(self) -> None:
+        poll = zmq.zmq_poll
         self._running = True
         while self._running:
-            timeout = None
+            timeout = -1  # no timer: wait for an event
             now = time.monotonic()
             while self._timers:
                 when, _, timer = self._timers[0]
@@ -109,9 +119,9 @@ class Reactor:
                         return
                     now = time.monotonic()
                     continue
-                timeout = max(0.0, (when - now) * 1000.0)
+                timeout = math.ceil((when - now) * 1000.0)  # in ms, rounded up
                 break
-            for key, revents in self.poller.poll(timeout):
+            for key, revents in poll(self._items, timeout):
                 handler = self._handlers.get(key)
                 if handler is not None:
                     self._call(handler, revents)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import signal
 import socket
 
-import zmq
+from fluxnode.agent.broker import zmq_core as zmq
 from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.message import Message
 from fluxnode.agent.broker.overlay import Overlay
@@ -89,5 +89,5 @@ class Shutdown:
             self._timer.cancel()
         if self.overlay.dealer is not None:
             self.overlay.goodbye()
-            self.overlay.dealer.linger = 1000
+            self.overlay.dealer.set(zmq.LINGER, 1000)
         self.reactor.stop()

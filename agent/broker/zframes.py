@@ -14,16 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import zmq
-from zmq.backend import Socket as _Backend
+from fluxnode.agent.broker import zmq_core as zmq
 
-_NOBLOCK = int(zmq.NOBLOCK)
-_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
-_EVENTS = int(zmq.EVENTS)
-_POLLIN = int(zmq.POLLIN)
-_recv = _Backend.recv
-_send = _Backend.send
-_get = _Backend.get
+_NOBLOCK = zmq.NOBLOCK
+_MORE = zmq.NOBLOCK | zmq.SNDMORE
+_EVENTS = zmq.EVENTS
+_POLLIN = zmq.POLLIN
+_recv = zmq.Socket.recv
+_send = zmq.Socket.send
+_get = zmq.Socket.get
 
 
 def recv_frames(sock: zmq.Socket) -> list[bytes] | None:
@@ -36,6 +35,18 @@ def recv_frames(sock: zmq.Socket) -> list[bytes] | None:
         frame = _recv(sock, _NOBLOCK, False)
         frames.append(frame.bytes)
     return frames
+
+
+def recv_parts(sock: zmq.Socket) -> list[zmq.Frame] | None:
+    """As recv_frames, but the zmq.Frame objects themselves (to read a frame's SRCFD)."""
+    if not _get(sock, _EVENTS) & _POLLIN:
+        return None
+    frame = _recv(sock, _NOBLOCK, False)
+    parts = [frame]
+    while frame.more:
+        frame = _recv(sock, _NOBLOCK, False)
+        parts.append(frame)
+    return parts
 
 
 def send_frames(sock: zmq.Socket, frames: Sequence[bytes]) -> None:

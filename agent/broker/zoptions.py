@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import zmq
-from zmq.backend import Socket as _Backend
+from fluxnode.agent.broker import zmq_core as zmq
 
-_set = _Backend.set
+_set = zmq.Socket.set
 
 
 def set_options(sock: zmq.Socket, options: Iterable[tuple[int, int | bytes]]) -> None:

@@ -6,7 +6,7 @@ alone as the node agent starts it (`python -m fluxnode broker`)."""
 
 from __future__ import annotations
 
-from fluxnode.testing.lone_broker import lone_worker
+from fluxnode.testing.lone_broker import leader_and_worker, lone_worker
 
 FORBIDDEN = ("fluxnode.scheduler", "yaml", "kubernetes", "click", "networkx", "jinja2",
              "_hashlib", "sqlite3", "_sqlite3",
@@ -16,7 +16,11 @@ FORBIDDEN = ("fluxnode.scheduler", "yaml", "kubernetes", "click", "networkx", "j
              "fluxnode.agent.logs",
              # nor the logging package at all: the broker's lines are broker_log's, and the
              # level numbers it needs are there too (0.4 MiB of a lone worker's RSS)
-             "logging")
+             "logging",
+             # nor pyzmq's sugar: the broker calls libzmq through pyzmq's compiled backend
+             # alone (agent/broker/zmq_core.py; 1.1 MiB of RSS, and pickle, random, json's
+             # pure-Python half, platform come with it)
+             "zmq.sugar", "zmq.utils.jsonapi", "pickle", "platform")
 
 
 def imported(report: str) -> list[str]:
@@ -30,6 +34,23 @@ def test_a_worker_broker_imports_none_of_the_leaders_or_the_cli_libraries(tmp_pa
     with open(err, "wb") as f, lone_worker(tmp_path / "w", ("-X", "importtime"), stderr=f):
         pass  # it answered a ping: every module it serves with is loaded
     modules = imported(err.read_text())
-    assert "zmq" in modules and "fluxnode.agent.broker.broker" in modules, modules[:20]
+    assert "zmq.constants" in modules and "fluxnode.agent.broker.broker" in modules, \
+        modules[:20]
     loaded = sorted({m for m in modules for f in FORBIDDEN if m == f or m.startswith(f + ".")})
     assert loaded == [], f"a worker broker imported {loaded}"
+
+
+def test_brokers_exchanging_messages_over_the_tbon_load_no_sugar(tmp_path):
+    """What a broker loads once messages cross the overlay (rank 0's ROUTER, its ZAP
+    handler and socket monitor, rank 1's DEALER, frames received into zmq.Frame objects):
+    still no pyzmq sugar. Both ranks are processes of their own, not forked from a launcher
+    that may have loaded it."""
+    reports = (tmp_path / "rank0.txt", tmp_path / "rank1.txt")
+    with open(reports[0], "wb") as f0, open(reports[1], "wb") as f1, \
+            leader_and_worker(tmp_path / "pair", ("-X", "importtime"), stderr=(f0, f1)):
+        pass  # rank 1 answered a ping sent through rank 0
+    for rank, report in enumerate(reports):
+        modules = imported(report.read_text())
+        assert "fluxnode.agent.broker.zmq_core" in modules, (rank, modules[:20])
+        sugar = sorted(m for m in modules if m == "zmq.sugar" or m.startswith("zmq.sugar."))
+        assert sugar == [], f"rank {rank} imported {sugar}"
