@@ -274,7 +274,7 @@ class Overlay:
     # -- receiving -------------------------------------------------------------------------
     def _router_ready(self, _revents: int) -> None:
         assert self.router is not None
-        for _ in range(1000):
+        for i in range(1000):
             if self.guard.pending:
                 # who sends has proved itself: the guard must not shed its connection
                 parts = recv_parts(self.router)
@@ -283,7 +283,7 @@ class Overlay:
                 self.guard.proved(parts[0].get(zmq.SRCFD))
                 frames = [p.bytes for p in parts]
             else:
-                received = recv_frames(self.router)
+                received = recv_frames(self.router, ready=i == 0)  # zmq_poll said so
                 if received is None:
                     return
                 frames = received
@@ -292,8 +292,8 @@ class Overlay:
 
     def _dealer_ready(self, _revents: int) -> None:
         assert self.dealer is not None
-        for _ in range(1000):
-            frames = recv_frames(self.dealer)
+        for i in range(1000):
+            frames = recv_frames(self.dealer, ready=i == 0)  # zmq_poll said so
             if frames is None:
                 return
             self._from_parent(frames)

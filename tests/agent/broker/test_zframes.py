@@ -27,6 +27,19 @@ def test_an_empty_socket_gives_none(pair):
     assert recv_frames(b) is None
 
 
+def test_a_socket_said_ready_that_is_not_gives_none(pair):
+    _, b = pair
+    assert recv_frames(b, ready=True) is None
+
+
+def test_a_socket_said_ready_gives_its_message_whole(pair):
+    a, b = pair
+    send_frames(a, [b"a", b"", b"c"])
+    wait_for(lambda: zmq.zmq_poll([(b, zmq.POLLIN)], 0) != [], 10, what="b to be readable")
+    assert recv_frames(b, ready=True) == [b"a", b"", b"c"]
+    assert recv_frames(b, ready=True) is None
+
+
 def test_messages_come_whole_and_in_order(pair):
     a, b = pair
     sent = [[b"one"], [b"FLUXNODE1", b"", b"x" * 100_000], [b"a", b"b", b"c", b"d"]]
