@@ -283,7 +283,7 @@ class Overlay:
                 self.guard.proved(parts[0].get(zmq.SRCFD))
                 frames = [p.bytes for p in parts]
             else:
-                received = recv_frames(self.router, ready=i == 0)  # zmq_poll said so
+                received = recv_frames(self.router, ready=i == 0)  # the reactor found it readable
                 if received is None:
                     return
                 frames = received
@@ -293,7 +293,7 @@ class Overlay:
     def _dealer_ready(self, _revents: int) -> None:
         assert self.dealer is not None
         for i in range(1000):
-            frames = recv_frames(self.dealer, ready=i == 0)  # zmq_poll said so
+            frames = recv_frames(self.dealer, ready=i == 0)  # the reactor found it readable
             if frames is None:
                 return
             self._from_parent(frames)

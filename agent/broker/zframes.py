@@ -9,7 +9,7 @@ exception, whose construction looks up its errno as an enum. Here the Cython bac
 ints, an empty socket is asked once (`ZMQ_EVENTS`) instead of raising, and whether more
 parts follow is read from each received zmq.Frame. Frames come back as bytes. Asking costs
 about as much as receiving a message (1.4 µs: the backend looks the option up as an
-enum), so the first read after zmq_poll reported the socket readable does not ask.
+enum), so the first read after the reactor found the socket readable does not ask.
 """
 
 from __future__ import annotations
@@ -23,15 +23,20 @@ _MORE = zmq.NOBLOCK | zmq.SNDMORE
 _EVENTS = zmq.EVENTS
 _POLLIN = zmq.POLLIN
 _recv = zmq.Socket.recv
+
+# Every socket a message was sent on or received from since the reactor last asked: its
+# ZMQ_FD (edge-triggered) may have been consumed by the call, so the reactor asks
+# ZMQ_EVENTS of these before it sleeps (reactor.py).
+touched: set[zmq.Socket] = set()
 _send = zmq.Socket.send
 _get = zmq.Socket.get
 
 
 def recv_frames(sock: zmq.Socket, ready: bool = False) -> list[bytes] | None:
-    """The next whole message waiting on `sock`, or None if there is none. `ready`: zmq_poll
-    has just said a message is waiting, so the socket is not asked first (a wakeup that
-    brings one message asks once, when the handler drains, not twice); if it was wrong
-    after all, the receive's EAGAIN gives None."""
+    """The next whole message waiting on `sock`, or None if there is none. `ready`: the
+    reactor has just found a message waiting (ZMQ_EVENTS), so the socket is not asked
+    again; if it was wrong after all, the receive's EAGAIN gives None."""
+    touched.add(sock)
     if ready:
         try:
             frame = _recv(sock, _NOBLOCK, False)
@@ -50,6 +55,7 @@ def recv_frames(sock: zmq.Socket, ready: bool = False) -> list[bytes] | None:
 
 def recv_parts(sock: zmq.Socket) -> list[zmq.Frame] | None:
     """As recv_frames, but the zmq.Frame objects themselves (to read a frame's SRCFD)."""
+    touched.add(sock)
     if not _get(sock, _EVENTS) & _POLLIN:
         return None
     frame = _recv(sock, _NOBLOCK, False)
@@ -63,6 +69,7 @@ def recv_parts(sock: zmq.Socket) -> list[zmq.Frame] | None:
 def send_frames(sock: zmq.Socket, frames: Sequence[bytes]) -> None:
     """Queue a whole message without blocking; zmq.ZMQError (e.g. EAGAIN at the high water
     mark, EHOSTUNREACH for a router's unknown peer) as `send_multipart` raises it."""
+    touched.add(sock)
     last = len(frames) - 1
     for i in range(last):
         _send(sock, frames[i], _MORE)

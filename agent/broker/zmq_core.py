@@ -116,7 +116,7 @@ PAIR, REP, DEALER, ROUTER = int(_c.PAIR), int(_c.REP), int(_c.DEALER), int(_c.RO
 BLOCKY = int(_c.BLOCKY)
 NOBLOCK, SNDMORE = int(_c.NOBLOCK), int(_c.SNDMORE)
 POLLIN, POLLOUT, POLLERR = int(_c.POLLIN), int(_c.POLLOUT), int(_c.POLLERR)
-EVENTS, SRCFD = int(_c.EVENTS), int(_c.SRCFD)
+EVENTS, SRCFD, FD = int(_c.EVENTS), int(_c.SRCFD), int(_c.FD)
 LINGER, SNDHWM, RCVHWM, MAXMSGSIZE = (int(_c.LINGER), int(_c.SNDHWM), int(_c.RCVHWM),
                                       int(_c.MAXMSGSIZE))
 TCP_KEEPALIVE, TCP_KEEPALIVE_CNT = int(_c.TCP_KEEPALIVE), int(_c.TCP_KEEPALIVE_CNT)
@@ -138,7 +138,7 @@ def monitor_socket(sock: Any, events: int) -> Any:
     """Start libzmq's monitor of `sock` for `events` and return the PAIR socket its
     events arrive on (what pyzmq's `get_monitor_socket` does); `sock.monitor(None, 0)`
     stops it."""
-    addr = f"inproc://monitor.s-{sock.get(int(_c.FD))}"
+    addr = f"inproc://monitor.s-{sock.get(FD)}"
     sock.monitor(addr, events)
     pair = Socket(sock.context, PAIR)
     pair.connect(addr)

@@ -1,0 +1,138 @@
+"""The broker's reactor (agent/broker/reactor.py) with real ZeroMQ sockets and pipes.
+
+ZeroMQ sockets are watched through their edge-triggered ZMQ_FD: a message must not be left
+waiting because a send or receive consumed the descriptor's signal. The oracle for what a
+handler is told about a plain descriptor is libzmq's own zmq_poll on the same descriptor.
+Deadlines are timers of the reactor under test: a lost wakeup shows as the deadline
+firing first.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import zmq
+from fluxnode.agent.broker import zmq_core
+from fluxnode.agent.broker.broker_log import BrokerLog
+from fluxnode.agent.broker.reactor import Reactor
+from fluxnode.agent.broker.zframes import recv_frames, send_frames
+
+DEADLINE = 30.0  # seconds; only reached when a wakeup was lost
+
+
+@pytest.fixture
+def pair():
+    ctx = zmq_core.Context(io_threads=1)
+    a, b = zmq_core.Socket(ctx, zmq_core.PAIR), zmq_core.Socket(ctx, zmq_core.PAIR)
+    a.bind("inproc://reactor")
+    b.connect("inproc://reactor")
+    yield a, b
+    a.close(0)
+    b.close(0)
+    ctx.term()
+
+
+def _reactor(_tmp_path) -> Reactor:
+    return Reactor(BrokerLog("test", 3))
+
+
+def test_a_burst_read_one_message_per_wakeup_is_all_read(pair, tmp_path):
+    """The handler takes one message per call and answers on the same socket (which may
+    consume the ZMQ_FD signal for the rest): every message is still handled."""
+    a, b = pair
+    reactor = _reactor(tmp_path)
+    got: list[bytes] = []
+    expired = []
+
+    def on_b(revents: int) -> None:
+        assert revents == zmq_core.POLLIN
+        frames = recv_frames(b, ready=True)
+        if frames is not None:
+            got.append(frames[0])
+            send_frames(b, [b"ack"])
+            if len(got) == 200:
+                reactor.stop()
+
+    reactor.add(b, zmq_core.POLLIN, on_b)
+    reactor.call_later(DEADLINE, lambda: (expired.append(True), reactor.stop()))
+    for i in range(200):
+        send_frames(a, [str(i).encode()])
+    reactor.run()
+    assert not expired, f"{len(got)} of 200 messages handled before the deadline"
+    assert got == [str(i).encode() for i in range(200)]
+
+
+def test_messages_sent_from_a_timer_and_answered_are_seen(pair, tmp_path):
+    """Ping-pong between two sockets in one reactor, started from a timer: each answer
+    arrives on a socket that was just used to send."""
+    a, b = pair
+    reactor = _reactor(tmp_path)
+    rounds: list[int] = []
+    expired = []
+
+    def on_a(_revents: int) -> None:
+        while (frames := recv_frames(a)) is not None:
+            n = int(frames[0])
+            rounds.append(n)
+            if n == 100:
+                reactor.stop()
+                return
+            send_frames(a, [str(n + 1).encode()])
+
+    def on_b(_revents: int) -> None:
+        while (frames := recv_frames(b)) is not None:
+            send_frames(b, frames)
+
+    reactor.add(a, zmq_core.POLLIN, on_a)
+    reactor.add(b, zmq_core.POLLIN, on_b)
+    reactor.call_later(0.001, lambda: send_frames(a, [b"0"]))
+    reactor.call_later(DEADLINE, lambda: (expired.append(True), reactor.stop()))
+    reactor.run()
+    assert not expired, f"stopped after {len(rounds)} rounds"
+    assert rounds == list(range(101))
+
+
+def test_a_descriptor_is_reported_as_zmq_poll_reports_it(tmp_path):
+    """Data, then the writer closed (POLLIN and POLLHUP from poll(2)): the handler's bits are
+    libzmq's zmq_poll's for the same descriptor."""
+    reactor = _reactor(tmp_path)
+    r, w = os.pipe()
+    seen: list[int] = []
+
+    def on_r(revents: int) -> None:
+        seen.append(revents)
+        reactor.stop()
+
+    try:
+        reactor.add(r, zmq_core.POLLIN, on_r)
+        for step in (lambda: os.write(w, b"x"), lambda: os.close(w)):
+            step()
+            reactor.run()
+            ((_fd, expected),) = zmq.zmq_poll([(r, zmq.POLLIN)], 0)
+            assert seen[-1] == int(expected)
+        assert seen[-1] & zmq_core.POLLERR  # the hang-up, as zmq_poll gives it
+    finally:
+        os.close(r)
+
+
+def test_a_removed_socket_is_not_handled(pair, tmp_path):
+    """A message waits on a socket no longer watched; a pipe made readable at the same time
+    ends the loop after one wakeup, in which the removed handler must not run."""
+    a, b = pair
+    reactor = _reactor(tmp_path)
+    handled = []
+    reactor.add(b, zmq_core.POLLIN, lambda _ev: handled.append(recv_frames(b)))
+    reactor.remove(b)
+    send_frames(a, [b"x"])
+    r, w = os.pipe()
+    try:
+        reactor.add(r, zmq_core.POLLIN, lambda _ev: reactor.stop())
+        os.write(w, b"x")
+        reactor.run()
+    finally:
+        os.close(r)
+        os.close(w)
+    assert handled == []
+    assert zmq.zmq_poll([(b, zmq.POLLIN)], DEADLINE * 1000) == [(b, zmq.POLLIN)]
+    assert recv_frames(b) == [b"x"]
