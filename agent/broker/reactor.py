@@ -14,8 +14,10 @@ handler or timer used since the last look (zframes records every socket it sends
 receives from; `add` and `touch` record the others). ZMQ_FD is edge-triggered: it says
 that the socket's state may have changed, and a send or receive can consume that signal
 while leaving a message readable, which is why a socket that was used is asked before the
-loop sleeps again. A timer's wait is rounded up to the next millisecond, so a loop waiting
-for a timer due in 0.3 ms sleeps once instead of polling with 0 until it is due.
+loop sleeps again. The record is one per process, as the broker has one reactor (it asks
+only its own sockets, then forgets the record). A timer's wait is rounded up to the next
+millisecond, so a loop waiting for a timer due in 0.3 ms sleeps once instead of polling
+with 0 until it is due.
 
 Handlers get ZeroMQ's event bits (zmq.POLLIN, POLLOUT, POLLERR) for sockets and
 descriptors alike, as zmq_poll gave them: poll(2)'s POLLHUP, POLLERR and POLLNVAL on a
