@@ -36,7 +36,6 @@ validating webhook's rules name are answered 501.
 from __future__ import annotations
 
 import base64
-import json
 import ssl
 import threading
 import uuid
@@ -47,6 +46,7 @@ from urllib.parse import urlsplit
 
 import urllib3
 
+from fluxnode.testing import kube_json
 from fluxnode.testing.kube_patch import PatchError, json_patch
 from fluxnode.testing.kube_selectors import LabelSelector, SelectorError
 from fluxnode.testing.kube_types import ApiError, ResourceType
@@ -260,7 +260,7 @@ def call(hook: dict, review: dict,
     host, port, server, path, url = _endpoint(hook, timeout, services)
     bundle = (hook.get("clientConfig") or {}).get("caBundle") or ""
     pool = _pool(host, port, server, bundle, timeout, url)
-    body = json.dumps(review).encode()
+    body = kube_json.dumps(review)
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     try:
         try:
@@ -276,7 +276,7 @@ def call(hook: dict, review: dict,
     if reply.status != 200:
         raise CallFailed(f"the server responded with the status code {reply.status} (not 200)")
     try:
-        answer = json.loads(reply.data)
+        answer = kube_json.loads(reply.data)
         response = answer["response"]
     except (ValueError, KeyError, TypeError) as exc:
         raise CallFailed(f"could not read the AdmissionReview it answered: {exc}") from None
@@ -356,7 +356,7 @@ def _ask(hook: dict, attrs: Attributes,
     try:
         if response.get("patchType") != "JSONPatch":
             raise PatchError(f'unsupported patch type "{response.get("patchType")}"')
-        return json_patch(attrs.obj, json.loads(base64.b64decode(response["patch"])))
+        return json_patch(attrs.obj, kube_json.loads(base64.b64decode(response["patch"])))
     except (PatchError, ValueError, TypeError) as exc:
         if hook.get("failurePolicy", "Fail") == "Ignore":
             return attrs.obj

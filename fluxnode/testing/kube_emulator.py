@@ -45,9 +45,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import uvloop
 import yaml
 from aiohttp import web
 
+from fluxnode.testing import kube_json
 from fluxnode.testing.kube_admission import (
     MUTATING_REF,
     VALIDATING_REF,
@@ -226,7 +228,10 @@ class KubeEmulator:
         errors: list[BaseException] = []
 
         def run() -> None:
-            loop = asyncio.new_event_loop()
+            # uvloop: its TLS and transports are compiled, where asyncio's SSL layer is
+            # Python; the server thread's fixed cost per HTTPS request was most of its CPU
+            # (docs/dependencies.md)
+            loop = uvloop.new_event_loop()
             self._loop = loop
             asyncio.set_event_loop(loop)
             try:
@@ -584,7 +589,7 @@ class KubeEmulator:
                         "MethodNotAllowed",
                         "the server does not allow this method on the requested resource",
                     )
-                return web.json_response(discovery)
+                return kube_json.response(discovery)
             info = self._parse(request)
             self.requests.append(info)
             self._authorize(info, user, authorizer)
@@ -598,7 +603,7 @@ class KubeEmulator:
 
     @staticmethod
     def _status(exc: ApiError) -> web.Response:
-        return web.json_response(exc.status(), status=exc.code)
+        return kube_json.response(exc.status(), status=exc.code)
 
     def _openapi_v3(self, path: str) -> dict | None:
         """The OpenAPI v3 documents as far as kubectl reads them: the index of group versions
@@ -816,7 +821,7 @@ class KubeEmulator:
             ctype = request.headers.get("Content-Type", "")
             if "yaml" in ctype:
                 return yaml.safe_load(raw)
-            return json.loads(raw)
+            return kube_json.loads(raw)
         except (ValueError, yaml.YAMLError) as exc:
             raise bad_request(f"the request body is not valid JSON: {exc}") from exc
 
@@ -971,19 +976,19 @@ class KubeEmulator:
             if rt.ref == "poddisruptionbudgets.policy":
                 obj = self._current_budget(obj)
             if wants_table(request.headers.get("Accept", "")):
-                return web.json_response(self._table(request, rt, [obj], {
+                return kube_json.response(self._table(request, rt, [obj], {
                     "resourceVersion": obj["metadata"].get("resourceVersion", "")}))
-            return web.json_response(obj)
+            return kube_json.response(obj)
         if info.verb == "list":
             initial_events(q, watch=False)
             listed = self._list(rt, info)
             if rt.ref == "poddisruptionbudgets.policy":
                 listed["items"] = [self._current_budget(p) for p in listed["items"]]
             if wants_table(request.headers.get("Accept", "")):
-                return web.json_response(
+                return kube_json.response(
                     self._table(request, rt, listed["items"], listed["metadata"])
                 )
-            return web.json_response(listed)
+            return kube_json.response(listed)
         if info.verb == "watch":
             return await self._watch(request, rt, info)
         body = await self._body(request)
@@ -1001,7 +1006,7 @@ class KubeEmulator:
                 raise not_emulated(request, f"mutating webhooks on {rt.plural}/{info.subresource}")
             if info.subresource == "binding":
                 result = store.bind(info.namespace, info.name, body)  # type: ignore[arg-type]
-                return web.json_response(result, status=201)
+                return kube_json.response(result, status=201)
             if info.subresource == "eviction":
                 try:
                     result, pod = evict(store, info.namespace, info.name, body)  # type: ignore[arg-type]
@@ -1009,12 +1014,12 @@ class KubeEmulator:
                     raise not_emulated(request, str(exc)) from None
                 if pod["metadata"].get("deletionGracePeriodSeconds"):
                     self._kubelet_stops(pod)
-                return web.json_response(result, status=201)
+                return kube_json.response(result, status=201)
             if rt.plural == "bindings":
                 result = store.bind(
                     info.namespace, (body.get("metadata") or {}).get("name", ""), body
                 )
-                return web.json_response(result, status=201)
+                return kube_json.response(result, status=201)
             # a JSON body was parsed for this request (no object in it twice, as YAML
             # aliases can make): the store keeps it, and the response is the stored
             # object, serialized at once (no copy either way)
@@ -1027,7 +1032,7 @@ class KubeEmulator:
                 body = await self._admitted("CREATE", rt, info, body, None, user, configurations)
             obj = store.create(info.resource, info.namespace, body, as_client=True,
                                dry_run=dry_run, owned=owned)
-            return _warned(warnings, web.json_response(obj, status=201))
+            return _warned(warnings, kube_json.response(obj, status=201))
         if info.verb == "update":
             if body is None:
                 raise bad_request("the request body is required")
@@ -1037,7 +1042,7 @@ class KubeEmulator:
                 body = await self._admitted("UPDATE", rt, info, body, old, user, configurations)
             obj = store.update(info.resource, info.namespace, info.name, body,  # type: ignore[arg-type]
                                subresource=info.subresource, as_client=True)
-            return _warned(warnings, web.json_response(obj))
+            return _warned(warnings, kube_json.response(obj))
         if info.verb == "patch":
             ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
             kinds = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
@@ -1056,10 +1061,10 @@ class KubeEmulator:
             if configurations:
                 obj = await self._patch_admitted(rt, info, body, kinds[ctype], user,
                                                  configurations)
-                return _warned(warnings, web.json_response(obj))
+                return _warned(warnings, kube_json.response(obj))
             obj = store.patch(info.resource, info.namespace, info.name, body, kinds[ctype],  # type: ignore[arg-type]
                               subresource=info.subresource, as_client=True)
-            return _warned(warnings, web.json_response(obj))
+            return _warned(warnings, kube_json.response(obj))
         if info.verb == "delete":
             options = dict(body) if isinstance(body, dict) else {}
             if "gracePeriodSeconds" in q:  # the query parameter wins, as in the API server
@@ -1077,8 +1082,8 @@ class KubeEmulator:
                     policy = "Orphan"  # batch/v1 Job's DefaultGarbageCollectionPolicy
                 self.job_controller.collect(obj, policy or "Background")
             if not gone or rt.ref in RETURNS_DELETED_OBJECT:
-                return web.json_response(obj)
-            return web.json_response(
+                return kube_json.response(obj)
+            return kube_json.response(
                 {
                     "kind": "Status",
                     "apiVersion": "v1",
@@ -1101,7 +1106,7 @@ class KubeEmulator:
                     )
                 except ApiError:
                     pass
-            return web.json_response(
+            return kube_json.response(
                 {
                     "kind": f"{rt.kind}List",
                     "apiVersion": rt.api_version,
@@ -1248,7 +1253,7 @@ class KubeEmulator:
         chunk: list[bytes] = []
         size = 0
         for event in events:
-            line = json.dumps(event).encode() + b"\n"
+            line = kube_json.dumps(event) + b"\n"
             if chunk and size + len(line) > self.WATCH_CHUNK:
                 await response.write(b"".join(chunk))
                 chunk, size = [], 0

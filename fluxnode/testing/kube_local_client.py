@@ -18,7 +18,6 @@ headers, body); a watch needs a connection and is not offered.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +25,8 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDictProxy
 from yarl import URL
+
+from fluxnode.testing import kube_json
 
 # the longest a controller waits for the server's answer (the official client's timeout
 # in the controller was 30 s too)
@@ -81,7 +82,7 @@ class LocalClient:
         """One request; the answer's JSON body ({} when empty). LocalApiError for a status
         of 400 or more."""
         headers = CIMultiDictProxy(CIMultiDict({**self._headers, "Content-Type": content_type}))
-        data = b"" if body is None else json.dumps(body).encode()
+        data = b"" if body is None else kube_json.dumps(body)
         request = LocalRequest(method, path, headers, data)
         if method == "GET" and request.query.get("watch") in ("true", "1"):
             raise ValueError("a watch needs a connection: not offered in process")
@@ -92,4 +93,4 @@ class LocalClient:
         assert isinstance(raw, bytes)
         if response.status >= 400:
             raise LocalApiError(response.status, raw.decode())
-        return json.loads(raw) if raw else {}
+        return kube_json.loads(raw) if raw else {}
