@@ -947,7 +947,8 @@ class KubeEmulator:
             new["metadata"]["resourceVersion"] = precondition or old["metadata"]["resourceVersion"]
             try:
                 return self.store.update(info.resource, info.namespace, info.name, new,  # type: ignore[arg-type]
-                                         subresource=info.subresource, as_client=True)
+                                         subresource=info.subresource, as_client=True,
+                                         owned=True)  # (the patch's own object)
             except ApiError as exc:
                 if exc.code != 409 or precondition or attempt == 7:
                     raise
@@ -995,6 +996,10 @@ class KubeEmulator:
         self._refuse_unemulated_admission(request, rt, info, user)
         dry_run = "dryRun" in q
         warnings = self._check_fields(request, rt, info, body)
+        # a JSON body was parsed for this request (no object in it twice, as YAML aliases
+        # can make): the store keeps it, and a write's response is the stored object,
+        # serialized at once (no copy either way; stored objects are only replaced)
+        owned = "yaml" not in request.headers.get("Content-Type", "")
         if info.verb == "create":
             if body is None:
                 raise bad_request("the request body is required")
@@ -1020,10 +1025,6 @@ class KubeEmulator:
                     info.namespace, (body.get("metadata") or {}).get("name", ""), body
                 )
                 return kube_json.response(result, status=201)
-            # a JSON body was parsed for this request (no object in it twice, as YAML
-            # aliases can make): the store keeps it, and the response is the stored
-            # object, serialized at once (no copy either way)
-            owned = "yaml" not in request.headers.get("Content-Type", "")
             if rt.ref == "pods" and isinstance(body, dict):  # the Priority plugin runs before
                 # MutatingAdmissionWebhook (the server's plugin order, kube_priority.py)
                 admit_pod_priority(body, store.list(PRIORITY_REF, copy=False)[0])
@@ -1041,7 +1042,7 @@ class KubeEmulator:
                 old = store.get(info.resource, info.namespace, info.name)  # type: ignore[arg-type]
                 body = await self._admitted("UPDATE", rt, info, body, old, user, configurations)
             obj = store.update(info.resource, info.namespace, info.name, body,  # type: ignore[arg-type]
-                               subresource=info.subresource, as_client=True)
+                               subresource=info.subresource, as_client=True, owned=owned)
             return _warned(warnings, kube_json.response(obj))
         if info.verb == "patch":
             ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
@@ -1063,7 +1064,7 @@ class KubeEmulator:
                                                  configurations)
                 return _warned(warnings, kube_json.response(obj))
             obj = store.patch(info.resource, info.namespace, info.name, body, kinds[ctype],  # type: ignore[arg-type]
-                              subresource=info.subresource, as_client=True)
+                              subresource=info.subresource, as_client=True, copy=False)
             return _warned(warnings, kube_json.response(obj))
         if info.verb == "delete":
             options = dict(body) if isinstance(body, dict) else {}

@@ -597,8 +597,10 @@ class KubeStore:
             obj.pop("status", None)
 
     def _write(self, rt: ResourceType, namespace: str | None, name: str, new: dict,
-               subresource: str | None, as_client: bool, precondition_rv: str | None) -> dict:
-        """Replace an existing object with ``new`` (shared by PUT and PATCH)."""
+               subresource: str | None, as_client: bool, precondition_rv: str | None,
+               copy: bool = True) -> dict:
+        """Replace an existing object with ``new`` (shared by PUT and PATCH); the result is
+        a copy, or with ``copy=False`` the stored object, which the caller only reads."""
         key = self._key(rt, namespace, name)
         old = self._objects[rt.ref].get(key)
         if old is None:
@@ -636,15 +638,20 @@ class KubeStore:
             if keep in old["metadata"]:
                 meta[keep] = old["metadata"][keep]
         if as_client and rt.has_status:
+            # A built-in type's write changes only the top level and `metadata` below (the
+            # steps that follow set fields there), so the old object's other parts are
+            # shared, never changed: stored objects are only replaced. A custom resource's
+            # schema prunes and defaults in place (`_prepare_custom`): a copy of its own.
+            custom = rt.ref in self.custom
             if subresource == "status":
                 status = new.get("status")
-                new = json_copy(old)
+                new = json_copy(old) if custom else {**old, "metadata": {**old["metadata"]}}
                 if status is None:
                     new.pop("status", None)
                 else:
                     new["status"] = status
             elif "status" in old:
-                new["status"] = json_copy(old["status"])
+                new["status"] = json_copy(old["status"]) if custom else old["status"]
             else:
                 new.pop("status", None)
         self._normalize(rt, new)
@@ -660,19 +667,23 @@ class KubeStore:
         if new == old:
             # a write that changes nothing is not written: no new resourceVersion, no watch
             # event (apiserver storage GuaranteedUpdate skips an unchanged object)
-            return json_copy(old)
-        return self._commit(rt, "MODIFIED", new, old)
+            return json_copy(old) if copy else old
+        return self._commit(rt, "MODIFIED", new, old, copy=copy)
 
     def update(self, ref: str, namespace: str | None, name: str, body: dict, *,
-               subresource: str | None = None, as_client: bool = False) -> dict:
-        """PUT semantics: optimistic concurrency on metadata.resourceVersion when given."""
+               subresource: str | None = None, as_client: bool = False,
+               owned: bool = False) -> dict:
+        """PUT semantics: optimistic concurrency on metadata.resourceVersion when given.
+        ``owned`` as for `create`: ``body`` is the store's to keep and the result is the
+        stored object, which the caller only reads."""
         rt = self.resource(ref)
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
-        new = json_copy(body)
+        new = body if owned else json_copy(body)
         with self.lock:
             rv = (new.get("metadata") or {}).get("resourceVersion")
-            return self._write(rt, namespace, name, new, subresource, as_client, rv)
+            return self._write(rt, namespace, name, new, subresource, as_client, rv,
+                               copy=not owned)
 
     def patch(
         self,
@@ -684,12 +695,15 @@ class KubeStore:
         *,
         subresource: str | None = None,
         as_client: bool = False,
+        copy: bool = True,
     ) -> dict:
-        """PATCH semantics for ``merge``, ``strategic`` and ``json`` patches."""
+        """PATCH semantics for ``merge``, ``strategic`` and ``json`` patches; with
+        ``copy=False`` the result is the stored object, which the caller only reads."""
         rt = self.resource(ref)
         with self.lock:
             _old, new, precondition = self.patched(ref, namespace, name, patch, patch_type)
-            return self._write(rt, namespace, name, new, subresource, as_client, precondition)
+            return self._write(rt, namespace, name, new, subresource, as_client, precondition,
+                               copy=copy)
 
     def patched(self, ref: str, namespace: str | None, name: str, patch: Any,
                 patch_type: str) -> tuple[dict, dict, str | None]:
