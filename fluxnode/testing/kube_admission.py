@@ -167,13 +167,37 @@ def rule_matches(rule: dict, attrs: Attributes) -> bool:
     return False
 
 
+# A webhook's selectors, parsed once: id(selector object) -> (that object, kept so its id
+# is not reused while the entry stands; the parsed selector). The objects are parts of
+# stored configurations, which a write replaces and never changes, so a configuration
+# written anew is parsed anew; one that does not parse is refused each time it is met.
+_SELECTORS: dict[int, tuple[Any, LabelSelector]] = {}
+_SELECTORS_KEPT = 256
+_SELECTORS_LOCK = threading.Lock()
+
+
+def _selector(selector: dict | None) -> LabelSelector:
+    """`LabelSelector.from_object(selector)`, parsed once per selector object."""
+    if selector is None:
+        return LabelSelector.from_object(None)
+    kept = _SELECTORS.get(id(selector))
+    if kept is not None and kept[0] is selector:
+        return kept[1]
+    parsed = LabelSelector.from_object(selector)
+    with _SELECTORS_LOCK:
+        if len(_SELECTORS) >= _SELECTORS_KEPT:
+            _SELECTORS.clear()
+        _SELECTORS[id(selector)] = (selector, parsed)
+    return parsed
+
+
 def matches(hook: dict, attrs: Attributes, namespace_labels: dict | None) -> bool:
     """Whether a webhook is called for a request (its rules, then its selectors)."""
     if not any(rule_matches(rule, attrs) for rule in hook.get("rules") or []):
         return False
     try:
-        objects = LabelSelector.from_object(hook.get("objectSelector"))
-        namespaces = LabelSelector.from_object(hook.get("namespaceSelector"))
+        objects = _selector(hook.get("objectSelector"))
+        namespaces = _selector(hook.get("namespaceSelector"))
     except SelectorError as exc:
         raise ApiError(500, "InternalError", f"Internal error occurred: {exc}") from None
     if not any(objects.matches((o.get("metadata") or {}).get("labels"))
