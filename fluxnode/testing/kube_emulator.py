@@ -59,6 +59,7 @@ from fluxnode.testing.kube_admission import (
     matches,
     rule_matches,
 )
+from fluxnode.testing.kube_corked import CorkedServer
 from fluxnode.testing.kube_crd import CrdNotEmulated
 from fluxnode.testing.kube_crd_schema import prune
 from fluxnode.testing.kube_events import as_core_event, as_events_event
@@ -274,7 +275,9 @@ class KubeEmulator:
             return web.BaseRequest(message, payload, protocol, writer, task, loop,
                                    client_max_size=16 * 1024 * 1024)
 
-        server = web.Server(self._handle, request_factory=request, access_log=None)
+        # its connections corked (kube_corked): the answers to a client's pipelined
+        # requests leave in one TLS write
+        server = CorkedServer(self._handle, request_factory=request, access_log=None)
         self._runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         assert self.certs is not None

@@ -1,0 +1,102 @@
+"""The API emulator's connections write the answers to pipelined requests together (a cork).
+
+aiohttp writes each response as soon as it is made: one TLS record and one `send` per
+answer. A client that pipelines (the binder sends a chunk's Bindings, then its Events, on
+one connection, HTTP/1.1 answering them in order) has its requests parsed at once and
+handled one after another, each in a task of its own, a turn or two of the event loop
+apart. `CorkedTransport` keeps what is written and hands it to the TLS transport in one
+write once no parsed request of that connection is left waiting (checked at the end of a
+turn of the loop, `loop.call_soon`): the answers to a pipelined burst leave in one or two
+writes instead of one each. A lone answer, or a watch's events, go out at the end of the
+turn they were written in, as nothing is waiting; the bytes and their order are the same.
+`close` and `write_eof` send what is kept first; `abort` drops it, as aborting a transport
+drops its buffer.
+
+The server's handler class (`CorkedRequestHandler`) gives aiohttp this transport in place
+of the real one, with the handler's queue of parsed requests as what is waiting (aiohttp's
+`_messages`; none when a version lacks it, and then each turn's writes go out together);
+everything but writing goes to the real transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sized
+from typing import Any
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+
+class CorkedTransport:
+    """A transport whose writes within one turn of the loop go out as one write."""
+
+    def __init__(self, transport: Any, loop: asyncio.AbstractEventLoop,
+                 waiting: Callable[[], Sized] = tuple):
+        self._transport, self._loop, self._waiting = transport, loop, waiting
+        self._kept: list[bytes] = []
+        self._size = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        if not self._kept:
+            self._loop.call_soon(self._flush_when_idle)
+        self._kept.append(bytes(data))
+        self._size += len(data)
+
+    def writelines(self, chunks: Any) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
+    def _flush_when_idle(self) -> None:
+        if self._kept and len(self._waiting()) and not self._transport.is_closing():
+            self._loop.call_soon(self._flush_when_idle)  # more answers are coming
+            return
+        self.flush()
+
+    def flush(self) -> None:
+        """Hand what was kept to the real transport (unless it is closing: then it is lost
+        with the connection, as anything written to a closing transport is)."""
+        if not self._kept:
+            return
+        data = self._kept[0] if len(self._kept) == 1 else b"".join(self._kept)
+        self._kept, self._size = [], 0
+        if not self._transport.is_closing():
+            self._transport.write(data)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + self._size
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._kept, self._size = [], 0
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:  # reading, pausing, extra info, is_closing...
+        return getattr(self._transport, name)
+
+
+class CorkedRequestHandler(RequestHandler):
+    """aiohttp's request handler on a `CorkedTransport`."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # (uvloop's TLS transport is not an asyncio.Transport subclass, only alike)
+        def waiting() -> Sized:
+            return getattr(self, "_messages", ())
+
+        super().connection_made(CorkedTransport(transport, self._loop, waiting))  # type: ignore[arg-type]
+
+
+class CorkedServer(web.Server):
+    """aiohttp's low-level server whose connections are corked."""
+
+    def __call__(self) -> RequestHandler:
+        return CorkedRequestHandler(self, loop=self._loop, **self._kwargs)
