@@ -729,7 +729,15 @@ class KubeEmulator:
             group, rest = "", parts[2:]
         elif len(parts) >= 3 and parts[0] == "apis":
             group, rest = parts[1], parts[3:]
-            if not any(r.group == group and r.version == parts[2] for r in list(types.values())):
+            # the group version is served: the resource named is of it (the usual case, no
+            # walk over every type), or another type is
+            plural = rest[2] if len(rest) >= 3 and rest[0] == "namespaces" else \
+                (rest[0] if rest else "")
+            named = types.get(f"{plural}.{group}")
+            if not (named is not None and named.group == group and
+                    named.version == parts[2]) and \
+                    not any(r.group == group and r.version == parts[2]
+                            for r in list(types.values())):
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
         else:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")

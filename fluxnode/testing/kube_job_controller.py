@@ -132,7 +132,10 @@ class JobController:
         self.store = store
         # its requests, to the emulator's handler in process (kube_local_client)
         self.api = api
-        self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
+        # Jobs to sync, put by the store's listener on every change of a Job or of its pods
+        # (under the store's lock, on the writer's thread): a SimpleQueue, whose put is one
+        # C call, where Queue's took a Python lock and condition (bench/workloads.py)
+        self._queue: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="job-controller", daemon=True)
         self.errors: list[str] = []  # what a sync could not do (a test may assert it is empty)
         # deleted Jobs whose pods the garbage collector's part still has to handle
