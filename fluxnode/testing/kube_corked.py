@@ -6,9 +6,12 @@ one connection, HTTP/1.1 answering them in order) has its requests parsed at onc
 handled one after another, each in a task of its own, a turn or two of the event loop
 apart. `CorkedTransport` keeps what is written and hands it to the TLS transport in one
 write once no parsed request of that connection is left waiting (checked at the end of a
-turn of the loop, `loop.call_soon`): the answers to a pipelined burst leave in one or two
-writes instead of one each. A lone answer, or a watch's events, go out at the end of the
-turn they were written in, as nothing is waiting; the bytes and their order are the same.
+turn of the loop, `loop.call_soon`), and after a burst one turn later still, when the last
+request's handler writes its answer: the answers to a pipelined burst leave in one write
+(two when a handler waits, e.g. for a webhook) instead of one each (bench/workloads.py:
+8 Bindings, then 8 Events per Job). A lone answer, or a watch's events, go out at the end
+of the turn they were written in, as nothing is waiting; the bytes and their order are
+the same.
 `close` and `write_eof` send what is kept first; `abort` drops it, as aborting a transport
 drops its buffer.
 
@@ -36,6 +39,9 @@ class CorkedTransport:
         self._transport, self._loop, self._waiting = transport, loop, waiting
         self._kept: list[bytes] = []
         self._size = 0
+        # whether requests were seen waiting since the last write out, and for how many
+        # turns none has been since (`_flush_when_idle`)
+        self._after_waiting, self._idle = False, 0
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
@@ -50,9 +56,18 @@ class CorkedTransport:
             self.write(chunk)
 
     def _flush_when_idle(self) -> None:
-        if self._kept and len(self._waiting()) and not self._transport.is_closing():
-            self._loop.call_soon(self._flush_when_idle)  # more answers are coming
-            return
+        if self._kept and not self._transport.is_closing():
+            if len(self._waiting()):  # more answers are coming
+                self._after_waiting, self._idle = True, 0
+                self._loop.call_soon(self._flush_when_idle)
+                return
+            if self._after_waiting and self._idle < 1:
+                # the last request taken is likely being answered in the next turn (its
+                # handler runs in a task of its own, started after the request was taken)
+                self._idle += 1
+                self._loop.call_soon(self._flush_when_idle)
+                return
+        self._after_waiting, self._idle = False, 0
         self.flush()
 
     def flush(self) -> None:
