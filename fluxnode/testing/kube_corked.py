@@ -32,7 +32,9 @@ from aiohttp.web_protocol import RequestHandler
 
 
 class CorkedTransport:
-    """A transport whose writes within one turn of the loop go out as one write."""
+    """A transport whose writes go out together: at the end of the turn of the loop they
+    were made in, or once the connection's pipelined requests are answered (waiting at most
+    `MAX_TURNS` turns)."""
 
     def __init__(self, transport: Any, loop: asyncio.AbstractEventLoop,
                  waiting: Callable[[], Sized] = tuple):
@@ -41,7 +43,7 @@ class CorkedTransport:
         self._size = 0
         # whether requests were seen waiting since the last write out, and for how many
         # turns none has been since (`_flush_when_idle`)
-        self._after_waiting, self._idle = False, 0
+        self._after_waiting, self._idle, self._turns = False, 0, 0
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
@@ -55,8 +57,13 @@ class CorkedTransport:
         for chunk in chunks:
             self.write(chunk)
 
+    # the most turns a write waits for more answers: a handler that waits (a webhook) while
+    # requests are queued behind it must not keep the loop turning for long
+    MAX_TURNS = 256
+
     def _flush_when_idle(self) -> None:
-        if self._kept and not self._transport.is_closing():
+        if self._kept and not self._transport.is_closing() and self._turns < self.MAX_TURNS:
+            self._turns += 1
             if len(self._waiting()):  # more answers are coming
                 self._after_waiting, self._idle = True, 0
                 self._loop.call_soon(self._flush_when_idle)
@@ -67,7 +74,7 @@ class CorkedTransport:
                 self._idle += 1
                 self._loop.call_soon(self._flush_when_idle)
                 return
-        self._after_waiting, self._idle = False, 0
+        self._after_waiting, self._idle, self._turns = False, 0, 0
         self.flush()
 
     def flush(self) -> None:

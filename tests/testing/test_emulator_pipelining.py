@@ -104,3 +104,36 @@ def test_a_pipeline_ending_in_connection_close_gets_every_answer(kube):
     assert [s for s, _ in answers] == [201] * 5 + [200]
     assert answers[-1][1]["metadata"]["name"] == "c-4"
     assert rest == b""
+
+
+def test_pipelined_creates_that_wait_for_a_webhook_are_answered_in_order(kube, tmp_path):
+    """Pod creates sent back to back, each of which waits for an admission webhook (over
+    HTTPS, from a worker thread) while the next ones are queued: each is admitted as the
+    webhook decided and answered in its order."""
+    from support.webhook_server import WebhookServer
+
+    def label(request: dict) -> dict:
+        name = request["object"]["metadata"]["name"]
+        return {"allowed": True, "patch": [
+            {"op": "add", "path": "/metadata/labels", "value": {"seen": name}}]}
+
+    with WebhookServer(tmp_path / "hook", "label", "fluxnode", label) as server:
+        kube.service_endpoints[server.service] = server.address
+        kube.create("mutatingwebhookconfigurations.admissionregistration.k8s.io", {
+            "metadata": {"name": "label"},
+            "webhooks": [{"name": "label.example.com", "sideEffects": "None",
+                          "admissionReviewVersions": ["v1"],
+                          "clientConfig": server.service_config(),
+                          "rules": [{"operations": ["CREATE"], "apiGroups": [""],
+                                     "apiVersions": ["v1"], "resources": ["pods"]}]}]})
+        names = [f"p-{i}" for i in range(6)]
+        pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": n},
+                 "spec": {"containers": [{"name": "c", "image": "busybox"}]}} for n in names]
+        with _connect(kube) as sock:
+            sock.sendall(b"".join(_request(kube, "POST", "/api/v1/namespaces/default/pods", p)
+                                  for p in pods))
+            answers = _answers(sock, len(pods))
+        assert [s for s, _ in answers] == [201] * len(pods)
+        assert [(a["metadata"]["name"], a["metadata"]["labels"]) for _, a in answers] == \
+            [(n, {"seen": n}) for n in names]
+        assert [r["request"]["name"] for r in server.reviews] == names
