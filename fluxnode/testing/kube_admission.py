@@ -36,7 +36,6 @@ validating webhook's rules name are answered 501.
 from __future__ import annotations
 
 import base64
-import json
 import ssl
 import threading
 import uuid
@@ -47,6 +46,7 @@ from urllib.parse import urlsplit
 
 import urllib3
 
+from fluxnode.testing import kube_json
 from fluxnode.testing.kube_patch import PatchError, json_patch
 from fluxnode.testing.kube_selectors import LabelSelector, SelectorError
 from fluxnode.testing.kube_types import ApiError, ResourceType
@@ -167,13 +167,37 @@ def rule_matches(rule: dict, attrs: Attributes) -> bool:
     return False
 
 
+# A webhook's selectors, parsed once: id(selector object) -> (that object, kept so its id
+# is not reused while the entry stands; the parsed selector). The objects are parts of
+# stored configurations, which a write replaces and never changes, so a configuration
+# written anew is parsed anew; one that does not parse is refused each time it is met.
+_SELECTORS: dict[int, tuple[Any, LabelSelector]] = {}
+_SELECTORS_KEPT = 256
+_SELECTORS_LOCK = threading.Lock()
+
+
+def _selector(selector: dict | None) -> LabelSelector:
+    """`LabelSelector.from_object(selector)`, parsed once per selector object."""
+    if selector is None:
+        return LabelSelector.from_object(None)
+    kept = _SELECTORS.get(id(selector))
+    if kept is not None and kept[0] is selector:
+        return kept[1]
+    parsed = LabelSelector.from_object(selector)
+    with _SELECTORS_LOCK:
+        if len(_SELECTORS) >= _SELECTORS_KEPT:
+            _SELECTORS.clear()
+        _SELECTORS[id(selector)] = (selector, parsed)
+    return parsed
+
+
 def matches(hook: dict, attrs: Attributes, namespace_labels: dict | None) -> bool:
     """Whether a webhook is called for a request (its rules, then its selectors)."""
     if not any(rule_matches(rule, attrs) for rule in hook.get("rules") or []):
         return False
     try:
-        objects = LabelSelector.from_object(hook.get("objectSelector"))
-        namespaces = LabelSelector.from_object(hook.get("namespaceSelector"))
+        objects = _selector(hook.get("objectSelector"))
+        namespaces = _selector(hook.get("namespaceSelector"))
     except SelectorError as exc:
         raise ApiError(500, "InternalError", f"Internal error occurred: {exc}") from None
     if not any(objects.matches((o.get("metadata") or {}).get("labels"))
@@ -260,7 +284,7 @@ def call(hook: dict, review: dict,
     host, port, server, path, url = _endpoint(hook, timeout, services)
     bundle = (hook.get("clientConfig") or {}).get("caBundle") or ""
     pool = _pool(host, port, server, bundle, timeout, url)
-    body = json.dumps(review).encode()
+    body = kube_json.dumps(review)
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     try:
         try:
@@ -276,7 +300,7 @@ def call(hook: dict, review: dict,
     if reply.status != 200:
         raise CallFailed(f"the server responded with the status code {reply.status} (not 200)")
     try:
-        answer = json.loads(reply.data)
+        answer = kube_json.loads(reply.data)
         response = answer["response"]
     except (ValueError, KeyError, TypeError) as exc:
         raise CallFailed(f"could not read the AdmissionReview it answered: {exc}") from None
@@ -356,7 +380,7 @@ def _ask(hook: dict, attrs: Attributes,
     try:
         if response.get("patchType") != "JSONPatch":
             raise PatchError(f'unsupported patch type "{response.get("patchType")}"')
-        return json_patch(attrs.obj, json.loads(base64.b64decode(response["patch"])))
+        return json_patch(attrs.obj, kube_json.loads(base64.b64decode(response["patch"])))
     except (PatchError, ValueError, TypeError) as exc:
         if hook.get("failurePolicy", "Fail") == "Ignore":
             return attrs.obj

@@ -45,9 +45,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import uvloop
 import yaml
 from aiohttp import web
 
+from fluxnode.testing import kube_json
 from fluxnode.testing.kube_admission import (
     MUTATING_REF,
     VALIDATING_REF,
@@ -57,6 +59,7 @@ from fluxnode.testing.kube_admission import (
     matches,
     rule_matches,
 )
+from fluxnode.testing.kube_corked import CorkedServer
 from fluxnode.testing.kube_crd import CrdNotEmulated
 from fluxnode.testing.kube_crd_schema import prune
 from fluxnode.testing.kube_events import as_core_event, as_events_event
@@ -226,7 +229,10 @@ class KubeEmulator:
         errors: list[BaseException] = []
 
         def run() -> None:
-            loop = asyncio.new_event_loop()
+            # uvloop: its TLS and transports are compiled, where asyncio's SSL layer is
+            # Python; the server thread's fixed cost per HTTPS request was most of its CPU
+            # (docs/dependencies.md)
+            loop = uvloop.new_event_loop()
             self._loop = loop
             asyncio.set_event_loop(loop)
             try:
@@ -269,7 +275,9 @@ class KubeEmulator:
             return web.BaseRequest(message, payload, protocol, writer, task, loop,
                                    client_max_size=16 * 1024 * 1024)
 
-        server = web.Server(self._handle, request_factory=request, access_log=None)
+        # its connections corked (kube_corked): the answers to a client's pipelined
+        # requests leave in one TLS write
+        server = CorkedServer(self._handle, request_factory=request, access_log=None)
         self._runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         assert self.certs is not None
@@ -584,7 +592,7 @@ class KubeEmulator:
                         "MethodNotAllowed",
                         "the server does not allow this method on the requested resource",
                     )
-                return web.json_response(discovery)
+                return kube_json.response(discovery)
             info = self._parse(request)
             self.requests.append(info)
             self._authorize(info, user, authorizer)
@@ -598,7 +606,7 @@ class KubeEmulator:
 
     @staticmethod
     def _status(exc: ApiError) -> web.Response:
-        return web.json_response(exc.status(), status=exc.code)
+        return kube_json.response(exc.status(), status=exc.code)
 
     def _openapi_v3(self, path: str) -> dict | None:
         """The OpenAPI v3 documents as far as kubectl reads them: the index of group versions
@@ -721,7 +729,15 @@ class KubeEmulator:
             group, rest = "", parts[2:]
         elif len(parts) >= 3 and parts[0] == "apis":
             group, rest = parts[1], parts[3:]
-            if not any(r.group == group and r.version == parts[2] for r in list(types.values())):
+            # the group version is served: the resource named is of it (the usual case, no
+            # walk over every type), or another type is
+            plural = rest[2] if len(rest) >= 3 and rest[0] == "namespaces" else \
+                (rest[0] if rest else "")
+            named = types.get(f"{plural}.{group}")
+            if not (named is not None and named.group == group and
+                    named.version == parts[2]) and \
+                    not any(r.group == group and r.version == parts[2]
+                            for r in list(types.values())):
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
         else:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -816,7 +832,7 @@ class KubeEmulator:
             ctype = request.headers.get("Content-Type", "")
             if "yaml" in ctype:
                 return yaml.safe_load(raw)
-            return json.loads(raw)
+            return kube_json.loads(raw)
         except (ValueError, yaml.YAMLError) as exc:
             raise bad_request(f"the request body is not valid JSON: {exc}") from exc
 
@@ -942,7 +958,8 @@ class KubeEmulator:
             new["metadata"]["resourceVersion"] = precondition or old["metadata"]["resourceVersion"]
             try:
                 return self.store.update(info.resource, info.namespace, info.name, new,  # type: ignore[arg-type]
-                                         subresource=info.subresource, as_client=True)
+                                         subresource=info.subresource, as_client=True,
+                                         owned=True)  # (the patch's own object)
             except ApiError as exc:
                 if exc.code != 409 or precondition or attempt == 7:
                     raise
@@ -971,25 +988,29 @@ class KubeEmulator:
             if rt.ref == "poddisruptionbudgets.policy":
                 obj = self._current_budget(obj)
             if wants_table(request.headers.get("Accept", "")):
-                return web.json_response(self._table(request, rt, [obj], {
+                return kube_json.response(self._table(request, rt, [obj], {
                     "resourceVersion": obj["metadata"].get("resourceVersion", "")}))
-            return web.json_response(obj)
+            return kube_json.response(obj)
         if info.verb == "list":
             initial_events(q, watch=False)
             listed = self._list(rt, info)
             if rt.ref == "poddisruptionbudgets.policy":
                 listed["items"] = [self._current_budget(p) for p in listed["items"]]
             if wants_table(request.headers.get("Accept", "")):
-                return web.json_response(
+                return kube_json.response(
                     self._table(request, rt, listed["items"], listed["metadata"])
                 )
-            return web.json_response(listed)
+            return kube_json.response(listed)
         if info.verb == "watch":
             return await self._watch(request, rt, info)
         body = await self._body(request)
         self._refuse_unemulated_admission(request, rt, info, user)
         dry_run = "dryRun" in q
         warnings = self._check_fields(request, rt, info, body)
+        # a JSON body was parsed for this request (no object in it twice, as YAML aliases
+        # can make): the store keeps it, and a write's response is the stored object,
+        # serialized at once (no copy either way; stored objects are only replaced)
+        owned = "yaml" not in request.headers.get("Content-Type", "")
         if info.verb == "create":
             if body is None:
                 raise bad_request("the request body is required")
@@ -1001,7 +1022,7 @@ class KubeEmulator:
                 raise not_emulated(request, f"mutating webhooks on {rt.plural}/{info.subresource}")
             if info.subresource == "binding":
                 result = store.bind(info.namespace, info.name, body)  # type: ignore[arg-type]
-                return web.json_response(result, status=201)
+                return kube_json.response(result, status=201)
             if info.subresource == "eviction":
                 try:
                     result, pod = evict(store, info.namespace, info.name, body)  # type: ignore[arg-type]
@@ -1009,16 +1030,12 @@ class KubeEmulator:
                     raise not_emulated(request, str(exc)) from None
                 if pod["metadata"].get("deletionGracePeriodSeconds"):
                     self._kubelet_stops(pod)
-                return web.json_response(result, status=201)
+                return kube_json.response(result, status=201)
             if rt.plural == "bindings":
                 result = store.bind(
                     info.namespace, (body.get("metadata") or {}).get("name", ""), body
                 )
-                return web.json_response(result, status=201)
-            # a JSON body was parsed for this request (no object in it twice, as YAML
-            # aliases can make): the store keeps it, and the response is the stored
-            # object, serialized at once (no copy either way)
-            owned = "yaml" not in request.headers.get("Content-Type", "")
+                return kube_json.response(result, status=201)
             if rt.ref == "pods" and isinstance(body, dict):  # the Priority plugin runs before
                 # MutatingAdmissionWebhook (the server's plugin order, kube_priority.py)
                 admit_pod_priority(body, store.list(PRIORITY_REF, copy=False)[0])
@@ -1027,7 +1044,7 @@ class KubeEmulator:
                 body = await self._admitted("CREATE", rt, info, body, None, user, configurations)
             obj = store.create(info.resource, info.namespace, body, as_client=True,
                                dry_run=dry_run, owned=owned)
-            return _warned(warnings, web.json_response(obj, status=201))
+            return _warned(warnings, kube_json.response(obj, status=201))
         if info.verb == "update":
             if body is None:
                 raise bad_request("the request body is required")
@@ -1036,8 +1053,8 @@ class KubeEmulator:
                 old = store.get(info.resource, info.namespace, info.name)  # type: ignore[arg-type]
                 body = await self._admitted("UPDATE", rt, info, body, old, user, configurations)
             obj = store.update(info.resource, info.namespace, info.name, body,  # type: ignore[arg-type]
-                               subresource=info.subresource, as_client=True)
-            return _warned(warnings, web.json_response(obj))
+                               subresource=info.subresource, as_client=True, owned=owned)
+            return _warned(warnings, kube_json.response(obj))
         if info.verb == "patch":
             ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
             kinds = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
@@ -1056,10 +1073,10 @@ class KubeEmulator:
             if configurations:
                 obj = await self._patch_admitted(rt, info, body, kinds[ctype], user,
                                                  configurations)
-                return _warned(warnings, web.json_response(obj))
+                return _warned(warnings, kube_json.response(obj))
             obj = store.patch(info.resource, info.namespace, info.name, body, kinds[ctype],  # type: ignore[arg-type]
-                              subresource=info.subresource, as_client=True)
-            return _warned(warnings, web.json_response(obj))
+                              subresource=info.subresource, as_client=True, copy=False)
+            return _warned(warnings, kube_json.response(obj))
         if info.verb == "delete":
             options = dict(body) if isinstance(body, dict) else {}
             if "gracePeriodSeconds" in q:  # the query parameter wins, as in the API server
@@ -1077,8 +1094,8 @@ class KubeEmulator:
                     policy = "Orphan"  # batch/v1 Job's DefaultGarbageCollectionPolicy
                 self.job_controller.collect(obj, policy or "Background")
             if not gone or rt.ref in RETURNS_DELETED_OBJECT:
-                return web.json_response(obj)
-            return web.json_response(
+                return kube_json.response(obj)
+            return kube_json.response(
                 {
                     "kind": "Status",
                     "apiVersion": "v1",
@@ -1101,7 +1118,7 @@ class KubeEmulator:
                     )
                 except ApiError:
                     pass
-            return web.json_response(
+            return kube_json.response(
                 {
                     "kind": f"{rt.kind}List",
                     "apiVersion": rt.api_version,
@@ -1248,7 +1265,7 @@ class KubeEmulator:
         chunk: list[bytes] = []
         size = 0
         for event in events:
-            line = json.dumps(event).encode() + b"\n"
+            line = kube_json.dumps(event) + b"\n"
             if chunk and size + len(line) > self.WATCH_CHUNK:
                 await response.write(b"".join(chunk))
                 chunk, size = [], 0

@@ -126,13 +126,16 @@ def _intervals(indexes: set[int]) -> str:
 class JobController:
     """One thread syncing the Jobs whose Job or pods changed."""
 
-    SYNCS, CREATES = 5, 16
+    SYNCS = 5
 
     def __init__(self, store: KubeStore, api: LocalClient):
         self.store = store
         # its requests, to the emulator's handler in process (kube_local_client)
         self.api = api
-        self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
+        # Jobs to sync, put by the store's listener on every change of a Job or of its pods
+        # (under the store's lock, on the writer's thread): a SimpleQueue, whose put is one
+        # C call, where Queue's took a Python lock and condition (bench/workloads.py)
+        self._queue: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="job-controller", daemon=True)
         self.errors: list[str] = []  # what a sync could not do (a test may assert it is empty)
         # deleted Jobs whose pods the garbage collector's part still has to handle
@@ -143,9 +146,10 @@ class JobController:
         # thousands of pods: the emulator's largest cost in bench/workloads.py)
         self._owned: dict[str, set[tuple[str, str]]] = {}
         # kube-controller-manager syncs 5 Jobs at once (--concurrent-job-syncs) and creates
-        # a Job's pods in parallel batches: one by one, each create waiting for the
-        # admission webhook, the emulator's controller was what held up a burst of Jobs
-        # (bench/workloads.py). Their threads' native ids: for a bench's CPU accounting.
+        # a Job's pods in parallel batches (each batch's creates handled concurrently on the
+        # server's loop: `_create`): one by one, each create waiting for the admission
+        # webhook, the emulator's controller was what held up a burst of Jobs
+        # (bench/workloads.py). The sync threads' native ids: for a bench's CPU accounting.
         self.thread_ids: set[int] = set()
         # Job key -> "queued" (for a sync worker), "running", or "again" (changed while
         # running: synced once more after), as client-go's work queue keeps them
@@ -155,8 +159,6 @@ class JobController:
         self._deadlines: dict[tuple[str, str], threading.Timer] = {}
         self._deadlines_lock = threading.Lock()
         self._syncs = ThreadPoolExecutor(self.SYNCS, "job-sync", initializer=self._note_thread)
-        self._creates = ThreadPoolExecutor(self.CREATES, "job-pods",
-                                           initializer=self._note_thread)
 
     def start(self) -> JobController:
         with self.store.lock:  # the pods there are now, then every change (same lock)
@@ -178,7 +180,6 @@ class JobController:
             self._deadlines.clear()
         self._thread.join(10)
         self._syncs.shutdown(wait=False, cancel_futures=True)
-        self._creates.shutdown(wait=False, cancel_futures=True)
 
     def _note_thread(self) -> None:
         self.thread_ids.add(threading.get_native_id())
@@ -461,22 +462,20 @@ class JobController:
 
     def _create(self, namespace: str, pods: list[dict]) -> list[dict]:
         """Create `pods` as controller_utils.go's slowStartBatch does: batches of 1, 2, 4, ...
-        each sent at once; the first failure stops it (raised once its batch is done)."""
+        each sent at once (`LocalClient.request_many`: the batch's creates are handled
+        concurrently, as the controller's goroutines send them); the first failure stops
+        it (raised once its batch is done)."""
         made: list[dict] = []
         size, start = 1, 0
         while start < len(pods):
             batch = pods[start:start + size]
-            futures = [self._creates.submit(self._create_one, namespace, p) for p in batch]
-            errors = [f.exception() for f in futures]
-            made += [f.result() for f, e in zip(futures, errors, strict=True) if e is None]
-            failed = next((e for e in errors if e is not None), None)
+            answers = self.api.request_many([("POST", _pods_path(namespace), p) for p in batch])
+            made += [a for a in answers if not isinstance(a, LocalApiError)]
+            failed = next((a for a in answers if isinstance(a, LocalApiError)), None)
             if failed is not None:
                 raise failed
             start, size = start + len(batch), size * 2
         return made
-
-    def _create_one(self, namespace: str, pod: dict) -> dict:
-        return self.api.request("POST", _pods_path(namespace), pod)
 
     @staticmethod
     def _pod(job: dict, index: int | None) -> dict:

@@ -18,7 +18,6 @@ headers, body); a watch needs a connection and is not offered.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +25,8 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDictProxy
 from yarl import URL
+
+from fluxnode.testing import kube_json
 
 # the longest a controller waits for the server's answer (the official client's timeout
 # in the controller was 30 s too)
@@ -80,16 +81,48 @@ class LocalClient:
                 content_type: str = "application/json") -> dict:
         """One request; the answer's JSON body ({} when empty). LocalApiError for a status
         of 400 or more."""
+        request = self._request(method, path, body, content_type)
+        response = asyncio.run_coroutine_threadsafe(self._handle(request), self._loop).result(
+            TIMEOUT)
+        answer = self._answer(response)
+        if isinstance(answer, LocalApiError):
+            raise answer
+        return answer
+
+    def request_many(self, requests: list[tuple[str, str, Any]],
+                     content_type: str = "application/json") -> list[dict | LocalApiError]:
+        """Requests (method, path, body) sent at once, as a client's parallel requests are:
+        each handled as `request` handles one, all of them concurrently on the server's
+        loop, with one hop to the loop and back for the lot (a hop per request woke two
+        threads each: bench/workloads.py). The answers in order, a LocalApiError for each
+        status of 400 or more; an exception of the handler itself is raised."""
+        local = [self._request(m, p, b, content_type) for m, p, b in requests]
+
+        async def handle_all() -> list[Any]:
+            return await asyncio.gather(*(self._handle(r) for r in local),
+                                        return_exceptions=True)
+
+        responses = asyncio.run_coroutine_threadsafe(handle_all(), self._loop).result(TIMEOUT)
+        failed = next((r for r in responses if isinstance(r, BaseException)), None)
+        if failed is not None:
+            raise failed
+        return [self._answer(r) for r in responses]
+
+    def _request(self, method: str, path: str, body: Any, content_type: str) -> LocalRequest:
         headers = CIMultiDictProxy(CIMultiDict({**self._headers, "Content-Type": content_type}))
-        data = b"" if body is None else json.dumps(body).encode()
+        data = b"" if body is None else kube_json.dumps(body)
         request = LocalRequest(method, path, headers, data)
         if method == "GET" and request.query.get("watch") in ("true", "1"):
             raise ValueError("a watch needs a connection: not offered in process")
-        response = asyncio.run_coroutine_threadsafe(self._handle(request), self._loop).result(
-            TIMEOUT)
+        return request
+
+    @staticmethod
+    def _answer(response: web.StreamResponse) -> dict | LocalApiError:
+        """The JSON body of a handler's response, or a LocalApiError for a status of 400
+        or more."""
         assert isinstance(response, web.Response)
         raw = response.body or b""
         assert isinstance(raw, bytes)
         if response.status >= 400:
-            raise LocalApiError(response.status, raw.decode())
-        return json.loads(raw) if raw else {}
+            return LocalApiError(response.status, raw.decode())
+        return kube_json.loads(raw) if raw else {}

@@ -14,6 +14,7 @@ import base64
 import binascii
 import collections
 import datetime
+import random
 import re
 import threading
 import time
@@ -58,6 +59,18 @@ from fluxnode.testing.kube_types import (  # noqa: F401 (the store's importers u
 
 def _same(obj: Any) -> Any:
     return obj
+
+
+# Object uids: random version 4 UUIDs, as the API server's (uuid.NewUUID). Drawn from a
+# generator seeded once from the system's randomness, not from os.urandom per object: the
+# system call was 4% of the server thread's samples in bench/workloads.py (two per pod).
+# A uid only has to be unique; nothing depends on its value, so no seed is fixed.
+_UIDS = random.Random()
+
+
+def new_uid() -> str:
+    """A random version 4 UUID, as text."""
+    return str(uuid.UUID(int=_UIDS.getrandbits(128), version=4))
 
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -545,7 +558,7 @@ class KubeStore:
             ns = self._check_namespace(rt, namespace, obj)
             meta = obj["metadata"]
             if not meta.get("name") and meta.get("generateName"):
-                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+                meta["name"] = meta["generateName"] + new_uid()[-5:]
             self._normalize(rt, obj)
             self._prepare_custom(rt, obj)
             self._validate(rt, obj, create=True)
@@ -556,7 +569,7 @@ class KubeStore:
             definition = self._define(obj) if ref == CRD_REF else None
             for drop in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
                 meta.pop(drop, None)
-            meta["uid"] = str(uuid.uuid4())
+            meta["uid"] = new_uid()
             meta["creationTimestamp"] = now_rfc3339()
             if "spec" in obj or rt.ref in (
                 "pods",
@@ -597,8 +610,10 @@ class KubeStore:
             obj.pop("status", None)
 
     def _write(self, rt: ResourceType, namespace: str | None, name: str, new: dict,
-               subresource: str | None, as_client: bool, precondition_rv: str | None) -> dict:
-        """Replace an existing object with ``new`` (shared by PUT and PATCH)."""
+               subresource: str | None, as_client: bool, precondition_rv: str | None,
+               copy: bool = True) -> dict:
+        """Replace an existing object with ``new`` (shared by PUT and PATCH); the result is
+        a copy, or with ``copy=False`` the stored object, which the caller only reads."""
         key = self._key(rt, namespace, name)
         old = self._objects[rt.ref].get(key)
         if old is None:
@@ -636,15 +651,20 @@ class KubeStore:
             if keep in old["metadata"]:
                 meta[keep] = old["metadata"][keep]
         if as_client and rt.has_status:
+            # A built-in type's write changes only the top level and `metadata` below (the
+            # steps that follow set fields there), so the old object's other parts are
+            # shared, never changed: stored objects are only replaced. A custom resource's
+            # schema prunes and defaults in place (`_prepare_custom`): a copy of its own.
+            custom = rt.ref in self.custom
             if subresource == "status":
                 status = new.get("status")
-                new = json_copy(old)
+                new = json_copy(old) if custom else {**old, "metadata": {**old["metadata"]}}
                 if status is None:
                     new.pop("status", None)
                 else:
                     new["status"] = status
             elif "status" in old:
-                new["status"] = json_copy(old["status"])
+                new["status"] = json_copy(old["status"]) if custom else old["status"]
             else:
                 new.pop("status", None)
         self._normalize(rt, new)
@@ -660,19 +680,23 @@ class KubeStore:
         if new == old:
             # a write that changes nothing is not written: no new resourceVersion, no watch
             # event (apiserver storage GuaranteedUpdate skips an unchanged object)
-            return json_copy(old)
-        return self._commit(rt, "MODIFIED", new, old)
+            return json_copy(old) if copy else old
+        return self._commit(rt, "MODIFIED", new, old, copy=copy)
 
     def update(self, ref: str, namespace: str | None, name: str, body: dict, *,
-               subresource: str | None = None, as_client: bool = False) -> dict:
-        """PUT semantics: optimistic concurrency on metadata.resourceVersion when given."""
+               subresource: str | None = None, as_client: bool = False,
+               owned: bool = False) -> dict:
+        """PUT semantics: optimistic concurrency on metadata.resourceVersion when given.
+        ``owned`` as for `create`: ``body`` is the store's to keep and the result is the
+        stored object, which the caller only reads."""
         rt = self.resource(ref)
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
-        new = json_copy(body)
+        new = body if owned else json_copy(body)
         with self.lock:
             rv = (new.get("metadata") or {}).get("resourceVersion")
-            return self._write(rt, namespace, name, new, subresource, as_client, rv)
+            return self._write(rt, namespace, name, new, subresource, as_client, rv,
+                               copy=not owned)
 
     def patch(
         self,
@@ -684,12 +708,15 @@ class KubeStore:
         *,
         subresource: str | None = None,
         as_client: bool = False,
+        copy: bool = True,
     ) -> dict:
-        """PATCH semantics for ``merge``, ``strategic`` and ``json`` patches."""
+        """PATCH semantics for ``merge``, ``strategic`` and ``json`` patches; with
+        ``copy=False`` the result is the stored object, which the caller only reads."""
         rt = self.resource(ref)
         with self.lock:
             _old, new, precondition = self.patched(ref, namespace, name, patch, patch_type)
-            return self._write(rt, namespace, name, new, subresource, as_client, precondition)
+            return self._write(rt, namespace, name, new, subresource, as_client, precondition,
+                               copy=copy)
 
     def patched(self, ref: str, namespace: str | None, name: str, patch: Any,
                 patch_type: str) -> tuple[dict, dict, str | None]:

@@ -276,3 +276,27 @@ def test_validating_webhooks_are_stored_and_a_write_they_would_see_is_not_emulat
     assert status == 501 and f'the CREATE admission of validating webhook "{HOOK}"' in message
     assert kube.list("pods", "default") == []
     core.create_namespaced_config_map("default", {"metadata": {"name": "c"}})  # not its rules
+
+
+def test_a_configuration_written_anew_is_applied_with_its_new_selectors(kube, core, admission,
+                                                                        tmp_path):
+    """The API server applies the configurations as they are now: after a change of a
+    webhook's objectSelector the pods it names now are sent and those it named before are
+    not (the emulator keeps each selector parsed: the kept one must not outlive it)."""
+    with WebhookServer(tmp_path / "hook", "gate", "fluxnode", _gate) as server:
+        kube.service_endpoints[server.service] = server.address
+        admission.create_mutating_webhook_configuration(_configuration("gate", [_hook(
+            server, objectSelector={"matchLabels": {"app": "train"}})]))
+        core.create_namespaced_pod("default", _pod("a", {"app": "train"}))
+        core.create_namespaced_pod("default", _pod("b", {"app": "serve"}))
+        assert [r["request"]["name"] for r in server.reviews] == ["a"]
+        admission.patch_mutating_webhook_configuration("gate", [
+            {"op": "replace", "path": "/webhooks/0/objectSelector",
+             "value": {"matchExpressions": [{"key": "app", "operator": "In",
+                                             "values": ["serve"]}]}}])
+        core.create_namespaced_pod("default", _pod("c", {"app": "train"}))
+        core.create_namespaced_pod("default", _pod("d", {"app": "serve"}))
+        assert [r["request"]["name"] for r in server.reviews] == ["a", "d"]
+        labels = {p["metadata"]["name"]: p["metadata"]["labels"] for p in kube.list("pods")}
+        assert "fluxnode.io/mutated" not in labels["c"]
+        assert labels["d"]["fluxnode.io/mutated"] == "yes"
