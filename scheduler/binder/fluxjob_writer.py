@@ -33,6 +33,8 @@ before a restart or a takeover).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import threading
 import time
@@ -81,10 +83,12 @@ class FluxJobWriter:
         self._delete = delete  # (namespace, name): the client's delete (404 not an error)
         self._on_no_crd = on_no_crd
         self._records: dict[Key, _Record] = {}
-        # the keys whose record may be failed or settling: what `retry`, called every loop
-        # pass, looks at (a scan of every record per pass was a tenth of the loop's CPU in
-        # bench/workloads.py's burst)
-        self._due: set[Key] = set()
+        # what `retry`, called every loop pass, looks at: the records whose write failed, and
+        # the settling statuses by deadline (a scan of every record per pass was a tenth of
+        # the loop's CPU in bench/workloads.py's burst; of every settling one, 0.15 ms a pass)
+        self._failed_keys: set[Key] = set()
+        self._settling: list[tuple[float, int, Key]] = []  # a heap of (settle_at, seq, key)
+        self._seq = itertools.count()
         self._ready: deque[tuple[Key, _Record]] = deque()  # busy records with a write to make
         self._drainers = 0  # `_drain` tasks submitted and not finished
         self._lock = threading.Lock()
@@ -114,7 +118,7 @@ class FluxJobWriter:
                 record.settle_at = None
             elif record.settle_at is None:  # a newer count keeps the first one's deadline
                 record.settle_at = time.monotonic() + SETTLE
-                self._due.add(key)
+                heapq.heappush(self._settling, (record.settle_at, next(self._seq), key))
                 return
             else:
                 return
@@ -137,24 +141,27 @@ class FluxJobWriter:
         self._kick(key, record)
 
     def retry(self) -> None:
-        """Write again the records whose last write failed, and the settling counts whose
-        time is up (called from the loop)."""
+        """Write again the records whose last write failed, and the settling statuses whose
+        time is up (called from the loop, every pass: it looks only at the failed records
+        and at the settling ones that are due, earliest first)."""
         now = time.monotonic()
-        failed: list[tuple[Key, _Record]] = []
+        due: list[tuple[Key, _Record]] = []
         with self._lock:
-            for key in list(self._due):
+            for key in list(self._failed_keys):
                 record = self._records.get(key)
-                if record is None or not (record.failed or record.settle_at is not None):
-                    self._due.discard(key)  # written, replaced or gone since
-                elif record.failed or record.settle_at <= now:  # type: ignore[operator]
-                    failed.append((key, record))
-            for key, record in failed:
-                record.failed = False
-                if record.settle_at is not None and record.settle_at <= now:
+                self._failed_keys.discard(key)
+                if record is not None and record.failed:
+                    record.failed = False
+                    due.append((key, record))
+            while self._settling and self._settling[0][0] <= now:
+                _at, _seq, key = heapq.heappop(self._settling)
+                record = self._records.get(key)
+                # (a deadline replaced by a newer status, or a record gone: nothing to do)
+                if record is not None and record.settle_at is not None \
+                        and record.settle_at <= now:
                     record.settle_at = None
-                if record.settle_at is None:
-                    self._due.discard(key)
-        for key, record in failed:
+                    due.append((key, record))
+        for key, record in due:
             self._kick(key, record)
 
     def _kick(self, key: Key, record: _Record) -> None:
@@ -241,7 +248,7 @@ class FluxJobWriter:
             if op == "create":
                 record.create = body  # tried again
             record.failed, record.busy = True, False
-            self._due.add(key)
+            self._failed_keys.add(key)
             return False
         return True
 
