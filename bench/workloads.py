@@ -32,7 +32,7 @@ Measured from the emulator's store (a listener sees every committed write, in or
   the emulator's worker thread that makes them (what a real API server's admission webhook
   metric times), and each write's whole wait for them (adding the time the emulator's one
   event loop takes to resume the write), one call per Job, p50 and p99; as the binder times it (its
-  histogram, request read -> answer written); and as a probe sees it, a process of its own
+  histogram, read -> answer ready); and as a probe sees it, a process of its own
   posting a Job's AdmissionReview --probe-rate times a second through the burst
   (bench/webhook.py --probe: the emulator's calls also wait for its own busy interpreter);
 - CPU seconds (user + system, /proc) per workload of: the binder process (and by thread:
@@ -523,7 +523,7 @@ def run(args: argparse.Namespace) -> dict:
               f"p50 {out['call_p50_ms']:.1f} ms, p99 {out['call_p99_ms']:.1f} ms (its writes "
               f"waited p50 {out['webhook_p50_ms']:.1f} ms, p99 {out['webhook_p99_ms']:.1f} ms, "
               f"its loop's resumption included); as "
-              f"the binder timed them (request read -> answer written, its histogram's "
+              f"the binder timed them (request read -> answer ready to write, its histogram's "
               f"buckets): p50 <= {out['served_p50_ms']:g} ms, p99 <= "
               f"{out['served_p99_ms']:g} ms"
               + (f"; a probe in a process of its own ({out['probe_calls']} calls, "
