@@ -32,7 +32,7 @@ Measured from the emulator's store (a listener sees every committed write, in or
   the emulator's worker thread that makes them (what a real API server's admission webhook
   metric times), and each write's whole wait for them (adding the time the emulator's one
   event loop takes to resume the write), one call per Job, p50 and p99; as the binder times it (its
-  histogram, request read -> answer written); and as a probe sees it, a process of its own
+  histogram, read -> answer ready); and as a probe sees it, a process of its own
   posting a Job's AdmissionReview --probe-rate times a second through the burst
   (bench/webhook.py --probe: the emulator's calls also wait for its own busy interpreter);
 - CPU seconds (user + system, /proc) per workload of: the binder process (and by thread:
@@ -210,7 +210,7 @@ def task_cpu(pid: int) -> dict[int, float]:
 THREAD_GROUPS = (("binder-loop", "loop"), ("informer-pods", "pod informer"),
                  ("informer-jobs", "Job informer"), ("informer-", "other informers"),
                  ("bind_", "bind workers"), ("process_request_thread", "webhook"),
-                 ("webhook", "webhook"))
+                 ("webhook", "webhook"), ("events", "events"))
 
 
 def thread_names(py_spy_cmd: str, pid: int) -> dict[int, str]:
@@ -253,6 +253,15 @@ def webhook_buckets(port: int) -> dict[float, int]:
             bound = float("inf") if le == "+Inf" else 1000 * float(le)
             out[bound] = out.get(bound, 0) + int(float(value))
     return out
+
+
+def events_dropped(port: int) -> int:
+    """Events the binder dropped because its queue of Events was full (its /metrics)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read()
+    for line in text.decode().splitlines():
+        if line.startswith("fluxnode_binder_events_dropped_total "):
+            return int(float(line.split()[1]))
+    return 0
 
 
 def bucket_quantile(buckets: dict[float, int], q: float) -> float:
@@ -412,8 +421,11 @@ def run(args: argparse.Namespace) -> dict:
         total = sum(sizes)
 
         def done() -> bool:
-            return (len(recorder.running.intersection(names)) >= args.jobs
-                    and recorder.scheduled_events - events0 >= total)
+            if len(recorder.running.intersection(names)) < args.jobs:
+                return False
+            # every pod's Scheduled event, or the binder says it dropped some (queue full)
+            return recorder.scheduled_events - events0 >= total or \
+                recorder.scheduled_events - events0 + events_dropped(http_port) >= total
 
         wait_for(done, args.timeout, interval=0.05,
                  what=f"{args.jobs} FluxJobs Running and {total} Scheduled events")
@@ -488,6 +500,7 @@ def run(args: argparse.Namespace) -> dict:
             "probe_p50_ms": 1000 * quantile(probed, 0.5) if probed else float("nan"),
             "probe_p99_ms": 1000 * quantile(probed, 0.99) if probed else float("nan"),
             "requests": dict(requests),
+            "events_dropped": events_dropped(http_port),
         }
         print(f"{n} Indexed Jobs ({total} pods, {args.pods} each), {args.clients} clients: "
               f"admitted {out['admitted_per_s']:.0f}/s (steady {out['steady_per_s']:.0f}/s); "
@@ -510,7 +523,7 @@ def run(args: argparse.Namespace) -> dict:
               f"p50 {out['call_p50_ms']:.1f} ms, p99 {out['call_p99_ms']:.1f} ms (its writes "
               f"waited p50 {out['webhook_p50_ms']:.1f} ms, p99 {out['webhook_p99_ms']:.1f} ms, "
               f"its loop's resumption included); as "
-              f"the binder timed them (request read -> answer written, its histogram's "
+              f"the binder timed them (request read -> answer ready to write, its histogram's "
               f"buckets): p50 <= {out['served_p50_ms']:g} ms, p99 <= "
               f"{out['served_p99_ms']:g} ms"
               + (f"; a probe in a process of its own ({out['probe_calls']} calls, "
@@ -518,6 +531,8 @@ def run(args: argparse.Namespace) -> dict:
                  f"ms, p99 {out['probe_p99_ms']:.1f} ms" if probed else "") + "\n"
               "  API requests per workload (every client): "
               + ", ".join(f"{k} {v / n:.2f}" for k, v in requests.most_common()) + "\n"
+              + (f"  Scheduled events the binder dropped (its queue full): "
+                 f"{out['events_dropped']}\n" if out["events_dropped"] else "") +
               f"  load average after: {os.getloadavg()[0]:.2f}", flush=True)
         if single is not None:
             out.update(single)

@@ -45,6 +45,7 @@ from fluxnode.scheduler.binder.binding_cycle import BindingCycle
 from fluxnode.scheduler.binder.cluster_state import ClusterState
 from fluxnode.scheduler.binder.config import BinderConfig
 from fluxnode.scheduler.binder.context import BinderContext
+from fluxnode.scheduler.binder.event_recorder import EventRecorder
 from fluxnode.scheduler.binder.fluxjob_loop import FluxJobLoop
 from fluxnode.scheduler.binder.group_members import GroupMembers
 from fluxnode.scheduler.binder.http_writer import writer_for
@@ -98,16 +99,19 @@ class Binder:
         self.podgroups = PodGroupWatch(
             api_client, lambda kind, ns, name: self.inbox.put(("podgroup", kind, ns, name)),
             config.podgroup_discovery, config.watch_timeout)
+        writer = writer_for(api_client, config.bind_workers)
+        metrics = BinderMetrics()
+        # Events posted by a thread of their own, off the bind workers (event_recorder.py)
+        self.events = EventRecorder(writer, on_drop=metrics.events_dropped.inc)
         self.ctx = BinderContext(
             config=config,
             owner=f"binder:{config.scheduler_name}",
             state=ClusterState(config.scheduler_name, self._job_size, self.podgroups),
             sched=sched,
             # every write comes from a bind worker: one pooled connection each
-            writer=PodWriter(writer_for(api_client, config.bind_workers),
-                             config.scheduler_name, self.identity),
+            writer=PodWriter(writer, config.scheduler_name, self.identity, self.events),
             pool=ThreadPoolExecutor(max_workers=config.bind_workers, thread_name_prefix="bind"),
-            metrics=BinderMetrics(),
+            metrics=metrics,
             reservations=Reservations(config.reserve_depth),
         )
         self.binding = BindingCycle(self.ctx, self.inbox)
@@ -148,6 +152,7 @@ class Binder:
     # -- lifecycle ----------------------------------------------------------------
 
     def start(self) -> Binder:
+        self.events.start()
         if self.webhook is not None:
             self.webhook.start()
         self.podgroups.start()
@@ -226,6 +231,7 @@ class Binder:
         if self._thread is not None:
             self._thread.join(10)
         self.ctx.pool.shutdown(wait=True, cancel_futures=True)
+        self.events.stop()
         close = getattr(self.ctx.writer.api, "close", None)
         if close is not None:
             close()

@@ -33,6 +33,7 @@ from fluxnode.scheduler.binder.cluster_state import (
     RANK_ANNOTATION,
     PodInfo,
 )
+from fluxnode.scheduler.binder.event_recorder import EventRecorder
 from fluxnode.scheduler.binder.http_writer import HttpWriter, Write
 from fluxnode.scheduler.binder.slot_assignment import PodSlot
 from kubernetes.client.exceptions import ApiException
@@ -71,6 +72,9 @@ class PodWriter:
     api: kube_raw.RawApi | HttpWriter  # HttpWriter unless a proxy is configured
     scheduler_name: str = "fluxnode"
     instance: str = ""
+    # Events go through it when given (event_recorder.py: a bounded queue and a thread of
+    # their own), else each is posted where it is made
+    events: EventRecorder | None = None
 
     def bind(self, pod: PodInfo, slot: PodSlot, alloc_id: int, group: str) -> None:
         """Bind (with annotations) and record the Scheduled event. Raises BindError if the bind
@@ -156,8 +160,15 @@ class PodWriter:
         self.event(pod, "Normal", "Scheduled", _scheduled_message(pod, slot, alloc_id))
 
     def scheduled_many(self, bound: list[tuple[PodInfo, PodSlot, int]]) -> None:
-        """The `Scheduled` events of bound pods, pipelined on one connection (best effort,
-        as each one is: a failure is logged, never raised or retried)."""
+        """The `Scheduled` events of bound pods: queued for the recorder, or pipelined on
+        one connection (best effort, as each one is: a failure is logged, never raised or
+        retried)."""
+        if self.events is not None:
+            for pod, slot, alloc_id in bound:
+                self.events.post(*self._event(_pod_involved(pod), "Normal", "Scheduled",
+                                              _scheduled_message(pod, slot, alloc_id),
+                                              "Binding"))
+            return
         if not isinstance(self.api, HttpWriter):
             for pod, slot, alloc_id in bound:
                 self.scheduled(pod, slot, alloc_id)
@@ -205,6 +216,9 @@ class PodWriter:
                      action: str) -> None:
         """A core/v1 Event about `involved` (apiVersion, kind, namespace, name, uid), in its
         namespace; best effort: a failure is logged, never raised or retried."""
+        if self.events is not None:
+            self.events.post(*self._event(involved, type_, reason, message, action))
+            return
         ref = f"{involved['kind']} {involved['namespace']}/{involved['name']}"
         try:
             self.api.request("POST", *self._event(involved, type_, reason, message, action))

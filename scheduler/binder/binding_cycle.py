@@ -56,8 +56,10 @@ class BindingCycle:
         self.inbox = inbox  # results go back to the loop as ("bound", [PodResult, ...])
         self.inflight: dict[str, int] = {}  # pod uid -> alloc id, binding submitted
         self.binds: dict[str, Bind] = {}  # pod uid -> its binding, until it is settled
-        # rank -> uid -> (cores, GPUs) of the bindings in `binds` (decoded once per binding)
-        self.binds_on: dict[int, dict[str, tuple[frozenset[int], frozenset[int]]]] = {}
+        # rank -> uid -> (cores, GPUs) idsets of the bindings in `binds`, decoded only when
+        # asked (`in_flight_on`, for the ranks of a new allocation: rarely any in flight), not
+        # for every pod bound
+        self.binds_on: dict[int, dict[str, tuple[str, str]]] = {}
         self.rebind_at: dict[str, float] = {}  # uid -> when to retry a bind of unknown outcome
         self.retry_after: dict[
             str, tuple[float, float]
@@ -75,10 +77,7 @@ class BindingCycle:
             pod, slot, alloc_id, _group = bind
             self.inflight[pod.uid] = alloc_id
             self.binds[pod.uid] = bind
-            self.binds_on.setdefault(slot.rank, {})[pod.uid] = (
-                frozenset(idset.decode(slot.cores or "")),
-                frozenset(idset.decode(slot.gpus or "")),
-            )
+            self.binds_on.setdefault(slot.rank, {})[pod.uid] = (slot.cores, slot.gpus)
             self.ctx.reported.pop(pod.uid, None)
         with self._binds_running:
             self._nbinds += len(binds)
@@ -89,8 +88,8 @@ class BindingCycle:
     def in_flight_on(self, rank: int, cores: set[int], gpus: set[int]) -> None:
         """Add to `cores`/`gpus` the ids on `rank` of the bindings not settled yet."""
         for bind_cores, bind_gpus in self.binds_on.get(rank, {}).values():
-            cores |= bind_cores
-            gpus |= bind_gpus
+            cores.update(idset.decode(bind_cores or ""))
+            gpus.update(idset.decode(bind_gpus or ""))
 
     def clear(self) -> None:
         """Forget every binding not settled (a reconcile re-derives them from the leader)."""
@@ -109,6 +108,8 @@ class BindingCycle:
         """Bind again, as they were, the pods whose binding's outcome was unknown (no
         answer, 5xx, 429) once their backoff passed; a pod bound meanwhile (the first
         try went through) or gone is settled instead."""
+        if not self.rebind_at:
+            return
         now = time.monotonic()
         due = [uid for uid, at in self.rebind_at.items() if at <= now]
         again: list[Bind] = []

@@ -562,7 +562,7 @@ class FluxJobLoop:
         body = record.status_patch()
         if not tracked.created or body == tracked.written:
             return
-        # written by a worker; a count of pods still being bound settles (fluxjob_writer)
-        self.writer.status((record.namespace, record.name), body,
-                           settle=phase == "Admitted" and bound > 0)
+        # written by a worker; Admitted, and each count of pods bound before Running, settles
+        # (fluxjob_writer.py): a Job whose pods are bound at once gets Running written alone
+        self.writer.status((record.namespace, record.name), body, settle=phase == "Admitted")
         tracked.written = body

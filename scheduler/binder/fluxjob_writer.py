@@ -4,19 +4,26 @@ The FluxJob loop decides a record's status on the loop thread; writing it there 
 round trip to the API server per record and per change (create, Queued, Admitted, the
 bound count, Running), which held up every other decision: in bench/workloads.py these
 writes were ~40% of the loop's wall time. Here the loop only says what a record should
-be; the bind workers (`BinderContext.pool`) write it, one record at a time in the order
-asked (create before any status, delete last), and a status asked for while an older one
-is still waiting replaces it: only the newest is written (a record reads as its Job is
-now, never as it was in between). Records are independent of one another, so many are
-written at once.
+be; bind workers (`BinderContext.pool`, at most `DRAINERS` at once) write it, each record's
+writes in the order asked (create before any status, delete last), and a status asked for
+while an older one is still waiting replaces it: only the newest is written (a record reads
+as its Job is now, never as it was in between). Records are independent of one another: a
+worker takes up to `BATCH` records with a write to make and sends their creates and status
+patches pipelined on its one connection (http_writer.py; one task and one send for a
+burst's records instead of a task and a round trip each), the next write of each in the
+next batch.
 
-**Settling counts**: while an admitted Job's pods are being bound, the loop asks for a status
-per bound count it sees (Admitted 1 of 3, 2 of 3, then Running). Such a status is asked with
+**Settling statuses**: once a Job is unsuspended its record would say Admitted, then one
+status per bound count the loop sees (Admitted 1 of 8, 2 of 8, ...), then Running, all within
+a fraction of a second when the cluster has room. Such a status is asked with
 ``settle=True``: it waits `SETTLE` seconds (kicked by `retry`, which the loop calls every
 pass, at least every resync) unless a status that does not settle (Running, Queued again,
-...) replaces it first, which is written at once. A Job bound within that time gets no
-intermediate count written at all (bench/workloads.py: 3.97 -> ~2 status writes per
-workload); one whose binding stalls shows its count at most SETTLE (or a resync) late.
+...) replaces it first, which is written at once. A Job whose pods are all bound within that
+time gets only Running written (one status write: an empty cluster's Jobs; in
+bench/workloads.py's saturated bursts, where pods take seconds to come, 1.5-1.9 per
+workload, against 3.97 with every count written and 2 with only Admitted and Running); one
+whose pods are slow to come shows Admitted, and its count, at most SETTLE (or a resync)
+late.
 
 A status is a merge patch of the status subresource; fields set in the last status
 written and unset now are sent as null so they go away. A write that fails (the API
@@ -28,15 +35,19 @@ before a restart or a takeover).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from fluxnode.agent.kube.api_client import status_message
 from fluxnode.scheduler.binder.binding import PodWriter
+from fluxnode.scheduler.binder.http_writer import HttpWriter, Write
 from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger("fluxnode.binder")
@@ -44,6 +55,8 @@ log = logging.getLogger("fluxnode.binder")
 GROUP, VERSION, PLURAL = "fluxnode.io", "v1alpha1", "fluxjobs"
 MERGE_PATCH = "application/merge-patch+json"
 SETTLE = 0.5  # seconds an intermediate bound count waits for a newer status
+BATCH = 64  # records' writes pipelined in one send (`_drain`)
+DRAINERS = 2  # bind workers writing records at once
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -72,10 +85,14 @@ class FluxJobWriter:
         self._delete = delete  # (namespace, name): the client's delete (404 not an error)
         self._on_no_crd = on_no_crd
         self._records: dict[Key, _Record] = {}
-        # the keys whose record may be failed or settling: what `retry`, called every loop
-        # pass, looks at (a scan of every record per pass was a tenth of the loop's CPU in
-        # bench/workloads.py's burst)
-        self._due: set[Key] = set()
+        # what `retry`, called every loop pass, looks at: the records whose write failed, and
+        # the settling statuses by deadline (a scan of every record per pass was a tenth of
+        # the loop's CPU in bench/workloads.py's burst; of every settling one, 0.15 ms a pass)
+        self._failed_keys: set[Key] = set()
+        self._settling: list[tuple[float, int, Key]] = []  # a heap of (settle_at, seq, key)
+        self._seq = itertools.count()
+        self._ready: deque[tuple[Key, _Record]] = deque()  # busy records with a write to make
+        self._drainers = 0  # `_drain` tasks submitted and not finished
         self._lock = threading.Lock()
 
     # -- the loop's side ---------------------------------------------------------------
@@ -103,7 +120,7 @@ class FluxJobWriter:
                 record.settle_at = None
             elif record.settle_at is None:  # a newer count keeps the first one's deadline
                 record.settle_at = time.monotonic() + SETTLE
-                self._due.add(key)
+                heapq.heappush(self._settling, (record.settle_at, next(self._seq), key))
                 return
             else:
                 return
@@ -126,24 +143,27 @@ class FluxJobWriter:
         self._kick(key, record)
 
     def retry(self) -> None:
-        """Write again the records whose last write failed, and the settling counts whose
-        time is up (called from the loop)."""
+        """Write again the records whose last write failed, and the settling statuses whose
+        time is up (called from the loop, every pass: it looks only at the failed records
+        and at the settling ones that are due, earliest first)."""
         now = time.monotonic()
-        failed: list[tuple[Key, _Record]] = []
+        due: list[tuple[Key, _Record]] = []
         with self._lock:
-            for key in list(self._due):
+            for key in list(self._failed_keys):
                 record = self._records.get(key)
-                if record is None or not (record.failed or record.settle_at is not None):
-                    self._due.discard(key)  # written, replaced or gone since
-                elif record.failed or record.settle_at <= now:  # type: ignore[operator]
-                    failed.append((key, record))
-            for key, record in failed:
-                record.failed = False
-                if record.settle_at is not None and record.settle_at <= now:
+                self._failed_keys.discard(key)
+                if record is not None and record.failed:
+                    record.failed = False
+                    due.append((key, record))
+            while self._settling and self._settling[0][0] <= now:
+                _at, _seq, key = heapq.heappop(self._settling)
+                record = self._records.get(key)
+                # (a deadline replaced by a newer status, or a record gone: nothing to do)
+                if record is not None and record.settle_at is not None \
+                        and record.settle_at <= now:
                     record.settle_at = None
-                if record.settle_at is None:
-                    self._due.discard(key)
-        for key, record in failed:
+                    due.append((key, record))
+        for key, record in due:
             self._kick(key, record)
 
     def _kick(self, key: Key, record: _Record) -> None:
@@ -151,77 +171,124 @@ class FluxJobWriter:
             if record.busy or record.failed:
                 return
             record.busy = True
-        self.pool.submit(self._drain, key, record)
+            self._ready.append((key, record))
+            if self._drainers >= DRAINERS:
+                return  # a drainer running takes it
+            self._drainers += 1
+        self.pool.submit(self._drain)
 
     # -- a worker's side -----------------------------------------------------------------
 
-    def _drain(self, key: Key, record: _Record) -> None:
-        """Write what is asked for `record` until nothing is left (one worker at a time)."""
+    def _drain(self) -> None:
+        """Write what is asked for the ready records until none is left: up to `BATCH` at a
+        time, each record's next write (create, status or delete; a record is in one
+        drainer's hands at a time, so its writes keep their order), the creates and status
+        patches pipelined on the worker's connection (the module's docstring)."""
         while True:
             with self._lock:
-                if record.create is not None:
-                    op, body = "create", record.create
-                elif record.delete:
-                    op, body = "delete", None
-                elif record.status is not None and record.status != record.written \
-                        and record.settle_at is None:
-                    op, body = "status", record.status
-                elif record.status is not None and record.status != record.written:
-                    record.busy = False  # a settling count: `retry` kicks it when due
+                if not self._ready:
+                    self._drainers -= 1
                     return
-                else:
-                    record.status, record.settle_at = None, None
-                    record.busy = False
-                    return
-                written, record.sending = record.written, op
+                batch: list[tuple[Key, _Record, str, dict | None, dict | None]] = []
+                while self._ready and len(batch) < BATCH:
+                    key, record = self._ready.popleft()
+                    op, body = self._next(record)
+                    if op:
+                        batch.append((key, record, op, body, record.written))
+                        record.sending = op
             try:
-                done = self._write(key, op, body, written)
-            except Exception as exc:  # never lose the record: the loop retries it
-                log.warning("cannot write FluxJob %s/%s (%s): %s", *key, op, exc)
-                done = False
+                outcomes = self._write_many([(key, op, body, written)
+                                             for key, _record, op, body, written in batch])
+            except Exception as exc:  # never lose a record: the loop retries it
+                log.warning("cannot write FluxJob records: %s", exc)
+                outcomes = [False] * len(batch)
             with self._lock:
-                record.sending = ""
-                if op == "create":
-                    record.create = None
-                    if done is None:  # no CRD
-                        record.absent, record.status = True, None
-                elif op == "delete" and done:
-                    if record.recreate is not None:  # the Job came back meanwhile
-                        record.create, record.recreate = record.recreate, None
-                        record.delete, record.written = False, None
-                        continue
-                    if self._records.get(key) is record:
-                        del self._records[key]
-                    record.busy = False
-                    return
-                elif done:
-                    record.written = body
-                    if record.status is body:
-                        record.status = None
-                if done is False:
-                    if op == "create":
-                        record.create = body  # tried again
-                    record.failed, record.busy = True, False
-                    self._due.add(key)
-                    return
+                for (key, record, op, body, _written), done in zip(batch, outcomes,
+                                                                    strict=True):
+                    if self._settle(key, record, op, body, done):
+                        self._ready.append((key, record))  # more to write for it
 
-    def _write(self, key: Key, op: str, body: dict | None, written: dict | None) -> bool | None:
-        """One write: True done, False failed (try again later), None the CRD is missing."""
-        namespace, name = key
-        base = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
-        try:
+    def _next(self, record: _Record) -> tuple[str, dict | None]:
+        """(Under the lock.) The record's next write, or ("", None) when it has none now
+        (it is then no longer busy)."""
+        if record.create is not None:
+            return "create", record.create
+        if record.delete:
+            return "delete", None
+        if record.status is not None and record.status != record.written:
+            if record.settle_at is None:
+                return "status", record.status
+            record.busy = False  # a settling count: `retry` kicks it when due
+            return "", None
+        record.status, record.settle_at = None, None
+        record.busy = False
+        return "", None
+
+    def _settle(self, key: Key, record: _Record, op: str, body: dict | None,
+                done: bool | None) -> bool:
+        """(Under the lock.) Account for one write's outcome; True when the record has more
+        to write now."""
+        record.sending = ""
+        if op == "create":
+            record.create = None
+            if done is None:  # no CRD
+                record.absent, record.status = True, None
+        elif op == "delete" and done:
+            if record.recreate is not None:  # the Job came back meanwhile
+                record.create, record.recreate = record.recreate, None
+                record.delete, record.written = False, None
+                return True
+            if self._records.get(key) is record:
+                del self._records[key]
+            record.busy = False
+            return False
+        elif done:
+            record.written = body
+            if record.status is body:
+                record.status = None
+        if done is False:
             if op == "create":
-                self.api.request("POST", base, body)
-            elif op == "delete":
-                self._delete(namespace, name)
-            else:
-                old = (written or {}).get("status") or {}
-                patch = {"status": {**{k: None for k in old}, **body["status"]}}
-                self.api.request("PATCH", f"{base}/{name}/status", patch, MERGE_PATCH)
-            return True
-        except ApiException as exc:
+                record.create = body  # tried again
+            record.failed, record.busy = True, False
+            self._failed_keys.add(key)
+            return False
+        return True
+
+    def _write_many(self, writes: list[tuple[Key, str, dict | None, dict | None]]
+                    ) -> list[bool | None]:
+        """The writes' outcomes, in order: True done, False failed (tried again later), None
+        the CRD is missing. Creates and status patches go pipelined when the writer is the
+        plain one (a create sent twice is a 409, taken as done; a merge patch means the same
+        twice), deletes one by one through the client."""
+        outcomes: list[bool | None] = [False] * len(writes)
+        piped: list[int] = []
+        for i, (key, op, body, written) in enumerate(writes):
+            if op != "delete" and isinstance(self.api, HttpWriter):
+                piped.append(i)
+                continue
+            try:
+                if op == "delete":
+                    self._delete(*key)
+                else:
+                    self.api.request(*_request(key, op, body, written))
+                outcomes[i] = True
+            except Exception as exc:
+                outcomes[i] = self._failed(key, op, exc)
+        if piped:
+            answers = self.api.pipeline([Write(*_request(*writes[i])) for i in piped])
+            for i, answer in zip(piped, answers, strict=True):
+                key, op = writes[i][0], writes[i][1]
+                outcomes[i] = self._failed(key, op, answer) \
+                    if isinstance(answer, Exception) else True
+        return outcomes
+
+    def _failed(self, key: Key, op: str, exc: Exception) -> bool | None:
+        """What a failed write means: True done after all (a create that finds the record, a
+        delete that finds none), None the CRD is missing, False try again later."""
+        namespace, name = key
+        if isinstance(exc, ApiException):
             if op == "create" and exc.status == 409:
-                return True  # ours from before a restart or a takeover
+                return True  # ours from before a restart or a takeover, or our own resend
             if op == "create" and exc.status == 404:
                 self._on_no_crd()
                 return None
@@ -229,4 +296,17 @@ class FluxJobWriter:
                 return True
             log.warning("cannot write FluxJob %s/%s (%s): %s", namespace, name, op,
                         status_message(exc))
-            return False
+        else:
+            log.warning("cannot write FluxJob %s/%s (%s): %s", namespace, name, op, exc)
+        return False
+
+
+def _request(key: Key, op: str, body: dict | None, written: dict | None) -> Write:
+    """The create or status patch of one record as a write."""
+    namespace, name = key
+    base = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+    if op == "create":
+        return Write("POST", base, body)
+    old = (written or {}).get("status") or {}
+    patch = {"status": {**{k: None for k in old}, **body["status"]}}  # type: ignore[index]
+    return Write("PATCH", f"{base}/{name}/status", patch, MERGE_PATCH)

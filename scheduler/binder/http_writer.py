@@ -46,6 +46,12 @@ from urllib3.util.wait import wait_for_read
 MAX_HEADER_LINE = 65536
 AUTH_TTL = 1.0  # seconds the authentication headers are kept before asking the client again
 MAX_HEADERS = 200
+# requests of a pipeline sent before their answers are read: while the client is still
+# sending, the server's answers pile up unread, and with enough of them (a Job's is ~4 KiB)
+# both ends wait on full socket buffers; servers also stop reading a connection with many
+# requests queued (aiohttp, the API emulator's server, at 32). At most this many at a time,
+# each window's answers read before the next is sent.
+PIPELINE_WINDOW = 16
 
 
 class ProtocolError(ConnectionError):
@@ -173,6 +179,10 @@ def _outcome(response: HttpResponse) -> bytes | Exception:
     return response.data
 
 
+class _Closed(Exception):  # noqa: N818 (a control-flow signal, not an error)
+    """The server closed the connection in the middle of a pipeline."""
+
+
 class _CloseAfter(Exception):  # noqa: N818 (a control-flow signal, not an error)
     """The answer is complete, and the server closes the connection after it."""
 
@@ -279,8 +289,9 @@ class HttpWriter:
             raise ApiException(http_resp=response)
 
     def pipeline(self, writes: list[Write]) -> list[bytes | Exception]:
-        """Send `writes` back to back on this thread's connection, then read their answers
-        in order (see the module's docstring). One outcome per write, in order: the answer's
+        """Send `writes` back to back on this thread's connection, `PIPELINE_WINDOW` at a
+        time, reading each window's answers in order (see the module's docstring); a write
+        after a closed connection is not sent. One outcome per write, in order: the answer's
         body (2xx), the client's ApiException (an HTTP error status: that write only), or
         another exception when its answer was not read (the connection failed or the server
         closed it first: the write may or may not have been applied)."""
@@ -290,15 +301,19 @@ class HttpWriter:
         c = self._connection()
         outcomes: list[bytes | Exception] = []
         try:
-            c.sock.sendall(b"".join(requests))
-            for _ in writes:
-                try:
-                    response = c.answer()
-                except _CloseAfter as done:
-                    self._forget(c)
-                    outcomes.append(_outcome(done.response))
-                    break
-                outcomes.append(_outcome(response))
+            for start in range(0, len(requests), PIPELINE_WINDOW):
+                window = requests[start:start + PIPELINE_WINDOW]
+                c.sock.sendall(b"".join(window))
+                for _ in window:
+                    try:
+                        response = c.answer()
+                    except _CloseAfter as done:
+                        self._forget(c)
+                        outcomes.append(_outcome(done.response))
+                        raise _Closed from None
+                    outcomes.append(_outcome(response))
+        except _Closed:
+            pass
         except (OSError, ProtocolError) as exc:  # no answer to the rest
             self._forget(c)
             outcomes.extend([exc] * (len(writes) - len(outcomes)))

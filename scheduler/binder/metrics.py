@@ -42,6 +42,9 @@ class BinderMetrics:
             "Our pods not yet placed (incl. incomplete groups).",
             registry=r,
         )
+        self.events_dropped = Counter(
+            "fluxnode_binder_events_dropped", "Events not posted because the queue of "
+            "Events to post was full (event_recorder.py).", registry=r)
         self.leader = Gauge(
             "fluxnode_binder_leader", "1 while this replica holds the lease.", registry=r
         )

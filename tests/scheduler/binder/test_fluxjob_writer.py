@@ -17,6 +17,7 @@ from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.scheduler.binder.binding import PodWriter
 from fluxnode.scheduler.binder.fluxjob import FluxJob, PriorityClasses
 from fluxnode.scheduler.binder.fluxjob_writer import (
+    BATCH,
     GROUP,
     PLURAL,
     SETTLE,
@@ -191,3 +192,51 @@ def test_a_count_nothing_replaces_is_written_once_due(parts):
     writer.retry()
     wait_for(lambda: stored_status(kube, "f") == count.status_patch()["status"], 10,
              what="the count written once due")
+
+
+def test_admitted_settles_and_running_asked_before_it_is_due_is_the_only_status(parts):
+    """The loop asks Admitted with settle (fluxjob_loop.py): a Job whose pods are all bound
+    before SETTLE gets one status write, Running; the record never says Admitted. Another
+    record's status, asked after Admitted and stored, shows the writer had its turn at it."""
+    kube, api, writer, no_crd = parts
+    install_crd(api)
+    key, other = ("default", "g"), ("default", "h")
+    phases: list[str] = []
+    kube.store.listeners.append(
+        lambda ch: phases.append((ch.obj.get("status") or {}).get("phase"))
+        if ch.ref == FLUXJOBS and ch.type == "MODIFIED" and ch.obj["metadata"]["name"] == "g"
+        else None)
+    for k in (key, other):
+        writer.create(k, record(k[1], "Queued").to_object())
+    wait_for(lambda: _exists(kube, "g") and _exists(kube, "h"), 10, what="the records stored")
+    writer.status(key, record("g", "Admitted", nodes="node[0-2]", allocation=7).status_patch(),
+                  settle=True)
+    writer.status(other, record("h", "Queued", position=1).status_patch())
+    writer.retry()  # the loop's pass: not due yet
+    wait_for(lambda: (stored_status(kube, "h") or {}).get("position") == 1, 10,
+             what="the other record's status")
+    last = record("g", "Running", bound=3, nodes="node[0-2]", allocation=7)
+    writer.status(key, last.status_patch())
+    wait_for(lambda: (stored_status(kube, "g") or {}).get("phase") == "Running", 10,
+             what="Running written")
+    writer.pool.shutdown(wait=True)
+    assert phases == ["Running"]
+    assert kube.count_requests("patch", FLUXJOBS) == 2  # g's Running, h's Queued
+
+
+def test_many_records_are_written_in_batches_each_create_before_its_status(parts):
+    """More records than one batch (BATCH) at once: every record stored with its status, one
+    create and one status patch each (a patch sent before its record's create would be a 404,
+    written again: more patches than records)."""
+    kube, api, writer, no_crd = parts
+    install_crd(api)
+    names = [f"m{i:03d}" for i in range(2 * BATCH + 5)]
+    for i, name in enumerate(names):
+        writer.create(("default", name), record(name, "Queued").to_object())
+        writer.status(("default", name), record(name, "Queued", position=i).status_patch())
+    wait_for(lambda: all((stored_status(kube, n) or {}).get("position") == i
+                         for i, n in enumerate(names)), 30, what="every record's status")
+    writer.pool.shutdown(wait=True)
+    assert kube.count_requests("create", FLUXJOBS) == len(names)
+    assert kube.count_requests("patch", FLUXJOBS) == len(names)
+    assert no_crd == []
