@@ -38,6 +38,7 @@ from fluxnode.scheduler.resource_query.subsystems import (
 from fluxnode.scheduler.traversers.dfu import DEFAULT_PRUNE_FILTERS, TraverserError
 from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from fluxnode.scheduler.traversers.flexible import FlexibleTraverser
+from fluxnode.scheduler.traversers.match_errors import ABORT_EXIT, FluxionAbort
 
 # -f: Fluxion's known_resource_reader; jgf_shorthand reads a whole graph as jgf does, and
 # rv1exec_force is the rv1exec reader (resource_reader_factory.cpp)
@@ -205,6 +206,11 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             try:
                 if not session.dispatch(line):
                     break
+            except FluxionAbort as exc:
+                # where Fluxion's resource-query aborts (an exception its C++ does not
+                # catch), it ends here the same way
+                stderr.write(exc.stderr)
+                return ABORT_EXIT
             except Exception as exc:  # noqa: BLE001 - no input may end the session
                 # as Fluxion's: one command's error is printed, the session goes on; the
                 # errors each command expects are its own lines (session.py), this is the

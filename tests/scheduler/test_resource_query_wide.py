@@ -64,3 +64,73 @@ def test_find_writes_the_edges_of_its_walk(tmp_path, tiny_grug, prune):
                       "-p", prune)
     assert (rc, err) == (0, "")
     assert _graphs(out)[1:] == FIND_JGF[prune]
+
+
+ONE_CORE = """      ---------------core7[1:x]
+      ------------socket1[1:s]
+      ---------node1[1:s]
+      ------rack0[1:s]
+      ---tiny0[1:s]
+INFO: =============================
+INFO: JOBID=1
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+"""
+ABORT_STDERR = ("terminate called after throwing an instance of 'std::out_of_range'\n"
+                "  what():  no element available\n")
+# the same commands with the default filters (the root has one): no abort
+NO_ABORT = ONE_CORE + """INFO: =============================
+INFO: No matching resources found
+INFO: Unsatisfiable request
+INFO: JOBID=2
+INFO: =============================
+      ---------------core7[1:x]
+      ------------socket1[1:s]
+      ---------node0[1:s]
+      ------rack0[1:s]
+      ---tiny0[1:s]
+INFO: =============================
+INFO: JOBID=3
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+"""
+
+
+def _site_graph(tmp_path, tiny_grug):
+    """The tiny graph with a root of type `site`: no leaf type is anchored at it (Fluxion
+    anchors them at `cluster`), so `-p rack:node` leaves it without a subtree filter, as
+    it leaves power.graphml's power panel under `-S PA`."""
+    site = tmp_path / "site.graphml"
+    site.write_text(tiny_grug.read_text().replace(
+        '<data key="type">cluster<', '<data key="type">site<'))
+    for name, n in (("unit.yaml", 1), ("eight.yaml", 8)):
+        (tmp_path / name).write_text(yaml.safe_dump(cores(n)))
+    return site
+
+
+@pytest.mark.parametrize("op", ["satisfiability", "allocate_with_satisfiability",
+                                "allocate_orelse_reserve"])
+def test_a_root_without_subtree_filter_aborts_where_fluxion_reads_it(tmp_path, tiny_grug, op):
+    """dfu_traverser_t::is_satisfiable, and ::schedule once its first walk failed, read
+    the root's filter with subplans.at (dom), which throws std::out_of_range when the
+    prune filters gave the root none; nothing catches it and resource-query aborts
+    (`resource-query -L site.graphml -d -p rack:node -t out < cmds`: exit 134, this
+    stderr, the -t output of the commands before). The default filters give the root
+    one: the same commands are answered."""
+    site = _site_graph(tmp_path, tiny_grug)
+    cmds = (f"match allocate {tmp_path}/unit.yaml\nmatch {op} {tmp_path}/eight.yaml\n"
+            f"match allocate {tmp_path}/unit.yaml\nquit\n")
+    assert rq(tmp_path, site, cmds, "-p", "rack:node") == (ONE_CORE, ABORT_STDERR, 134)
+    if op == "allocate_orelse_reserve":
+        assert rq(tmp_path, site, cmds) == (NO_ABORT, "", 0)
+
+
+def test_a_plain_allocate_never_reads_the_root_filter(tmp_path, tiny_grug):
+    """`match allocate` fails with EBUSY without reading it (schedule's MATCH_ALLOCATE
+    case): Fluxion answers every match."""
+    site = _site_graph(tmp_path, tiny_grug)
+    cmds = "".join(f"match allocate {tmp_path}/eight.yaml\n" for _ in range(2)) + "quit\n"
+    out, err, rc = rq(tmp_path, site, cmds, "-p", "rack:node")
+    assert (rc, err, out.count("INFO: No matching resources found\n")) == (0, "", 2)
