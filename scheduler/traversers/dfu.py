@@ -168,6 +168,7 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
         # end) without putting the set back; reproduced only with report_errno
         # (resource-query), never in the service's placements
         self.leaked_xtypes: set[str] = set()
+        self.err_msg = []
         self.reinit()
 
     def _parse_prune(self, spec: str) -> set[str]:
@@ -381,6 +382,7 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
         its generator's set-up on every match.)"""
         was = gc.isenabled()
         gc.disable()
+        self.err_msg = []
         try:
             return self._match(jobspec, op, jobid, at)
         finally:

@@ -134,3 +134,105 @@ def test_a_plain_allocate_never_reads_the_root_filter(tmp_path, tiny_grug):
     cmds = "".join(f"match allocate {tmp_path}/eight.yaml\n" for _ in range(2)) + "quit\n"
     out, err, rc = rq(tmp_path, site, cmds, "-p", "rack:node")
     assert (rc, err, out.count("INFO: No matching resources found\n")) == (0, "", 2)
+
+
+def _slot(*with_: dict, label: str = "default") -> dict:
+    return {"type": "slot", "count": 1, "label": label, "with": list(with_)}
+
+
+# a core asked non-exclusive (labelled) in a slot; two sockets below one node, a slot in
+# each; two slots at the root's level
+REFUSED = {
+    "shared.yaml": [_slot({"type": "core", "count": 2, "exclusive": False, "label": "lab"})],
+    "sockets.yaml": [{"type": "node", "count": 1, "with": [
+        {"type": "socket", "count": 1, "with": [_slot({"type": "core", "count": 1})]},
+        {"type": "socket", "count": 1, "with": [_slot({"type": "gpu", "count": 1}, label="b")]},
+    ]}],
+    "slots.yaml": [_slot({"type": "core", "count": 1}),
+                   _slot({"type": "core", "count": 1}, label="b")],
+}
+REFUSED_CMDS = """match allocate {d}/shared.yaml
+match allocate {d}/sockets.yaml
+match satisfiability {d}/slots.yaml
+match allocate {d}/unit.yaml
+quit
+"""
+# by_excl's line has no newline of its own: one per core visited (both nodes' cores, in
+# the walk's order: `first` visits a socket's cores from the highest uniq_id down, `low`
+# up), run together; test ()'s has one, and match_allocate adds its own after the lot
+CORES_VISITED = {
+    "first": ["core7", "core6", "core5", "core4", "core3", "core2", "core1", "core0"] * 2,
+    "low": ["core0", "core1", "core2", "core3", "core4", "core5", "core6", "core7"] * 2,
+}
+REFUSED_STDERR = (
+    "match_allocate: ERROR: {by_excl}\n"
+    "match_allocate: ERROR: test: siblings in jobspec request same resource type : socket.\n"
+    "test: siblings in jobspec request same resource type : socket.\n"
+    "test: siblings in jobspec request same resource type : socket.\n"
+    "test: siblings in jobspec request same resource type : socket.\n"
+    "\n"
+    "match_allocate: ERROR: test: siblings in jobspec request same resource type : cluster.\n"
+    "\n"
+)
+REFUSED_OUT = """INFO: =============================
+INFO: No matching resources found
+INFO: JOBID=1
+INFO: =============================
+INFO: =============================
+INFO: No matching resources found
+INFO: JOBID=2
+INFO: =============================
+INFO: =============================
+INFO: Unsatisfiable request
+INFO: =============================
+""" + ONE_CORE.replace("JOBID=1", "JOBID=3")
+# `low` takes the lowest core of node0 where `first` took core7 of node1
+ALLOCATED = {"first": REFUSED_OUT,
+             "low": REFUSED_OUT.replace("core7", "core0").replace("socket1", "socket0")
+             .replace("node1", "node0")}
+
+
+@pytest.mark.parametrize("policy", sorted(CORES_VISITED))
+def test_the_traversers_refusals_in_its_words(tmp_path, tiny_grug, policy):
+    """What dfu_impl_t writes to its m_err_msg when it refuses a vertex, and
+    reapi_cli_t::match_allocate prints for a failed match ("match_allocate: ERROR: "
+    and the whole message, then a newline): by_excl's exclusivity conflict and test ()'s
+    siblings of one type, in the walk's order; nothing for a match that succeeds. Under
+    `first` (the first-match walk) and `low` (leaves in line, shape templates, the
+    subtree cache): none of their shortcuts replays a walk that wrote one. Fluxion's
+    answer: `resource-query -L tiny.graphml -P POLICY -d -t out < cmds`."""
+    for name, resources in REFUSED.items():
+        (tmp_path / name).write_text(yaml.safe_dump(
+            {"version": 9999, "resources": resources,
+             "tasks": [{"command": ["app"], "slot": "default", "count": {"per_slot": 1}}],
+             "attributes": {"system": {"duration": 3600}}}))
+    (tmp_path / "unit.yaml").write_text(yaml.safe_dump(cores(1)))
+    got = rq(tmp_path, tiny_grug, REFUSED_CMDS.format(d=tmp_path), "-P", policy)
+    by_excl = "".join(f"by_excl: exclusivity conflicts at jobspec=lab : vertex={c}"
+                      for c in CORES_VISITED[policy])
+    assert got == (ALLOCATED[policy], REFUSED_STDERR.format(by_excl=by_excl), 0)
+
+
+def test_the_flexible_traversers_slots_run_out_in_its_words(tmp_path, tiny_grug):
+    """dfu_flexible_t::dom_slot keeps the slot count (unsigned, no max: UINT_MAX) in an
+    int, so select_or_config's bound is -1, and dom_slot then takes slots until the
+    candidates run out: "dom_slot: not enough slots." at each socket, and no match.
+    (The simple traverser allocates the whole graph.) `resource-query -L tiny.graphml
+    -T flexible -d -t out < cmds`, r11236 of `--wide --more --seeds 11000-11299`."""
+    job = tmp_path / "open.yaml"
+    job.write_text(yaml.safe_dump(
+        {"version": 9999, "resources": [{"type": "slot", "count": {"min": 1},
+                                         "label": "default",
+                                         "with": [{"type": "core", "count": {"min": 2}}]}],
+         "tasks": [{"command": ["app"], "slot": "default", "count": {"per_slot": 1}}],
+         "attributes": {"system": {"duration": 3600}}}))
+    got = rq(tmp_path, tiny_grug, f"match allocate {job}\nquit\n", "-T", "flexible")
+    assert got == ("INFO: =============================\n"
+                   "INFO: No matching resources found\n"
+                   "INFO: JOBID=1\n"
+                   "INFO: =============================\n",
+                   "match_allocate: ERROR: dom_slot: not enough slots.\n"
+                   "dom_slot: not enough slots.\n"
+                   "dom_slot: not enough slots.\n"
+                   "dom_slot: not enough slots.\n"
+                   "\n", 0)
