@@ -11,6 +11,8 @@ The binary's runs: flux-sched v0.54.0 built at /work/flux-build, on this test's 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -226,3 +228,23 @@ def test_the_flexible_traversers_slots_run_out_in_its_words(tmp_path, tiny_grug)
                    "dom_slot: not enough slots.\n"
                    "dom_slot: not enough slots.\n"
                    "\n", 0)
+
+
+def test_an_abort_loses_what_fluxions_stdout_had_not_flushed(tmp_path, tiny_grug):
+    """-e's lines per rank end in "\\n", not std::endl: they wait in std::cout's buffer,
+    which abort() never writes. `resource-query -L site.graphml -d -e -p rack:node -t out
+    < cmds` wrote this to stdout (and, when it ends normally, the rank lines too)."""
+    site = _site_graph(tmp_path, tiny_grug)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fluxnode", "resource-query", "-L", str(site), "-d", "-e",
+         "-p", "rack:node", "-t", str(tmp_path / "out")],
+        input=f"match satisfiability {tmp_path}/eight.yaml\nquit\n", capture_output=True,
+        text=True, timeout=60)
+    load_time, *rest = proc.stdout.splitlines(keepends=True)
+    assert load_time.startswith("INFO: Graph Load Time: ")
+    assert (proc.returncode, proc.stderr, "".join(rest)) == (134, ABORT_STDERR, (
+        "INFO: Vertex Count: 36\n"
+        "INFO: Edge Count: 35\n"
+        "INFO: by_type Key-Value Pairs: 7\n"
+        "INFO: by_name Key-Value Pairs: 20\n"
+        "INFO: by_path Key-Value Pairs: 36\n"))
