@@ -147,7 +147,10 @@ def _run(argv: list[str], case: Case, folder: Path, env: dict | None) -> tuple:
     text = _untimed(out.read_text()) if out.exists() else None
     if out.exists():
         out.unlink()
-    return proc.returncode, _untimed(proc.stdout), proc.stderr, text
+    # the status as a shell reports it: Fluxion's abort() (SIGABRT) is 134, as is
+    # fluxnode's exit where Fluxion aborts (command.py, FluxionAbort)
+    rc = 128 - proc.returncode if proc.returncode < 0 else proc.returncode
+    return rc, _untimed(proc.stdout), proc.stderr, text
 
 
 def _untimed(text: str) -> str:

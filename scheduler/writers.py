@@ -113,6 +113,10 @@ def jgf_parts(result, shorthand: bool = False, subsystem: str = CONTAINMENT,
     edge for each child that took something whether or not the child's vertex was
     emitted. A ghost stands at its children's level (the levels after it were shifted
     by one), so it takes the entries at its own level below it as children."""
+    walked = getattr(_sel(result), "edges", None)
+    if walked is not None:  # the walk wrote its edges itself (find's, traversers.find.Found)
+        nodes = [_vertex_json(e, labels) for e in _sel(result)]
+        return nodes, _edges_json(walked, subsystem), True
     sel = list(_sel(result))
     seq: list[tuple[object, bool]] = [(e, False) for e in sel]
     for pos, ghost in reversed(getattr(_sel(result), "ghosts", ())):
@@ -135,12 +139,18 @@ def jgf_parts(result, shorthand: bool = False, subsystem: str = CONTAINMENT,
     keep = [e for e in sel if not (shorthand and parent_excl.get(id(e), False))]
     kept_pairs = [(p, c) for p, c in pairs if not (shorthand and p.exclusive)]
     complete = len(keep) == len(sel) and len(kept_pairs) == len(pairs)
-    edges = [{"source": str(p.vertex.uniq_id), "target": str(c.vertex.uniq_id)}
-             for p, c in kept_pairs]
+    edges = _edges_json([(p.vertex, c.vertex) for p, c in kept_pairs], subsystem)
+    return [_vertex_json(e, labels) for e in keep], edges, complete
+
+
+def _edges_json(pairs: list, subsystem: str) -> list[dict]:
+    """(parent, child) vertices as JGF edges; an edge of another subsystem than
+    containment carries it as metadata (jgf_match_writers_t::emit_edg)."""
+    edges = [{"source": str(p.uniq_id), "target": str(c.uniq_id)} for p, c in pairs]
     if subsystem != CONTAINMENT:
         for edge in edges:
             edge["metadata"] = {"subsystem": subsystem}
-    return [_vertex_json(e, labels) for e in keep], edges, complete
+    return edges
 
 
 # rlite_match_writers_t's gatherer types: the cores and GPUs emitted below one are its

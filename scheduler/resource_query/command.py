@@ -38,6 +38,7 @@ from fluxnode.scheduler.resource_query.subsystems import (
 from fluxnode.scheduler.traversers.dfu import DEFAULT_PRUNE_FILTERS, TraverserError
 from fluxnode.scheduler.traversers.dfu_fast import FastTraverser
 from fluxnode.scheduler.traversers.flexible import FlexibleTraverser
+from fluxnode.scheduler.traversers.match_errors import ABORT_EXIT, FluxionAbort
 
 # -f: Fluxion's known_resource_reader; jgf_shorthand reads a whole graph as jgf does, and
 # rv1exec_force is the rv1exec reader (resource_reader_factory.cpp)
@@ -62,9 +63,39 @@ def load_graph(path: str, fmt: str, allowlist: list[str] | None = None) -> Resou
     raise ValueError(f"unknown load format {fmt}")
 
 
-def _write_load_info(stdout: TextIO, graph: ResourceGraph, elapse: float) -> None:
+class _Console:
+    """Standard output as Fluxion's ``std::cout`` leaves it when the program aborts: a
+    line it ends with ``std::endl`` is flushed, one ended with ``"\n"`` waits in the
+    buffer for the next flush, and an abort() loses it. ``hold`` keeps such lines until
+    the next write (or the end of the session, ``release``); ``drop`` loses them."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.held = ""
+
+    def hold(self, text: str) -> None:
+        self.held += text
+
+    def write(self, text: str) -> int:
+        self.release()
+        return self.stream.write(text)
+
+    def release(self) -> None:
+        if self.held:
+            self.stream.write(self.held)
+            self.held = ""
+
+    def drop(self) -> None:
+        self.held = ""
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def _write_load_info(stdout: _Console, graph: ResourceGraph, elapse: float) -> None:
     """-e after loading, as Fluxion's print_elapse_time: the time (a C++ stream's default
-    6 significant digits), the graph's size and its lookup tables' sizes."""
+    6 significant digits), the graph's size and its lookup tables' sizes; the lines per
+    rank end in "\n", not std::endl, so they are held (see _Console)."""
     edges = 0
     for v in graph.vertices:
         edges += len(v.children)
@@ -77,7 +108,7 @@ def _write_load_info(stdout: TextIO, graph: ResourceGraph, elapse: float) -> Non
     stdout.write(f"INFO: by_name Key-Value Pairs: {len(graph.by_name)}\n")
     stdout.write(f"INFO: by_path Key-Value Pairs: {graph.path_count()}\n")
     for rank in sorted(graph.by_rank):
-        stdout.write(f"INFO: number of vertices with rank {rank}: {len(graph.by_rank[rank])}\n")
+        stdout.hold(f"INFO: number of vertices with rank {rank}: {len(graph.by_rank[rank])}\n")
 
 
 def _is_terminal(stream: TextIO) -> bool:
@@ -176,9 +207,10 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     except TraverserError as exc:
         stderr.write(f"ERROR: {exc}\n")
         return 1
+    console = _Console(stdout)
     if ns.elapse_time:
-        _write_load_info(stdout, whole, time.perf_counter() - t0)
-    out = stdout
+        _write_load_info(console, whole, time.perf_counter() - t0)
+    out: TextIO = console  # type: ignore[assignment] - a TextIO's write and the rest
     outfile = None
     if ns.test_output:
         try:
@@ -190,21 +222,28 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
             stderr.write(f"ERROR: can't open {ns.test_output}: {exc.strerror}\n")
             return 1
         out = outfile
-    session = Session(trav, ns.match_format, out, stderr, ns.elapse_time, console=stdout)
+    session = Session(trav, ns.match_format, out, stderr, ns.elapse_time,
+                      console=console)  # type: ignore[arg-type]
     # editline's readline writes its prompt only to a terminal: with commands piped in,
     # Fluxion's resource-query writes none, -d or not
     prompt = not ns.disable_prompt and _is_terminal(stdin)
     try:
         while True:
             if prompt:
-                stdout.write("resource-query> ")
-                stdout.flush()
+                console.write("resource-query> ")
+                console.flush()
             line = stdin.readline()
             if not line:
                 break
             try:
                 if not session.dispatch(line):
                     break
+            except FluxionAbort as exc:
+                # where Fluxion's resource-query aborts (an exception its C++ does not
+                # catch), it ends here the same way, what its stdout held unflushed lost
+                console.drop()
+                stderr.write(exc.stderr)
+                return ABORT_EXIT
             except Exception as exc:  # noqa: BLE001 - no input may end the session
                 # as Fluxion's: one command's error is printed, the session goes on; the
                 # errors each command expects are its own lines (session.py), this is the
@@ -217,6 +256,7 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     finally:
         if outfile is not None:
             outfile.close()
+    console.release()
     return 0
 
 

@@ -143,6 +143,14 @@ class Session:
     def error(self, msg: str) -> None:
         self.err.write(msg + "\n")
 
+    def _traverser_said(self) -> bool:
+        """reapi_cli_t::match_allocate after a failed traversal: the traverser's own
+        message (its refusals, traversers' ``err_msg``), when it wrote one."""
+        said = "".join(getattr(self.t, "err_msg", ()))
+        if said:
+            self.error(f"match_allocate: ERROR: {said}")
+        return bool(said)
+
     # -- commands ---------------------------------------------------------
     def run_match(self, op: str, fn: str) -> bool:
         jobid = self.jobid
@@ -167,14 +175,17 @@ class Session:
                                   jobid=self.ids.for_match(jobid, self.t.jobs, registered))
         except Unsatisfiable:
             matched, sat = False, False
+            self._traverser_said()
         except TraverserErrno as exc:
             # reapi_cli_t::match_allocate returns before counting the jobid; resource-query
             # reads ENOENT (like ENODEV) as unsatisfiable
-            self.error(f"match_allocate: ERROR: traverser: {os.strerror(exc.errno)}")
+            if not self._traverser_said():
+                self.error(f"match_allocate: ERROR: traverser: {os.strerror(exc.errno)}")
             matched, consumed, reached_writer = False, False, False
             sat = exc.errno != errno.ENOENT
         except NoMatch:
             matched = False
+            self._traverser_said()
         except JobspecError as exc:
             self.t.errno = errno.EINVAL
             self.error(f"match_allocate: ERROR: Jobspec error for {jobid}: "

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from fluxnode.scheduler.traversers.match_errors import ABORT_EXIT, terminate_message
+
 CONTAINMENT = "containment"
 IBNET, IBNETBW, PFS1BW, POWER, VIRTUAL1 = "ibnet", "ibnetbw", "pfs1bw", "power", "virtual1"
 
@@ -37,9 +39,8 @@ SUBSYSTEM_SETS: dict[str, tuple[str, ...]] = {
 
 # what an unknown name does to Fluxion's resource-query: an uncaught std::out_of_range
 # (libstdc++'s terminate handler writes this), then abort()
-UNKNOWN_NAME_STDERR = ("terminate called after throwing an instance of 'std::out_of_range'\n"
-                       "  what():  map::at\n")
-UNKNOWN_NAME_EXIT = 134  # 128 + SIGABRT, as the shell reports it
+UNKNOWN_NAME_STDERR = terminate_message("std::out_of_range", "map::at")
+UNKNOWN_NAME_EXIT = ABORT_EXIT  # 128 + SIGABRT, as the shell reports it
 # a subsystem the graph has no root for: the runtime error main() prints (e.what() ends
 # in a newline of its own)
 NO_ROOT_STDERR = (": Runtime error: initialize_matchers_and_traversers: ERROR: can't "

@@ -72,6 +72,7 @@ from fluxnode.scheduler.traversers.dfu_select import DfuSelect
 from fluxnode.scheduler.traversers.find import find
 from fluxnode.scheduler.traversers.job_spans import SpanPool
 from fluxnode.scheduler.traversers.match_errors import (
+    FluxionAbort,
     NoMatch,
     TraverserErrno,
     TraverserError,
@@ -80,6 +81,7 @@ from fluxnode.scheduler.traversers.match_errors import (
 
 __all__ = [
     "DEFAULT_PRUNE_FILTERS",
+    "FluxionAbort",
     "MatchResult",
     "NoMatch",
     "Traverser",
@@ -166,6 +168,7 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
         # end) without putting the set back; reproduced only with report_errno
         # (resource-query), never in the service's placements
         self.leaked_xtypes: set[str] = set()
+        self.err_msg = []
         self.reinit()
 
     def _parse_prune(self, spec: str) -> set[str]:
@@ -379,6 +382,7 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
         its generator's set-up on every match.)"""
         was = gc.isenabled()
         gc.disable()
+        self.err_msg = []
         try:
             return self._match(jobspec, op, jobid, at)
         finally:
@@ -414,6 +418,7 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
         # satisfiability and reservation walks after a failed one, and left as the last
         # match left them when a request fails before or at its first walk
         if op == "satisfiability":
+            self._read_root_filter()
             ok = self._sat_check(req, m, excl)
             self.total_preorder, self.total_postorder = self.preorder, self.postorder
             if not ok:
@@ -437,6 +442,8 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
         if rc == 0:
             self.total_preorder, self.total_postorder = self.preorder, self.postorder
         else:
+            if op != "allocate":
+                self._read_root_filter()
             if op == "allocate_with_satisfiability":
                 self.errno = _errno.EBUSY
                 sat = self._sat_check(req, m, excl)
@@ -492,6 +499,16 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
                 raise TraverserErrno(self.errno)
             raise NoMatch(False, "request selects nothing exclusively (no slot?)")
         return MatchResult(jobid, status, m.at, m.duration, time.perf_counter() - t0, sel)
+
+    def _read_root_filter(self) -> None:
+        """Fluxion's satisfiability walk and reservation search start from the root's
+        subtree filter (``subplans.at (dom)`` in dfu_traverser_t::is_satisfiable and
+        ::schedule, once a first walk failed): a root the prune filters give none (under
+        ``-S PA -p rack:node`` the power panel) throws std::out_of_range from
+        subsystem_selector_t::at, which nothing catches, and resource-query aborts.
+        resource-query (``report_errno``) ends so too; the service walks on."""
+        if self.report_errno and not self.subplan_types(self.g.root, shown=True):
+            raise FluxionAbort("std::out_of_range", "no element available")
 
     def _sat_check(self, req: MatchRequest, m: JobMeta, excl: bool) -> bool:
         """Fluxion's satisfiability walk far in the future; a failure with EBUSY (or

@@ -161,6 +161,17 @@ class DfuSelect(DfuImpl):
     _cache_policy: tuple | None = None
     _levels_of: list[Request] | None = None  # the request list _levels was made for
     _prune_auto_types = True  # see _short
+    # Fluxion's m_err_msg: what the walks of one match write of their refusals (by_excl's
+    # exclusivity conflicts, dom_slot's slots run out), in walk order; Traverser.match
+    # starts it empty, as dfu_traverser_t::run clears it (resource-query prints it)
+    err_msg: list[str]
+
+    def _by_excl_conflict(self, u: Vertex, r: Request) -> None:
+        """by_excl: a request asked non-exclusive under an exclusive one, at ``u``
+        (EINVAL, and its line without a newline of its own)."""
+        self.errno = EINVAL
+        self.err_msg.append(f"by_excl: exclusivity conflicts at jobspec={r.label} : "
+                            f"vertex={u.name}")
 
     def _ag_enough(self, u: Vertex, t: str, m: JobMeta, need: int) -> bool:
         """Does ``u``'s subtree have ``need`` free ``t`` units during the job's window?"""
@@ -197,7 +208,7 @@ class DfuSelect(DfuImpl):
     def _excl_busy(self, m: JobMeta, x_in: bool, u: Vertex, r: Request) -> bool:
         if x_in and r.exclusive is False:
             # by_excl: a non-exclusive request under an exclusive one is invalid
-            self.errno = EINVAL
+            self._by_excl_conflict(u, r)
             return True
         if x_in or r.exclusive is True:
             if m.alloc == "alloc" and u.allocations:
@@ -239,8 +250,8 @@ class DfuSelect(DfuImpl):
         matched = False
         for r in resources:
             if u.type == r.type:
-                if matched:
-                    return resources, "none", 0, "", pristine
+                if matched:  # match (): two requests of one level name u's type
+                    return resources, "siblings", 0, "", pristine
                 match_r = r
                 for c in r.with_:
                     if c.type == "slot":
@@ -249,7 +260,7 @@ class DfuSelect(DfuImpl):
                 matched = True
             elif r.type == "slot":
                 if matched:
-                    return resources, "none", 0, "", pristine
+                    return resources, "siblings", 0, "", pristine
                 slot_r = r
                 nslots = effective_max(r)
                 matched = True
@@ -367,6 +378,7 @@ class DfuSelect(DfuImpl):
         qual = qual or 0
         groups = take_slots(dfu_slot, shape, label, qual)
         if groups is None:
+            self.err_msg.append("dom_slot: not enough slots.\n")
             return -1
         ev = dfu.evals("slot")  # Evals.add of each group, in line
         for g in groups:
@@ -407,8 +419,10 @@ class DfuSelect(DfuImpl):
         enforced = self._enforced
         ml, last = policy.ml_scores, policy.last_factor
         pre, post = self.preorder, self.postorder
+        said = len(self.err_msg)
         ok, x, probe, err = self._probe_walk(m, u, resources, pristine, excl, to_parent)
-        if self._enforced == enforced:  # no marks were set below u: the outcome is all there is
+        # no marks were set below u and no refusal written: the outcome is all there is
+        if self._enforced == enforced and len(self.err_msg) == said:
             last = policy.last_factor if policy.last_factor != last else None
             cache[u.uniq_id] = (key, ml, ok, x, probe, policy.ml_scores - ml, last, err,
                                 self.preorder - pre, self.postorder - post)
@@ -473,7 +487,10 @@ class DfuSelect(DfuImpl):
         x_in = excl or u.type in self._level(resources).xtypes
         nxt, kind, nslots, label, pres = self._test(u, resources, pristine)
         self.preorder += 1
-        if kind == "none":
+        if kind == "none" or kind == "siblings":
+            if kind == "siblings":
+                self.err_msg.append("test: siblings in jobspec request same resource type "
+                                    f": {u.type}.\n")
             self.errno = EBUSY
             return False, excl
         if self._prune(m, x_in, u, resources):

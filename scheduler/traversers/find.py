@@ -10,6 +10,13 @@ is an error, not an empty answer. ``agfilter=true`` is true of every vertex and 
 the subtree filters' counts, ``agfilter=false`` is false of every vertex; the last
 ``agfilter`` and the last ``jobid-*`` predicate of the expression are the ones the walk
 uses (dfu_impl_t::find).
+
+The walk returns the emitted vertices with the edges it wrote (:class:`Found`): as
+dom_find_dfv, an edge from a vertex to each child that was emitted, written right after
+that child's subtree, whether or not the vertex itself is then emitted. Under
+``agfilter=true`` a vertex without a subtree filter (or, for a job id, without that
+job's span in it) is not emitted even when children below it are: its children's edges
+are written, the edge into it is not.
 """
 
 from __future__ import annotations
@@ -174,7 +181,16 @@ def _preds(node, out: list) -> list:
     return out
 
 
-def find(traverser, criteria: str) -> list[Emit]:
+class Found(list):
+    """find's emits (Emit, post-order) and ``edges``: (parent, child) vertices in the
+    order dom_find_dfv's emit_edg writes them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.edges: list = []
+
+
+def find(traverser, criteria: str) -> Found:
     tree = _parse(_tokens(criteria))
     agfilter = False
     jobid = None
@@ -183,19 +199,25 @@ def find(traverser, criteria: str) -> list[Emit]:
             agfilter = value.lower() in ("true", "t")
         elif key.startswith("jobid-"):
             jobid = _jobid(value)
-    out: list[Emit] = []
+    out = Found()
 
     def rec(v, level, ov) -> int:
         ov = (ov[0] or v.status == "down", ov[1] or bool(v.allocations),
               ov[2] or bool(v.reservations))
         n = 0
         for c in v.children:
-            n += rec(c, level + 1, ov)
+            got = rec(c, level + 1, ov)
+            if got:
+                out.edges.append((v, c))
+            n += got
         if not (_eval(tree, v, ov) or n):
             return 0
         extra = None
         if agfilter:
-            extra = traverser.agfilter(v, jobid)
+            # a job id of 0 (or none) asks for the totals; another, the job's span
+            if jobid and jobid not in v.agspans:
+                return 0
+            extra = traverser.agfilter(v, jobid or None)
             if extra is None:
                 return 0
         out.append(Emit(v, v.size, True, level, extra))

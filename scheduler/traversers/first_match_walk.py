@@ -31,7 +31,7 @@ from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.jobspec.request import Request
 from fluxnode.scheduler.policies.scoring import MATCH_MET, Edge, EGroup, Scoring
 from fluxnode.scheduler.traversers.dfu_impl import JobMeta
-from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, ShareTally
+from fluxnode.scheduler.traversers.dfu_select import _NOT_SET, EBUSY, EINVAL, ShareTally
 from fluxnode.scheduler.traversers.inline_leaves import InlineLeaves
 from fluxnode.scheduler.traversers.leaf_scores import leaf_free
 from fluxnode.scheduler.traversers.level_window import LevelWindow, WalkLevel
@@ -154,15 +154,16 @@ class FirstMatchWalk(InlineLeaves):
                         if hit[1] != _NOT_SET:
                             self.errno = hit[1]
                         continue
-                    pre, post = self.preorder, self.postorder
+                    pre, post, said = self.preorder, self.postorder, len(self.err_msg)
                     err0, self.errno = self.errno, _NOT_SET
                 ok, x_out = self._dom_dfv(m, c, resources, pristine, excl, dfu)
                 if kids:
                     err = self.errno
                     if err == _NOT_SET:
                         self.errno = err0
+                    # (not one that wrote a refusal: it is written on every walk)
                     if not ok and self.preorder == pre + 1 and self.postorder == post \
-                            and uid not in visited:
+                            and uid not in visited and len(self.err_msg) == said:
                         pruned[uid] = (here, err)  # its test or a prune turned it down
                 if not ok:
                     continue
@@ -175,6 +176,8 @@ class FirstMatchWalk(InlineLeaves):
                 x_in = excl or ctype in xtypes
                 avail = leaf_free(c, r, x_in, checking, allocating, at, duration)
                 if avail < 0:
+                    if avail == -EINVAL:
+                        self._by_excl_conflict(c, r)
                     self.errno = -avail
                     continue
                 visited.add(uid)

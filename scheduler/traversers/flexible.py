@@ -82,8 +82,8 @@ class FlexibleTraverser(Traverser):
         matched = or_matched = False
         for r in resources:
             if u.type == r.type:
-                if matched or or_matched:
-                    return resources, "none", 0, "", pristine
+                if matched or or_matched:  # match (): siblings of one type
+                    return resources, "siblings", 0, "", pristine
                 match_r = r
                 for c in r.with_:
                     if c.type == "slot":
@@ -92,7 +92,7 @@ class FlexibleTraverser(Traverser):
                 matched = True
             elif r.type == "slot":
                 if matched:
-                    return resources, "none", 0, "", pristine
+                    return resources, "siblings", 0, "", pristine
                 slots = resources
                 nslots = effective_max(r)
                 or_matched = True
@@ -176,6 +176,7 @@ class FlexibleTraverser(Traverser):
         qual = config[1]
         if qual < 0:
             # Fluxion loops for (unsigned) qual slots until the slots run out: no match
+            self.err_msg.append("dom_slot: not enough slots.\n")
             return -1
         groups = []
         for _ in range(qual):
@@ -184,6 +185,7 @@ class FlexibleTraverser(Traverser):
                 return -1
             group = take_slot(dfu_slot, slots[idx].with_)
             if group is None:
+                self.err_msg.append("dom_slot: not enough slots.\n")
                 return -1
             groups.append(group)
             config = memo.get(_key(config[0]), ({}, 0, -1))

@@ -20,7 +20,7 @@ from fluxnode.scheduler.jobspec.request import Request
 from fluxnode.scheduler.policies.policy import WORST_PERF_CLASS
 from fluxnode.scheduler.policies.scoring import MATCH_MET, Edge, EGroup, Scoring
 from fluxnode.scheduler.traversers.dfu_impl import JobMeta
-from fluxnode.scheduler.traversers.dfu_select import EBUSY, DfuSelect
+from fluxnode.scheduler.traversers.dfu_select import EBUSY, EINVAL, DfuSelect
 from fluxnode.scheduler.traversers.leaf_scores import add_leaf_group, leaf_free, score_fresh_leaves
 from fluxnode.scheduler.traversers.perf_class_below import PerfClassBelow
 
@@ -105,6 +105,8 @@ class InlineLeaves(PerfClassBelow):
             x_in = excl or ctype in xtypes
             avail = leaf_free(c, r, x_in, checking, allocating, at, duration)
             if avail < 0:
+                if avail == -EINVAL:
+                    self._by_excl_conflict(c, r)
                 self.errno = -avail
                 continue
             visited.add(uid)

@@ -42,3 +42,24 @@ class TraverserErrno(NoMatch):
 
 class TraverserError(ValueError):
     """Bad input to the traverser (unknown job, path, status...)."""
+
+
+# what the shell reports for a program that abort()s: 128 + SIGABRT
+ABORT_EXIT = 134
+
+
+def terminate_message(cxx_type: str, what: str) -> str:
+    """What libstdc++'s terminate handler writes for an uncaught exception, before
+    abort()."""
+    return f"terminate called after throwing an instance of '{cxx_type}'\n  what():  {what}\n"
+
+
+class FluxionAbort(Exception):
+    """A request on which Fluxion's resource-query itself aborts: an exception of its C++
+    that nothing catches. Raised only under ``Traverser.report_errno`` (resource-query),
+    which then ends as Fluxion's does: ``stderr`` (libstdc++'s terminate message) and
+    exit status ``ABORT_EXIT``. The scheduler service never sees one."""
+
+    def __init__(self, cxx_type: str, what: str) -> None:
+        super().__init__(what)
+        self.stderr = terminate_message(cxx_type, what)

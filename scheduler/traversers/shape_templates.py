@@ -337,7 +337,7 @@ class ShapeTemplates(PerfClassBelow, DfuSelect):
                        pristine: bool, excl: bool, to_parent: Scoring) -> tuple[bool, bool]:
         pre, post, enforced = self.preorder, self.postorder, self._enforced
         ml, last = self.policy.ml_scores, self.policy.last_factor
-        start = len(self._mark_edges)
+        start, said = len(self._mark_edges), len(self.err_msg)
         ok, x, probe, err = self._probe_walk(m, u, resources, pristine, excl, to_parent)
         tpl = None
         edges = self._mark_edges[start:]
@@ -350,7 +350,8 @@ class ShapeTemplates(PerfClassBelow, DfuSelect):
             and self.policy.last_factor == self.policy.node_factor(u)
         )
         if (
-            all(pe is u or (deep and pe.parent is u) for pe, _ce in edges)
+            len(self.err_msg) == said  # a refusal it wrote names this subtree's vertices
+            and all(pe is u or (deep and pe.parent is u) for pe, _ce in edges)
             and self.policy.ml_scores == ml
             and (self.policy.last_factor == last or centric)
             and not any(ev.egroups for ev in probe.types.values())
