@@ -8,7 +8,6 @@ errors to stderr as ``ERROR: ...`` lines, never a traceback.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import os
 import re
@@ -68,16 +67,6 @@ HELP = """Usage: resource-query [OPTIONS...]
 
 class _UpdateRefused(ValueError):
     """Fluxion's JGF reader refuses an update (picks.jgf_update_refusal's message)."""
-
-
-def _nodes_written_exclusive(result: MatchResult) -> None:
-    """The rv1exec reader marks the edge into every vertex R names exclusive, its node's
-    too (update_edges), so the update walk writes each node ``x``; it plans the node's
-    units only when R lists all of it (update_exclusivity), as the picks do."""
-    sel = result.selection
-    for i, e in enumerate(sel):
-        if e.vertex.type == "node" and not e.exclusive:
-            sel[i] = dataclasses.replace(e, exclusive=True)
 
 
 class Session:
@@ -542,9 +531,11 @@ class Session:
                 raise ValueError(f"fetch_jgf: json_loads returned an error: {json_error}.")
             # a job id whose match writer failed: Fluxion plans again under it
             tid = self.ids.for_match(jobid, self.t.jobs, False)
+            planned = None
             if args[2] == "rv1exec":
-                picks = rv1exec_picks(self.t.g, doc, (at, duration))
-                if not picks:  # no vertex read: the update fails without a word
+                read = rv1exec_picks(self.t.g, doc, (at, duration))
+                picks, planned = read.picks, read.planned
+                if len(picks) < 2:  # no vertex read: the update fails without a word
                     raise SilentReaderError()
             else:
                 picks = jgf_picks(self.t.g, doc, shorthand=args[2] == "jgf_shorthand")
@@ -568,8 +559,8 @@ class Session:
                 # but the readers keep its spans as allocations whenever it starts (their
                 # update_data.reserved stays false: find sched-future=reserved misses it)
                 result = self.t.replay(picks, tid, at, duration, reserve=False)
-                if args[2] == "rv1exec":
-                    _nodes_written_exclusive(result)
+                if planned is not None:  # the rv1exec reader planned these, the walk none
+                    self.t.unplan_units_but(tid, result.selection, planned)
         except (ValueError, TypeError, KeyError, TraverserError) as exc:
             # update_run's words, then what went wrong: in the readers' words where
             # fluxnode knows them (picks.py), else its own

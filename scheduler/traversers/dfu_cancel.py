@@ -129,6 +129,19 @@ class DfuCancel(DfuUpdate):
             if xsid is not None:
                 v.x_checker = v.x_checker.without_span(xsid)
 
+    def unplan_units_but(self, jobid: int, sel: list[Emit], keep: set[int]) -> None:
+        """Take ``jobid``'s schedule spans off the vertices of ``sel`` but ``keep``
+        (uniq_ids): a reader's update plans the vertices it reads itself and Fluxion's
+        update walk, run after it with ``full`` false, plans none (upd_plan), so a vertex
+        the walk takes beyond them (below a node a node-exclusive policy takes whole) is
+        tagged and emitted with no span of the job in its schedule."""
+        for e in sel:
+            v = e.vertex
+            if v.uniq_id not in keep and jobid in v.spans:
+                self._invalidate(v)
+                sid = v.drop_units(jobid)
+                v.schedule = v.schedule.without_span(sid)
+
     def _unplan(self, jobid: int, sel: list[Emit], weighed: dict[int, int] | None) -> None:
         """Take back what the update of a without_allocating match planned: Fluxion's
         update under AT_NO_ALLOC plans nothing but still re-weighs the edges it goes

@@ -1,0 +1,123 @@
+"""Issue 35's ``--more`` random cases that fluxnode answered unlike Fluxion, one test per
+cause, each reduced to the few commands that still differ.
+
+Expected outputs are Fluxion v0.54's (``/work/flux-build/install/bin/resource-query``,
+2026-11-29), run with the options and commands each test names, ``-d -t OUT``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from support.rq_run import rq
+
+# four cores and a gpu on each of two nodes (the rv1exec reader's graph)
+TWO_NODES = {"version": 1, "execution": {
+    "R_lite": [{"rank": "0-1", "children": {"core": "0-1", "gpu": "0"}}],
+    "nodelist": ["node[0-1]"], "starttime": 0, "expiration": 0}}
+CORES_OF_NODE1 = {"version": 1, "execution": {
+    "R_lite": [{"rank": "1", "children": {"core": "0-1"}}], "nodelist": ["node1"],
+    "starttime": 0, "expiration": 0}}
+
+
+def _files(tmp_path, **docs) -> dict:
+    paths = {}
+    for name, doc in docs.items():
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(doc))
+    return paths
+
+
+# `resource-query -L g.json -f rv1exec -P lonodex -F simple` on
+# `update allocate rv1exec u.json 1 0 10`, `find sched-now=allocated`,
+# `find sched-now=free` (cases r9098, r9386, r9431)
+EXPECTED_UNPLANNED_GPU = """\
+      ---------core0[1:x]
+      ---------core1[1:x]
+      ---------gpu0[1:x]
+      ------node1[1:x]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=1
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+      ---------core0[1:x]
+      ---------core1[1:x]
+      ------node1[1:x]
+      ---cluster0[1:x]
+INFO: =============================
+INFO: EXPRESSION="sched-now=allocated"
+INFO: =============================
+      ---------core0[1:x]
+      ---------core1[1:x]
+      ---------gpu0[1:x]
+      ------node0[1:x]
+      ---------gpu0[1:x]
+      ------node1[1:x]
+      ---cluster0[1:x]
+INFO: =============================
+INFO: EXPRESSION="sched-now=free"
+INFO: =============================
+"""
+
+
+def test_an_rv1exec_update_plans_only_what_its_reader_reads(tmp_path):
+    """The rv1exec reader plans the vertices R names (and a node only when R names all
+    of its rank); the update walk after it runs with ``full`` false and plans nothing
+    (dfu_impl_t::upd_plan). Under a node-exclusive policy the walk takes the whole node
+    (modify_traversal), so gpu0 is written with the job but stays free."""
+    f = _files(tmp_path, g=TWO_NODES, u=CORES_OF_NODE1)
+    out, err, rc = rq(tmp_path, f["g"], f"update allocate rv1exec {f['u']} 1 0 10\n"
+                      "find sched-now=allocated\nfind sched-now=free\nquit\n",
+                      "-f", "rv1exec", "-P", "lonodex")
+    assert (rc, err) == (0, "")
+    assert out == EXPECTED_UNPLANNED_GPU
+
+
+def _vertex(uid: int, vtype: str, vid: int, rank: int, path: str) -> dict:
+    return {"id": str(uid), "metadata": {
+        "type": vtype, "basename": vtype, "name": f"{vtype}{vid}", "id": vid,
+        "uniq_id": uid, "rank": rank, "exclusive": False, "unit": "", "size": 1,
+        "paths": {"containment": path}}}
+
+
+# a node below a rack: the rv1exec reader looks for R's nodes right below the root
+RACKED = {"graph": {"nodes": [
+    _vertex(0, "cluster", 0, -1, "/cluster0"),
+    _vertex(1, "rack", 0, -1, "/cluster0/rack0"),
+    _vertex(2, "node", 0, 0, "/cluster0/rack0/node0"),
+    _vertex(3, "core", 0, 0, "/cluster0/rack0/node0/core0")],
+    "edges": [{"source": "0", "target": "1"}, {"source": "1", "target": "2"},
+              {"source": "2", "target": "3"}]}}
+CORE0_OF_NODE0 = {"version": 1, "execution": {
+    "R_lite": [{"rank": "0", "children": {"core": "0"}}], "nodelist": ["node0"],
+    "starttime": 0, "expiration": 0}}
+# `resource-query -L g.json -f jgf -F simple` on `update allocate rv1exec u.json 1 0 10`,
+# `find sched-now=allocated` (case r9066)
+EXPECTED_RACKED = """\
+INFO: =============================
+INFO: No matching resources found
+INFO: JOBID=1
+INFO: =============================
+INFO: =============================
+INFO: EXPRESSION="sched-now=allocated"
+INFO: =============================
+"""
+EXPECTED_RACKED_STDERR = """\
+ERROR: traverser run () returned error 
+ERROR: add_or_update: couldn't find vertex in graph for node0.
+unpack_rank: failed unpacking rank for node0.
+"""
+
+
+def test_an_rv1exec_update_finds_nodes_right_below_the_root(tmp_path):
+    """resource_reader_rv1exec_t::find_vertex looks a node up at the root's path and its
+    hostname (and a child at its node's path and TYPEID): node0 below rack0 is not
+    found, and the update fails planning nothing."""
+    f = _files(tmp_path, g=RACKED, u=CORE0_OF_NODE0)
+    out, err, rc = rq(tmp_path, f["g"], f"update allocate rv1exec {f['u']} 1 0 10\n"
+                      "find sched-now=allocated\nquit\n", "-f", "jgf")
+    assert rc == 0
+    assert err == EXPECTED_RACKED_STDERR
+    assert out == EXPECTED_RACKED
