@@ -558,7 +558,8 @@ class Session:
                 # like a match's answer, a job that starts now is allocated, later reserved;
                 # but the readers keep its spans as allocations whenever it starts (their
                 # update_data.reserved stays false: find sched-future=reserved misses it)
-                result = self.t.replay(picks, tid, at, duration, reserve=False)
+                result = self.t.replay(picks, tid, at, duration, reserve=False,
+                                       x_checked=planned is None)
                 if planned is not None:  # the rv1exec reader planned these, the walk none
                     self.t.unplan_units_but(tid, result.selection, planned)
         except (ValueError, TypeError, KeyError, TraverserError) as exc:
@@ -641,20 +642,18 @@ class Session:
                 ranks = self._flux_idset(target)
             except ValueError:
                 return self.error("ERROR: failed to decode ranks.")
-            unknown = [r for r in ranks if r not in g.by_rank]
-            if unknown:
-                # dfu_impl_t::remove (ranks) stops at the first rank it lacks (fluxnode
-                # changes nothing; Fluxion has cleared the lower ranks' job data by then)
+            try:
+                gone = self.t.remove_ranks(ranks)
+            except TraverserError as exc:
+                # command.cpp's remove: the rank-based release failed (a rank the graph
+                # lacks; the ranks before it are cleared), nothing is removed
                 self.error("ERROR: can't partial cancel subgraph ")
-                return self.error(f"ERROR: remove: {min(unknown)} not found in by_rank map.")
-            for tid in list(self.t.jobs):
-                try:
-                    jobid = self.ids.fluxion_id(tid)
-                    if self.t.partial_cancel(tid, ranks) and jobid is not None:
-                        self.allocations.pop(jobid, None)
-                        self.reservations.pop(jobid, None)
-                except TraverserError:
-                    pass
+                return self.error(f"ERROR: {exc}")
+            for tid in gone:
+                jobid = self.ids.fluxion_id(tid)
+                if jobid is not None:
+                    self.allocations.pop(jobid, None)
+                    self.reservations.pop(jobid, None)
             for r in ranks:
                 vs = g.by_rank.get(r, [])
                 if vs:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 
-from support.rq_run import rq
+import yaml
+from support.rq_run import jobspec, rq
 
 # four cores and a gpu on each of two nodes (the rv1exec reader's graph)
 TWO_NODES = {"version": 1, "execution": {
@@ -104,8 +105,7 @@ INFO: =============================
 INFO: EXPRESSION="sched-now=allocated"
 INFO: =============================
 """
-EXPECTED_RACKED_STDERR = """\
-ERROR: traverser run () returned error 
+EXPECTED_RACKED_STDERR = "ERROR: traverser run () returned error \n" + """\
 ERROR: add_or_update: couldn't find vertex in graph for node0.
 unpack_rank: failed unpacking rank for node0.
 """
@@ -121,3 +121,145 @@ def test_an_rv1exec_update_finds_nodes_right_below_the_root(tmp_path):
     assert rc == 0
     assert err == EXPECTED_RACKED_STDERR
     assert out == EXPECTED_RACKED
+
+
+# two cores on each of two nodes; one core, and an R of node0's two cores
+TWO_BY_TWO = {"version": 1, "execution": {
+    "R_lite": [{"rank": "0-1", "children": {"core": "0-1"}}],
+    "nodelist": ["node[0-1]"], "starttime": 0, "expiration": 0}}
+CORES_OF_NODE0 = {"version": 1, "execution": {
+    "R_lite": [{"rank": "0", "children": {"core": "0-1"}}], "nodelist": ["node0"],
+    "starttime": 0, "expiration": 0}}
+CORE = jobspec([{"type": "slot", "count": 1, "label": "default",
+                 "with": [{"type": "core", "count": 1}]}], 60)
+
+
+def _remove_case(tmp_path, commands: str, *args: str) -> tuple[str, str, int]:
+    f = _files(tmp_path, g=TWO_BY_TWO, u=CORES_OF_NODE0)
+    core = tmp_path / "core.yaml"
+    core.write_text(yaml.safe_dump(CORE, sort_keys=False))
+    return rq(tmp_path, f["g"], commands.format(u=f["u"], core=core), "-f", "rv1exec", *args)
+
+
+# `resource-query -L g.json -f rv1exec -F simple` (cases r9345, r9446)
+EXPECTED_CLEARED_BEFORE_FAILING = """\
+      ---------core0[1:x]
+      ---------core1[1:x]
+      ------node0[1:x]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=4
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+INFO: =============================
+INFO: EXPRESSION="sched-now=allocated"
+INFO: =============================
+      ---------core1[1:x]
+      ------node1[1:s]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=5
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+      ---------core0[1:x]
+      ------node1[1:s]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=6
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+INFO: =============================
+INFO: No matching resources found
+INFO: JOBID=7
+INFO: =============================
+      ---------core0[1:x]
+      ---------core1[1:x]
+      ------node0[1:x]
+INFO: =============================
+INFO: JOBID=9
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+"""
+
+
+def test_remove_clears_the_ranks_before_one_it_lacks(tmp_path):
+    """dfu_impl_t::remove(root, ranks) clears each rank's vertices in turn (clear_vertex:
+    planners reset, tags and span maps emptied) and fails at rank 2, which the graph
+    lacks: node0 stays, holding nothing (find sees no allocation), but its x_checker
+    keeps job 4's spans, so no match takes its cores (job 7); the rv1exec reader's
+    update checks the schedule planners only and takes them (job 9)."""
+    out, err, rc = _remove_case(
+        tmp_path, "update allocate rv1exec {u} 4 0 60\nremove 0-2 false\n"
+        "find sched-now=allocated\n" + "match allocate {core}\n" * 3
+        + "update allocate rv1exec {u} 9 0 60\nquit\n")
+    assert rc == 0
+    assert err == ("ERROR: can't partial cancel subgraph \n"
+                   "ERROR: remove: 2 not found in by_rank map.\n")
+    assert out == EXPECTED_CLEARED_BEFORE_FAILING
+
+
+# `resource-query -L g.json -f rv1exec -F simple -p cluster:core`
+EXPECTED_REDUCED_BY_ALL = """\
+      ---------core1[1:x]
+      ------node1[1:s]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=1
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+      ---------core0[1:x]
+      ------node1[1:s]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=2
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+      ---------core1[1:x]
+      ------node0[1:s]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=3
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+      ---------core1[1:x]
+      ------node0[1:x]
+      ---cluster0[1:x]
+INFO: =============================
+INFO: EXPRESSION="sched-now=allocated"
+INFO: =============================
+      ---------core0[1:x]
+      ------node0[1:s]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=4
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+INFO: =============================
+INFO: No matching resources found
+INFO: JOBID=5
+INFO: =============================
+"""
+
+
+def test_remove_takes_every_jobs_units_from_each_jobs_ancestor_spans(tmp_path):
+    """After clearing rank 1, remove gives back from each job's span in each ancestor's
+    subtree filter all the units allocated on the rank, every job's (2 cores): job 1's
+    one-core span at cluster0 cannot lose 2 (planner_multi_reduce_span: EINVAL) and
+    the remove fails there, rank 1 cleared and kept."""
+    out, err, rc = _remove_case(
+        tmp_path, "match allocate {core}\n" * 3 + "remove 1 false\n"
+        "find sched-now=allocated\n" + "match allocate {core}\n" * 2 + "quit\n",
+        "-p", "cluster:core")
+    assert rc == 0
+    assert err == ("ERROR: can't partial cancel subgraph \n"
+                   "ERROR: mod_agfilter: planner_multi_reduce_span returned -1.\n"
+                   "cluster0 Invalid argument.\nremove: cluster0: cancel_vertex failed.\n")
+    assert out == EXPECTED_REDUCED_BY_ALL
