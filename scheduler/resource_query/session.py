@@ -122,7 +122,7 @@ class Session:
             self.known_types |= set(self.t.loaded.by_type)
 
     # -- output -----------------------------------------------------------
-    def emit(self, result=None, labels: dict[str, str] | None = None) -> str:
+    def emit(self, result=None, labels: dict[int, str] | None = None) -> str:
         """What ``rq->writers->emit`` writes after a traversal that emitted ``result``
         (None: one that emitted nothing, e.g. a failed match). Raises WriterEmitError."""
         if result is not None:
@@ -181,7 +181,7 @@ class Session:
             try:
                 emitted = matched and op != "satisfiability"
                 R = self.emit(result if emitted else None,
-                              writers.request_labels(js.resources) if emitted else None)
+                              self.t.labels_of(result.selection) if emitted else None)
                 # match_allocate's end_time: once the writer has emitted R, before
                 # anything is printed (run_match and print_schedule_info print after)
                 self._stop = time.perf_counter()
@@ -388,6 +388,7 @@ class Session:
         # reapi_cli_t::find: the traversal emits into the session's writer, then emit_json;
         # a failing emit_json is reported and the expression lines are not written
         self.writer.add(sel, excl_parent=False)
+        self.t.forget_labels(sel)
         try:
             o = self.writer.emit_json()
         except writers.WriterEmitError as exc:
@@ -573,7 +574,8 @@ class Session:
         # resource-query's update: writers->emit after the run whatever it returned, its
         # error ignored (what it could not write stays in the writer)
         try:
-            self.out.write(self.emit(result))
+            self.out.write(self.emit(result, self.t.labels_of(result.selection)
+                                     if result is not None else None))
         except writers.WriterEmitError:
             pass
         self.update_times.append(time.perf_counter() - t0)

@@ -8,11 +8,13 @@ Expected outputs are Fluxion v0.54's (``/work/flux-build/install/bin/resource-qu
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import yaml
 from support.rq_run import jobspec, rq
 
-# four cores and a gpu on each of two nodes (the rv1exec reader's graph)
+DATA = Path(__file__).parent / "data" / "more"
+# two cores and a gpu on each of two nodes (the rv1exec reader's graph)
 TWO_NODES = {"version": 1, "execution": {
     "R_lite": [{"rank": "0-1", "children": {"core": "0-1", "gpu": "0"}}],
     "nodelist": ["node[0-1]"], "starttime": 0, "expiration": 0}}
@@ -263,3 +265,49 @@ def test_remove_takes_every_jobs_units_from_each_jobs_ancestor_spans(tmp_path):
                    "ERROR: mod_agfilter: planner_multi_reduce_span returned -1.\n"
                    "cluster0 Invalid argument.\nremove: cluster0: cancel_vertex failed.\n")
     assert out == EXPECTED_REDUCED_BY_ALL
+
+
+# two cores of one slot, labeled "b"
+LABELED = jobspec([{"type": "slot", "count": 1, "label": "default",
+                    "with": [{"type": "core", "count": 2, "label": "b"}]}], 60)
+
+
+def _label_case(tmp_path, commands: str) -> tuple[str, str, int]:
+    f = _files(tmp_path, g=TWO_BY_TWO, u=CORES_OF_NODE1)
+    paths = {"u": f["u"]}
+    for name, spec in (("lab", LABELED), ("core", CORE)):
+        paths[name] = tmp_path / f"{name}.yaml"
+        paths[name].write_text(yaml.safe_dump(spec, sort_keys=False))
+    return rq(tmp_path, f["g"], commands.format(**paths), "-f", "rv1exec", "-F", "jgf",
+              "-P", "low")
+
+
+# in data/more: `resource-query -L g.json -f rv1exec -F jgf -P low` (cases r9057, r9215,
+# r9303, r9304, r9359, r9413)
+EXPECTED_KEPT_LABELS = (DATA / "kept_labels.out").read_text()
+
+
+def test_a_vertex_keeps_the_label_an_earlier_walk_wrote(tmp_path):
+    """dom_dfv writes a labeled request's label into each vertex of its type it
+    completes (its ephemeral store) and the match writers write the store as it is, stale
+    or not: the satisfiability walk labels every core, and later matches of an unlabeled
+    core write "b". ``find`` clears the store of each vertex it writes (node0's core0,
+    not core1)."""
+    out, err, rc = _label_case(
+        tmp_path, "match satisfiability {lab}\nmatch allocate {core}\n"
+        "find sched-now=allocated\n" + "match allocate {core}\n" * 2 + "quit\n")
+    assert (rc, err) == (0, "")
+    assert out == EXPECTED_KEPT_LABELS
+
+
+# in data/more: `resource-query -L g.json -f rv1exec -F jgf -P low` (cases r9386, r9406)
+EXPECTED_UPDATE_LABELS = (DATA / "update_labels.out").read_text()
+
+
+def test_an_update_writes_the_labels_an_earlier_match_left(tmp_path):
+    """The labeled match completes all four cores and takes node0's; the update of
+    node1's cores after it walks no request and writes the "b" they kept."""
+    out, err, rc = _label_case(
+        tmp_path, "match allocate {lab}\nupdate allocate rv1exec {u} 5 0 60\nquit\n")
+    assert (rc, err) == (0, "")
+    assert out == EXPECTED_UPDATE_LABELS
