@@ -549,8 +549,9 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
         self.next_jobid = max(self.next_jobid, jobid + 1)
         self._marks = {}
         self._mark_edges = []
-        # the picks name every vertex, so no request type needs to take whole subtrees
-        self._req_xtypes = set()
+        # the picks name every vertex, so no request type needs to take whole subtrees;
+        # a type a failed request left exclusive still does (modify_traversal)
+        self._req_xtypes = set(self.leaked_xtypes)
         for v, needs, x in chosen.values():
             if v.parent is not None:
                 self._marks[(v.parent.uniq_id, v.uniq_id)] = (needs, x)

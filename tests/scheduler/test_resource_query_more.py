@@ -311,3 +311,49 @@ def test_an_update_writes_the_labels_an_earlier_match_left(tmp_path):
         tmp_path, "match allocate {lab}\nupdate allocate rv1exec {u} 5 0 60\nquit\n")
     assert (rc, err) == (0, "")
     assert out == EXPECTED_UPDATE_LABELS
+
+
+# a node exclusively, for longer than the graph lasts (the match fails)
+TOO_LONG = jobspec([{"type": "node", "count": 1, "exclusive": True, "with": [
+    {"type": "slot", "count": 1, "label": "default",
+     "with": [{"type": "core", "count": 1}]}]}], 4000000000)
+# a match's JGF of node1's core0, the node shared
+CORE0_OF_NODE1_JGF = {"graph": {"nodes": [
+    {"id": "0", "metadata": {"type": "cluster", "id": 0, "rank": -1, "exclusive": False,
+                             "size": 1, "paths": {"containment": "/cluster0"}}},
+    {"id": "4", "metadata": {"type": "node", "id": 1, "rank": 1, "exclusive": False,
+                             "size": 1, "paths": {"containment": "/cluster0/node1"}}},
+    {"id": "5", "metadata": {"type": "core", "id": 0, "rank": 1, "exclusive": True,
+                             "size": 1, "paths": {"containment": "/cluster0/node1/core0"}}}],
+    "edges": [{"source": "0", "target": "4"}, {"source": "4", "target": "5"}]}}
+# `resource-query -L g.json -f rv1exec -F simple` (case r12000)
+EXPECTED_LEAKED_UPDATE = """\
+INFO: =============================
+INFO: No matching resources found
+INFO: JOBID=1
+INFO: =============================
+      ---------core0[1:x]
+      ---------core1[1:x]
+      ------node1[1:x]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=3
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+"""
+
+
+def test_an_update_takes_whole_a_type_a_failed_request_left_exclusive(tmp_path):
+    """A request failing while it is built (a duration past the graph's end) leaves its
+    exclusive types in the matcher's set (see Traverser.leaked_xtypes); the update walk
+    of a later ``update`` takes a vertex of such a type whole (modify_traversal), so
+    node1 and core1 are written exclusive though the JGF names node1 shared."""
+    f = _files(tmp_path, g=TWO_BY_TWO, j=CORE0_OF_NODE1_JGF)
+    spec = tmp_path / "long.yaml"
+    spec.write_text(yaml.safe_dump(TOO_LONG, sort_keys=False))
+    out, err, rc = rq(tmp_path, f["g"], f"match allocate {spec}\n"
+                      f"update allocate jgf {f['j']} 3 0 60\nquit\n", "-f", "rv1exec")
+    assert rc == 0
+    assert err == "match_allocate: ERROR: traverser: Invalid argument\n"
+    assert out == EXPECTED_LEAKED_UPDATE
