@@ -151,9 +151,7 @@ class Session:
         reached_writer = True  # match_allocate calls writers->emit unless it returned first
         try:
             js = self.jobspecs.parse(text, self.known_types)
-            registered = jobid in self.allocations or jobid in self.reservations
-            result = self.t.match(js, op=op,
-                                  jobid=self.ids.for_match(jobid, self.t.jobs, registered))
+            result = self.t.match(js, op=op, jobid=self.ids.for_match(jobid, self.t.jobs))
         except Unsatisfiable:
             matched, sat = False, False
         except TraverserErrno as exc:
@@ -531,7 +529,7 @@ class Session:
             if doc is None:
                 raise ValueError(f"fetch_jgf: json_loads returned an error: {json_error}.")
             # a job id whose match writer failed: Fluxion plans again under it
-            tid = self.ids.for_match(jobid, self.t.jobs, False)
+            tid = self.ids.for_match(jobid, self.t.jobs)
             planned = None
             if args[2] == "rv1exec":
                 read = rv1exec_picks(self.t.g, doc, (at, duration))

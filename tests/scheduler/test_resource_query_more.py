@@ -357,3 +357,62 @@ def test_an_update_takes_whole_a_type_a_failed_request_left_exclusive(tmp_path):
     assert rc == 0
     assert err == "match_allocate: ERROR: traverser: Invalid argument\n"
     assert out == EXPECTED_LEAKED_UPDATE
+
+
+# `resource-query -L g.json -f rv1exec -F simple` (case r12030)
+EXPECTED_COUNTED_UP_TO = """\
+      ---------core0[1:x]
+      ---------core1[1:x]
+      ------node0[1:x]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=3
+INFO: RESOURCES=RESERVED
+INFO: SCHEDULED AT=10
+INFO: =============================
+INFO: =============================
+INFO: No matching resources found
+INFO: JOBID=1
+INFO: =============================
+      ---------core1[1:x]
+      ------node1[1:s]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=2
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+      ---------core0[1:x]
+      ------node1[1:s]
+      ---cluster0[1:s]
+INFO: =============================
+INFO: JOBID=3
+INFO: RESOURCES=ALLOCATED
+INFO: SCHEDULED AT=Now
+INFO: =============================
+      ---------core0[1:x]
+      ---------core1[1:x]
+      ------node0[1:x]
+      ---------core0[1:x]
+      ------node1[1:x]
+      ---cluster0[1:x]
+INFO: =============================
+INFO: EXPRESSION="jobid-alloc=3"
+INFO: =============================
+"""
+
+
+def test_a_match_counted_up_to_an_updated_job_id_plans_under_it_too(tmp_path):
+    """``update`` sets the job counter past its job (3 here, then 1 by the failed one):
+    the counter counts up to 3 again and Fluxion's match plans under it though job 3
+    exists (reapi_cli_t::match_allocate checks nothing); ``find jobid-alloc=3`` sees
+    both jobs' vertices."""
+    f = _files(tmp_path, g=TWO_BY_TWO, u=CORES_OF_NODE0)
+    core = tmp_path / "core.yaml"
+    core.write_text(yaml.safe_dump(CORE, sort_keys=False))
+    out, _err, rc = rq(tmp_path, f["g"], f"update reserve rv1exec {f['u']} 3 10 60\n"
+                       f"update allocate rv1exec {f['u']} 1 10 10\n"
+                       + f"match allocate {core}\n" * 2 + "find jobid-alloc=3\nquit\n",
+                       "-f", "rv1exec")
+    assert rc == 0
+    assert out == EXPECTED_COUNTED_UP_TO
