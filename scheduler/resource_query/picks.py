@@ -2,7 +2,9 @@
 
 ``update`` replays what a match wrote (as R or as JGF) on this graph; each
 reader here turns that document into ``(vertex, units, exclusive)`` picks for
-``Traverser.replay``, raising ValueError naming what does not fit the graph.
+``Traverser.replay``, raising ValueError naming what does not fit the graph. The
+rv1exec reader also says which vertices it plans itself (``Rv1execPicks.planned``):
+Fluxion's update walk after it plans none.
 """
 
 from __future__ import annotations
