@@ -44,25 +44,7 @@ def pretty_simple(result) -> str:
     )
 
 
-def request_labels(resources) -> dict[str, str]:
-    """type -> label of the jobspec's labeled non-slot requests, for the JGF writers'
-    "ephemeral" (dfu_impl_t::dom_dfv puts a request's label on each vertex of its type it
-    matches). Only a type all of whose requests carry one label is named: a vertex of a
-    type also requested without a label (or with another) is left without (the
-    traversal does not say which request took it). Labels a vertex kept from an earlier
-    traversal (Fluxion's ephemeral_t is stale then, but the match writer reads it
-    without checking) are not modeled."""
-    seen: dict[str, set[str]] = {}
-    stack = list(resources)
-    while stack:
-        r = stack.pop()
-        if r.type != "slot":
-            seen.setdefault(r.type, set()).add(r.label)
-        stack.extend(r.with_)
-    return {t: next(iter(ls)) for t, ls in seen.items() if len(ls) == 1 and "" not in ls}
-
-
-def _vertex_json(e, labels: dict[str, str] | None = None) -> dict:
+def _vertex_json(e, labels: dict[int, str] | None = None) -> dict:
     """Fluxion's JGF match writer: defaults are left out (basename == type, size 1...)."""
     v = e.vertex
     md: dict = {"type": v.type}
@@ -83,8 +65,8 @@ def _vertex_json(e, labels: dict[str, str] | None = None) -> dict:
     if e.needs != 1:
         md["size"] = e.needs
     md["paths"] = dict(sorted(v.paths.items()))
-    if labels and v.type in labels:
-        md["ephemeral"] = {"label": labels[v.type]}
+    if labels and v.uniq_id in labels:
+        md["ephemeral"] = {"label": labels[v.uniq_id]}
     if getattr(e, "agfilter", None):
         md["agfilter"] = e.agfilter
     return {"id": str(v.uniq_id), "metadata": md}
@@ -105,7 +87,7 @@ def jgf(result, shorthand: bool = False, subsystem: str = CONTAINMENT) -> dict:
 
 
 def jgf_parts(result, shorthand: bool = False, subsystem: str = CONTAINMENT,
-              labels: dict[str, str] | None = None) -> tuple[list[dict], list[dict], bool]:
+              labels: dict[int, str] | None = None) -> tuple[list[dict], list[dict], bool]:
     """(nodes, edges, nothing left out) of the JGF writers (see jgf).
 
     A selection's ``ghosts`` (dfu_impl.Selection: vertices the update walk tagged but did
@@ -292,11 +274,11 @@ class MatchWriters:
         self.complete = True
 
     def add(self, result, excl_parent: bool = True,
-            labels: dict[str, str] | None = None) -> None:
+            labels: dict[int, str] | None = None) -> None:
         """A traversal's emit_vtx/emit_edg calls (and its emit_tm). ``excl_parent``
         False: the walk says no vertex's parent is exclusive (find's, dom_find_dfv), so
-        the shorthand writers leave nothing out. ``labels``: request_labels of the
-        match's jobspec."""
+        the shorthand writers leave nothing out. ``labels``: uniq_id -> the label each
+        vertex keeps (Traverser.labels_of)."""
         sel = _sel(result)  # a list, or a Selection with ghosts (jgf_parts reads them)
         if not isinstance(sel, list):
             sel = list(sel)

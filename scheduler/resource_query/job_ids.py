@@ -56,12 +56,13 @@ class JobIds:
                 return jobid if tids[-1] == tid else None
         return tid
 
-    def for_match(self, jobid: int, held: Container[int], registered: bool) -> int:
+    def for_match(self, jobid: int, held: Container[int]) -> int:
         """The traverser id a match under ``jobid`` runs with. ``held``: the ids the
-        traverser holds; ``registered``: resource-query counts ``jobid`` as allocated or
-        reserved. A held id not registered is a job whose writer failed: it leaks."""
+        traverser holds. A held id is a job whose writer failed, or one an ``update``
+        placed above the job counter, which later counts up to it: Fluxion plans the
+        match under the same id either way, and the older job leaks."""
         tid = self.of(jobid)
-        if tid in held and not registered:
+        if tid in held:
             self.history.setdefault(jobid, [tid])
             tid = self.current[jobid] = self._next
             self._next += 1

@@ -2,13 +2,18 @@
 
 ``update`` replays what a match wrote (as R or as JGF) on this graph; each
 reader here turns that document into ``(vertex, units, exclusive)`` picks for
-``Traverser.replay``, raising ValueError naming what does not fit the graph.
+``Traverser.replay``, raising ValueError naming what does not fit the graph. The
+rv1exec reader also says which vertices it plans itself (``Rv1execPicks.planned``):
+Fluxion's update walk after it plans none.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from fluxnode.broker_conf import hostlist, idset
 from fluxnode.scheduler.graph.resource_graph import ResourceGraph, Vertex
+from fluxnode.scheduler.readers.hostname import HostnameIdError, node_name_parts
 from fluxnode.scheduler.readers.jgf import fetch_jgf_keys
 from fluxnode.scheduler.traversers.dfu_impl import free_during
 
@@ -17,13 +22,12 @@ class SilentReaderError(ValueError):
     """A reader refuses an update without a word of its own (update_run's line only)."""
 
 
-def _host_of(doc: dict, ranks: list[int], rank: int) -> str:
-    """The host R's nodelist names for ``rank`` (the n-th rank listed, the n-th host)."""
+def _hosts(doc: dict) -> list[str]:
+    """R's nodelist as one list of hosts (the rv1exec reader's hostlist)."""
     try:
-        hosts = [h for entry in doc["execution"]["nodelist"] for h in hostlist.decode(entry)]
-        return hosts[ranks.index(rank)]
-    except (KeyError, TypeError, ValueError, IndexError):
-        return f"rank {rank}"
+        return [h for entry in doc["execution"]["nodelist"] for h in hostlist.decode(entry)]
+    except (KeyError, TypeError, ValueError):
+        raise SilentReaderError() from None
 
 
 def _check_free(v: Vertex, window: tuple[int, int] | None, then: str) -> None:
@@ -32,59 +36,91 @@ def _check_free(v: Vertex, window: tuple[int, int] | None, then: str) -> None:
     if window is None or v.schedule is None:
         return
     if free_during(v.schedule, *window) < v.size:
-        raise ValueError(f"update_vertex: {v.name} is unavailable.\n{then} for {v.name}.")
+        raise ValueError(f"update_vertex: {v.name} is unavailable.\n{then}.")
+
+
+def _find_vertex(graph: ResourceGraph, path: str, rank: int, vid: int,
+                 vtype: str) -> Vertex | None:
+    """resource_reader_rv1exec_t::find_vertex: the vertex at ``path`` (its parent's path
+    and its name: a node right below the root, a child right below its node) with this
+    rank, id and type, and size 1."""
+    for v in graph.lookup(path):
+        if v.rank == rank and v.id == vid and v.size == 1 and v.type == vtype:
+            return v
+    return None
+
+
+@dataclasses.dataclass
+class Rv1execPicks:
+    """What the rv1exec reader's update reads from an R: the picks the update walk takes
+    (every vertex R names exclusively, through the edges its update_edges marks, the
+    root shared) and the vertices the reader itself plans (``planned``, uniq_ids: each
+    child R names, and a rank's node only when R names every other vertex of its rank,
+    update_exclusivity). The walk plans no vertex of its own (its upd_plan runs with
+    ``full`` false), so what it takes beyond ``planned`` (the rest of a node under a
+    node-exclusive policy) is tagged and emitted, never planned."""
+
+    picks: list[tuple[Vertex, int, bool]]
+    planned: set[int]
 
 
 def rv1exec_picks(graph: ResourceGraph, doc: dict,
-                  window: tuple[int, int] | None = None) -> list[tuple]:
-    """(vertex, units, exclusive) for an R: the listed children of each rank's node
-    exclusively and whole; the node itself exclusively when all of it is listed;
-    what lies between and above shared."""
+                  window: tuple[int, int] | None = None) -> Rv1execPicks:
+    """Read an R as Fluxion's rv1exec reader updates the graph with it
+    (resource_reader_rv1exec_t::unpack_rank and unpack_child): each rank's node is the
+    vertex named by R's nodelist right below the root, each child ``TYPE`` ``ID`` the
+    vertex ``TYPEID`` right below that node; the first one missing or busy fails the
+    update in the reader's words (ValueError)."""
     try:
         entries = doc["execution"]["R_lite"]
         ranked = [(idset.decode(str(e["rank"])), e.get("children", {})) for e in entries]
     except (KeyError, TypeError, ValueError):  # IdsetError is a ValueError
         raise SilentReaderError() from None  # the rv1exec reader says nothing of these
-    picks: dict[int, tuple] = {}
-
-    def share_up(v) -> None:
-        while v is not None and v.uniq_id not in picks:
-            picks[v.uniq_id] = (v, 1, False)
-            v = v.parent
-
+    hosts = _hosts(doc)
+    # build_rmap: the n-th of R's ranks, in order, is the n-th host
+    rmap = {r: i for i, r in enumerate(sorted({r for rs, _ in ranked for r in rs}))}
+    root = graph.root
+    picks: dict[int, tuple] = {root.uniq_id: (root, 1, False)}
+    planned: set[int] = set()
+    updated: dict[int, int] = {}
     for ranks, children in ranked:
         if not isinstance(children, dict):
             raise ValueError(f"R_lite children must be a mapping, not {children!r}")
         for rank in ranks:
-            nodes = [v for v in graph.by_rank.get(rank, []) if v.type == "node"]
-            if not nodes:  # the rv1exec reader's words, naming the rank's host
-                host = _host_of(doc, [r for rs, _ in ranked for r in rs], rank)
+            if rmap[rank] >= len(hosts):
+                raise SilentReaderError()
+            host = hosts[rmap[rank]]
+            try:
+                _base, nid = node_name_parts(host)
+            except HostnameIdError:
+                raise ValueError(f"unpack_rank: error splitting hostname={host}; ") from None
+            node = _find_vertex(graph, f"{root.path}/{host}", rank, nid, "node")
+            if node is None:
                 raise ValueError(f"add_or_update: couldn't find vertex in graph for {host}.\n"
                                  f"unpack_rank: failed unpacking rank for {host}.")
-            node = nodes[0]
-            _check_free(node, window, "unpack_rank: failed unpacking rank")
-            share_up(node)
-            below = {}
-            for v in graph.walk(node):
-                if v is not node:
-                    below.setdefault((v.type, v.id), v)
+            _check_free(node, window, f"unpack_rank: failed unpacking rank for {host}")
+            picks[node.uniq_id] = (node, 1, True)
             for rtype, ids in children.items():
+                if not isinstance(ids, str):
+                    raise SilentReaderError()
                 try:
-                    wanted = idset.decode(str(ids))
-                except ValueError as exc:
-                    raise ValueError(f"rank {rank} {rtype}: {exc}") from None
+                    wanted = idset.decode(ids)
+                except ValueError:
+                    raise SilentReaderError() from None
                 for i in wanted:
-                    v = below.get((rtype, i))
+                    name = f"{rtype}{i}"
+                    v = _find_vertex(graph, f"{node.path}/{name}", rank, i, rtype)
                     if v is None:  # the rv1exec reader's words
                         raise ValueError(
-                            f"add_or_update: couldn't find vertex in graph for {rtype}{i}.\n"
-                            f"unpack_child: failed unpacking child for {rtype}{i}.")
-                    _check_free(v, window, "unpack_child: failed unpacking child")
-                    share_up(v.parent)
+                            f"add_or_update: couldn't find vertex in graph for {name}.\n"
+                            f"unpack_child: failed unpacking child for {name}.")
+                    _check_free(v, window, f"unpack_child: failed unpacking child for {name}")
                     picks[v.uniq_id] = (v, v.size, True)
-            if all(v.uniq_id in picks for v in below.values()):
-                picks[node.uniq_id] = (node, 1, True)  # the whole node
-    return list(picks.values())
+                    planned.add(v.uniq_id)
+                    updated[rank] = updated.get(rank, 0) + 1
+            if updated.get(rank, 0) == len(graph.by_rank.get(rank, ())) - 1:
+                planned.add(node.uniq_id)  # update_exclusivity: all of the rank is named
+    return Rv1execPicks(list(picks.values()), planned)
 
 
 def jgf_picks(graph: ResourceGraph, doc: dict, shorthand: bool = False) -> list[tuple]:

@@ -8,7 +8,6 @@ errors to stderr as ``ERROR: ...`` lines, never a traceback.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import os
 import re
@@ -70,16 +69,6 @@ class _UpdateRefused(ValueError):
     """Fluxion's JGF reader refuses an update (picks.jgf_update_refusal's message)."""
 
 
-def _nodes_written_exclusive(result: MatchResult) -> None:
-    """The rv1exec reader marks the edge into every vertex R names exclusive, its node's
-    too (update_edges), so the update walk writes each node ``x``; it plans the node's
-    units only when R lists all of it (update_exclusivity), as the picks do."""
-    sel = result.selection
-    for i, e in enumerate(sel):
-        if e.vertex.type == "node" and not e.exclusive:
-            sel[i] = dataclasses.replace(e, exclusive=True)
-
-
 class Session:
     def __init__(self, traverser: Traverser, fmt: str, out: TextIO, err: TextIO,
                  elapse: bool = False, console: TextIO | None = None) -> None:
@@ -133,7 +122,7 @@ class Session:
             self.known_types |= set(self.t.loaded.by_type)
 
     # -- output -----------------------------------------------------------
-    def emit(self, result=None, labels: dict[str, str] | None = None) -> str:
+    def emit(self, result=None, labels: dict[int, str] | None = None) -> str:
         """What ``rq->writers->emit`` writes after a traversal that emitted ``result``
         (None: one that emitted nothing, e.g. a failed match). Raises WriterEmitError."""
         if result is not None:
@@ -170,9 +159,7 @@ class Session:
         reached_writer = True  # match_allocate calls writers->emit unless it returned first
         try:
             js = self.jobspecs.parse(text, self.known_types)
-            registered = jobid in self.allocations or jobid in self.reservations
-            result = self.t.match(js, op=op,
-                                  jobid=self.ids.for_match(jobid, self.t.jobs, registered))
+            result = self.t.match(js, op=op, jobid=self.ids.for_match(jobid, self.t.jobs))
         except Unsatisfiable:
             matched, sat = False, False
             self._traverser_said()
@@ -203,7 +190,7 @@ class Session:
             try:
                 emitted = matched and op != "satisfiability"
                 R = self.emit(result if emitted else None,
-                              writers.request_labels(js.resources) if emitted else None)
+                              self.t.labels_of(result.selection) if emitted else None)
                 # match_allocate's end_time: once the writer has emitted R, before
                 # anything is printed (run_match and print_schedule_info print after)
                 self._stop = time.perf_counter()
@@ -410,6 +397,7 @@ class Session:
         # reapi_cli_t::find: the traversal emits into the session's writer, then emit_json;
         # a failing emit_json is reported and the expression lines are not written
         self.writer.add(sel, excl_parent=False)
+        self.t.forget_labels(sel)
         try:
             o = self.writer.emit_json()
         except writers.WriterEmitError as exc:
@@ -552,10 +540,12 @@ class Session:
             if doc is None:
                 raise ValueError(f"fetch_jgf: json_loads returned an error: {json_error}.")
             # a job id whose match writer failed: Fluxion plans again under it
-            tid = self.ids.for_match(jobid, self.t.jobs, False)
+            tid = self.ids.for_match(jobid, self.t.jobs)
+            planned = None
             if args[2] == "rv1exec":
-                picks = rv1exec_picks(self.t.g, doc, (at, duration))
-                if not picks:  # no vertex read: the update fails without a word
+                read = rv1exec_picks(self.t.g, doc, (at, duration))
+                picks, planned = read.picks, read.planned
+                if len(picks) < 2:  # no vertex read: the update fails without a word
                     raise SilentReaderError()
             else:
                 picks = jgf_picks(self.t.g, doc, shorthand=args[2] == "jgf_shorthand")
@@ -578,9 +568,10 @@ class Session:
                 # like a match's answer, a job that starts now is allocated, later reserved;
                 # but the readers keep its spans as allocations whenever it starts (their
                 # update_data.reserved stays false: find sched-future=reserved misses it)
-                result = self.t.replay(picks, tid, at, duration, reserve=False)
-                if args[2] == "rv1exec":
-                    _nodes_written_exclusive(result)
+                result = self.t.replay(picks, tid, at, duration, reserve=False,
+                                       x_checked=planned is None)
+                if planned is not None:  # the rv1exec reader planned these, the walk none
+                    self.t.unplan_units_but(tid, result.selection, planned)
         except (ValueError, TypeError, KeyError, TraverserError) as exc:
             # update_run's words, then what went wrong: in the readers' words where
             # fluxnode knows them (picks.py), else its own
@@ -592,7 +583,8 @@ class Session:
         # resource-query's update: writers->emit after the run whatever it returned, its
         # error ignored (what it could not write stays in the writer)
         try:
-            self.out.write(self.emit(result))
+            self.out.write(self.emit(result, self.t.labels_of(result.selection)
+                                     if result is not None else None))
         except writers.WriterEmitError:
             pass
         self.update_times.append(time.perf_counter() - t0)
@@ -661,20 +653,18 @@ class Session:
                 ranks = self._flux_idset(target)
             except ValueError:
                 return self.error("ERROR: failed to decode ranks.")
-            unknown = [r for r in ranks if r not in g.by_rank]
-            if unknown:
-                # dfu_impl_t::remove (ranks) stops at the first rank it lacks (fluxnode
-                # changes nothing; Fluxion has cleared the lower ranks' job data by then)
+            try:
+                gone = self.t.remove_ranks(ranks)
+            except TraverserError as exc:
+                # command.cpp's remove: the rank-based release failed (a rank the graph
+                # lacks; the ranks before it are cleared), nothing is removed
                 self.error("ERROR: can't partial cancel subgraph ")
-                return self.error(f"ERROR: remove: {min(unknown)} not found in by_rank map.")
-            for tid in list(self.t.jobs):
-                try:
-                    jobid = self.ids.fluxion_id(tid)
-                    if self.t.partial_cancel(tid, ranks) and jobid is not None:
-                        self.allocations.pop(jobid, None)
-                        self.reservations.pop(jobid, None)
-                except TraverserError:
-                    pass
+                return self.error(f"ERROR: {exc}")
+            for tid in gone:
+                jobid = self.ids.fluxion_id(tid)
+                if jobid is not None:
+                    self.allocations.pop(jobid, None)
+                    self.reservations.pop(jobid, None)
             for r in ranks:
                 vs = g.by_rank.get(r, [])
                 if vs:

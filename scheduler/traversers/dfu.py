@@ -532,14 +532,17 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
         raise NoMatch(True)
 
     def replay(self, picks: list[tuple[Vertex, int, bool]], jobid: int, at: int, duration: int,
-               reserve: bool = False) -> MatchResult:
+               reserve: bool = False, x_checked: bool = True) -> MatchResult:
         """Fluxion's ``update``: give ``jobid`` exactly the vertices an earlier match chose
         (``(vertex, units, exclusive)`` each, e.g. read back from that match's JGF), as
         that match would have: same spans, tags and subtree counts, same output.
 
         All or nothing: an exclusive pick must have nothing of another job at or below
         it during the window and its units free; a shared pick must not be held
-        exclusively by another job. Raises TraverserError naming what is wrong."""
+        exclusively by another job. Raises TraverserError naming what is wrong.
+        ``x_checked`` false: the x_checkers are not consulted (the rv1exec reader checks
+        only the schedule planners, and its update walk adds to the x_checkers what they
+        hold)."""
         t0 = time.perf_counter()
         if jobid in self.jobs:
             raise TraverserError(f"job {jobid} already exists")
@@ -558,13 +561,14 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
                 raise TraverserError(f"{v.name}: {needs} units of {v.size}")
             busy = v.schedule is not None and free_during(v.schedule, m.at, m.duration) < (
                 needs if x else v.size)
-            if busy or (x and self._x_busy(v, m)):
+            if busy or (x and x_checked and self._x_busy(v, m)):
                 raise TraverserError(f"{v.name} is not free for job {jobid}")
         self.next_jobid = max(self.next_jobid, jobid + 1)
         self._marks = {}
         self._mark_edges = []
-        # the picks name every vertex, so no request type needs to take whole subtrees
-        self._req_xtypes = set()
+        # the picks name every vertex, so no request type needs to take whole subtrees;
+        # a type a failed request left exclusive still does (modify_traversal)
+        self._req_xtypes = set(self.leaked_xtypes)
         for v, needs, x in chosen.values():
             if v.parent is not None:
                 self._marks[(v.parent.uniq_id, v.uniq_id)] = (needs, x)

@@ -14,11 +14,22 @@ watches it hear of each vertex changed (``dfu_impl.SubtreeCache``). A mixin of
 
 from __future__ import annotations
 
+import os
+
 from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.planner.planner import PlannerError
 from fluxnode.scheduler.traversers.dfu_impl import UNSET_WEIGHT, Emit, Job
 from fluxnode.scheduler.traversers.dfu_update import DfuUpdate
 from fluxnode.scheduler.traversers.match_errors import TraverserError
+
+
+class _ReduceError(TraverserError):
+    """A subtree filter refused to give back units (planner_multi_reduce_span failed)."""
+
+    def __init__(self, vertex: str, exc: PlannerError) -> None:
+        super().__init__(f"{vertex}: {exc}")
+        self.vertex = vertex
+        self.errno = exc.errno
 
 
 class DfuCancel(DfuUpdate):
@@ -83,6 +94,72 @@ class DfuCancel(DfuUpdate):
             return True
         return False
 
+    def remove_ranks(self, ranks: list[int]) -> set[int]:
+        """Release everything held on ``ranks``, as Fluxion's rank-based remove
+        (dfu_impl_t::remove(root, ranks), resource-query's ``remove RANKS false`` before it
+        removes their subgraphs): each rank in turn has every vertex cleared
+        (``_clear_vertex``), counting the units allocated on it per type; a rank the
+        graph lacks stops it there (TraverserError in its words), the ranks before
+        cleared and nothing else done. Then every job held on those vertices gives back,
+        from its span in each ancestor's subtree filter, all the units counted on every
+        rank below that ancestor, whoever's they were (_reduce_ancestors). Returns the
+        jobs the root no longer holds."""
+        self.total_preorder = self.total_postorder = 0
+        counts: dict[int, dict[str, int]] = {}
+        rank_root: dict[int, Vertex] = {}
+        jobids: set[int] = set()
+        for r in sorted(set(ranks)):
+            vs = self.g.by_rank.get(r)
+            if vs is None:
+                raise TraverserError(f"remove: {r} not found in by_rank map.")
+            c = counts.setdefault(r, {})
+            for v in vs:
+                jobids.update(v.tags)
+                c[v.type] = c.get(v.type, 0) + self._clear_vertex(v)
+                top = rank_root.get(r)
+                if top is None or len(v.path) < len(top.path):
+                    rank_root[r] = v
+        gone = set()
+        for jobid in sorted(jobids):
+            job = self.jobs.get(jobid)
+            if job is None:
+                continue
+            try:
+                self._reduce_ancestors(jobid, job, counts, rank_root)
+            except _ReduceError as exc:  # mod_agfilter's words, then remove's
+                raise TraverserError(
+                    "mod_agfilter: planner_multi_reduce_span returned -1.\n"
+                    f"{exc.vertex} {os.strerror(exc.errno)}.\n"
+                    f"remove: {exc.vertex}: cancel_vertex failed.") from None
+            if jobid not in self.g.root.tags:
+                self.jobs.pop(jobid, None)
+                gone.add(jobid)
+        return gone
+
+    def _clear_vertex(self, v: Vertex) -> int:
+        """dfu_impl_t::clear_vertex: ``v`` holds no job any more (its schedule and subtree
+        planners reset, its tags and span maps emptied); returns the units its
+        allocations held. Its x_checker keeps its spans (Fluxion clears the map of them,
+        not the planner), so until ``v`` goes it stays held where they lie."""
+        self._invalidate(v)
+        jobs = set(v.tags) | set(v.xspans) | set(v.agspans) | set(v.spans)
+        held = 0
+        for jobid in list(v.spans):
+            sid = v.spans[jobid]
+            if jobid in v.allocations:
+                held += v.schedule.span(sid).planned
+            v.drop_units(jobid)
+        v.schedule = None  # planner_reset: made afresh on first use
+        for jobid in jobs:
+            v.drop_hold(jobid)
+            v.drop_agspan(jobid)
+            job = self.jobs.get(jobid)
+            if job is not None:
+                job.vertices.pop(v.uniq_id, None)
+        if v.subplan is not None:
+            v.subplan = None  # planner_multi_reset: made afresh from its totals
+        return held
+
     def _reduce_ancestors(self, jobid: int, job: Job, counts: dict[int, dict[str, int]],
                           rank_root: dict[int, Vertex]) -> None:
         """dfu_impl_t::remove for a rank list: each ancestor of a released rank's subgraph
@@ -119,7 +196,7 @@ class DfuCancel(DfuUpdate):
             try:
                 removed = sp.reduce_span(sid, {t: n for t, n in acc.items() if sp.has_type(t)})
             except PlannerError as exc:
-                raise TraverserError(f"{v.name}: {exc}") from None
+                raise _ReduceError(v.name, exc) from None
             if removed:
                 v.drop_agspan(jobid)
                 job.vertices.pop(v.uniq_id, None)
@@ -128,6 +205,19 @@ class DfuCancel(DfuUpdate):
                 xsid = v.drop_xspan(jobid)
             if xsid is not None:
                 v.x_checker = v.x_checker.without_span(xsid)
+
+    def unplan_units_but(self, jobid: int, sel: list[Emit], keep: set[int]) -> None:
+        """Take ``jobid``'s schedule spans off the vertices of ``sel`` but ``keep``
+        (uniq_ids): a reader's update plans the vertices it reads itself and Fluxion's
+        update walk, run after it with ``full`` false, plans none (upd_plan), so a vertex
+        the walk takes beyond them (below a node a node-exclusive policy takes whole) is
+        tagged and emitted with no span of the job in its schedule."""
+        for e in sel:
+            v = e.vertex
+            if v.uniq_id not in keep and jobid in v.spans:
+                self._invalidate(v)
+                sid = v.drop_units(jobid)
+                v.schedule = v.schedule.without_span(sid)
 
     def _unplan(self, jobid: int, sel: list[Emit], weighed: dict[int, int] | None) -> None:
         """Take back what the update of a without_allocating match planned: Fluxion's

@@ -91,8 +91,8 @@ class FastTraverser(RootIndexWalk, ShapeTemplates, FirstMatchWalk, Traverser):
         s = decide(p, False, root_is_node, root_slot)
         if m.constraint is not None and not (s.root_index and self._nodes_at_root):
             s = decide(p, True, root_is_node, root_slot)
-        if self._aux:  # the plain walk, which explores the auxiliary subsystems too
-            s = NONE
+        if self._aux or self._labels_of(req.resources):
+            s = NONE  # the plain walk: the auxiliary subsystems, or labels (DfuImpl)
         # else the root index applies the constraint (see root_index.py); nothing else
         # of the walk meets it: the root's children are walked without it
         self._shortcuts = s

@@ -174,6 +174,59 @@ class DfuImpl:
     # the selection's auxiliary subsystems the graph has edges in, which the select walk
     # also explores (aux_walk); empty (the default): the dominant subsystem alone
     _aux: tuple[str, ...] = ()
+    # Fluxion's per-vertex ephemeral store (idata.ephemeral), its one key "label": the
+    # select walk of a request with labels writes it (see _labels_of); None until one does
+    vertex_labels: dict[Vertex, str] | None = None
+    _labeling: bool = False  # this walk's request labels a type a vertex can have
+    _labeled_req: tuple = (None, False)  # (request list, _labeling) last asked
+
+    def _labels_of(self, resources: list) -> bool:
+        """Does this request label a request of a type other than ``slot``? Such a
+        request's select walk writes the label on each vertex of that type it completes
+        (dfu_impl_t::dom_dfv, after resolve), where it stays through later walks until
+        another walk writes one there or a ``find`` writes the vertex out
+        (ephemeral_t: the match writers read the store as it is, stale or not). Such a
+        walk goes the plain way, vertex by vertex, none of its subtrees kept or
+        skipped (DfuSelect._select, FastTraverser._select)."""
+        asked, answer = self._labeled_req
+        if asked is resources:
+            return answer
+        answer = False
+        stack = list(resources)
+        while stack:
+            r = stack.pop()
+            if r.label and r.type != "slot":
+                answer = True
+                break
+            stack.extend(r.with_)
+        self._labeled_req = (resources, answer)
+        return answer
+
+    def _put_label(self, u: Vertex, resources: list) -> None:
+        """dom_dfv's last step for a vertex it completes: the label of the first request
+        of this level for ``u``'s type that has one replaces what ``u`` kept (a second
+        one fails Fluxion's insert, which keeps the first)."""
+        for r in resources:
+            if r.type == u.type and r.label:
+                if self.vertex_labels is None:
+                    self.vertex_labels = {}
+                self.vertex_labels[u] = r.label
+                return
+
+    def labels_of(self, sel) -> dict[int, str] | None:
+        """uniq_id -> label of the vertices of ``sel`` (Emits) that keep one: what the
+        match writers write as their "ephemeral"."""
+        kept = self.vertex_labels
+        if not kept:
+            return None
+        got = {e.vertex.uniq_id: kept[e.vertex] for e in sel if e.vertex in kept}
+        return got or None
+
+    def forget_labels(self, sel) -> None:
+        """``find`` wrote these vertices out: dom_find_dfv clears their stores."""
+        if self.vertex_labels:
+            for e in sel:
+                self.vertex_labels.pop(e.vertex, None)
 
     def edge_weight_of(self, parent: Vertex, child: Vertex) -> int:
         """The weight of the edge ``parent`` -> ``child`` (first-match order): the

@@ -516,6 +516,8 @@ class DfuSelect(DfuImpl):
         to_parent.avail = avail
         to_parent.overall = dfu.overall
         self.postorder += 1
+        if self._labeling:
+            self._put_label(u, resources)
         return True, x_in
 
     def _resolve(self, dfu: Scoring, to_parent: Scoring) -> int:
@@ -572,7 +574,9 @@ class DfuSelect(DfuImpl):
             self._levels: dict[int, _Level] = {}  # request list id -> _Level (see _level)
             self._levels_of = req.resources
         self._enforced = 0
-        self._cache = self._subtree_cache if self._cacheable and m.constraint is None else None
+        self._labeling = self._labels_of(req.resources)
+        self._cache = self._subtree_cache if (self._cacheable and m.constraint is None
+                                              and not self._labeling) else None
         self._walk_levels: dict[tuple[int, bool, bool], WalkLevel] = {}  # only this walk's
         # Emptied when the window changes, though its keys name the window: an outcome
         # kept from an earlier match in the same window would be found again when a match
