@@ -207,17 +207,23 @@ class InnerHold:
 class Vertex:
     """One resource pool (a node, a core, 2 GB of memory...)."""
 
-    # 20 slots (a slot is 8 bytes on each of a 1,000-node service graph's 197,001
-    # vertices): the 16 the compiled loops read at their offsets (traversers/_slots.h)
-    # stay slots, and what most vertices share or leave empty (basename, unit,
-    # properties, other subsystems' paths, aux edges) is one tuple in `_more`
-    # (see _extras), read through properties of the same names.
+    # 20 slots used (a slot is 8 bytes on each of a 1,000-node service graph's
+    # 197,001 vertices): the 16 the compiled loops read at their offsets
+    # (traversers/_slots.h) stay slots, and what most vertices share or leave empty
+    # (basename, unit, properties, other subsystems' paths, aux edges) is one tuple in
+    # `_more` (see _extras), read through properties of the same names. `_pad` is never
+    # set: with 20 slots (a 192-byte object with its GC header) a `low` or `lonode`
+    # match cost 4% more instructions (bench/sched_instructions.py, the same under
+    # PYTHONHASHSEED 0, 1 and 2), with this 21st (208 bytes, as 21 or 22 slots take)
+    # the same as with the 24 before. Not pinned down; vertices hash by address in
+    # the traversers' sets and dicts, and the object size sets the addresses' stride.
+    # (An `aux_children` slot in its place was 4% more again.)
     __slots__ = (
         "uniq_id", "type", "name", "id", "rank", "size", "status", "_path", "_more",
         "children", "parent",
         # scheduling state (owned by the traverser)
         "spans", "xspans", "tags", "agspans", "allocations", "reservations",
-        "schedule", "x_checker", "subplan",
+        "schedule", "x_checker", "subplan", "_pad",
     )
 
     def __init__(self, uniq_id: int, type_: str, basename: str, name: str, id_: int,
