@@ -213,11 +213,11 @@ class Vertex:
     # (basename, unit, properties, other subsystems' paths, aux edges) is one tuple in
     # `_more` (see _extras), read through properties of the same names. `_pad` is never
     # set: with 20 slots (a 192-byte object with its GC header) a `low` or `lonode`
-    # match cost 4% more instructions (bench/sched_instructions.py, the same under
-    # PYTHONHASHSEED 0, 1 and 2), with this 21st (208 bytes, as 21 or 22 slots take)
-    # the same as with the 24 before. Not pinned down; vertices hash by address in
-    # the traversers' sets and dicts, and the object size sets the addresses' stride.
-    # (An `aux_children` slot in its place was 4% more again.)
+    # match cost 4% more instructions (bench/sched_instructions.py, PYTHONHASHSEED=0),
+    # with this 21st (208 bytes) the same as with the 24 before. Not pinned down:
+    # vertices hash by address in the traversers' sets and dicts, and the object size
+    # sets the addresses' stride; an `aux_children` slot in place of `_pad` was 4% more
+    # again (seeds 0 and 1). Numbers: docs/benchmarks.md, the leader's memory.
     __slots__ = (
         "uniq_id", "type", "name", "id", "rank", "size", "status", "_path", "_more",
         "children", "parent",
