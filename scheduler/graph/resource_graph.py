@@ -172,6 +172,21 @@ def _popped(spans: dict[int, int], jobid: int) -> tuple[dict[int, int], int | No
     return spans, spans.pop(jobid)
 
 
+def _more_field(i: int, doc: str) -> property:
+    """Field ``i`` of a vertex's `_more` tuple as an attribute: written as a new tuple,
+    the shared one again when it holds only what every vertex of its kind holds."""
+
+    def get(v: Vertex):
+        return v._more[i]
+
+    def put(v: Vertex, value) -> None:
+        more = list(v._more)
+        more[i] = value
+        v._more = _extras(*more)
+
+    return property(get, put, doc=doc)
+
+
 class LeafHold:
     """The containers one job's fresh leaves of subtrees it takes whole share (see
     Vertex.hold_whole): tagged with the job, its x_checker and schedule spans both
@@ -260,52 +275,11 @@ class Vertex:
         self.reservations: set[int] = _NO_SET
 
     # What `_more` holds, read and written as attributes (see _extras).
-    @property
-    def basename(self) -> str:
-        return self._more[0]
-
-    @basename.setter
-    def basename(self, value: str) -> None:
-        _b, unit, props, paths, aux = self._more
-        self._more = _extras(value, unit, props, paths, aux)
-
-    @property
-    def unit(self) -> str:
-        return self._more[1]
-
-    @unit.setter
-    def unit(self, value: str) -> None:
-        base, _u, props, paths, aux = self._more
-        self._more = _extras(base, value, props, paths, aux)
-
-    @property
-    def properties(self) -> dict[str, str]:
-        """Property -> value (a shared read-only empty until one is set)."""
-        return self._more[2]
-
-    @properties.setter
-    def properties(self, value: dict[str, str]) -> None:
-        base, unit, _p, paths, aux = self._more
-        self._more = _extras(base, unit, value, paths, aux)
-
-    @property
-    def _paths(self) -> dict[str, str]:
-        return self._more[3]
-
-    @_paths.setter
-    def _paths(self, value: dict[str, str]) -> None:
-        base, unit, props, _ps, aux = self._more
-        self._more = _extras(base, unit, props, value, aux)
-
-    @property
-    def aux_children(self) -> dict[str, list[Vertex]] | None:
-        """Subsystem -> this vertex's children there (None: it has none)."""
-        return self._more[4]
-
-    @aux_children.setter
-    def aux_children(self, value: dict[str, list[Vertex]] | None) -> None:
-        base, unit, props, paths, _a = self._more
-        self._more = _extras(base, unit, props, paths, value)
+    basename = _more_field(0, "The basename (\"core\" of core7).")
+    unit = _more_field(1, "The unit of its size (\"\" when none).")
+    properties = _more_field(2, "Property -> value (a shared read-only empty until one is set).")
+    _paths = _more_field(3, "Subsystem -> path once it is in a second subsystem, else empty.")
+    aux_children = _more_field(4, "Subsystem -> its children there (None: it has none).")
 
     # Writers of the scheduling containers. A container that is not a plain set or
     # dict is shared and read-only: the empties every vertex starts with (most
