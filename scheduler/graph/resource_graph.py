@@ -29,6 +29,31 @@ _NO_SET: set = frozenset()  # type: ignore[assignment]
 _NO_LIST: list = ()  # type: ignore[assignment]
 _name_of = attrgetter("name")
 
+# A vertex's `_more`: (basename, unit, properties, paths of every subsystem, aux
+# edges). Most vertices set none of the last three and share their basename and unit
+# with every vertex of their type, so they share one tuple per (basename, unit): a
+# 1,000-node service graph has 4 such tuples for its 197,001 vertices. A vertex that
+# sets a property, a second subsystem's path or an aux edge gets a tuple of its own.
+# At most SHARED_EXTRAS_MAX pairs are shared (a graph of a million basenames, e.g. a
+# hostile JGF, gets a tuple per vertex rather than a table that outlives it).
+SHARED_EXTRAS_MAX = 4096
+_shared_extras: dict[tuple[str, str], tuple] = {}
+
+
+def _extras(basename: str, unit: str, properties: dict[str, str] = _NO_DICT,
+            paths: dict[str, str] = _NO_DICT,
+            aux: dict[str, list[Vertex]] | None = None) -> tuple:
+    """The `_more` tuple of those fields: the shared one when the last three are empty."""
+    if properties is _NO_DICT and paths is _NO_DICT and aux is None:
+        key = (basename, unit)
+        more = _shared_extras.get(key)
+        if more is None:
+            more = (basename, unit, _NO_DICT, _NO_DICT, None)
+            if len(_shared_extras) < SHARED_EXTRAS_MAX:
+                _shared_extras[key] = more
+        return more
+    return (basename, unit, properties, paths, aux)
+
 
 @contextmanager
 def gc_paused():
@@ -147,6 +172,21 @@ def _popped(spans: dict[int, int], jobid: int) -> tuple[dict[int, int], int | No
     return spans, spans.pop(jobid)
 
 
+def _more_field(i: int, doc: str) -> property:
+    """Field ``i`` of a vertex's `_more` tuple as an attribute: written as a new tuple,
+    the shared one again when it holds only what every vertex of its kind holds."""
+
+    def get(v: Vertex):
+        return v._more[i]
+
+    def put(v: Vertex, value) -> None:
+        more = list(v._more)
+        more[i] = value
+        v._more = _extras(*more)
+
+    return property(get, put, doc=doc)
+
+
 class LeafHold:
     """The containers one job's fresh leaves of subtrees it takes whole share (see
     Vertex.hold_whole): tagged with the job, its x_checker and schedule spans both
@@ -182,12 +222,23 @@ class InnerHold:
 class Vertex:
     """One resource pool (a node, a core, 2 GB of memory...)."""
 
+    # 20 slots used (a slot is 8 bytes on each of a 1,000-node service graph's
+    # 197,001 vertices): the 16 the compiled loops read at their offsets
+    # (traversers/_slots.h) stay slots, and what most vertices share or leave empty
+    # (basename, unit, properties, other subsystems' paths, aux edges) is one tuple in
+    # `_more` (see _extras), read through properties of the same names. `_pad` is never
+    # set: with 20 slots (a 192-byte object with its GC header) a `low` or `lonode`
+    # match cost 4% more instructions (bench/sched_instructions.py, PYTHONHASHSEED=0),
+    # with this 21st (208 bytes) the same as with the 24 before. Not pinned down:
+    # vertices hash by address in the traversers' sets and dicts, and the object size
+    # sets the addresses' stride; an `aux_children` slot in place of `_pad` was 4% more
+    # again (seeds 0 and 1). Numbers: docs/benchmarks.md, the leader's memory.
     __slots__ = (
-        "uniq_id", "type", "basename", "name", "id", "rank", "size", "unit",
-        "properties", "status", "_path", "_paths", "children", "parent",
+        "uniq_id", "type", "name", "id", "rank", "size", "status", "_path", "_more",
+        "children", "parent",
         # scheduling state (owned by the traverser)
         "spans", "xspans", "tags", "agspans", "allocations", "reservations",
-        "schedule", "x_checker", "subplan", "aux_children",
+        "schedule", "x_checker", "subplan", "_pad",
     )
 
     def __init__(self, uniq_id: int, type_: str, basename: str, name: str, id_: int,
@@ -195,23 +246,20 @@ class Vertex:
                  path: str = "", parent: Vertex | None = None) -> None:
         self.uniq_id = uniq_id
         self.type = type_
-        self.basename = basename
         self.name = name
         self.id = id_
         self.rank = rank
         self.size = size
-        self.unit = unit
-        self.properties: dict[str, str] = _NO_DICT
         self.status = "up"
         # The containment path ("" until set; None: its parent's path, "/" and its name,
-        # see ResourceGraph.compact_paths), and every subsystem's path in the order
-        # they were set once the vertex is in a second subsystem: a dict per vertex
-        # would be 184 bytes on each of a 16,384-node graph's 1.2M vertices.
+        # see ResourceGraph.compact_paths). Every subsystem's path in the order they
+        # were set once the vertex is in a second subsystem is in `_more` (`_paths`):
+        # a dict per vertex would be 184 bytes on each of a 16,384-node graph's 1.2M
+        # vertices.
         self._path: str | None = path
-        self._paths: dict[str, str] = _NO_DICT
+        self._more: tuple = _extras(basename, unit)
         self.children: list[Vertex] = _NO_LIST
         self.parent: Vertex | None = parent  # set here only by a reader that links it
-        self.aux_children: dict[str, list[Vertex]] | None = None
         # jobid -> span id in the planner.Planner ``schedule`` (this pool's units over
         # time), ``x_checker`` (jobs holding anything at or below it) and the
         # planner_multi.PlannerMulti ``subplan`` (free units of each type below it);
@@ -225,6 +273,13 @@ class Vertex:
         self.subplan = None
         self.allocations: set[int] = _NO_SET
         self.reservations: set[int] = _NO_SET
+
+    # What `_more` holds, read and written as attributes (see _extras).
+    basename = _more_field(0, "The basename (\"core\" of core7).")
+    unit = _more_field(1, "The unit of its size (\"\" when none).")
+    properties = _more_field(2, "Property -> value (a shared read-only empty until one is set).")
+    _paths = _more_field(3, "Subsystem -> path once it is in a second subsystem, else empty.")
+    aux_children = _more_field(4, "Subsystem -> its children there (None: it has none).")
 
     # Writers of the scheduling containers. A container that is not a plain set or
     # dict is shared and read-only: the empties every vertex starts with (most
