@@ -128,6 +128,9 @@ class PodGroupWatch:
             informer = self.informers.get(kind)
             if now and informer is None:
                 log.info("PodGroup CRD %s installed: watching its objects", kind.api_version)
+                # kept before it starts: a list refused at once (403) calls `_refused` on
+                # the informer's thread, which must find it here to drop it, or the dead
+                # informer would stay and `synced` would never be true (never Ready)
                 self.informers[kind] = Informer(
                     f"podgroups.{kind.group}",
                     functools.partial(self.custom.list_cluster_custom_object, kind.group,
@@ -135,7 +138,8 @@ class PodGroupWatch:
                     functools.partial(self._event, kind),
                     on_fatal=functools.partial(self._refused, kind),
                     watch_timeout=self.watch_timeout,
-                ).start()
+                )
+                self.informers[kind].start()
             elif not now and informer is not None:
                 log.info("PodGroup CRD %s removed: its groups are sized by their pods",
                          kind.api_version)
