@@ -189,8 +189,10 @@ def _selector(selector: dict | None) -> LabelSelector:
     return parsed
 
 
-def matches(hook: dict, attrs: Attributes, namespace_labels: dict | None) -> bool:
-    """Whether a webhook is called for a request (its rules, then its selectors)."""
+def matches(hook: dict, attrs: Attributes,
+            namespace_labels: Callable[[], dict | None]) -> bool:
+    """Whether a webhook is called for a request (its rules, then its selectors; the
+    namespace's labels asked for only when the rest matched)."""
     if not any(rule_matches(rule, attrs) for rule in hook.get("rules") or []):
         return False
     try:
@@ -205,7 +207,7 @@ def matches(hook: dict, attrs: Attributes, namespace_labels: dict | None) -> boo
         return namespaces.matches((attrs.obj.get("metadata") or {}).get("labels"))
     if not attrs.type.namespaced:
         return True
-    return namespaces.matches(namespace_labels or {})
+    return namespaces.matches(namespace_labels() or {})
 
 
 # -- calling ---------------------------------------------------------------------------------
@@ -349,7 +351,7 @@ async def admit(attrs: Attributes, configurations: list[dict],
     called: list[tuple[int, dict]] = []  # (index, object it returned) of IfNeeded webhooks
     for index, hook in enumerate(hooks):
         current = Attributes(**{**attrs.__dict__, "obj": obj})
-        if not matches(hook, current, labels):
+        if not matches(hook, current, lambda: labels):
             continue
         obj = await _ask(hook, current, services, clients)
         if hook.get("reinvocationPolicy") == "IfNeeded":

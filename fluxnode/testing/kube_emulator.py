@@ -913,7 +913,14 @@ class KubeEmulator:
         # return it as it is, so the write skips it (an admitted
         # Job's pods, 8 creates per workload in bench/workloads.py, are left out by the
         # pods webhook's objectSelector)
-        namespace = labels(attrs.namespace) if rt.namespaced and attrs.namespace else None
+        looked_up: list[dict | None] = []
+
+        def namespace() -> dict | None:  # looked up once, and only when a selector asks
+            if not looked_up:
+                looked_up.append(labels(attrs.namespace) if rt.namespaced and
+                                 attrs.namespace else None)
+            return looked_up[0]
+
         if not any(matches(hook, attrs, namespace) for c in configurations
                    for hook in c.get("webhooks") or []):
             return obj
