@@ -36,7 +36,8 @@ Measured from the emulator's store (a listener sees every committed write, in or
   Job, p50 and p99; as the binder times it (its histogram, read -> answer ready); and as a
   probe sees it, a process of its own posting a Job's AdmissionReview --probe-rate times a
   second through the burst (bench/webhook.py --probe: the emulator's calls also wait for
-  its own busy interpreter);
+  its own busy interpreter); and how late the emulator's event loop, where it makes the
+  calls, runs a timer due every 5 ms (its share of the calls' time);
 - CPU seconds (user + system, /proc) per workload of: the binder process (and by thread:
   its loop, informers, bind workers, webhook; names from `py-spy dump` when installed,
   threads that ended meanwhile in "other"); the scheduler
@@ -153,6 +154,33 @@ class Recorder:
         elif change.ref == "events" and change.type == "ADDED":
             if obj.get("reason") == "Scheduled":
                 self.scheduled_events += 1
+
+
+class LoopLag:
+    """How late the emulator's event loop runs a timer through the burst: a call due every
+    `period` seconds notes how long after its due time it ran. A webhook call made on that
+    loop waits as long for its answer to be read, whatever the webhook took: the emulator's
+    share of the calls' latency, not the binder's."""
+
+    def __init__(self, loop, period: float = 0.005):  # type: ignore[no-untyped-def]
+        self.loop, self.period = loop, period
+        self.lags: list[float] = []
+        self._due = 0.0
+        self._stopped = False
+
+    def start(self) -> None:
+        self.loop.call_soon_threadsafe(self._tick)
+
+    def stop(self) -> None:
+        self._stopped = True
+
+    def _tick(self) -> None:
+        now = self.loop.time()
+        if self._due:
+            self.lags.append(max(0.0, now - self._due))
+        if not self._stopped:
+            self._due = now + self.period
+            self.loop.call_at(self._due, self._tick)
 
 
 def indexed_job(name: str, pods: int) -> dict:
@@ -422,6 +450,8 @@ def run(args: argparse.Namespace) -> dict:
         served0 = webhook_buckets(http_port)
         binder0, broker0, threads0 = cpu_times(binder.pid), cpu_of(broker_pid), thread_cpu()
         binder_tasks0 = task_cpu(binder.pid)
+        lag = LoopLag(kube._loop)
+        lag.start()
         for t in threads:
             t.start()
         for t in threads:
@@ -439,6 +469,7 @@ def run(args: argparse.Namespace) -> dict:
         wait_for(done, args.timeout, interval=0.05,
                  what=f"{args.jobs} FluxJobs Running and {total} Scheduled events")
         user, system = (b - a for a, b in zip(binder0, cpu_times(binder.pid), strict=True))
+        lag.stop()
         binder_tasks = task_cpu(binder.pid)
         binder_parts = by_thread_group(
             {t: c - binder_tasks0.get(t, 0.0) for t, c in binder_tasks.items()},
@@ -505,6 +536,8 @@ def run(args: argparse.Namespace) -> dict:
             # the binder's own timing (its histogram: the bucket holding the quantile)
             "served_p50_ms": bucket_quantile(served, 0.5),
             "served_p99_ms": bucket_quantile(served, 0.99),
+            "loop_lag_p50_ms": 1000 * quantile(lag.lags or [0.0], 0.5),
+            "loop_lag_p99_ms": 1000 * quantile(lag.lags or [0.0], 0.99),
             "probe_calls": len(probed),
             "probe_p50_ms": 1000 * quantile(probed, 0.5) if probed else float("nan"),
             "probe_p99_ms": 1000 * quantile(probed, 0.99) if probed else float("nan"),
@@ -538,6 +571,9 @@ def run(args: argparse.Namespace) -> dict:
               + (f"; a probe in a process of its own ({out['probe_calls']} calls, "
                  f"{args.probe_rate:g}/s through the burst): p50 {out['probe_p50_ms']:.1f} "
                  f"ms, p99 {out['probe_p99_ms']:.1f} ms" if probed else "") + "\n"
+              f"  the emulator's event loop (where it makes those calls) ran a 5 ms timer late "
+              f"by p50 {out['loop_lag_p50_ms']:.1f} ms, p99 {out['loop_lag_p99_ms']:.1f} ms "
+              f"({len(lag.lags)} ticks): its share of a call's time\n"
               "  API requests per workload (every client): "
               + ", ".join(f"{k} {v / n:.2f}" for k, v in requests.most_common()) + "\n"
               + (f"  Scheduled events the binder dropped (its queue full): "
