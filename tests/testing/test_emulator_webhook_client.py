@@ -1,5 +1,6 @@
-"""The API emulator's webhook client (fluxnode/testing/kube_webhook_client.py) against a raw
-TLS server on loopback that answers exactly the bytes a test gives it.
+"""The API emulator's webhook client (fluxnode/testing/kube_webhook_client.py) against a
+scripted TLS server on loopback (tests/support/scripted_server.py) that answers exactly the
+bytes a test gives it.
 
 Oracles from outside the client: HTTP/1.1 message framing (RFC 9112: Content-Length, chunked
 transfer coding with its last chunk and trailers, a body delimited by the connection's end,
@@ -10,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import socket
-import ssl
 import threading
 from pathlib import Path
 
 import pytest
+from support.scripted_server import Server
 
 from fluxnode.testing.kube_tls import make_serving_certs
 from fluxnode.testing.kube_webhook_client import (
@@ -28,98 +28,33 @@ from fluxnode.testing.kube_webhook_client import (
 
 NAME = "hook.fluxnode.svc"
 URL = f"https://{NAME}/mutate"
-ECHO = b"echo"
 
 
-class RawServer:
-    """A TLS server answering each request it reads (head and Content-Length body) with
-    the next of `answers` (bytes; one saying ``Connection: close`` closes after it; `ECHO`:
-    a 200 holding the request's body); None closes the connection instead of answering.
-    With `hold`, each answer waits for that event first. It counts its connections and
-    keeps the requests' heads."""
+class TlsServer(Server):
+    """The scripted server (tests/support/scripted_server.py) with a certificate for NAME
+    from a CA of its own (`ca_bundle`)."""
 
-    def __init__(self, directory: Path, answers: list[bytes | None],
-                 hold: threading.Event | None = None):
-        self.hold = hold
+    def __init__(self, directory: Path, replies: list, hold: threading.Event | None = None):
         certs = make_serving_certs(directory, dns_names=(NAME,), ips=(), name="webhook")
         self.ca_bundle = base64.b64encode(certs.ca_pem).decode()
-        self.context = certs.server_context()
-        self.answers = list(answers)
-        self.connections = 0
-        self.heads: list[bytes] = []
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__(replies, certs.server_context(), hold)
 
     def endpoint(self, bundle: str | None = None) -> Endpoint:
         return Endpoint("127.0.0.1", self.port, NAME,
                         self.ca_bundle if bundle is None else bundle)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                raw, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._connection, args=(raw,), daemon=True).start()
-
-    def _connection(self, raw: socket.socket) -> None:
-        try:
-            conn = self.context.wrap_socket(raw, server_side=True)
-        except (OSError, ssl.SSLError):
-            raw.close()
-            return
-        reader = conn.makefile("rb")
-        try:
-            while True:
-                head = b""
-                while not head.endswith(b"\r\n\r\n"):
-                    line = reader.readline()
-                    if not line:
-                        return
-                    head += line
-                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length:"))
-                body = reader.read(length)
-                self.heads.append(head)
-                if self.hold is not None:
-                    self.hold.wait(10)
-                answer = self.answers.pop(0) if self.answers else None
-                if answer is None:
-                    return
-                if answer == ECHO:
-                    answer = ok(body)
-                conn.sendall(answer)
-                if b"Connection: close" in answer:
-                    return
-        except (OSError, ssl.SSLError):
-            return
-        finally:
-            reader.close()
-            conn.close()
-
-    def close(self) -> None:
-        self.sock.close()
-
 
 @pytest.fixture
 def server(request, tmp_path):
-    made: list[RawServer] = []
+    made: list[TlsServer] = []
 
-    def make(answers: list[bytes | None], hold: threading.Event | None = None) -> RawServer:
-        made.append(RawServer(tmp_path / f"s{len(made)}", answers, hold))
+    def make(replies: list, hold: threading.Event | None = None) -> TlsServer:
+        made.append(TlsServer(tmp_path / f"s{len(made)}", replies, hold))
         return made[-1]
 
     yield make
     for s in made:
         s.close()
-
-
-def post(clients: WebhookClients, endpoint: Endpoint, body: bytes = b'{"a": 1}',
-         timeout: float = 5.0) -> tuple[int, bytes]:
-    return asyncio.run(clients.post(endpoint, "/mutate?timeout=5s", body, timeout, URL))
 
 
 def ok(body: bytes, extra: bytes = b"") -> bytes:
@@ -153,8 +88,10 @@ def test_answers_framed_by_length_chunks_or_the_connections_end(server):
     assert answers == [(200, b'{"x": 1}'), (200, b'{"y": 2}'), (201, b'{"z": 3}')]
     # the first two kept one connection (HTTP/1.1 keep-alive); the request says its length
     assert s.connections == 1
-    assert b"POST /mutate?timeout=5s HTTP/1.1\r\n" in s.heads[0]
-    assert b"Content-Length: 2\r\n" in s.heads[0] and b"Host: hook.fluxnode.svc:" in s.heads[0]
+    line, headers, body = s.requests[0]
+    assert line == "POST /mutate?timeout=5s" and body == b"{}"
+    assert headers["content-length"] == "2"
+    assert headers["host"] == f"{NAME}:{s.port}"
     assert len(clients.seconds) == 3
 
 
@@ -164,7 +101,7 @@ def test_a_kept_connection_the_server_closed_is_asked_again_once(server):
     # the second request lost its kept connection before any byte of an answer: asked
     # again on a new one (two connections in all), as Go's transport retries it
     assert answers == [(200, b"{}"), (200, b'{"again": true}')]
-    assert s.connections == 2 and len(s.heads) == 3
+    assert s.connections == 2 and len(s.requests) == 3
 
 
 def test_a_new_connection_closed_before_an_answer_fails_naming_the_url(server):
@@ -207,7 +144,7 @@ def test_a_certificate_the_bundle_does_not_vouch_for_fails(server, tmp_path):
 
 def test_an_answer_later_than_the_timeout_fails_and_its_connection_is_not_kept(server):
     hold = threading.Event()
-    s = server([ECHO, ECHO], hold)
+    s = server([ok, ok], hold)  # each answered with its request's body
     clients = WebhookClients()
 
     async def both() -> tuple:
