@@ -106,24 +106,30 @@ class UnorderedKeys:
         self._insert_bucket_begin(self._bkt(key), key)
         self._count = n
 
+    def _insert_after(self, before: int | None, key: int) -> None:
+        """Link ``key`` in after ``before`` (None: at the list's head)."""
+        if before is None:
+            self._next[key] = self._first
+            self._first = key
+        else:
+            self._next[key] = self._next[before]
+            self._next[before] = key
+
     def _insert_bucket_begin(self, bkt: int, key: int) -> None:
-        if bkt in self._bucket_of:
-            before = self._bucket_of[bkt]
-            if before is None:
-                self._next[key] = self._first
-                self._first = key
-            else:
-                self._next[key] = self._next[before]
-                self._next[before] = key
+        if bkt in self._bucket_of:  # after the node before the bucket's first
+            self._insert_after(self._bucket_of[bkt], key)
             return
+        # an empty bucket: the list's new head, and the bucket of the old head now
+        # starts after it
         old = self._first
-        self._next[key] = old
-        self._first = key
+        self._insert_after(None, key)
         if old is not None:
             self._bucket_of[self._bkt(old)] = key
         self._bucket_of[bkt] = None
 
     def _rehash(self, request: int) -> None:
+        """_M_rehash_aux: the old list walked in its order, each node linked in by the
+        insertion rules into the new buckets (``bbegin``: the bucket of the head)."""
         self._buckets, self._resize = next_bucket_count(request)
         order = list(self)
         self._first = None
@@ -131,18 +137,11 @@ class UnorderedKeys:
         bbegin = 0
         for k in order:
             bkt = self._bkt(k)
-            if bkt not in self._bucket_of:
-                self._next[k] = self._first
-                self._first = k
-                self._bucket_of[bkt] = None
-                if self._next[k] is not None:
-                    self._bucket_of[bbegin] = k
-                bbegin = bkt
-            else:
-                before = self._bucket_of[bkt]
-                if before is None:
-                    self._next[k] = self._first
-                    self._first = k
-                else:
-                    self._next[k] = self._next[before]
-                    self._next[before] = k
+            if bkt in self._bucket_of:
+                self._insert_after(self._bucket_of[bkt], k)
+                continue
+            self._insert_after(None, k)
+            self._bucket_of[bkt] = None
+            if self._next[k] is not None:
+                self._bucket_of[bbegin] = k
+            bbegin = bkt

@@ -60,128 +60,63 @@ INFO: =============================
 INFO: EXPRESSION="status=up"
 INFO: =============================
 """
-JOB1 = """\
+SEP = "INFO: =============================\n"
+
+
+def _match(tree: str, jobid: int, status: str, at: str) -> str:
+    """One match's answer under ``-F simple``: its tree, then the lines Fluxion frames it
+    with (pasted from the runs below, as the trees are)."""
+    return (f"{tree}{SEP}INFO: JOBID={jobid}\nINFO: RESOURCES={status}\n"
+            f"INFO: SCHEDULED AT={at}\n{SEP}")
+
+
+def _find(tree: str, expression: str) -> str:
+    return f"{tree}{SEP}INFO: EXPRESSION=\"{expression}\"\n{SEP}"
+
+
+# node0's subtree, every vertex exclusive
+NODE0 = """\
+      ---------------core0[1:x]
+      ---------------core1[1:x]
+      ---------------core2[1:x]
+      ---------------core3[1:x]
+      ------------socket0[1:x]
+      ---------------core4[1:x]
+      ---------------core5[1:x]
+      ---------------core6[1:x]
+      ---------------core7[1:x]
+      ------------socket1[1:x]
+      ---------node0[1:x]
+"""
+# what an exclusive rack holds: node0's subtree, node1's, rack0
+RACK0 = NODE0 + NODE0.replace("socket0", "socket2").replace("socket1", "socket3") \
+    .replace("node0", "node1") + "      ------rack0[1:x]\n"
+ONE_CORE = """\
       ---------------core0[1:x]
       ------------socket0[1:s]
       ---------node0[1:s]
       ------rack0[1:s]
       ---cluster0[1:s]
-INFO: =============================
-INFO: JOBID=1
-INFO: RESOURCES=ALLOCATED
-INFO: SCHEDULED AT=Now
-INFO: =============================
 """
-RESERVED = """\
-      ---------------core0[1:x]
-      ---------------core1[1:x]
-      ---------------core2[1:x]
-      ---------------core3[1:x]
-      ------------socket0[1:x]
-      ---------------core4[1:x]
-      ---------------core5[1:x]
-      ---------------core6[1:x]
-      ---------------core7[1:x]
-      ------------socket1[1:x]
-      ---------node0[1:x]
-      ---------------core0[1:x]
-      ---------------core1[1:x]
-      ---------------core2[1:x]
-      ---------------core3[1:x]
-      ------------socket2[1:x]
-      ---------------core4[1:x]
-      ---------------core5[1:x]
-      ---------------core6[1:x]
-      ---------------core7[1:x]
-      ------------socket3[1:x]
-      ---------node1[1:x]
-      ------rack0[1:x]
-      ---cluster0[1:s]
-INFO: =============================
-INFO: JOBID={jobid}
-INFO: RESOURCES=RESERVED
-INFO: SCHEDULED AT={at}
-INFO: =============================
-"""
-FIND_AFTER_FAILED_REMOVE = """\
-      ---------------core0[1:x]
-      ---------------core1[1:x]
-      ---------------core2[1:x]
-      ---------------core3[1:x]
-      ------------socket0[1:x]
-      ---------------core4[1:x]
-      ---------------core5[1:x]
-      ---------------core6[1:x]
-      ---------------core7[1:x]
-      ------------socket1[1:x]
-      ---------node0[1:x]
-      ---------------core0[1:x]
-      ---------------core1[1:x]
-      ---------------core2[1:x]
-      ---------------core3[1:x]
-      ------------socket2[1:x]
-      ---------------core4[1:x]
-      ---------------core5[1:x]
-      ---------------core6[1:x]
-      ---------------core7[1:x]
-      ------------socket3[1:x]
-      ---------node1[1:x]
-      ------rack0[1:x]
-      ---cluster0[1:x]
-INFO: =============================
-INFO: EXPRESSION="sched-future=reserved"
-INFO: =============================
-"""
-C2_TAIL = """\
-      ---------------core0[1:x]
-      ------------socket0[1:s]
-      ---------node0[1:s]
-      ------rack0[1:s]
-      ---cluster0[1:s]
-INFO: =============================
-INFO: JOBID=4
-INFO: RESOURCES=RESERVED
-INFO: SCHEDULED AT=300
-INFO: =============================
-"""
-C3_TAIL = """\
-      ---------------core0[1:x]
-      ------------socket2[1:s]
-      ---------node1[1:s]
-      ------rack0[1:s]
-      ---cluster0[1:s]
-INFO: =============================
-INFO: JOBID=4
-INFO: RESOURCES=RESERVED
-INFO: SCHEDULED AT=200
-INFO: =============================
-"""
-D_TAIL = """\
+JOB1 = _match(ONE_CORE, 1, "ALLOCATED", "Now")
+
+
+def _reserved(jobid: int, at: int) -> str:
+    return _match(RACK0 + "      ---cluster0[1:s]\n", jobid, "RESERVED", str(at))
+
+
+FIND_AFTER_FAILED_REMOVE = _find(RACK0 + "      ---cluster0[1:x]\n", "sched-future=reserved")
+C2_TAIL = _match(ONE_CORE, 4, "RESERVED", "300")
+C3_TAIL = _match(ONE_CORE.replace("socket0", "socket2").replace("node0", "node1"), 4,
+                 "RESERVED", "200")
+D_TAIL = _find("""\
       ---------------core0[1:x]
       ------------socket0[1:x]
       ---------node0[1:x]
       ------rack0[1:x]
       ---cluster0[1:x]
-INFO: =============================
-INFO: EXPRESSION="sched-now=allocated"
-INFO: =============================
-      ---------------core0[1:x]
-      ---------------core1[1:x]
-      ---------------core2[1:x]
-      ---------------core3[1:x]
-      ------------socket0[1:x]
-      ---------------core4[1:x]
-      ---------------core5[1:x]
-      ---------------core6[1:x]
-      ---------------core7[1:x]
-      ------------socket1[1:x]
-      ---------node0[1:x]
-      ------rack0[1:x]
-      ---cluster0[1:x]
-INFO: =============================
-INFO: EXPRESSION="sched-future=reserved"
-INFO: =============================
-"""
+""", "sched-now=allocated") + _find(
+    NODE0 + "      ------rack0[1:x]\n      ---cluster0[1:x]\n", "sched-future=reserved")
 
 MOD_PLAN_ERROR = (
     "ERROR: can't partial cancel subgraph \n"
@@ -224,7 +159,7 @@ quit
     assert err == MOD_PLAN_ERROR
     # nothing was removed: node0 and its subtree are still there (cleared, yet listed
     # under the reserved sockets' ancestors)
-    assert out == JOB1 + RESERVED.format(jobid=2, at=100) + FIND_AFTER_FAILED_REMOVE
+    assert out == JOB1 + _reserved(2, 100) + FIND_AFTER_FAILED_REMOVE
 
 
 def _three_jobs(then: str) -> str:
@@ -235,7 +170,7 @@ def _three_jobs(then: str) -> str:
 
 
 def _three_jobs_out(tail: str) -> str:
-    return JOB1 + RESERVED.format(jobid=2, at=100) + RESERVED.format(jobid=3, at=200) + tail
+    return JOB1 + _reserved(2, 100) + _reserved(3, 200) + tail
 
 
 def test_the_job_left_reserved_on_the_rack_is_the_hash_maps_first(tmp_path):
