@@ -16,6 +16,11 @@ jobspecs these tests write (2026-11-29). Three causes, from flux-sched's
   unordered_map gives them back, so job 2 (not job 3) is the one whose rack reservation
   is left behind; and a later ``cancel`` walks down through tagged vertices only
   (``mod_dfv``), so what a job holds under the cleared node0 stays held.
+
+And one a partial cancel brings out (random case r14561): Fluxion's reservation loop takes
+its candidate times from the first planner of the root's filter only, and that is the
+type ``get_my_pruning_types`` lists first (at a cluster, the leaf types no filter names:
+``gpu`` here), whose 0-unit span the partial cancel removed; so no time is left to try.
 """
 
 from __future__ import annotations
@@ -196,3 +201,52 @@ def test_a_cancel_does_not_reach_below_the_cleared_node(tmp_path):
         "find sched-future=reserved\n"), "-P", "low")
     assert err == MOD_PLAN_ERROR
     assert out == _three_jobs_out(D_TAIL)
+
+
+# six nodes of one core and one gpu each (RV1), a job on all six for 10 s
+R_SIX = {"version": 1, "execution": {
+    "R_lite": [{"rank": "0-5", "children": {"core": "0", "gpu": "0"}}],
+    "nodelist": ["node[0-5]"], "starttime": 0, "expiration": 0}}
+RANK4 = {"version": 1, "execution": {
+    "R_lite": [{"rank": "4", "children": {"core": "0"}}],
+    "nodelist": ["node4"], "starttime": 0, "expiration": 0}}
+SIX_NODES = _match("".join(f"      ------node{i}[1:x]\n" for i in range(6))
+                   + "      ---cluster0[1:s]\n", 1, "ALLOCATED", "Now")
+
+
+def _nodes(n: int) -> dict:
+    return jobspec([{"type": "slot", "count": n, "label": "default",
+                     "with": [{"type": "node", "count": 1}]}], 10)
+
+
+def _run_rv1(tmp_path, commands: str) -> tuple[str, str]:
+    g = tmp_path / "g.json"
+    g.write_text(json.dumps(R_SIX))
+    (tmp_path / "pc.json").write_text(json.dumps(RANK4))
+    for n in (2, 6):
+        (tmp_path / f"n{n}.json").write_text(json.dumps(_nodes(n)))
+    out, err, rc = rq(tmp_path, g, commands.replace("@", str(tmp_path) + "/"), "-f", "rv1exec")
+    assert rc == 0, err
+    return out, err
+
+
+def test_no_reservation_time_after_a_partial_cancel_took_the_lead_types_span(tmp_path):
+    out, err = _run_rv1(tmp_path, """\
+match allocate @n6.json
+partial-cancel 1 rv1exec @pc.json
+match allocate_orelse_reserve @n2.json
+match allocate_orelse_reserve @n2.json
+quit
+""")
+    assert err == ""
+    no_match = f"{SEP}INFO: No matching resources found\nINFO: JOBID={{}}\n{SEP}"
+    assert out == SIX_NODES + no_match.format(2) + no_match.format(3)
+
+
+def test_without_the_partial_cancel_the_job_end_is_a_time_to_try(tmp_path):
+    out, err = _run_rv1(tmp_path, "match allocate @n6.json\n"
+                                  "match allocate_orelse_reserve @n2.json\nquit\n")
+    assert err == ""
+    assert out == SIX_NODES + _match(
+        "      ------node4[1:x]\n      ------node5[1:x]\n      ---cluster0[1:s]\n",
+        2, "RESERVED", "10")
