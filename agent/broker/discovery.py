@@ -21,7 +21,6 @@ import json
 import os
 import re
 import socket
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +155,8 @@ def _read_override(path: Path) -> dict[str, Any]:
         raise ResourceDiscoveryError(
             f"{path}: cannot read resource override: {exc.strerror or exc}"
         ) from None
+    import tomllib
+
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except json.JSONDecodeError as exc:

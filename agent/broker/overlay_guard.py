@@ -59,6 +59,8 @@ class GuardLimits:
 
 @dataclass
 class Pending:
+    """A TBON connection that has not completed its CURVE handshake yet."""
+
     fd: int
     peer: tuple[str, int]
     since: float

@@ -1,6 +1,7 @@
 """Issue 32: a broker that is not the leader loads no scheduler, no YAML, no Kubernetes
 client and no click (nor OpenSSL's libcrypto or SQLite, which only the leader's stores
-use), nor the node agent's and binder's `logging` set-up, nor `logging` itself. The
+use), nor the node agent's and binder's `logging` set-up, nor `logging` itself, nor
+what `inspect` imports. The
 oracle is the interpreter's own report, `python -X importtime`, of a worker broker started
 alone as the node agent starts it (`python -m fluxnode broker`)."""
 
@@ -20,7 +21,12 @@ FORBIDDEN = ("fluxnode.scheduler", "yaml", "kubernetes", "click", "networkx", "j
              # nor pyzmq's sugar: the broker calls libzmq through pyzmq's compiled backend
              # alone (agent/broker/zmq_core.py; 1.1 MiB of RSS, and pickle, random, json's
              # pure-Python half, platform come with it)
-             "zmq.sugar", "zmq.utils.jsonapi", "pickle", "platform")
+             "zmq.sugar", "zmq.utils.jsonapi", "pickle", "platform",
+             # nor what `inspect` imports: `dataclasses` imports it only to write a
+             # signature as the docstring of a class without one; the broker's command
+             # defers it (agent/broker/deferred.py) and every dataclass it runs has a
+             # docstring (0.95 MiB of RSS)
+             "ast", "dis", "tokenize")
 
 
 def imported(report: str) -> list[str]:
