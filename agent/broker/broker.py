@@ -14,6 +14,7 @@ each concept has its own module:
 * config_reload.py   -- `config.reload`
 * fanout.py          -- target ranks of a request and their split by child subtree
 * exec_service.py    -- `rexec.*`: processes on a set of ranks, fanned out down the tree
+                        (built by a worker with the first `rexec.*` request it serves)
 * resource_service.py-- node resources and R on the leader (`resource.*`)
 * modules.py         -- broker modules loaded on the leader and their `BrokerHandle`
 * content_store.py   -- blobs by hash: the leader's store, the others' caches (`content.*`)
@@ -31,6 +32,7 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fluxnode.agent.broker import attributes
 from fluxnode.agent.broker import zmq_core as zmq
@@ -41,7 +43,6 @@ from fluxnode.agent.broker.config_reload import ConfigReload
 from fluxnode.agent.broker.connector import ConnectorLimits, LocalConnector
 from fluxnode.agent.broker.content_store import ContentStore
 from fluxnode.agent.broker.events import EventBus
-from fluxnode.agent.broker.exec_service import ExecService
 from fluxnode.agent.broker.fd_limit import raise_fd_limit
 from fluxnode.agent.broker.logging_setup import setup_logging
 from fluxnode.agent.broker.message import Message, ServiceError
@@ -60,6 +61,13 @@ from fluxnode.broker_conf.certificate import Certificate
 from fluxnode.broker_conf.config import BrokerConfig
 from fluxnode.broker_conf.rv1 import NodeResources
 from fluxnode.broker_conf.topology import Topology
+
+if TYPE_CHECKING:
+    from fluxnode.agent.broker.exec_service import ExecService
+
+# what ExecService.register registers: a worker holds them until the first is asked for
+EXEC_TOPICS = ("rexec.exec", "rexec.fanout", "rexec.credit", "rexec.write", "rexec.kill",
+               "rexec.stats")
 
 
 @dataclass(frozen=True)
@@ -123,8 +131,8 @@ class Broker:
         self.config_reload = ConfigReload(state, self.overlay, self.resources, self.quorum,
                                           on_applied=self._overlay_changed, log=log)
         self.modules = ModuleLoader(log)
-        self.exec = ExecService(state, self.router, self.overlay, self.connector, self.reactor,
-                                log)
+        self.exec: ExecService | None = None  # see _start_exec
+        self._joined = False  # this broker has joined its parent at least once
         self.content = ContentStore(state, self.services, self.router.request,
                                     self.router.respond, self.router.forget,
                                     self.reactor.call_later, log)
@@ -214,7 +222,8 @@ class Broker:
 
     def _close(self) -> None:
         self.modules.close()
-        self.exec.close()
+        if self.exec is not None:
+            self.exec.close()
         self.archives.close()
         self.content.close()
         self.connector.close()
@@ -239,9 +248,23 @@ class Broker:
         if self.state.rank == 0:
             self.shutdown.register(self.services)
         self.resources.register()
-        self.exec.register(self.services)
+        if self.state.rank == 0:
+            self._start_exec()
+        else:
+            self.services.register_lazy(EXEC_TOPICS, self._start_exec)
         self.content.register()
         self.archives.register()
+
+    def _start_exec(self) -> None:
+        """The exec service: the leader's at start, a worker's with the first `rexec.*`
+        request it serves (its module is imported then; most workers are never asked)."""
+        from fluxnode.agent.broker.exec_service import ExecService
+
+        self.exec = ExecService(self.state, self.router, self.overlay, self.connector,
+                                self.reactor, self.log)
+        self.exec.register(self.services)
+        if self._joined:
+            self.exec.parent_rejoined()  # its first join: it was before the service existed
 
     def _ping(self, msg: Message) -> dict:
         payload = dict(msg.payload or {})
@@ -277,10 +300,13 @@ class Broker:
         """Joined the parent (again): tell the leader what this node has; work the parent
         asked for before it restarted has nobody waiting for it any more."""
         self.resources.report()
-        self.exec.parent_rejoined()
+        self._joined = True
+        if self.exec is not None:
+            self.exec.parent_rejoined()
 
     def _overlay_changed(self) -> None:
-        self.exec.overlay_changed()
+        if self.exec is not None:
+            self.exec.overlay_changed()
         self.shutdown.check()
         if self.state.rank == 0 and self.quorum.online_changed():
             self.resources.changed()

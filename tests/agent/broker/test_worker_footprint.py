@@ -7,6 +7,8 @@ alone as the node agent starts it (`python -m fluxnode broker`)."""
 
 from __future__ import annotations
 
+from fluxnode.agent.broker.client import Client
+
 from fluxnode.testing.lone_broker import leader_and_worker, lone_worker
 
 FORBIDDEN = ("fluxnode.scheduler", "yaml", "kubernetes", "click", "networkx", "jinja2",
@@ -26,7 +28,10 @@ FORBIDDEN = ("fluxnode.scheduler", "yaml", "kubernetes", "click", "networkx", "j
              # signature as the docstring of a class without one; the broker's command
              # defers it (agent/broker/deferred.py) and every dataclass it runs has a
              # docstring (0.95 MiB of RSS)
-             "ast", "dis", "tokenize")
+             "ast", "dis", "tokenize",
+             # nor, until it is asked for a `rexec.*` service, the exec service and its
+             # processes (0.4 MiB of RSS)
+             "fluxnode.agent.broker.exec_service", "fluxnode.agent.broker.exec_process")
 
 
 def imported(report: str) -> list[str]:
@@ -44,6 +49,23 @@ def test_a_worker_broker_imports_none_of_the_leaders_or_the_cli_libraries(tmp_pa
         modules[:20]
     loaded = sorted({m for m in modules for f in FORBIDDEN if m == f or m.startswith(f + ".")})
     assert loaded == [], f"a worker broker imported {loaded}"
+
+
+def test_a_worker_starts_its_exec_service_with_the_first_rexec_request(tmp_path):
+    """The exec service a worker holds by its topics alone answers the first request as
+    it always did (a fresh service: no sessions, nothing buffered, the 1 MiB window of
+    `fluxnode exec`'s flow control), and its module is imported then, not before."""
+    err = tmp_path / "importtime.txt"
+    with open(err, "wb") as f, lone_worker(tmp_path / "w", ("-X", "importtime"),
+                                           stderr=f) as (_proc, uri):
+        before = imported(err.read_text())
+        with Client.connect(uri, timeout=10.0) as c:
+            stats = c.rpc("rexec.stats", {}, nodeid=1, timeout=10.0)
+    after = imported(err.read_text())
+    assert "fluxnode.agent.broker.exec_service" not in before
+    assert "fluxnode.agent.broker.exec_service" in after
+    assert {k: stats[k] for k in ("sessions", "buffered", "buffered_max", "window")} == \
+        {"sessions": 0, "buffered": 0, "buffered_max": 0, "window": 1 << 20}
 
 
 def test_brokers_exchanging_messages_over_the_tbon_load_no_sugar(tmp_path):
