@@ -27,8 +27,8 @@ each other only through what they are given here.
 
 from __future__ import annotations
 
+import _socket  # not `socket`: see connector.py
 import errno
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -349,7 +349,7 @@ def main(
     `tbon_fd` a listening socket to use for the TBON endpoint instead of binding one, and
     `shared` what the launcher found once for all its brokers.
     """
-    hostname = hostname or socket.gethostname()
+    hostname = hostname or _socket.gethostname()
     raise_fd_limit()  # every entry point (fluxnode broker, the fork launcher) comes through here
     try:
         if config is None:

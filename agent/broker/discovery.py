@@ -17,10 +17,10 @@ node by hand::
 
 from __future__ import annotations
 
+import _socket  # not `socket`: see connector.py
 import json
 import os
 import re
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +179,7 @@ def _read_override(path: Path) -> dict[str, Any]:
 
 def _from_override(path: Path, rank: int, hostname: str | None) -> NodeResources:
     data = _read_override(path)
-    name = data.get("hostname", hostname or socket.gethostname())
+    name = data.get("hostname", hostname or _socket.gethostname())
     if not isinstance(name, str):
         raise ResourceDiscoveryError(f"{path}: hostname: must be a string, not {name!r}")
     try:
@@ -226,7 +226,7 @@ def discover(
     try:
         return NodeResources(
             rank=rank,
-            hostname=hostname or socket.gethostname(),
+            hostname=hostname or _socket.gethostname(),
             cores=cpus,
             gpus=_gpus(dev),
             sockets=sockets,
