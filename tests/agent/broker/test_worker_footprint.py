@@ -31,7 +31,13 @@ FORBIDDEN = ("fluxnode.scheduler", "yaml", "kubernetes", "click", "networkx", "j
              "ast", "dis", "tokenize",
              # nor, until it is asked for a `rexec.*` service, the exec service and its
              # processes (0.4 MiB of RSS)
-             "fluxnode.agent.broker.exec_service", "fluxnode.agent.broker.exec_process")
+             "fluxnode.agent.broker.exec_service", "fluxnode.agent.broker.exec_process",
+             # nor, until it is asked for a `content.*` or `archive.*` service, the content
+             # store and the archive service
+             "fluxnode.agent.broker.content_store", "fluxnode.agent.broker.archive_service",
+             # nor the `socket` module's Python layer (its enums, `selectors`, `array`):
+             # the broker's sockets are `_socket`'s (0.25 MiB of RSS)
+             "socket", "selectors")
 
 
 def imported(report: str) -> list[str]:
@@ -51,21 +57,26 @@ def test_a_worker_broker_imports_none_of_the_leaders_or_the_cli_libraries(tmp_pa
     assert loaded == [], f"a worker broker imported {loaded}"
 
 
-def test_a_worker_starts_its_exec_service_with_the_first_rexec_request(tmp_path):
-    """The exec service a worker holds by its topics alone answers the first request as
-    it always did (a fresh service: no sessions, nothing buffered, the 1 MiB window of
-    `fluxnode exec`'s flow control), and its module is imported then, not before."""
+def test_a_worker_starts_its_services_with_their_first_requests(tmp_path):
+    """The exec service and the content store a worker holds by their topics alone answer
+    their first requests as they always did (a fresh exec service: no sessions, nothing
+    buffered, the 1 MiB window of `fluxnode exec`'s flow control; a content cache that holds
+    nothing, of a broker that was sent no blob), and their modules are imported then, not
+    before."""
     err = tmp_path / "importtime.txt"
     with open(err, "wb") as f, lone_worker(tmp_path / "w", ("-X", "importtime"),
                                            stderr=f) as (_proc, uri):
         before = imported(err.read_text())
         with Client.connect(uri, timeout=10.0) as c:
             stats = c.rpc("rexec.stats", {}, nodeid=1, timeout=10.0)
+            content = c.rpc("content.stats-get", {}, nodeid=1, timeout=10.0)
     after = imported(err.read_text())
-    assert "fluxnode.agent.broker.exec_service" not in before
-    assert "fluxnode.agent.broker.exec_service" in after
+    for module in ("exec_service", "content_store", "archive_service"):
+        assert f"fluxnode.agent.broker.{module}" not in before
+        assert f"fluxnode.agent.broker.{module}" in after
     assert {k: stats[k] for k in ("sessions", "buffered", "buffered_max", "window")} == \
         {"sessions": 0, "buffered": 0, "buffered_max": 0, "window": 1 << 20}
+    assert (content["count"], content["bytes"], content["fetches"]) == (0, 0, 0)
 
 
 def test_brokers_exchanging_messages_over_the_tbon_load_no_sugar(tmp_path):
