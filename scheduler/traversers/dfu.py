@@ -426,7 +426,7 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
             return MatchResult(jobid, "SATISFIABLE", now, duration, time.perf_counter() - t0)
         # Fluxion's without_allocating (_future) searches as allocate (orelse_reserve)
         # does, then writes what it found without planning it (AT_NO_ALLOC)
-        no_alloc = op in NO_ALLOC_OPS
+        no_alloc = m.no_alloc = op in NO_ALLOC_OPS
         op = NO_ALLOC_OPS.get(op, op)
         if op not in ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability"):
             raise TraverserError(f"unknown match op {op!r}")

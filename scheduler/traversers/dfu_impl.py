@@ -62,7 +62,7 @@ class Job:
 class JobMeta:
     """One walk's job window and mode (Fluxion's jobmeta_t): alloc, reserve or sat."""
 
-    __slots__ = ("at", "duration", "alloc", "jobid", "constraint", "sat")
+    __slots__ = ("at", "duration", "alloc", "jobid", "constraint", "sat", "no_alloc")
 
     def __init__(self, at: int, duration: int, jobid: int, constraint) -> None:
         self.at = at
@@ -71,6 +71,9 @@ class JobMeta:
         self.jobid = jobid
         self.constraint = constraint
         self.sat = False
+        # a without_allocating match (Fluxion's AT_NO_ALLOC): its update plans nothing in
+        # Fluxion, so no planner can refuse it (see update_walk)
+        self.no_alloc = False
 
 
 def free_during(p: Planner, at: int, duration: int) -> int:

@@ -40,7 +40,7 @@ class UpdateWalk:
         "t", "out", "marks", "marked", "seen", "job_vertices", "jobid", "at", "duration",
         "end", "xtypes", "pxtypes", "stop_on_1", "subtree_cache", "tracked", "prune_types",
         "spans", "kits", "leaf_kit", "inner_kits", "tree", "sharing", "kit_spans", "recipes",
-        "totals_of", "weights", "orders", "moves", "unplanned",
+        "totals_of", "weights", "orders", "moves", "unplanned", "no_alloc",
     )
 
     def __init__(self, t: DfuImpl, m: JobMeta) -> None:
@@ -57,6 +57,7 @@ class UpdateWalk:
         self.job_vertices = t.jobs[m.jobid].vertices
         self.jobid, self.at, self.duration = m.jobid, m.at, m.duration
         self.end = m.at + m.duration
+        self.no_alloc = m.no_alloc
         policy = t.policy
         self.xtypes = policy.exclusive_types | t._req_xtypes  # taken whole below them
         # taken exclusively: the *nodex node, and a type a failed request left in the set
@@ -257,7 +258,10 @@ class UpdateWalk:
                     try:
                         t._ag_put(u, self.jobid, self.at, self.end, agg, self.kit_spans)
                     except PlannerError:
-                        agg = None
+                        # without_allocating: Fluxion's update plans nothing, so no
+                        # subtree filter refuses; the vertex is emitted as planned
+                        if not self.no_alloc:
+                            agg = None
                 up = reported(u, agg, x, needs, self.prune_types) if agg is not None else {}
             self.job_vertices[uid] = u
             if agg is None:
