@@ -152,19 +152,19 @@ class FlexibleTraverser(Traverser):
 
     def _dom_slot(self, m, u, slots: list[Request], nslots: int, pristine: bool, label: str,
                   dfu: Scoring) -> int:
-        # one request per type to explore with; the largest alternative, so a
-        # stop-on-first exploration finds enough for whichever slot shape wins
-        union: list[Request] = []
-        counts: dict[str, int] = {}
+        # one request per type to explore with (dfu_flexible_t::dom_slot's pre_union):
+        # of the alternatives of a type, the first with the largest count.min (not its
+        # effective max), so a stop-on-first exploration finds enough for whichever
+        # slot shape wins; its label is the one the vertices it completes keep. (The
+        # union's order, a std::map's by interned type id, decides nothing here.)
+        by_type: dict[str, Request] = {}
         for s in slots:
             for r in s.with_:
-                if r.type not in counts:
-                    counts[r.type] = 0
-                    union.append(r)
-                else:
-                    i = next(k for k, q in enumerate(union) if q.type == r.type)
-                    if effective_max(r) > effective_max(union[i]):
-                        union[i] = r
+                kept = by_type.get(r.type)
+                if kept is None or kept.count.min < r.count.min:
+                    by_type[r.type] = r
+        union = list(by_type.values())
+        counts = dict.fromkeys(by_type, 0)
         dfu_slot = Scoring()
         if self._explore(m, u, union, pristine, True, dfu_slot, nslots) != 0:
             return -1
