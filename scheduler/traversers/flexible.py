@@ -28,9 +28,6 @@ from fluxnode.scheduler.traversers.dfu_select import take_slot
 
 class FlexibleTraverser(Traverser):
     _subtree_cacheable = False  # or-slot unions are built per walk
-    # the leaf types no filter names never prune an or-slot walk at the cluster (the
-    # hand corpus's flexible/001 and 009)
-    _prune_auto_types = False
 
     def match(self, jobspec, op: str = "allocate", jobid: int | None = None,
               at: int | None = None) -> MatchResult:
@@ -120,35 +117,38 @@ class FlexibleTraverser(Traverser):
         return pruned
 
     def _wanted(self, resources: list[Request], t: str) -> int:
-        # top-level or-slots: the smallest alternative counts, as in Fluxion's prime
-        total = 0
-        best_slot: int | None = None
-        for r in resources:
-            n = r.count.min if r.type == t else r.count.min * self._user_data(r).get(t, 0)
-            if r.type == "slot":
-                best_slot = n if best_slot is None else min(best_slot, n)
-            else:
-                total += n
-        return total + (best_slot or 0)
+        # the top level primed as every other level (Fluxion's dfv)
+        return self._primed(resources).get(t, 0)
 
     def _user_data(self, r: Request) -> dict[str, int]:
-        # or-slots are alternatives: a level needs the smallest of them, not the sum
         cache = self.__dict__.setdefault("_ud_cache", {})
         got = cache.get(id(r))
         if got is None:
-            got = {}
-            for c in r.with_:
-                got[c.type] = got.get(c.type, 0) + c.count.min
-                sub = self._user_data(c)
+            got = cache[id(r)] = (r, self._primed(r.with_))
+        return got[1]
+
+    def _primed(self, resources: list[Request]) -> dict[str, int]:
+        """What one level asks below its parent, as dfu_flexible_t::prime_jobspec sums
+        it: a request's own count and its aggregates times its count add up, but an
+        or-slot's aggregates are alternatives: each lowers a type to the smaller of
+        the two, and a type the level has so far that the slot lacks drops to 0 (a
+        later slot can still raise none: {core 8, gpu 1} then {core 10} asks core 8,
+        gpu 0; the other way round, core 8, gpu 1)."""
+        got: dict[str, int] = {}
+        for c in resources:
+            got[c.type] = got.get(c.type, 0) + c.count.min
+            sub = self._user_data(c)
+            if c.type in ("slot", "xor_slot"):
                 for t, n in sub.items():
                     n *= c.count.min
-                    if c.type == "slot":
-                        got[t] = min(got[t], n) if t in got else n
-                    else:
-                        got[t] = got.get(t, 0) + n
-            cache[id(r)] = (r, got)
-            return got
-        return got[1]
+                    got[t] = min(got[t], n) if t in got else n
+                for t in got:
+                    if t not in sub and t != c.type:
+                        got[t] = 0
+            else:
+                for t, n in sub.items():
+                    got[t] = got.get(t, 0) + c.count.min * n
+        return got
 
     def _dom_slot(self, m, u, slots: list[Request], nslots: int, pristine: bool, label: str,
                   dfu: Scoring) -> int:
