@@ -24,7 +24,6 @@ File layout (ZeroMQ RFC 4 ZPL, as czmq's zcert_save / flux-core's cert_write)::
 from __future__ import annotations
 
 import os
-import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +84,8 @@ def generate(name: str | None = None) -> Certificate:
         our_version = version("fluxnode")
     except Exception:  # not installed as a distribution (e.g. running from a checkout)
         our_version = "unknown"
+    import socket  # here: a broker that only loads its certificate never imports it
+
     hostname = socket.gethostname()
     meta = {
         "name": name or hostname,

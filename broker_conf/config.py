@@ -16,11 +16,13 @@ Each table's model and reader is in `config_tables`; this module assembles them 
 `BrokerConfig` (and its derived views: resolved hosts, URIs, topology), checks what
 spans tables, and loads files and directories. `config` is the public face: the table
 models and `ConfigError` are part of its ``__all__``.
+
+`tomllib` is imported where a file is parsed, not with this module: a broker on a node
+reads broker.toml once and then drops the parser (fluxnode/commands/broker_argv.py).
 """
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -71,6 +73,8 @@ class ResolvedHost:
 
 @dataclass
 class BrokerConfig:
+    """broker.toml as a whole: its tables, where it was read from, and the hosts' index."""
+
     bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
     tbon: TbonConfig = field(default_factory=TbonConfig)
     resource: ResourceConfig = field(default_factory=ResourceConfig)
@@ -393,6 +397,8 @@ def _validate(cfg: BrokerConfig, origins: Origins) -> None:
 
 def loads(text: str, path: str | Path | None = None) -> BrokerConfig:
     """Parse broker.toml text; `path` is only used to name the source in errors."""
+    import tomllib
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -409,6 +415,8 @@ def _read_toml(file: Path) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(file, "", f"not UTF-8 text (byte {exc.start})") from None
+    import tomllib
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

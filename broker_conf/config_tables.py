@@ -44,6 +44,8 @@ class HostEntry:
 
 @dataclass
 class BootstrapConfig:
+    """The `[bootstrap]` table: the certificate, the endpoints' defaults, the hosts."""
+
     curve_cert: str | None = None
     default_port: int | None = None
     default_bind: str | None = None

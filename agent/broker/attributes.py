@@ -38,6 +38,7 @@ SIZE_ATTRS = ("connector.max-message", "connector.input-budget", "connector.outp
               "content.send-rate")
 COUNT_ATTRS = ("jobspec.max-depth", "jobspec.max-nodes", "tbon.pending-max",
                "tbon.pending-per-address", "tbon.fd-reserve")
+CONTENT_HASHES = ("sha1", "sha256")  # RFC 10 hash names the content store knows (HASHES)
 _SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 _LEVELS = {
@@ -60,6 +61,9 @@ def parse_settings(settings: list[str] | tuple[str, ...]) -> dict[str, str]:
             raise AttrError(f"-S {name}: unknown attribute (known: {', '.join(sorted(SETTABLE))})")
         if name in SIZE_ATTRS or name in COUNT_ATTRS:
             size(name, value)  # refused now, not when the broker starts
+        if name == "content.hash" and value not in CONTENT_HASHES:
+            # refused now: a worker builds its content store with its first request
+            raise AttrError(f"content.hash: {value!r} is not sha1 or sha256")
         attrs[name] = value
     return attrs
 

@@ -14,10 +14,12 @@ each concept has its own module:
 * config_reload.py   -- `config.reload`
 * fanout.py          -- target ranks of a request and their split by child subtree
 * exec_service.py    -- `rexec.*`: processes on a set of ranks, fanned out down the tree
+                        (built by a worker with the first `rexec.*` request it serves)
 * resource_service.py-- node resources and R on the leader (`resource.*`)
 * modules.py         -- broker modules loaded on the leader and their `BrokerHandle`
 * content_store.py   -- blobs by hash: the leader's store, the others' caches (`content.*`)
 * archive_service.py -- named archives of files, extracted down the tree (`archive.*`)
+                        (both built by a worker with the first request it serves for them)
 * logging_setup.py   -- where log lines go (`broker_log`: the line and its sinks)
 
 The parts share one `InstanceState` (changed in place by config.reload) and reach
@@ -26,22 +28,20 @@ each other only through what they are given here.
 
 from __future__ import annotations
 
+import _socket  # not `socket`: see connector.py
 import errno
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fluxnode.agent.broker import attributes
 from fluxnode.agent.broker import zmq_core as zmq
-from fluxnode.agent.broker.archive_service import ArchiveService, ArchiveServiceContext
 from fluxnode.agent.broker.boot import BrokerError, InstanceState, boot
 from fluxnode.agent.broker.broker_log import BrokerLog
 from fluxnode.agent.broker.config_reload import ConfigReload
 from fluxnode.agent.broker.connector import ConnectorLimits, LocalConnector
-from fluxnode.agent.broker.content_store import ContentStore
 from fluxnode.agent.broker.events import EventBus
-from fluxnode.agent.broker.exec_service import ExecService
 from fluxnode.agent.broker.fd_limit import raise_fd_limit
 from fluxnode.agent.broker.logging_setup import setup_logging
 from fluxnode.agent.broker.message import Message, ServiceError
@@ -60,6 +60,17 @@ from fluxnode.broker_conf.certificate import Certificate
 from fluxnode.broker_conf.config import BrokerConfig
 from fluxnode.broker_conf.rv1 import NodeResources
 from fluxnode.broker_conf.topology import Topology
+
+if TYPE_CHECKING:
+    from fluxnode.agent.broker.archive_service import ArchiveService
+    from fluxnode.agent.broker.content_store import ContentStore
+    from fluxnode.agent.broker.exec_service import ExecService
+
+# What a worker's exec service, and its content store with the archive service, register:
+# the worker holds these topics until the first is asked for (ServiceRegistry.register_lazy)
+EXEC_TOPICS = ("rexec.exec", "rexec.fanout", "rexec.credit", "rexec.write", "rexec.kill",
+               "rexec.stats")
+STORAGE_TOPICS = ("content.load", "content.stats-get", "archive.extract")
 
 
 @dataclass(frozen=True)
@@ -123,16 +134,10 @@ class Broker:
         self.config_reload = ConfigReload(state, self.overlay, self.resources, self.quorum,
                                           on_applied=self._overlay_changed, log=log)
         self.modules = ModuleLoader(log)
-        self.exec = ExecService(state, self.router, self.overlay, self.connector, self.reactor,
-                                log)
-        self.content = ContentStore(state, self.services, self.router.request,
-                                    self.router.respond, self.router.forget,
-                                    self.reactor.call_later, log)
-        self.archives = ArchiveService(ArchiveServiceContext(
-            state=state, services=self.services, content=self.content,
-            request=self.router.request, respond=self.router.respond, forget=self.router.forget,
-            child_connected=lambda r: r in self.overlay.connected_children(),
-            call_later=self.reactor.call_later, log=log))
+        self.exec: ExecService | None = None  # see _start_exec
+        self._joined = False  # this broker has joined its parent at least once
+        self.content: ContentStore | None = None  # see _start_storage
+        self.archives: ArchiveService | None = None
 
     def _make_overlay(self, tbon_fd: int | None) -> Overlay:
         state = self.state
@@ -175,11 +180,6 @@ class Broker:
                 "broker: statedir %s: %s (modules cannot keep state)", state.statedir, exc.strerror
             )
         self._register_services()
-        try:
-            self.content.open()
-            self.archives.open()
-        except OSError as exc:
-            raise BrokerError(str(exc)) from None
         # before any socket: a bad override fails cleanly
         self.resources.discover_local(self.shared.machine)
         try:
@@ -214,9 +214,12 @@ class Broker:
 
     def _close(self) -> None:
         self.modules.close()
-        self.exec.close()
-        self.archives.close()
-        self.content.close()
+        if self.exec is not None:
+            self.exec.close()
+        if self.archives is not None:
+            self.archives.close()
+        if self.content is not None:
+            self.content.close()
         self.connector.close()
         self.overlay.close()
         self.ctx.term()
@@ -239,9 +242,49 @@ class Broker:
         if self.state.rank == 0:
             self.shutdown.register(self.services)
         self.resources.register()
+        if self.state.rank == 0:
+            self._start_exec()
+        else:
+            self.services.register_lazy(EXEC_TOPICS, self._start_exec)
+        if self.state.rank == 0:
+            try:
+                self._start_storage()
+            except OSError as exc:
+                raise BrokerError(str(exc)) from None
+        else:
+            self.services.register_lazy(STORAGE_TOPICS, self._start_storage)
+
+    def _start_exec(self) -> None:
+        """The exec service: the leader's at start, a worker's with the first `rexec.*`
+        request it serves (its module is imported then; most workers are never asked)."""
+        from fluxnode.agent.broker.exec_service import ExecService
+
+        self.exec = ExecService(self.state, self.router, self.overlay, self.connector,
+                                self.reactor, self.log)
         self.exec.register(self.services)
-        self.content.register()
-        self.archives.register()
+        if self._joined:
+            self.exec.parent_rejoined()  # its first join: it was before the service existed
+
+    def _start_storage(self) -> None:
+        """The content store and the archive service: the leader's at start (they open its
+        databases), a worker's with the first `content.*` or `archive.*` request it serves."""
+        from fluxnode.agent.broker.archive_service import ArchiveService, ArchiveServiceContext
+        from fluxnode.agent.broker.content_store import ContentStore
+
+        content = ContentStore(self.state, self.services, self.router.request,
+                               self.router.respond, self.router.forget,
+                               self.reactor.call_later, self.log)
+        archives = ArchiveService(ArchiveServiceContext(
+            state=self.state, services=self.services, content=content,
+            request=self.router.request, respond=self.router.respond, forget=self.router.forget,
+            child_connected=lambda r: r in self.overlay.connected_children(),
+            call_later=self.reactor.call_later, log=self.log))
+        content.open()
+        self.content = content
+        archives.open()
+        self.archives = archives
+        content.register()
+        archives.register()
 
     def _ping(self, msg: Message) -> dict:
         payload = dict(msg.payload or {})
@@ -277,10 +320,13 @@ class Broker:
         """Joined the parent (again): tell the leader what this node has; work the parent
         asked for before it restarted has nobody waiting for it any more."""
         self.resources.report()
-        self.exec.parent_rejoined()
+        self._joined = True
+        if self.exec is not None:
+            self.exec.parent_rejoined()
 
     def _overlay_changed(self) -> None:
-        self.exec.overlay_changed()
+        if self.exec is not None:
+            self.exec.overlay_changed()
         self.shutdown.check()
         if self.state.rank == 0 and self.quorum.online_changed():
             self.resources.changed()
@@ -323,7 +369,7 @@ def main(
     `tbon_fd` a listening socket to use for the TBON endpoint instead of binding one, and
     `shared` what the launcher found once for all its brokers.
     """
-    hostname = hostname or socket.gethostname()
+    hostname = hostname or _socket.gethostname()
     raise_fd_limit()  # every entry point (fluxnode broker, the fork launcher) comes through here
     try:
         if config is None:

@@ -16,14 +16,19 @@ buffer, the kernel's flow control), and one that still lets `output_limit` bytes
 up (events it subscribed to) is disconnected. Running out of descriptors (EMFILE) stops
 accepting for a backoff that doubles to a second, logged once per `EMFILE_LOG_EVERY`, so
 a flood of connections never turns into a busy loop.
+
+Sockets are made with `_socket`, the C module under the standard `socket` (whose Python
+layer, its enums and the `selectors` and `array` it imports, is 0.3 MiB of a worker's
+RSS, issue 32): its `socket` type has every method used here, and `_accept` gives the
+new descriptor, which is wrapped in a socket of the same type.
 """
 
 from __future__ import annotations
 
+import _socket
 import errno
 import itertools
 import os
-import socket
 import stat
 import struct
 import time
@@ -97,7 +102,7 @@ def prepare_directory(directory: Path) -> None:
 class LocalClient:
     __slots__ = ("id", "sock", "decoder", "outbuf", "uid", "subscriptions")
 
-    def __init__(self, cid: str, sock: socket.socket, uid: int, max_message: int) -> None:
+    def __init__(self, cid: str, sock: _socket.socket, uid: int, max_message: int) -> None:
         self.id = cid
         self.sock = sock
         self.decoder = StreamDecoder(max_message)
@@ -121,7 +126,7 @@ class LocalConnector:
         self.limits = limits or ConnectorLimits()
         self.clients: dict[str, LocalClient] = {}
         self._ids = itertools.count(1)
-        self.listener: socket.socket | None = None
+        self.listener: _socket.socket | None = None
         self._accept_backoff = 0.0
         self._emfile_logged = float("-inf")
         self._emfile_count = 0
@@ -130,7 +135,7 @@ class LocalConnector:
         prepare_directory(self.path.parent)
         if self.path.exists() or self.path.is_symlink():
             self.path.unlink()
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         # Bind under a temporary name and rename once listening, so the path never
         # names a socket that refuses connections.
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
@@ -164,7 +169,7 @@ class LocalConnector:
         assert self.listener is not None
         while True:
             try:
-                conn, _ = self.listener.accept()
+                fd, _ = self.listener._accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -174,8 +179,9 @@ class LocalConnector:
                     self.log.error("local connector: accept failed: %s", exc)
                 return
             self._accept_backoff = 0.0
+            conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, fd)
             pid, uid, _gid = struct.unpack(
-                "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+                "3i", conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
             )
             if uid != os.getuid() and not (uid == 0 and self.allow_root):
                 self.log.warning(

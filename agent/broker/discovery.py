@@ -17,11 +17,10 @@ node by hand::
 
 from __future__ import annotations
 
+import _socket  # not `socket`: see connector.py
 import json
 import os
 import re
-import socket
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +155,8 @@ def _read_override(path: Path) -> dict[str, Any]:
         raise ResourceDiscoveryError(
             f"{path}: cannot read resource override: {exc.strerror or exc}"
         ) from None
+    import tomllib
+
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except json.JSONDecodeError as exc:
@@ -178,7 +179,7 @@ def _read_override(path: Path) -> dict[str, Any]:
 
 def _from_override(path: Path, rank: int, hostname: str | None) -> NodeResources:
     data = _read_override(path)
-    name = data.get("hostname", hostname or socket.gethostname())
+    name = data.get("hostname", hostname or _socket.gethostname())
     if not isinstance(name, str):
         raise ResourceDiscoveryError(f"{path}: hostname: must be a string, not {name!r}")
     try:
@@ -225,7 +226,7 @@ def discover(
     try:
         return NodeResources(
             rank=rank,
-            hostname=hostname or socket.gethostname(),
+            hostname=hostname or _socket.gethostname(),
             cores=cpus,
             gpus=_gpus(dev),
             sockets=sockets,

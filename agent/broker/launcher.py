@@ -27,13 +27,16 @@ from pathlib import Path
 from typing import Any
 
 # Importing the broker (and through it discovery, the overlay, broker_conf) here also
-# means forked children start warm.
+# means forked children start warm; with the services a worker builds on first use
+# (the leader builds them at start), so their modules are shared pages, not each
+# child's own.
+from fluxnode.agent.broker import archive_service, content_store, discovery, exec_service
 from fluxnode.agent.broker import broker as broker_mod
-from fluxnode.agent.broker import discovery
 from fluxnode.agent.broker.client import Client, ConnectError, RPCError
 from fluxnode.broker_conf import certificate, render
 from fluxnode.broker_conf.topology import Topology
 
+_PRELOADED = (archive_service, content_store, exec_service)  # (see above: not used here)
 LEAF_PORT = 1  # placeholder port for brokers without children (they never bind)
 
 

@@ -57,6 +57,9 @@ class ServiceError(Exception):
 
 @dataclass
 class Message:
+    """One broker message (RFC 3): a request, response, event or control, its route and
+    its payload, decoded or still as received."""
+
     type: str
     topic: str
     nodeid: int = NODEID_ANY

@@ -104,6 +104,8 @@ class TbonParams:
 
 @dataclass
 class Child:
+    """A child of this broker in the tree, as its parent tracks it."""
+
     rank: int
     hostname: str
     status: str = "offline"

@@ -33,8 +33,8 @@ seconds with their count.
 
 from __future__ import annotations
 
+import _socket  # not `socket`: see connector.py
 import resource
-import socket
 import struct
 import time
 from collections import OrderedDict
@@ -59,6 +59,8 @@ class GuardLimits:
 
 @dataclass
 class Pending:
+    """A TBON connection that has not completed its CURVE handshake yet."""
+
     fd: int
     peer: tuple[str, int]
     since: float
@@ -68,11 +70,11 @@ def peer_of(fd: int) -> tuple[str, int] | None:
     """The TCP peer (address, port) of descriptor `fd`, or None when it is not a connected
     TCP socket (any more). The descriptor stays open either way."""
     try:
-        sock = socket.socket(fileno=fd)
+        sock = _socket.socket(fileno=fd)
     except OSError:
         return None
     try:
-        if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        if sock.family not in (_socket.AF_INET, _socket.AF_INET6):
             return None
         addr = sock.getpeername()
         return (addr[0], addr[1])
@@ -84,9 +86,9 @@ def peer_of(fd: int) -> tuple[str, int] | None:
 
 def shut(fd: int) -> None:
     """Shut a connection down without closing its descriptor (libzmq owns and closes it)."""
-    sock = socket.socket(fileno=fd)
+    sock = _socket.socket(fileno=fd)
     try:
-        sock.shutdown(socket.SHUT_RDWR)
+        sock.shutdown(_socket.SHUT_RDWR)
     except OSError:
         pass
     finally:

@@ -14,8 +14,8 @@ handled on the event loop like any other input, never inside a Python signal han
 
 from __future__ import annotations
 
+import _socket
 import signal
-import socket
 
 from fluxnode.agent.broker import zmq_core as zmq
 from fluxnode.agent.broker.broker_log import BrokerLog
@@ -34,14 +34,14 @@ class Shutdown:
         self.log = log
         self.in_progress = False
         self._timer: Timer | None = None
-        self._sigsocks: tuple[socket.socket, socket.socket] | None = None
+        self._sigsocks: tuple[_socket.socket, _socket.socket] | None = None
 
     def register(self, services: ServiceRegistry) -> None:
         """On the leader: ``broker.shutdown`` stops the instance."""
         services.register("broker.shutdown", self._request)
 
     def install_signals(self) -> None:
-        rfd, wfd = socket.socketpair()
+        rfd, wfd = _socket.socketpair()  # `_socket`: see connector.py
         rfd.setblocking(False)
         wfd.setblocking(False)
         self._sigsocks = (rfd, wfd)

@@ -9,13 +9,13 @@ never calls (measured: interpreter + backend 15.0 MiB, + `import zmq` 16.2-16.4 
 
 So when no one has imported `zmq` yet, this module registers the packages `zmq`,
 `zmq.backend` and `zmq.backend.cython` as modules made from their real specs but not yet
-executed, and imports below them only what the backend itself needs (`zmq.constants`,
-`zmq.error`, the extension). The extension reads one attribute of the `zmq` package on
-our paths, `COPY_THRESHOLD` (a new Frame's default), which is set to pyzmq's value. Each
-deferred package gets a module `__getattr__`: the first time any code asks one of them for
-a name it does not have yet (someone else's `import zmq; zmq.Context()`, or the extension
-on a path we do not take), the three package `__init__`s run in place, in pyzmq's own order,
-and the process has the whole of pyzmq as if it had been imported first. If `zmq` is already
+executed (`deferred.DeferredModules`), and imports below them only what the backend itself
+needs (`zmq.constants`, `zmq.error`, the extension). The extension reads one attribute of
+the `zmq` package on our paths, `COPY_THRESHOLD` (a new Frame's default), which is set to
+pyzmq's value. The first time any code asks one of the deferred packages for a name it
+does not have yet (someone else's `import zmq; zmq.Context()`, or the extension on a path
+we do not take), the three package `__init__`s run in place, in pyzmq's own order, and the
+process has the whole of pyzmq as if it had been imported first. If `zmq` is already
 imported (the CLI, a test), its backend is used as is.
 
 Exported: `Context`, `Socket`, `Frame`, `zmq_poll`, `curve_keypair`, `ZMQError`, `Again`,
@@ -25,58 +25,22 @@ Exported: `Context`, `Socket`, `Frame`, `zmq_poll`, `curve_keypair`, `ZMQError`,
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 from types import ModuleType
 from typing import Any
+
+from fluxnode.agent.broker.deferred import DeferredModules
 
 _DEFERRED = ("zmq", "zmq.backend", "zmq.backend.cython")  # in import order
 _COPY_THRESHOLD = 65536  # zmq.COPY_THRESHOLD, pyzmq's `__init__` sets the same
 
 
-class _Completion:
-    """Runs the deferred package `__init__`s once, innermost first as pyzmq does."""
-
-    def __init__(self) -> None:
-        self.done = False
-
-    def run(self) -> None:
-        if self.done:
-            return
-        self.done = True
-        for name in reversed(_DEFERRED):
-            module = sys.modules[name]
-            module.__dict__.pop("__getattr__", None)
-            module.__spec__.loader.exec_module(module)  # type: ignore[union-attr]
-
-
-def _defer(name: str, completion: _Completion) -> ModuleType:
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"pyzmq has no package {name!r}")
-    module = importlib.util.module_from_spec(spec)
-
-    def __getattr__(attr: str) -> Any:  # noqa: N807 (a module's __getattr__, PEP 562)
-        if attr.startswith("__") or completion.done:
-            raise AttributeError(f"module {name!r} has no attribute {attr!r}")
-        completion.run()
-        return getattr(module, attr)
-
-    module.__getattr__ = __getattr__  # type: ignore[method-assign]
-    sys.modules[name] = module
-    parent, _, child = name.rpartition(".")
-    if parent:
-        setattr(sys.modules[parent], child, module)
-    return module
-
-
 def _backend() -> ModuleType:
     """The Cython backend module, importing as little of pyzmq as it allows."""
     if "zmq" not in sys.modules:
-        completion = _Completion()
+        deferred: DeferredModules | None = None
         try:
-            for name in _DEFERRED:
-                _defer(name, completion)
+            deferred = DeferredModules(_DEFERRED)
             zmq = sys.modules["zmq"]
             zmq.COPY_THRESHOLD = _COPY_THRESHOLD
             backend = importlib.import_module("zmq.backend.cython._zmq")
@@ -90,8 +54,8 @@ def _backend() -> ModuleType:
             return backend
         except (ImportError, AttributeError, KeyError):
             # another pyzmq layout: run what was deferred and take the whole package
-            if all(name in sys.modules for name in _DEFERRED):
-                completion.run()
+            if deferred is not None:
+                deferred.complete()
             else:
                 for name in _DEFERRED:
                     sys.modules.pop(name, None)

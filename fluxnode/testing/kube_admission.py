@@ -36,7 +36,6 @@ validating webhook's rules name are answered 501.
 from __future__ import annotations
 
 import base64
-import ssl
 import threading
 import uuid
 from collections.abc import Callable
@@ -44,12 +43,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import urllib3
-
 from fluxnode.testing import kube_json
 from fluxnode.testing.kube_patch import PatchError, json_patch
 from fluxnode.testing.kube_selectors import LabelSelector, SelectorError
 from fluxnode.testing.kube_types import ApiError, ResourceType
+from fluxnode.testing.kube_webhook_client import CallFailed, Endpoint, WebhookClients
 
 MUTATING_REF = "mutatingwebhookconfigurations.admissionregistration.k8s.io"
 VALIDATING_REF = "validatingwebhookconfigurations.admissionregistration.k8s.io"
@@ -191,8 +189,10 @@ def _selector(selector: dict | None) -> LabelSelector:
     return parsed
 
 
-def matches(hook: dict, attrs: Attributes, namespace_labels: dict | None) -> bool:
-    """Whether a webhook is called for a request (its rules, then its selectors)."""
+def matches(hook: dict, attrs: Attributes,
+            namespace_labels: Callable[[], dict | None]) -> bool:
+    """Whether a webhook is called for a request (its rules, then its selectors; the
+    namespace's labels asked for only when the rest matched)."""
     if not any(rule_matches(rule, attrs) for rule in hook.get("rules") or []):
         return False
     try:
@@ -207,18 +207,15 @@ def matches(hook: dict, attrs: Attributes, namespace_labels: dict | None) -> boo
         return namespaces.matches((attrs.obj.get("metadata") or {}).get("labels"))
     if not attrs.type.namespaced:
         return True
-    return namespaces.matches(namespace_labels or {})
+    return namespaces.matches(namespace_labels() or {})
 
 
 # -- calling ---------------------------------------------------------------------------------
-class CallFailed(Exception):
-    """The webhook could not be asked, or answered something unusable."""
-
-
 def _endpoint(hook: dict, timeout: int,
-              services: dict[tuple[str, str], tuple[str, int]]) -> tuple[str, int, str, str, str]:
-    """(host, port, TLS server name, request path, the URL errors name) of a webhook."""
+              services: dict[tuple[str, str], tuple[str, int]]) -> tuple[Endpoint, str, str]:
+    """(where to connect, request path, the URL errors name) of a webhook."""
     client = hook.get("clientConfig") or {}
+    bundle = client.get("caBundle") or ""
     if client.get("url"):
         url = urlsplit(client["url"])
         host, port = url.hostname or "", url.port or 443
@@ -226,7 +223,7 @@ def _endpoint(hook: dict, timeout: int,
             raise CallFailed(f'Post "{client["url"]}": the API emulator calls only loopback '
                              "addresses")
         path = f"{url.path or '/'}?timeout={timeout}s"
-        return host, port, host, path, f"https://{url.netloc}{path}"
+        return Endpoint(host, port, host, bundle), path, f"https://{url.netloc}{path}"
     service = client["service"]
     namespace, name = service.get("namespace", ""), service.get("name", "")
     port = int(service.get("port") or 443)
@@ -237,70 +234,20 @@ def _endpoint(hook: dict, timeout: int,
     if address is None:
         raise CallFailed(f'Post "{url}": service "{namespace}/{name}" has no endpoint the API '
                          "emulator knows (KubeEmulator.service_endpoints)")
-    return address[0], address[1], server, path, url
+    return Endpoint(address[0], address[1], server, bundle), path, url
 
 
-# The API server keeps a client per webhook (its TLS configuration built once) with
-# keep-alive connections; so does the emulator: one pool per endpoint and caBundle, kept
-# across calls. A context and a TLS handshake per call cost ~25 ms of the emulator's CPU
-# per object (bench/workloads.py), and the webhook's server as much again.
-_POOLS: dict[tuple[str, int, str, str, int], urllib3.HTTPSConnectionPool] = {}
-_POOLS_LOCK = threading.Lock()
-_POOLS_KEPT = 32  # endpoints kept (the oldest closed past it: tests come and go)
-_POOL_CONNECTIONS = 8  # kept per endpoint; more are opened when needed, then dropped
-
-
-def _pool(host: str, port: int, server: str, bundle: str, timeout: int,
-          url: str) -> urllib3.HTTPSConnectionPool:
-    key = (host, port, server, bundle, timeout)
-    with _POOLS_LOCK:
-        pool = _POOLS.get(key)
-        if pool is not None:
-            return pool
-    if bundle:
-        try:
-            context = ssl.create_default_context(cadata=base64.b64decode(bundle).decode())
-        except (ValueError, ssl.SSLError) as exc:
-            raise CallFailed(f'Post "{url}": unable to load root certificates: {exc}') from None
-    else:
-        context = ssl.create_default_context()
-    pool = urllib3.HTTPSConnectionPool(host, port, ssl_context=context, server_hostname=server,
-                                       assert_hostname=server, retries=False,
-                                       maxsize=_POOL_CONNECTIONS, block=False,
-                                       timeout=urllib3.Timeout(total=timeout))
-    with _POOLS_LOCK:
-        kept = _POOLS.setdefault(key, pool)
-        while len(_POOLS) > _POOLS_KEPT:
-            _POOLS.pop(next(iter(_POOLS))).close()
-    if kept is not pool:
-        pool.close()
-    return kept
-
-
-def call(hook: dict, review: dict,
-         services: dict[tuple[str, str], tuple[str, int]]) -> dict:
-    """POST the AdmissionReview to the webhook; its ``response``, or CallFailed."""
+async def call(hook: dict, review: dict, services: dict[tuple[str, str], tuple[str, int]],
+               clients: WebhookClients) -> dict:
+    """POST the AdmissionReview to the webhook (kube_webhook_client: kept connections, as
+    the API server keeps a client per webhook); its ``response``, or CallFailed."""
     timeout = int(hook.get("timeoutSeconds") or DEFAULT_TIMEOUT)
-    host, port, server, path, url = _endpoint(hook, timeout, services)
-    bundle = (hook.get("clientConfig") or {}).get("caBundle") or ""
-    pool = _pool(host, port, server, bundle, timeout, url)
-    body = kube_json.dumps(review)
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    endpoint, path, url = _endpoint(hook, timeout, services)
+    status, body = await clients.post(endpoint, path, kube_json.dumps(review), timeout, url)
+    if status != 200:
+        raise CallFailed(f"the server responded with the status code {status} (not 200)")
     try:
-        try:
-            reply = pool.request("POST", path, body=body, headers=headers)
-        except urllib3.exceptions.ProtocolError:
-            # a kept connection the server closed as it was taken (its idle timeout, a
-            # restart): asked once more on a new connection, as Go's transport retries a
-            # request that a reused connection lost before any answer
-            reply = pool.request("POST", path, body=body, headers=headers)
-    except urllib3.exceptions.HTTPError as exc:
-        reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
-        raise CallFailed(f'Post "{url}": {reason}') from None
-    if reply.status != 200:
-        raise CallFailed(f"the server responded with the status code {reply.status} (not 200)")
-    try:
-        answer = kube_json.loads(reply.data)
+        answer = kube_json.loads(body)
         response = answer["response"]
     except (ValueError, KeyError, TypeError) as exc:
         raise CallFailed(f"could not read the AdmissionReview it answered: {exc}") from None
@@ -309,9 +256,10 @@ def call(hook: dict, review: dict,
         raise CallFailed(f'expected webhook response of admission.k8s.io/v1, Kind='
                          f'AdmissionReview, got {answer.get("apiVersion")}, Kind='
                          f'{answer.get("kind")}')
-    if response.get("uid") != review["request"]["uid"]:
+    if not isinstance(response, dict) or response.get("uid") != review["request"]["uid"]:
+        got = response.get("uid") if isinstance(response, dict) else None
         raise CallFailed(f'expected response.uid="{review["request"]["uid"]}", got '
-                         f'"{response.get("uid")}"')
+                         f'"{got}"')
     return response
 
 
@@ -359,8 +307,9 @@ def _failed(name: str, why: str) -> ApiError:
                                             f"webhook: {why}"}]})
 
 
-def _ask(hook: dict, attrs: Attributes,
-         services: dict[tuple[str, str], tuple[str, int]]) -> dict:
+async def _ask(hook: dict, attrs: Attributes,
+               services: dict[tuple[str, str], tuple[str, int]],
+               clients: WebhookClients) -> dict:
     """One webhook's verdict applied: the object it returns (patched or as it was)."""
     name = hook.get("name", "")
     if attrs.dry_run and hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
@@ -368,7 +317,7 @@ def _ask(hook: dict, attrs: Attributes,
                        f'admission webhook "{name}" has side effects and does not support '
                        "dry run")
     try:
-        response = call(hook, review_for(attrs), services)
+        response = await call(hook, review_for(attrs), services, clients)
     except CallFailed as exc:
         if hook.get("failurePolicy", "Fail") == "Ignore":
             return attrs.obj
@@ -387,11 +336,13 @@ def _ask(hook: dict, attrs: Attributes,
         raise _failed(name, f"the patch it answered does not apply: {exc}") from None
 
 
-def admit(attrs: Attributes, configurations: list[dict],
-          namespace_labels: Callable[[str], dict | None],
-          services: dict[tuple[str, str], tuple[str, int]]) -> dict:
-    """The object after every matching mutating webhook (blocking: called off the server's
-    event loop, never under the store's lock, since a webhook may call the API itself)."""
+async def admit(attrs: Attributes, configurations: list[dict],
+                namespace_labels: Callable[[str], dict | None],
+                services: dict[tuple[str, str], tuple[str, int]],
+                clients: WebhookClients) -> dict:
+    """The object after every matching mutating webhook (on the server's event loop, which
+    serves other requests while a call waits, never under the store's lock: a webhook may
+    call the API itself)."""
     labels = namespace_labels(attrs.namespace) if attrs.type.namespaced and attrs.namespace \
         else None
     hooks = [hook for config in sorted(configurations, key=lambda c: c["metadata"]["name"])
@@ -400,12 +351,13 @@ def admit(attrs: Attributes, configurations: list[dict],
     called: list[tuple[int, dict]] = []  # (index, object it returned) of IfNeeded webhooks
     for index, hook in enumerate(hooks):
         current = Attributes(**{**attrs.__dict__, "obj": obj})
-        if not matches(hook, current, labels):
+        if not matches(hook, current, lambda: labels):
             continue
-        obj = _ask(hook, current, services)
+        obj = await _ask(hook, current, services, clients)
         if hook.get("reinvocationPolicy") == "IfNeeded":
             called.append((index, obj))
     for index, returned in called:  # reinvoked once when a later webhook changed it
         if obj != returned:
-            obj = _ask(hooks[index], Attributes(**{**attrs.__dict__, "obj": obj}), services)
+            obj = await _ask(hooks[index], Attributes(**{**attrs.__dict__, "obj": obj}),
+                             services, clients)
     return obj

@@ -26,7 +26,7 @@ client-side strategies (so they can set ``status``), and notify watches like any
 
 What extends a real API server is emulated too: CustomResourceDefinitions (kube_crd,
 kube_crd_schema: a created CRD's resource is served), mutating admission webhooks
-(kube_admission: called over HTTPS from a worker thread on every API create and update;
+(kube_admission: called over HTTPS from the server's loop on every API create and update;
 ``service_endpoints`` routes their Services to loopback), and, when asked for
 (``job_controller=True``), the Job controller (kube_job_controller). Direct writes skip
 admission, as they skip authorization.
@@ -90,6 +90,7 @@ from fluxnode.testing.kube_store import (
 )
 from fluxnode.testing.kube_tables import PrintingNotEmulated, custom_table, table, wants_table
 from fluxnode.testing.kube_tls import ServingCerts, make_serving_certs
+from fluxnode.testing.kube_webhook_client import WebhookClients
 
 SERVER_VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0-fluxnode-emulator",
                   "platform": "linux/amd64", "goVersion": "go1.24"}
@@ -173,13 +174,11 @@ class KubeEmulator:
         self.directory = Path(directory or self._tmp.name)
         self.kubeconfig_path = self.directory / "kubeconfig"
         self.requests: list[RequestInfo] = []
-        # how long each write that called mutating webhooks waited for them (seconds), and
-        # how long the calls themselves took on the worker thread that made them: the wait
-        # adds the time the server's one event loop took to resume the write, which a real
-        # API server (a goroutine per request) does not have; the calls alone are what its
-        # admission webhook latency metric times
+        # how long each write that called mutating webhooks waited for them (seconds); the
+        # calls themselves (request written -> answer read) are `admission_call_seconds`
         self.admission_seconds: list[float] = []
-        self.admission_call_seconds: list[float] = []
+        # the webhooks' clients: connections kept on the server's loop (kube_webhook_client)
+        self._webhook_clients = WebhookClients()
         self.forbidden: list[ForbidRule] = []
         # authorizer(info) -> None to allow, or a reason string to answer 403.
         self.authorizer: Callable[[RequestInfo], str | None] | None = None
@@ -214,6 +213,13 @@ class KubeEmulator:
                                       tuple[list[dict], list[dict]]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def admission_call_seconds(self) -> list[float]:
+        """How long each webhook call took, its request written -> its answer read (what a
+        real API server's admission webhook latency metric times); on the server's one
+        event loop, so a busy loop's delay to resume the call is included."""
+        return self._webhook_clients.seconds
+
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
@@ -288,6 +294,7 @@ class KubeEmulator:
         ready.set()
         await self._stopping.wait()
         self.store.close_all_watches()
+        self._webhook_clients.close()
         await self._runner.cleanup()
 
     def stop(self) -> None:
@@ -840,8 +847,8 @@ class KubeEmulator:
         """The MutatingWebhookConfigurations that could apply to a write of `rt` (none for
         the configurations themselves: the API server never calls webhooks on them): those
         with a webhook whose rules name the operation, the resource and the subresource.
-        A write no rule names skips admission, and so the hop to a worker thread that
-        admission takes (most writes: status, events, bindings; bench/workloads.py)."""
+        A write no rule names skips admission and its decoding and matching (most writes:
+        status, events, bindings; bench/workloads.py)."""
         if rt.group == "admissionregistration.k8s.io" or not self.store.count(MUTATING_REF):
             return []  # (the usual case costs no list on each write)
         configurations = self._mutating_configurations()
@@ -879,8 +886,9 @@ class KubeEmulator:
 
     async def _admitted(self, operation: str, rt: ResourceType, info: RequestInfo, obj: dict,
                         old: dict | None, user: str, configurations: list[dict]) -> dict:
-        """`obj` after the mutating webhooks (kube_admission), asked from a worker thread:
-        the server's loop keeps serving, so a webhook may call the API itself."""
+        """`obj` after the mutating webhooks (kube_admission), asked from the server's loop
+        (kube_webhook_client), which keeps serving meanwhile: a webhook may call the API
+        itself."""
         if not isinstance(obj, dict):
             raise bad_request("the request body must be a JSON object")
         meta = obj.setdefault("metadata", {})
@@ -902,24 +910,25 @@ class KubeEmulator:
                 return None
 
         # no webhook's rules and selectors take the object as submitted: admission would
-        # return it as it is, so the write skips the hop to a worker thread (an admitted
+        # return it as it is, so the write skips it (an admitted
         # Job's pods, 8 creates per workload in bench/workloads.py, are left out by the
         # pods webhook's objectSelector)
-        namespace = labels(attrs.namespace) if rt.namespaced and attrs.namespace else None
+        looked_up: list[dict | None] = []
+
+        def namespace() -> dict | None:  # looked up once, and only when a selector asks
+            if not looked_up:
+                looked_up.append(labels(attrs.namespace) if rt.namespaced and
+                                 attrs.namespace else None)
+            return looked_up[0]
+
         if not any(matches(hook, attrs, namespace) for c in configurations
                    for hook in c.get("webhooks") or []):
             return obj
-        def call() -> dict:
-            began = time.monotonic()
-            try:
-                return admit(attrs, configurations, labels, self.service_endpoints)
-            finally:  # as the API server's admission webhook latency metric sees it
-                self.admission_call_seconds.append(time.monotonic() - began)
-
         start = time.monotonic()
         try:
-            return await asyncio.get_running_loop().run_in_executor(None, call)
-        finally:  # the write's whole wait, its loop's resumption included
+            return await admit(attrs, configurations, labels, self.service_endpoints,
+                               self._webhook_clients)
+        finally:  # as the API server's admission webhook latency metric sees it
             self.admission_seconds.append(time.monotonic() - start)
 
     def _refuse_unemulated_admission(self, request: web.BaseRequest, rt: ResourceType,

@@ -235,7 +235,10 @@ class Watcher:
         if not self.items:
             self.ready.clear()
             try:
-                await asyncio.wait_for(self.ready.wait(), timeout)
+                # (a timeout scope, not `wait_for`: that wraps the wait in a task of its own,
+                # a cost on every wake-up of every watch)
+                async with asyncio.timeout(timeout):
+                    await self.ready.wait()
             except TimeoutError:
                 return []
         out = []

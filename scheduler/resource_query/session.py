@@ -47,6 +47,7 @@ from fluxnode.scheduler.traversers.dfu import (
     TraverserError,
     Unsatisfiable,
 )
+from fluxnode.scheduler.traversers.dfu_cancel import RemoveError
 from fluxnode.scheduler.traversers.find import FindError, find
 from fluxnode.scheduler.traversers.reader_plans import plan_outside_walk, release_outside_walk
 
@@ -356,8 +357,7 @@ class Session:
                     TraverserError) as exc:
                 # Fluxion reads R inside its remove, after zeroing the visit counts
                 self.t.total_preorder = self.t.total_postorder = 0
-                if reader == "rv1exec" and isinstance(exc, TraverserError) \
-                        and str(exc).startswith("remove"):
+                if isinstance(exc, RemoveError):
                     # do_partial_remove writes the traverser's message to stdout (the
                     # rank-based remove's, which fluxnode's traverser words as Fluxion's)
                     self.console.write(f"{exc}\n")
@@ -634,6 +634,27 @@ class Session:
             last = int(hi) if sep else int(lo)
         return ranks
 
+    def _rank_roots(self, ranks: list[int]) -> list | None:
+        """The subgraph roots ``remove RANKS false`` takes away, as Fluxion's
+        ``dfu_impl_t::remove_subgraph(ranks)`` finds them: for each rank its by_rank
+        index knows (in rank order), the vertex of the shortest path. A rank whose
+        index is there but empty (its vertices went with an earlier ``remove PATH
+        true``, which leaves the key) has no root (a null vertex), and neither that nor
+        a root without a parent has a parent edge to take out: then the whole removal
+        fails (None) and no vertex goes."""
+        roots = []
+        for r in sorted(set(ranks)):
+            vs = self.t.g.by_rank.get(r)
+            if vs is None:
+                continue
+            if not vs:
+                return None
+            v = min(vs, key=lambda u: len(u.path))
+            if v.parent is None:
+                return None
+            roots.append(v)
+        return roots
+
     def cmd_remove(self, args: list[str]) -> None:
         if len(args) != 3:
             return self.error("ERROR: malformed command")
@@ -656,22 +677,27 @@ class Session:
                 ranks = self._flux_idset(target)
             except ValueError:
                 return self.error("ERROR: failed to decode ranks.")
-            try:
-                gone = self.t.remove_ranks(ranks)
-            except TraverserError as exc:
-                # command.cpp's remove: the rank-based release failed (a rank the graph
-                # lacks; the ranks before it are cleared), nothing is removed
-                self.error("ERROR: can't partial cancel subgraph ")
-                return self.error(f"ERROR: {exc}")
+            gone, failed = self.t.remove_ranks(ranks)
             for tid in gone:
                 jobid = self.ids.fluxion_id(tid)
                 if jobid is not None:
                     self.allocations.pop(jobid, None)
                     self.reservations.pop(jobid, None)
-            for r in ranks:
-                vs = g.by_rank.get(r, [])
-                if vs:
-                    self.t.remove_subgraph(min(vs, key=lambda v: len(v.path)))
+            if failed is not None:
+                # command.cpp's remove: the rank-based release failed (a rank the graph
+                # lacks, or a vertex's cancel), nothing is removed; what it did stays
+                self.error("ERROR: can't partial cancel subgraph ")
+                return self.error(f"ERROR: {failed}")
+            roots = self._rank_roots(ranks)
+            if roots is None:
+                # dfu_impl_t::remove_subgraph(ranks) failed: nothing removed, no counts
+                # updated (command.cpp returns before initialize), and the traverser's
+                # message is empty (no newline after "ERROR: ")
+                self.error("ERROR: can't remove subgraph ")
+                self.err.write("ERROR: ")
+                return
+            for v in roots:
+                self.t.remove_subgraph(v)
         else:
             return self.error("ERROR: invalid path boolean input ")
         self.t.reinit()

@@ -5,7 +5,8 @@ Design: a cancel takes every span of one job out of the vertices it holds
 and reports the visits Fluxion's cancel walk makes (``_cancel_visits``). A partial
 cancel releases the job's vertices on some ranks, then either recomputes what the
 job's ancestors hold (``_rebuild_job``) or, as Fluxion's rank-based remove, takes the
-released units out of each ancestor's subtree-filter span (``_reduce_ancestors``).
+released units out of each ancestor's subtree-filter span (``_ancestor_counts``,
+``_partial_cancel_vertex``), in the order Fluxion's hash maps give (``hash_order``).
 A without_allocating match is planned, then taken back (``_unplan``). Every release goes
 through ``_invalidate``, so the subtree cache and everything that
 watches it hear of each vertex changed (``dfu_impl.SubtreeCache``). A mixin of
@@ -20,16 +21,22 @@ from fluxnode.scheduler.graph.resource_graph import Vertex
 from fluxnode.scheduler.planner.planner import PlannerError
 from fluxnode.scheduler.traversers.dfu_impl import UNSET_WEIGHT, Emit, Job
 from fluxnode.scheduler.traversers.dfu_update import DfuUpdate
+from fluxnode.scheduler.traversers.hash_order import UnorderedKeys
 from fluxnode.scheduler.traversers.match_errors import TraverserError
 
 
-class _ReduceError(TraverserError):
-    """A subtree filter refused to give back units (planner_multi_reduce_span failed)."""
+class RemoveError(TraverserError):
+    """A rank-based partial cancel failed in Fluxion's remove; the message is its
+    ``err_message`` (resource-query's partial-cancel prints it to stdout)."""
 
-    def __init__(self, vertex: str, exc: PlannerError) -> None:
-        super().__init__(f"{vertex}: {exc}")
+
+class _CancelVertexError(TraverserError):
+    """dfu_impl_t::cancel_vertex failed on a vertex in a partial cancel: its message
+    (the failing step's words, ending in a newline) and the vertex's name."""
+
+    def __init__(self, vertex: str, message: str) -> None:
+        super().__init__(message)
         self.vertex = vertex
-        self.errno = exc.errno
 
 
 class DfuCancel(DfuUpdate):
@@ -42,19 +49,49 @@ class DfuCancel(DfuUpdate):
             raise TraverserError(f"nonexistent job {jobid}")
         root = self.g.root
         pre, post = self._cancel_visits(jobid, job)
-        for v in list(job.vertices.values()):
+        held = list(job.vertices.values())
+        if jobid in self._torn:
+            self._torn.discard(jobid)
+            held = self._reached(jobid, held)
+        for v in held:
             self._release(v, jobid)
         if jobid in root.tags:
             self._release(root, jobid)
         self.total_preorder, self.total_postorder = pre, post
         return pre, post
 
+    # Jobs a rank-based release took tags from in the middle of what they hold (see
+    # _reached); a set of the instance's own once there is one
+    _torn: set[int] = frozenset()  # type: ignore[assignment]
+
+    def _tear(self, jobids) -> None:
+        if type(self._torn) is not set:
+            self._torn = set()
+        self._torn.update(jobids)
+
+    def _reached(self, jobid: int, held: list[Vertex]) -> list[Vertex]:
+        """The vertices of ``held`` Fluxion's cancel walk (mod_dfv) gets to: it goes down
+        from the root through the vertices tagged with the job and stops at one without
+        the tag. After a rank-based release cleared a vertex (its tags gone) or took the
+        tag from an ancestor, what the job holds below it is never reached: its spans
+        stay in their planners for good, as in Fluxion."""
+        reach: dict[int, bool] = {}
+
+        def reached(v: Vertex) -> bool:
+            ok = reach.get(v.uniq_id)
+            if ok is None:
+                ok = jobid in v.tags and (v.parent is None or reached(v.parent))
+                reach[v.uniq_id] = ok
+            return ok
+
+        return [v for v in held if reached(v)]
+
     def partial_cancel(self, jobid: int, ranks: list[int], by_counts: bool = False) -> bool:
         """Release the part of ``jobid`` on ``ranks``; True when nothing of the job is left.
 
         By default the job's ancestors keep it while any of its vertices remain below them.
         ``by_counts`` follows Fluxion's rank-based partial cancel instead (resource-query's
-        ``partial-cancel ... rv1exec``, see _reduce_ancestors)."""
+        ``partial-cancel ... rv1exec``, see _ancestor_counts)."""
         job = self.jobs.get(jobid)
         if job is None:
             raise TraverserError(f"nonexistent job {jobid}")
@@ -62,20 +99,16 @@ class DfuCancel(DfuUpdate):
         # releases by rank index), even when it then fails (a rank the job holds nothing on)
         self.total_preorder = self.total_postorder = 0
         rankset = set(ranks)
-        pre = post = 0
         counts: dict[int, dict[str, int]] = {}
         rank_root: dict[int, Vertex] = {}
         # Fluxion's remove goes through the R's ranks in its std::unordered_set's order
-        # (for a few small ids, libstdc++'s: the last inserted first, so highest first) and
-        # stops at a rank the graph lacks, the ranks before it released and the
-        # ancestors untouched (its words)
-        for r in sorted(rankset, reverse=by_counts):
+        # (hash_order) and stops at a rank the graph lacks, the ranks before it released
+        # and the ancestors untouched (its words)
+        for r in UnorderedKeys(sorted(rankset)) if by_counts else sorted(rankset):
             if by_counts and r not in self.g.by_rank:
-                raise TraverserError(f"remove{r} not found in by_rank map.")
+                raise RemoveError(f"remove{r} not found in by_rank map.")
             for v in self.g.by_rank.get(r, []):
-                pre += 1
                 if jobid in v.tags:
-                    post += 1
                     sid = v.spans.get(jobid) if v.spans else None
                     if sid is not None:
                         c = counts.setdefault(r, {})
@@ -85,56 +118,71 @@ class DfuCancel(DfuUpdate):
                 top = rank_root.get(r)
                 if top is None or len(v.path) < len(top.path):
                     rank_root[r] = v
-        if by_counts:
-            self._reduce_ancestors(jobid, job, counts, rank_root)
-        else:
+        if not by_counts:
             self._rebuild_job(jobid, job)
+        else:
+            self._tear((jobid,))
+            if not rank_root:
+                raise RemoveError("remove: rank_to_root is empty.")
+            ups = self._ancestor_counts(counts, rank_root)
+            if jobid in self.g.root.tags:
+                try:
+                    for v, acc in ups:
+                        self._partial_cancel_vertex(v, jobid, acc)
+                except _CancelVertexError as exc:  # remove's words after the vertex's
+                    raise RemoveError(
+                        f"{exc}remove: cancel_vertex failed\n.{exc.vertex}.") from None
         if jobid not in self.g.root.tags:
             self.jobs.pop(jobid, None)
             return True
         return False
 
-    def remove_ranks(self, ranks: list[int]) -> set[int]:
+    def remove_ranks(self, ranks: list[int]) -> tuple[set[int], str | None]:
         """Release everything held on ``ranks``, as Fluxion's rank-based remove
         (dfu_impl_t::remove(root, ranks), resource-query's ``remove RANKS false`` before it
         removes their subgraphs): each rank in turn has every vertex cleared
         (``_clear_vertex``), counting the units allocated on it per type; a rank the
-        graph lacks stops it there (TraverserError in its words), the ranks before
-        cleared and nothing else done. Then every job held on those vertices gives back,
-        from its span in each ancestor's subtree filter, all the units counted on every
-        rank below that ancestor, whoever's they were (_reduce_ancestors). Returns the
-        jobs the root no longer holds."""
+        graph lacks stops it there (its words), the ranks before cleared and nothing
+        else done. Then every job held on those vertices gives back, from its span in
+        each ancestor's subtree filter, all the units counted on every rank below that
+        ancestor, whoever's they were (_ancestor_counts), ancestor by ancestor and job
+        by job in the order Fluxion's hash maps give them (hash_order), until one
+        fails. Returns the jobs the root no longer holds and the error (None: none)."""
         self.total_preorder = self.total_postorder = 0
         counts: dict[int, dict[str, int]] = {}
         rank_root: dict[int, Vertex] = {}
-        jobids: set[int] = set()
+        jobids = UnorderedKeys()
         for r in sorted(set(ranks)):
             vs = self.g.by_rank.get(r)
             if vs is None:
-                raise TraverserError(f"remove: {r} not found in by_rank map.")
+                return set(), f"remove: {r} not found in by_rank map."
             c = counts.setdefault(r, {})
             for v in vs:
-                jobids.update(v.tags)
+                for j in sorted(v.tags):  # idata.tags is a std::map
+                    jobids.add(j)
                 c[v.type] = c.get(v.type, 0) + self._clear_vertex(v)
                 top = rank_root.get(r)
                 if top is None or len(v.path) < len(top.path):
                     rank_root[r] = v
-        gone = set()
-        for jobid in sorted(jobids):
-            job = self.jobs.get(jobid)
-            if job is None:
-                continue
-            try:
-                self._reduce_ancestors(jobid, job, counts, rank_root)
-            except _ReduceError as exc:  # mod_agfilter's words, then remove's
-                raise TraverserError(
-                    "mod_agfilter: planner_multi_reduce_span returned -1.\n"
-                    f"{exc.vertex} {os.strerror(exc.errno)}.\n"
-                    f"remove: {exc.vertex}: cancel_vertex failed.") from None
-            if jobid not in self.g.root.tags:
-                self.jobs.pop(jobid, None)
-                gone.add(jobid)
-        return gone
+        if not len(jobids):
+            return set(), None
+        self._tear(jobids)
+        held = {j for j in jobids if j in self.jobs}
+        # each ancestor's map of jobs is filled in the set's order, and gives them back
+        # in its own
+        per_ancestor = list(UnorderedKeys(list(jobids)))
+        try:
+            for v, acc in self._ancestor_counts(counts, rank_root):
+                for jobid in per_ancestor:
+                    self._partial_cancel_vertex(v, jobid, acc)
+        except _CancelVertexError as exc:
+            error = f"{exc}remove: {exc.vertex}: cancel_vertex failed."
+        else:
+            error = None
+        gone = {j for j in held if j not in self.g.root.tags}
+        for j in gone:
+            self.jobs.pop(j, None)
+        return gone, error
 
     def _clear_vertex(self, v: Vertex) -> int:
         """dfu_impl_t::clear_vertex: ``v`` holds no job any more (its schedule and subtree
@@ -160,51 +208,70 @@ class DfuCancel(DfuUpdate):
             v.subplan = None  # planner_multi_reset: made afresh from its totals
         return held
 
-    def _reduce_ancestors(self, jobid: int, job: Job, counts: dict[int, dict[str, int]],
-                          rank_root: dict[int, Vertex]) -> None:
-        """dfu_impl_t::remove for a rank list: each ancestor of a released rank's subgraph
-        gives back, from its subtree-filter span of the job, the units the released
-        vertices held (per type, only the types its filter tracks; the others give back
-        0). The ancestor drops the job's tag only when that empties its span; one with no
-        subtree filter keeps the tag. The job is fully cancelled when the root drops it."""
-        root = self.g.root
-        missing = sorted(r for r in rank_root if r not in counts)
-        if missing:
-            # a named rank where the job planned nothing (or whose vertices carry no rank):
-            # Fluxion's remove stops here with an error, the ancestors untouched
-            raise TraverserError(f"remove: {missing[0]} not found in rank_to_counts.")
-        if jobid not in root.tags:
-            return
+    def _ancestor_counts(self, counts: dict[int, dict[str, int]],
+                         rank_root: dict[int, Vertex]) -> list[tuple[Vertex, dict[str, int]]]:
+        """The ancestors' part of dfu_impl_t::remove, after the ranks' vertices were
+        released: the units counted on each rank (``counts``) added up for every
+        ancestor of the rank's subgraph root (``rank_root``, in the order Fluxion first
+        set each rank's root), ancestors in the order of Fluxion's unordered_map of them
+        (hash_order). A rank with no counts stops it (its words)."""
+        order = list(UnorderedKeys(rank_root))
+        for r in order:
+            if r not in counts:
+                # a named rank where the job planned nothing (or whose vertices carry no
+                # rank): Fluxion's remove stops here with an error, the ancestors untouched
+                raise RemoveError(f"remove: {r} not found in rank_to_counts.")
+        keys = UnorderedKeys()
         up: dict[int, tuple[Vertex, dict[str, int]]] = {}
-        for r, top in rank_root.items():
-            c = counts.get(r)
-            if c is None:
-                continue
-            p = top.parent
+        for r in order:
+            c = counts[r]
+            p = rank_root[r].parent
             while p is not None:
+                keys.add(p.uniq_id)
                 _v, acc = up.setdefault(p.uniq_id, (p, {}))
                 for t, n in c.items():
                     acc[t] = acc.get(t, 0) + n
                 p = p.parent
-        for v, acc in up.values():
-            sp = v.subplan
-            sid = v.agspans.get(jobid) if v.agspans else None
-            if sp is None or sid is None or jobid not in v.tags:
-                continue
+        return [up[uid] for uid in keys]
+
+    def _partial_cancel_vertex(self, v: Vertex, jobid: int, acc: dict[str, int]) -> None:
+        """dfu_impl_t::cancel_vertex for a partial cancel: ``v`` gives back ``acc`` (units
+        per type; its filter's other types give back 0) from ``jobid``'s span in its
+        subtree filter (mod_agfilter); it drops the job's tag when that empties the
+        span, and the job's x_checker span in any case. A vertex with no subtree filter,
+        no span of the job or no tag of it gives back nothing. Then its own schedule
+        (mod_plan): a span the job holds there allocated stays; one it holds reserved
+        is forgotten, left in the planner, and the call fails (Fluxion's partial
+        cancel cannot take back a reservation: _CancelVertexError)."""
+        sp = v.subplan
+        sid = v.agspans.get(jobid) if v.agspans else None
+        if sp is not None and sid is not None and jobid in v.tags:
             self._invalidate(v)
             sp = v.subplan = sp.owned()
             try:
                 removed = sp.reduce_span(sid, {t: n for t, n in acc.items() if sp.has_type(t)})
             except PlannerError as exc:
-                raise _ReduceError(v.name, exc) from None
+                raise _CancelVertexError(
+                    v.name, "mod_agfilter: planner_multi_reduce_span returned -1.\n"
+                    f"{v.name} {os.strerror(exc.errno)}.\n") from None
             if removed:
                 v.drop_agspan(jobid)
-                job.vertices.pop(v.uniq_id, None)
+                job = self.jobs.get(jobid)
+                if job is not None:
+                    job.vertices.pop(v.uniq_id, None)
                 xsid = v.drop_hold(jobid)
             else:  # the tag stays, the x_checker span goes (a leaf never has a subplan)
                 xsid = v.drop_xspan(jobid)
             if xsid is not None:
                 v.x_checker = v.x_checker.without_span(xsid)
+        if jobid in v.spans and jobid not in v.allocations:
+            # mod_plan erases the job's reservation, not its span in the planner, and
+            # fails; errno is what the command left (0 after idset_decode)
+            self._invalidate(v)
+            v.drop_units(jobid)
+            raise _CancelVertexError(
+                v.name, "mod_plan: traverser tried to remove schedule and span after "
+                f"vtx_cancel during partial cancel:\n{v.name} {os.strerror(0)}.\n")
 
     def unplan_units_but(self, jobid: int, sel: list[Emit], keep: set[int]) -> None:
         """Take ``jobid``'s schedule spans off the vertices of ``sel`` but ``keep``

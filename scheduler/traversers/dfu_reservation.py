@@ -13,12 +13,15 @@ import errno
 
 from fluxnode.scheduler.jobspec.request import MatchRequest, Request
 from fluxnode.scheduler.planner.planner import PlannerError
+from fluxnode.scheduler.planner.planner_multi import PlannerMulti
 from fluxnode.scheduler.traversers.dfu_impl import INF, DfuImpl, JobMeta
 from fluxnode.scheduler.traversers.match_errors import TraverserErrno, TraverserError
 
 
 class DfuReservation(DfuImpl):
     """Feasibility counts, satisfiability and reservation start times."""
+
+    _interned: dict[str, int] = {}  # see _interning_order (the instance's own once made)
 
     def _satisfiable(self, req: MatchRequest, m: JobMeta, excl: bool) -> bool:
         # far in the future: the planners' end less the job; a job as long as the
@@ -99,6 +102,11 @@ class DfuReservation(DfuImpl):
             self.errno = errno.ERANGE  # planner_multi_avail_time_first: more than the total
             return
         counts = {t: counts[t] for t in sp.totals}
+        lead = self._lead_type(sp)
+        if lead != sp.resource_types[0]:
+            # the filter's types in fluxnode's order differ from Fluxion's: walk the
+            # times of Fluxion's first type, as its planner_multi does
+            sp = _LedBy(sp, lead)
         # The planner sets errno when it has no time left: ENOENT, or ERANGE for more than
         # its totals (what a later failure without an errno of its own reports). Fluxion's
         # loop also asks for the next time once after the walk that fits (the for loop's
@@ -123,3 +131,77 @@ class DfuReservation(DfuImpl):
                 raise
         self.errno = errno.ENOENT
 
+
+    def _lead_type(self, sp: PlannerMulti) -> str:
+        """The type whose planner gives Fluxion's reservation loop its candidate times:
+        planner_multi_avail_time_first walks the times of its first planner only, and
+        checks the others at each. Fluxion's root filter lists its types as
+        get_my_pruning_types gives them: the set anchored at the root's type (at a
+        cluster, with the leaf types no filter names, set_pruning_type's), then the ALL
+        set without the root's type, each a std::set of interned strings, which orders
+        them as they were first interned (interning_order). All types' planners hold
+        the same points until a partial cancel takes a 0-unit span from some."""
+        root = self.g.root
+        anchored = set(self.prune_anchored.get(root.type, ()))
+        if root.type == "cluster":
+            anchored |= set(getattr(self, "auto_anchored", ()))
+        anchored.discard(root.type)
+        every = set(self.prune_anchored.get("ALL", ())) - anchored - {root.type}
+        rank = self._interning_order()
+        for group in (anchored, every):
+            for t in sorted(group, key=lambda t: rank.get(t, len(rank))):
+                if sp.has_type(t):
+                    return t
+        return sp.resource_types[0]
+
+    def _interning_order(self) -> dict[str, int]:
+        """Resource type -> its place in Fluxion's interning: data_std.cpp's constants at
+        start-up, then each type as the graph's reader first meets it."""
+        if any(t not in self._interned for t in self.g.by_type):  # once, and after attach
+            order = dict.fromkeys(_INTERNED_FIRST)
+            for v in self.g.vertices:
+                if v.type not in order:
+                    order[v.type] = None
+            self._interned = {t: i for i, t in enumerate(order)}
+        return self._interned
+
+
+# resource/schema/data_std.cpp: the types interned before any graph is read, in order
+_INTERNED_FIRST = ("cluster", "core", "socket", "gpu", "node", "rack", "slot", "xor_slot",
+                   "ssd", "storage_node")
+
+
+class _LedBy:
+    """A root filter's reservation times led by another of its types' planner (see
+    DfuReservation._lead_type): what PlannerMulti.avail_time_first/next give with that
+    type first."""
+
+    def __init__(self, sp: PlannerMulti, lead: str) -> None:
+        self._first = sp.planner(lead)
+        self._others = [(sp.planner(t), t) for t in sp.totals if t != lead]
+        self._lead = lead
+        self._iter: tuple[int, dict[str, int]] | None = None
+
+    def avail_time_first(self, on_or_after: int, duration: int,
+                         counts: dict[str, int]) -> int | None:
+        self._iter = (duration, counts)
+        return self._fit(self._first.avail_time_first(on_or_after, duration,
+                                                      counts[self._lead]))
+
+    def avail_time_next(self) -> int | None:
+        return self._fit(self._first.avail_time_next())
+
+    def _fit(self, t: int | None) -> int | None:
+        duration, counts = self._iter  # type: ignore[misc]
+        while t is not None:
+            if all(_fits(p, t, duration, counts[rtype]) for p, rtype in self._others):
+                return t
+            t = self._first.avail_time_next()
+        return None
+
+
+def _fits(p, at: int, duration: int, request: int) -> bool:
+    try:
+        return p.avail_during(at, duration, request)
+    except PlannerError:
+        return False

@@ -108,7 +108,7 @@ def test_a_pipeline_ending_in_connection_close_gets_every_answer(kube):
 
 def test_pipelined_creates_that_wait_for_a_webhook_are_answered_in_order(kube, tmp_path):
     """Pod creates sent back to back, each of which waits for an admission webhook (over
-    HTTPS, from a worker thread) while the next ones are queued: each is admitted as the
+    HTTPS, from the server's loop) while the next ones are queued: each is admitted as the
     webhook decided and answered in its order."""
     from support.webhook_server import WebhookServer
 

@@ -47,6 +47,9 @@ def test_defaults_take_what_those_limits_refuse(tmp_path):
     ("jobspec.max-nodes=-1", "is not a positive integer"),
     ("tbon.pending-per-address=0", "is not a positive integer"),
     ("tbon.fd-reserve=1M", "is not a positive integer"),
+    # RFC 10 names sha1 and sha256 only; a worker builds its content store with its first
+    # request, so the name is refused with the command line, not then
+    ("content.hash=md5", "is not sha1 or sha256"),
 ])
 def test_a_bad_limit_is_a_usage_error_naming_it(tmp_path, setting, problem):
     cfg = tmp_path / "broker.toml"

@@ -9,7 +9,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import threading
 
 import pytest
 from fluxnode.scheduler.binder.http_writer import (
@@ -21,64 +20,10 @@ from fluxnode.scheduler.binder.http_writer import (
 )
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from support.scripted_server import CLOSE, Server
 
 from fluxnode.testing.kube_emulator import KubeEmulator
 from fluxnode.testing.waiting import wait_for
-
-CLOSE = b"<close>"
-
-
-class Server:
-    """Accepts connections; each request is answered by the next scripted reply (bytes,
-    or None: close the connection without answering; a reply ending in CLOSE is sent
-    without it, then the connection is closed). Records the requests."""
-
-    def __init__(self, replies: list[bytes | None]):
-        self.replies = list(replies)
-        self.requests: list[tuple[str, dict[str, str], bytes]] = []
-        self.connections = 0
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
-
-    def _conn(self, conn: socket.socket) -> None:
-        f = conn.makefile("rb")
-        with conn:
-            while True:
-                line = f.readline()
-                if not line:
-                    return
-                method, target, _ = line.decode().split(" ", 2)
-                headers = {}
-                while (h := f.readline()) not in (b"\r\n", b""):
-                    k, _, v = h.decode().partition(":")
-                    headers[k.strip().lower()] = v.strip()
-                body = f.read(int(headers.get("content-length", "0")))
-                self.requests.append((f"{method} {target}", headers, body))
-                reply = self.replies.pop(0) if self.replies else None
-                if reply is None:
-                    return
-                if reply.endswith(CLOSE):
-                    conn.sendall(reply[: -len(CLOSE)])
-                    return
-                conn.sendall(reply)
-                if b"Connection: close" in reply:
-                    return
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def api_client(port: int, token: str = "t0k") -> client.ApiClient:
@@ -203,25 +148,16 @@ def self_signed(tmp_path, name: str) -> tuple[str, str]:
     return str(cert), str(key)
 
 
-class TlsServer(Server):
-    def __init__(self, replies, cert: str, key: str):
-        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ctx.load_cert_chain(cert, key)
-        super().__init__(replies)
-
-    def _conn(self, conn: socket.socket) -> None:
-        try:
-            tls = self.ctx.wrap_socket(conn, server_side=True)
-        except (ssl.SSLError, OSError):
-            conn.close()  # the client refused our certificate
-            return
-        super()._conn(tls)
+def tls_server(replies: list, cert: str, key: str) -> Server:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return Server(replies, context)
 
 
 def test_tls_with_the_clients_certificate_settings(tmp_path):
     cert, key = self_signed(tmp_path, "server")
     other, _ = self_signed(tmp_path, "other")
-    srv = TlsServer([ok(), ok(), ok()], cert, key)
+    srv = tls_server([ok(), ok(), ok()], cert, key)
     try:
         cfg = client.Configuration()
         cfg.host = f"https://127.0.0.1:{srv.port}"
