@@ -234,6 +234,31 @@ def add_labels(rng: random.Random, resources: list[dict]) -> None:
         add_labels(rng, r.get("with", []))
 
 
+def or_slots(rng: random.Random, g: Graph) -> dict:
+    """--flex: a jobspec whose slot is two or three alternatives at one level (RFC 14's
+    or-slots, which only ``-T flexible`` takes; the plain traverser refuses the
+    same-type siblings), each a few leaves with labels ``a``, ``b`` or none, so that
+    labelled requests of one type meet on the vertices the flexible traverser walks
+    with one request per type (its dom_slot's union). Counts are fixed or ranges."""
+    alts = []
+    for i in range(rng.randint(2, 3)):
+        with_ = leaves(rng, g)
+        for r in with_:
+            if rng.random() < 0.7:
+                r["label"] = rng.choice(["a", "b"])
+        alts.append({"type": "slot", "count": count(rng, 1, 2), "label": f"s{i}",
+                     "with": with_})
+    if g.has_sockets:
+        res = [{"type": "socket", "count": count(rng, 1, 2), "with": alts}]
+        if rng.random() < 0.5:
+            res = [resource(rng, "node", 1, 2, res)]
+    else:
+        res = [resource(rng, "node", 1, 2, alts)]
+    return {"version": 9999, "resources": res,
+            "tasks": [{"command": ["app"], "slot": "s0", "count": {"per_slot": 1}}],
+            "attributes": {"system": {"duration": rng.choice(DURATIONS)}}}
+
+
 def more_commands(rng: random.Random, jobs: int, paths: list[str], ranks: int,
                   updates: list[tuple[str, str]], attaches: list[str], bad: list[str]
                   ) -> list[str]:
@@ -331,7 +356,7 @@ def commands(rng: random.Random, g: Graph, specs: list[str], wide: bool = False,
 
 
 def make_case(seed: int, data: Path, wide: bool = False, shared: Path | None = None,
-              more: bool = False) -> dict:
+              more: bool = False, flex: bool = False) -> dict:
     rng = random.Random(seed)
     g = Graph(rng)
     text = g.graphml()
@@ -355,6 +380,12 @@ def make_case(seed: int, data: Path, wide: bool = False, shared: Path | None = N
         jname = hashlib.sha256(js.encode()).hexdigest()[:16]
         (data / "jobspecs" / f"{jname}.yaml").write_text(js)
         specs.append(f"{PLACEHOLDER}/data/jobspecs/{jname}.yaml")
+    if flex:  # after the other jobspecs: a seed's graph and jobspecs stay those of --more
+        for _ in range(rng.randint(1, 2)):
+            js = yaml.safe_dump(or_slots(rng, g), sort_keys=False)
+            jname = hashlib.sha256(js.encode()).hexdigest()[:16]
+            (data / "jobspecs" / f"{jname}.yaml").write_text(js)
+            specs.append(f"{PLACEHOLDER}/data/jobspecs/{jname}.yaml")
     specs += [f"{PLACEHOLDER}/data/jobspecs/{name}" for name in (loaded.jobspecs if loaded else ())]
     cancels = []
     if loaded and loaded.ranks:
@@ -373,6 +404,11 @@ def make_case(seed: int, data: Path, wide: bool = False, shared: Path | None = N
         argv[argv.index("-P") + 1] = rng.choice(WIDE_POLICIES)
         argv[argv.index("-F") + 1] = rng.choice(WIDE_WRITERS)
         argv += rng.choice(WIDE_OPTIONS)
+    if flex:
+        if rng.random() < 0.8 and "flexible" not in " ".join(argv):
+            argv += ["-T", "flexible"]
+        if rng.random() < 0.7:
+            argv[argv.index("-F") + 1] = "jgf"  # the writer that shows the labels
     return {"id": f"r{seed}", "description": f"random case, seed {seed}", "argv": argv,
             "commands": f"data/commands/r{seed}.in", "expected": f"data/expected/r{seed}.out",
             "seed": seed}
@@ -461,7 +497,12 @@ def main() -> int:
                     default=Path(__file__).resolve().parents[2] / "shared" / "fluxion-corpus"
                     / "data", help="flux-sched's test data (the hwloc files and power graph "
                     "--wide copies; default ../shared/fluxion-corpus/data)")
+    ap.add_argument("--flex", action="store_true",
+                    help="--more, and besides: or-slots (RFC 14's slot alternatives) with "
+                    "labelled requests of one type, mostly under -T flexible and the JGF "
+                    "writer")
     args = ap.parse_args()
+    args.more = args.more or args.flex
     first, _, last = args.seeds.partition("-")
     out = args.out.resolve()
     data = out / "data"
@@ -471,7 +512,8 @@ def main() -> int:
     with open(out / "cases.jsonl", "w") as manifest:
         for seed in range(int(first), int(last or first) + 1):
             case = make_case(seed, data, args.wide or args.more,
-                             args.shared if args.shared.is_dir() else None, args.more)
+                             args.shared if args.shared.is_dir() else None, args.more,
+                             args.flex)
             expected = fluxion_output(args.fluxion, case, out)
             if expected is None:
                 dropped += 1

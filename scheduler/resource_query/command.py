@@ -10,6 +10,7 @@ input are one ``ERROR:`` line on stderr and a non-zero exit.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -227,6 +228,15 @@ def run(argv: list[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     # editline's readline writes its prompt only to a terminal: with commands piped in,
     # Fluxion's resource-query writes none, -d or not
     prompt = not ns.disable_prompt and _is_terminal(stdin)
+    # the commands that print (stat, info...) write through the console too, so what it
+    # holds goes out first, as Fluxion's std::endl flushes what std::cout held before
+    with contextlib.redirect_stdout(console):  # type: ignore[type-var]
+        return _loop(session, console, stdin, stderr, prompt, outfile)
+
+
+def _loop(session: Session, console: _Console, stdin: TextIO, stderr: TextIO, prompt: bool,
+          outfile: TextIO | None) -> int:
+    """Feed stdin's lines to ``session`` until ``quit`` or the end of input."""
     try:
         while True:
             if prompt:

@@ -570,8 +570,11 @@ class Session:
                 # update_data.reserved stays false: find sched-future=reserved misses it)
                 result = self.t.replay(picks, tid, at, duration, reserve=False,
                                        x_checked=planned is None)
-                if planned is not None:  # the rv1exec reader planned these, the walk none
-                    self.t.unplan_units_but(tid, result.selection, planned)
+                # the reader planned these (the JGF's: its exclusive vertices), the walk
+                # none (upd_plan, full false): a node-exclusive policy's rest stays free
+                kept = planned if planned is not None else {v.uniq_id for v, _u, x in picks
+                                                            if x}
+                self.t.unplan_units_but(tid, result.selection, kept)
         except (ValueError, TypeError, KeyError, TraverserError) as exc:
             # update_run's words, then what went wrong: in the readers' words where
             # fluxnode knows them (picks.py), else its own

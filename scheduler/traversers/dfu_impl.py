@@ -234,12 +234,14 @@ class DfuImpl:
     def edge_weight_of(self, parent: Vertex, child: Vertex) -> int:
         """The weight of the edge ``parent`` -> ``child`` (first-match order): the
         containment parent's in ``_weights``, a second parent's (ASSOCIATE_IN) in
-        ``_weights_via``; an edge never weighed weighs UINT64_MAX into a vertex with
-        children, 0 into a leaf (leaves are ordered by uniq_id alone)."""
+        ``_weights_via``; an edge never weighed weighs UINT64_MAX (relation_infra_t's
+        m_weight), a leaf's always: only a vertex with a subtree filter is re-weighed
+        (upd_by_outedges), and prime_pruning_filter gives a leaf none. So under a
+        parent with both (a pdu's nodes and power, ``-S PA``) the leaves come first
+        until an update weighs the others, each kind by uniq_id, highest first."""
         if child.parent is parent:
-            return self._weights.get(child.uniq_id, 0)
-        return self._weights_via.get((parent.uniq_id, child.uniq_id),
-                                     UNSET_WEIGHT if child.children else 0)
+            return self._weights.get(child.uniq_id, UNSET_WEIGHT)
+        return self._weights_via.get((parent.uniq_id, child.uniq_id), UNSET_WEIGHT)
 
     def subplan_types(self, u: Vertex, shown: bool = False) -> list[str]:
         """The resource types a vertex's subtree filter tracks, in Fluxion's order.

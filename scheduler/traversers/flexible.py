@@ -28,9 +28,6 @@ from fluxnode.scheduler.traversers.dfu_select import take_slot
 
 class FlexibleTraverser(Traverser):
     _subtree_cacheable = False  # or-slot unions are built per walk
-    # the leaf types no filter names never prune an or-slot walk at the cluster (the
-    # hand corpus's flexible/001 and 009)
-    _prune_auto_types = False
 
     def match(self, jobspec, op: str = "allocate", jobid: int | None = None,
               at: int | None = None) -> MatchResult:
@@ -120,51 +117,54 @@ class FlexibleTraverser(Traverser):
         return pruned
 
     def _wanted(self, resources: list[Request], t: str) -> int:
-        # top-level or-slots: the smallest alternative counts, as in Fluxion's prime
-        total = 0
-        best_slot: int | None = None
-        for r in resources:
-            n = r.count.min if r.type == t else r.count.min * self._user_data(r).get(t, 0)
-            if r.type == "slot":
-                best_slot = n if best_slot is None else min(best_slot, n)
-            else:
-                total += n
-        return total + (best_slot or 0)
+        # the top level primed as every other level (Fluxion's dfv)
+        return self._primed(resources).get(t, 0)
 
     def _user_data(self, r: Request) -> dict[str, int]:
-        # or-slots are alternatives: a level needs the smallest of them, not the sum
         cache = self.__dict__.setdefault("_ud_cache", {})
         got = cache.get(id(r))
         if got is None:
-            got = {}
-            for c in r.with_:
-                got[c.type] = got.get(c.type, 0) + c.count.min
-                sub = self._user_data(c)
+            got = cache[id(r)] = (r, self._primed(r.with_))
+        return got[1]
+
+    def _primed(self, resources: list[Request]) -> dict[str, int]:
+        """What one level asks below its parent, as dfu_flexible_t::prime_jobspec sums
+        it: a request's own count and its aggregates times its count add up, but an
+        or-slot's aggregates are alternatives: each lowers a type to the smaller of
+        the two, and a type the level has so far that the slot lacks drops to 0 (a
+        later slot can still raise none: {core 8, gpu 1} then {core 10} asks core 8,
+        gpu 0; the other way round, core 8, gpu 1)."""
+        got: dict[str, int] = {}
+        for c in resources:
+            got[c.type] = got.get(c.type, 0) + c.count.min
+            sub = self._user_data(c)
+            if c.type in ("slot", "xor_slot"):
                 for t, n in sub.items():
                     n *= c.count.min
-                    if c.type == "slot":
-                        got[t] = min(got[t], n) if t in got else n
-                    else:
-                        got[t] = got.get(t, 0) + n
-            cache[id(r)] = (r, got)
-            return got
-        return got[1]
+                    got[t] = min(got[t], n) if t in got else n
+                for t in got:
+                    if t not in sub and t != c.type:
+                        got[t] = 0
+            else:
+                for t, n in sub.items():
+                    got[t] = got.get(t, 0) + c.count.min * n
+        return got
 
     def _dom_slot(self, m, u, slots: list[Request], nslots: int, pristine: bool, label: str,
                   dfu: Scoring) -> int:
-        # one request per type to explore with; the largest alternative, so a
-        # stop-on-first exploration finds enough for whichever slot shape wins
-        union: list[Request] = []
-        counts: dict[str, int] = {}
+        # one request per type to explore with (dfu_flexible_t::dom_slot's pre_union):
+        # of the alternatives of a type, the first with the largest count.min (not its
+        # effective max), so a stop-on-first exploration finds enough for whichever
+        # slot shape wins; its label is the one the vertices it completes keep. (The
+        # union's order, a std::map's by interned type id, decides nothing here.)
+        by_type: dict[str, Request] = {}
         for s in slots:
             for r in s.with_:
-                if r.type not in counts:
-                    counts[r.type] = 0
-                    union.append(r)
-                else:
-                    i = next(k for k, q in enumerate(union) if q.type == r.type)
-                    if effective_max(r) > effective_max(union[i]):
-                        union[i] = r
+                kept = by_type.get(r.type)
+                if kept is None or kept.count.min < r.count.min:
+                    by_type[r.type] = r
+        union = list(by_type.values())
+        counts = dict.fromkeys(by_type, 0)
         dfu_slot = Scoring()
         if self._explore(m, u, union, pristine, True, dfu_slot, nslots) != 0:
             return -1
