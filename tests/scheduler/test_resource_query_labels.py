@@ -27,7 +27,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.rq_run import rq
+from support.rq_run import framed_match, no_match, rq
 
 DATA = Path(__file__).parent / "data" / "labels"
 # two nodes of four cores each (the rv1exec reader: cluster0 -> node -> core)
@@ -93,37 +93,22 @@ GPUS = {"version": 9999,
                        "with": [{"type": "gpu", "count": 1}]}],
         "tasks": [{"command": ["app"], "slot": "default", "count": {"per_slot": 1}}],
         "attributes": {"system": {"duration": 3600}}}
-GPUS_TAKEN = """\
+GPUS_TAKEN = framed_match("""\
       ---------gpu0[1:x]
       ------node0[1:s]
       ---------gpu0[1:x]
       ------node1[1:s]
       ---cluster0[1:s]
-INFO: =============================
-INFO: JOBID=1
-INFO: RESOURCES=ALLOCATED
-INFO: SCHEDULED AT=Now
-INFO: =============================
-"""
+""", 1)
 ORDERS = {
-    "small_big": GPUS_TAKEN + """\
+    "small_big": GPUS_TAKEN + framed_match("""\
       ---------core1[1:x]
       ---------core2[1:x]
       ---------core3[1:x]
       ------node1[1:s]
       ---cluster0[1:s]
-INFO: =============================
-INFO: JOBID=2
-INFO: RESOURCES=ALLOCATED
-INFO: SCHEDULED AT=Now
-INFO: =============================
-""",
-    "big_small": GPUS_TAKEN + """\
-INFO: =============================
-INFO: No matching resources found
-INFO: JOBID=2
-INFO: =============================
-""",
+""", 2),
+    "big_small": GPUS_TAKEN + no_match(2),
 }
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 
-from support.rq_run import rq
+from support.rq_run import framed_find, framed_match, no_match, rq
 from support.sched_graphs import grug_recipe, jobspec
 
 # cluster0 -> node[0-2] (ranks 0-2) -> socket0 -> core[0-2]
@@ -65,18 +65,6 @@ INFO: =============================
 INFO: EXPRESSION="status=up"
 INFO: =============================
 """
-SEP = "INFO: =============================\n"
-
-
-def _match(tree: str, jobid: int, status: str, at: str) -> str:
-    """One match's answer under ``-F simple``: its tree, then the lines Fluxion frames it
-    with (pasted from the runs below, as the trees are)."""
-    return (f"{tree}{SEP}INFO: JOBID={jobid}\nINFO: RESOURCES={status}\n"
-            f"INFO: SCHEDULED AT={at}\n{SEP}")
-
-
-def _find(tree: str, expression: str) -> str:
-    return f"{tree}{SEP}INFO: EXPRESSION=\"{expression}\"\n{SEP}"
 
 
 # node0's subtree, every vertex exclusive
@@ -103,24 +91,24 @@ ONE_CORE = """\
       ------rack0[1:s]
       ---cluster0[1:s]
 """
-JOB1 = _match(ONE_CORE, 1, "ALLOCATED", "Now")
+JOB1 = framed_match(ONE_CORE, 1, "ALLOCATED", "Now")
 
 
 def _reserved(jobid: int, at: int) -> str:
-    return _match(RACK0 + "      ---cluster0[1:s]\n", jobid, "RESERVED", str(at))
+    return framed_match(RACK0 + "      ---cluster0[1:s]\n", jobid, "RESERVED", str(at))
 
 
-FIND_AFTER_FAILED_REMOVE = _find(RACK0 + "      ---cluster0[1:x]\n", "sched-future=reserved")
-C2_TAIL = _match(ONE_CORE, 4, "RESERVED", "300")
-C3_TAIL = _match(ONE_CORE.replace("socket0", "socket2").replace("node0", "node1"), 4,
+FIND_AFTER_FAILED_REMOVE = framed_find(RACK0 + "      ---cluster0[1:x]\n", "sched-future=reserved")
+C2_TAIL = framed_match(ONE_CORE, 4, "RESERVED", "300")
+C3_TAIL = framed_match(ONE_CORE.replace("socket0", "socket2").replace("node0", "node1"), 4,
                  "RESERVED", "200")
-D_TAIL = _find("""\
+D_TAIL = framed_find("""\
       ---------------core0[1:x]
       ------------socket0[1:x]
       ---------node0[1:x]
       ------rack0[1:x]
       ---cluster0[1:x]
-""", "sched-now=allocated") + _find(
+""", "sched-now=allocated") + framed_find(
     NODE0 + "      ------rack0[1:x]\n      ---cluster0[1:x]\n", "sched-future=reserved")
 
 MOD_PLAN_ERROR = (
@@ -210,7 +198,7 @@ R_SIX = {"version": 1, "execution": {
 RANK4 = {"version": 1, "execution": {
     "R_lite": [{"rank": "4", "children": {"core": "0"}}],
     "nodelist": ["node4"], "starttime": 0, "expiration": 0}}
-SIX_NODES = _match("".join(f"      ------node{i}[1:x]\n" for i in range(6))
+SIX_NODES = framed_match("".join(f"      ------node{i}[1:x]\n" for i in range(6))
                    + "      ---cluster0[1:s]\n", 1, "ALLOCATED", "Now")
 
 
@@ -239,14 +227,13 @@ match allocate_orelse_reserve @n2.json
 quit
 """)
     assert err == ""
-    no_match = f"{SEP}INFO: No matching resources found\nINFO: JOBID={{}}\n{SEP}"
-    assert out == SIX_NODES + no_match.format(2) + no_match.format(3)
+    assert out == SIX_NODES + no_match(2) + no_match(3)
 
 
 def test_without_the_partial_cancel_the_job_end_is_a_time_to_try(tmp_path):
     out, err = _run_rv1(tmp_path, "match allocate @n6.json\n"
                                   "match allocate_orelse_reserve @n2.json\nquit\n")
     assert err == ""
-    assert out == SIX_NODES + _match(
+    assert out == SIX_NODES + framed_match(
         "      ------node4[1:x]\n      ------node5[1:x]\n      ---cluster0[1:s]\n",
         2, "RESERVED", "10")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from support.rq_run import jobspec, rq
+from support.rq_run import framed_find, framed_match, jobspec, no_match, rq
 
 GRAPH = {"version": 1, "execution": {
     "R_lite": [{"rank": "0", "children": {"core": "0-1"}}], "nodelist": ["node0"],
@@ -38,33 +38,20 @@ UPDATE = {"graph": {
     "edges": [{"source": "0", "target": "1", "metadata": {"subsystem": "containment"}},
               {"source": "1", "target": "2", "metadata": {"subsystem": "containment"}}]}}
 
-EXPECTED = """\
+EXPECTED = framed_match("""\
       ---------core0[1:x]
       ---------core1[1:x]
       ------node0[1:x]
       ---cluster0[1:s]
-INFO: =============================
-INFO: JOBID=1
-INFO: RESOURCES=ALLOCATED
-INFO: SCHEDULED AT=Now
-INFO: =============================
+""", 1) + framed_find("""\
       ---------core1[1:x]
       ------node0[1:x]
       ---cluster0[1:x]
-INFO: =============================
-INFO: EXPRESSION="sched-now=free"
-INFO: =============================
-INFO: =============================
-INFO: No matching resources found
-INFO: JOBID=2
-INFO: =============================
+""", "sched-now=free") + no_match(2) + framed_find("""\
       ---------core0[1:x]
       ------node0[1:x]
       ---cluster0[1:x]
-INFO: =============================
-INFO: EXPRESSION="sched-now=allocated"
-INFO: =============================
-"""
+""", "sched-now=allocated")
 
 
 def test_what_the_jgf_leaves_shared_stays_free_under_lonodex(tmp_path):
