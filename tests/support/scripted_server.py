@@ -17,6 +17,8 @@ import ssl
 import threading
 from collections.abc import Callable
 
+from support.accept_loop import AcceptLoop
+
 CLOSE = b"<close>"
 Reply = bytes | Callable[[bytes], bytes] | None
 
@@ -29,22 +31,15 @@ class Server:
         self.replies = list(replies)
         self.context, self.hold = context, hold
         self.requests: list[tuple[str, dict[str, str], bytes]] = []
-        self.connections = 0
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
         self.port = self.sock.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        self.loop = AcceptLoop(self.sock, self._conn)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
+    @property
+    def connections(self) -> int:
+        return self.loop.connections
 
     def _conn(self, conn: socket.socket) -> None:
         if self.context is not None:

@@ -7,10 +7,10 @@ import os
 import socket
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest
+from support.accept_loop import AcceptLoop
 from support.sshd import SSHServer, ensure_sshd
 
 
@@ -32,18 +32,11 @@ class EchoServer:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(self.path)
         self.sock.listen(64)
-        self.connections = 0
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
+        self.loop = AcceptLoop(self.sock, self._echo)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._echo, args=(conn,), daemon=True).start()
+    @property
+    def connections(self) -> int:
+        return self.loop.connections
 
     @staticmethod
     def _echo(conn: socket.socket) -> None:
