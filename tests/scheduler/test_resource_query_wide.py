@@ -16,7 +16,7 @@ import sys
 
 import pytest
 import yaml
-from support.rq_run import rq
+from support.rq_run import SEP, framed_match, rq
 from support.sched_graphs import cores
 
 FIND_CMDS = """match allocate {job}
@@ -68,26 +68,20 @@ def test_find_writes_the_edges_of_its_walk(tmp_path, tiny_grug, prune):
     assert _graphs(out)[1:] == FIND_JGF[prune]
 
 
-ONE_CORE = """      ---------------core7[1:x]
+ONE_CORE_TREE = """\
+      ---------------core7[1:x]
       ------------socket1[1:s]
       ---------node1[1:s]
       ------rack0[1:s]
       ---tiny0[1:s]
-INFO: =============================
-INFO: JOBID=1
-INFO: RESOURCES=ALLOCATED
-INFO: SCHEDULED AT=Now
-INFO: =============================
 """
+ONE_CORE = framed_match(ONE_CORE_TREE, 1)
 ABORT_STDERR = ("terminate called after throwing an instance of 'std::out_of_range'\n"
                 "  what():  no element available\n")
-# the same commands with the default filters (the root has one): no abort
-NO_ABORT = ONE_CORE + """INFO: =============================
-INFO: No matching resources found
-INFO: Unsatisfiable request
-INFO: JOBID=2
-INFO: =============================
-""" + ONE_CORE.replace("node1", "node0").replace("JOBID=1", "JOBID=3")  # node0's core7
+# the same commands with the default filters (the root has one): no abort; job 3 takes
+# node0's core7
+NO_ABORT = (ONE_CORE + SEP + "INFO: No matching resources found\nINFO: Unsatisfiable request\n"
+            "INFO: JOBID=2\n" + SEP + framed_match(ONE_CORE_TREE.replace("node1", "node0"), 3))
 
 
 def _site_graph(tmp_path, tiny_grug):
