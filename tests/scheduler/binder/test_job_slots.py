@@ -1,0 +1,205 @@
+"""A running Job's later pods go into its own allocation (issue 30: "each pod it creates is
+bound into that allocation ...; pods that finish free their share"): the replacement of a
+failed pod, and the pods a Job with more completions than parallelism makes as earlier ones
+succeed. Real brokers, the binder serving its webhook, the API emulator with its Job
+controller (which makes the pods: job_controller.go's manageJob, lowest missing index
+first).
+
+Oracles from outside the binder: the Job controller's own pods and their completion
+indexes; the leader's record of the Job's allocation (``sched.list``: its id, its slots in
+the service's order, the cores it still holds on each node); the pods' Bindings checked by
+``assert_no_overcommit``. What the Job may hold is the issue's rule, counted here from the
+Job's spec and status as the Job controller writes them: min(parallelism, completions -
+succeeded) slots, each node released once none of those is on it."""
+
+from __future__ import annotations
+
+from kubernetes import client
+from support.binder_cluster import BinderCluster
+from support.fluxjob_cluster import fluxjob_cluster, job_pods, queued_job, status
+from support.oracles import parse_idset
+
+from fluxnode.testing.waiting import wait_for
+
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def allocations(c: BinderCluster) -> list[dict]:
+    """The binder's allocations for workloads (not its outside-usage pins), as the leader
+    lists them."""
+    return [a for a in c.inst.rpc("sched.list", {"labels": {"owner": "binder:fluxnode"}})[
+        "allocations"] if (a.get("labels") or {}).get("kind") in ("fluxjob", "group")]
+
+
+def cores_held(c: BinderCluster) -> dict[str, set[int]]:
+    """Node -> the cores the leader holds for the binder's workloads."""
+    out: dict[str, set[int]] = {}
+    for a in allocations(c):
+        for n in a["nodes"]:
+            out.setdefault(n["hostname"], set()).update(parse_idset(n.get("cores") or ""))
+    return out
+
+
+def live(c: BinderCluster, name: str) -> list[dict]:
+    return [p for p in job_pods(c, name)
+            if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+
+
+def bound(c: BinderCluster, name: str, index: str | None = None) -> list[dict]:
+    """The Job's live pods bound to a node (of completion index `index` when given)."""
+    return [p for p in live(c, name) if (p.get("spec") or {}).get("nodeName")
+            and (index is None or (p["metadata"].get("labels") or {}).get(INDEX) == index)]
+
+
+def where(pod: dict) -> tuple[str, str, str]:
+    """Node, cores and allocation id, as the pod's Binding wrote them."""
+    ann = pod["metadata"].get("annotations") or {}
+    return pod["spec"]["nodeName"], ann.get("fluxnode.io/cores"), ann.get("fluxnode.io/allocation")
+
+
+def slot(listed: dict, i: int) -> tuple[str, str, str]:
+    s = listed["slots"][i]
+    return s["hostname"], s["cores"], str(listed["id"])
+
+
+def running(c: BinderCluster, name: str, pods: int) -> dict:
+    """Wait for the Job's `pods` pods bound; returns its one allocation as listed."""
+    wait_for(lambda: status(c, name).get("phase") == "Running"
+             and len(bound(c, name)) == pods, 60, what=f"{name} Running")
+    (listed,) = allocations(c)
+    assert listed["labels"]["kind"] == "fluxjob"
+    return listed
+
+
+def test_a_failed_index_is_replaced_into_its_own_slot(tmp_path):
+    # 3 nodes of 2 cores, 4 pods of 1 core: the allocation packs node0 and node1 (policy
+    # first), so index 0's node keeps a pod of the Job when index 0 fails
+    with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(3)}) as c:
+        job = queued_job("retry", 4)
+        job["spec"]["backoffLimit"] = 1
+        client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default", job)
+        listed = running(c, "retry", 4)
+        (first,) = bound(c, "retry", "0")
+        assert where(first) == slot(listed, 0)
+        before = cores_held(c)
+        assert sum(map(len, before.values())) == 4
+        c.finish(first["metadata"]["name"], "Failed")
+        # the Job controller replaces it (one failure, backoffLimit 1): bound into the slot
+        # index 0 had, in the Job's allocation, nothing asked for anew
+        wait_for(lambda: [p for p in bound(c, "retry", "0")
+                          if p["metadata"]["uid"] != first["metadata"]["uid"]], 60,
+                 what="the replacement of index 0 bound")
+        (again,) = bound(c, "retry", "0")
+        assert where(again) == slot(listed, 0)
+        assert [a["id"] for a in allocations(c)] == [listed["id"]]
+        assert cores_held(c) == before  # 4 cores for 4 pods, never 5
+        for i in range(1, 4):
+            (pod,) = bound(c, "retry", str(i))
+            assert where(pod) == slot(listed, i)
+        c.assert_no_overcommit()
+        for p in live(c, "retry"):
+            c.finish(p["metadata"]["name"])
+        wait_for(lambda: status(c, "retry").get("phase") == "Finished", 60, what="Finished")
+        wait_for(lambda: allocations(c) == [], 30, what="the allocation freed")
+
+
+def _succeed(c: BinderCluster, name: str, index: str | None = None) -> dict:
+    """One bound pod of the Job succeeds (of `index`, else the first by name)."""
+    pod = min(bound(c, name, index), key=lambda p: p["metadata"]["name"])
+    c.finish(pod["metadata"]["name"])
+    return pod
+
+
+def test_completions_above_parallelism_reuse_the_freed_slots(tmp_path):
+    # pods of 2 cores on nodes of 2: each slot is a whole node, so a released slot is a
+    # node the leader no longer holds for the Job
+    with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(3)}) as c:
+        job = queued_job("steps", 2, cpu="2")
+        job["spec"]["completions"] = 4
+        client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default", job)
+        listed = running(c, "steps", 2)
+        assert len(listed["slots"]) == 2
+        for i in range(2):
+            (pod,) = bound(c, "steps", str(i))
+            assert where(pod) == slot(listed, i)
+        # index 0 succeeds: index 2 takes the slot it freed (the only free one)
+        _succeed(c, "steps", "0")
+        wait_for(lambda: bound(c, "steps", "2"), 60, what="index 2 bound")
+        (two,) = bound(c, "steps", "2")
+        assert where(two) == slot(listed, 0)
+        assert [a["id"] for a in allocations(c)] == [listed["id"]]
+        # index 1 succeeds: index 3 takes slot 1
+        _succeed(c, "steps", "1")
+        wait_for(lambda: bound(c, "steps", "3"), 60, what="index 3 bound")
+        (three,) = bound(c, "steps", "3")
+        assert where(three) == slot(listed, 1)
+        assert [a["id"] for a in allocations(c)] == [listed["id"]]
+        c.assert_no_overcommit()
+        # index 2 succeeds: 3 of 4 done, one slot needed (index 3's): slot 0 is released
+        _succeed(c, "steps", "2")
+        wait_for(lambda: c.kube.get("jobs.batch", "steps", "default")["status"].get(
+            "succeeded") == 3, 60, what="3 succeeded")
+        job = c.kube.get("jobs.batch", "steps", "default")
+        assert min(job["spec"]["parallelism"], job["spec"]["completions"] - 3) == 1
+        assert [where(p) for p in live(c, "steps")] == [slot(listed, 1)]
+        want = {listed["slots"][1]["hostname"]: parse_idset(listed["slots"][1]["cores"])}
+        wait_for(lambda: cores_held(c) == want, 30, what="slot 0's node released")
+        assert [a["id"] for a in allocations(c)] == [listed["id"]]
+        _succeed(c, "steps", "3")
+        wait_for(lambda: status(c, "steps").get("phase") == "Finished", 60, what="Finished")
+        wait_for(lambda: allocations(c) == [], 30, what="everything freed")
+
+
+def test_a_non_indexed_job_reuses_its_freed_slots(tmp_path):
+    with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(3)}) as c:
+        job = queued_job("queue", 2, cpu="2")
+        del job["spec"]["completionMode"]
+        job["spec"]["completions"] = 3
+        client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default", job)
+        listed = running(c, "queue", 2)
+        slots = {slot(listed, i) for i in range(2)}
+        assert {where(p) for p in bound(c, "queue")} == slots
+        first = _succeed(c, "queue")
+        # a third pod (completions 3): into the slot the first freed, in the same allocation
+        wait_for(lambda: len(bound(c, "queue")) == 2, 60, what="the third pod bound")
+        assert {where(p) for p in bound(c, "queue")} == slots
+        newest = [p for p in bound(c, "queue")
+                  if where(p)[0] == first["spec"]["nodeName"]]
+        assert len(newest) == 1 and newest[0]["metadata"]["uid"] != first["metadata"]["uid"]
+        assert [a["id"] for a in allocations(c)] == [listed["id"]]
+        c.assert_no_overcommit()
+        # one more succeeds: 2 of 3 done, one slot needed (the live pod's): the other node
+        # is released
+        done = _succeed(c, "queue")
+        wait_for(lambda: c.kube.get("jobs.batch", "queue", "default")["status"].get(
+            "succeeded") == 2, 60, what="2 succeeded")
+        (last,) = bound(c, "queue")
+        assert last["spec"]["nodeName"] != done["spec"]["nodeName"]
+        wait_for(lambda: set(cores_held(c)) == {last["spec"]["nodeName"]}, 30,
+                 what="the finished pod's node released")
+        c.finish(last["metadata"]["name"])
+        wait_for(lambda: status(c, "queue").get("phase") == "Finished", 60, what="Finished")
+        wait_for(lambda: allocations(c) == [], 30, what="everything freed")
+
+
+def test_after_a_binder_restart_a_replacement_still_goes_to_its_slot(tmp_path):
+    """The new binder rebuilds which slot each running pod holds from the leader's record
+    of the allocation and the pods' Bindings."""
+    with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(3)}) as c:
+        job = queued_job("kept", 4)
+        job["spec"]["backoffLimit"] = 1
+        client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default", job)
+        listed = running(c, "kept", 4)
+        (b,) = c.binders
+        b2 = c.replace_binder(b)
+        wait_for(lambda: b2.reconciled, 30, what="the new binder reconciled")
+        (first,) = bound(c, "kept", "0")
+        c.finish(first["metadata"]["name"], "Failed")
+        wait_for(lambda: [p for p in bound(c, "kept", "0")
+                          if p["metadata"]["uid"] != first["metadata"]["uid"]], 60,
+                 what="the replacement of index 0 bound")
+        (again,) = bound(c, "kept", "0")
+        assert where(again) == slot(listed, 0)
+        assert [a["id"] for a in allocations(c)] == [listed["id"]]
+        assert sum(map(len, cores_held(c).values())) == 4
+        c.assert_no_overcommit()
