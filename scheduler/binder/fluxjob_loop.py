@@ -307,7 +307,8 @@ class FluxJobLoop:
             if _condition(job) is not None or (job.get("spec") or {}).get("suspend"):
                 state.release_slots(tracked.key, None)
             else:
-                state.release_slots(tracked.key, slots_needed(job))
+                slots = state.job_slots[tracked.key]
+                state.release_slots(tracked.key, slots_needed(job, slots.succeeded))
 
     def queued(self) -> list[QueuedJob]:
         """(The scheduling cycle, once per walk: workload_queue.py `JobSource`.) Bring the

@@ -71,6 +71,14 @@ class JobSlots:
     alloc_id: int
     key: GroupKey
     slots: list[Slot] = field(default_factory=list)
+    # what the Job's pods in this ledger completed: an Indexed Job's succeeded indexes, else
+    # its succeeded pods' uids (`succeeded`, before the Job controller's status says so)
+    done: set[int | str] = field(default_factory=set)
+    _of_pod: dict[str, int] = field(default_factory=dict)  # live pod uid -> its slot
+    _of_share: dict[PodSlot, int] = field(default_factory=dict)  # share -> slot number
+
+    def __post_init__(self) -> None:
+        self._of_share = {s.share: n for n, s in enumerate(self.slots)}
 
     @classmethod
     def of_allocation(cls, alloc_id: int, key: GroupKey, kinds: list[dict],
@@ -89,40 +97,54 @@ class JobSlots:
     def rank(self, n: int) -> int:
         return self.slots[n].share.rank
 
+    def _put(self, n: int, uid: str, index: int | None) -> None:
+        s = self.slots[n]
+        s.pod, s.index, s.succeeded = uid, index, False
+        self._of_pod[uid] = n
+
     def hold(self, uid: str, share: PodSlot, index: int | None) -> int | None:
         """The pod `uid` was bound into `share` (the slot with exactly its rank, cores and
         GPUs); returns that slot's number, None when the allocation has no such free slot."""
-        for n, s in enumerate(self.slots):
-            if s.pod is None and s.kept and s.share == share:
-                s.pod, s.index, s.succeeded = uid, index, False
-                return n
-        return None
+        n = self._of_share.get(share)
+        if n is None or self.slots[n].pod is not None or not self.slots[n].kept:
+            return None
+        self._put(n, uid, index)
+        return n
 
     def place_running(self, running: dict[str, tuple[int, frozenset[int], frozenset[int]]],
                 index: dict[str, int]) -> None:
         """Put the running pods (uid -> rank, cores, GPUs their Bindings name) in the slots
         they run in; a pod that matches no slot is left out (it is still the group's)."""
         for uid, (rank, cores, gpus) in sorted(running.items()):
-            for s in self.slots:
+            for n, s in enumerate(self.slots):
                 if s.pod is None and s.share.rank == rank and s.share.ids() == (
                         set(cores), set(gpus)):
-                    s.pod, s.index = uid, index.get(uid)
+                    self._put(n, uid, index.get(uid))
                     break
 
     def ended(self, uid: str, succeeded: bool) -> int | None:
         """The pod `uid` ended: its slot (returned) is free and kept."""
-        for n, s in enumerate(self.slots):
-            if s.pod == uid:
-                s.pod, s.succeeded = None, succeeded
-                return n
-        return None
+        n = self._of_pod.pop(uid, None)
+        if n is None:
+            return None
+        s = self.slots[n]
+        s.pod, s.succeeded = None, succeeded
+        if succeeded:
+            self.done.add(uid if s.index is None else s.index)
+        return n
 
     def free(self) -> list[int]:
         """The kept slots no live pod holds."""
         return [n for n, s in enumerate(self.slots) if s.kept and s.pod is None]
 
     def live(self) -> int:
-        return sum(1 for s in self.slots if s.pod is not None)
+        return len(self._of_pod)
+
+    @property
+    def succeeded(self) -> int:
+        """The Job's pods seen to succeed in this ledger (a lower bound of the Job's
+        succeeded count, known before the Job controller writes it)."""
+        return len(self.done)
 
     def take(self, shapes: dict[str, SlotKind], index: dict[str, int]) -> dict[str, int]:
         """Free slots for new pods (uid -> shape; `index`: uid -> completion index), by the
@@ -137,8 +159,7 @@ class JobSlots:
             if not room:
                 continue
             n = min(room, key=lambda n: (self._preference(n, i), n))
-            s = self.slots[n]
-            s.pod, s.index, s.succeeded = uid, i, False
+            self._put(n, uid, i)
             out[uid] = n
         return out
 
@@ -172,15 +193,16 @@ class JobSlots:
         return {self.slots[n].share.rank for n in self.free()}
 
 
-def slots_needed(job: dict) -> int:
+def slots_needed(job: dict, seen: int = 0) -> int:
     """How many slots a running (not suspended, not ended) Job still needs: min(parallelism,
-    completions - succeeded) from its spec and the status the Job controller writes; with
+    completions - succeeded) from its spec and the status the Job controller writes, or
+    `seen` succeeded (its ledger's count) when that is more (the status comes later); with
     completions unset (a work queue) parallelism until a pod succeeded, then none. A field
     that is not a count (the API server validates them) keeps every slot."""
     spec, status = job.get("spec") or {}, job.get("status") or {}
     try:
         parallelism = integer_field(spec.get("parallelism", 1), "spec.parallelism", 0)
-        succeeded = integer_field(status.get("succeeded", 0), "status.succeeded", 0)
+        succeeded = max(seen, integer_field(status.get("succeeded", 0), "status.succeeded", 0))
         completions = spec.get("completions")
         if completions is None:
             return parallelism if succeeded == 0 else 0
