@@ -211,6 +211,7 @@ class FluxJobLoop:
             for tracked in self.jobs.values():
                 tracked.quiet = False
             self._visit.update(dict.fromkeys(self.jobs))
+            self._slots_due.update(self.jobs)  # pods may have ended while not watched
             return
         meta = obj.get("metadata") or {}
         owner = job_owner(meta)  # a Job's pod names it as its controller (podgroup.py)

@@ -18,7 +18,9 @@ succeeds. The Job keeps its one allocation for all of them; `JobSlots` is its re
   goes back where its index ran), else slot i when no other index that may come back held
   it, else the lowest free slot no such index held, else the lowest free slot; a pod
   without an index takes the lowest free slot. With no free slot it waits (the pod it
-  replaces is still terminating and holds it);
+  replaces is still terminating and holds it). A free slot on a node Kubernetes will not
+  schedule on (cordoned, NotReady) is not taken: a pod whose only free slots are there is
+  asked for anew as an ordinary group, on the usable nodes;
 - **release**: the Job still needs `slots_needed` slots, min(parallelism, completions -
   succeeded) as the Job controller counts the pods it will still run (job_controller.go
   manageJob; a work queue, completions unset: parallelism until its first success, then
@@ -39,7 +41,7 @@ pod ended before the restart goes to slot i when free (where its index was first
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fluxnode.scheduler.binder.job_shape import JobShapeError, integer_field
@@ -146,16 +148,18 @@ class JobSlots:
         succeeded count, known before the Job controller writes it)."""
         return len(self.done)
 
-    def take(self, shapes: dict[str, SlotKind], index: dict[str, int]) -> dict[str, int]:
+    def take(self, shapes: dict[str, SlotKind], index: dict[str, int],
+             usable: Callable[[str], bool] = lambda _node: True) -> dict[str, int]:
         """Free slots for new pods (uid -> shape; `index`: uid -> completion index), by the
-        rule of the module's docstring; returns uid -> slot number for the pods that got
-        one (the others wait). Pods with an index go first, in index order, then the others
-        in uid order."""
+        rule of the module's docstring, on nodes `usable` allows (a slot on a cordoned or
+        NotReady node is not taken); returns uid -> slot number for the pods that got one.
+        Pods with an index go first, in index order, then the others in uid order."""
         order = sorted(shapes, key=lambda u: (0, index[u], u) if u in index else (1, 0, u))
         out: dict[str, int] = {}
         for uid in order:
             i = index.get(uid)
-            room = [n for n in self.free() if self.slots[n].shape == shapes[uid]]
+            room = [n for n in self.free() if self.slots[n].shape == shapes[uid]
+                    and usable(self.slots[n].share.hostname)]
             if not room:
                 continue
             n = min(room, key=lambda n: (self._preference(n, i), n))

@@ -203,9 +203,9 @@ class SchedulingCycle:
                     batch = []
                 continue
             group = ctx.state.groups.get(entry.key)
-            if group is not None and group.key in ctx.state.job_slots:
-                self._into_job_slots(group)  # a running Job's later pods: into its slots
-                continue
+            if group is not None and group.key in ctx.state.job_slots \
+                    and self._into_job_slots(group, usable):
+                continue  # a running Job's later pods: into its slots
             if group is None or not group.ready:
                 continue
             held = ctx.held.get(group.key)
@@ -466,27 +466,35 @@ class SchedulingCycle:
             return self._unschedulable(group, pods, str(exc), f"{exc}; fix the pod spec")
         return Attempt(group, pods, shapes, [], {"slots": _slot_kinds(shapes)})
 
-    def _into_job_slots(self, group: Group) -> None:
+    def _into_job_slots(self, group: Group, usable: list[str]) -> bool:
         """A running Job's new pods (a replacement, the next index) take free slots of its
-        allocation (job_slots.py); nothing is asked. A pod with no free slot of its shape
-        waits for one (the pod it replaces still holds it)."""
+        allocation on usable nodes (job_slots.py); nothing is asked. A pod with no free slot
+        of its shape waits for one (the pod it replaces still holds it). False: the free
+        slots left are on nodes not usable now, so the pods left are asked for anew as an
+        ordinary group."""
         if not group.pending:
-            return
+            return True
         attempt = self._prepare_held(group)
         if not isinstance(attempt, Attempt):
-            return
+            return True
         state, key = self.ctx.state, group.key
         slots = state.job_slots[key]
-        taken = slots.take(attempt.shapes, indexes(attempt.pods))
+        nodes = set(usable)
+        taken = slots.take(attempt.shapes, indexes(attempt.pods), nodes.__contains__)
         for uid, n in taken.items():
             state.slotted(key, uid, n)
         self.binding.submit([(p, slots.slots[taken[p.uid]].share, slots.alloc_id, str(key))
                              for p in attempt.pods if p.uid in taken])
         left = [p for p in attempt.pods if p.uid not in taken]
-        if left:
-            self._waiting(left, f"busy: every slot of the allocation of Job "
-                          f"{key.namespace}/{key.name.rsplit('.', 1)[0]} is in use; will bind "
-                          "when one of its pods ends")
+        if not left:
+            return True
+        if any(slots.slots[n].shape == attempt.shapes[p.uid] for n in slots.free()
+               for p in left):
+            return False
+        self._waiting(left, f"busy: every slot of the allocation of Job "
+                      f"{key.namespace}/{key.name.rsplit('.', 1)[0]} is in use; will bind "
+                      "when one of its pods ends")
+        return True
 
     def _request(self, batch: list[Attempt | JobAsk]) -> list[dict | RPCError]:
         """Ask the service for `batch` in one round trip; one answer per request tried

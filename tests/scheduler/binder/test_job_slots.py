@@ -203,3 +203,31 @@ def test_after_a_binder_restart_a_replacement_still_goes_to_its_slot(tmp_path):
         assert [a["id"] for a in allocations(c)] == [listed["id"]]
         assert sum(map(len, cores_held(c).values())) == 4
         c.assert_no_overcommit()
+
+
+CORDON = {"spec": {"unschedulable": True,
+                   "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}}
+
+
+def test_a_replacement_does_not_go_back_to_a_cordoned_node(tmp_path):
+    """Kubernetes places nothing new on a cordoned node (the unschedulable taint): the
+    replacement is asked for anew, on the nodes still usable."""
+    with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(3)}) as c:
+        job = queued_job("moved", 4)
+        job["spec"]["backoffLimit"] = 1
+        client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default", job)
+        listed = running(c, "moved", 4)
+        node = listed["slots"][0]["hostname"]
+        c.kube.patch("nodes", node, CORDON)
+        # the binder has seen the cordon once it drained the node in the leader
+        wait_for(lambda: any(d["hostname"] == node for d in c.inst.rpc(
+            "sched.resource-status")["drain"]), 30, what=f"{node} drained")
+        (first,) = bound(c, "moved", "0")
+        c.finish(first["metadata"]["name"], "Failed")
+        wait_for(lambda: [p for p in bound(c, "moved", "0")
+                          if p["metadata"]["uid"] != first["metadata"]["uid"]], 60,
+                 what="the replacement of index 0 bound")
+        (again,) = bound(c, "moved", "0")
+        free = {f"node{i}" for i in range(3)} - {s["hostname"] for s in listed["slots"]}
+        assert again["spec"]["nodeName"] in free
+        c.assert_no_overcommit()

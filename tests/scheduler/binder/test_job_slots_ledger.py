@@ -55,6 +55,14 @@ def test_a_pod_waits_when_no_slot_is_free():
     assert slots.take({"plain": ONE}, {}) == {"plain": 0}
 
 
+def test_a_slot_on_a_node_not_usable_is_not_taken():
+    slots = started(4)
+    slots.ended("p0", succeeded=False)  # slot 0, on n0
+    slots.ended("p2", succeeded=False)  # slot 2, on n1
+    assert slots.take({"r0": ONE}, {"r0": 0}, lambda node: node != "n0") == {"r0": 2}
+    assert slots.take({"r2": ONE}, {"r2": 2}, lambda node: node != "n0") == {}
+
+
 def test_free_slots_beyond_what_the_job_needs_are_released():
     slots = started(4)  # two nodes: slots 0, 1 on rank 0, slots 2, 3 on rank 1
     for uid in ("p0", "p1", "p2"):
