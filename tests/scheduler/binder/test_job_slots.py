@@ -231,3 +231,41 @@ def test_a_replacement_does_not_go_back_to_a_cordoned_node(tmp_path):
         free = {f"node{i}" for i in range(3)} - {s["hostname"] for s in listed["slots"]}
         assert again["spec"]["nodeName"] in free
         c.assert_no_overcommit()
+
+
+def test_a_replacement_waits_for_the_pod_it_replaces_even_across_a_binder_restart(tmp_path):
+    """The Job controller replaces a pod as soon as its deletion starts (a terminating pod is
+    not active: job_controller.go); the old pod holds its cores until it is gone, so the
+    replacement waits for that slot rather than taking more, and still gets it from a binder
+    that restarted meanwhile."""
+    with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(3)}) as c:
+        client.BatchV1Api(c.kube.api_client()).create_namespaced_job(
+            "default", queued_job("slow", 4))
+        listed = running(c, "slow", 4)
+        (first,) = bound(c, "slow", "0")
+        c.kube.hold_terminations = True
+        c.kube.delete("pods", first["metadata"]["name"], "default", grace_period=30)
+
+        def replacement() -> dict | None:
+            return next((p for p in job_pods(c, "slow")
+                         if (p["metadata"].get("labels") or {}).get(INDEX) == "0"
+                         and p["metadata"]["uid"] != first["metadata"]["uid"]), None)
+
+        wait_for(replacement, 30, what="the Job controller's replacement of index 0")
+        name = replacement()["metadata"]["name"]
+        cond = c.wait_condition(name, "WaitingForResources")
+        assert cond["message"] == ("busy: every slot of the allocation of Job default/slow is "
+                                   "in use; will bind when one of its pods ends")
+        assert not replacement()["spec"].get("nodeName")
+        assert sum(map(len, cores_held(c).values())) == 4
+        (b,) = c.binders
+        b2 = c.replace_binder(b)
+        wait_for(lambda: b2.reconciled, 30, what="the new binder reconciled")
+        assert not c.get_pod(name)["spec"].get("nodeName")
+        c.kube.hold_terminations = False
+        c.kube.finish_terminations()
+        c.wait_bound([name])
+        assert where(c.get_pod(name)) == slot(listed, 0)
+        assert [a["id"] for a in allocations(c)] == [listed["id"]]
+        assert sum(map(len, cores_held(c).values())) == 4
+        c.assert_no_overcommit()
