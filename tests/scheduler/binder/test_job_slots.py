@@ -71,25 +71,38 @@ def running(c: BinderCluster, name: str, pods: int) -> dict:
     return listed
 
 
+def retrying_job(c: BinderCluster, name: str) -> dict:
+    """An Indexed Job of 4 pods of 1 core with backoffLimit 1, Running: its allocation."""
+    job = queued_job(name, 4)
+    job["spec"]["backoffLimit"] = 1
+    client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default", job)
+    return running(c, name, 4)
+
+
+def fail_index_0(c: BinderCluster, name: str) -> tuple[dict, dict]:
+    """Index 0's pod fails; the Job controller replaces it (one failure, backoffLimit 1):
+    returns the failed pod and its replacement once bound."""
+    (first,) = bound(c, name, "0")
+    c.finish(first["metadata"]["name"], "Failed")
+    wait_for(lambda: [p for p in bound(c, name, "0")
+                      if p["metadata"]["uid"] != first["metadata"]["uid"]], 60,
+             what="the replacement of index 0 bound")
+    (again,) = bound(c, name, "0")
+    return first, again
+
+
 def test_a_failed_index_is_replaced_into_its_own_slot(tmp_path):
     # 3 nodes of 2 cores, 4 pods of 1 core: the allocation packs node0 and node1 (policy
     # first), so index 0's node keeps a pod of the Job when index 0 fails
     with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(3)}) as c:
-        job = queued_job("retry", 4)
-        job["spec"]["backoffLimit"] = 1
-        client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default", job)
-        listed = running(c, "retry", 4)
+        listed = retrying_job(c, "retry")
         (first,) = bound(c, "retry", "0")
         assert where(first) == slot(listed, 0)
         before = cores_held(c)
         assert sum(map(len, before.values())) == 4
-        c.finish(first["metadata"]["name"], "Failed")
-        # the Job controller replaces it (one failure, backoffLimit 1): bound into the slot
-        # index 0 had, in the Job's allocation, nothing asked for anew
-        wait_for(lambda: [p for p in bound(c, "retry", "0")
-                          if p["metadata"]["uid"] != first["metadata"]["uid"]], 60,
-                 what="the replacement of index 0 bound")
-        (again,) = bound(c, "retry", "0")
+        # the replacement: bound into the slot index 0 had, in the Job's allocation, nothing
+        # asked for anew
+        _, again = fail_index_0(c, "retry")
         assert where(again) == slot(listed, 0)
         assert [a["id"] for a in allocations(c)] == [listed["id"]]
         assert cores_held(c) == before  # 4 cores for 4 pods, never 5
@@ -186,19 +199,11 @@ def test_after_a_binder_restart_a_replacement_still_goes_to_its_slot(tmp_path):
     """The new binder rebuilds which slot each running pod holds from the leader's record
     of the allocation and the pods' Bindings."""
     with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(3)}) as c:
-        job = queued_job("kept", 4)
-        job["spec"]["backoffLimit"] = 1
-        client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default", job)
-        listed = running(c, "kept", 4)
+        listed = retrying_job(c, "kept")
         (b,) = c.binders
         b2 = c.replace_binder(b)
         wait_for(lambda: b2.reconciled, 30, what="the new binder reconciled")
-        (first,) = bound(c, "kept", "0")
-        c.finish(first["metadata"]["name"], "Failed")
-        wait_for(lambda: [p for p in bound(c, "kept", "0")
-                          if p["metadata"]["uid"] != first["metadata"]["uid"]], 60,
-                 what="the replacement of index 0 bound")
-        (again,) = bound(c, "kept", "0")
+        _, again = fail_index_0(c, "kept")
         assert where(again) == slot(listed, 0)
         assert [a["id"] for a in allocations(c)] == [listed["id"]]
         assert sum(map(len, cores_held(c).values())) == 4
@@ -213,21 +218,13 @@ def test_a_replacement_does_not_go_back_to_a_cordoned_node(tmp_path):
     """Kubernetes places nothing new on a cordoned node (the unschedulable taint): the
     replacement is asked for anew, on the nodes still usable."""
     with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(3)}) as c:
-        job = queued_job("moved", 4)
-        job["spec"]["backoffLimit"] = 1
-        client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default", job)
-        listed = running(c, "moved", 4)
+        listed = retrying_job(c, "moved")
         node = listed["slots"][0]["hostname"]
         c.kube.patch("nodes", node, CORDON)
         # the binder has seen the cordon once it drained the node in the leader
         wait_for(lambda: any(d["hostname"] == node for d in c.inst.rpc(
             "sched.resource-status")["drain"]), 30, what=f"{node} drained")
-        (first,) = bound(c, "moved", "0")
-        c.finish(first["metadata"]["name"], "Failed")
-        wait_for(lambda: [p for p in bound(c, "moved", "0")
-                          if p["metadata"]["uid"] != first["metadata"]["uid"]], 60,
-                 what="the replacement of index 0 bound")
-        (again,) = bound(c, "moved", "0")
+        _, again = fail_index_0(c, "moved")
         free = {f"node{i}" for i in range(3)} - {s["hostname"] for s in listed["slots"]}
         assert again["spec"]["nodeName"] in free
         c.assert_no_overcommit()
