@@ -113,14 +113,18 @@ class JobSlots:
         self._put(n, uid, index)
         return n
 
-    def place_running(self, running: dict[str, tuple[int, frozenset[int], frozenset[int]]],
-                index: dict[str, int]) -> None:
-        """Put the running pods (uid -> rank, cores, GPUs their Bindings name) in the slots
-        they run in; a pod that matches no slot is left out (it is still the group's)."""
-        for uid, (rank, cores, gpus) in sorted(running.items()):
+    def place_running(self, running: dict[str, tuple[str, frozenset[int], frozenset[int]]],
+                      index: dict[str, int]) -> None:
+        """Put the running pods (uid -> node, cores, GPUs their Bindings name) in the slots
+        they run in: by node name, not rank (ranks move when rank 0's node goes), and by any
+        core or GPU in common, so a slot whose ids a running pod uses is never free. A pod
+        that matches no slot is left out (it is still the group's)."""
+        for uid, (node, cores, gpus) in sorted(running.items()):
             for n, s in enumerate(self.slots):
-                if s.pod is None and s.share.rank == rank and s.share.ids() == (
-                        set(cores), set(gpus)):
+                if s.pod is not None or s.share.hostname != node:
+                    continue
+                ids = s.share.ids()
+                if ids[0] & cores or ids[1] & gpus:
                     self._put(n, uid, index.get(uid))
                     break
 

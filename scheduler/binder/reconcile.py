@@ -279,7 +279,8 @@ class Reconciler:
             slots = JobSlots.of_allocation(a["id"], key, a.get("kinds") or [],
                                            a.get("slots") or [])
             running = {uid: state.running[uid] for uid in pods if uid in state.running}
-            slots.place_running({u: (s.rank, s.cores, s.gpus) for u, s in running.items()},
+            slots.place_running({u: (state.pods[u].node, s.cores, s.gpus)
+                                 for u, s in running.items()},
                                 indexes(state.pods[u] for u in running))
             live_ranks |= set(slots.kept_ranks())
         dead_ranks = [n["rank"] for n in a["nodes"] if n["rank"] not in live_ranks]

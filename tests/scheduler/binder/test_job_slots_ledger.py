@@ -111,3 +111,13 @@ def test_the_ledger_counts_the_indexes_it_saw_succeed():
     slots.take({"r1": ONE}, {"r1": 1})
     slots.ended("r1", succeeded=True)
     assert slots.succeeded == 2 and slots.live() == 1
+
+
+def test_running_pods_are_put_back_in_their_slots_by_node_and_ids():
+    """(A binder that restarts.) A slot whose cores a running pod uses is never left free."""
+    slots = ledger(4)
+    slots.place_running({"a": ("n1", frozenset({1}), frozenset()),
+                         "b": ("n0", frozenset({0}), frozenset()),
+                         "c": ("n9", frozenset({0}), frozenset())}, {"a": 3})
+    assert slots.free() == [1, 2] and slots.live() == 2
+    assert slots.take({"r3": ONE}, {"r3": 3}) == {"r3": 1}  # slot 3 is a's: the lowest free
