@@ -226,6 +226,217 @@ def dump(record: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- the binder ---------------------------------------------------------------------------
+
+#: name (the broker's hostname and the Kubernetes node's), cores, GPUs, memory (GiB), labels,
+#: taints: a node for each of the binder's rules (a selector, NotIn affinity, a taint)
+BINDER_NODES = (
+    ("node0", 4, 0, 16, {"disk": "ssd", "rack": "r1"}, []),
+    ("node1", 8, 2, 32, {"rack": "r2"},
+     [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]),
+    ("node2", 2, 0, 8, {"rack": "r1"}, []),
+    ("node3", 6, 1, 24, {"rack": "r2", "disk": "ssd"}, []),
+    ("node4", 4, 0, 16, {}, []),
+)
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+SIZE_LABEL = "fluence.flux-framework.org/group-size"
+ANNOTATIONS = ("fluxnode.io/cores", "fluxnode.io/gpus")
+#: the binder's default, and an exhaustive policy with the other tie order
+BINDER_POLICIES = ("first", "lonode")
+WAIT = 60.0  # seconds for any one thing the binder or the leader does
+
+
+def pod_spec(rng: random.Random, gpus_ok: bool = True) -> dict:
+    """A pod's spec as a user writes it: requests, now and then a selector, an affinity that
+    keeps it off a rack, a toleration of node1's taint."""
+    requests = {"cpu": rng.choice(["500m", "1", "1", "2", "3"])}
+    if rng.random() < 0.4:
+        requests["memory"] = rng.choice(["1Gi", "3Gi", "6Gi"])
+    if gpus_ok and rng.random() < 0.2:
+        requests["nvidia.com/gpu"] = "1"
+    spec: dict = {"schedulerName": "fluxnode",
+                  "containers": [{"name": "main", "image": "busybox",
+                                  "resources": {"requests": requests}}]}
+    x = rng.random()
+    if x < 0.2:
+        spec["nodeSelector"] = {rng.choice(["disk", "rack"]): rng.choice(["ssd", "r2"])}
+    elif x < 0.35:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "rack", "operator": "NotIn", "values": [rng.choice(["r1", "r2"])]}]}]}}}
+    if rng.random() < 0.3 or "nvidia.com/gpu" in requests:
+        spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "ml",
+                                "effect": "NoSchedule"}]
+    return spec
+
+
+class BinderRun:
+    """One binder against a real instance of BINDER_NODES' brokers and the API emulator,
+    driven one step at a time: each step waits until the binder and the leader have done
+    all it causes, so nothing the next step sees depends on timing."""
+
+    def __init__(self, tmp: Path, policy: str):
+        from fluxnode.scheduler.binder.binder import Binder
+        from fluxnode.scheduler.binder.config import BinderConfig
+
+        from fluxnode.testing.instance import Instance
+        from fluxnode.testing.kube_emulator import KubeEmulator
+        from fluxnode.testing.waiting import wait_for
+
+        self.wait_for = wait_for
+        self.inst = self.kube = self.binder = None
+        try:
+            self.inst = Instance(
+                size=len(BINDER_NODES), tmp_path=tmp, modules=None,
+                resources={n: {"cores": c, "gpus": g, "memory_mib": m * 1024}
+                           for n, c, g, m, _, _ in BINDER_NODES},
+                tbon={"torpid_min": "0.2s", "torpid_max": "1s"}).start()
+            wait_for(lambda: len(self.inst.rpc("sched.resource-status")["nodes"])
+                     == len(BINDER_NODES), WAIT, what="every rank in the scheduler graph")
+            self.kube = KubeEmulator(namespaces=("default", "kube-system", "fluxnode")).start()
+            for name, cores, gpus, memory, labels, taints in BINDER_NODES:
+                self.kube.add_node(name, cpu=str(cores), memory=f"{memory}Gi", labels=labels,
+                                   taints=taints)
+                if gpus:
+                    self.kube.patch("nodes", name, {"status": {
+                        "capacity": {"nvidia.com/gpu": str(gpus)},
+                        "allocatable": {"nvidia.com/gpu": str(gpus)}}})
+            config = BinderConfig(uri=self.inst.tcp_uri(0), curve_cert=self.inst.cert_path,
+                                  http_port=0, http_host="127.0.0.1", leader_elect=False,
+                                  resync=1.0, policy=policy)
+            self.binder = Binder(self.kube.api_client(), config).start()
+            wait_for(lambda: len(self.binder.state.nodes) == len(BINDER_NODES)
+                     and all(len(self.binder.state.nodes[n].traits.taints) == len(t)
+                             for n, _, _, _, _, t in BINDER_NODES),
+                     WAIT, what="the binder sees every node, with its taints")
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.binder is not None:
+            self.binder.stop()
+        try:
+            if self.inst is not None:
+                self.inst.stop(check=False)
+        finally:
+            if self.kube is not None:
+                self.kube.stop()
+
+    def _held(self, status: str) -> list[dict]:
+        return [a for a in self.inst.rpc("sched.list")["allocations"] if a["status"] == status]
+
+    def place(self, pods: dict[str, dict]) -> dict[str, dict | str]:
+        """Create `pods` (name -> the pod), wait until each is bound or says why not, and
+        return where each went (node and annotations), or its PodScheduled reason; pods not
+        bound are deleted (and forgotten by the binder, with any reservation made for them)."""
+        uids = {name: self.kube.create("pods", pod, "default")["metadata"]["uid"]
+                for name, pod in pods.items()}
+
+        def outcome(name: str) -> dict | str | None:
+            pod = self.kube.get("pods", name, "default")
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node:
+                notes = pod["metadata"].get("annotations") or {}
+                return {"node": node, **{a.split("/")[1]: notes.get(a, "") for a in ANNOTATIONS}}
+            conds = (pod.get("status") or {}).get("conditions") or []
+            why = next((c.get("reason") for c in conds if c.get("type") == "PodScheduled"), None)
+            return why if why in ("Unschedulable", "WaitingForResources") else None
+
+        def all_decided():
+            got = {name: outcome(name) for name in pods}
+            return got if all(got.values()) else None
+
+        got = self.wait_for(all_decided, WAIT, what=f"pods {', '.join(pods)} bound or refused")
+        waiting = [name for name, where in got.items() if isinstance(where, str)]
+        for name in waiting:
+            self.kube.delete("pods", name, "default")
+        if waiting:
+            self.wait_for(lambda: not any(uids[n] in self.binder.state.pods for n in waiting)
+                          and not self._held("RESERVED"), WAIT,
+                          what="the binder forgets the pods not placed and their reservation")
+        return got
+
+    def finish(self, names: list[str]) -> None:
+        """The pods end (Succeeded); wait until the leader no longer holds their allocation."""
+        ids = {self.kube.get("pods", n, "default")["metadata"]["annotations"]
+               ["fluxnode.io/allocation"] for n in names}
+        for name in names:
+            self.kube.patch("pods", name, {"status": {"phase": "Succeeded"}}, "default",
+                            "merge")
+        self.wait_for(lambda: not ids & {str(a["id"]) for a in self._held("ALLOCATED")}, WAIT,
+                      what=f"the leader frees the allocation of {', '.join(names)}")
+
+    def cordon(self, node: str, on: bool) -> None:
+        """Cordon (or uncordon) `node`; wait until the leader has it drained (or not)."""
+        self.kube.patch("nodes", node, {"spec": {"unschedulable": on}})
+
+        def drained():
+            drains = self.inst.rpc("sched.resource-status").get("drain") or []
+            return (node in {d["hostname"] for d in drains}) == on
+
+        self.wait_for(drained, WAIT, what=f"the leader's drain of {node} {on}")
+
+
+def group_record(got: dict[str, dict | str], shapes: dict[str, int]) -> list[list]:
+    """A group's placement per pod shape (its index in the group's specs), as a sorted list:
+    which pod of a shape gets which of its slots follows the pods' uids (slot_assignment.py),
+    random in the emulator, so only the slots each shape got are compared."""
+    out: dict[int, list] = {}
+    for name, where in got.items():
+        out.setdefault(shapes[name], []).append(where)
+    return [sorted(w, key=json.dumps) for _, w in sorted(out.items())]
+
+
+def binder_stream(policy: str, seed: int, steps: int) -> list[dict]:
+    rng = random.Random(f"{seed}:binder:{policy}")
+    record: list[dict] = []
+    bound: list[list[str]] = []  # pods placed together (a pod, or a group), still running
+    cordoned: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="bench-placements-") as tmp:
+        run = BinderRun(Path(tmp), policy)
+        try:
+            for step in range(steps):
+                x = rng.random()
+                if x < 0.5 or not bound:
+                    name = f"p{step}"
+                    spec = pod_spec(rng)
+                    pod = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
+                           "metadata": {"name": name, "namespace": "default"}}
+                    got = run.place({name: pod})
+                    record.append({"pod": name, "spec": spec, "answer": got[name]})
+                    if isinstance(got[name], dict):
+                        bound.append([name])
+                elif x < 0.7:
+                    size = rng.randint(2, 4)
+                    specs = [pod_spec(rng, gpus_ok=False) for _ in range(rng.randint(1, 2))]
+                    pods, shapes = {}, {}
+                    for i in range(size):
+                        name, spec = f"g{step}-{i}", specs[i % len(specs)]
+                        labels = {GROUP_LABEL: f"g{step}", SIZE_LABEL: str(size)}
+                        pods[name] = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
+                                      "metadata": {"name": name, "namespace": "default",
+                                                   "labels": labels}}
+                        shapes[name] = i % len(specs)
+                    got = run.place(pods)
+                    record.append({"group": f"g{step}", "size": size, "specs": specs,
+                                   "answer": group_record(got, shapes)})
+                    if all(isinstance(w, dict) for w in got.values()):
+                        bound.append(list(pods))
+                elif x < 0.9:
+                    names = bound.pop(rng.randrange(len(bound)))
+                    run.finish(names)
+                    record.append({"finish": names})
+                else:
+                    node = rng.choice([n[0] for n in BINDER_NODES])
+                    run.cordon(node, node not in cordoned)
+                    cordoned ^= {node}
+                    record.append({"cordon" if node in cordoned else "uncordon": node})
+        finally:
+            run.close()
+    return record
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -234,10 +445,25 @@ def main(argv: list[str] | None = None) -> int:
                      help="only this policy (repeat for more; default: all)")
     svc.add_argument("--seed", type=int, default=SEED)
     svc.add_argument("--steps", type=int, default=100)
+    bnd = sub.add_parser("binder", help="the binder against a real instance and the API "
+                         "emulator, pods one at a time")
+    bnd.add_argument("--policy", action="append", choices=POLICIES,
+                     help="the binder's match policy (repeat for more; default: "
+                     f"{' and '.join(BINDER_POLICIES)})")
+    bnd.add_argument("--seed", type=int, default=SEED)
+    bnd.add_argument("--steps", type=int, default=40)
     args = ap.parse_args(argv)
     if args.what == "service":
         sys.stdout.write(dump(service_record(args.policy or list(POLICIES), args.seed,
                                              args.steps)))
+    else:
+        logging.basicConfig(level=logging.ERROR)  # not the missing resource-list ConfigMap
+        record = {"seed": args.seed, "steps": args.steps, "nodes": [
+            dict(zip(("name", "cores", "gpus", "memory_gib", "labels", "taints"), n,
+                     strict=True)) for n in BINDER_NODES],
+            "policies": {p: binder_stream(p, args.seed, args.steps)
+                         for p in args.policy or BINDER_POLICIES}}
+        sys.stdout.write(dump(record))
     return 0
 
 

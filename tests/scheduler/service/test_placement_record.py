@@ -2,41 +2,25 @@
 
 The oracle is tests/data/placements/service.json, written by bench/placements.py on commit
 8aab13a (the last main before issue 35; its README says how): the same seeded stream of
-pods, gangs, jobspecs, cancels and drains is replayed here on the current code under every
-match policy, and each step's answer must be the recorded one."""
+pods, gangs, jobspecs, left-out ranks, reservations, cancels and drains is replayed here on
+the current code under every match policy, and each step's answer must be the recorded
+one."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
-
 import pytest
-from support.paths import REPO
+from support.placements import assert_same_steps, bench, recorded
 
-RECORD = REPO / "tests" / "data" / "placements" / "service.json"
-
-
-def _placements():
-    spec = importlib.util.spec_from_file_location("placements", REPO / "bench" / "placements.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-placements = _placements()
-recorded = json.loads(RECORD.read_text())
+RECORD = recorded("service")
 
 
 def test_the_record_is_of_this_stream():
-    assert recorded["seed"] == placements.SEED
-    assert recorded["nodes"] == placements.service_record([], placements.SEED, 0)["nodes"]
-    assert sorted(recorded["policies"]) == sorted(placements.POLICIES)
+    assert RECORD["seed"] == bench.SEED
+    assert RECORD["nodes"] == bench.service_record([], bench.SEED, 0)["nodes"]
+    assert sorted(RECORD["policies"]) == sorted(bench.POLICIES)
 
 
-@pytest.mark.parametrize("policy", placements.POLICIES)
+@pytest.mark.parametrize("policy", bench.POLICIES)
 def test_every_answer_is_the_recorded_one(policy):
-    want = recorded["policies"][policy]
-    got = placements.service_stream(policy, recorded["seed"], recorded["steps"])
-    assert len(got) == len(want)
-    for step, (g, w) in enumerate(zip(got, want, strict=True)):
-        assert g == w, f"{policy}: step {step} differs from the record"
+    got = bench.service_stream(policy, RECORD["seed"], RECORD["steps"])
+    assert_same_steps(policy, got, RECORD["policies"][policy])
