@@ -26,7 +26,8 @@ taints and tolerations, a cordoned node, GPU and memory requests, pod groups. It
 pod -> node and the cores and GPUs the binding names (its ``fluxnode.io/`` annotations).
 
 Only the APIs of commit 8aab13a (the last main before issue 35) and later are used, so the
-same file runs on both; tests/data/placements/ holds the record made there.
+same file runs on both. tests/data/placements/ holds the records the tests replay (its
+README says on which commit each was made and how).
 """
 
 from __future__ import annotations
