@@ -22,8 +22,9 @@ refusal's errno name). Nothing reads the clock: no request has a duration.
 ``binder`` runs the binder the way its tests do (a real broker instance, the Kubernetes API
 emulator, the official client) and creates pods one at a time, each waited for before the
 next, so its queue never orders two of them: node selectors, required node affinity,
-taints and tolerations, a cordoned node, GPU and memory requests, pod groups. It prints
-pod -> node and the cores and GPUs the binding names (its ``fluxnode.io/`` annotations).
+taints and tolerations, a cordoned node, GPU and memory requests, pod groups and Indexed
+Jobs. It prints pod -> node and the cores and GPUs the binding names (its ``fluxnode.io/``
+annotations; a group's per pod shape, see `group_record`).
 
 Only the APIs of commit 8aab13a (the last main before issue 35) and later are used, so the
 same file runs on both. tests/data/placements/ holds the records the tests replay (its
@@ -381,15 +382,61 @@ class BinderRun:
 
 def group_record(got: dict[str, dict | str], shapes: dict[str, int]) -> list[list]:
     """A group's placement per pod shape (its index in the group's specs), as a sorted list:
-    which pod of a shape gets which of its slots follows the pods' uids (slot_assignment.py),
-    random in the emulator, so only the slots each shape got are compared."""
+    which pod of a shape gets which of its slots follows the pods' uids on 8aab13a
+    (slot_assignment.py), random in the emulator, so only the slots each shape got are
+    compared (an Indexed Job's pods take them in index order since issue 30)."""
     out: dict[int, list] = {}
     for name, where in got.items():
         out.setdefault(shapes[name], []).append(where)
     return [sorted(w, key=json.dumps) for _, w in sorted(out.items())]
 
 
+def pod(name: str, spec: dict, labels: dict | None = None, **meta: Any) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "spec": spec,
+            "metadata": {"name": name, "namespace": "default", "labels": labels or {}, **meta}}
+
+
+def pod_group(run: BinderRun, rng: random.Random, name: str) -> tuple[dict, list[str]]:
+    """A group of 2-4 pods of one or two shapes (the group label and size); its record entry
+    and its pods."""
+    size = rng.randint(2, 4)
+    specs = [pod_spec(rng, gpus_ok=False) for _ in range(rng.randint(1, 2))]
+    labels = {GROUP_LABEL: name, SIZE_LABEL: str(size)}
+    pods = {f"{name}-{i}": pod(f"{name}-{i}", specs[i % len(specs)], labels)
+            for i in range(size)}
+    got = run.place(pods)
+    shapes = {f"{name}-{i}": i % len(specs) for i in range(size)}
+    return {"group": name, "size": size, "specs": specs,
+            "answer": group_record(got, shapes)}, list(pods)
+
+
+def indexed_job(run: BinderRun, rng: random.Random, name: str) -> tuple[dict, list[str]]:
+    """An Indexed Job of 2-3 pods (its pods made here as its controller would: the Job's
+    labels, the completion index, the Job as controller); its record entry and its pods."""
+    size = rng.randint(2, 3)
+    spec = {**pod_spec(rng, gpus_ok=False), "restartPolicy": "Never"}
+    job = run.kube.create("jobs.batch", {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"completionMode": "Indexed", "completions": size, "parallelism": size,
+                 "template": {"spec": spec}}}, "default")
+    uid = job["metadata"]["uid"]
+    owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
+              "controller": True}]
+    pods = {f"{name}-{i}": pod(
+        f"{name}-{i}", spec, {"batch.kubernetes.io/job-name": name,
+                              "batch.kubernetes.io/controller-uid": uid,
+                              "batch.kubernetes.io/job-completion-index": str(i)},
+        annotations={"batch.kubernetes.io/job-completion-index": str(i)},
+        ownerReferences=owner) for i in range(size)}
+    got = run.place(pods)
+    return {"job": name, "size": size, "spec": spec,
+            "answer": group_record(got, dict.fromkeys(pods, 0))}, list(pods)
+
+
 def binder_stream(policy: str, seed: int, steps: int) -> list[dict]:
+    """The record of one binder run under `policy`: every step's pods and where they went,
+    finished pods, cordons."""
     rng = random.Random(f"{seed}:binder:{policy}")
     record: list[dict] = []
     bound: list[list[str]] = []  # pods placed together (a pod, or a group), still running
@@ -400,39 +447,27 @@ def binder_stream(policy: str, seed: int, steps: int) -> list[dict]:
             for step in range(steps):
                 x = rng.random()
                 if x < 0.5 or not bound:
-                    name = f"p{step}"
-                    spec = pod_spec(rng)
-                    pod = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
-                           "metadata": {"name": name, "namespace": "default"}}
-                    got = run.place({name: pod})
-                    record.append({"pod": name, "spec": spec, "answer": got[name]})
-                    if isinstance(got[name], dict):
-                        bound.append([name])
+                    name, spec = f"p{step}", pod_spec(rng)
+                    got = run.place({name: pod(name, spec)})[name]
+                    entry, names = {"pod": name, "spec": spec, "answer": got}, [name]
                 elif x < 0.7:
-                    size = rng.randint(2, 4)
-                    specs = [pod_spec(rng, gpus_ok=False) for _ in range(rng.randint(1, 2))]
-                    pods, shapes = {}, {}
-                    for i in range(size):
-                        name, spec = f"g{step}-{i}", specs[i % len(specs)]
-                        labels = {GROUP_LABEL: f"g{step}", SIZE_LABEL: str(size)}
-                        pods[name] = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
-                                      "metadata": {"name": name, "namespace": "default",
-                                                   "labels": labels}}
-                        shapes[name] = i % len(specs)
-                    got = run.place(pods)
-                    record.append({"group": f"g{step}", "size": size, "specs": specs,
-                                   "answer": group_record(got, shapes)})
-                    if all(isinstance(w, dict) for w in got.values()):
-                        bound.append(list(pods))
+                    make = pod_group if x < 0.62 else indexed_job
+                    entry, names = make(run, rng, f"{'g' if x < 0.62 else 'j'}{step}")
                 elif x < 0.9:
                     names = bound.pop(rng.randrange(len(bound)))
                     run.finish(names)
                     record.append({"finish": names})
+                    continue
                 else:
                     node = rng.choice([n[0] for n in BINDER_NODES])
                     run.cordon(node, node not in cordoned)
                     cordoned ^= {node}
                     record.append({"cordon" if node in cordoned else "uncordon": node})
+                    continue
+                record.append(entry)
+                if all(isinstance(w, dict) for w in (
+                        [entry["answer"]] if "pod" in entry else sum(entry["answer"], []))):
+                    bound.append(names)
         finally:
             run.close()
     return record

@@ -1,12 +1,11 @@
 """The binder places pods where it placed them before issue 35 reworked the graph scheduler.
 
 The oracle is tests/data/placements/binder.json, written by bench/placements.py on commit
-355c914: 8aab13a (the last main before issue 35) with issue 31's one change of the binder's
-answers (a pod only cordoned nodes could take waits instead of being unschedulable; the
-README says what 8aab13a answered). A real instance, the API emulator and a binder; pods
-with selectors, node affinity, tolerations, GPUs and memory, and pod groups, created one at
-a time, finished, nodes cordoned and uncordoned, each step waited for. Replayed here on the
-current code, every pod must land on the recorded node with the recorded cores and GPUs."""
+8aab13a (the last main before issue 35; its README says how): a real instance, the API
+emulator and a binder; pods with selectors, node affinity, tolerations, GPUs and memory,
+pod groups and Indexed Jobs, created one at a time, finished, nodes cordoned and
+uncordoned, each step waited for. Replayed here on the current code, every pod must land on
+the recorded node with the recorded cores and GPUs, or wait or be refused as recorded."""
 
 from __future__ import annotations
 
