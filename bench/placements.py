@@ -48,6 +48,7 @@ from fluxnode.broker_conf import idset
 from fluxnode.broker_conf.rv1 import NodeResources, build_R
 from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 from fluxnode.scheduler.service.module import SchedService
+from service_alloc import Handle  # bench/: the broker handle the service asks, in process
 
 #: The match policies the service accepts (scheduler/policies/policy.py NAMED, as at 8aab13a).
 POLICIES = ("first", "firstnodex", "high", "low", "lonode", "hinode", "lonodex", "hinodex",
@@ -62,33 +63,6 @@ SERVICE_NODES = (
     ("n4", 8, 1, 8192, 1),
     ("n5", 12, 0, 49152, 2),
 )
-
-
-class Handle:
-    """What the service asks of its broker (agent/broker/modules.BrokerHandle), in process:
-    no overlay, the journal in a temporary folder, every rank up."""
-
-    rank = 0
-    attrs: dict = {}
-
-    def __init__(self, R: dict, size: int, statedir: Path):
-        self.R, self.size, self.statedir = R, size, statedir
-        self.log = logging.getLogger("bench.placements")
-
-    def resources(self) -> dict:
-        return self.R
-
-    def down_ranks(self) -> list[int]:
-        return []
-
-    def expected_ranks(self) -> list[int]:
-        return list(range(self.size))
-
-    def register(self, topic, handler) -> None:
-        pass
-
-    def on_resources_changed(self, callback) -> None:
-        pass
 
 
 def service_nodes() -> list[NodeResources]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 
 from support.paths import REPO
 
@@ -12,6 +13,8 @@ RECORDS = REPO / "tests" / "data" / "placements"
 
 
 def _bench():
+    if str(REPO / "bench") not in sys.path:  # its imports of other bench scripts
+        sys.path.insert(0, str(REPO / "bench"))
     spec = importlib.util.spec_from_file_location("placements", REPO / "bench" / "placements.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
