@@ -560,6 +560,8 @@ class ClusterState:
                     del self.foreign[pod.node][uid]
                     self.dirty_nodes.add(pod.node)
                 self._drop_pending(pod)
+        if slots is not None and alloc.group in self.groups:
+            self._requeue(self.groups[alloc.group])  # its waiting pods may take the free slots
 
     # -- nodes ------------------------------------------------------------------
 

@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from kubernetes import client
 from support.binder_cluster import BinderCluster
-from support.fluxjob_cluster import fluxjob_cluster, job_pods, queued_job, status
+from support.fluxjob_cluster import (
+    fluxjob_cluster,
+    job_pods,
+    queued_job,
+    start_webhook_binder,
+    status,
+)
 from support.oracles import parse_idset
 
 from fluxnode.testing.waiting import wait_for
@@ -265,4 +271,36 @@ def test_a_replacement_waits_for_the_pod_it_replaces_even_across_a_binder_restar
         assert where(c.get_pod(name)) == slot(listed, 0)
         assert [a["id"] for a in allocations(c)] == [listed["id"]]
         assert sum(map(len, cores_held(c).values())) == 4
+        c.assert_no_overcommit()
+
+
+def test_a_slot_freed_while_no_binder_runs_is_kept_for_its_index(tmp_path):
+    """Index 0's old pod goes while no binder runs: the new binder rebuilds the ledger with
+    slot 0 free, keeps its node in the allocation (no pod of the Job runs there: pods of 2
+    cores on nodes of 2) and binds the waiting replacement there."""
+    with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(3)}) as c:
+        client.BatchV1Api(c.kube.api_client()).create_namespaced_job(
+            "default", queued_job("gap", 3, cpu="2"))
+        listed = running(c, "gap", 3)
+        before = cores_held(c)
+        assert len(before) == 3
+        (first,) = bound(c, "gap", "0")
+        c.kube.hold_terminations = True
+        c.kube.delete("pods", first["metadata"]["name"], "default", grace_period=30)
+        wait_for(lambda: [p for p in job_pods(c, "gap") if p["metadata"]["uid"] !=
+                          first["metadata"]["uid"] and not p["spec"].get("nodeName")
+                          and (p["metadata"].get("labels") or {}).get(INDEX) == "0"], 30,
+                 what="the replacement of index 0, waiting")
+        (b,) = c.binders
+        c.stop_binder(b)
+        c.kube.hold_terminations = False
+        c.kube.finish_terminations()
+        wait_for(lambda: all(p["metadata"]["uid"] != first["metadata"]["uid"]
+                             for p in job_pods(c, "gap")), 30, what="the old pod gone")
+        start_webhook_binder(c, tmp_path)
+        wait_for(lambda: bound(c, "gap", "0"), 60, what="the replacement bound")
+        (again,) = bound(c, "gap", "0")
+        assert where(again) == slot(listed, 0)
+        assert [a["id"] for a in allocations(c)] == [listed["id"]]
+        assert cores_held(c) == before
         c.assert_no_overcommit()
