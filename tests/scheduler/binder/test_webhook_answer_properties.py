@@ -12,16 +12,9 @@ from fluxnode.scheduler.binder.admission import Admission
 from fluxnode.scheduler.binder.webhook_answer import answer
 from hypothesis import given
 from hypothesis import strategies as st
-from support.fuzz import PROFILE
+from support.fuzz import JSON, PROFILE
 
 ADMISSION = Admission()
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
-                                                                 max_size=4),
-    max_leaves=20,
-)
 FIELDS = st.sampled_from(["apiVersion", "kind", "request"])
 REQUEST_FIELDS = st.sampled_from(["uid", "operation", "resource", "object", "namespace"])
 REVIEWISH = st.fixed_dictionaries(
