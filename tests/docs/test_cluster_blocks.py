@@ -27,7 +27,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docs.test_console_blocks import DOC_FILES, Block, Step, output_matches, parse_steps, run_step
+from docs.test_console_blocks import (
+    DOC_FILES,
+    Block,
+    Step,
+    output_matches,
+    run_step,
+    titled_blocks,
+)
 from support.fluxjob_cluster import fluxjob_cluster
 from support.kubectl import env_for, require_kubectl
 from support.paths import REPO as ROOT
@@ -40,18 +47,7 @@ COMPLETE = re.compile(r"kubectl wait\b.*--for=condition=complete\b.*\bjob/([a-z0
 JOB_NAME = "batch.kubernetes.io/job-name"
 
 
-def cluster_blocks(path: Path) -> list[Block]:
-    """The cluster blocks of one Markdown file, in the page's order."""
-    text = path.read_text()
-    blocks = []
-    for match in re.finditer(re.escape(FENCE) + r"\n(.*?)^```$", text, re.M | re.S):
-        first = text.count("\n", 0, match.start(1)) + 1
-        body = list(enumerate(match.group(1).splitlines(), start=first))
-        blocks.append(Block(path, first - 1, parse_steps(body)))
-    return blocks
-
-
-PAGES = {path: blocks for path in DOC_FILES if (blocks := cluster_blocks(path))}
+PAGES = {path: blocks for path in DOC_FILES if (blocks := titled_blocks(path, FENCE))}
 
 
 def _running(pod: dict) -> dict:

@@ -127,14 +127,23 @@ class BinderReplicas:
             self.start()
         return first
 
-    def kill_leader(self, _step: Planned | None = None, *, restart: bool = True) -> str:
+    def lead_and_standby(self) -> tuple[str, str | None]:
+        """The live replica holding the Lease, and another live one (None: there is none)."""
         lead = wait_for(lambda: (h := self.holder()) in self.procs and h, 60,
                         what="a live replica holding the Lease")
-        other = next(i for i in self.procs if i != lead)
-        self.serve_webhook(other)
-        proc = self.procs.pop(lead)
+        return lead, next((i for i in self.procs if i != lead), None)
+
+    def kill(self, identity: str) -> None:
+        """kill -9 one replica's process and reap it."""
+        proc = self.procs.pop(identity)
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
+
+    def kill_leader(self, _step: Planned | None = None, *, restart: bool = True) -> str:
+        lead, other = self.lead_and_standby()
+        assert other is not None, "no other replica to take the Lease over"
+        self.serve_webhook(other)
+        self.kill(lead)
         self.kills += 1
         t0 = time.monotonic()
         wait_for(lambda: self.holder() == other, 60, what=f"{other} taking the Lease over")
@@ -148,15 +157,11 @@ class BinderReplicas:
         """kill -9 the replica not holding the Lease; the lead one keeps the Lease and
         serves the webhook meanwhile (the Service's endpoints lose the dead pod); the new
         replica in its place serves it once it is Ready."""
-        lead = wait_for(lambda: (h := self.holder()) in self.procs and h, 60,
-                        what="a live replica holding the Lease")
-        standby = next((i for i in self.procs if i != lead), None)
+        lead, standby = self.lead_and_standby()
         if standby is None:
             return "binder-standby-kill: no standby replica; skipped"
         self.serve_webhook(lead)
-        proc = self.procs.pop(standby)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+        self.kill(standby)
         self.standby_kills += 1
         new = self.start()
         # the Service's endpoints take a pod once it is Ready (its /readyz: informers synced,
