@@ -75,6 +75,7 @@ TIERS: dict[str, tuple[str, ...]] = {
         "tests/daemonset/test_manifests.py::test_rendered_manifests_are_valid_for_current_kubernetes",
         "tests/docs/test_bench_help.py::test_bench_script_help_exits_0",
         "tests/docs/test_console_blocks.py::test_console_block_runs_as_shown",
+        "tests/docs/test_cluster_blocks.py::test_cluster_walk_runs_as_shown",
         "tests/docs/test_kubectl_blocks.py::test_kubectl_block_runs_as_shown",
         "tests/fuzz/test_fuzz_targets.py",
         "tests/scheduler/binder/test_binder_capacity.py",
