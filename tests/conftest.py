@@ -90,6 +90,7 @@ TIERS: dict[str, tuple[str, ...]] = {
         "tests/scheduler/binder/test_fluxjob_queue.py",
         "tests/scheduler/binder/test_kubectl_operations.py",
         "tests/scheduler/binder/test_placement_record.py",
+        "tests/scheduler/binder/test_webhook_cert_live.py",
         "tests/scheduler/graph/test_graph.py::test_a_big_match_freezes_its_job_state_and_cancel_leaves_nothing_behind",
         "tests/scheduler/graph/test_graph.py::test_matches_make_no_reference_cycles",
         "tests/scheduler/graph/test_graph.py::test_small_matches_leave_their_kept_state_to_a_freeze_not_to_collections",
