@@ -88,6 +88,7 @@ TIERS: dict[str, tuple[str, ...]] = {
         "tests/scheduler/binder/test_binder_rbac.py",
         "tests/scheduler/binder/test_fluxjob_limits.py",
         "tests/scheduler/binder/test_fluxjob_queue.py",
+        "tests/scheduler/binder/test_job_slots.py",
         "tests/scheduler/binder/test_kubectl_operations.py",
         "tests/scheduler/binder/test_placement_record.py",
         "tests/scheduler/binder/test_webhook_cert_live.py",
