@@ -197,7 +197,10 @@ class Reactor:
                     if handler is not None:
                         touched.add(sock)  # ask again before sleeping: it may hold more
                         drained.discard(sock)
-                        self._call(handler, revents)
+                        try:  # (as `_call`, without a frame of its own per message)
+                            handler(revents)
+                        except Exception:
+                            self.log.exception("reactor: handler %r failed", handler)
                         if sock in drained and self._zsockets.get(sock) == _ZIN:
                             touched.discard(sock)  # unless the handler left it drained
                     if not self._running:
@@ -210,7 +213,10 @@ class Reactor:
                     continue
                 handler = self._handlers.get(fd)
                 if handler is not None:
-                    self._call(handler, _from_poll(revents))
+                    try:  # (as `_call`)
+                        handler(_from_poll(revents))
+                    except Exception:
+                        self.log.exception("reactor: handler %r failed", handler)
                 if not self._running:
                     return
 
