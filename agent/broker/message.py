@@ -210,7 +210,9 @@ def loads_bounded(data: bytes, what: str) -> Any:
         raise MessageError(errno.EPROTO, f"{what} is not a byte string")
     if type(data) is not bytes:
         data = bytes(data)
-    if json_depth(data) > MAX_JSON_DEPTH:
+    # (no text of at most MAX_JSON_DEPTH bytes can nest deeper, and most headers and
+    # payloads are: not counted, two scans of the frame less per message)
+    if len(data) > MAX_JSON_DEPTH and json_depth(data) > MAX_JSON_DEPTH:
         raise MessageError(
             errno.EPROTO, f"{what} nests more than {MAX_JSON_DEPTH} arrays and objects deep"
         )
