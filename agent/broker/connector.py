@@ -49,6 +49,7 @@ from fluxnode.agent.broker.reactor import Reactor
 
 # plain ints for the test of every client wakeup (`int & zmq.PollEvent` goes through enum)
 _POLLOUT = int(zmq.POLLOUT)
+_POLLIN = int(zmq.POLLIN)
 _POLLIN_ERR = int(zmq.POLLIN | zmq.POLLERR)
 
 READ_CHUNK = 256 * 1024
@@ -100,7 +101,7 @@ def prepare_directory(directory: Path) -> None:
 
 
 class LocalClient:
-    __slots__ = ("id", "sock", "decoder", "outbuf", "uid", "subscriptions")
+    __slots__ = ("id", "sock", "decoder", "outbuf", "uid", "subscriptions", "events")
 
     def __init__(self, cid: str, sock: _socket.socket, uid: int, max_message: int) -> None:
         self.id = cid
@@ -109,6 +110,7 @@ class LocalClient:
         self.outbuf = bytearray()
         self.uid = uid
         self.subscriptions: list[str] = []
+        self.events = _POLLIN  # what the reactor watches its socket for
 
 
 class LocalConnector:
@@ -367,10 +369,12 @@ class LocalConnector:
     def _poll(self, client: LocalClient) -> None:
         """Watch for input unless the client's unread output passed `output_pause`; watch for
         room to write while output waits."""
-        events = 0 if len(client.outbuf) > self.limits.output_pause else zmq.POLLIN
+        events = 0 if len(client.outbuf) > self.limits.output_pause else _POLLIN
         if client.outbuf:
-            events |= zmq.POLLOUT
-        self.reactor.modify(client.sock, events)
+            events |= _POLLOUT
+        if events != client.events:  # (most answers leave at once: nothing to change)
+            client.events = events
+            self.reactor.modify(client.sock, events)
 
     def _drop(self, cid: str, reason: str | None) -> None:
         client = self.clients.pop(cid, None)

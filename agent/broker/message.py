@@ -33,6 +33,8 @@ MAX_MESSAGE_SIZE = 64 * 1024 * 1024
 MAX_JSON_DEPTH = 256
 TYPES = ("request", "response", "event", "control")
 _U32 = struct.Struct("!I")
+_STR_ONLY = frozenset((str,))
+_BYTES = (bytes, bytearray, memoryview)  # (a tuple: `bytes | bytearray` builds a union per call)
 
 
 class MessageError(Exception):
@@ -160,9 +162,9 @@ class Message:
             raise MessageError(
                 errno.EPROTO, "nodeid, matchtag and errnum must be integers", _partial(h)
             )
-        if type(route) is not list or not all(type(r) is str for r in route):
-            # (exact types: json.loads makes no subclasses, and `type() is` costs less on
-            # every hop than isinstance)
+        if type(route) is not list or not set(map(type, route)) <= _STR_ONLY:
+            # (exact types: json.loads makes no subclasses; the set of the entries' types is
+            # made in C, where a generator ran a Python frame step per hop of the route)
             raise MessageError(errno.EPROTO, "route must be a list of strings", _partial(h))
         errstr = h.get("errstr")
         return cls(
@@ -204,11 +206,13 @@ def json_depth(data: bytes) -> int:
 def loads_bounded(data: bytes, what: str) -> Any:
     """json.loads of a header or payload frame; MessageError(EPROTO) naming `what` for
     anything that is not JSON nested at most MAX_JSON_DEPTH deep."""
-    if not isinstance(data, bytes | bytearray | memoryview):
+    if not isinstance(data, _BYTES):
         raise MessageError(errno.EPROTO, f"{what} is not a byte string")
     if type(data) is not bytes:
         data = bytes(data)
-    if json_depth(data) > MAX_JSON_DEPTH:
+    # (no text of at most MAX_JSON_DEPTH bytes can nest deeper, and most headers and
+    # payloads are: not counted, two scans of the frame less per message)
+    if len(data) > MAX_JSON_DEPTH and json_depth(data) > MAX_JSON_DEPTH:
         raise MessageError(
             errno.EPROTO, f"{what} nests more than {MAX_JSON_DEPTH} arrays and objects deep"
         )

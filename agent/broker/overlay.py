@@ -115,10 +115,14 @@ class Child:
     online: set[int] = field(default_factory=set)
     error: str | None = None
     subtree: set[int] = field(default_factory=set)  # ranks this child may report online
+    # Its rank as a route hop and as the ROUTER identity it connects with, made once: every
+    # message to or from it needs one of them (issue 32).
+    name: str = field(init=False, repr=False, compare=False)
+    identity: bytes = field(init=False, repr=False, compare=False)
 
-    @property
-    def identity(self) -> bytes:
-        return str(self.rank).encode()
+    def __post_init__(self) -> None:
+        self.name = str(self.rank)
+        self.identity = self.name.encode()
 
 
 def subtree_status(child_states: list[str]) -> str:
@@ -164,6 +168,8 @@ class Overlay:
         self.children = {
             r: Child(r, hostnames[r], subtree=set((subtrees or {}).get(r, ()))) for r in children
         }
+        self._by_identity: dict[bytes, Child] = {}
+        self._index_children()
         self.bind_uri = bind_uri
         self.bind_fd = bind_fd
         self.parent_uri = parent_uri
@@ -264,6 +270,7 @@ class Overlay:
             child.subtree = set(subtrees.get(r, ()))
             child.online &= child.subtree
             self.children[r] = child
+        self._index_children()
         for r in sorted(set(old) - set(children)):
             self.log.info(
                 "overlay: %s (rank %d) is no longer a child of rank %d",
@@ -272,6 +279,10 @@ class Overlay:
                 self.rank,
             )
         self._recompute()
+
+    def _index_children(self) -> None:
+        """The children by the ROUTER identity they connect with (`_from_below`)."""
+        self._by_identity = {c.identity: c for c in self.children.values()}
 
     # -- receiving -------------------------------------------------------------------------
     def _router_ready(self, _revents: int) -> None:
@@ -301,8 +312,12 @@ class Overlay:
             self._from_parent(frames)
 
     def _from_below(self, ident: bytes, frames: list[bytes]) -> None:
-        name = ident.decode(errors="replace")
-        child = self.children.get(int(name)) if name.isdigit() else None
+        child = self._by_identity.get(ident)
+        if child is not None:
+            name = child.name
+        else:  # a client, a stranger, or a child's rank spelled otherwise ("07")
+            name = ident.decode(errors="replace")
+            child = self.children.get(int(name)) if name.isdigit() else None
         if not (name.isdigit() or name.startswith("t")):
             self.log.error("overlay: dropping message from peer with invalid identity %r", name)
             return

@@ -9,8 +9,8 @@ ZeroMQ sockets (ROUTER, DEALER, ZAP handler, monitor) a forwarding broker made a
 poll(2) and 34 getpid(2) calls per ping it forwarded (strace -c on rank 7 of 16, 300
 pings), as every ZMQ_EVENTS query looks at the socket's mailbox with a poll(2) of its own.
 Here a single poll(2) waits on the ZMQ_FDs and the plain descriptors, and ZMQ_EVENTS is
-asked only of the sockets that can have changed: those whose ZMQ_FD fired, and those a
-handler or timer used since the last look (zframes records every socket it sends on or
+asked only of the sockets that can have changed: those a handler or timer used since the
+last look (zframes records every socket it sends on or
 receives from; `add` and `touch` record the others). ZMQ_FD is edge-triggered: it says
 that the socket's state may have changed, and a send or receive can consume that signal
 while leaving a message readable, which is why a socket that was used is asked before the
@@ -21,6 +21,13 @@ getpid(2) per message received. The record is one per process, as the broker has
 reactor (it asks only its own sockets, then forgets the record). A timer's wait is rounded
 up to the next millisecond, so a loop waiting for a timer due in 0.3 ms sleeps once
 instead of polling with 0 until it is due.
+
+A socket whose ZMQ_FD fired and whose handler waits only for input is handed POLLIN at
+once, without a ZMQ_EVENTS query first (issue 32: a Cython call and an enum lookup less
+before every message is read; the receive processes the socket's commands itself, with
+the same system calls the query made). ZMQ_FD also fires for commands that bring no
+message (a peer's pipe attached), so such a handler may find nothing to read: it reads
+without blocking (zframes' `recv_frames(ready=True)` gives None then).
 
 Handlers get ZeroMQ's event bits (zmq.POLLIN, POLLOUT, POLLERR) for sockets and
 descriptors alike, as zmq_poll gave them: poll(2)'s POLLHUP, POLLERR and POLLNVAL on a
@@ -192,28 +199,45 @@ class Reactor:
                 break
             ready = self._ready_sockets() if touched else None
             if ready:
-                for sock, revents in ready:
-                    handler = self._handlers.get(sock)
-                    if handler is not None:
-                        touched.add(sock)  # ask again before sleeping: it may hold more
-                        drained.discard(sock)
-                        self._call(handler, revents)
-                        if sock in drained and self._zsockets.get(sock) == _ZIN:
-                            touched.discard(sock)  # unless the handler left it drained
-                    if not self._running:
-                        return
+                if not self._dispatch(ready):
+                    return
                 continue
+            fired = []
             for fd, revents in poll(timeout):
                 sock = self._zfds.get(fd)
                 if sock is not None:
-                    touched.add(sock)  # its state changed: asked at the top of the loop
+                    if self._zsockets.get(sock) == _ZIN:
+                        fired.append((sock, _ZIN))  # handed to its handler at once
+                    else:
+                        touched.add(sock)  # its state changed: asked at the top of the loop
                     continue
                 handler = self._handlers.get(fd)
                 if handler is not None:
-                    self._call(handler, _from_poll(revents))
+                    try:  # (as `_call`)
+                        handler(_from_poll(revents))
+                    except Exception:
+                        self.log.exception("reactor: handler %r failed", handler)
                 if not self._running:
                     return
+            if fired and not self._dispatch(fired):
+                return
 
+    def _dispatch(self, ready: list[tuple[Any, int]]) -> bool:
+        """Run the handlers of ZeroMQ sockets found ready; False once the loop is stopped."""
+        for sock, revents in ready:
+            handler = self._handlers.get(sock)
+            if handler is not None:
+                touched.add(sock)  # ask again before sleeping: it may hold more
+                drained.discard(sock)
+                try:  # (as `_call`, without a frame of its own per message)
+                    handler(revents)
+                except Exception:
+                    self.log.exception("reactor: handler %r failed", handler)
+                if sock in drained and self._zsockets.get(sock) == _ZIN:
+                    touched.discard(sock)  # unless the handler left it drained
+            if not self._running:
+                return False
+        return True
 
 _get = zmq.Socket.get
 _EVENTS = zmq.EVENTS

@@ -136,3 +136,40 @@ def test_a_removed_socket_is_not_handled(pair, tmp_path):
     assert handled == []
     assert zmq.zmq_poll([(b, zmq.POLLIN)], DEADLINE * 1000) == [(b, zmq.POLLIN)]
     assert recv_frames(b) == [b"x"]
+
+
+def test_a_signal_without_a_message_reaches_the_handler_and_the_message_after_it(tmp_path):
+    """ZMQ_FD also fires for a command that brings no message: a new peer's pipe attached to
+    a ROUTER (libzmq's `bind` command to the socket). The reactor hands the input-only
+    handler POLLIN at once, without asking ZMQ_EVENTS; the handler finds nothing to read,
+    and the message the peer sends only then is still handled."""
+    ctx = zmq_core.Context(io_threads=1)
+    router = zmq_core.Socket(ctx, zmq_core.ROUTER)
+    dealer = zmq_core.Socket(ctx, zmq_core.DEALER)
+    reactor = _reactor(tmp_path)
+    calls: list[list[bytes] | None] = []
+    expired = []
+
+    def on_router(revents: int) -> None:
+        assert revents == zmq_core.POLLIN
+        frames = recv_frames(router, ready=True)
+        calls.append(frames)
+        if frames is None and len(calls) == 1:
+            send_frames(dealer, [b"after"])  # the peer is attached now
+        elif frames is not None:
+            reactor.stop()
+
+    try:
+        router.bind("tcp://127.0.0.1:*")
+        endpoint = router.get(zmq.LAST_ENDPOINT).decode()
+        reactor.add(router, zmq_core.POLLIN, on_router)
+        reactor.call_later(0, lambda: dealer.connect(endpoint))  # while the loop sleeps
+        reactor.call_later(DEADLINE, lambda: (expired.append(True), reactor.stop()))
+        reactor.run()
+    finally:
+        router.close(0)
+        dealer.close(0)
+        ctx.term()
+    assert not expired, f"handler calls before the deadline: {calls}"
+    assert calls[0] is None  # the attach alone
+    assert calls[-1] is not None and calls[-1][1:] == [b"after"]
