@@ -22,7 +22,6 @@ readiness probe waits for that.
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import ssl
@@ -31,6 +30,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import orjson
 from fluxnode.scheduler.binder.admission import Admission, ReviewError, parse_review
 from prometheus_client import CollectorRegistry, Histogram
 
@@ -119,7 +119,7 @@ class WebhookServer:
             return 400, f"not an AdmissionReview v1: {exc}\n".encode(), "bad"
         verdict = self.admission.review(request)
         result = "allowed" if verdict.allowed else "refused"
-        return 200, json.dumps(verdict.review()).encode(), result
+        return 200, orjson.dumps(verdict.review()), result
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         webhook = self
