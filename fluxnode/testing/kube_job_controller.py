@@ -477,20 +477,21 @@ class JobController:
 
     def _create(self, namespace: str, pods: list[dict]) -> list[dict]:
         """Create `pods` as controller_utils.go's slowStartBatch does: batches of 1, 2, 4, ...
-        each sent at once (`LocalClient.request_many`: the batch's creates are handled
-        concurrently, as the controller's goroutines send them); the first failure stops
-        it (raised once its batch is done)."""
-        made: list[dict] = []
+        each sent at once (the batch's creates handled concurrently, as the controller's
+        goroutines send them), the next batch once it is done; the first failure stops it
+        (raised once its batch is done). All of them in one hop to the server's loop
+        (`LocalClient.request_batches`)."""
+        batches: list[list[tuple[str, str, Any]]] = []
         size, start = 1, 0
         while start < len(pods):
-            batch = pods[start:start + size]
-            answers = self.api.request_many([("POST", _pods_path(namespace), p) for p in batch])
-            made += [a for a in answers if not isinstance(a, LocalApiError)]
-            failed = next((a for a in answers if isinstance(a, LocalApiError)), None)
-            if failed is not None:
-                raise failed
-            start, size = start + len(batch), size * 2
-        return made
+            batches.append([("POST", _pods_path(namespace), p)
+                            for p in pods[start:start + size]])
+            start, size = start + size, size * 2
+        answers = self.api.request_batches(batches) if batches else []
+        failed = next((a for a in answers if isinstance(a, LocalApiError)), None)
+        if failed is not None:
+            raise failed
+        return [a for a in answers if not isinstance(a, LocalApiError)]
 
     @staticmethod
     def _pod(job: dict, index: int | None) -> dict:
