@@ -438,7 +438,47 @@ def with_more(rng: random.Random, g: Graph, data: Path, seed: int, cmds: str,
     for line in more_commands(rng, jobs, paths, loaded.ranks if loaded else g.nodes,
                               updates, attaches, bad):
         lines.insert(rng.randint(0, len(lines)), line)
-    return "\n".join(lines + ["quit"]) + "\n"
+    return "\n".join(defined_removes(lines, paths) + ["quit"]) + "\n"
+
+
+def defined_removes(lines: list[str], paths: list[str]) -> list[str]:
+    """``lines`` without what Fluxion answers by undefined behaviour: a ``remove RANKS
+    false`` naming a rank whose vertices an earlier ``remove`` (by path or by rank) already
+    took; such a rank is dropped from the line (and the line, when none is left). No random
+    draw is made here, so every other case is drawn as before.
+
+    Why: removing a node empties its entry of the graph's by-rank index but keeps the key.
+    flux-sched v0.54's ``dfu_impl_t::remove_subgraph (const std::set<int64_t> &ranks)``
+    (resource/traversers/dfu_impl_update.cpp, lines 1226-1257) then pushes a root it never
+    set, boost's null vertex, and ``remove_subgraph (roots, vertices)`` (lines 831-844)
+    asks ``get_parent_vtx`` (lines 765-783) for the in-edges of that vertex: memory before
+    the vertex array. Fluxion accepts with ``-t FILE`` and refuses without it (seed 15128
+    of ``--flex --seeds 15100-15299``); fluxnode refuses (there is no defined answer to
+    match). ``paths[i]`` is the node of rank ``i`` (GRUG numbers nodes in that order; the
+    JGF and RV1 graphs are written so)."""
+    rank_of = {path: rank for rank, path in enumerate(paths)}
+    gone: set[int] = set()
+    out = []
+    for line in lines:
+        words = line.split()
+        if words[:1] == ["remove"] and words[2:] == ["true"] and words[1] in rank_of:
+            gone.add(rank_of[words[1]])
+        elif words[:1] == ["remove"] and words[2:] == ["false"]:
+            lo, _, hi = words[1].partition("-")
+            ranks = range(int(lo), int(hi or lo) + 1)
+            kept = [r for r in ranks if r not in gone or r >= len(paths)]
+            gone.update(r for r in ranks if r < len(paths))
+            if not kept:
+                continue
+            if len(kept) < len(ranks):
+                line = f"remove {idset_text(kept)} false"
+        out.append(line)
+    return out
+
+
+def idset_text(ranks: list[int]) -> str:
+    """RFC 22 text of at most two ascending ranks (a ``remove`` line's)."""
+    return str(ranks[0]) if len(ranks) == 1 else f"{ranks[0]}-{ranks[-1]}"
 
 
 def load_other(reader: str, g: Graph, rng: random.Random, folder: Path, stem: str,

@@ -36,9 +36,10 @@ class Handle:
     rank = 0
     attrs: dict = {}
 
-    def __init__(self, R: dict, size: int):
+    def __init__(self, R: dict, size: int, statedir: Path | None = None):
+        """`statedir`: where the journal goes (default: a new temporary folder, kept)."""
         self.R, self.size = R, size
-        self.statedir = Path(tempfile.mkdtemp(prefix="bench-service-"))
+        self.statedir = statedir or Path(tempfile.mkdtemp(prefix="bench-service-"))
         self.log = logging.getLogger("bench.service")
 
     def resources(self) -> dict:

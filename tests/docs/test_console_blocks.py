@@ -74,6 +74,18 @@ def console_blocks(path: Path) -> list[Block]:
     return blocks
 
 
+def titled_blocks(path: Path, fence: str) -> list[Block]:
+    """The blocks of one Markdown file opened by exactly `fence` (```console with a title,
+    run by a test of its own against Kubernetes), parsed into steps, in the page's order."""
+    text = path.read_text()
+    blocks = []
+    for match in re.finditer(re.escape(fence) + r"\n(.*?)^```$", text, re.M | re.S):
+        first = text.count("\n", 0, match.start(1)) + 1
+        body = list(enumerate(match.group(1).splitlines(), start=first))
+        blocks.append(Block(path, first - 1, parse_steps(body)))  # the fence line, as there
+    return blocks
+
+
 def parse_steps(body: list[tuple[int, str]]) -> list[Step]:
     steps: list[Step] = []
     k = 0

@@ -13,11 +13,10 @@ schedulable nodes without one). Commands run from the checkout's root (``-k daem
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
-from docs.test_console_blocks import DOC_FILES, Block, output_matches, parse_steps, run_step
+from docs.test_console_blocks import DOC_FILES, Block, output_matches, run_step, titled_blocks
 from support.kubectl import env_for, require_kubectl
 from support.paths import REPO as ROOT
 
@@ -28,18 +27,7 @@ WORKERS = ("fluxnode-worker", "fluxnode-worker2", "fluxnode-worker3")
 READY = [{"type": "Ready", "status": "True"}]
 
 
-def kubectl_blocks(path: Path) -> list[Block]:
-    """The kubectl blocks of one Markdown file: each fence's body, with its line numbers."""
-    text = path.read_text()
-    blocks = []
-    for match in re.finditer(re.escape(FENCE) + r"\n(.*?)^```$", text, re.M | re.S):
-        first = text.count("\n", 0, match.start(1)) + 1
-        body = list(enumerate(match.group(1).splitlines(), start=first))
-        blocks.append(Block(path, first - 1, parse_steps(body)))  # the fence line, as there
-    return blocks
-
-
-KUBECTL_BLOCKS = [block for path in DOC_FILES for block in kubectl_blocks(path)]
+KUBECTL_BLOCKS = [block for path in DOC_FILES for block in titled_blocks(path, FENCE)]
 
 
 def kind_cluster(directory: Path) -> KubeEmulator:

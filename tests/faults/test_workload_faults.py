@@ -1,19 +1,20 @@
 """Issue 30's promise under faults: a restart of either binder replica or of the leader loses
 no workload, admits nothing twice and keeps the order.
 
-Opted-in Indexed Jobs (the emulator's Job controller, the binder's webhook, the FluxJob CRD:
-daemonset/workloads/) are submitted and finished while a seeded schedule
+Opted-in Indexed Jobs (the emulator's Job controller, the binder's webhook, the FluxJob
+CRD: daemonset/workloads/) are submitted and finished while a seeded schedule
 (fluxnode.testing.fault_schedule) kill -9s the lead binder replica (a real process; the
-other replica takes over through the Lease, a new one starts in its place) and rank 0 (it
-restarts and replays its journal), mid-queue: the cluster holds two Jobs at a time, the
-others wait. After every step, from outside the binder: THE checker of invariants.py (no
-core twice, the leader consistent with its journal and the pods), and
-workload_invariants.py's (every Job has its FluxJob, none Failed, none holding two
-allocations or resumed twice, one Job's pods in one allocation, equal Jobs admitted in
-creation order as the API server's watch saw them), and no Job left suspended while it
-would fit (a lost wake-up). At the end every Job is finished in turn and must reach
-Finished. A schedule the budget cuts short (a loaded machine) is topped up at its end to
-MIN_JOBS Jobs and one fault of each kind it did not reach. Seed fixed and printed
+other replica takes over through the Lease, a new one starts in its place), the standby
+replica (it was serving webhook requests; the lead one keeps the Lease, a new one starts in
+its place and serves them) and rank 0 (it restarts and replays its journal), mid-queue: the
+cluster holds two Jobs at a time, the others wait. After every step, from outside the
+binder: THE checker of invariants.py (no core twice, the leader consistent with its journal
+and the pods), and workload_invariants.py's (every Job has its FluxJob, none Failed, none
+holding two allocations or resumed twice, one Job's pods in one allocation, equal Jobs
+admitted in creation order as the API server's watch saw them), and no Job left suspended
+while it would fit (a lost wake-up). At the end every Job is finished in turn and must
+reach Finished. A schedule the budget cuts short (a loaded machine) is topped up at its end
+to MIN_JOBS Jobs and one fault of each kind it did not reach. Seed fixed and printed
 ($FLUXNODE_FAULT_SEED replays); the schedule's wall time is bounded by
 $FLUXNODE_FAULT_WORKLOAD_BUDGET (seconds, default 40).
 
@@ -41,8 +42,8 @@ from fluxnode.testing.workload_invariants import check_workloads
 
 CONFIG = "mutatingwebhookconfigurations.admissionregistration.k8s.io"
 NODES = {f"node{i}": 2 for i in range(4)}  # 8 cores: two Jobs of 3 pods at a time
-WEIGHTS = {"job-submit": 40, "job-finish": 25, "binder-kill": 12, "kill-leader": 10,
-           "kill-leader-outage": 4}
+WEIGHTS = {"job-submit": 40, "job-finish": 25, "binder-kill": 12, "binder-standby-kill": 8,
+           "kill-leader": 10, "kill-leader-outage": 4}
 BUDGET = float(os.environ.get("FLUXNODE_FAULT_WORKLOAD_BUDGET", "40"))
 MAX_STEPS = 200
 MIN_JOBS = 5  # more than the two that fit: some wait through the faults
@@ -114,7 +115,8 @@ def test_restarts_of_binders_and_leader_lose_no_job_admit_none_twice_keep_order(
         c.inst, seed, recovery_timeout=60, core_api=core, exhaustive=False, log=print,
         alloc_at_restart=False,
         extra_ops={"job-submit": ops.submit, "job-finish": ops.finish,
-                   "binder-kill": s.replicas.kill_leader},
+                   "binder-kill": s.replicas.kill_leader,
+                   "binder-standby-kill": s.replicas.kill_standby},
         extra_checks=[ops.check])
     ops.runner = runner
     report = runner.run(plan(seed, MAX_STEPS, WEIGHTS), deadline=time.monotonic() + BUDGET)
@@ -122,6 +124,7 @@ def test_restarts_of_binders_and_leader_lose_no_job_admit_none_twice_keep_order(
     # then a fault of each kind it did not reach, still mid-queue; each step checked
     top_up = ["job-submit"] * max(0, MIN_JOBS - len(ops.created))
     top_up += [] if s.replicas.kills else ["binder-kill"]
+    top_up += [] if s.replicas.standby_kills else ["binder-standby-kill"]
     top_up += [] if report.faults["kill-leader"] + report.faults["kill-leader-outage"] \
         else ["kill-leader"]
     for kind in top_up:
@@ -132,15 +135,17 @@ def test_restarts_of_binders_and_leader_lose_no_job_admit_none_twice_keep_order(
         except StepFailed:
             pass
     print(report.summary(), f"Jobs submitted: {len(ops.created)}, finished by the "
-          f"schedule: {len(ops.finished)}, binder kills: {s.replicas.kills}", sep="\n")
+          f"schedule: {len(ops.finished)}, binder kills: {s.replicas.kills} lead, "
+          f"{s.replicas.standby_kills} standby", sep="\n")
     assert report.ok, report.replay_text()
     drain(ops, seed, report.replay_text())
     final = check_workloads(ops.snapshot(all_due=True))
     final += check(gather(c.inst.rpc, runner.journal_path, core_api=core))
     assert final == [], f"seed {seed}: {final}\n{report.replay_text()}"
     assert len(s.jobs_watch.snapshot()) == len(ops.created) >= MIN_JOBS, ops.created
-    assert s.replicas.kills >= 1 and report.faults["kill-leader"] \
-        + report.faults["kill-leader-outage"] >= 1, report.summary()
+    assert s.replicas.kills >= 1 and s.replicas.standby_kills >= 1, report.summary()
+    assert report.faults["kill-leader"] + report.faults["kill-leader-outage"] >= 1, \
+        report.summary()
 
 
 def next_second() -> None:

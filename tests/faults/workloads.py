@@ -58,7 +58,9 @@ def listening(port: int) -> bool:
 
 class BinderReplicas:
     """`fluxnode binder` processes; `kill_leader` kill -9s the one holding the Lease, waits
-    for the other to take it over, then starts a new replica (a new pod) in its place."""
+    for the other to take it over, then starts a new replica (a new pod) in its place;
+    `kill_standby` kill -9s the other one (it serves webhook requests too: the Service
+    spreads them over every Ready replica), and starts a new one in its place."""
 
     def __init__(self, c: BinderCluster, tmp_path: Path) -> None:
         self.c = c
@@ -71,6 +73,7 @@ class BinderReplicas:
         self.http_ports: dict[str, int] = {}  # identity -> its /readyz port
         self.started = 0
         self.kills = 0
+        self.standby_kills = 0
         self.settled = time.monotonic()  # when the last takeover was seen done
 
     def start(self) -> str:
@@ -124,14 +127,23 @@ class BinderReplicas:
             self.start()
         return first
 
-    def kill_leader(self, _step: Planned | None = None, *, restart: bool = True) -> str:
+    def lead_and_standby(self) -> tuple[str, str | None]:
+        """The live replica holding the Lease, and another live one (None: there is none)."""
         lead = wait_for(lambda: (h := self.holder()) in self.procs and h, 60,
                         what="a live replica holding the Lease")
-        other = next(i for i in self.procs if i != lead)
-        self.serve_webhook(other)
-        proc = self.procs.pop(lead)
+        return lead, next((i for i in self.procs if i != lead), None)
+
+    def kill(self, identity: str) -> None:
+        """kill -9 one replica's process and reap it."""
+        proc = self.procs.pop(identity)
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
+
+    def kill_leader(self, _step: Planned | None = None, *, restart: bool = True) -> str:
+        lead, other = self.lead_and_standby()
+        assert other is not None, "no other replica to take the Lease over"
+        self.serve_webhook(other)
+        self.kill(lead)
         self.kills += 1
         t0 = time.monotonic()
         wait_for(lambda: self.holder() == other, 60, what=f"{other} taking the Lease over")
@@ -140,6 +152,26 @@ class BinderReplicas:
         self.settled = time.monotonic()
         return (f"kill -9 lead binder {lead}: {other} took the Lease in {took:.1f}s"
                 + (f"; {new} started" if new else ""))
+
+    def kill_standby(self, _step: Planned | None = None) -> str:
+        """kill -9 the replica not holding the Lease; the lead one keeps the Lease and
+        serves the webhook meanwhile (the Service's endpoints lose the dead pod); the new
+        replica in its place serves it once it is Ready."""
+        lead, standby = self.lead_and_standby()
+        if standby is None:
+            return "binder-standby-kill: no standby replica; skipped"
+        self.serve_webhook(lead)
+        self.kill(standby)
+        self.standby_kills += 1
+        new = self.start()
+        # the Service's endpoints take a pod once it is Ready (its /readyz: informers synced,
+        # the webhook serving with its certificate), not when its port first accepts
+        wait_for(lambda: self.ready(new), 90, what=f"{new} ready")
+        self.serve_webhook(new)
+        held = self.holder()
+        assert held == lead, f"killing the standby {standby} moved the Lease to {held}"
+        self.settled = time.monotonic()
+        return f"kill -9 standby binder {standby}: {lead} kept the Lease; {new} started"
 
     def stop(self) -> None:
         for proc in self.procs.values():

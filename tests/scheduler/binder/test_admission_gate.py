@@ -1,8 +1,10 @@
 """Pods the admission webhook gated (``fluxnode.io/admission``, issue 30) keep the gate until
 their whole group is placed, then lose it just before their Binding: real brokers, the
-binder with exactly daemonset/binder.yaml's RBAC, the API emulator. The pods are created as
-the webhook's patch leaves them (the emulator does not call webhooks yet), the gates the
-user set are kept, and nothing else in the pods changes."""
+binder with exactly daemonset/binder.yaml's RBAC, the API emulator. The pods are created here
+as the webhook's patch leaves them (gate already set), so this file tests the binder's side
+alone: the emulator does call the webhook (tests/testing/test_emulator_webhooks.py, and
+test_webhook_through_emulator.py for the binder's own), but the gate's removal does not
+depend on who set it. The gates the user set are kept, and nothing else in the pods changes."""
 
 from __future__ import annotations
 

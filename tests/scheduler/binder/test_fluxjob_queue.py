@@ -108,6 +108,14 @@ def settle(c, order: list[str], admitted: set[str], what: str,
 def test_priority_order_a_reserved_head_and_backfill_that_never_delays_it(cluster):
     c = cluster
     batch = client.BatchV1Api(c.kube.api_client())
+    watch = JobWatch(c.kube.api_client()).start()
+    try:
+        reserved_head_then_the_rest(c, batch, watch)
+    finally:
+        watch.stop()
+
+
+def reserved_head_then_the_rest(c, batch: client.BatchV1Api, watch: JobWatch) -> None:
     t0 = int(datetime.now().timestamp())
     run_blocker(c, batch, NODES * CORES)
     t1 = int(datetime.now().timestamp()) + 1
@@ -180,6 +188,59 @@ def test_priority_order_a_reserved_head_and_backfill_that_never_delays_it(cluste
     wait_for(lambda: status(c, "h1").get("phase") == "Running", TIMEOUT, what="h1 Running")
     assert datetime.now().timestamp() <= h1_start
     c.assert_no_overcommit()
+
+    # the rest (all long) are admitted as the Jobs before them end, in priority order: the
+    # leader numbers allocations in the order it makes them (sched.list, its own record)
+    done.append("h0")
+    rest = [n for n in order if n not in done]
+    waves = fill(rest, NODES * CORES)
+    assert len(waves) == 2, waves  # with the declared sizes: 8 cores, then the other 7
+    allocated: dict[str, int] = {}
+    for wave in waves:
+        settle(c, order, set(wave), f"{wave} admitted", set(done))
+        allocated |= fluxjob_allocations(c)
+        c.assert_no_overcommit()
+        for name in wave:
+            finish_job(c, name)
+        done += wave
+    for k, a in enumerate(rest):
+        for b in rest[k + 1:]:
+            # b, after a in the queue and asking no less, cannot fit where a did not: a
+            # smaller Job may backfill where the head does not need (EASY), a larger may not
+            if JOBS[a][1] <= JOBS[b][1]:
+                assert allocated[a] < allocated[b], (
+                    f"{b} admitted before {a}, which is before it in the queue and asks no "
+                    f"more; allocated in the order {sorted(rest, key=allocated.__getitem__)}")
+    admissions = watch.snapshot()
+    uids = {j["metadata"]["name"]: j["metadata"]["uid"]
+            for j in c.kube.list("jobs.batch", "default")}
+    assert {n: admissions[uids[n]].resumes for n in order} == dict.fromkeys(order, 1)
+
+
+def fluxjob_allocations(c) -> dict[str, int]:
+    """Job name -> the id of its live allocation, from the leader's record (its ``group``
+    label: NAMESPACE/job/NAME.UID)."""
+    out = {}
+    for a in c.inst.rpc("sched.list", {"labels": {"kind": "fluxjob"}})["allocations"]:
+        if a["status"] == "ALLOCATED":
+            name = a["labels"]["group"].split("/job/", 1)[1].rsplit(".", 1)[0]
+            out[name] = a["id"]
+    return out
+
+
+def fill(order: list[str], cores: int) -> list[list[str]]:
+    """The Jobs in `order` as a queue without backfill admits them when all it holds ends at
+    once, wave after wave: each wave the longest prefix that fits in `cores` (every pod one
+    core, so a Job fits where as many cores are free)."""
+    waves, left = [], list(order)
+    while left:
+        wave, free = [], cores
+        while left and JOBS[left[0]][1] <= free:
+            free -= JOBS[left[0]][1]
+            wave.append(left.pop(0))
+        assert wave, f"{left[0]} can never fit"
+        waves.append(wave)
+    return waves
 
 
 def reservations(c) -> list[dict]:
@@ -333,3 +394,58 @@ def test_jobs_admitted_together_are_resumed_in_queue_order(cluster):
         assert sorted(names, key=first.__getitem__) == names, first
     finally:
         watch.stop()
+
+
+# the words pods are told (scheduling_cycle.py; tests/scheduler/binder/test_binder_capacity)
+TOO_WIDE = ("unsatisfiable: the group needs 9 cores in 9 pods but the 4 usable nodes have 8 "
+            "in total; will not fit until the cluster changes")
+TOO_FAT = ("unsatisfiable: a pod needs 3 cores but the largest usable node has 2; will not "
+           "fit until the cluster changes")
+
+
+def test_unsatisfiable_jobs_before_the_head_block_neither_its_reservation_nor_the_backfill(
+        cluster):
+    """Two high-priority Jobs that can never fit on this cluster (a pod of 3 cores where
+    nodes have 2; 9 pods of one core where there are 8) are first in the queue, before the
+    head h0 (every core) and two mid-priority one-pod Jobs, one short and one long, behind a
+    blocker holding 6 of the 8 cores for B_WALLTIME. The two stay Queued saying why and
+    reserve nothing; h0, the first that could fit, is Reserved from the blocker's end; the
+    short Job backfills one of the two free cores and the long one (it would delay h0) waits.
+    When the blocker and the short Job end, h0 is admitted past the two, which keep waiting.
+    Oracles: the classes' declared values and creation order, the blocker's declared
+    walltime and the wall-clock bounds of its start, the pods' unsatisfiable wording."""
+    c = cluster
+    batch = client.BatchV1Api(c.kube.api_client())
+    t0 = int(datetime.now().timestamp())
+    run_blocker(c, batch, 6)  # 2 of 8 cores free until t0 + B_WALLTIME
+    t1 = int(datetime.now().timestamp()) + 1
+    mine = {"fat": ("high", 1, S, "3"), "wide": ("high", 9, S, "1"),
+            "h0": ("high", NODES * CORES, H0_WALLTIME, "1"), "s0": ("mid", 1, S, "1"),
+            "l0": ("mid", 1, L, "1")}
+    for name, (klass, pods, walltime, cpu) in mine.items():
+        batch.create_namespaced_job("default", queued_job(
+            name, pods, priority_class=klass, deadline=walltime, cpu=cpu))
+    stamps = {n: c.kube.get("jobs.batch", n, "default")["metadata"]["creationTimestamp"]
+              for n in mine}
+    order = sorted(mine, key=lambda n: (-CLASSES[mine[n][0]], stamps[n], list(mine).index(n)))
+    assert order[:2] == ["fat", "wide"]  # first in the queue: the premise
+    settle(c, order, {"s0"}, "s0 backfilled, the others waiting in order")
+    wait_for(lambda: status(c, "h0").get("phase") == "Reserved", TIMEOUT, what="h0 Reserved")
+    start = epoch(status(c, "h0")["start"])
+    assert t0 + B_WALLTIME <= start <= t1 + B_WALLTIME, (t0, status(c, "h0"), t1)
+    for name, reason in (("fat", TOO_FAT), ("wide", TOO_WIDE)):
+        wait_for(lambda name=name: status(c, name).get("reason"), TIMEOUT,
+                 what=f"{name}'s REASON")
+        assert (status(c, name)["phase"], status(c, name)["reason"]) == ("Queued", reason)
+        assert "start" not in status(c, name)
+    assert status(c, "l0")["phase"] == "Queued"
+    assert len(reservations(c)) == 1  # h0's alone
+    c.assert_no_overcommit()
+
+    finish_job(c, "s0")
+    finish_job(c, "blocker")
+    settle(c, order, {"h0"}, "h0 admitted past the two that never fit", {"s0"})
+    for name, reason in (("fat", TOO_FAT), ("wide", TOO_WIDE)):
+        assert (status(c, name)["phase"], status(c, name)["reason"]) == ("Queued", reason)
+    assert "fat" not in resumed(c) and "wide" not in resumed(c)
+    c.assert_no_overcommit()
