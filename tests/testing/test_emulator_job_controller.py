@@ -294,6 +294,7 @@ def test_pod_creation_stops_at_the_first_batch_with_a_failure(kube, batch):
     kube.allow(rule)
     controller.errors.clear()
     batch.patch_namespaced_job("w", "default", {"metadata": {"labels": {"retry": "1"}}})
-    wait_for(lambda: len(_pods(kube, "w")) == 8, 10, what="the 8 pods once allowed")
+    wait_for(lambda: _status(kube, "w").get("active") == 8, 10,
+             what="the 8 pods once allowed, in the Job's status")
+    assert len(_pods(kube, "w")) == 8
     assert kube.count_requests("create", "pods") == 1 + 8
-    assert _status(kube, "w").get("active") == 8
