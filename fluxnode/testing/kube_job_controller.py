@@ -209,11 +209,17 @@ class JobController:
                 self._add((change.obj["metadata"].get("namespace", ""), owner[0]))
 
     def _add(self, key: tuple[str, str]) -> None:
-        """Queue the Job `key` for a sync unless it waits there already. (Two threads may
-        both put it: the dispatcher syncs it once. The dispatcher forgets a key before it
-        hands it on, so a change after that puts it again.)"""
+        """Queue the Job `key` for a sync unless it waits there already, or mark it to be
+        synced once more when it is being synced now (the pods its sync creates come back
+        here while it runs: no wake-up of the dispatcher for them). (Two threads may both
+        put it: the dispatcher syncs it once. The dispatcher forgets a key before it hands
+        it on, so a change after that puts it again.)"""
         if key in self._dirty:
             return
+        with self._states_lock:  # (under the store's lock here; never taken the other way)
+            if self._states.get(key) in ("running", "again"):
+                self._states[key] = "again"  # `_work` syncs it again, reading the store anew
+                return
         self._dirty.add(key)
         self._queue.put(key)
 
