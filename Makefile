@@ -9,7 +9,7 @@ STAMP   := $(VENV)/.installed
 IMAGE   ?= fluxnode:dev
 CLUSTER ?= fluxnode
 
-.PHONY: install system-deps lint imports docs docs-serve docs-elsewhere test check demo bench fuzz fuzz-message fuzz-jobspec image kind-up kind-load deploy undeploy e2e-kind need-docker need-kind need-kubectl clean
+.PHONY: install system-deps lint imports docs docs-serve docs-elsewhere test check demo bench fuzz fuzz-message fuzz-jobspec fuzz-webhook image kind-up kind-load deploy undeploy e2e-kind need-docker need-kind need-kubectl clean
 
 # the editable install builds the C loops in place (scheduler/traversers/_*.c, _slots.h):
 # a change to them reinstalls
@@ -93,13 +93,16 @@ FUZZ_SECONDS ?= 900
 FUZZ = mkdir -p build/fuzz/$(1) && cd build/fuzz && $(CURDIR)/$(BIN)/python \
   $(CURDIR)/tests/fuzz/fuzz_$(1).py -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
   -rss_limit_mb=2048 $(1)
-fuzz: fuzz-message fuzz-jobspec
+fuzz: fuzz-message fuzz-jobspec fuzz-webhook
 
 fuzz-message: install
 	$(call FUZZ,message)
 
 fuzz-jobspec: install
 	$(call FUZZ,jobspec)
+
+fuzz-webhook: install
+	$(call FUZZ,webhook)
 
 demo: install
 	$(BIN)/fluxnode start --test-size 8 -- $(BIN)/fluxnode resource list

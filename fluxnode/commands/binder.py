@@ -124,6 +124,13 @@ log = logging.getLogger("fluxnode.binder")
 @click.option("--webhook-cert-check", default=300.0, show_default=True,
               type=click.FloatRange(1.0),
               help="Seconds between checks of the certificate Secret and the caBundle.")
+@click.option("--webhook-cert-lifetime", default=365 * 86400.0, show_default=True,
+              type=click.FloatRange(3.0),
+              help="Seconds the webhook's serving certificate is valid (renewed at two thirds).")
+@click.option("--webhook-ca-lifetime", default=5 * 365 * 86400.0, show_default=True,
+              type=click.FloatRange(3.0),
+              help="Seconds the webhook's CA is valid (renewed at two thirds; at least "
+              "--webhook-cert-lifetime).")
 @click.option("--podgroup-discovery", default=30.0, show_default=True,
               type=click.FloatRange(1.0),
               help="Seconds between discoveries of the PodGroup CRDs (scheduler-plugins', "
@@ -174,6 +181,8 @@ def binder(
     webhook_cert_name,
     webhook_cert_dir,
     webhook_cert_check,
+    webhook_cert_lifetime,
+    webhook_ca_lifetime,
     podgroup_discovery,
     resources_configmap,
     resources_interval,
@@ -198,6 +207,10 @@ def binder(
     if webhook_port is not None and not _namespaced(webhook_secret):
         raise click.ClickException(
             f"--webhook-secret: expected NAMESPACE/NAME, got {webhook_secret!r}")
+    if webhook_ca_lifetime < webhook_cert_lifetime:
+        raise click.ClickException(
+            f"--webhook-ca-lifetime {webhook_ca_lifetime:g} is shorter than "
+            f"--webhook-cert-lifetime {webhook_cert_lifetime:g} (seconds)")
     if resources_configmap and not _namespaced(resources_configmap):
         raise click.ClickException(
             f"--resources-configmap: expected NAMESPACE/NAME, got {resources_configmap!r}")

@@ -10,7 +10,9 @@ Our pods are those with ``spec.schedulerName`` equal to the binder's name.
 Allocations are keyed by pod UID, never by name, so a recreated pod or group
 never inherits a stale allocation. A pod's share is freed when it succeeds,
 fails or is deleted; because a partial cancel frees a whole rank of an
-allocation, a rank is released once the last pod of that allocation on it ends.
+allocation, a rank is released once the last pod of that allocation on it ends. A running
+Job's allocation also keeps the free slots its later pods will take (job_slots.py: its
+ledger in `job_slots`), each a member of its rank's share until released.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from fluxnode.agent.kube.node_affinity import NodeTraits
 from fluxnode.broker_conf import idset
 from fluxnode.scheduler.binder.admission import held_by_others
+from fluxnode.scheduler.binder.job_slots import JobSlots
 from fluxnode.scheduler.binder.pod_requests import (
     MIB,
     ZERO,
@@ -186,7 +189,8 @@ class GroupAllocation:
     id: int
     group: GroupKey
     pods: dict[str, int]  # pod uid -> rank
-    live: dict[int, set[str]] = field(default_factory=dict)  # rank -> uids not yet ended
+    # rank -> uids not yet ended, and the kept free slots of a Job's ledger (job_slots.py)
+    live: dict[int, set[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.live:
@@ -228,6 +232,7 @@ class ClusterState:
         self.queue = SchedulingQueue()
         self.allocations: dict[int, GroupAllocation] = {}
         self.pod_allocation: dict[str, int] = {}
+        self.job_slots: dict[GroupKey, JobSlots] = {}  # running Jobs' slot ledgers
         self.foreign: dict[str, dict[str, PodRequests]] = {}  # node -> uid -> requests
         self.capacity: dict[str, NodeCapacity] = {}
         self.outside: dict[str, tuple[int | None, OutsideUsage]] = {}  # node -> (alloc id, usage)
@@ -354,7 +359,7 @@ class ClusterState:
         alloc_id = self.pod_allocation.get(info.uid)
         if gone:
             if alloc_id is not None:
-                self._end_pod(info.uid, alloc_id)
+                self._end_pod(info.uid, alloc_id, info.phase == "Succeeded")
             self._drop_pending(info)
             return
         if alloc_id is not None or info.node:
@@ -397,7 +402,7 @@ class ClusterState:
             self.with_pending.add(group.key)
         else:
             self.with_pending.discard(group.key)
-        if group.ready:
+        if group.ready or (group.pending and not group.problem and group.key in self.job_slots):
             self.queue.push(group.key, group.priority(), group.created(), group.queue_name())
         else:
             self.queue.remove(group.key)
@@ -430,8 +435,9 @@ class ClusterState:
             )
         return self._largest[1]
 
-    def _end_pod(self, uid: str, alloc_id: int) -> None:
-        """Our placed pod ended: release its rank once no pod of the allocation remains there."""
+    def _end_pod(self, uid: str, alloc_id: int, succeeded: bool = False) -> None:
+        """Our placed pod ended: release its rank once no pod of the allocation remains there
+        (a running Job's ledger keeps its slot instead: job_slots.py)."""
         del self.pod_allocation[uid]
         alloc = self.allocations.get(alloc_id)
         if alloc is None:
@@ -440,17 +446,62 @@ class ClusterState:
         if group is not None:
             group.placed.discard(uid)
         rank = alloc.pods.get(uid)
-        uids = alloc.live.get(rank)
-        if uids is not None:
-            uids.discard(uid)
-            if not uids:
-                del alloc.live[rank]
-                if alloc.live:
-                    self.to_cancel.append((alloc_id, [rank]))
-                else:
-                    self.to_cancel.append((alloc_id, None))
-                    del self.allocations[alloc_id]
+        slots = self.job_slots.get(alloc.group)
+        if slots is not None and slots.alloc_id == alloc_id and rank in alloc.live:
+            n = slots.ended(uid, succeeded)
+            if n is not None:  # kept for the Job's next pod
+                alloc.live[rank].add(slots.token(n))
                 self.changed = True
+        self._drop_member(alloc, rank, uid)
+        if group is not None:
+            self._requeue(group)
+
+    def _drop_member(self, alloc: GroupAllocation, rank: int | None, member: str) -> None:
+        """`member` (a pod's uid, a kept slot's token) no longer holds `rank`'s share: cancel
+        that share when it was the last one there, the allocation when it was the last one."""
+        members = alloc.live.get(rank)
+        if members is None or member not in members:
+            return
+        members.discard(member)
+        if not members:
+            del alloc.live[rank]
+            if alloc.live:
+                self.to_cancel.append((alloc.id, [rank]))
+            else:
+                self.to_cancel.append((alloc.id, None))
+                del self.allocations[alloc.id]
+                slots = self.job_slots.get(alloc.group)
+                if slots is not None and slots.alloc_id == alloc.id:
+                    del self.job_slots[alloc.group]
+            self.changed = True
+
+    # -- a running Job's slots (job_slots.py) -----------------------------------------
+
+    def release_slots(self, key: GroupKey, needed: int | None) -> None:
+        """Give back the Job's free slots beyond `needed` (None: all of them, and forget its
+        ledger: pods that end from now on free their shares at once)."""
+        slots = self.job_slots.get(key)
+        if slots is None:
+            return
+        released = slots.surplus(0 if needed is None else needed)
+        if needed is None:
+            del self.job_slots[key]
+        alloc = self.allocations.get(slots.alloc_id)
+        if alloc is not None:
+            for n in released:
+                self._drop_member(alloc, slots.rank(n), slots.token(n))
+
+    def slotted(self, key: GroupKey, uid: str, n: int) -> None:
+        """The Job's pending pod `uid` takes slot `n` of its ledger (`JobSlots.take`)."""
+        slots = self.job_slots[key]
+        alloc = self.allocations[slots.alloc_id]
+        rank = slots.rank(n)
+        members = alloc.live.setdefault(rank, set())
+        members.discard(slots.token(n))
+        members.add(uid)
+        alloc.pods[uid] = rank
+        group = self.groups.get(key)
+        self._placed_pod(group, uid, alloc.id)
         if group is not None:
             self._requeue(group)
 
@@ -461,18 +512,21 @@ class ClusterState:
         self.allocations[alloc.id] = alloc
         group = self.groups.get(alloc.group)
         for uid in alloc.pods:
-            self.pod_allocation[uid] = alloc.id
-            if group is not None:
-                group.pending.pop(uid, None)
-                keys = self._pending_in.get(uid)
-                if keys is not None:
-                    keys.discard(group.key)
-                    if not keys:
-                        del self._pending_in[uid]
-                group.placed.add(uid)
+            self._placed_pod(group, uid, alloc.id)
         if group is not None:
             group.unsatisfiable = None
             self._requeue(group)
+
+    def _placed_pod(self, group: Group | None, uid: str, alloc_id: int) -> None:
+        self.pod_allocation[uid] = alloc_id
+        if group is not None:
+            group.pending.pop(uid, None)
+            keys = self._pending_in.get(uid)
+            if keys is not None:
+                keys.discard(group.key)
+                if not keys:
+                    del self._pending_in[uid]
+            group.placed.add(uid)
 
     def unplace(self, uid: str) -> None:
         """Binding the pod failed: drop it from its allocation and queue it again."""
@@ -484,12 +538,17 @@ class ClusterState:
         if pod is not None and not pod.node:
             self._apply_own(pod, gone=False)
 
-    def adopt(self, alloc: GroupAllocation) -> None:
-        """Rebuild an allocation after a restart; pods that ended meanwhile are released."""
+    def adopt(self, alloc: GroupAllocation, slots: JobSlots | None = None) -> None:
+        """Rebuild an allocation after a restart (with a running Job's ledger, whose free
+        slots stay kept); pods that ended meanwhile are released."""
         group = self.groups.get(alloc.group)
         if group is None:
             group = self.groups[alloc.group] = Group(alloc.group, size=len(alloc.pods))
         self.allocations[alloc.id] = alloc
+        if slots is not None:
+            self.job_slots[alloc.group] = slots
+            for n in slots.free():
+                alloc.live.setdefault(slots.rank(n), set()).add(slots.token(n))
         for uid in list(alloc.pods):
             pod = self.pods.get(uid)
             self.pod_allocation[uid] = alloc.id
@@ -501,6 +560,8 @@ class ClusterState:
                     del self.foreign[pod.node][uid]
                     self.dirty_nodes.add(pod.node)
                 self._drop_pending(pod)
+        if slots is not None and alloc.group in self.groups:
+            self._requeue(self.groups[alloc.group])  # its waiting pods may take the free slots
 
     # -- nodes ------------------------------------------------------------------
 

@@ -50,6 +50,8 @@ class BinderConfig:
     webhook_cert_names: tuple[str, ...] = ()  # more names (or IPs) for the certificate
     webhook_cert_dir: str = ""  # empty: a private temporary directory
     webhook_cert_check: float = 300.0  # seconds between checks of the Secret and the caBundle
+    webhook_cert_lifetime: float = 365 * 86400.0  # seconds a serving certificate is valid
+    webhook_ca_lifetime: float = 5 * 365 * 86400.0  # seconds the webhook's CA is valid
     podgroup_discovery: float = 30.0  # seconds between discoveries of the PodGroup CRDs
     # the leader's resource list for `kubectl fluxnode resources` (resource_publisher.py):
     # NAMESPACE/NAME of the ConfigMap the lead replica patches ("" : not published), the

@@ -33,9 +33,15 @@ through these steps:
    as podgroup.py keys a Job's pods) and the Job is unsuspended. Its pods, once all there,
    are bound into that allocation by the scheduling cycle (an Indexed Job's index i into
    slot i); nothing is asked again.
-3. **Running** once all its pods are bound; pods that end free their share as any group's.
+3. **Running** once all its pods are bound. The Job keeps its one allocation while it runs
+   (job_slots.py, its slot ledger): a pod that ends leaves its slot free and kept, and the
+   Job's later pods (the replacement of a failed pod, the next index when completions
+   exceed parallelism) are bound into free slots, a replacement into the slot its index
+   had, never asked for anew. On each change of the Job or of its pods the free slots
+   beyond what it still needs (min(parallelism, completions - succeeded)) are given back,
+   a node's share once no slot the Job keeps or uses is on it (`_release_slots`).
 4. **Finished** (or **Failed**) when the Job has the Complete (Failed) condition; what is
-   still held is given back.
+   still held is given back (the ledger's free slots, then each pod's share as it ends).
 
 A Job its owner suspends again gives its allocation back (the Job controller deletes its
 pods; an allocation not yet used is cancelled here) and is Queued again once none of it is
@@ -68,6 +74,7 @@ from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
 from fluxnode.scheduler.binder.fluxjob_writer import FluxJobWriter
 from fluxnode.scheduler.binder.http_writer import HttpWriter, Write
+from fluxnode.scheduler.binder.job_slots import slots_needed
 from fluxnode.scheduler.binder.podgroup import GroupKey, job_owner
 from fluxnode.scheduler.binder.queue import (
     creation_time,
@@ -162,6 +169,8 @@ class FluxJobLoop:
         self._visit: dict[tuple[str, str], None] = {}
         self._holding: set[GroupKey] | None = None
         self._by_uid: dict[str, tuple[str, str]] = {}
+        # Jobs whose slots to look at (`_release_slots`): their Job or their pods changed
+        self._slots_due: set[tuple[str, str]] = set()
         # records are written by the bind workers, not on the loop thread (fluxjob_writer.py)
         self.writer = FluxJobWriter(ctx.writer, ctx.pool, self._delete_record, self._no_crd)
 
@@ -190,6 +199,7 @@ class FluxJobLoop:
                 tracked.job = obj
                 tracked.quiet = False
             self._visit[key] = None
+            self._slots_due.add(key)
         self.dirty = True
 
     def pod(self, kind: str, obj) -> None:
@@ -201,6 +211,7 @@ class FluxJobLoop:
             for tracked in self.jobs.values():
                 tracked.quiet = False
             self._visit.update(dict.fromkeys(self.jobs))
+            self._slots_due.update(self.jobs)  # pods may have ended while not watched
             return
         meta = obj.get("metadata") or {}
         owner = job_owner(meta)  # a Job's pod names it as its controller (podgroup.py)
@@ -224,6 +235,8 @@ class FluxJobLoop:
         else:
             return
         self._touched.add(job)
+        if job in self._by_uid:
+            self._slots_due.add(self._by_uid[job])
         self.dirty = True
 
     def apply_priority_class(self, kind: str, obj) -> None:
@@ -263,6 +276,11 @@ class FluxJobLoop:
                 tracked.allocation = None
             tracked.quiet = False
         self._visit.update(dict.fromkeys(self.jobs))
+        self._slots_due.update(self.jobs)
+        # a Job deleted while no binder led: its kept slots go (its pods' shares as they end)
+        tracked_keys = {t.key for t in self.jobs.values()}
+        for key in [k for k in self.ctx.state.job_slots if k not in tracked_keys]:
+            self.ctx.state.release_slots(key, None)
         self.dirty = True
 
     # -- the loop's step (leader only) ------------------------------------------------
@@ -271,9 +289,27 @@ class FluxJobLoop:
         """(Before each scheduling cycle.) Retry record writes; a change to the Jobs makes
         the cycle walk the queue, whose Jobs come from `queued`."""
         self.writer.retry()
+        self._release_slots()
         if self.dirty:
             self.dirty = False
             self.ctx.state.changed = True
+
+    def _release_slots(self) -> None:
+        """(Before the scheduling cycle, which sends the cancels.) Give back the free slots
+        of the running Jobs whose Job or pods changed beyond what each still needs
+        (job_slots.py); a suspended or ended Job keeps none."""
+        due, self._slots_due = self._slots_due, set()
+        state = self.ctx.state
+        for key in due:
+            tracked = self.jobs.get(key)
+            if tracked is None or tracked.key not in state.job_slots:
+                continue
+            job = tracked.job
+            if _condition(job) is not None or (job.get("spec") or {}).get("suspend"):
+                state.release_slots(tracked.key, None)
+            else:
+                slots = state.job_slots[tracked.key]
+                state.release_slots(tracked.key, slots_needed(job, slots.succeeded))
 
     def queued(self) -> list[QueuedJob]:
         """(The scheduling cycle, once per walk: workload_queue.py `JobSource`.) Bring the
@@ -502,6 +538,7 @@ class FluxJobLoop:
         self._by_uid.pop(tracked.job["metadata"].get("uid", ""), None)
         self._visit.pop(self._id(tracked.job), None)
         self._release(tracked)
+        self.ctx.state.release_slots(tracked.key, None)
         if tracked.created:
             self.writer.delete(self._id(tracked.job))
         self.dirty = True

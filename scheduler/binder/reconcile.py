@@ -43,6 +43,7 @@ from fluxnode.scheduler.binder.cluster_state import (
     Share,
 )
 from fluxnode.scheduler.binder.context import BinderContext
+from fluxnode.scheduler.binder.job_slots import JobSlots
 from fluxnode.scheduler.binder.pod_requests import PodRequestError, pod_requests
 from fluxnode.scheduler.binder.podgroup import GroupKey
 from fluxnode.scheduler.binder.slot_assignment import (
@@ -135,7 +136,8 @@ class Reconciler:
             return a
         mine = str(a["id"])
         pods = [uid for uid, p in self.ctx.state.pods.items() if p.allocation == mine]
-        return {**a, "labels": {**labels, "kind": "group" if pods else "fluxjob", "pods": pods}}
+        return {**a, "labels": {**labels, "kind": "group" if pods else "fluxjob", "pods": pods},
+                "job": True}
 
     def forgotten(self) -> list[str]:
         """Our running pods whose cores or GPUs the leader's allocated R (from the last
@@ -272,13 +274,22 @@ class Reconciler:
                 pods[uid] = slot.rank
                 pending_binds.append((a["id"], uid, str(key), slot))
         live_ranks = set(pods.values())
+        slots = None
+        if a.get("job") and pods:  # a running Job's: its ledger, free slots kept (job_slots.py)
+            slots = JobSlots.of_allocation(a["id"], key, a.get("kinds") or [],
+                                           a.get("slots") or [])
+            running = {uid: state.running[uid] for uid in pods if uid in state.running}
+            slots.place_running({u: (state.pods[u].node, s.cores, s.gpus)
+                                 for u, s in running.items()},
+                                indexes(state.pods[u] for u in running))
+            live_ranks |= set(slots.kept_ranks())
         dead_ranks = [n["rank"] for n in a["nodes"] if n["rank"] not in live_ranks]
         if not pods:
             self.ctx.cancel(a["id"], None)
             return None
         if dead_ranks:
             self.ctx.cancel(a["id"], dead_ranks)
-        state.adopt(GroupAllocation(a["id"], key, pods))
+        state.adopt(GroupAllocation(a["id"], key, pods), slots)
         return pods
 
 

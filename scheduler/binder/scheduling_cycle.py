@@ -44,6 +44,7 @@ from fluxnode.scheduler.binder.admission import QUEUE_LABEL
 from fluxnode.scheduler.binder.binding_cycle import Bind, BindingCycle
 from fluxnode.scheduler.binder.cluster_state import Group, GroupAllocation, OutsideUsage, PodInfo
 from fluxnode.scheduler.binder.context import BinderContext
+from fluxnode.scheduler.binder.job_slots import JobSlots
 from fluxnode.scheduler.binder.pod_requests import PodRequestError, pod_requests
 from fluxnode.scheduler.binder.podgroup import GroupKey
 from fluxnode.scheduler.binder.sched_client import LeaderForgot
@@ -202,6 +203,9 @@ class SchedulingCycle:
                     batch = []
                 continue
             group = ctx.state.groups.get(entry.key)
+            if group is not None and group.key in ctx.state.job_slots \
+                    and self._into_job_slots(group, usable):
+                continue  # a running Job's later pods: into its slots
             if group is None or not group.ready:
                 continue
             held = ctx.held.get(group.key)
@@ -211,7 +215,8 @@ class SchedulingCycle:
                 if isinstance(attempt, Attempt):
                     del ctx.held[group.key]
                     binds: list[Bind] = []
-                    self._finish(attempt, held, excluded, binds)
+                    if self._finish(attempt, held, excluded, binds) == "scheduled":
+                        ctx.state.job_slots[group.key] = job_slots_of(held, attempt, binds)
                     self.binding.submit(binds)
                 continue
             if self._gated(group):
@@ -461,6 +466,36 @@ class SchedulingCycle:
             return self._unschedulable(group, pods, str(exc), f"{exc}; fix the pod spec")
         return Attempt(group, pods, shapes, [], {"slots": _slot_kinds(shapes)})
 
+    def _into_job_slots(self, group: Group, usable: list[str]) -> bool:
+        """A running Job's new pods (a replacement, the next index) take free slots of its
+        allocation on usable nodes (job_slots.py); nothing is asked. A pod with no free slot
+        of its shape waits for one (the pod it replaces still holds it). False: the free
+        slots left are on nodes not usable now, so the pods left are asked for anew as an
+        ordinary group."""
+        if not group.pending:
+            return True
+        attempt = self._prepare_held(group)
+        if not isinstance(attempt, Attempt):
+            return True
+        state, key = self.ctx.state, group.key
+        slots = state.job_slots[key]
+        nodes = set(usable)
+        taken = slots.take(attempt.shapes, indexes(attempt.pods), nodes.__contains__)
+        for uid, n in taken.items():
+            state.slotted(key, uid, n)
+        self.binding.submit([(p, slots.slots[taken[p.uid]].share, slots.alloc_id, str(key))
+                             for p in attempt.pods if p.uid in taken])
+        left = [p for p in attempt.pods if p.uid not in taken]
+        if not left:
+            return True
+        if any(slots.slots[n].shape == attempt.shapes[p.uid] for n in slots.free()
+               for p in left):
+            return False
+        self._waiting(left, f"busy: every slot of the allocation of Job "
+                      f"{key.namespace}/{key.name.rsplit('.', 1)[0]} is in use; will bind "
+                      "when one of its pods ends")
+        return True
+
     def _request(self, batch: list[Attempt | JobAsk]) -> list[dict | RPCError]:
         """Ask the service for `batch` in one round trip; one answer per request tried
         (the service stops after the first one reserved)."""
@@ -676,3 +711,14 @@ class SchedulingCycle:
                 f"{group.size} pods required"
             )
             ctx.report(list(group.pending.values()), "WaitingForGroup", message)
+
+
+def job_slots_of(answer: dict, attempt: Attempt, binds: list[Bind]) -> JobSlots:
+    """The ledger of a Job's allocation (job_slots.py) once its first pods are placed in it
+    (`binds`: each pod and its slot)."""
+    slots = JobSlots.of_allocation(answer["id"], attempt.group.key, attempt.payload["slots"],
+                                   answer["slots"])
+    index = indexes(attempt.pods)
+    for pod, share, _alloc, _group in binds:
+        slots.hold(pod.uid, share, index.get(pod.uid))
+    return slots

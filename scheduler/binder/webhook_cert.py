@@ -8,12 +8,18 @@ caBundle and the server in step.
 
 - **Keys**: ECDSA P-256, made in milliseconds (an RSA key takes a replica's CPU for a
   visible moment), accepted by the API server's TLS client.
-- **Lifetimes and rotation**: the CA lives `CA_LIFETIME`, the serving certificate
-  `CERT_LIFETIME`; each is renewed once two thirds of its lifetime has passed, so a
-  replica that cannot reach the API server for weeks still serves a valid certificate.
-  A serving certificate is renewed with the same CA (the caBundle does not change). A CA
-  is renewed with its predecessor kept in the bundle (``ca-bundle.crt``) while it is valid,
-  so replicas still serving a certificate of the old CA stay trusted until they reload.
+- **Lifetimes and rotation**: the CA lives `Lifetimes.ca` (5 years), the serving
+  certificate `Lifetimes.cert` (1 year; both set by ``--webhook-ca-lifetime`` and
+  ``--webhook-cert-lifetime``); each is renewed once two thirds of its lifetime has passed
+  (counted from its issue, not from the backdated start), so a replica that cannot reach
+  the API server for a third of a lifetime still serves a valid certificate. A serving
+  certificate is renewed with the same CA (the caBundle does not change).
+- **The overlap**: whenever a new CA is made (its rotation, or a Secret deleted or
+  damaged), the CAs trusted before stay in the bundle (``ca-bundle.crt``) beside it, so a
+  replica still serving a certificate of an older CA stays trusted until it reloads. An
+  older CA leaves the bundle once no certificate it signed can still be valid: one serving
+  certificate's lifetime after the current CA was issued (no replica signs with an old CA
+  after that), or when it expires; at most `MAX_TRUSTED` CAs are kept.
 - **Names**: the serving certificate names the Service (``NAME``, ``NAME.NAMESPACE``,
   ``NAME.NAMESPACE.svc`` and ``.svc.cluster.local``, the name the API server verifies) and
   any extra names given (an IP address becomes an IP SAN); a set whose certificate lacks a
@@ -39,10 +45,29 @@ CERT_LIFETIME = datetime.timedelta(days=365)
 RENEW_AT = 2 / 3  # of a certificate's lifetime
 BACKDATE = datetime.timedelta(minutes=5)  # clocks of the API server and the node may differ
 SECRET_KEYS = ("ca.crt", "ca.key", "ca-bundle.crt", "tls.crt", "tls.key")
+MAX_TRUSTED = 4  # CAs in the bundle: the current one and up to three before it
+MIN_LIFETIME = datetime.timedelta(seconds=3)  # shorter: renewed before a replica could reload
 
 
 class CertDataError(ValueError):
     """A Secret's certificate data cannot be read (missing key, not PEM, key mismatch)."""
+
+
+@dataclass(frozen=True)
+class Lifetimes:
+    """How long a CA and a serving certificate are valid; a serving certificate cannot
+    outlive its CA (it is cut at the CA's end)."""
+
+    ca: datetime.timedelta = CA_LIFETIME
+    cert: datetime.timedelta = CERT_LIFETIME
+
+    def __post_init__(self) -> None:
+        if self.cert < MIN_LIFETIME:
+            raise ValueError(f"serving certificate lifetime {self.cert.total_seconds():g} s "
+                             f"is under {MIN_LIFETIME.total_seconds():g} s")
+        if self.ca < self.cert:
+            raise ValueError(f"CA lifetime {self.ca.total_seconds():g} s is shorter than the "
+                             f"serving certificate's {self.cert.total_seconds():g} s")
 
 
 def service_names(service: str, namespace: str) -> list[str]:
@@ -77,9 +102,41 @@ def _usage(ca: bool) -> x509.KeyUsage:
                          encipher_only=False, decipher_only=False)
 
 
+def issued(cert: x509.Certificate) -> datetime.datetime:
+    """When a certificate was made (its start is backdated by `BACKDATE`)."""
+    return cert.not_valid_before_utc + BACKDATE
+
+
+def renew_time(cert: x509.Certificate) -> datetime.datetime:
+    """When two thirds of a certificate's lifetime, counted from its issue, have passed."""
+    start = issued(cert)
+    return start + (cert.not_valid_after_utc - start) * RENEW_AT
+
+
 def _due(cert: x509.Certificate, now: datetime.datetime) -> bool:
-    start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
-    return now >= start + (end - start) * RENEW_AT
+    return now >= renew_time(cert)
+
+
+def is_ca(cert: x509.Certificate) -> bool:
+    try:
+        return cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except x509.ExtensionNotFound:
+        return False
+
+
+def salvage_cas(data: dict[str, bytes], now: datetime.datetime) -> tuple[x509.Certificate, ...]:
+    """The CA certificates still valid at `now` that a damaged Secret's ``ca-bundle.crt`` and
+    ``ca.crt`` hold (whatever of them parses): replicas may be serving certificates they
+    signed, so a fresh set keeps trusting them for the overlap."""
+    found: list[x509.Certificate] = []
+    for key in ("ca-bundle.crt", "ca.crt"):
+        try:
+            certs = x509.load_pem_x509_certificates(data.get(key) or b"")
+        except ValueError:
+            continue
+        found += [c for c in certs if is_ca(c) and c.not_valid_after_utc > now
+                  and c not in found]
+    return tuple(found)
 
 
 def new_ca(now: datetime.datetime, lifetime: datetime.timedelta = CA_LIFETIME
@@ -135,11 +192,14 @@ class WebhookCerts:
     key: ec.EllipticCurvePrivateKey
 
     @classmethod
-    def issue(cls, names: Sequence[str], now: datetime.datetime) -> WebhookCerts:
-        """A fresh CA and a serving certificate for `names`."""
-        ca, ca_key = new_ca(now)
-        cert, key = new_serving_cert(names, ca, ca_key, now)
-        return cls(ca, ca_key, (ca,), cert, key)
+    def issue(cls, names: Sequence[str], now: datetime.datetime,
+              lifetimes: Lifetimes = Lifetimes(),
+              previous: Sequence[x509.Certificate] = ()) -> WebhookCerts:
+        """A fresh CA and a serving certificate for `names`; the `previous` CAs (those a
+        replica may still serve a certificate of) stay trusted for the overlap."""
+        ca, ca_key = new_ca(now, lifetimes.ca)
+        cert, key = new_serving_cert(names, ca, ca_key, now, lifetimes.cert)
+        return cls(ca, ca_key, _kept(ca, previous, now, lifetimes), cert, key)
 
     # -- rotation -------------------------------------------------------------------
 
@@ -148,7 +208,8 @@ class WebhookCerts:
         return {str(n) for n in san.get_values_for_type(x509.DNSName)} | {
             str(ip) for ip in san.get_values_for_type(x509.IPAddress)}
 
-    def due(self, names: Sequence[str], now: datetime.datetime) -> str | None:
+    def due(self, names: Sequence[str], now: datetime.datetime,
+            lifetimes: Lifetimes = Lifetimes()) -> str | None:
         """Why this set must be renewed now, or None."""
         if _due(self.ca, now):
             return f"CA past {RENEW_AT:.0%} of its lifetime (expires {self.ca.not_valid_after_utc})"
@@ -158,18 +219,28 @@ class WebhookCerts:
         missing = set(names) - self.names()
         if missing:
             return f"serving certificate lacks {', '.join(sorted(missing))}"
+        if _kept(self.ca, self.trusted, now, lifetimes) != self.trusted:
+            return "the bundle holds a CA past its overlap"
         return None
 
-    def renewed(self, names: Sequence[str], now: datetime.datetime) -> WebhookCerts:
-        """The next set: a new CA (the old one still trusted while valid) when the CA is
-        due, and always a new serving certificate."""
-        ca, ca_key, trusted = self.ca, self.ca_key, self.trusted
-        if _due(ca, now):
-            ca, ca_key = new_ca(now)
-            trusted = (ca, self.ca) if self.ca.not_valid_after_utc > now else (ca,)
-        trusted = tuple(c for c in trusted if c.not_valid_after_utc > now)
-        cert, key = new_serving_cert(names, ca, ca_key, now)
-        return WebhookCerts(ca, ca_key, trusted, cert, key)
+    def next_due(self, lifetimes: Lifetimes = Lifetimes()) -> datetime.datetime:
+        """The earliest time `due` can answer something other than None (names aside)."""
+        times = [renew_time(self.ca), renew_time(self.cert)]
+        older = [c for c in self.trusted if c != self.ca]
+        if older:
+            overlap_end = issued(self.ca) + lifetimes.cert
+            times += [min(overlap_end, *(c.not_valid_after_utc for c in older))]
+        return min(times)
+
+    def renewed(self, names: Sequence[str], now: datetime.datetime,
+                lifetimes: Lifetimes = Lifetimes()) -> WebhookCerts:
+        """The next set: a new CA (the CAs trusted before still trusted for the overlap)
+        when the CA is due, and always a new serving certificate."""
+        if _due(self.ca, now):
+            return WebhookCerts.issue(names, now, lifetimes, self.trusted)
+        cert, key = new_serving_cert(names, self.ca, self.ca_key, now, lifetimes.cert)
+        trusted = _kept(self.ca, self.trusted, now, lifetimes)
+        return WebhookCerts(self.ca, self.ca_key, trusted, cert, key)
 
     # -- the Secret's data ----------------------------------------------------------
 
@@ -221,3 +292,13 @@ class WebhookCerts:
         if ca not in trusted:
             raise CertDataError("ca-bundle.crt does not hold ca.crt")
         return cls(ca, ca_key, trusted, cert, key)
+
+
+def _kept(ca: x509.Certificate, previous: Sequence[x509.Certificate], now: datetime.datetime,
+          lifetimes: Lifetimes) -> tuple[x509.Certificate, ...]:
+    """The bundle for current CA `ca`: it first, then the `previous` CAs still in their
+    overlap (valid, and within one serving certificate's lifetime of `ca`'s issue)."""
+    if now >= issued(ca) + lifetimes.cert:
+        return (ca,)
+    older = [c for c in previous if c != ca and c.not_valid_after_utc > now]
+    return (ca, *older[:MAX_TRUSTED - 1])

@@ -1,20 +1,26 @@
 """Keeps the webhook's certificates current: the Secret, the caBundle, the files served.
 
-Every binder replica runs one `CertKeeper`; `sync` is called at start and then every
-`--webhook-cert-check` seconds (a thread in the binder), always with the time passed in:
+Every binder replica runs one `CertKeeper`; webhook.py calls `sync` at start, whenever the
+Secret or the MutatingWebhookConfiguration changes (it watches both), when the set in use
+is next due, and every ``--webhook-cert-check`` seconds, always with the time passed in:
 
 1. **The Secret** (``fluxnode/fluxnode-webhook-cert``, type ``kubernetes.io/tls``): read it;
    if it is missing, issue a CA and certificate and create it. Replicas race at the first
    start: the API server accepts one create, the others get 409 and read the winner's
    (as the node agents do with the CURVE Secret). A set that is due (webhook_cert.py:
-   two thirds of a lifetime, a missing name) or unreadable is replaced by an update that
-   carries the resourceVersion read; a 409 means another replica rotated first, and its
-   set is read and used.
+   two thirds of a lifetime, a missing name, a CA past its overlap) or unreadable is
+   replaced by an update that carries the resourceVersion read; a 409 means another replica
+   rotated first, and its set is read and used. A fresh CA made because the Secret was
+   deleted or damaged keeps trusting the CAs this replica knew (the set it serves) and
+   those the damaged Secret still shows: the other replicas serve certificates of those
+   until they reload.
 2. **The caBundle** of every webhook in the MutatingWebhookConfiguration
    (``fluxnode``) is set to the Secret's CA bundle when it differs, with a JSON patch
-   guarded by a ``test`` of the resourceVersion read. A configuration that does not
-   exist yet (installed later, or removed) is logged and tried again at the next sync:
-   it does not stop the replica serving.
+   guarded by a ``test`` of the resourceVersion read. This comes *before* step 3: the API
+   server must trust a new CA before any replica serves a certificate it signed (the
+   bundle still holds the old CA for the replicas not yet reloaded). A configuration that
+   does not exist yet (installed later, or removed) is logged and tried again at the next
+   sync: it does not stop the replica serving.
 3. **The files**: the certificate and key the server loads are written to the
    certificate directory with mode 0600 (written to a new file, then renamed), and the
    server is told to use them; when the Secret did not change, nothing is rewritten.
@@ -35,7 +41,13 @@ from pathlib import Path
 
 from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.agent.kube.api_client import status_message
-from fluxnode.scheduler.binder.webhook_cert import CertDataError, WebhookCerts, service_names
+from fluxnode.scheduler.binder.webhook_cert import (
+    CertDataError,
+    Lifetimes,
+    WebhookCerts,
+    salvage_cas,
+    service_names,
+)
 from kubernetes.client import AdmissionregistrationV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
@@ -62,6 +74,7 @@ class CertTarget:
     webhook_config: str  # the MutatingWebhookConfiguration's name
     names: tuple[str, ...]  # DNS names (and IPs) the serving certificate must carry
     directory: Path  # where the served certificate and key are written (0600)
+    lifetimes: Lifetimes = Lifetimes()
 
 
 class CertKeeper:
@@ -83,6 +96,7 @@ class CertKeeper:
     def sync(self, now: datetime.datetime) -> WebhookCerts:
         """One pass of steps 1-3 (see the module's docstring); returns the set in use."""
         certs = self._secret(now)
+        self.ca_bundle_patched = self._patch_ca_bundle(certs)  # trusted first, then served
         if self.current is None or certs.to_data() != self.current.to_data():
             self._write(certs)
             if self.use is not None:
@@ -90,30 +104,35 @@ class CertKeeper:
             log.info("webhook serving certificate %x (expires %s)", certs.cert.serial_number,
                      certs.cert.not_valid_after_utc)
             self.current = certs
-        self.ca_bundle_patched = self._patch_ca_bundle(certs)
         return certs
 
     # -- the Secret -----------------------------------------------------------------
 
     def _secret(self, now: datetime.datetime) -> WebhookCerts:
-        names = self.target.names
+        names, lifetimes = self.target.names, self.target.lifetimes
+        known = self.current.trusted if self.current is not None else ()
         for _ in range(ROTATION_TRIES):
             secret = self._read()
             if secret is None:
-                certs = WebhookCerts.issue(names, now)
+                certs = WebhookCerts.issue(names, now, lifetimes, known)
                 if self._create(certs):
                     log.info("created webhook certificate Secret %s", self._where)
                     return certs
                 continue  # another replica created it first: read theirs
+            data = secret.get("data") or {}
             try:
-                certs = WebhookCerts.from_data(_decode(secret.get("data") or {}))
-                reason = certs.due(names, now)
+                certs = WebhookCerts.from_data(_decode(data))
+                reason = certs.due(names, now, lifetimes)
             except CertDataError as exc:
                 certs, reason = None, f"unreadable ({exc})"
             if reason is None:
                 return certs
-            renewed = (certs.renewed(names, now) if certs is not None
-                       else WebhookCerts.issue(names, now))
+            if certs is not None:
+                renewed = certs.renewed(names, now, lifetimes)
+            else:
+                previous = known + tuple(  # WebhookCerts.issue keeps the valid ones
+                    c for c in salvage_cas(_decode(data, skip_bad=True), now) if c not in known)
+                renewed = WebhookCerts.issue(names, now, lifetimes, previous)
             if self._replace(secret, renewed):
                 log.info("rotated the webhook certificate in %s: %s", self._where, reason)
                 return renewed
@@ -208,13 +227,16 @@ class CertKeeper:
         return True
 
 
-def _decode(data: dict) -> dict[str, bytes]:
+def _decode(data: dict, skip_bad: bool = False) -> dict[str, bytes]:
+    """The Secret's data as bytes; a value that is not base64 is a CertDataError, or left
+    out with `skip_bad` (to salvage the rest of a damaged Secret)."""
     out = {}
     for key, value in data.items():
         try:
             out[key] = base64.b64decode(value, validate=True)
         except (ValueError, TypeError):
-            raise CertDataError(f"data[{key}] is not base64") from None
+            if not skip_bad:
+                raise CertDataError(f"data[{key}] is not base64") from None
     return out
 
 

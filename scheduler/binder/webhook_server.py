@@ -7,11 +7,11 @@ configuration's timeoutSeconds, so the work per request is small and bounded:
 
 - a body over `MAX_BODY` bytes is a 413 before it is read, no Content-Length a 411, a
   connection idle for `IO_TIMEOUT` seconds is closed;
-- a body that is not an AdmissionReview is a 400 whose text says what is wrong (no uid to
-  answer with, so no AdmissionReview can be); an object fluxnode will not admit is an
-  AdmissionReview with ``allowed: false`` and the field named;
-- nothing a request carries reaches past the handler: an unexpected exception is a 500
-  for that request, logged, and the server goes on.
+- a body that is not an AdmissionReview is answered with one that refuses with code 400
+  and says what is wrong (webhook_answer.py, as controller-runtime does); an object
+  fluxnode will not admit is an AdmissionReview with ``allowed: false`` and the field named;
+- nothing a request carries reaches past the handler: an unexpected exception is logged
+  and answered with an AdmissionReview refusing with code 500, and the server goes on.
 
 TLS: the serving certificate changes at runtime (webhook_certs.py rotates it), so each
 accepted connection is wrapped with the context current at that moment (`use` swaps it);
@@ -30,8 +30,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import orjson
-from fluxnode.scheduler.binder.admission import Admission, ReviewError, parse_review
+from fluxnode.scheduler.binder import webhook_answer
+from fluxnode.scheduler.binder.admission import Admission
 from prometheus_client import CollectorRegistry, Histogram
 
 log = logging.getLogger("fluxnode.webhook")
@@ -113,13 +113,7 @@ class WebhookServer:
 
     def answer(self, body: bytes) -> tuple[int, bytes, str]:
         """(HTTP code, body, result) for one request body."""
-        try:
-            request = parse_review(body)
-        except ReviewError as exc:
-            return 400, f"not an AdmissionReview v1: {exc}\n".encode(), "bad"
-        verdict = self.admission.review(request)
-        result = "allowed" if verdict.allowed else "refused"
-        return 200, orjson.dumps(verdict.review()), result
+        return 200, *webhook_answer.answer(self.admission, body)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         webhook = self
@@ -147,7 +141,7 @@ class WebhookServer:
                     code, reply, result = webhook.answer(body)
                 except Exception:  # a bug must cost one request, never the server
                     log.exception("admission request failed")
-                    code, reply, result = 500, b"internal error (logged)\n", "bad"
+                    code, reply, result = 200, webhook_answer.failed(body), "bad"
                 ctype = "application/json" if code == 200 else "text/plain"
                 # timed to the answer's write (one sendall into the socket's buffer), counted
                 # before it: whoever got the answer can read the count that includes it

@@ -47,3 +47,15 @@ def test_no_configuration_at_all_says_how_to_give_one(tmp_path):
 def test_a_webhook_secret_without_its_namespace_is_named(tmp_path):
     assert run("--webhook-port", "9443", "--webhook-secret", "fluxnode-webhook-cert") == (
         "Error: --webhook-secret: expected NAMESPACE/NAME, got 'fluxnode-webhook-cert'")
+
+
+def test_certificate_lifetimes_that_cannot_work_are_named(tmp_path):
+    assert run("--webhook-port", "9443", "--webhook-cert-lifetime", "60",
+               "--webhook-ca-lifetime", "30") == (
+        "Error: --webhook-ca-lifetime 30 is shorter than --webhook-cert-lifetime 60 (seconds)")
+    # under 3 s: click's usage error (exit 2), naming the option and its bound
+    r = subprocess.run([sys.executable, "-m", "fluxnode", "binder", "--webhook-port", "9443",
+                        "--webhook-cert-lifetime", "1"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and r.stderr.endswith(
+        "Error: Invalid value for '--webhook-cert-lifetime': 1.0 is not in the range x>=3.0.\n")

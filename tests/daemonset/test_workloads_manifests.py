@@ -127,6 +127,11 @@ def test_binder_rbac_for_workloads_is_least_privilege(rendered, binder_params):
     namespace, secret = binder_params["webhook_secret"].split("/")
     for request in [info("get", "secrets", namespace, secret),
                     info("update", "secrets", namespace, secret),
+                    # watched by name (fieldSelector metadata.name): every replica reloads it
+                    RequestInfo("list", "secrets", None, namespace, None, "",
+                                {"fieldSelector": f"metadata.name={secret}"}),
+                    RequestInfo("watch", "secrets", None, namespace, None, "",
+                                {"fieldSelector": f"metadata.name={secret}"}),
                     info("create", "secrets", namespace),
                     info("patch", "jobs.batch", "default", "train", "batch")]:
         assert rbac(request) is None, request
@@ -141,7 +146,7 @@ def test_binder_rbac_for_workloads_is_least_privilege(rendered, binder_params):
     role = one(rendered, "ClusterRole", "fluxnode-binder")
     (hooks,) = [r for r in role["rules"] if r["resources"] == ["mutatingwebhookconfigurations"]]
     assert hooks["resourceNames"] == [binder_params["webhook_config"]]
-    assert sorted(hooks["verbs"]) == ["get", "patch"]
+    assert sorted(hooks["verbs"]) == ["get", "list", "patch", "watch"]  # watched by name
     status = [r for r in role["rules"] if r["resources"] == ["fluxjobs/status"]]
     assert status and all(r["apiGroups"] == ["fluxnode.io"] for r in status)
 

@@ -24,7 +24,9 @@ def held_lease(kube) -> None:
                  "acquireTime": now, "renewTime": now}}, "fluxnode")
 
 
-def start(kube, manifests, tmp_path):
+def start(kube, manifests, tmp_path, **settings):
+    """A standby binder replica serving the webhook, its certificates in tmp_path/certs;
+    `settings` are more BinderConfig fields (e.g. short certificate lifetimes)."""
     denials = []
     rbac = RbacAuthorizer.from_manifests(manifests, "fluxnode", "fluxnode-binder")
 
@@ -39,7 +41,7 @@ def start(kube, manifests, tmp_path):
                           lease_duration=3600.0, renew_deadline=10.0, retry_period=2.0,
                           http_host="127.0.0.1", http_port=0, webhook_host="127.0.0.1",
                           webhook_port=0, webhook_cert_dir=str(tmp_path / "certs"),
-                          podgroup_discovery=0.5)
+                          podgroup_discovery=0.5, **settings)
     return Binder(kube.api_client(kubeconfig), config).start(), denials
 
 

@@ -18,15 +18,8 @@ from fluxnode.agent.broker.message import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
-from support.fuzz import PROFILE
+from support.fuzz import JSON, PROFILE
 
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner,
-                                                                 max_size=4),
-    max_leaves=20,
-)
 HEADER_FIELD = st.sampled_from(["type", "topic", "nodeid", "matchtag", "errnum", "errstr",
                                 "route", "seq"])
 JSONISH = st.binary(max_size=40) | st.builds(

@@ -15,8 +15,9 @@ import threading
 import pytest
 import yaml
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from fluxnode.scheduler.binder.admission import Admission
-from fluxnode.scheduler.binder.webhook_cert import CERT_LIFETIME, WebhookCerts
+from fluxnode.scheduler.binder.webhook_cert import CA_LIFETIME, CERT_LIFETIME, WebhookCerts
 from fluxnode.scheduler.binder.webhook_cert_keeper import CertKeeper, CertTarget, target_names
 from fluxnode.scheduler.binder.webhook_server import WebhookServer
 from kubernetes import client
@@ -178,3 +179,113 @@ def test_the_ca_bundle_of_the_webhook_configuration_is_kept(kube, replicas):
     assert b.keeper.ca_bundle_patched is True
     assert kube.get("mutatingwebhookconfigurations.admissionregistration.k8s.io",
                     "fluxnode")["metadata"]["resourceVersion"] == version
+
+
+# -- the overlap: replicas still serving an older CA's certificate stay trusted ---------------
+
+CONFIG = "mutatingwebhookconfigurations.admissionregistration.k8s.io"
+
+
+def config_bundle(kube) -> list[x509.Certificate]:
+    """The CAs the API server trusts now (the caBundle of the configuration's webhooks)."""
+    hooks = kube.get(CONFIG, "fluxnode")["webhooks"]
+    bundles = {h["clientConfig"].get("caBundle", "") for h in hooks}
+    assert len(bundles) == 1, "the webhooks' caBundles differ"
+    pem = base64.b64decode(bundles.pop())
+    return x509.load_pem_x509_certificates(pem) if pem else []
+
+
+def trusted_by(bundle: list[x509.Certificate], cert: x509.Certificate) -> bool:
+    """Is `cert` signed by one of the bundle's CAs (cryptography's signature check)?"""
+    for ca in bundle:
+        try:
+            cert.verify_directly_issued_by(ca)
+            return True
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+    return False
+
+
+def served_cert(replica: Replica) -> x509.Certificate:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", replica.server.port), timeout=10) as raw:
+        with context.wrap_socket(raw) as tls:
+            return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
+
+
+@pytest.fixture
+def installed(kube):
+    client.AdmissionregistrationV1Api(kube.api_client()).create_mutating_webhook_configuration(
+        yaml.safe_load(WEBHOOK_MANIFEST.read_text()))
+
+
+@pytest.mark.parametrize("damage", ["deleted", "key replaced by junk"])
+def test_a_new_ca_after_the_secret_is_lost_still_trusts_the_replica_not_yet_reloaded(
+        kube, replicas, installed, damage):
+    """Replica a notices first and makes a new CA; replica b still serves the old CA's
+    certificate until it reloads: the caBundle a writes must still trust it."""
+    a, b = replicas
+    t0 = now()
+    first = a.keeper.sync(t0)
+    b.keeper.sync(t0)
+    if damage == "deleted":
+        kube.delete("secrets", SECRET, "fluxnode")
+    else:
+        kube.patch("secrets", SECRET, {"data": {"tls.key": base64.b64encode(b"junk").decode()}},
+                   "fluxnode")
+    fresh = a.keeper.sync(t0)
+    assert fresh.ca != first.ca  # a new CA, in the Secret and first in the bundle
+    assert stored(kube).ca == fresh.ca
+    bundle = config_bundle(kube)
+    assert bundle[0] == fresh.ca
+    assert trusted_by(bundle, served_cert(a))
+    assert served_cert(b).serial_number == first.cert.serial_number  # not reloaded yet
+    assert trusted_by(bundle, served_cert(b))
+    # and once b reloads, both serve the new CA's certificate
+    b.keeper.sync(t0)
+    assert served_cert(b).serial_number == fresh.cert.serial_number
+
+
+def test_a_replica_that_starts_against_a_damaged_secret_keeps_its_cas_trusted(kube, tmp_path,
+                                                                             installed):
+    """No set in memory to carry the old CA over (a restarted replica): the CAs the damaged
+    Secret still shows are kept."""
+    a = Replica(kube, tmp_path / "a")
+    try:
+        first = a.keeper.sync(now())
+        kube.patch("secrets", SECRET, {"data": {"ca.key": base64.b64encode(b"junk").decode()}},
+                   "fluxnode")
+        late = Replica(kube, tmp_path / "late")
+        try:
+            fresh = late.keeper.sync(now())
+        finally:
+            late.close()
+        assert fresh.ca != first.ca
+        assert trusted_by(config_bundle(kube), served_cert(a))  # a, not reloaded yet
+    finally:
+        a.close()
+
+
+def test_a_new_ca_is_in_the_ca_bundle_before_its_certificate_is_served(kube, tmp_path, installed):
+    """At the moment the server is handed a new pair, the API server already trusts it."""
+    checked: list[bool] = []
+    replica = Replica(kube, tmp_path / "r")
+
+    def use(cert_path, key_path) -> None:
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        checked.append(trusted_by(config_bundle(kube), cert))
+        replica.server.use(cert_path, key_path)
+
+    replica.keeper.use = use
+    try:
+        t0 = now()
+        first = replica.keeper.sync(t0)
+        replica.keeper.sync(t0 + CA_LIFETIME * 0.6)  # the serving certificate renewed
+        rotated = replica.keeper.sync(t0 + CA_LIFETIME * 0.7)  # the CA renewed
+        assert rotated.ca != first.ca
+        assert checked == [True, True, True]
+        assert [c.serial_number for c in config_bundle(kube)] == [
+            rotated.ca.serial_number, first.ca.serial_number]  # the old CA kept meanwhile
+    finally:
+        replica.close()

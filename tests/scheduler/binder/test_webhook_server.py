@@ -78,13 +78,44 @@ def test_admission_review_over_https(served):
             "value": [{"name": "fluxnode.io/admission"}]} in patch
 
 
-def test_undecodable_requests_get_a_400_that_says_why_and_the_server_goes_on(served):
-    _, pool, _, _ = served
-    r = post(pool, b"{not json")
-    assert r.status == 400 and b"not an AdmissionReview v1: body is not JSON" in r.data
-    r = post(pool, b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}')
-    assert r.status == 400 and b"no request" in r.data
-    assert post(pool, review(POD)).status == 200
+UNDECODABLE = [
+    # (body, what the message must name, the uid the answer carries)
+    (b"{not json", "body is not JSON", ""),
+    (b"\xff\xfe", "body is not JSON", ""),
+    (b"[" * 100_000, "body is not JSON", ""),  # past the decoder's nesting
+    (b"[1, 2]", "body is not a JSON object", ""),
+    (b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", '
+     b'"request": {"uid": "u-7"}}', "apiVersion 'admission.k8s.io/v1beta1'", "u-7"),
+    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "Pod", "request": {"uid": "u-8"}}',
+     "kind 'Pod'", "u-8"),
+    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "no request", ""),
+    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}}',
+     "request.uid is missing", ""),
+]
+
+
+@pytest.mark.parametrize(("body", "named", "uid"), UNDECODABLE, ids=[
+    "not-json", "not-utf8", "nested-too-deep", "array", "v1beta1", "wrong-kind", "no-request",
+    "no-uid"])
+def test_an_undecodable_request_gets_an_admission_review_error(served, body, named, uid):
+    """controller-runtime's answer to a body it cannot decode (pkg/webhook/admission/http.go:
+    Errored(http.StatusBadRequest, err), written with HTTP 200): allowed false, status.code
+    400, the message naming what is wrong; here with the uid when the body has one."""
+    server, pool, _, _ = served
+    r = post(pool, body)
+    assert r.status == 200 and r.headers["Content-Type"].startswith("application/json")
+    answer = json.loads(r.data)
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    response = answer["response"]
+    assert response["uid"] == uid and response["allowed"] is False
+    assert response["status"]["code"] == 400 and response["status"]["reason"] == "BadRequest"
+    assert response["status"]["message"].startswith("fluxnode: not an AdmissionReview v1: ")
+    assert named in response["status"]["message"]
+    assert "patch" not in response
+    assert post(pool, review(POD)).status == 200  # and the server goes on
+    counted = {s.labels["result"]: s.value for m in server.requests.collect()
+               for s in m.samples if s.name.endswith("_count")}
+    assert counted == {"bad": 1.0, "allowed": 1.0}
 
 
 def test_refusal_is_an_admission_review_naming_the_field(served):
