@@ -12,19 +12,21 @@ handler the informer reports it and stops; without one it keeps retrying.
 Objects stay plain JSON dicts (``_preload_content=False``): client model objects cost
 more CPU than the work done with them, and reject objects from newer servers. An owner
 that reads a few fields of each object passes a ``transform`` (as client-go's
-SetTransform): the cache and the handlers see only what it returns.
+SetTransform): the cache and the handlers see only what it returns. The JSON is read by
+orjson (a compiled decoder, from the bytes as they come): the binder's pod informer decodes
+every pod twice per workload in bench/workloads.py, most of that thread's CPU.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from fluxnode.agent.kube.api_error import ApiError, KubeAccessError, api_errors, denied, is_denied
 from fluxnode.agent.kube.backoff import Backoff
 
@@ -178,7 +180,7 @@ class Informer:
                     raise WatchExpired("list continuation expired") from None
                 raise
             try:
-                body = json.loads(response.data)
+                body = orjson.loads(response.data)
             finally:
                 response.release_conn()
             meta = body.get("metadata") or {}
@@ -221,7 +223,7 @@ class Informer:
                 if self._stop.is_set():
                     return
                 if line.strip():
-                    self._apply(json.loads(line))
+                    self._apply(orjson.loads(line))
             ended = True
         finally:
             self._response = None
@@ -264,14 +266,15 @@ def wait_synced(informers: list[Informer], timeout: float, stopped: Callable[[],
 
 
 def iter_resp_lines(response: Any):
-    """The lines of a streamed answer (a watch sends one JSON event per line), as they come."""
+    """The lines of a streamed answer (a watch sends one JSON event per line), as they come,
+    as bytes: orjson reads UTF-8 itself (refusing what is not), with no str made first."""
     buffer = b""
     for chunk in response.stream(amt=None, decode_content=False):
         buffer += chunk
         *lines, buffer = buffer.split(b"\n")
-        yield from (line.decode() for line in lines)
+        yield from lines
     if buffer:
-        yield buffer.decode()
+        yield buffer
 
 
 def _describe(exc: Exception) -> str:

@@ -89,18 +89,27 @@ class LocalClient:
             raise answer
         return answer
 
-    def request_many(self, requests: list[tuple[str, str, Any]],
-                     content_type: str = "application/json") -> list[dict | LocalApiError]:
-        """Requests (method, path, body) sent at once, as a client's parallel requests are:
-        each handled as `request` handles one, all of them concurrently on the server's
-        loop, with one hop to the loop and back for the lot (a hop per request woke two
-        threads each: bench/workloads.py). The answers in order, a LocalApiError for each
-        status of 400 or more; an exception of the handler itself is raised."""
-        local = [self._request(m, p, b, content_type) for m, p, b in requests]
+    def request_batches(self, batches: list[list[tuple[str, str, Any]]],
+                        content_type: str = "application/json") -> list[dict | LocalApiError]:
+        """Batches of requests (method, path, body), one after the other, each batch's
+        requests sent at once, as a client's parallel requests are (handled as `request`
+        handles one, all of them concurrently on the server's loop); a batch with a failed
+        request is the last one sent. One hop to the loop and back for all of them (a hop
+        per request, then per batch, woke two threads each: bench/workloads.py). The
+        answers of the requests sent, in order, a LocalApiError for each status of 400 or
+        more; an exception of the handler itself is raised."""
+        local = [[self._request(m, p, b, content_type) for m, p, b in batch]
+                 for batch in batches]
 
         async def handle_all() -> list[Any]:
-            return await asyncio.gather(*(self._handle(r) for r in local),
-                                        return_exceptions=True)
+            out: list[Any] = []
+            for batch in local:
+                answers = await asyncio.gather(*(self._handle(r) for r in batch),
+                                               return_exceptions=True)
+                out += answers
+                if any(isinstance(a, BaseException) or a.status >= 400 for a in answers):
+                    break
+            return out
 
         responses = asyncio.run_coroutine_threadsafe(handle_all(), self._loop).result(TIMEOUT)
         failed = next((r for r in responses if isinstance(r, BaseException)), None)

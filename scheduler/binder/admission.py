@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import orjson
 from fluxnode.scheduler.binder.job_shape import JobShapeError, integer_field, job_pod_count
 from fluxnode.scheduler.binder.podgroup import (
     GROUP_LABELS,
@@ -92,7 +93,7 @@ class Verdict:
         response: dict = {"uid": self.uid, "allowed": self.allowed}
         if self.patch:
             response["patchType"] = "JSONPatch"
-            response["patch"] = base64.b64encode(json.dumps(self.patch).encode()).decode()
+            response["patch"] = base64.b64encode(orjson.dumps(self.patch)).decode()
         if not self.allowed:
             response["status"] = {"code": self.code, "message": self.message,
                                   "reason": "Invalid" if self.code == 422 else "BadRequest"}
@@ -181,7 +182,7 @@ class Admission:
             meta.get("annotations"), dict) else {}}, "", ("metadata", "annotations"),
             SUBMITTED_ANNOTATION, rfc3339_micro(self.clock()))
         # _set_in's working copy: the template's metadata as it is, or absent
-        template = ({"metadata": json.loads(json.dumps(tmeta))}
+        template = ({"metadata": orjson.loads(orjson.dumps(tmeta))}
                     if isinstance(template.get("metadata"), dict) else {})
         patch += _set_in(template, "/spec/template", ("metadata", "labels"),
                          QUEUE_LABEL, queue)
@@ -342,7 +343,7 @@ def _set_in(obj: dict, base: str, maps: tuple[str, ...], key: str, value: str) -
                 created[inner] = {}
                 created = created[inner]
             created[key] = value
-            return [{"op": "add", "path": path, "value": json.loads(json.dumps(node[name]))}]
+            return [{"op": "add", "path": path, "value": orjson.loads(orjson.dumps(node[name]))}]
         node = node[name]
     node[key] = value
     return [{"op": "add", "path": f"{path}/{_pointer(key)}", "value": value}]

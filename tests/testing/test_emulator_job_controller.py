@@ -278,3 +278,23 @@ def test_active_deadline_counts_from_the_resume(kube, batch):
         ("False", "JobResumed", "DeadlineExceeded")
     assert _seconds(failed["lastTransitionTime"]) - _seconds(status["startTime"]) >= 1
     assert _seconds(status["startTime"]) >= _seconds(resumed["lastTransitionTime"])
+
+
+def test_pod_creation_stops_at_the_first_batch_with_a_failure(kube, batch):
+    # slowStartBatch (pkg/controller/job/job_controller.go, controller_utils.go) creates
+    # in batches of 1, 2, 4, ... and sends no further batch once one had an error: with pod
+    # creation refused, a Job of parallelism 8 costs one create request, not eight
+    rule = kube.forbid("create", "pods")
+    batch.create_namespaced_job("default", _job("w", parallelism=8, completions=8))
+    controller = kube.job_controller
+    assert controller is not None
+    wait_for(lambda: controller.errors, 10, what="the controller's refused pod create")
+    assert kube.count_requests("create", "pods") == 1
+    assert _pods(kube, "w") == []
+    kube.allow(rule)
+    controller.errors.clear()
+    batch.patch_namespaced_job("w", "default", {"metadata": {"labels": {"retry": "1"}}})
+    wait_for(lambda: _status(kube, "w").get("active") == 8, 10,
+             what="the 8 pods once allowed, in the Job's status")
+    assert len(_pods(kube, "w")) == 8
+    assert kube.count_requests("create", "pods") == 1 + 8
