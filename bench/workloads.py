@@ -50,6 +50,15 @@ Measured from the emulator's store (a listener sees every committed write, in or
   FluxJob says Running and every pod has its Scheduled event (the binder's last writes for
   a workload).
 
+--held: issue 30's figure as it reads, "1,000 Indexed Jobs ... queued ...: admitted at 200
+workloads/s": the Jobs are created while their queue is held (the binder's queue limits,
+`--queue-limits`, give queue `batch` 0 cores, so each Job is stored suspended and its
+FluxJob stays Queued saying the limit holds it), and once every FluxJob says so the limit
+is lifted (one update of the ConfigMap, as an administrator would make it). The rates,
+latencies and CPU are then counted from the lift: the queue's admission, without the
+creations and their webhook calls (the burst without --held counts those too, and cannot
+admit faster than the clients create).
+
 Before the burst this process freezes what its setup left alive (`gc.freeze()`, as the
 binder does once started; --no-gc-freeze: not): the cyclic GC's full collections walked the
 emulator's 5,000 Nodes and their history in the burst, stopping its event loop up to 0.4 s.
@@ -96,6 +105,8 @@ WORKLOADS = ROOT / "daemonset" / "workloads"
 CONFIG = "mutatingwebhookconfigurations.admissionregistration.k8s.io"
 FLUXJOBS = "fluxjobs.fluxnode.io"
 NAMESPACE = "default"
+WARM = "warm"  # the warm-up's and --single's queue: never held
+LIMITS = ("fluxnode", "fluxnode-queues")  # --held: the binder's queue limits (ConfigMap)
 
 
 class Recorder:
@@ -113,6 +124,7 @@ class Recorder:
         self.bound_count: dict[str, int] = {}  # job uid -> its pods bound
         self.all_bound: dict[str, float] = {}  # job uid -> its last pod bound
         self.running: set[str] = set()  # FluxJob names whose status says Running
+        self.held: set[str] = set()  # FluxJob names Queued by a queue's limit (--held)
         self.scheduled_events = 0
         self.not_suspended_at_creation = 0
 
@@ -154,8 +166,11 @@ class Recorder:
                     if count == self.pods_of.get(owner):
                         self.all_bound[owner] = now
         elif change.ref == FLUXJOBS and change.type != "DELETED":
-            if (obj.get("status") or {}).get("phase") == "Running":
+            status = obj.get("status") or {}
+            if status.get("phase") == "Running":
                 self.running.add(meta.get("name", ""))
+            elif status.get("phase") == "Queued" and "limit" in (status.get("reason") or ""):
+                self.held.add(meta.get("name", ""))
         elif change.ref == "events" and change.type == "ADDED":
             if obj.get("reason") == "Scheduled":
                 self.scheduled_events += 1
@@ -188,10 +203,10 @@ class LoopLag:
             self.loop.call_at(self._due, self._tick)
 
 
-def indexed_job(name: str, pods: int) -> dict:
+def indexed_job(name: str, pods: int, queue: str = "batch") -> dict:
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "labels": {"fluxnode.io/queue": "batch"}},
+        "metadata": {"name": name, "labels": {"fluxnode.io/queue": queue}},
         "spec": {
             "completionMode": "Indexed", "completions": pods, "parallelism": pods,
             "template": {"spec": {
@@ -330,7 +345,7 @@ def one_at_a_time(args: argparse.Namespace, batch: client.BatchV1Api,
     for i in range(args.single):
         name = f"single{i:03d}"
         start = time.monotonic()
-        uid = batch.create_namespaced_job(NAMESPACE, indexed_job(name, size)).metadata.uid
+        uid = batch.create_namespaced_job(NAMESPACE, indexed_job(name, size, WARM)).metadata.uid
         wait_for(lambda uid=uid: uid in recorder.all_bound, 60, interval=0.005,
                  what=f"Job {name}'s pods bound")
         bound = recorder.all_bound[uid]
@@ -378,6 +393,10 @@ def run(args: argparse.Namespace) -> dict:
         for i in range(args.nodes):
             kube.add_node(f"sim{i}", cpu=str(args.cores), memory="64Gi")
         port, http_port = free_port(), free_port()
+        core = client.CoreV1Api(api)
+        if args.held:
+            core.create_namespaced_config_map(LIMITS[0], {
+                "metadata": {"name": LIMITS[1]}, "data": {"queues.yaml": "batch:\n  cores: 0\n"}})
         kube.service_endpoints[("fluxnode", "fluxnode-webhook")] = ("127.0.0.1", port)
         env = dict(os.environ)
         if args.profile_loop:
@@ -387,7 +406,8 @@ def run(args: argparse.Namespace) -> dict:
              "--kubeconfig", str(kube.kubeconfig_path), "--uri", inst.tcp_uri(0),
              "--curve-cert", inst.cert_path, "--no-leader-elect", "--http-port", str(http_port),
              "--webhook-port", str(port), "--webhook-host", "127.0.0.1",
-             "--webhook-cert-dir", str(tmp / "certs"), "--log-level", args.binder_log_level],
+             "--webhook-cert-dir", str(tmp / "certs"), "--log-level", args.binder_log_level,
+             *(("--queue-limits", "/".join(LIMITS)) if args.held else ())],
             stderr=binder_log, env=env)
         wait_for(lambda: all(h["clientConfig"].get("caBundle")
                              for h in kube.get(CONFIG, "fluxnode")["webhooks"]),
@@ -395,7 +415,8 @@ def run(args: argparse.Namespace) -> dict:
         batch = client.BatchV1Api(api)
         # warm up: one Job through the whole path (a webhook call, an allocation, bindings),
         # so the binder's start and its first connections are not counted
-        warm = batch.create_namespaced_job(NAMESPACE, indexed_job("warmup", 2)).metadata.uid
+        warm = batch.create_namespaced_job(NAMESPACE,
+                                           indexed_job("warmup", 2, WARM)).metadata.uid
         wait_for(lambda: warm in recorder.all_bound and "warmup" in recorder.running, 120,
                  interval=0.05, what="the warm-up Job bound and Running")
         wait_for(lambda: recorder.scheduled_events >= 2, 60, interval=0.05,
@@ -458,11 +479,16 @@ def run(args: argparse.Namespace) -> dict:
         main_tid = threading.get_native_id()
         emulator_tids = {"server": kube._thread.native_id,
                          "job controller": kube.job_controller._thread.native_id}
-        requests0, admissions0 = len(kube.requests), len(kube.admission_seconds)
-        calls0 = len(kube.admission_call_seconds)
-        served0 = webhook_buckets(http_port)
-        binder0, broker0, threads0 = cpu_times(binder.pid), cpu_of(broker_pid), thread_cpu()
-        binder_tasks0 = task_cpu(binder.pid)
+
+        def snapshot() -> tuple:
+            return (len(kube.requests), len(kube.admission_seconds),
+                    len(kube.admission_call_seconds), webhook_buckets(http_port),
+                    cpu_times(binder.pid), cpu_of(broker_pid), thread_cpu(),
+                    task_cpu(binder.pid))
+
+        if not args.held:
+            (requests0, admissions0, calls0, served0, binder0, broker0, threads0,
+             binder_tasks0) = snapshot()
         lag = LoopLag(kube._loop)
         lag.start()
         for t in threads:
@@ -471,6 +497,19 @@ def run(args: argparse.Namespace) -> dict:
             t.join()
         last_created = time.monotonic()
         total = sum(sizes)
+        lifted = None
+        if args.held:
+            wait_for(lambda: len(recorder.held.intersection(names)) == args.jobs,
+                     args.timeout, interval=0.05,
+                     what=f"{args.jobs} FluxJobs Queued by queue batch's limit")
+            if any(uids[n] in recorder.unsuspended for n in names):
+                raise SystemExit("a held Job was unsuspended before the limit was lifted")
+            (requests0, admissions0, calls0, served0, binder0, broker0, threads0,
+             binder_tasks0) = snapshot()
+            client_cpu.clear()  # the creations are not the queue's admission
+            lifted = time.monotonic()
+            core.replace_namespaced_config_map(LIMITS[1], LIMITS[0], {
+                "metadata": {"name": LIMITS[1]}, "data": {"queues.yaml": "batch: {}\n"}})
 
         def done() -> bool:
             if len(recorder.running.intersection(names)) < args.jobs:
@@ -513,7 +552,9 @@ def run(args: argparse.Namespace) -> dict:
         other_cpu = sum(spent.values()) - main_cpu - server_cpu - controller_cpu
 
         jobs = [uids[n] for n in names]
-        first = min(created.values())
+        first = min(created.values()) if lifted is None else lifted
+        if lifted is not None:  # each Job's time counts from the lift
+            created = dict.fromkeys(created, lifted)
         unsuspended = sorted(recorder.unsuspended[u] for u in jobs)
         last_admitted = unsuspended[-1]
         lo, hi = unsuspended[len(jobs) // 10], unsuspended[(9 * len(jobs)) // 10]
@@ -557,10 +598,13 @@ def run(args: argparse.Namespace) -> dict:
             "requests": dict(requests),
             "events_dropped": events_dropped(http_port),
         }
-        print(f"{n} Indexed Jobs ({total} pods, {args.pods} each), {args.clients} clients: "
+        print(f"{n} Indexed Jobs ({total} pods, {args.pods} each), {args.clients} clients"
+              + (", created while queue batch was held, then its limit lifted: counted from "
+                 "the lift" if lifted is not None else "") + ": "
               f"admitted {out['admitted_per_s']:.0f}/s (steady {out['steady_per_s']:.0f}/s); "
-              f"creation took {out['creation_s']:.2f} s ({n / out['creation_s']:.0f}/s), "
-              f"last Job bound at "
+              + (f"creation took {out['creation_s']:.2f} s ({n / out['creation_s']:.0f}/s), "
+                 if lifted is None else "") +
+              "last Job bound at "
               f"{out['last_bound_s']:.2f} s\n"
               f"  creation -> all pods bound: p50 {out['p50_s']:.3f} s, p90 "
               f"{out['p90_s']:.3f} s, p99 {out['p99_s']:.3f} s; p50 of its steps: created -> "
@@ -640,6 +684,9 @@ def main() -> None:
     p.add_argument("--no-gc-freeze", action="store_true",
                    help="leave the setup's objects to the cyclic GC in the burst (by default "
                    "they are frozen before it, as the binder freezes its own)")
+    p.add_argument("--held", action="store_true",
+                   help="create the Jobs with their queue held (a queue limit of 0 cores), "
+                   "then lift the limit and count from there: the queue's admission alone")
     p.add_argument("--py-spy-rate", type=int, default=200, help="py-spy samples per second")
     p.add_argument("--py-spy-cmd", default=str(Path(sys.executable).parent / "py-spy"))
     args = p.parse_args()
