@@ -77,21 +77,33 @@ class BinderReplicas:
         self.settled = time.monotonic()  # when the last takeover was seen done
 
     def start(self) -> str:
+        """A new replica, once both its ports accept. A port free when picked can be taken
+        by another test's process (tests run on several workers) before the binder binds
+        it: the binder then exits ("Address already in use") and is started again on
+        other ports, as a restarted pod would be; any other exit is left to the test."""
         identity = f"binder-{self.started}"
         self.started += 1
-        port, http_port = free_port(), free_port()
-        log = (self.tmp_path / f"{identity}.log").open("wb")
-        self.procs[identity] = subprocess.Popen(
-            [sys.executable, "-m", "fluxnode", "binder", "--kubeconfig", str(self.kubeconfig),
-             "--uri", self.c.inst.tcp_uri(0), "--curve-cert", self.c.inst.cert_path,
-             "--lease-namespace", LEASE[0], "--lease-name", LEASE[1], *LEASE_ARGS,
-             "--identity", identity, "--resync", "1", "--http-host", "127.0.0.1",
-             "--http-port", str(http_port), "--webhook-port", str(port),
-             "--webhook-host", "127.0.0.1",
-             "--webhook-cert-dir", str(self.tmp_path / f"{identity}-certs"),
-             "--resources-configmap", ""],
-            stdout=log, stderr=subprocess.STDOUT)
-        log.close()
+        log_path = self.tmp_path / f"{identity}.log"
+        for _attempt in range(3):
+            port, http_port = free_port(), free_port()
+            with log_path.open("wb") as log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "fluxnode", "binder",
+                     "--kubeconfig", str(self.kubeconfig),
+                     "--uri", self.c.inst.tcp_uri(0), "--curve-cert", self.c.inst.cert_path,
+                     "--lease-namespace", LEASE[0], "--lease-name", LEASE[1], *LEASE_ARGS,
+                     "--identity", identity, "--resync", "1", "--http-host", "127.0.0.1",
+                     "--http-port", str(http_port), "--webhook-port", str(port),
+                     "--webhook-host", "127.0.0.1",
+                     "--webhook-cert-dir", str(self.tmp_path / f"{identity}-certs"),
+                     "--resources-configmap", ""],
+                    stdout=log, stderr=subprocess.STDOUT)
+            wait_for(lambda proc=proc, ports=(http_port, port): proc.poll() is not None
+                     or all(listening(p) for p in ports), 60,
+                     what=f"{identity} listening on its ports, or exited")
+            if proc.poll() is None or b"Address already in use" not in log_path.read_bytes():
+                break
+        self.procs[identity] = proc
         self.ports[identity] = port
         self.http_ports[identity] = http_port
         return identity
