@@ -230,6 +230,15 @@ def py_spy(args: argparse.Namespace, pid: int, out_path: str) -> subprocess.Pope
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def ready(http_port: int) -> bool:
+    """The binder's /readyz answers 200 (informers synced, its webhook serving)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/readyz", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -412,6 +421,8 @@ def run(args: argparse.Namespace) -> dict:
         wait_for(lambda: all(h["clientConfig"].get("caBundle")
                              for h in kube.get(CONFIG, "fluxnode")["webhooks"]),
                  60, what="the webhook's caBundle set by the binder")
+        # the caBundle is patched before the pair it trusts is served: wait for Ready too
+        wait_for(lambda: ready(http_port), 60, what="the binder ready (its webhook serving)")
         batch = client.BatchV1Api(api)
         # warm up: one Job through the whole path (a webhook call, an allocation, bindings),
         # so the binder's start and its first connections are not counted

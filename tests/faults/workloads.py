@@ -125,9 +125,10 @@ class BinderReplicas:
         return (lease.get("spec") or {}).get("holderIdentity")
 
     def serve_webhook(self, identity: str) -> None:
-        """The Service's endpoints: this replica, once its webhook port accepts."""
+        """The Service's endpoints: this replica, once it is Ready (its webhook port accepts
+        before it has a certificate to serve, and its caBundle is patched before that)."""
         port = self.ports[identity]
-        wait_for(lambda: listening(port), 60, what=f"{identity}'s webhook listening")
+        wait_for(lambda: self.ready(identity), 60, what=f"{identity} ready")
         self.c.kube.service_endpoints[("fluxnode", "fluxnode-webhook")] = ("127.0.0.1", port)
 
     def up(self, standby: bool = True) -> str:

@@ -52,6 +52,10 @@ def start_webhook_binder(c: BinderCluster, tmp_path: Path, **overrides):
     wait_for(lambda: all(h["clientConfig"].get("caBundle")
                          for h in c.kube.get(CONFIG, "fluxnode")["webhooks"]),
              60, what="the webhook's caBundle set by the binder")
+    # the caBundle is patched before the binder serves the pair it trusts (a new CA is
+    # trusted first), so it does not say the webhook serves yet; a Service sends requests
+    # to a replica once it is Ready, which needs the webhook serving
+    wait_for(lambda: b.webhook.problem() is None, 60, what="the binder's webhook serving")
     return b
 
 
