@@ -107,6 +107,8 @@ def parse_review(body: bytes) -> dict:
         review = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReviewError(f"body is not JSON: {exc}") from None
+    except RecursionError:  # arrays or objects nested past what the decoder takes
+        raise ReviewError("body is not JSON: nested too deeply") from None
     if not isinstance(review, dict):
         raise ReviewError("body is not a JSON object")
     if review.get("apiVersion") != REVIEW_API_VERSION or review.get("kind") != "AdmissionReview":

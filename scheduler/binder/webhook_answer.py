@@ -49,18 +49,10 @@ def readable_uid(body: bytes) -> str:
     return uid if isinstance(uid, str) else ""
 
 
-def decode(body: bytes) -> dict:
-    """The ``request`` of an AdmissionReview v1 body; ReviewError says what is wrong."""
-    try:
-        return parse_review(body)
-    except RecursionError:
-        raise ReviewError("body is not JSON: nested too deeply") from None
-
-
 def answer(admission: Admission, body: bytes) -> tuple[bytes, str]:
     """(AdmissionReview body, result: allowed, refused or bad) for one request body."""
     try:
-        request = decode(body)
+        request = parse_review(body)
     except ReviewError as exc:
         return error_review(readable_uid(body), BAD,
                             f"fluxnode: not an AdmissionReview v1: {exc}"), "bad"
