@@ -125,10 +125,11 @@ class BinderReplicas:
         return (lease.get("spec") or {}).get("holderIdentity")
 
     def serve_webhook(self, identity: str) -> None:
-        """The Service's endpoints: this replica, once it is Ready (its webhook port accepts
-        before it has a certificate to serve, and its caBundle is patched before that)."""
+        """The Service's endpoints: this replica, once it is Ready as a Service requires (its
+        /readyz: informers synced, the webhook serving with its certificate; its webhook port
+        accepts before it has a certificate, and its caBundle is patched before that)."""
         port = self.ports[identity]
-        wait_for(lambda: self.ready(identity), 60, what=f"{identity} ready")
+        wait_for(lambda: self.ready(identity), 90, what=f"{identity} ready")
         self.c.kube.service_endpoints[("fluxnode", "fluxnode-webhook")] = ("127.0.0.1", port)
 
     def up(self, standby: bool = True) -> str:
@@ -177,9 +178,6 @@ class BinderReplicas:
         self.kill(standby)
         self.standby_kills += 1
         new = self.start()
-        # the Service's endpoints take a pod once it is Ready (its /readyz: informers synced,
-        # the webhook serving with its certificate), not when its port first accepts
-        wait_for(lambda: self.ready(new), 90, what=f"{new} ready")
         self.serve_webhook(new)
         held = self.holder()
         assert held == lead, f"killing the standby {standby} moved the Lease to {held}"
