@@ -497,9 +497,7 @@ def run(args: argparse.Namespace) -> dict:
                     cpu_times(binder.pid), cpu_of(broker_pid), thread_cpu(),
                     task_cpu(binder.pid))
 
-        if not args.held:
-            (requests0, admissions0, calls0, served0, binder0, broker0, threads0,
-             binder_tasks0) = snapshot()
+        base = None if args.held else snapshot()  # --held: taken at the lift instead
         lag = LoopLag(kube._loop)
         lag.start()
         for t in threads:
@@ -515,12 +513,13 @@ def run(args: argparse.Namespace) -> dict:
                      what=f"{args.jobs} FluxJobs Queued by queue batch's limit")
             if any(uids[n] in recorder.unsuspended for n in names):
                 raise SystemExit("a held Job was unsuspended before the limit was lifted")
-            (requests0, admissions0, calls0, served0, binder0, broker0, threads0,
-             binder_tasks0) = snapshot()
+            base = snapshot()
             client_cpu.clear()  # the creations are not the queue's admission
             lifted = time.monotonic()
             core.replace_namespaced_config_map(LIMITS[1], LIMITS[0], {
                 "metadata": {"name": LIMITS[1]}, "data": {"queues.yaml": "batch: {}\n"}})
+        (requests0, admissions0, calls0, served0, binder0, broker0, threads0,
+         binder_tasks0) = base
 
         def done() -> bool:
             if len(recorder.running.intersection(names)) < args.jobs:
