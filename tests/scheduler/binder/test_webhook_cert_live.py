@@ -196,5 +196,10 @@ def test_short_lived_certificates_rotate_while_the_api_server_calls_the_webhook(
         return len({ca for ca, _ in certs_seen}) >= 2 and len(certs_seen) >= 3
 
     wait_for(rotated, 60, interval=0.05, what="a certificate renewed, then the CA")
+    # the replicas load the pair the Secret holds on its watch event, a moment after it is
+    # written: calls go on until the handshakes have met the rotations too (a fresh-clone CI
+    # run under load saw the third pair in the Secret before either replica served it)
+    wait_for(lambda: calls.round() is not None and len(calls.served) >= 3, 30, interval=0.05,
+             what="the handshakes serving the rotated certificates")
     assert calls.failures == []
     assert len(calls.served) >= 3  # the handshakes saw the rotations, not one pair throughout
