@@ -8,7 +8,9 @@ the scheduler module loaded as by default), registers the other NODES-1 nodes wi
 over its local socket (`resource.register`, what each broker sends when it joins: here
 2 sockets, CORES cores, GPUS GPUs and 256 GiB each), waits until the scheduler's graph
 holds all of them (`sched.resource-status`), and reads the leader's VmRSS and Pss from
-/proc/PID/smaps_rollup. The nodes are down (no broker runs there): the graph holds
+/proc/PID/smaps_rollup. The fluxnode packages the leader imports are compiled to bytecode
+first, as an installed wheel has them (a checkout run with PYTHONDONTWRITEBYTECODE
+compiles each module from source in the leader, about 1.5 MiB more). The nodes are down (no broker runs there): the graph holds
 them all the same, which is what the figure is about; live brokers would add their
 overlay peers. Medians over --runs. Memory figures do not depend on the machine's load.
 Where the memory goes: bench/leader_memory.py.
@@ -30,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from broker_footprint import memory
+from broker_footprint import compile_modules, memory
 from fluxnode.agent.broker.client import Client
 from fluxnode.broker_conf import certificate
 from sched_common import KEYS
@@ -153,6 +155,7 @@ def main() -> None:
                 got = resource_query([*argv, "-L", str(graph), "-P", "first"])
                 print(f"{who} with the same graph: RSS {got['Rss'] / KiB:.1f} MiB, "
                       f"PSS {got['Pss'] / KiB:.1f} MiB")
+    compile_modules(opts.python)
     with tempfile.TemporaryDirectory(prefix="leader-") as tmp:
         figures = [leader(Path(tmp) / f"run{i}", opts.nodes, opts.cores, opts.gpus,
                           opts.python) for i in range(opts.runs)]

@@ -8,6 +8,12 @@ yaml-cpp's rules (YAML_DEFINE_CONVERT_STREAMABLE: iostream parsing, base from th
 An already-parsed ``dict`` is treated as the JSON it came from. `JobspecError` is
 libjobspec's ``parse_error``: the path, Fluxion's wording and, for YAML text, the place.
 The jobspec model and its checks (`jobspec.py`) sit on top of this module.
+
+PyYAML is imported on the first text to read (`_pyyaml`), not with this module: the
+leader's scheduler service takes jobspecs as mappings from the binder and slot kinds,
+and never reads YAML unless someone sends text (`fluxnode alloc --jobspec FILE`).
+PyYAML and its C parser, with the ``datetime`` and ``base64`` its constructor imports,
+are about 1.5 MiB of a process's private memory (issue 32's leader).
 """
 
 from __future__ import annotations
@@ -18,9 +24,10 @@ import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 UINT_MAX = 0xFFFFFFFF
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
@@ -155,11 +162,36 @@ def join_path(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-# libyaml's parser when PyYAML was built with it (10x faster), else the Python one. Only
-# its event stream is used: the tree is built here, without recursion (PyYAML's own C
-# composer recurses once per nesting level and crashes the process on ``[[[[...``).
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_RESOLVER = yaml.resolver.Resolver()
+class _PyYaml:
+    """PyYAML and what this module uses of it, made once, on the first text read.
+
+    The loader is libyaml's parser when PyYAML was built with it (10x faster), else the
+    Python one. Only its event stream is used: the tree is built here, without recursion
+    (PyYAML's own C composer recurses once per nesting level and crashes the process on
+    ``[[[[...``). The resolver and constructor give pass-through scalars (`to_python`)
+    the value ``yaml.safe_load`` would."""
+
+    __slots__ = ("yaml", "loader", "resolver", "constructor")
+
+    def __init__(self) -> None:
+        import yaml  # see the module docstring: only text needs it
+
+        self.yaml = yaml
+        self.loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        self.resolver = yaml.resolver.Resolver()
+        self.constructor = yaml.constructor.SafeConstructor()
+
+
+_pyyaml_made: list[_PyYaml] = []
+
+
+def _pyyaml() -> _PyYaml:
+    """The one `_PyYaml` of this process, made on first use."""
+    if not _pyyaml_made:
+        _pyyaml_made.append(_PyYaml())
+    return _pyyaml_made[0]
+
+
 _NULL_TAG = "tag:yaml.org,2002:null"
 _NULL_TEXTS = frozenset({"", "~", "null", "Null", "NULL"})
 
@@ -230,17 +262,6 @@ class _Frame:
         self.items: list = node.value
 
 
-_ScalarEvent = yaml.ScalarEvent
-_AliasEvent = yaml.AliasEvent
-_SequenceStartEvent = yaml.SequenceStartEvent
-_MappingStartEvent = yaml.MappingStartEvent
-_SequenceEndEvent = yaml.SequenceEndEvent
-_MappingEndEvent = yaml.MappingEndEvent
-_DocumentStartEvent = yaml.DocumentStartEvent
-_DocumentEndEvent = yaml.DocumentEndEvent
-_StreamEndEvent = yaml.StreamEndEvent
-
-
 def _compose_first(text: str, budget: _Budget) -> DocNode:
     """The first document of `text` as a DocNode tree (PyYAML's composer, without
     recursion and within `budget`; aliases share the node they name).
@@ -249,6 +270,13 @@ def _compose_first(text: str, budget: _Budget) -> DocNode:
     scalar) first, with the budget and the attachment to the open collection in line:
     a jobspec is read on every match, and the generic composer was a third of a
     single-core match in resource-query."""
+    pyyaml = _pyyaml()
+    yaml = pyyaml.yaml
+    _ScalarEvent, _AliasEvent = yaml.ScalarEvent, yaml.AliasEvent
+    _SequenceStartEvent, _MappingStartEvent = yaml.SequenceStartEvent, yaml.MappingStartEvent
+    _SequenceEndEvent, _MappingEndEvent = yaml.SequenceEndEvent, yaml.MappingEndEvent
+    _DocumentStartEvent, _DocumentEndEvent = yaml.DocumentStartEvent, yaml.DocumentEndEvent
+    _StreamEndEvent = yaml.StreamEndEvent
     # node, size, height; size None while the anchored collection is still open
     anchors: dict[str, tuple[DocNode, int | None, int]] = {}
     stack: list[_Frame] = []
@@ -266,7 +294,7 @@ def _compose_first(text: str, budget: _Budget) -> DocNode:
                 f"{first.line + 1}, column {first.column + 1})", mark)
         anchors[anchor] = (node, size, height)
 
-    loader = _LOADER(text)
+    loader = pyyaml.loader(text)
     try:
         check_event, get_event = loader.check_event, loader.get_event
         while check_event():
@@ -372,6 +400,7 @@ def load_document(obj: Mapping | str | bytes, limits: Limits = DEFAULT_LIMITS) -
             raise JobspecError(
                 "", f"jobspec is not UTF-8 text: byte 0x{data[e.start]:02x} at offset "
                 f"{e.start} ({e.reason})") from None
+    yaml = _pyyaml().yaml
     try:
         return _compose_first(obj, budget)
     except yaml.YAMLError as e:
@@ -401,7 +430,7 @@ def _syntax_error(text: str, e: yaml.YAMLError,
     """The YAML error as Fluxion's yaml-cpp would place it (`what`), reported to the user
     as ``line L, column C: problem (while parsing X started at line L, column C)``, or as
     the JSON error when the text is JSON."""
-    if isinstance(e, yaml.reader.ReaderError):
+    if isinstance(e, _pyyaml().yaml.reader.ReaderError):
         # a character YAML refuses anywhere, so its first occurrence is the place (libyaml's
         # position counts bytes, PyYAML's characters)
         at = max(text.find(chr(e.character)), 0)
@@ -546,14 +575,13 @@ def to_python(node: DocNode, path: str = "attributes") -> Any:
     text = node.value
     if text.isdigit() and text.isascii() and len(text) < 19 and (text[0] != "0" or text == "0"):
         return int(text)  # the common case, 10x faster than the resolver
-    tag = _RESOLVER.resolve(yaml.ScalarNode, node.value, (True, False))
-    construct = _CONSTRUCTOR.yaml_constructors.get(tag)
+    pyyaml = _pyyaml()
+    yaml = pyyaml.yaml
+    tag = pyyaml.resolver.resolve(yaml.ScalarNode, node.value, (True, False))
+    construct = pyyaml.constructor.yaml_constructors.get(tag)
     if construct is None:
         return node.value
     try:
-        return construct(_CONSTRUCTOR, yaml.ScalarNode(tag, node.value))
+        return construct(pyyaml.constructor, yaml.ScalarNode(tag, node.value))
     except (yaml.YAMLError, ValueError, OverflowError):
         return node.value
-
-
-_CONSTRUCTOR = yaml.constructor.SafeConstructor()

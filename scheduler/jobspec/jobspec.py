@@ -21,7 +21,6 @@ what is missing) the error raised, whose ``str()`` is ``line L, column C: path: 
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -135,6 +134,8 @@ def _unknown_key(node: DocNode, known: tuple[str, ...]) -> DocNode | None:
 def _unknown_key_error(key: DocNode, path: str, reason: str,
                        known: tuple[str, ...]) -> JobspecError:
     """`reason` placed at the unknown `key`, with the known key it was likely meant to be."""
+    import difflib  # only a refused jobspec needs it (the leader's memory: docs/benchmarks.md)
+
     name = str(key.value) if key.kind == "scalar" else ""
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(known)
@@ -218,6 +219,8 @@ def _missing_key_error(node: DocNode, path: str, name: str, reason: str,
                        known: tuple[str, ...]) -> JobspecError:
     """`reason` for key `name` missing from mapping `node`; placed at a key that is not one
     of `known` but looks like `name` (libjobspec takes unknown task keys), when there is one."""
+    import difflib  # (see _unknown_key_error)
+
     for k, _ in node.value:
         if (k.kind == "scalar" and k.value not in known
                 and difflib.get_close_matches(k.value, [name], n=1)):

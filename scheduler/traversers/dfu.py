@@ -55,7 +55,6 @@ from fluxnode.scheduler.graph.resource_graph import (
 from fluxnode.scheduler.jobspec.jobspec import Jobspec
 from fluxnode.scheduler.jobspec.request import MatchRequest, Request, from_jobspec
 from fluxnode.scheduler.policies.policy import Policy
-from fluxnode.scheduler.readers.rv1 import extend_rv1
 from fluxnode.scheduler.traversers.aux_walk import AuxWalk
 from fluxnode.scheduler.traversers.dfu_cancel import DfuCancel
 from fluxnode.scheduler.traversers.dfu_impl import (
@@ -701,5 +700,9 @@ class Traverser(DfuSelect, AuxWalk, DfuCancel, DfuReservation):
 
     def add_resources(self, R: dict) -> None:
         """Grow the graph from another R (vertices whose path exists are kept)."""
+        # the R reader (and its JGF reader) only for this: the leader's service grows its
+        # graph from nodes (flat_graph) and never loads them (docs/benchmarks.md)
+        from fluxnode.scheduler.readers.rv1 import extend_rv1
+
         extend_rv1(self.g, R)
         self.reinit()
