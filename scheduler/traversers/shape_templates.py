@@ -110,6 +110,7 @@ class ShapeTemplates(PerfClassBelow, DfuSelect):
         self._shape_ids: dict[tuple, int] = {}  # a shape -> its number (hashed once)
         # a leaf parent's shapes by a hash of their fields (see leaf_shapes.leaf_number)
         self._leaf_buckets: dict[int, list[tuple[tuple, int]]] = {}
+        self._columns: dict[tuple, tuple] = {}  # see _shared_columns
         self._ctx_ids: dict[tuple, int] = {}  # a request level (any window) -> its number
         self._templates: dict[tuple, Template | None] = {}
         # (request level number, vertex type) -> walks in a row that made or found no
@@ -154,6 +155,7 @@ class ShapeTemplates(PerfClassBelow, DfuSelect):
         if len(ids) >= MAX_SHAPES:
             self._shape_ids.clear()
             self._leaf_buckets.clear()
+            self._columns.clear()
             self._ctx_ids.clear()
             self._shapes.clear()
             self._deep_shapes.clear()
@@ -178,10 +180,28 @@ class ShapeTemplates(PerfClassBelow, DfuSelect):
             shape = got
         else:  # a new shape: number it, and keep it where leaf_number looks
             h, whole = got
+            whole = self._shared_columns(whole)
             shape = self._numbered(self._shape_ids, whole)
             self._leaf_buckets.setdefault(h, []).append((whole, shape))
         self._shapes[uid] = shape
         return shape
+
+    def _shared_columns(self, whole: tuple) -> tuple:
+        """``whole`` (a new leaf shape's fields: the parent's type, id, size and status,
+        then its children's types, ids, sizes and statuses, a tuple each) with those four
+        columns replaced by equal ones kept before, when there are. Every node of a make
+        has the same children's columns and its own id, so each node is a shape of its
+        own: the leader's 1,000 nodes of 196 leaves kept 4,000 tuples of 196 entries
+        (6.4 MiB, a fifth of its graph's memory; docs/benchmarks.md) where 4 do. Equal
+        tuples compare and hash as before: numbers, lookups and templates are unchanged."""
+        columns = self._columns
+        shared = []
+        for col in whole[4:]:
+            have = columns.get(col)
+            if have is None:
+                have = columns[col] = col
+            shared.append(have)
+        return (*whole[:4], *shared)
 
     def _shape(self, u: Vertex) -> int | None:
         """``u``'s leaf-parent shape, or else its deep one (None: neither)."""

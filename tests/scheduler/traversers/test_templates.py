@@ -213,3 +213,46 @@ def test_a_fresh_graphs_nodes_are_numbered_before_the_first_match(policy, tmp_pa
            for t in (plain, fast)]
     assert got[0] == got[1]
     assert len(fast._shape_ids) == numbered
+
+
+def test_the_leaders_nodes_share_their_shapes_columns():
+    """On the service's flat graph every node is a leaf parent of its own shape (its id
+    is part of it), and its children's columns (types, ids, sizes, statuses, a tuple of
+    196 each) are the same for every node of a make: the traverser keeps them once
+    (issue 32; 33 B per graph vertex before, a fifth of the leader's graph). The oracle
+    for the numbers is the fields themselves (equal fields, equal number: here every
+    node its own), and for the matches the plain walk's answer."""
+    import tracemalloc
+
+    from fluxnode.broker_conf.rv1 import NodeResources
+    from fluxnode.scheduler.service.flat_graph import flat_graph
+
+    def nodes():
+        return [NodeResources(rank=r, hostname=f"node{r}", cores=list(range(64)),
+                              gpus=list(range(4)), sockets=2, memory_mib=262144)
+                for r in range(30)]
+
+    g = flat_graph(nodes())
+    g.vertices[1 + 197 * 7 + 3].status = "down"  # node7's core2: a column of its own
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        fast = FastTraverser(g, "first")
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept / len(g.vertices) < 10, f"{kept / len(g.vertices):.0f} B per vertex"
+    leaf_shapes = [whole for whole in fast._shape_ids if whole[0] == "node"]
+    assert len(leaf_shapes) == 30
+    assert len({id(col) for whole in leaf_shapes for col in whole[4:]}) == 5
+    numbers = [fast._shapes.get(u.uniq_id) for u in g.root.children]
+    assert len(set(numbers)) == 30 and None not in numbers
+    plain = Traverser(flat_graph(nodes()), "first")
+    plain.g.vertices[1 + 197 * 7 + 3].status = "down"
+    plain.reinit()
+    one = jobspec([{"type": "node", "count": 3, "with": [
+        {"type": "slot", "count": 1, "label": "default", "with": [
+            {"type": "core", "count": 64}, {"type": "memory", "count": 2}]}]}])
+    got = [sorted(e.vertex.uniq_id for e in t.match(one, jobid=1).selection)
+           for t in (plain, fast)]
+    assert got[0] == got[1] and got[0]
