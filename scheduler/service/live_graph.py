@@ -120,7 +120,6 @@ class LiveGraph:
         self._policies: dict[str, Policy] = {}
         self._parts: dict[int, list[int]] = {}  # service id -> traverser job ids
         self._timed: set[int] = set()  # traverser job ids of requests with a duration (_match)
-        self._index: dict[int, dict[tuple[str, int], object]] = {}  # rank -> (type, id) -> vertex
         self.limits = DEFAULT_LIMITS  # what a jobspec may cost to read (the service sets it)
         # `ranks` text -> its constraint (None: none needed), see _exclusion
         self._exclusions: OrderedDict[str, Constraint | None] = OrderedDict()
@@ -543,17 +542,16 @@ class LiveGraph:
         """`Traverser.replay` picks for one share: cluster and node shared, the named
         cores and GPUs and enough free memory granules exclusively; and, with `missing_ok`,
         the part of the share the node does not have (None when it has all of it)."""
-        index = self._index.get(rank)
-        if index is None:
-            index = self._index[rank] = {}
-            for v in self._graph.by_rank.get(rank, []):
-                index.setdefault((v.type, -1 if v.type == "node" else v.id), v)
-        host = self._nodes[rank].hostname
-        picks: list[tuple] = [(self._graph.root, 1, False), (index[("node", -1)], 1, False)]
+        have = self._nodes[rank]
+        host = have.hostname
+        vertex = next(v for v in self._graph.by_rank[rank] if v.type == "node")
+        kids = vertex.children
+        picks: list[tuple] = [(self._graph.root, 1, False), (vertex, 1, False)]
         absent: dict[str, list[int]] = {}
-        for type_, ids in (("core", node.cores), ("gpu", node.gpus)):
+        for type_, ids, made, offset in (("core", node.cores, have.cores, 0),
+                                         ("gpu", node.gpus, have.gpus, len(have.cores))):
             for i in ids:
-                v = index.get((type_, i))
+                v = _leaf(kids, type_, i, made, offset)
                 if v is None:
                     if not missing_ok:
                         raise Unsatisfiable(f"rank {rank} ({host}) has no {type_} {i}")
@@ -562,8 +560,7 @@ class LiveGraph:
                 picks.append((v, 1, True))
         memory = node.memory_mib
         if memory > 0:
-            granules = sorted((v for (t, _i), v in index.items() if t == "memory"),
-                              key=lambda v: v.id)
+            granules = sorted((v for v in kids if v.type == "memory"), key=lambda v: v.id)
             want = -(-memory // granules[0].size) if granules else 0
             if want > len(granules):
                 if not missing_ok:
@@ -597,6 +594,24 @@ class LiveGraph:
             except TraverserError:
                 pass
         self._parts[jobid] = left
+
+
+def _leaf(kids: list, type_: str, i: int, made: list[int], offset: int):
+    """The child of type `type_` and id `i` among a node's children `kids` (None: there is
+    none). `add_flat_nodes` makes them in the order of the node's ids (`made`: its cores,
+    then its GPUs at `offset`, then its memory granules), so the place is found without
+    an index; a child that is not there is looked for among them all.
+
+    Why no index: the one kept per rank ((type, id) -> vertex, made on a rank's first
+    hold) was 19.4 MiB once a journal replay or `sched.adopt` had held something on each
+    of 1,000 nodes of 197 vertices (a tuple and a dict entry a vertex; issue 32)."""
+    try:
+        v = kids[offset + made.index(i)]
+        if v.type == type_ and v.id == i:
+            return v
+    except (ValueError, IndexError):
+        pass
+    return next((v for v in kids if v.type == type_ and v.id == i), None)
 
 
 def _lib_op(op: str) -> str:
