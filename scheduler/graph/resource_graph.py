@@ -222,23 +222,24 @@ class InnerHold:
 class Vertex:
     """One resource pool (a node, a core, 2 GB of memory...)."""
 
-    # 20 slots used (a slot is 8 bytes on each of a 1,000-node service graph's
-    # 197,001 vertices): the 16 the compiled loops read at their offsets
-    # (traversers/_slots.h) stay slots, and what most vertices share or leave empty
-    # (basename, unit, properties, other subsystems' paths, aux edges) is one tuple in
-    # `_more` (see _extras), read through properties of the same names. `_pad` is never
-    # set: with 20 slots (a 192-byte object with its GC header) a `low` or `lonode`
-    # match cost 4% more instructions (bench/sched_instructions.py, PYTHONHASHSEED=0),
-    # with this 21st (208 bytes) the same as with the 24 before. Not pinned down:
-    # vertices hash by address in the traversers' sets and dicts, and the object size
-    # sets the addresses' stride; an `aux_children` slot in place of `_pad` was 4% more
-    # again (seeds 0 and 1). Numbers: docs/benchmarks.md, the leader's memory.
+    # 20 slots, a 192-byte object with its GC header (a slot is 8 bytes on each of a
+    # 1,000-node service graph's 197,001 vertices): the 16 the compiled loops read at
+    # their offsets (traversers/_slots.h) stay slots, and what most vertices share or
+    # leave empty (basename, unit, properties, other subsystems' paths, aux edges) is one
+    # tuple in `_more` (see _extras), read through properties of the same names. A 21st
+    # slot, never set, kept the object at 208 bytes while a 192-byte vertex was measured
+    # 4% dearer per `low` or `lonode` match; measured again with the traversers of
+    # 2026-11-29 (bench/sched_instructions.py --matches 200, PYTHONHASHSEED 0-2) it is
+    # 1.2-1.3% dearer for those two and the same for `first`, for 3 MiB less on the
+    # leader's graph, so it went (branch leader44). Not pinned down: vertices hash by
+    # address in the traversers' sets and dicts, and the object size sets the
+    # addresses' stride. Numbers: docs/benchmarks.md, the leader's memory.
     __slots__ = (
         "uniq_id", "type", "name", "id", "rank", "size", "status", "_path", "_more",
         "children", "parent",
         # scheduling state (owned by the traverser)
         "spans", "xspans", "tags", "agspans", "allocations", "reservations",
-        "schedule", "x_checker", "subplan", "_pad",
+        "schedule", "x_checker", "subplan",
     )
 
     def __init__(self, uniq_id: int, type_: str, basename: str, name: str, id_: int,
