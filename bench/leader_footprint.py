@@ -8,12 +8,13 @@ the scheduler module loaded as by default), registers the other NODES-1 nodes wi
 over its local socket (`resource.register`, what each broker sends when it joins: here
 2 sockets, CORES cores, GPUS GPUs and 256 GiB each), waits until the scheduler's graph
 holds all of them (`sched.resource-status`), and reads the leader's VmRSS and Pss from
-/proc/PID/smaps_rollup. The fluxnode packages the leader imports are compiled to bytecode
-first, as an installed wheel has them (a checkout run with PYTHONDONTWRITEBYTECODE
-compiles each module from source in the leader, about 1.5 MiB more). The nodes are down (no broker runs there): the graph holds
-them all the same, which is what the figure is about; live brokers would add their
-overlay peers. Medians over --runs. Memory figures do not depend on the machine's load.
-Where the memory goes: bench/leader_memory.py.
+/proc/PID/smaps_rollup. The fluxnode packages the leader imports are compiled to
+bytecode first, as an installed wheel has them (a checkout run with
+PYTHONDONTWRITEBYTECODE compiles each module from source in the leader, about 1.5 MiB
+more). The nodes are down (no broker runs there): the graph holds them all the same,
+which is what the figure is about; live brokers would add their overlay peers. Medians
+over --runs. Memory figures do not depend on the machine's load. Where the memory goes:
+bench/leader_memory.py.
 
 ``--flux-rq`` (Fluxion's ``resource-query``) adds the side-by-side figure for the graph
 alone: the same graph as the leader's (a GRUG of NODES nodes, each with its cores, GPUs
