@@ -438,7 +438,11 @@ class ResourceGraph:
     by_path: dict[str, Vertex | list[Vertex]] = field(default_factory=dict)
     leaf_paths: int = 0  # how many paths the leaves left out of by_path have
     by_type: dict[str, list[Vertex]] = field(default_factory=dict)
-    by_name: dict[str, list[Vertex]] = field(default_factory=dict)
+    # name -> its vertices in creation order (Fluxion's by_name): see the by_name property
+    name_index: dict[str, list[Vertex]] = field(default_factory=dict, repr=False)
+    # None: names are indexed in `name_index`. A dict (name -> the one string of that name):
+    # they are not, see unindexed_names
+    name_strings: dict[str, str] | None = field(default=None, repr=False)
     by_rank: dict[int, list[Vertex]] = field(default_factory=dict)
     subsystems: list[str] = field(default_factory=lambda: [CONTAINMENT])
     # containment edges into a vertex that already had a parent (Fluxion's multi-tier
@@ -449,21 +453,51 @@ class ResourceGraph:
     # vertices[:compacted] went through compact_paths
     compacted: int = field(default=0, compare=False, repr=False)
 
+    @property
+    def by_name(self) -> dict[str, list[Vertex]]:
+        """Name -> its vertices in creation order (Fluxion's by_name map; resource-query's
+        ``stat`` counts its keys). A graph that does not index names
+        (`unindexed_names`) makes it from `vertices` for each reader, a new dict a
+        writer's changes do not reach."""
+        if self.name_strings is None:
+            return self.name_index
+        out: dict[str, list[Vertex]] = {}
+        for v in self.vertices:
+            out.setdefault(v.name, []).append(v)
+        return out
+
+    def unindexed_names(self) -> None:
+        """Keep no list of vertices per name, for a graph whose vertices are never removed
+        and kept in creation order in `vertices` (the leader's service graph, whose
+        renumbering keeps both in ``uniq_id`` order): `by_name` is then made on demand,
+        the same lists. Only resource-query and the tests read it, and its lists were
+        9 B a vertex (1.7 MiB of the leader's 1,000-node graph; docs/benchmarks.md).
+        Before any vertex is added."""
+        if self.vertices:
+            raise ValueError("unindexed_names: the graph has vertices already")
+        self.name_strings = {}
+
     def add_vertex(self, type_: str, basename: str, name: str, id_: int, *, rank: int = -1,
                    size: int = 1, unit: str = "", uniq_id: int | None = None) -> Vertex:
         uid = len(self.vertices) if uniq_id is None else uniq_id
         # One string per distinct name: every node of a graph has its core0..core63
         # (the leader's 1,000-node graph: 197 names, not 197,000 strings of ~56 bytes)
-        named = self.by_name.get(name)
-        if named:
-            name = named[0].name
+        strings = self.name_strings
+        named = None
+        if strings is not None:
+            name = strings.setdefault(name, name)
+        else:
+            named = self.name_index.get(name)
+            if named:
+                name = named[0].name
         v = Vertex(uid, type_, basename, name, id_, rank, size, unit)
         self.vertices.append(v)
         self.by_type.setdefault(type_, []).append(v)
-        if named is None:
-            self.by_name[name] = [v]
-        else:
-            named.append(v)
+        if strings is None:
+            if named is None:
+                self.name_index[name] = [v]
+            else:
+                named.append(v)
         self.by_rank.setdefault(rank, []).append(v)
         return v
 
@@ -628,8 +662,11 @@ class ResourceGraph:
 
     def remove_vertex(self, v: Vertex) -> None:
         """Drop ``v`` and its subtree from every index (the slot in ``vertices`` stays)."""
+        if self.name_strings is not None:  # index names from now on: made from `vertices`,
+            self.name_index = self.by_name  # by_name would list a removed vertex
+            self.name_strings = None
         for u in list(self.walk(v)):
-            for index, key in ((self.by_type, u.type), (self.by_name, u.name),
+            for index, key in ((self.by_type, u.type), (self.name_index, u.name),
                                (self.by_rank, u.rank)):
                 lst = index.get(key)
                 if lst and u in lst:

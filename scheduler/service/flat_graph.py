@@ -92,7 +92,7 @@ def renumber_in_rank_order(g: ResourceGraph) -> dict[int, int]:
         mapping[v.uniq_id] = new
         v.uniq_id = new
     g.vertices[:] = order
-    for index in (g.by_type, g.by_name, g.by_rank, g.by_path):
+    for index in (g.by_type, g.name_index, g.by_rank, g.by_path):  # (name_index: {} when unindexed)
         for vertices in index.values():
             if type(vertices) is list:  # (by_path holds a lone vertex as itself)
                 vertices.sort(key=lambda v: v.uniq_id)
@@ -100,7 +100,9 @@ def renumber_in_rank_order(g: ResourceGraph) -> dict[int, int]:
 
 
 def flat_graph(nodes: Iterable[NodeResources]) -> ResourceGraph:
-    """A new service graph of `nodes` (just the cluster vertex when there are none)."""
+    """A new service graph of `nodes` (just the cluster vertex when there are none), which
+    keeps no list of vertices per name (`ResourceGraph.unindexed_names`)."""
     g = ResourceGraph()
+    g.unindexed_names()
     add_flat_nodes(g, nodes)
     return g
