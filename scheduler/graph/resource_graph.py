@@ -231,9 +231,10 @@ class Vertex:
     # 4% dearer per `low` or `lonode` match; measured again with the traversers of
     # 2026-11-29 (bench/sched_instructions.py --matches 200, PYTHONHASHSEED 0-2) it is
     # 1.2-1.3% dearer for those two and the same for `first`, for 3 MiB less on the
-    # leader's graph, so it went (branch leader44). Not pinned down: vertices hash by
-    # address in the traversers' sets and dicts, and the object size sets the
-    # addresses' stride. Numbers: docs/benchmarks.md, the leader's memory.
+    # leader's graph, so it went (branch leader44); with the round's other changes the
+    # three were within 0.2% of main's. Not pinned down: vertices hash by address in
+    # the traversers' sets and dicts, and the object size sets the addresses' stride.
+    # Numbers: docs/benchmarks.md, the leader's memory.
     __slots__ = (
         "uniq_id", "type", "name", "id", "rank", "size", "status", "_path", "_more",
         "children", "parent",
