@@ -305,6 +305,40 @@ def _shared(config: Any) -> broker_mod.Shared:
     return broker_mod.Shared(cert=cert, machine=machine)
 
 
+def _settle_type_cache() -> None:
+    """Empty the interpreter's method cache, and give every class its version tag again,
+    so that a forked broker does not write to strings of the launcher's (issue 32).
+
+    CPython's type attribute cache (4,096 entries, `_PyType_Lookup`) holds a strong
+    reference to the attribute name of each entry. After the launcher's imports and
+    rendering, its entries name attributes of jinja2, tomllib, email and click; each
+    lookup a broker caches replaces an entry and drops that name's reference, a write to a
+    random launcher string, so a copy of its page: 45-50 pages per worker of the 64- and
+    80-byte size classes (`/proc/PID/pagemap` of a broker against the launcher's memory
+    at fork, changed words mapped to the objects there). `sys._clear_type_cache()` drops
+    all the names but also every class's version tag, and each broker would then write a
+    fresh tag into every class it uses; a failed lookup of the empty string (a string of
+    the interpreter's own, whose page every process writes) on every class tags it again,
+    and the entries it leaves name only that string."""
+    clear = getattr(sys, "_clear_type_cache", None)
+    if clear is None:  # not CPython: no such cache to settle
+        return
+    clear()
+    lookup = type.__getattribute__
+    seen: set[int] = set()
+    todo: list[type] = [object]
+    while todo:
+        cls = todo.pop()
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        try:
+            lookup(cls, "")
+        except AttributeError:
+            pass
+        todo.extend(type.__subclasses__(cls))
+
+
 def fork_brokers(inst: TestInstance) -> None:
     config_path = str(inst.config_path)
     config = broker_mod.load_config(config_path)
@@ -315,6 +349,7 @@ def fork_brokers(inst: TestInstance) -> None:
     shared, prctl = _shared(config), _prctl()
     # Keep the garbage collector away from the shared heap so pages stay shared after fork.
     gc.collect()
+    _settle_type_cache()
     gc.freeze()
     # The brokers wait at a gate (the read end of a pipe) until every one is forked: started
     # at once, 1,000 brokers took the 2 cores from the launcher, and its k-th fork waited
