@@ -339,6 +339,50 @@ def _settle_type_cache() -> None:
         todo.extend(type.__subclasses__(cls))
 
 
+# Objects that fill the launcher's part-used obmalloc pools before the fork (_fill_pools);
+# kept for the launcher's life, never touched again.
+_POOL_FILL: list[object] = []
+
+
+def _fill_pools() -> None:
+    """Fill every part-used pool of CPython's small-object allocator before the fork, so
+    what a broker allocates goes to pools of its own, packed, rather than into the free
+    blocks the launcher's imports left scattered over its pools (issue 32).
+
+    obmalloc allocates a size class from the first of its part-used pools (16 KiB each),
+    then the next: a forked broker's first few thousand objects landed in the free
+    blocks of 30-60 pools per size class, and each block it took or gave back copied a
+    page of the launcher's (the block's, and the pool's header). Filled, the launcher's
+    pools stay shared and a broker's objects fill fresh pools page by page. How many
+    blocks each class has free comes from `sys._debugmallocstats()` (CPython's own
+    report, written to the C stderr, read here through a file); the fillers are bytes
+    objects of the class's exact size (ints for the 32-byte class), 0.3-0.5 MiB of the
+    launcher's memory for all 32 classes. Without pymalloc or that report, nothing."""
+    report = getattr(sys, "_debugmallocstats", None)
+    if report is None:
+        return
+    with tempfile.TemporaryFile() as out:
+        saved = os.dup(2)
+        try:
+            os.dup2(out.fileno(), 2)
+            report()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    for line in text.splitlines():
+        # "class size num-pools blocks-in-use avail-blocks": one line per size class
+        fields = line.split()
+        if len(fields) != 5 or not all(f.isdigit() for f in fields):
+            continue
+        size, free = int(fields[1]), int(fields[4])
+        if size >= 48:  # a bytes object of n bytes takes 33 + n
+            _POOL_FILL.extend(bytes(size - 33) for _ in range(free))
+        elif size == 32:  # a one-digit int takes 28
+            _POOL_FILL.extend((1 << 20) + i for i in range(free))
+
+
 def fork_brokers(inst: TestInstance) -> None:
     config_path = str(inst.config_path)
     config = broker_mod.load_config(config_path)
@@ -350,6 +394,7 @@ def fork_brokers(inst: TestInstance) -> None:
     # Keep the garbage collector away from the shared heap so pages stay shared after fork.
     gc.collect()
     _settle_type_cache()
+    _fill_pools()
     gc.freeze()
     # The brokers wait at a gate (the read end of a pipe) until every one is forked: started
     # at once, 1,000 brokers took the 2 cores from the launcher, and its k-th fork waited
