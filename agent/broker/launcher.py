@@ -371,16 +371,67 @@ def _fill_pools() -> None:
             os.close(saved)
         out.seek(0)
         text = out.read().decode(errors="replace")
+    free: list[tuple[int, int]] = []
     for line in text.splitlines():
         # "class size num-pools blocks-in-use avail-blocks": one line per size class
         fields = line.split()
-        if len(fields) != 5 or not all(f.isdigit() for f in fields):
-            continue
-        size, free = int(fields[1]), int(fields[4])
-        if size >= 48:  # a bytes object of n bytes takes 33 + n
-            _POOL_FILL.extend(bytes(size - 33) for _ in range(free))
-        elif size == 32:  # a one-digit int takes 28
-            _POOL_FILL.extend((1 << 20) + i for i in range(free))
+        if len(fields) == 5 and all(f.isdigit() for f in fields) and int(fields[1]) >= 32:
+            free.append((int(fields[1]), int(fields[4])))
+    fillers: list[object] = [None] * sum(n for _, n in free)  # sized once (_fill_heap)
+    i = 0
+    for size, n in free:
+        for k in range(n):
+            # a bytes object of n bytes takes 33 + n, a one-digit int 28
+            fillers[i] = bytes(size - 33) if size >= 48 else (1 << 20) + k
+            i += 1
+    _POOL_FILL.append(fillers)
+
+
+# Chunks that fill the free lists of the launcher's malloc heap before the fork
+# (_fill_heap); never freed, never touched.
+_HEAP_FILL: list[list[int | None]] = []
+TCACHE_MAX_CHUNK = 1040  # glibc's per-thread cache holds up to 7 free chunks of each
+TCACHE_COUNT = 7  # size up to this one (64 sizes, 16 bytes apart)
+
+
+def _fill_heap() -> None:
+    """Take the small free chunks of the launcher's malloc heap before the fork, so that
+    what a broker mallocs (pyzmq's and libzmq's objects, Python's tables over 512 bytes)
+    is carved from the heap's top, packed, rather than from free chunks scattered over
+    the launcher's pages, each of which it would copy (issue 32).
+
+    Which chunks are free comes from glibc's `malloc_info` (an XML report: size and count
+    of the free chunks of each bin, per arena; the main arena's first); its per-thread
+    cache, which the report leaves out, holds up to 7 chunks of each size up to 1,040
+    bytes, so 7 more of each are taken. Chunks over 1,040 bytes are left: a broker's
+    larger allocations split them from one end. About 600 chunks, 0.25 MiB at most, kept
+    for the launcher's life. Anything but glibc: nothing."""
+    try:
+        libc = ctypes.CDLL(None)
+        malloc, malloc_info = libc.malloc, libc.malloc_info
+        fdopen, fclose = libc.fdopen, libc.fclose
+    except (OSError, AttributeError):
+        return
+    malloc.restype = fdopen.restype = ctypes.c_void_p
+    with tempfile.TemporaryFile() as out:
+        stream = fdopen(os.dup(out.fileno()), b"w")
+        if not stream:
+            return
+        malloc_info(0, ctypes.c_void_p(stream))
+        fclose(ctypes.c_void_p(stream))
+        out.seek(0)
+        report = out.read().decode(errors="replace")
+    sizes = list(range(32, TCACHE_MAX_CHUNK + 1, 16)) * TCACHE_COUNT
+    main_arena = report.split('<heap nr="1">')[0].split("</sizes>")[0]
+    for m in re.finditer(r'<size from="(\d+)" to="\d+" total="\d+" count="(\d+)"/>', main_arena):
+        chunk = int(m[1]) - 1  # the report's "from" is a chunk's size + 1
+        if chunk <= TCACHE_MAX_CHUNK:
+            sizes += [chunk] * int(m[2])
+    # sized once: a list grown by appends would leave its outgrown arrays as new holes
+    taken: list[int | None] = [None] * len(sizes)
+    for i, chunk in enumerate(sizes):
+        taken[i] = malloc(chunk - 16)  # a request of n bytes is a chunk of n + 16
+    _HEAP_FILL.append(taken)
 
 
 def fork_brokers(inst: TestInstance) -> None:
@@ -395,6 +446,8 @@ def fork_brokers(inst: TestInstance) -> None:
     gc.collect()
     _settle_type_cache()
     _fill_pools()
+    _fill_heap()
+    _fill_heap()  # and what the first round's own allocations freed
     gc.freeze()
     # The brokers wait at a gate (the read end of a pipe) until every one is forked: started
     # at once, 1,000 brokers took the 2 cores from the launcher, and its k-th fork waited
