@@ -8,6 +8,7 @@ shares the imported pages copy-on-write.
 
 from __future__ import annotations
 
+import _signal
 import ctypes
 import errno
 import fcntl
@@ -466,9 +467,10 @@ def fork_brokers(inst: TestInstance) -> None:
                 try:
                     os.setpgid(0, 0)
                     _die_with_parent(prctl)
-                    signal.signal(signal.SIGINT, signal.SIG_DFL)
-                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                    # `_signal`'s calls, not `signal`'s enum wrappers: see shutdown.py
+                    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+                    _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
+                    _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
                     os.close(opened)
                     mine = inst.listeners.get(b.rank)
                     _close_listeners(listener_fds, mine.fileno() if mine else -1)
