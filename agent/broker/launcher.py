@@ -4,6 +4,15 @@ Why fork: a fresh Python per broker costs ~100 ms of imports and ~20 MiB of
 private memory; forking from a launcher that already imported the broker code
 (before any ZeroMQ context exists) starts each broker in a few milliseconds and
 shares the imported pages copy-on-write.
+
+A page stays shared only while no broker writes to it, and CPython writes to every object
+it touches (reference counts). So just before the fork the launcher also leaves its heap
+so that a broker's own writes land in pages of its own rather than in its pages: the
+method cache no longer names the launcher's strings (`_settle_type_cache`), and the free
+blocks of obmalloc's pools and the small free chunks of the malloc heap are taken
+(`_fill_pools`, `_fill_heap`), so what a broker allocates is packed in fresh pages. A
+worker copied 4.2 MiB of the launcher's pages, now 3.5 (issue 32; docs/overlay.md, "A
+broker's footprint").
 """
 
 from __future__ import annotations
