@@ -9,7 +9,8 @@ other brokers do not run (fluxnode.testing.lone_broker), measured once it answer
 VmRSS and Pss from /proc, and how many modules it imported (`-X importtime`, a separate
 run). Instance: every broker's Pss (smaps_rollup: pages shared copy-on-write with the
 launcher and the other brokers are divided among them) summed and divided by N, and the
-mean RSS; rank 0 loads the scheduler module as `fluxnode start` does by default.
+mean RSS, and apart rank 0's Pss and the other brokers' mean; rank 0 loads the scheduler
+module as `fluxnode start` does by default.
 Medians over --runs. `--python` runs the brokers with another checkout's interpreter
 (`../main/.venv/bin/python`: the figures before a change). First the bench compiles the
 fluxnode modules that interpreter imports to bytecode (`compileall`, as pip does when it
@@ -78,9 +79,10 @@ def lone_modules(root: Path, python: str) -> int:
                and line.count("|") == 2) - 1  # the header line
 
 
-def instance(root: Path, size: int, python: str) -> tuple[float, float]:
-    """(mean Pss, mean Rss) of the brokers of `fluxnode start --test-size SIZE`, in KiB,
-    measured while its command waits on its stdin."""
+def instance(root: Path, size: int, python: str) -> tuple[float, float, float, float]:
+    """(mean Pss, mean Rss, rank 0's Pss, the other brokers' mean Pss) of the brokers of
+    `fluxnode start --test-size SIZE`, in KiB, measured while its command waits on its
+    stdin. (Rank 0 holds the scheduler module; the others are workers.)"""
     rundir, ready = root / "instance", root / "ready"
     wait = f"import pathlib, sys; pathlib.Path({str(ready)!r}).touch(); sys.stdin.read()"
     proc = subprocess.Popen([python, "-m", "fluxnode", "start", "--test-size", str(size),
@@ -94,8 +96,10 @@ def instance(root: Path, size: int, python: str) -> tuple[float, float]:
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait(timeout=120)
+    workers = figures[1:] or figures
     return (sum(f["Pss"] for f in figures) / len(figures),
-            sum(f["Rss"] for f in figures) / len(figures))
+            sum(f["Rss"] for f in figures) / len(figures),
+            figures[0]["Pss"], sum(f["Pss"] for f in workers) / len(workers))
 
 
 def flux_figures(root: Path, flux: str, runs: int, size: int) -> tuple[float, float, float]:
@@ -131,11 +135,14 @@ def main() -> None:
         flux = flux_figures(root, opts.flux, opts.runs, opts.size) if opts.flux else None
     rss = statistics.median(f["Rss"] for f in lones) / KiB
     pss = statistics.median(f["Pss"] for f in lones) / KiB
-    inst_pss = statistics.median(p for p, _ in inst) / KiB
-    inst_rss = statistics.median(r for _, r in inst) / KiB
+    inst_pss = statistics.median(i[0] for i in inst) / KiB
+    inst_rss = statistics.median(i[1] for i in inst) / KiB
+    leader_pss = statistics.median(i[2] for i in inst) / KiB
+    worker_pss = statistics.median(i[3] for i in inst) / KiB
     print(f"lone worker broker: RSS {rss:.1f} MiB, PSS {pss:.1f} MiB, {modules} modules "
           f"imported (median of {opts.runs})")
-    print(f"{opts.size}-broker instance: PSS per broker {inst_pss:.1f} MiB, RSS per broker "
+    print(f"{opts.size}-broker instance: PSS per broker {inst_pss:.1f} MiB (rank 0 "
+          f"{leader_pss:.1f}, the others {worker_pss:.2f} each), RSS per broker "
           f"{inst_rss:.1f} MiB (median of {opts.runs}); load average {os.getloadavg()[0]:.1f}")
     if flux:
         print(f"flux-core: lone worker RSS {flux[0]:.1f} MiB (ratio {rss / flux[0]:.2f}); "

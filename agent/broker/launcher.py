@@ -4,10 +4,20 @@ Why fork: a fresh Python per broker costs ~100 ms of imports and ~20 MiB of
 private memory; forking from a launcher that already imported the broker code
 (before any ZeroMQ context exists) starts each broker in a few milliseconds and
 shares the imported pages copy-on-write.
+
+A page stays shared only while no broker writes to it, and CPython writes to every object
+it touches (reference counts). So just before the fork the launcher also leaves its heap
+so that a broker's own writes land in pages of its own rather than in its pages: the
+method cache no longer names the launcher's strings (`_settle_type_cache`), and the free
+blocks of obmalloc's pools and the small free chunks of the malloc heap are taken
+(`_fill_pools`, `_fill_heap`), so what a broker allocates is packed in fresh pages. The
+brokers of a 16-broker instance had 4.2 MiB of private pages each on average, now 3.5
+(a leaf 3.45 -> 2.87; issue 32; docs/overlay.md, "A broker's footprint").
 """
 
 from __future__ import annotations
 
+import _signal
 import ctypes
 import errno
 import fcntl
@@ -305,6 +315,135 @@ def _shared(config: Any) -> broker_mod.Shared:
     return broker_mod.Shared(cert=cert, machine=machine)
 
 
+def _settle_type_cache() -> None:
+    """Empty the interpreter's method cache, and give every class its version tag again,
+    so that a forked broker does not write to strings of the launcher's (issue 32).
+
+    CPython's type attribute cache (4,096 entries, `_PyType_Lookup`) holds a strong
+    reference to the attribute name of each entry. After the launcher's imports and
+    rendering, its entries name attributes of jinja2, tomllib, email and click; each
+    lookup a broker caches replaces an entry and drops that name's reference, a write to a
+    random launcher string, so a copy of its page: 45-50 pages per worker of the 64- and
+    80-byte size classes (`/proc/PID/pagemap` of a broker against the launcher's memory
+    at fork, changed words mapped to the objects there). `sys._clear_type_cache()` drops
+    all the names but also every class's version tag, and each broker would then write a
+    fresh tag into every class it uses; a failed lookup of the empty string (a string of
+    the interpreter's own, whose page every process writes) on every class tags it again,
+    and the entries it leaves name only that string."""
+    clear = getattr(sys, "_clear_type_cache", None)
+    if clear is None:  # not CPython: no such cache to settle
+        return
+    clear()
+    lookup = type.__getattribute__
+    seen: set[int] = set()
+    todo: list[type] = [object]
+    while todo:
+        cls = todo.pop()
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        try:
+            lookup(cls, "")
+        except AttributeError:
+            pass
+        todo.extend(type.__subclasses__(cls))
+
+
+# Objects that fill the launcher's part-used obmalloc pools before the fork (_fill_pools);
+# kept for the launcher's life, never touched again.
+_POOL_FILL: list[object] = []
+
+
+def _fill_pools() -> None:
+    """Fill every part-used pool of CPython's small-object allocator before the fork, so
+    what a broker allocates goes to pools of its own, packed, rather than into the free
+    blocks the launcher's imports left scattered over its pools (issue 32).
+
+    obmalloc allocates a size class from the first of its part-used pools (16 KiB each),
+    then the next: a forked broker's first few thousand objects landed in the free
+    blocks of 30-60 pools per size class, and each block it took or gave back copied a
+    page of the launcher's (the block's, and the pool's header). Filled, the launcher's
+    pools stay shared and a broker's objects fill fresh pools page by page. How many
+    blocks each class has free comes from `sys._debugmallocstats()` (CPython's own
+    report, written to the C stderr, read here through a file); the fillers are bytes
+    objects of the class's exact size (ints for the 32-byte class), 0.3-0.5 MiB of the
+    launcher's memory for all 32 classes. Without pymalloc or that report, nothing."""
+    report = getattr(sys, "_debugmallocstats", None)
+    if report is None:
+        return
+    with tempfile.TemporaryFile() as out:
+        saved = os.dup(2)
+        try:
+            os.dup2(out.fileno(), 2)
+            report()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    free: list[tuple[int, int]] = []
+    for line in text.splitlines():
+        # "class size num-pools blocks-in-use avail-blocks": one line per size class
+        fields = line.split()
+        if len(fields) == 5 and all(f.isdigit() for f in fields) and int(fields[1]) >= 32:
+            free.append((int(fields[1]), int(fields[4])))
+    fillers: list[object] = [None] * sum(n for _, n in free)  # sized once (_fill_heap)
+    i = 0
+    for size, n in free:
+        for k in range(n):
+            # a bytes object of n bytes takes 33 + n, a one-digit int 28
+            fillers[i] = bytes(size - 33) if size >= 48 else (1 << 20) + k
+            i += 1
+    _POOL_FILL.append(fillers)
+
+
+# Chunks that fill the free lists of the launcher's malloc heap before the fork
+# (_fill_heap); never freed, never touched.
+_HEAP_FILL: list[list[int | None]] = []
+TCACHE_MAX_CHUNK = 1040  # glibc's per-thread cache holds up to 7 free chunks of each
+TCACHE_COUNT = 7  # size up to this one (64 sizes, 16 bytes apart)
+
+
+def _fill_heap() -> None:
+    """Take the small free chunks of the launcher's malloc heap before the fork, so that
+    what a broker mallocs (pyzmq's and libzmq's objects, Python's tables over 512 bytes)
+    is carved from the heap's top, packed, rather than from free chunks scattered over
+    the launcher's pages, each of which it would copy (issue 32).
+
+    Which chunks are free comes from glibc's `malloc_info` (an XML report: size and count
+    of the free chunks of each bin, per arena; the main arena's first); its per-thread
+    cache, which the report leaves out, holds up to 7 chunks of each size up to 1,040
+    bytes, so 7 more of each are taken. Chunks over 1,040 bytes are left: a broker's
+    larger allocations split them from one end. About 600 chunks, 0.25 MiB at most, kept
+    for the launcher's life. Anything but glibc: nothing."""
+    try:
+        libc = ctypes.CDLL(None)
+        malloc, malloc_info = libc.malloc, libc.malloc_info
+        fdopen, fclose = libc.fdopen, libc.fclose
+    except (OSError, AttributeError):
+        return
+    malloc.restype = fdopen.restype = ctypes.c_void_p
+    with tempfile.TemporaryFile() as out:
+        stream = fdopen(os.dup(out.fileno()), b"w")
+        if not stream:
+            return
+        malloc_info(0, ctypes.c_void_p(stream))
+        fclose(ctypes.c_void_p(stream))
+        out.seek(0)
+        report = out.read().decode(errors="replace")
+    sizes = list(range(32, TCACHE_MAX_CHUNK + 1, 16)) * TCACHE_COUNT
+    main_arena = report.split('<heap nr="1">')[0].split("</sizes>")[0]
+    for m in re.finditer(r'<size from="(\d+)" to="\d+" total="\d+" count="(\d+)"/>', main_arena):
+        chunk = int(m[1]) - 1  # the report's "from" is a chunk's size + 1
+        if chunk <= TCACHE_MAX_CHUNK:
+            sizes += [chunk] * int(m[2])
+    # sized once: a list grown by appends would leave its outgrown arrays as new holes
+    taken: list[int | None] = [None] * len(sizes)
+    for i, chunk in enumerate(sizes):
+        taken[i] = malloc(chunk - 16)  # a request of n bytes is a chunk of n + 16
+    _HEAP_FILL.append(taken)
+
+
 def fork_brokers(inst: TestInstance) -> None:
     config_path = str(inst.config_path)
     config = broker_mod.load_config(config_path)
@@ -315,6 +454,10 @@ def fork_brokers(inst: TestInstance) -> None:
     shared, prctl = _shared(config), _prctl()
     # Keep the garbage collector away from the shared heap so pages stay shared after fork.
     gc.collect()
+    _settle_type_cache()
+    _fill_pools()
+    _fill_heap()
+    _fill_heap()  # and what the first round's own allocations freed
     gc.freeze()
     # The brokers wait at a gate (the read end of a pipe) until every one is forked: started
     # at once, 1,000 brokers took the 2 cores from the launcher, and its k-th fork waited
@@ -333,9 +476,10 @@ def fork_brokers(inst: TestInstance) -> None:
                 try:
                     os.setpgid(0, 0)
                     _die_with_parent(prctl)
-                    signal.signal(signal.SIGINT, signal.SIG_DFL)
-                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                    # `_signal`'s calls, not `signal`'s enum wrappers: see shutdown.py
+                    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+                    _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
+                    _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
                     os.close(opened)
                     mine = inst.listeners.get(b.rank)
                     _close_listeners(listener_fds, mine.fileno() if mine else -1)

@@ -10,12 +10,15 @@ shutdown.c).
 
 Signals arrive through a socketpair given to `signal.set_wakeup_fd`, so they are
 handled on the event loop like any other input, never inside a Python signal handler.
+The calls are `_signal`'s, the C module under `signal`, whose Python layer turns each
+number given and returned into an enum member: a forked broker ran `signal.py`'s
+wrappers and `enum`'s lookups for nothing, and copied their pages (issue 32).
 """
 
 from __future__ import annotations
 
+import _signal
 import _socket
-import signal
 
 from fluxnode.agent.broker import zmq_core as zmq
 from fluxnode.agent.broker.broker_log import BrokerLog
@@ -45,9 +48,9 @@ class Shutdown:
         rfd.setblocking(False)
         wfd.setblocking(False)
         self._sigsocks = (rfd, wfd)
-        signal.set_wakeup_fd(wfd.fileno(), warn_on_full_buffer=False)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: None)
+        _signal.set_wakeup_fd(wfd.fileno(), warn_on_full_buffer=False)
+        for sig in (_signal.SIGTERM, _signal.SIGINT):
+            _signal.signal(sig, lambda *_: None)
 
         def on_signal(_revents: int) -> None:
             try:
@@ -55,7 +58,7 @@ class Shutdown:
             except BlockingIOError:
                 return
             for b in data:
-                if b in (signal.SIGTERM, signal.SIGINT):
+                if b in (_signal.SIGTERM, _signal.SIGINT):
                     self.log.info("broker: received signal %d, leaving the overlay", b)
                     self.leave()
 

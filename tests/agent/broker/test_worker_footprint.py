@@ -37,7 +37,10 @@ FORBIDDEN = ("fluxnode.scheduler", "yaml", "kubernetes", "click", "networkx", "j
              "fluxnode.agent.broker.content_store", "fluxnode.agent.broker.archive_service",
              # nor the `socket` module's Python layer (its enums, `selectors`, `array`):
              # the broker's sockets are `_socket`'s (0.25 MiB of RSS)
-             "socket", "selectors")
+             "socket", "selectors",
+             # nor the `signal` module's Python layer (its enum wrappers): the broker's
+             # signal calls are `_signal`'s
+             "signal")
 
 
 def imported(report: str) -> list[str]:
