@@ -207,7 +207,12 @@ def test_header_short_reading_is_the_json_decoders(header, payload):
     expression; for every header, in that form or not, it gives what the JSON decoder and
     the checks after it give (`from_frames_full`): the same Message, or the same error."""
     frames = [MAGIC, header, payload]
-    assert repr(_read(Message.from_frames, frames)) == repr(_read(Message.from_frames_full, frames))
+    got = _read(Message.from_frames, frames)
+    assert repr(got) == repr(_read(Message.from_frames_full, frames))
+    if got[0] == "ok":  # and written again as json.dumps writes it
+        msg = got[1]
+        assert msg.header_bytes() == json.dumps(msg.header(), separators=(",", ":")).encode()
+
 
 
 class _Str(str):
@@ -253,3 +258,77 @@ def test_header_bytes_are_json_dumps(fields, odd, value):
     except TypeError:
         got = TypeError
     assert got == expected
+
+
+def _dumps_or_type_error(msg):
+    try:
+        return json.dumps(msg.header(), separators=(",", ":")).encode()
+    except TypeError:
+        return TypeError
+
+
+def _header_bytes_or_type_error(msg):
+    try:
+        return msg.header_bytes()
+    except TypeError:
+        return TypeError
+
+
+FORWARD_STEPS = st.lists(st.one_of(
+    st.tuples(st.just("append"), HEADER_TEXT | st.integers(-3, 3) | st.none()),
+    st.tuples(st.just("pop"), st.none()),
+    st.tuples(st.just("set"), st.tuples(st.integers(-4, 4), HEADER_TEXT | st.integers(0, 3))),
+    st.tuples(st.just("route"), st.lists(HEADER_TEXT, max_size=3) | st.tuples(HEADER_TEXT)),
+    st.tuples(st.sampled_from(["type", "topic", "nodeid", "matchtag", "errnum", "errstr",
+                               "seq"]), MESSAGE_FIELD | st.integers(-3, 3) | st.none()),
+), max_size=3)
+
+
+@PROFILE
+@given(header_texts(), FORWARD_STEPS)
+@example(b'{"type":"request","topic":"t","nodeid":1,"matchtag":2,"route":["c1"]}',
+         [("append", "0")])
+@example(b'{"type":"request","topic":"t","nodeid":1,"matchtag":2,"seq":5}', [("append", "0")])
+@example(b'{"type":"response","topic":"t","nodeid":1,"matchtag":2,"route":["c1","0"]}',
+         [("pop", None)])
+@example(b'{"type":"response","topic":"t","nodeid":1,"matchtag":2,"route":["c1"],"seq":5}',
+         [("pop", None)])
+@example(b'{"type":"request","topic":"t","nodeid":1,"matchtag":2,"route":["c1"]}',
+         [("nodeid", True)])
+@example(b'{"type":"request","topic":"t","nodeid":1,"matchtag":2,"route":["c1"]}',
+         [("append", 7)])
+@example(b'{"type":"request","topic":"t","nodeid":1,"matchtag":2,"route":["c1"]}',
+         [("set", (0, "c2"))])
+@example(b'{"type":"request","topic":"t","nodeid":1,"matchtag":2,"route":["c1"]}',
+         [("set", (0, "c2")), ("append", "0")])
+@example(b'{"type":"response","topic":"t","nodeid":1,"matchtag":2,"route":["c1","0"]}',
+         [("set", (0, "c2")), ("pop", None)])
+@example(b'{"type":"request","topic":"t","nodeid":-0,"matchtag":2}', [])  # read as 0
+@example(b'{"type":"response","topic":"t","nodeid":1,"matchtag":2,"errnum":0,"errstr":"x"}',
+         [])  # written without errnum 0
+@example(b'{"type":"request","topic":"\xc3\xa9","nodeid":1,"matchtag":2}', [])  # escaped
+def test_forwarded_header_is_json_dumps(header, steps):
+    """Issue 32: a forwarding broker adds or removes a hop of a message it read and writes
+    its header again; after any changes to a message read (hops added, removed or changed,
+    the route replaced, any other field set to anything), `header_bytes` gives json.dumps's
+    bytes of the message as it is (or its TypeError)."""
+    try:
+        msg = Message.from_frames([MAGIC, header, b""])
+    except MessageError:
+        return
+    for what, value in steps:
+        if what in ("append", "pop", "set") and type(msg.route) is not list:
+            continue  # (a tuple put there by a step before)
+        if what == "append":
+            msg.route.append(value)
+        elif what == "pop":
+            if msg.route:
+                msg.route.pop()
+        elif what == "set":
+            if msg.route:
+                msg.route[value[0] % len(msg.route)] = value[1]
+        elif what == "route":
+            msg.route = value
+        else:
+            setattr(msg, what, value)
+    assert _header_bytes_or_type_error(msg) == _dumps_or_type_error(msg)
