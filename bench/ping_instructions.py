@@ -24,13 +24,14 @@ COUNT, and `flux ping` as ours. Needs valgrind; a run takes 1-3 minutes.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from ping import flux_env, run  # bench/ping.py, beside this file
 
 SUMMARY = re.compile(r"^summary: (\d+)$", re.MULTILINE)
 
@@ -66,14 +67,6 @@ def measure(python: str, count: int) -> list[int]:
     return counts
 
 
-def _client_run(cmd: list[str], env: dict[str, str] | None = None) -> str:
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
-    if done.returncode != 0:
-        raise SystemExit(f"ping_instructions: {cmd[0]} exited with {done.returncode}:\n"
-                         f"{done.stderr[-2000:]}")
-    return done.stdout
-
-
 CLIENT = ('c() {{ valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/dev/null '
           '{ping} -c "$1" -i 0.01 2 2>&1 >/dev/null | sed -n "s/.*Collected : //p" | tail -1; }}; '
           'echo "client: $(c 20) $(c {total})"')
@@ -82,7 +75,7 @@ CLIENT = ('c() {{ valgrind --tool=callgrind --trace-children=yes --callgrind-out
 def client(python: str, count: int) -> int:
     """Instructions of `fluxnode ping` per ping to rank 2 of 3 (kary:1)."""
     inner = CLIENT.format(ping=f"{python} -m fluxnode ping", total=20 + count)
-    out = _client_run([python, "-m", "fluxnode", "start", "--test-size", "3", "--topo",
+    out = run([python, "-m", "fluxnode", "start", "--test-size", "3", "--topo",
                        "kary:1", "-S", "broker.modules=", "--", "sh", "-c", inner])
     return _client_difference(out, count)
 
@@ -96,10 +89,7 @@ def _client_difference(out: str, count: int) -> int:
 
 def flux(flux_cmd: str, count: int) -> tuple[list[int], int]:
     """Flux's brokers (ranks 0-2) and `flux ping`, counted as ours."""
-    env = dict(os.environ)
-    lib = Path(flux_cmd).resolve().parent.parent / "lib"
-    env["LD_LIBRARY_PATH"] = f"{lib}:{env['LD_LIBRARY_PATH']}" if env.get(
-        "LD_LIBRARY_PATH") else str(lib)
+    env = flux_env(flux_cmd)
     with tempfile.TemporaryDirectory(prefix="ping-instr-flux-") as out:
         # the brokers are the children of `flux start`, the parent of rank 0 (this shell's
         # parent, which runs it as the initial program)
@@ -107,7 +97,7 @@ def flux(flux_cmd: str, count: int) -> tuple[list[int], int]:
         inner = ('B=$(pgrep -P "$(ps -o ppid= "$PPID" | tr -d " ")"); '
                  f"{flux_cmd} ping -c 3 -i 0.01 2 >/dev/null && {each.format('-z')} && "
                  f"{flux_cmd} ping -c {count} -i 0.01 2 >/dev/null && {each.format('-d')}")
-        _client_run([flux_cmd, "start", "--test-size=3", "-Stbon.topo=kary:1",
+        run([flux_cmd, "start", "--test-size=3", "-Stbon.topo=kary:1",
                      f"--wrap=valgrind,--tool=callgrind,--callgrind-out-file={out}/cg.%p",
                      "sh", "-c", inner], env)
         dumps = sorted(Path(out).glob("cg.*.1"), key=lambda p: int(p.name.split(".")[1]))
@@ -115,7 +105,7 @@ def flux(flux_cmd: str, count: int) -> tuple[list[int], int]:
     if len(counts) != 3:
         raise SystemExit(f"ping_instructions: expected Flux's ranks 0-2, got {len(counts)}")
     inner = CLIENT.format(ping=f"{flux_cmd} ping", total=20 + count)
-    out = _client_run([flux_cmd, "start", "--test-size=3", "-Stbon.topo=kary:1", "sh", "-c",
+    out = run([flux_cmd, "start", "--test-size=3", "-Stbon.topo=kary:1", "sh", "-c",
                        inner], env)
     return [n // count for n in counts], _client_difference(out, count)
 
