@@ -76,7 +76,9 @@ def inner(flux: bool, count: int, cmd: list[str]) -> None:
           flush=True)
 
 
-def _run(cmd: list[str], env: dict[str, str] | None = None) -> str:
+def run(cmd: list[str], env: dict[str, str] | None = None) -> str:
+    """`cmd`'s output; RuntimeError with the end of its stderr if it fails (also used by
+    bench/ping_instructions.py)."""
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{cmd[0]} {cmd[1]} exited with {done.returncode}:\n"
@@ -97,18 +99,24 @@ def ours(count: int, pad: int, interval: float) -> str:
            sys.executable, __file__, "--inner", "fluxnode", "--count", str(count), "--",
            *fluxnode, "ping", "-c", str(count), "-i", str(interval), "-p", str(pad),
            str(RANK)]
-    return _run(cmd)
+    return run(cmd)
 
 
-def theirs(flux: str, count: int, pad: int, interval: float) -> str:
+def flux_env(flux: str) -> dict[str, str]:
+    """This environment with the libraries of the flux-core install whose bin/flux is `flux`."""
     env = dict(os.environ)
     lib = Path(flux).resolve().parent.parent / "lib"
     env["LD_LIBRARY_PATH"] = f"{lib}:{env['LD_LIBRARY_PATH']}" if env.get(
         "LD_LIBRARY_PATH") else str(lib)
+    return env
+
+
+def theirs(flux: str, count: int, pad: int, interval: float) -> str:
+    env = flux_env(flux)
     cmd = [flux, "start", f"--test-size={SIZE}", f"-Stbon.topo={TOPO}",
            sys.executable, __file__, "--inner", "flux", "--count", str(count), "--",
            flux, "ping", "-c", str(count), "-i", str(interval), "-p", str(pad), str(RANK)]
-    return _run(cmd, env)
+    return run(cmd, env)
 
 
 def p99(values: list[float]) -> float:

@@ -13,7 +13,12 @@ makes the first hop) and dumps their counters (`callgrind_control -d PID`). The 
 broker's instructions (both its threads: the Python main thread and libzmq's I/O thread,
 CURVE included) divided by COUNT. The brokers are forked in rank order, so their process
 ids sort as their ranks. `--python` measures another checkout's interpreter (e.g.
-../main/.venv/bin/python). Needs valgrind; a run takes 2-3 minutes.
+../main/.venv/bin/python). The client, `fluxnode ping` itself, is counted in a second
+instance: the instructions of `ping -c 20+COUNT` less those of `ping -c 20`, run under
+callgrind, divided by COUNT (its start-up cancels out). `--flux PATH` (flux-core's
+bin/flux) counts Flux the same way: `flux start --test-size=3 -Stbon.topo=kary:1` with
+every broker under callgrind (`--wrap`), counters zeroed after 3 pings and dumped after
+COUNT, and `flux ping` as ours. Needs valgrind; a run takes 1-3 minutes.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from ping import flux_env, run  # bench/ping.py, beside this file
 
 SUMMARY = re.compile(r"^summary: (\d+)$", re.MULTILINE)
 
@@ -60,23 +67,79 @@ def measure(python: str, count: int) -> list[int]:
     return counts
 
 
+CLIENT = ('c() {{ valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/dev/null '
+          '{ping} -c "$1" -i 0.01 2 2>&1 >/dev/null | sed -n "s/.*Collected : //p" | tail -1; }}; '
+          'echo "client: $(c 20) $(c {total})"')
+
+
+def client(python: str, count: int) -> int:
+    """Instructions of `fluxnode ping` per ping to rank 2 of 3 (kary:1)."""
+    inner = CLIENT.format(ping=f"{python} -m fluxnode ping", total=20 + count)
+    out = run([python, "-m", "fluxnode", "start", "--test-size", "3", "--topo",
+                       "kary:1", "-S", "broker.modules=", "--", "sh", "-c", inner])
+    return _client_difference(out, count)
+
+
+def _client_difference(out: str, count: int) -> int:
+    found = re.search(r"client: (\d+) (\d+)", out)
+    if found is None:
+        raise SystemExit(f"ping_instructions: no client counts in {out!r}")
+    return (int(found.group(2)) - int(found.group(1))) // count
+
+
+def flux(flux_cmd: str, count: int) -> tuple[list[int], int]:
+    """Flux's brokers (ranks 0-2) and `flux ping`, counted as ours."""
+    env = flux_env(flux_cmd)
+    with tempfile.TemporaryDirectory(prefix="ping-instr-flux-") as out:
+        # the brokers are the children of `flux start`, the parent of rank 0 (this shell's
+        # parent, which runs it as the initial program)
+        each = 'for p in $B; do callgrind_control {} "$p" >/dev/null || :; done'
+        inner = ('B=$(pgrep -P "$(ps -o ppid= "$PPID" | tr -d " ")"); '
+                 f"{flux_cmd} ping -c 3 -i 0.01 2 >/dev/null && {each.format('-z')} && "
+                 f"{flux_cmd} ping -c {count} -i 0.01 2 >/dev/null && {each.format('-d')}")
+        run([flux_cmd, "start", "--test-size=3", "-Stbon.topo=kary:1",
+                     f"--wrap=valgrind,--tool=callgrind,--callgrind-out-file={out}/cg.%p",
+                     "sh", "-c", inner], env)
+        dumps = sorted(Path(out).glob("cg.*.1"), key=lambda p: int(p.name.split(".")[1]))
+        counts = [int(SUMMARY.search(d.read_text(errors="replace")).group(1)) for d in dumps]
+    if len(counts) != 3:
+        raise SystemExit(f"ping_instructions: expected Flux's ranks 0-2, got {len(counts)}")
+    inner = CLIENT.format(ping=f"{flux_cmd} ping", total=20 + count)
+    out = run([flux_cmd, "start", "--test-size=3", "-Stbon.topo=kary:1", "sh", "-c",
+                       inner], env)
+    return [n // count for n in counts], _client_difference(out, count)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=200, help="pings counted (200)")
     ap.add_argument("--python", default=sys.executable,
                     help="the interpreter whose fluxnode is measured (this one)")
+    ap.add_argument("--flux", metavar="PATH", help="flux-core's bin/flux: Flux's counts too")
     args = ap.parse_args()
     if args.count < 1:
         ap.error("--count must be at least 1")
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
             raise SystemExit(f"ping_instructions: {tool} is not on PATH (install valgrind)")
-    counts = measure(args.python, args.count)
+    counts = [n // args.count for n in measure(args.python, args.count)]
+    mine = client(args.python, args.count)
     print(f"instructions per ping to rank 2 of 3 (kary:1), {args.count} pings at 10 ms, "
           f"{args.python}")
-    for rank, what, n in zip((0, 1, 2), ("the client's connector, the first hop",
-                                         "forwards both ways", "answers"), counts, strict=True):
-        print(f"  rank {rank} ({what}): {n / args.count:,.0f}")
+    theirs = flux(args.flux, args.count) if args.flux else None
+    for i, what in enumerate(("rank 0 (the client's connector, the first hop)",
+                              "rank 1 (forwards both ways)", "rank 2 (answers)", "client")):
+        n = counts[i] if i < 3 else mine
+        line = f"  {what}: {n:,}"
+        if theirs is not None:
+            m = theirs[0][i] if i < 3 else theirs[1]
+            line += f"; flux-core {m:,} (ratio {n / m:.2f})"
+        print(line)
+    depth4 = counts[0] + 3 * counts[1] + counts[2] + mine
+    print(f"  a ping at depth 4 (rank 0, three forwarders, the leaf, the client): {depth4:,}"
+          + (f"; flux-core {sum(theirs[0]) + 2 * theirs[0][1] + theirs[1]:,} (ratio "
+             f"{depth4 / (sum(theirs[0]) + 2 * theirs[0][1] + theirs[1]):.2f})"
+             if theirs is not None else ""))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@ if json.encoder.c_make_encoder is not None:
 else:  # an interpreter without the _json accelerator
     encode = json.JSONEncoder(separators=(",", ":")).encode
 
+# A JSON string literal of `text` as json.dumps writes it (ASCII, escaped), one C call: what
+# message.py writes a header's strings with (TypeError for anything but a str).
+quote = json.encoder.encode_basestring_ascii
+
 _scan = json.scanner.make_scanner(json.JSONDecoder())
 
 

@@ -75,6 +75,12 @@ def ping(count: int, pad: int, interval: float, uri: str | None, curve_cert: str
     prefix = "" if label == "any" else f"{label}!"
     padding = "p" * pad
     client = connect(uri, curve_cert)
+    # Each answer's line is written and flushed as click.echo would (one line per answer,
+    # at once, into a pipe as well), without its checks per call (the stream's colour and
+    # ANSI support, a context lookup, a regular expression): 23,800 instructions per line
+    # against 3,100 (callgrind), between two pings (issue 32). The stream is the one
+    # click.echo writes to, sys.stdout, and the text has no ANSI codes to strip.
+    out = sys.stdout
     seq = 0
     try:
         with client:
@@ -87,10 +93,9 @@ def ping(count: int, pad: int, interval: float, uri: str | None, curve_cert: str
                 ms = (time.monotonic() - t0) * 1000.0
                 if resp.get("pad") != padding:
                     raise click.ClickException("error in ping pad")
-                click.echo(
-                    f"{prefix}{topic} pad={pad} seq={resp.get('seq', seq)} time={ms:0.3f} ms "
-                    f"({resp.get('route', '')})"
-                )
+                out.write(f"{prefix}{topic} pad={pad} seq={resp.get('seq', seq)} time={ms:0.3f} "
+                          f"ms ({resp.get('route', '')})\n")
+                out.flush()
                 seq += 1
                 if (count == 0 or seq < count) and interval:
                     time.sleep(interval)
