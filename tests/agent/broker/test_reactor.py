@@ -149,6 +149,7 @@ def test_a_signal_without_a_message_reaches_the_handler_and_the_message_after_it
     reactor = _reactor(tmp_path)
     calls: list[list[bytes] | None] = []
     expired = []
+    r, w = os.pipe()
 
     def on_router(revents: int) -> None:
         assert revents == zmq_core.POLLIN
@@ -163,13 +164,26 @@ def test_a_signal_without_a_message_reaches_the_handler_and_the_message_after_it
         router.bind("tcp://127.0.0.1:*")
         endpoint = router.get(zmq.LAST_ENDPOINT).decode()
         reactor.add(router, zmq_core.POLLIN, on_router)
-        reactor.call_later(0, lambda: dealer.connect(endpoint))  # while the loop sleeps
+        # The dealer connects from a pipe's handler, which runs only once the loop polls: by
+        # then the loop has asked the router (just added) for ZMQ_EVENTS, so the attach can
+        # only come while it sleeps. Connected from a timer instead, which runs before that
+        # first question, the attach could be done by the time it is asked (the machine
+        # loaded): ZMQ_EVENTS then takes the command and its signal, rightly finds no
+        # message, and the handler that would send one is never called (3 runs in 1,000).
+        def connect(_revents: int) -> None:
+            reactor.remove(r)
+            dealer.connect(endpoint)
+
+        reactor.add(r, zmq_core.POLLIN, connect)
+        os.write(w, b"x")
         reactor.call_later(DEADLINE, lambda: (expired.append(True), reactor.stop()))
         reactor.run()
     finally:
         router.close(0)
         dealer.close(0)
         ctx.term()
+        for fd in (r, w):
+            os.close(fd)
     assert not expired, f"handler calls before the deadline: {calls}"
     assert calls[0] is None  # the attach alone
     assert calls[-1] is not None and calls[-1][1:] == [b"after"]
