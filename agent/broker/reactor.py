@@ -46,6 +46,7 @@ from typing import Any
 
 from fluxnode.agent.broker import zmq_core as zmq
 from fluxnode.agent.broker.broker_log import BrokerLog
+from fluxnode.agent.broker.zevents import events as _events
 from fluxnode.agent.broker.zframes import drained, touched
 
 _IN, _OUT = select.POLLIN, select.POLLOUT
@@ -166,11 +167,14 @@ class Reactor:
     def _ready_sockets(self) -> list[tuple[Any, int]]:
         """The touched ZeroMQ sockets that have what their handler waits for, now."""
         ready = []
-        get, wanted = _get, self._zsockets
+        ask, wanted = _events, self._zsockets
         for sock in list(touched):
             events = wanted.get(sock)
             if events is not None:
-                revents = get(sock, _EVENTS) & events
+                bits = ask(sock)
+                if bits < 0:  # zevents could not tell: pyzmq answers, or raises
+                    bits = _get(sock, _EVENTS)
+                revents = bits & events
                 if revents:
                     ready.append((sock, revents))
         touched.clear()

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fluxnode.agent.broker import zmq_core as zmq
+from fluxnode.agent.broker.zevents import events as _events
 
 _NOBLOCK = zmq.NOBLOCK
 _MORE = zmq.NOBLOCK | zmq.SNDMORE
@@ -48,10 +49,13 @@ def recv_frames(sock: zmq.Socket, ready: bool = False) -> list[bytes] | None:
             frame = _recv(sock, _NOBLOCK, False)
         except zmq.Again:
             return None
-    elif not _get(sock, _EVENTS) & _POLLIN:
-        drained.add(sock)
-        return None
     else:
+        bits = _events(sock)
+        if bits < 0:  # zevents could not tell: pyzmq answers, or raises
+            bits = _get(sock, _EVENTS)
+        if not bits & _POLLIN:
+            drained.add(sock)
+            return None
         frame = _recv(sock, _NOBLOCK, False)
     frames = [frame.bytes]
     while frame.more:  # (not `get(RCVMORE)`: the backend looks every option up as an enum)
@@ -64,7 +68,10 @@ def recv_parts(sock: zmq.Socket) -> list[zmq.Frame] | None:
     """As recv_frames, but the zmq.Frame objects themselves (to read a frame's SRCFD)."""
     touched.add(sock)
     drained.discard(sock)
-    if not _get(sock, _EVENTS) & _POLLIN:
+    bits = _events(sock)
+    if bits < 0:
+        bits = _get(sock, _EVENTS)
+    if not bits & _POLLIN:
         return None
     frame = _recv(sock, _NOBLOCK, False)
     parts = [frame]
