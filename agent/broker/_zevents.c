@@ -5,8 +5,8 @@
  * 15 times per ping at depth 4. Here: the socket's own `closed` and `underlying`
  * attributes (pyzmq's), then zmq_getsockopt from the libzmq pyzmq loaded, found once
  * among the loaded objects (dl_iterate_phdr) and opened without loading anything
- * (RTLD_NOLOAD). Any doubt -- a closed socket, a non-zero return, libzmq not found --
- * answers -1, and the caller asks pyzmq, which raises what pyzmq raises.
+ * (RTLD_NOLOAD). Any doubt -- a closed socket, a non-zero return -- is left to pyzmq's
+ * own `socket.get(ZMQ_EVENTS)`, which answers or raises as it always did.
  */
 #define PY_SSIZE_T_CLEAN
 #ifndef _GNU_SOURCE
@@ -21,7 +21,7 @@
 
 typedef int (*getsockopt_fn)(void *socket, int option, void *value, size_t *size);
 static getsockopt_fn zmq_getsockopt_p = NULL;
-static PyObject *str_closed, *str_underlying;
+static PyObject *str_closed, *str_underlying, *str_get, *opt_events;
 
 static int find_libzmq(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -57,12 +57,18 @@ static PyObject *zevents_bind(PyObject *self, PyObject *unused)
     Py_RETURN_TRUE;
 }
 
-/* events(socket) -> int: its ZMQ_EVENTS bits, or -1 (ask pyzmq). */
+/* What pyzmq answers: socket.get(ZMQ_EVENTS), or what it raises. */
+static PyObject *asked_of_pyzmq(PyObject *sock)
+{
+    return PyObject_CallMethodOneArg(sock, str_get, opt_events);
+}
+
+/* events(socket) -> int: its ZMQ_EVENTS bits, as pyzmq's get gives them. */
 static PyObject *zevents_events(PyObject *self, PyObject *sock)
 {
     (void)self;
     if (zmq_getsockopt_p == NULL)
-        return PyLong_FromLong(-1);
+        return asked_of_pyzmq(sock);
     PyObject *closed = PyObject_GetAttr(sock, str_closed);
     if (closed == NULL)
         return NULL;
@@ -71,7 +77,7 @@ static PyObject *zevents_events(PyObject *self, PyObject *sock)
     if (is_closed != 0) {
         if (is_closed < 0)
             return NULL;
-        return PyLong_FromLong(-1);
+        return asked_of_pyzmq(sock);
     }
     PyObject *address = PyObject_GetAttr(sock, str_underlying);
     if (address == NULL)
@@ -81,18 +87,18 @@ static PyObject *zevents_events(PyObject *self, PyObject *sock)
     if (handle == NULL) {
         if (PyErr_Occurred())
             return NULL;
-        return PyLong_FromLong(-1);
+        return asked_of_pyzmq(sock);
     }
     int value = 0;
     size_t size = sizeof value;
     if (zmq_getsockopt_p(handle, OPT_ZMQ_EVENTS, &value, &size) != 0)
-        return PyLong_FromLong(-1);
+        return asked_of_pyzmq(sock);
     return PyLong_FromLong(value);
 }
 
 static PyMethodDef methods[] = {
     {"bind", zevents_bind, METH_NOARGS, "Find zmq_getsockopt in the loaded libzmq."},
-    {"events", zevents_events, METH_O, "A socket's ZMQ_EVENTS, or -1 to ask pyzmq."},
+    {"events", zevents_events, METH_O, "A socket's ZMQ_EVENTS, as socket.get gives it."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -104,7 +110,9 @@ PyMODINIT_FUNC PyInit__zevents(void)
 {
     str_closed = PyUnicode_InternFromString("closed");
     str_underlying = PyUnicode_InternFromString("underlying");
-    if (str_closed == NULL || str_underlying == NULL)
+    str_get = PyUnicode_InternFromString("get");
+    opt_events = PyLong_FromLong(OPT_ZMQ_EVENTS);
+    if (str_closed == NULL || str_underlying == NULL || str_get == NULL || opt_events == NULL)
         return NULL;
     return PyModule_Create(&module);
 }

@@ -171,10 +171,7 @@ class Reactor:
         for sock in list(touched):
             events = wanted.get(sock)
             if events is not None:
-                bits = ask(sock)
-                if bits < 0:  # zevents could not tell: pyzmq answers, or raises
-                    bits = _get(sock, _EVENTS)
-                revents = bits & events
+                revents = ask(sock) & events
                 if revents:
                     ready.append((sock, revents))
         touched.clear()
@@ -243,8 +240,6 @@ class Reactor:
                 return False
         return True
 
-_get = zmq.Socket.get
-_EVENTS = zmq.EVENTS
 
 
 def _fd(sock: Any) -> int:

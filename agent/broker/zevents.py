@@ -9,8 +9,9 @@ all a ping costs the brokers and the client. `_zevents.c` asks libzmq itself: it
 `zmq_getsockopt` in the libzmq pyzmq already loaded and reads the socket's handle from
 pyzmq's own `underlying` attribute, after pyzmq's own `closed`.
 
-`events(sock)` gives the bits, or -1 when it cannot tell (a closed socket, an error):
-the caller then asks pyzmq's `get`, which answers or raises as before. Where the
+`events(sock)` gives the bits as pyzmq's `get(zmq.EVENTS)` does; where it cannot tell (a
+closed socket, an error) it asks pyzmq's `get` itself, which answers or raises as before,
+so callers need no case of their own. Where the
 extension was not built (no C compiler), where libzmq is not a shared object of its own,
 or with FLUXNODE_PURE_PYTHON=1 (as for the scheduler's compiled loops,
 scheduler/compiled.py), `events` is pyzmq's `get` itself. tests/agent/broker/

@@ -21,7 +21,6 @@ from fluxnode.agent.broker.zevents import events as _events
 
 _NOBLOCK = zmq.NOBLOCK
 _MORE = zmq.NOBLOCK | zmq.SNDMORE
-_EVENTS = zmq.EVENTS
 _POLLIN = zmq.POLLIN
 _recv = zmq.Socket.recv
 
@@ -36,7 +35,6 @@ touched: set[zmq.Socket] = set()
 # it off.
 drained: set[zmq.Socket] = set()
 _send = zmq.Socket.send
-_get = zmq.Socket.get
 
 
 def recv_frames(sock: zmq.Socket, ready: bool = False) -> list[bytes] | None:
@@ -49,13 +47,10 @@ def recv_frames(sock: zmq.Socket, ready: bool = False) -> list[bytes] | None:
             frame = _recv(sock, _NOBLOCK, False)
         except zmq.Again:
             return None
+    elif not _events(sock) & _POLLIN:
+        drained.add(sock)
+        return None
     else:
-        bits = _events(sock)
-        if bits < 0:  # zevents could not tell: pyzmq answers, or raises
-            bits = _get(sock, _EVENTS)
-        if not bits & _POLLIN:
-            drained.add(sock)
-            return None
         frame = _recv(sock, _NOBLOCK, False)
     frames = [frame.bytes]
     while frame.more:  # (not `get(RCVMORE)`: the backend looks every option up as an enum)
@@ -68,10 +63,7 @@ def recv_parts(sock: zmq.Socket) -> list[zmq.Frame] | None:
     """As recv_frames, but the zmq.Frame objects themselves (to read a frame's SRCFD)."""
     touched.add(sock)
     drained.discard(sock)
-    bits = _events(sock)
-    if bits < 0:
-        bits = _get(sock, _EVENTS)
-    if not bits & _POLLIN:
+    if not _events(sock) & _POLLIN:
         return None
     frame = _recv(sock, _NOBLOCK, False)
     parts = [frame]
