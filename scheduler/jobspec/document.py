@@ -24,6 +24,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -182,14 +183,10 @@ class _PyYaml:
         self.constructor = yaml.constructor.SafeConstructor()
 
 
-_pyyaml_made: list[_PyYaml] = []
-
-
+@cache
 def _pyyaml() -> _PyYaml:
     """The one `_PyYaml` of this process, made on first use."""
-    if not _pyyaml_made:
-        _pyyaml_made.append(_PyYaml())
-    return _pyyaml_made[0]
+    return _PyYaml()
 
 
 _NULL_TAG = "tag:yaml.org,2002:null"

@@ -181,7 +181,7 @@ class _Emitter:
         for h in range(min(scope, len(self.scales))):
             wrap *= self.scales[h]
         g, rank = self.g, self.rank
-        vertices, by_name = g.vertices, g.by_name
+        vertices, by_name = g.vertices, g.name_index  # (its own graph: names indexed)
         by_type = g.by_type.setdefault(type_, [])
         is_node = type_ == "node"
         by_rank = g.by_rank.setdefault(rank, []) if not is_node else []

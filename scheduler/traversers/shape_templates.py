@@ -194,14 +194,8 @@ class ShapeTemplates(PerfClassBelow, DfuSelect):
         own: the leader's 1,000 nodes of 196 leaves kept 4,000 tuples of 196 entries
         (6.4 MiB, a fifth of its graph's memory; docs/benchmarks.md) where 4 do. Equal
         tuples compare and hash as before: numbers, lookups and templates are unchanged."""
-        columns = self._columns
-        shared = []
-        for col in whole[4:]:
-            have = columns.get(col)
-            if have is None:
-                have = columns[col] = col
-            shared.append(have)
-        return (*whole[:4], *shared)
+        keep = self._columns.setdefault
+        return (*whole[:4], *(keep(col, col) for col in whole[4:]))
 
     def _shape(self, u: Vertex) -> int | None:
         """``u``'s leaf-parent shape, or else its deep one (None: neither)."""
