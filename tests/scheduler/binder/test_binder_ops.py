@@ -144,8 +144,11 @@ def test_a_reservation_in_a_batch_keeps_later_groups_off_its_nodes(tmp_path):
         c.wait_condition("b-0", "WaitingForResources")
         # B is reserved every node: C (which would fit next to A) must not take B's cores
         c.wait_condition("c", "WaitingForResources")
-        reserved = c.inst.rpc("sched.list", {"labels": {"group": "default/group/b"}})["allocations"]
-        assert [r["status"] for r in reserved] == ["RESERVED"], reserved
+        # each pass cancels the reservation and makes it again, so a single read may fall
+        # between the two: wait for a pass's
+        wait_for(lambda: [r["status"] for r in c.inst.rpc(
+            "sched.list", {"labels": {"group": "default/group/b"}})["allocations"]]
+            == ["RESERVED"], 30, what="B's reservation")
         c.finish("a")
         c.wait_bound([f"b-{i}" for i in range(3)])
         assert c.node_of("c") is None
