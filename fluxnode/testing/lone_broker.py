@@ -19,7 +19,6 @@ through rank 0: what a broker loads once messages cross the overlay.
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,13 +28,8 @@ from typing import IO
 from fluxnode.agent.broker.client import Client
 from fluxnode.broker_conf import certificate
 from fluxnode.testing.exits import stop_process
+from fluxnode.testing.ports import free_port
 from fluxnode.testing.waiting import wait_for
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_worker_config(root: Path) -> Path:
@@ -45,7 +39,7 @@ def write_worker_config(root: Path) -> Path:
     cfg.write_text(
         "[bootstrap]\n"
         f'curve_cert = "{cert}"\n'
-        f"default_port = {_free_port()}\n"
+        f"default_port = {free_port()}\n"
         'default_bind = "tcp://127.0.0.1:%p"\n'
         'default_connect = "tcp://127.0.0.1:%p"\n'
         'hosts = [ { host = "node[0-2]" } ]\n'

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from fluxnode.testing.instance import Instance
+from fluxnode.testing.ports import refused_port
 
 # Every command that connects: its words, then the arguments it needs besides the connection's
 # (after the options, since `exec` passes everything after its COMMAND to COMMAND).
@@ -45,9 +46,8 @@ def one_line_error(r: subprocess.CompletedProcess) -> str:
 @pytest.fixture
 def closed_port():
     """A port bound but not listening: connecting to it is refused, and nobody else gets it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        yield s.getsockname()[1]
+    with refused_port() as port:
+        yield port
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import base64
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from support.kubectl import plugin
 
 from fluxnode.testing.exits import stop_process
 from fluxnode.testing.kube_emulator import KubeEmulator
+from fluxnode.testing.ports import free_port
 from fluxnode.testing.waiting import wait_for
 
 NODES = 20_000
@@ -48,9 +48,7 @@ def lone_leader(root: Path, nodes: int) -> Iterator[str]:
     local:// URI."""
     cert = root / "curve.cert"
     certificate.write(cert, certificate.generate(), force=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # rank 0 listens there for its children
     cfg = root / "broker.toml"
     cfg.write_text(f'[bootstrap]\ncurve_cert = "{cert}"\ndefault_port = {port}\n'
                    'default_bind = "tcp://127.0.0.1:%p"\n'

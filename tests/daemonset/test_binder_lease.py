@@ -4,18 +4,20 @@ under that name; without POD_NAME it falls back to hostname-pid."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
 import urllib.request
 
 import pytest
-from support.kube_agents import free_port
 from support.paths import REPO
 
 from fluxnode.testing.kube_rbac import RbacAuthorizer
 from fluxnode.testing.kube_store import ApiError
+from fluxnode.testing.ports import refused_port
 from fluxnode.testing.waiting import wait_for
 
 
@@ -39,6 +41,10 @@ def run_binder(kube, tmp_path, binder_deployment):
         [REPO / "daemonset" / "binder.yaml"], "fluxnode", "fluxnode-binder"
     )
     procs: list[subprocess.Popen] = []
+    # no broker: the Lease is taken before the scheduler is ever asked, and the port the
+    # binder is pointed at is held, not listening, so that no broker of another test is there
+    no_broker = contextlib.ExitStack()
+    no_broker_port = no_broker.enter_context(refused_port())
 
     def start(pod_name: str | None, http_port: int = 0) -> subprocess.Popen:
         env = {k: v for k, v in os.environ.items() if k not in ("POD_NAME", "KUBECONFIG")}
@@ -47,8 +53,7 @@ def run_binder(kube, tmp_path, binder_deployment):
         log = open(tmp_path / f"binder-{len(procs)}.log", "wb")
         proc = subprocess.Popen(
             [sys.executable, "-m", "fluxnode", "binder", "--kubeconfig", str(kube.kubeconfig_path),
-             # no broker: the Lease is taken before the scheduler is ever asked
-             "--uri", f"tcp://127.0.0.1:{free_port()}",
+             "--uri", f"tcp://127.0.0.1:{no_broker_port}",
              "--lease-namespace", lease["namespace"], "--lease-name", lease["name"],
              "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.2",
              "--http-host", "127.0.0.1", "--http-port", str(http_port)],
@@ -73,16 +78,20 @@ def run_binder(kube, tmp_path, binder_deployment):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+    no_broker.close()
     denied = [r for r in kube.requests if getattr(r, "verb", None) and kube.authorizer(r)]
     assert not denied, denied
 
 
-def test_lease_holder_is_the_pod_name(run_binder):
+def test_lease_holder_is_the_pod_name(run_binder, tmp_path):
     start, holder = run_binder
-    port = free_port()
-    start("fluxnode-binder-5d8c7b9f4-x2k7q", http_port=port)
+    start("fluxnode-binder-5d8c7b9f4-x2k7q")  # --http-port 0: the port it got, it logs
     wait_for(holder, 20, what="the binder to take the Lease")
     assert holder() == "fluxnode-binder-5d8c7b9f4-x2k7q"
+    serving = re.compile(r"binder fluxnode-binder-5d8c7b9f4-x2k7q serving /healthz /readyz "
+                         r"/metrics on 127\.0\.0\.1:(\d+)")
+    port = int(wait_for(lambda: serving.search((tmp_path / "binder-0.log").read_text()), 20,
+                        what="the binder to log its --http-port")[1])
     # what the metrics Service points at: /metrics on the --http-port
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         assert resp.status == 200 and b"# TYPE" in resp.read()

@@ -13,8 +13,8 @@ a live replica, as its endpoints would be (only Ready pods).
 from __future__ import annotations
 
 import random
+import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -42,18 +42,13 @@ EXAMPLE = REPO / "example" / "queued-indexed-job.yaml"
 LEASE_ARGS = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
+def served_ports(log_path: Path, identity: str) -> tuple[int, int] | None:
+    """The ports `fluxnode binder` says it serves /readyz and the webhook on (both bound when
+    it says so); None until it has said both."""
+    text = log_path.read_text(errors="replace")
+    found = [re.search(rf"binder {re.escape(identity)} serving {what} on 127\.0\.0\.1:(\d+)", text)
+             for what in ("/healthz /readyz /metrics", "the admission webhook")]
+    return (int(found[0][1]), int(found[1][1])) if all(found) else None
 
 
 class BinderReplicas:
@@ -77,32 +72,35 @@ class BinderReplicas:
         self.settled = time.monotonic()  # when the last takeover was seen done
 
     def start(self) -> str:
-        """A new replica, once both its ports accept. A port free when picked can be taken
-        by another test's process (tests run on several workers) before the binder binds
-        it: the binder then exits ("Address already in use") and is started again on
-        other ports, as a restarted pod would be; any other exit is left to the test."""
+        """A new replica, once it serves /readyz and the webhook. It binds both to port 0 and
+        logs the ports it got, read back here: no port is picked before the replica binds it,
+        so none can be taken by another test's process in between (a port picked by binding
+        0 and closing could be, and the replica then exited "Address already in use"; three
+        attempts on fresh ports were the workaround). An exit before it serves fails here,
+        with its log."""
         identity = f"binder-{self.started}"
         self.started += 1
         log_path = self.tmp_path / f"{identity}.log"
-        for _attempt in range(3):
-            port, http_port = free_port(), free_port()
-            with log_path.open("wb") as log:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "fluxnode", "binder",
-                     "--kubeconfig", str(self.kubeconfig),
-                     "--uri", self.c.inst.tcp_uri(0), "--curve-cert", self.c.inst.cert_path,
-                     "--lease-namespace", LEASE[0], "--lease-name", LEASE[1], *LEASE_ARGS,
-                     "--identity", identity, "--resync", "1", "--http-host", "127.0.0.1",
-                     "--http-port", str(http_port), "--webhook-port", str(port),
-                     "--webhook-host", "127.0.0.1",
-                     "--webhook-cert-dir", str(self.tmp_path / f"{identity}-certs"),
-                     "--resources-configmap", ""],
-                    stdout=log, stderr=subprocess.STDOUT)
-            wait_for(lambda proc=proc, ports=(http_port, port): proc.poll() is not None
-                     or all(listening(p) for p in ports), 60,
-                     what=f"{identity} listening on its ports, or exited")
-            if proc.poll() is None or b"Address already in use" not in log_path.read_bytes():
-                break
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "fluxnode", "binder",
+                 "--kubeconfig", str(self.kubeconfig),
+                 "--uri", self.c.inst.tcp_uri(0), "--curve-cert", self.c.inst.cert_path,
+                 "--lease-namespace", LEASE[0], "--lease-name", LEASE[1], *LEASE_ARGS,
+                 "--identity", identity, "--resync", "1", "--http-host", "127.0.0.1",
+                 "--http-port", "0", "--webhook-port", "0", "--webhook-host", "127.0.0.1",
+                 "--webhook-cert-dir", str(self.tmp_path / f"{identity}-certs"),
+                 "--resources-configmap", ""],
+                stdout=log, stderr=subprocess.STDOUT)
+        wait_for(lambda: proc.poll() is not None or served_ports(log_path, identity), 60,
+                 what=f"{identity} logging the ports it serves on, or exiting")
+        ports = served_ports(log_path, identity)
+        if ports is None:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"{identity} exited with {proc.returncode} before serving: "
+                               f"{log_path.read_text(errors='replace')[-2000:]}")
+        http_port, port = ports
         self.procs[identity] = proc
         self.ports[identity] = port
         self.http_ports[identity] = http_port

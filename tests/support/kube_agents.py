@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -19,15 +18,10 @@ from pathlib import Path
 from fluxnode.broker_conf import hostlist
 
 from fluxnode.testing.kube_emulator import KubeEmulator
+from fluxnode.testing.ports import free_port
 from fluxnode.testing.waiting import wait_for
 
 PORT_ANNOTATION = "fluxnode.io/broker-port"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class AgentProcess:

@@ -3,7 +3,8 @@
     with SSHServer(tmp_path) as sshd:
         sshd.port, sshd.user, sshd.identity, sshd.known_hosts
 
-`/usr/sbin/sshd -D -e -f <generated config>` listens on a free loopback port with its own
+`/usr/sbin/sshd -D -e -f <generated config>` listens on a loopback port from
+`fluxnode.testing.ports` (sshd cannot be asked to bind port 0 and say which) with its own
 host key; a fresh user key is authorized for the current user (StrictModes off, root
 allowed with keys only). If sshd is missing and we are root, `ensure_sshd()` installs
 openssh-server with apt-get; otherwise the caller should skip with the returned reason.
@@ -21,6 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from fluxnode.testing.ports import free_port
 from fluxnode.testing.waiting import wait_for
 
 SSHD = Path("/usr/sbin/sshd")
@@ -47,12 +49,6 @@ def ensure_sshd() -> str | None:
     if not SSHD.exists():
         return "openssh-server installed but /usr/sbin/sshd is missing"
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _keygen(path: Path, comment: str) -> None:
@@ -103,8 +99,13 @@ class SSHServer:
         (self.dir / "authorized_keys").write_text((self.dir / "id_ed25519.pub").read_text())
         if os.geteuid() == 0:
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
+        # The port is this worker's own, outside the kernel's ephemeral range
+        # (fluxnode.testing.ports): no other worker's process and no bind(0) or connect()
+        # takes it. The retry stays for what the allocator cannot see: another pytest session
+        # on this machine (its gw0 has the same block) binding the same port between the
+        # allocator's probe and sshd's bind.
         for _attempt in range(5):
-            self.port = _free_port()
+            self.port = free_port()
             conf = self._write_config()
             log = open(self.log_path, "ab")
             self.proc = subprocess.Popen(

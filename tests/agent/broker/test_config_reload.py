@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from fluxnode.agent.broker.client import RPCError
 from fluxnode.broker_conf import config as config_mod
 
 from fluxnode.testing.instance import Instance
+from fluxnode.testing.ports import free_port
 from fluxnode.testing.waiting import wait_for
 
 FLUXNODE = [sys.executable, "-m", "fluxnode"]
@@ -55,12 +55,6 @@ def shrunk(inst: Instance, size: int) -> str:
     data, hosts = per_host(inst)
     data["bootstrap"]["hosts"] = hosts[:size]
     return config_mod.dumps(config_mod.from_dict(data))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def reload_cli(inst: Instance, *args: str) -> subprocess.CompletedProcess:

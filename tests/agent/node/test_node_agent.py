@@ -10,8 +10,9 @@ import subprocess
 
 import pytest
 from fluxnode.broker_conf import config as broker_config
-from support.kube_agents import AgentProcess, add_node, free_port, resource_list
+from support.kube_agents import AgentProcess, add_node, resource_list
 
+from fluxnode.testing.ports import refused_port
 from fluxnode.testing.waiting import wait_for
 
 
@@ -270,14 +271,16 @@ def test_multi_node_overlay_grows_shrinks_and_marks_not_ready_down(kube, agents)
 
 def test_unreachable_api_exits_non_zero_after_retrying(kube, tmp_path):
     kubeconfig = tmp_path / "dead.kubeconfig"
-    kubeconfig.write_text(kube.kubeconfig_path.read_text().replace(kube.url, f"https://127.0.0.1:{free_port()}"))
     agent = AgentProcess(kube, "w1", tmp_path, "--api-wait", "1")
     agent.args[agent.args.index("--kubeconfig") + 1] = str(kubeconfig)
-    agent.start()
-    try:
-        assert agent.wait_exit(30) == 2
-    finally:
-        agent.stop()
+    with refused_port() as port:  # held until the agent has given up: nothing listens there
+        kubeconfig.write_text(kube.kubeconfig_path.read_text().replace(
+            kube.url, f"https://127.0.0.1:{port}"))
+        agent.start()
+        try:
+            assert agent.wait_exit(30) == 2
+        finally:
+            agent.stop()
     assert "fluxnode agent: cannot reach the Kubernetes API at https://127.0.0.1:" in agent.log
     assert "Kubernetes API not reachable yet" in agent.log and "Traceback" not in agent.log
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fluxnode.testing.instance import Instance
+from fluxnode.testing.ports import refused_port
 from fluxnode.testing.waiting import wait_for
 
 CLIENT = str(Path(__file__).with_name("echo_client.py"))
@@ -229,10 +229,8 @@ def test_ssh_auth_failure(sshd, ssh_env, echo, tmp_path):
 
 
 def test_ssh_connection_refused(ssh_env, echo):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    r = run(["proxy", f"ssh://127.0.0.1:{port}{echo.path}", "true"], env=ssh_env)
+    with refused_port() as port:  # held: nothing can start listening there meanwhile
+        r = run(["proxy", f"ssh://127.0.0.1:{port}{echo.path}", "true"], env=ssh_env)
     assert r.returncode == 1
     assert (
         r.stderr.strip()
