@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from fluxnode.testing.exits import stop_process
+from fluxnode.testing.ports import free_port
 
 Memory = dict[str, int]
 
@@ -29,12 +29,6 @@ def _env(flux: str) -> dict[str, str]:
     env["LD_LIBRARY_PATH"] = f"{lib}:{env['LD_LIBRARY_PATH']}" if env.get(
         "LD_LIBRARY_PATH") else lib
     return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait(what: str, ready, timeout: float = 120.0) -> None:
@@ -57,7 +51,7 @@ def lone_flux_worker(root: Path, flux: str) -> Iterator[int]:
     (conf / "boot.toml").write_text(
         "[bootstrap]\n"
         f'curve_cert = "{cert}"\n'
-        f"default_port = {_free_port()}\n"
+        f"default_port = {free_port()}\n"
         'default_bind = "tcp://127.0.0.1:%p"\n'
         'default_connect = "tcp://127.0.0.1:%p"\n'
         'hosts = [ { host = "node[0-2]" } ]\n')

@@ -26,7 +26,6 @@ has answered ``stat``.
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,15 +38,10 @@ from fluxnode.broker_conf import certificate
 from sched_common import KEYS
 
 from fluxnode.testing.exits import stop_process
+from fluxnode.testing.ports import free_port
 from fluxnode.testing.waiting import wait_for
 
 KiB = 1024
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def leader(root: Path, nodes: int, cores: int, gpus: int, python: str) -> dict[str, int]:
@@ -57,7 +51,7 @@ def leader(root: Path, nodes: int, cores: int, gpus: int, python: str) -> dict[s
     cfg = root / "broker.toml"
     cfg.write_text("[bootstrap]\n"
                    f'curve_cert = "{cert}"\n'
-                   f"default_port = {_free_port()}\n"
+                   f"default_port = {free_port()}\n"
                    'default_bind = "tcp://127.0.0.1:%p"\n'
                    'default_connect = "tcp://127.0.0.1:%p"\n'
                    f'hosts = [ {{ host = "node[0-{nodes - 1}]" }} ]\n')

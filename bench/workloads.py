@@ -79,7 +79,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -99,6 +98,7 @@ from kubernetes import client  # noqa: E402
 from fluxnode.testing.instance import Instance  # noqa: E402
 from fluxnode.testing.kube_emulator import KubeEmulator  # noqa: E402
 from fluxnode.testing.kube_store import Change  # noqa: E402
+from fluxnode.testing.ports import free_port  # noqa: E402
 from fluxnode.testing.waiting import wait_for  # noqa: E402
 
 WORKLOADS = ROOT / "daemonset" / "workloads"
@@ -237,12 +237,6 @@ def ready(http_port: int) -> bool:
             return r.status == 200
     except OSError:
         return False
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def thread_cpu() -> dict[int, float]:
