@@ -40,6 +40,22 @@ through these steps:
    had, never asked for anew. On each change of the Job or of its pods the free slots
    beyond what it still needs (min(parallelism, completions - succeeded)) are given back,
    a node's share once no slot the Job keeps or uses is on it (`_release_slots`).
+
+   **Growth** (Kueue's elastic Jobs, as workload slices): a running Job whose parallelism
+   is raised needs more slots than it keeps. The missing ones are one more workload in the
+   queue, at the Job's own place (its priority and creation order: `_order`; its own key,
+   `growth_key`, beside its pods' group): asked as one unit (all or nothing, the pods'
+   shape, the Job's walltime left) with the same reservation and backfill rules
+   (`_grow`); the pods it waits for say so. The FluxJob stays Running (its pods run)
+   with the POSITION of the growth and a REASON starting ``scaling up:``; PODS counts the
+   Job's pods now. Once allocated, the slots join the Job's ledger as a second allocation
+   (`ClusterState.grow_slots`) and its waiting pods are bound into them; from then on they
+   are kept and given back as any other slot, each through its own allocation. Lowering
+   parallelism again while the growth waits drops it: it is computed anew on every pass
+   from the Job and its ledger, and nothing is held while it waits (a reservation is made
+   again each pass). The growth is counted from the Job's ledger, so it is asked once the
+   Job's first pods are bound (a raise while it is Admitted, its pods not yet made, is not
+   a growth: its pods meet the one allocation it was admitted with).
 4. **Finished** (or **Failed**) when the Job has the Complete (Failed) condition; what is
    still held is given back (the ledger's free slots, then each pod's share as it ends).
 
@@ -128,12 +144,11 @@ def _condition(job: dict) -> str | None:
     return None
 
 
-def _ask(record: FluxJob) -> Ask:
+def _ask(record: FluxJob, pods: int | None = None) -> Ask:
     """What a Job holds once admitted, as queue limits count it: every pod's graph slot
-    (whole cores, GPUs) and its memory request."""
-    pods, slot = record.spec.pods, record.spec.slot
+    (whole cores, GPUs) and its memory request (`pods` of them; None: the record's)."""
+    pods, slot = record.spec.pods if pods is None else pods, record.spec.slot
     return Ask(pods * slot.cores, pods * slot.gpus, pods * record.spec.requests.memory_bytes)
-
 
 
 def growth_key(key: GroupKey) -> GroupKey:
@@ -421,9 +436,8 @@ class FluxJobLoop:
         does for a whole Job; its running pods keep what they hold whatever the answer."""
         spec, key = tracked.record.spec, tracked.key
         said = f"scaling up: {missing} more pods wait for their slots"
-        ask = Ask(missing * spec.slot.cores, missing * spec.slot.gpus,
-                  missing * spec.requests.memory_bytes)
-        held = self.limits.held(spec.queue, self._used.get(spec.queue, Ask()), ask)
+        held = self.limits.held(spec.queue, self._used.get(spec.queue, Ask()),
+                                _ask(tracked.record, missing))
         if held is not None:
             self._running(tracked, position=position, reason=f"{said}; {held}")
             return None
@@ -469,7 +483,9 @@ class FluxJobLoop:
         one is never asked about it: `QueueLimits.held`)."""
         queue = tracked.record.spec.queue
         if queue in self.limits.limits:
-            used[queue] = used.get(queue, Ask()) + _ask(tracked.record)
+            slots = self.ctx.state.job_slots.get(tracked.key)  # with its growth, when it grew
+            pods = max(tracked.record.spec.pods, slots.held() if slots is not None else 0)
+            used[queue] = used.get(queue, Ask()) + _ask(tracked.record, pods)
 
     @staticmethod
     def _order(tracked: Tracked):

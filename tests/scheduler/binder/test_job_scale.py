@@ -113,7 +113,7 @@ def test_a_raise_with_no_room_waits_behind_a_higher_priority_job(tmp_path):
         st = status(c, "grow")
         assert st["phase"] == "Running" and st["pods"] == "2/4"
         assert st["reason"].startswith("scaling up: 2 more pods wait for their slots; busy:")
-        assert status(c, "hi").get("position") == 1
+        assert status(c, "hi").get("phase") == "Reserved"  # the head, then the growth
         name = pending(c, "grow")[0]["metadata"]["name"]
         cond = c.wait_condition(name, "WaitingForResources")
         assert cond["message"].startswith("busy: Job default/grow grew by 2 pods")
@@ -124,6 +124,11 @@ def test_a_raise_with_no_room_waits_behind_a_higher_priority_job(tmp_path):
         wait_for(lambda: status(c, "hi").get("phase") == "Running", 60, what="hi Running")
         wait_for(lambda: status(c, "grow").get("position") == 1, 30,
                  what="the growth first in the queue")
+        # now the head: reserved, START unknown (hi has no walltime); still Running
+        wait_for(lambda: status(c, "grow").get("reason", "").startswith(
+            "scaling up: 2 more pods wait for their slots; reserved:"), 30,
+            what="the growth reserved")
+        assert status(c, "grow")["phase"] == "Running"
         assert len(pending(c, "grow")) == 2
         assert held_by(c, first) == [first["id"]]
         c.assert_no_overcommit()
