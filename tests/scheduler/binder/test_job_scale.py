@@ -20,6 +20,7 @@ from support.fluxjob_cluster import (
     status,
 )
 from support.job_ledger import allocations, bound, cores_held, live, slot, where
+from support.oracles import parse_idset
 
 from fluxnode.testing.waiting import wait_for
 
@@ -90,6 +91,20 @@ def test_a_raised_parallelism_is_given_its_slots_when_they_fit(tmp_path):
         (again,) = bound(c, "grow", "2")
         assert where(again) == slot(grown, 0)
         assert sorted(a["id"] for a in allocations(c)) == sorted([first["id"], grown["id"]])
+        c.assert_no_overcommit()
+        # back to 2: the real Job controller deletes the active pods beyond parallelism
+        # (manageJob); the emulator's does not, so the test does. The growth's slots are
+        # free and not needed: given back through the growth's allocation, the first's kept
+        parallelism(c, "grow", 2)
+        for i in ("2", "3"):
+            (pod,) = bound(c, "grow", i)
+            c.kube.delete("pods", pod["metadata"]["name"], "default")
+        wait_for(lambda: held_by(c, first) == [first["id"]], 30, what="the growth given back")
+        want = {}
+        for s in first["slots"]:
+            want.setdefault(s["hostname"], set()).update(parse_idset(s["cores"]))
+        assert cores_held(c) == want
+        assert sorted(where(p) for p in bound(c, "grow")) == sorted(slot(first, i) for i in range(2))
         c.assert_no_overcommit()
 
 
@@ -210,3 +225,31 @@ def test_a_restarted_binder_rebuilds_a_job_holding_two_allocations(tmp_path):
             c.finish(pod["metadata"]["name"])
         wait_for(lambda: status(c, "grow").get("phase") == "Finished", 60, what="Finished")
         wait_for(lambda: allocations(c) == [], 30, what="both allocations freed")
+
+
+def test_a_growth_no_pod_took_yet_is_given_back_at_a_restart_and_asked_again(tmp_path):
+    """The growth is allocated before the Job controller makes its pods (stopped here, as a
+    slow controller would be): a binder that restarts then cancels it as any FluxJob
+    allocation no pod took, finds the Job short again and asks anew, and the pods, once
+    made, bind into the new growth."""
+    with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(3)}) as c:
+        first = growable_job(c, "grow", 2, 4)
+        c.kube.job_controller.stop()
+        c.kube.job_controller = None  # (the emulator starts a new one below)
+        parallelism(c, "grow", 4)
+        old = growth(c, first)
+        assert len(pending(c, "grow")) == 0
+        (b,) = c.binders
+        b2 = c.replace_binder(b)
+        wait_for(lambda: b2.reconciled, 30, what="the new binder reconciled")
+        wait_for(lambda: old["id"] not in held_by(c, first) and len(held_by(c, first)) == 2,
+                 60, what="the growth given back and allocated anew")
+        new = growth(c, first)
+        assert len(new["slots"]) == 2
+        c.kube.start_job_controller()
+        wait_for(lambda: len(bound(c, "grow")) == 4, 60, what="indexes 2 and 3 bound")
+        for i in range(2):
+            (pod,) = bound(c, "grow", str(2 + i))
+            assert where(pod) == slot(new, i)
+        assert sum(map(len, cores_held(c).values())) == 4
+        c.assert_no_overcommit()
