@@ -104,7 +104,7 @@ def test_a_raised_parallelism_is_given_its_slots_when_they_fit(tmp_path):
         for s in first["slots"]:
             want.setdefault(s["hostname"], set()).update(parse_idset(s["cores"]))
         assert cores_held(c) == want
-        assert sorted(where(p) for p in bound(c, "grow")) == sorted(slot(first, i) for i in range(2))
+        assert sorted(map(where, bound(c, "grow"))) == sorted(slot(first, i) for i in range(2))
         c.assert_no_overcommit()
 
 
