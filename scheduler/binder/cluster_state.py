@@ -12,7 +12,9 @@ never inherits a stale allocation. A pod's share is freed when it succeeds,
 fails or is deleted; because a partial cancel frees a whole rank of an
 allocation, a rank is released once the last pod of that allocation on it ends. A running
 Job's allocation also keeps the free slots its later pods will take (job_slots.py: its
-ledger in `job_slots`), each a member of its rank's share until released.
+ledger in `job_slots`), each a member of its rank's share until released; a Job that grew
+while it runs holds a second allocation in the same ledger (`grow_slots`), each slot a member
+of its own allocation's share.
 """
 
 from __future__ import annotations
@@ -447,7 +449,7 @@ class ClusterState:
             group.placed.discard(uid)
         rank = alloc.pods.get(uid)
         slots = self.job_slots.get(alloc.group)
-        if slots is not None and slots.alloc_id == alloc_id and rank in alloc.live:
+        if slots is not None and alloc_id in slots.allocs and rank in alloc.live:
             n = slots.ended(uid, succeeded)
             if n is not None:  # kept for the Job's next pod
                 alloc.live[rank].add(slots.token(n))
@@ -471,7 +473,7 @@ class ClusterState:
                 self.to_cancel.append((alloc.id, None))
                 del self.allocations[alloc.id]
                 slots = self.job_slots.get(alloc.group)
-                if slots is not None and slots.alloc_id == alloc.id:
+                if slots is not None and alloc.id in slots.allocs and slots.dropped(alloc.id):
                     del self.job_slots[alloc.group]
             self.changed = True
 
@@ -486,15 +488,15 @@ class ClusterState:
         released = slots.surplus(0 if needed is None else needed)
         if needed is None:
             del self.job_slots[key]
-        alloc = self.allocations.get(slots.alloc_id)
-        if alloc is not None:
-            for n in released:
+        for n in released:  # through the allocation the slot belongs to
+            alloc = self.allocations.get(slots.alloc_of(n))
+            if alloc is not None:
                 self._drop_member(alloc, slots.rank(n), slots.token(n))
 
     def slotted(self, key: GroupKey, uid: str, n: int) -> None:
         """The Job's pending pod `uid` takes slot `n` of its ledger (`JobSlots.take`)."""
         slots = self.job_slots[key]
-        alloc = self.allocations[slots.alloc_id]
+        alloc = self.allocations[slots.alloc_of(n)]
         rank = slots.rank(n)
         members = alloc.live.setdefault(rank, set())
         members.discard(slots.token(n))
@@ -504,6 +506,25 @@ class ClusterState:
         self._placed_pod(group, uid, alloc.id)
         if group is not None:
             self._requeue(group)
+
+    def grow_slots(self, key: GroupKey, answer: dict, kinds: list[dict]) -> bool:
+        """A running Job's growth was allocated (`answer`, for the slot `kinds` asked): its
+        slots join the Job's ledger, each kept free as a member of its rank's share of the new
+        allocation, for the Job's waiting pods. False: the Job has no ledger now (it ended,
+        or its allocation went meanwhile); the caller cancels the answer."""
+        slots = self.job_slots.get(key)
+        if slots is None:
+            return False
+        live: dict[int, set[str]] = {}
+        for n in slots.extend(answer["id"], kinds, answer["slots"]):
+            live.setdefault(slots.rank(n), set()).add(slots.token(n))
+        slots.asking = 0
+        self.allocations[answer["id"]] = GroupAllocation(answer["id"], key, {}, live)
+        group = self.groups.get(key)
+        if group is not None:
+            self._requeue(group)
+        self.changed = True
+        return True
 
     # -- placements ---------------------------------------------------------------
 
@@ -545,10 +566,12 @@ class ClusterState:
         if group is None:
             group = self.groups[alloc.group] = Group(alloc.group, size=len(alloc.pods))
         self.allocations[alloc.id] = alloc
-        if slots is not None:
-            self.job_slots[alloc.group] = slots
-            for n in slots.free():
-                alloc.live.setdefault(slots.rank(n), set()).add(slots.token(n))
+        if slots is not None:  # a Job's second allocation (it grew) joins its first's ledger
+            ledger = self.job_slots.setdefault(alloc.group, slots)
+            numbers = ledger.join(slots) if ledger is not slots else range(len(slots.slots))
+            for n in numbers:
+                if ledger.slots[n].kept and ledger.slots[n].pod is None:
+                    alloc.live.setdefault(ledger.rank(n), set()).add(ledger.token(n))
         for uid in list(alloc.pods):
             pod = self.pods.get(uid)
             self.pod_allocation[uid] = alloc.id

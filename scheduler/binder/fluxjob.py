@@ -26,7 +26,8 @@ size, the requests one member's (the first by name), the priority the highest of
 The spec is what the workload asks for and never changes (but for a group's size and
 workload, which follow its PodGroup object when one comes); the status (written through the
 status subresource) is where it stands: PHASES, its position in the queue, pods bound of
-pods, the nodes, the start (a reservation's start time when it cannot start now), a reason.
+pods (the Job's pods now: its parallelism may be raised or lowered while it runs), the
+nodes, the start (a reservation's start time when it cannot start now), a reason.
 """
 
 from __future__ import annotations
@@ -126,12 +127,17 @@ class FluxJobStatus:
     start: str = ""  # RFC 3339, when a reservation says when it starts
     reason: str = ""
     allocation: int | None = None
+    # the workload's pods now, when not its spec's (a Job whose parallelism changed while it
+    # runs): what PODS counts bound pods of
+    pods: int | None = None
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
             raise FluxJobError(f"status.phase: {self.phase!r} is not one of {', '.join(PHASES)}")
 
     def to_object(self, pods: int) -> dict:
+        if self.pods is not None:
+            pods = self.pods
         status: dict = {"phase": self.phase, "boundPods": self.bound,
                         "pods": f"{self.bound}/{pods}"}
         optional = {"position": self.position, "nodes": self.nodes, "start": self.start,

@@ -40,6 +40,22 @@ through these steps:
    had, never asked for anew. On each change of the Job or of its pods the free slots
    beyond what it still needs (min(parallelism, completions - succeeded)) are given back,
    a node's share once no slot the Job keeps or uses is on it (`_release_slots`).
+
+   **Growth** (Kueue's elastic Jobs, as workload slices): a running Job whose parallelism
+   is raised needs more slots than it keeps. The missing ones are one more workload in the
+   queue, at the Job's own place (its priority and creation order: `_order`; its own key,
+   `growth_key`, beside its pods' group): asked as one unit (all or nothing, the pods'
+   shape, the Job's walltime left) with the same reservation and backfill rules
+   (`_grow`); the pods it waits for say so. The FluxJob stays Running (its pods run)
+   with the POSITION of the growth and a REASON starting ``scaling up:``; PODS counts the
+   Job's pods now. Once allocated, the slots join the Job's ledger as a second allocation
+   (`ClusterState.grow_slots`) and its waiting pods are bound into them; from then on they
+   are kept and given back as any other slot, each through its own allocation. Lowering
+   parallelism again while the growth waits drops it: it is computed anew on every pass
+   from the Job and its ledger, and nothing is held while it waits (a reservation is made
+   again each pass). The growth is counted from the Job's ledger, so it is asked once the
+   Job's first pods are bound (a raise while it is Admitted, its pods not yet made, is not
+   a growth: its pods meet the one allocation it was admitted with).
 4. **Finished** (or **Failed**) when the Job has the Complete (Failed) condition; what is
    still held is given back (the ledger's free slots, then each pod's share as it ends).
 
@@ -60,6 +76,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,6 +91,7 @@ from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.fluxjob import FluxJob, FluxJobError, PriorityClasses
 from fluxnode.scheduler.binder.fluxjob_writer import FluxJobWriter
 from fluxnode.scheduler.binder.http_writer import HttpWriter, Write
+from fluxnode.scheduler.binder.job_shape import JobShapeError, job_pod_count
 from fluxnode.scheduler.binder.job_slots import slots_needed
 from fluxnode.scheduler.binder.podgroup import GroupKey, job_owner
 from fluxnode.scheduler.binder.queue import (
@@ -126,12 +144,28 @@ def _condition(job: dict) -> str | None:
     return None
 
 
-def _ask(record: FluxJob) -> Ask:
+def _ask(record: FluxJob, pods: int | None = None) -> Ask:
     """What a Job holds once admitted, as queue limits count it: every pod's graph slot
-    (whole cores, GPUs) and its memory request."""
-    pods, slot = record.spec.pods, record.spec.slot
+    (whole cores, GPUs) and its memory request (`pods` of them; None: the record's)."""
+    pods, slot = record.spec.pods if pods is None else pods, record.spec.slot
     return Ask(pods * slot.cores, pods * slot.gpus, pods * record.spec.requests.memory_bytes)
 
+
+def growth_key(key: GroupKey) -> GroupKey:
+    """The queue's key of a running Job's growth (its own entry in the walk, beside its
+    pods' group, which has the Job's key)."""
+    return GroupKey(key.namespace, "job-growth", key.name)
+
+
+def _walltime_left(job: dict) -> int | None:
+    """Seconds a running Job may still run (its walltime less the time since the Job
+    controller's status.startTime, at least 1), or None when nothing bounds it."""
+    total = job_walltime(job.get("spec") or {})
+    started = (job.get("status") or {}).get("startTime")
+    if total is None or not started:
+        return total
+    elapsed = time.time() - creation_time({"metadata": {"creationTimestamp": started}})
+    return max(1, int(total - elapsed))
 
 
 def _older(new: dict, old: dict) -> bool:
@@ -317,6 +351,7 @@ class FluxJobLoop:
         order, each with the call that asks for it."""
         touched, self._touched = self._touched, set()
         waiting: list[Tracked] = []
+        growing: list[tuple[Tracked, int]] = []  # running Jobs short of slots, how many
         self._used = used = {}  # queue -> what its admitted Jobs hold
         if self.limits.limits:  # every admitted Job counts against its queue's limit
             visit = list(self.jobs.values())
@@ -346,11 +381,11 @@ class FluxJobLoop:
                 waiting.append(tracked)
             else:
                 self._holds(tracked, used)
-                pods = self._bound.get(tracked.job["metadata"].get("uid")) or {}
-                phase = "Running" if len(pods) >= tracked.record.spec.pods else "Admitted"
-                self._status(tracked, phase, bound=len(pods),
-                             nodes=hostlist.encode(sorted(set(pods.values()))),
-                             allocation=tracked.allocation)
+                missing = self._missing(tracked)
+                if missing:  # grown while it runs: asked for at its place (`_grow`)
+                    growing.append((tracked, missing))
+                    continue
+                self._running(tracked)
                 tracked.quiet = True
         for tracked in visit:  # (kept until here: a pass that fails visits them again)
             # a Job being resumed is visited again when its outcome comes back (`resumed`):
@@ -360,17 +395,97 @@ class FluxJobLoop:
                 self._visit.pop(self._id(tracked.job), None)
             else:
                 self._visit[self._id(tracked.job)] = None
-        waiting.sort(key=self._order)
         self._holding = None  # the groups with allocations, looked at once per pass
-        return [QueuedJob(self._order(t), t.key, partial(self._queued, t),
-                          alone=t.record.spec.queue in self.limits.limits) for t in waiting]
+        out = [QueuedJob(self._order(t), t.key, partial(self._queued, t),
+                         alone=t.record.spec.queue in self.limits.limits) for t in waiting]
+        out += [QueuedJob(self._order(t), growth_key(t.key), partial(self._grow, t, missing),
+                          alone=t.record.spec.queue in self.limits.limits)
+                for t, missing in growing]
+        out.sort(key=lambda q: q.order)
+        return out
+
+    def _running(self, tracked: Tracked, **growth) -> None:
+        """An admitted Job's record: Admitted until all its pods are bound, then Running
+        (`growth`: the position and reason of the slots it waits for after it grew)."""
+        pods = self._bound.get(tracked.job["metadata"].get("uid")) or {}
+        try:
+            now = job_pod_count(tracked.job.get("spec") or {})
+        except JobShapeError:
+            now = tracked.record.spec.pods
+        phase = "Running" if len(pods) >= min(now, tracked.record.spec.pods) else "Admitted"
+        self._status(tracked, phase, bound=len(pods),
+                     nodes=hostlist.encode(sorted(set(pods.values()))),
+                     allocation=tracked.allocation,
+                     pods=None if now == tracked.record.spec.pods else now, **growth)
+
+    # -- a running Job that grew (its parallelism raised) --------------------------------
+
+    def _missing(self, tracked: Tracked) -> int:
+        """Slots a running Job needs beyond those its ledger keeps (job_slots.py), and the
+        ledger told so (its waiting pods say it); 0 without a ledger (its first pods not
+        bound yet)."""
+        slots = self.ctx.state.job_slots.get(tracked.key)
+        if slots is None:
+            return 0
+        slots.asking = slots.missing(slots_needed(tracked.job, slots.succeeded))
+        return slots.asking
+
+    def _grow(self, tracked: Tracked, missing: int, position: int, op: str) -> JobAsk | None:
+        """A running Job short of `missing` slots, at `position`: say what to ask for them as
+        one unit (all or nothing, its pods' shape, the Job's walltime left), as `_queued`
+        does for a whole Job; its running pods keep what they hold whatever the answer."""
+        spec, key = tracked.record.spec, tracked.key
+        said = f"scaling up: {missing} more pods wait for their slots"
+        held = self.limits.held(spec.queue, self._used.get(spec.queue, Ask()),
+                                _ask(tracked.record, missing))
+        if held is not None:
+            self._running(tracked, position=position, reason=f"{said}; {held}")
+            return None
+        template = (tracked.job.get("spec") or {}).get("template") or {}
+        name = tracked.job["metadata"]["name"]
+        request = self.scheduling.whole_request(
+            key, template, spec.slot, missing, op=op, duration=_walltime_left(tracked.job),
+            who=f"Job {key.namespace}/{name} (its growth)")
+        if isinstance(request, str):
+            self._running(tracked, position=position, reason=f"{said}; {request}")
+            return None
+        return JobAsk(growth_key(key), request.payload, request.who,
+                      partial(self._grown, tracked, position, request, said))
+
+    def _grown(self, tracked: Tracked, position: int, request: WholeRequest, said: str,
+               reply: dict | RPCError) -> dict | None:
+        """The service's reply for a Job's growth: still waiting (the reason, or reserved
+        with its START), or the slots joined to its ledger for its waiting pods."""
+        answer = self.scheduling.whole_answer(request, reply)
+        if isinstance(answer, str):
+            self._running(tracked, position=position, reason=f"{said}; {answer}")
+            return None
+        if answer.get("status") == "RESERVED":
+            start = answer.get("start")
+            self._running(tracked, position=position,
+                          start=rfc3339(start) if start is not None else "",
+                          reason=f"{said}; {reserved_reason(start)}")
+            return answer
+        key = tracked.key
+        if not self.ctx.state.grow_slots(key, answer, request.payload["slots"]):
+            self.ctx.cancel(answer["id"], None)  # its ledger went meanwhile
+            return None
+        nodes = hostlist.encode(sorted({n["hostname"] for n in answer.get("nodes") or []}))
+        log.info("Job %s/%s grew by %d slots: allocation %d on %s", key.namespace,
+                 tracked.job["metadata"]["name"], request.count, answer["id"], nodes)
+        self._running(tracked)
+        self._visit[self._id(tracked.job)] = None  # its record follows its pods again
+        self.dirty = True
+        return answer
 
     def _holds(self, tracked: Tracked, used: dict[str, Ask]) -> None:
         """Count what an admitted Job holds against its queue's limit (a queue without
         one is never asked about it: `QueueLimits.held`)."""
         queue = tracked.record.spec.queue
         if queue in self.limits.limits:
-            used[queue] = used.get(queue, Ask()) + _ask(tracked.record)
+            slots = self.ctx.state.job_slots.get(tracked.key)  # with its growth, when it grew
+            pods = max(tracked.record.spec.pods, slots.held() if slots is not None else 0)
+            used[queue] = used.get(queue, Ask()) + _ask(tracked.record, pods)
 
     @staticmethod
     def _order(tracked: Tracked):
@@ -590,9 +705,11 @@ class FluxJobLoop:
 
     def _status(self, tracked: Tracked, phase: str, *, position: int | None = None,
                 bound: int = 0, nodes: str = "", reason: str = "",
-                allocation: int | None = None, start: str = "") -> None:
+                allocation: int | None = None, start: str = "",
+                pods: int | None = None) -> None:
         record = tracked.record
         record.status.phase, record.status.position = phase, position
+        record.status.pods = pods
         record.status.start = start
         record.status.bound, record.status.nodes = bound, nodes
         record.status.reason, record.status.allocation = reason, allocation

@@ -28,12 +28,20 @@ succeeds. The Job keeps its one allocation for all of them; `JobSlots` is its re
   released (`surplus`), keeping first the slots whose last pod did not succeed (its index
   comes back), then those on a node where the Job still runs a pod, then the lowest.
 
+- **growth**: a Job whose `slots_needed` rises above the slots it keeps (its parallelism
+  raised while it runs) is short by `missing`; the FluxJob loop asks for those slots as one
+  unit at the Job's place in the queue (`asking` says how many wait there) and, once
+  allocated, they are appended to the ledger (`extend`) as slots of a second allocation.
+  Each slot names the allocation it belongs to (`Slot.alloc_id`): a pod is bound with it,
+  and a slot given back is cancelled through it. The rules above apply to every slot alike
+  (an Indexed Job raised from 2 to 4 gets slots 2 and 3, for indexes 2 and 3).
+
 The ledger holds no I/O and no allocation itself: the cluster cache (cluster_state.py)
 keeps each kept free slot as a member of its node's share of the allocation, so a node's
 share is cancelled (a partial cancel of that rank) once no live pod and no kept slot of the
 Job is left on it, as for any group. A binder that restarts rebuilds the ledger from the
-leader's record of the allocation (its slots) and the running pods' Bindings
-(`place_running`);
+leader's record of the allocations (their slots) and the running pods' Bindings
+(`place_running`; a Job's second allocation is joined to its first: `join`);
 which index last held a free slot is not known then, so a replacement of an index whose old
 pod ended before the restart goes to slot i when free (where its index was first bound).
 """
@@ -64,6 +72,7 @@ class Slot:
     index: int | None = None  # the completion index of the last pod that held it
     succeeded: bool = False  # that pod succeeded (its index will not come back)
     kept: bool = True  # still allocated (False: released to the leader)
+    alloc_id: int = 0  # the allocation it belongs to (a Job that grew holds two)
 
 
 @dataclass
@@ -78,9 +87,12 @@ class JobSlots:
     done: set[int | str] = field(default_factory=set)
     _of_pod: dict[str, int] = field(default_factory=dict)  # live pod uid -> its slot
     _of_share: dict[PodSlot, int] = field(default_factory=dict)  # share -> slot number
+    allocs: set[int] = field(default_factory=set)  # the allocations its slots belong to
+    asking: int = 0  # slots more the Job waits for in the queue (growth), 0: none
 
     def __post_init__(self) -> None:
         self._of_share = {s.share: n for n, s in enumerate(self.slots)}
+        self.allocs = {self.alloc_id}
 
     @classmethod
     def of_allocation(cls, alloc_id: int, key: GroupKey, kinds: list[dict],
@@ -90,7 +102,45 @@ class JobSlots:
         shapes = slots_by_shape(kinds, listed)
         order = [PodSlot.of(s) for s in listed]
         shape_of = {share: shape for shape, shares in shapes.items() for share in shares}
-        return cls(alloc_id, key, [Slot(share, shape_of[share]) for share in order])
+        return cls(alloc_id, key, [Slot(share, shape_of[share], alloc_id=alloc_id)
+                                   for share in order])
+
+    def join(self, other: JobSlots) -> range:
+        """Append `other`'s slots (another allocation of the same Job, as it is) to this
+        ledger; returns their new numbers."""
+        first = len(self.slots)
+        for s in other.slots:
+            n = len(self.slots)
+            self.slots.append(s)
+            self._of_share[s.share] = n
+            if s.pod is not None:
+                self._of_pod[s.pod] = n
+        self.allocs |= other.allocs
+        self.done |= other.done
+        return range(first, len(self.slots))
+
+    def extend(self, alloc_id: int, kinds: list[dict], listed: list[dict]) -> range:
+        """The Job's growth was allocated (`alloc_id`, its kinds and slots as the service
+        answered them): its slots join the ledger, free and kept; returns their numbers."""
+        return self.join(JobSlots.of_allocation(alloc_id, self.key, kinds, listed))
+
+    def dropped(self, alloc_id: int) -> bool:
+        """The allocation `alloc_id` is gone (its last member ended or was released): its
+        slots are no longer kept. True when none of the ledger's allocations is left."""
+        self.allocs.discard(alloc_id)
+        for s in self.slots:
+            if s.alloc_id == alloc_id:
+                s.kept = False
+        return not self.allocs
+
+    def held(self) -> int:
+        """The slots the Job keeps (used or free): what its allocations still give it."""
+        return sum(s.kept for s in self.slots)
+
+    def missing(self, needed: int) -> int:
+        """Slots the Job needs beyond those it keeps (its parallelism raised while it
+        runs): the growth to ask for, 0 when none."""
+        return max(0, needed - self.held())
 
     @staticmethod
     def token(n: int) -> str:
@@ -199,6 +249,9 @@ class JobSlots:
     def kept_ranks(self) -> Iterable[int]:
         """The ranks of the kept free slots."""
         return {self.slots[n].share.rank for n in self.free()}
+
+    def alloc_of(self, n: int) -> int:
+        return self.slots[n].alloc_id
 
 
 def slots_needed(job: dict, seen: int = 0) -> int:

@@ -23,6 +23,13 @@ leader's allocated R does not cover what our running pods use (`forgotten`).
 A pod that cannot be adopted (another allocation holds its cores: EBUSY; a rank
 outside the instance: EINVAL) is logged and counted as outside usage, never
 retried in a loop.
+
+A running Job that grew (its parallelism raised: fluxjob_loop.py) holds two allocations,
+each labelled with the Job's group; each one some pod's Binding names is rebuilt and joined
+into the Job's one slot ledger (`ClusterState.adopt`), the first's slots numbered first. A
+growth none of whose pods is bound yet is cancelled like any unused FluxJob allocation: the
+Job is then short of those slots again, and the FluxJob loop asks for them anew at its place
+in the queue.
 """
 
 from __future__ import annotations
@@ -106,7 +113,9 @@ class Reconciler:
         pending_binds: list[tuple[int, str, str, PodSlot]] = []
         listed = [self._as_group(a) for a in answer.get("allocations", [])]
         listed += self._adopt_forgotten(listed)
-        for a in listed:
+        # by id: a Job that grew holds two allocations, and its ledger numbers the first's
+        # slots first (index i's slot is slot i, as before the restart)
+        for a in sorted(listed, key=lambda a: a["id"]):
             labels = a.get("labels") or {}
             if a["status"] != "ALLOCATED" or labels.get("kind") != "group":
                 ctx.cancel(a["id"], None)

@@ -467,11 +467,12 @@ class SchedulingCycle:
         return Attempt(group, pods, shapes, [], {"slots": _slot_kinds(shapes)})
 
     def _into_job_slots(self, group: Group, usable: list[str]) -> bool:
-        """A running Job's new pods (a replacement, the next index) take free slots of its
-        allocation on usable nodes (job_slots.py); nothing is asked. A pod with no free slot
-        of its shape waits for one (the pod it replaces still holds it). False: the free
-        slots left are on nodes not usable now, so the pods left are asked for anew as an
-        ordinary group."""
+        """A running Job's new pods (a replacement, the next index, those its raised
+        parallelism adds) take free slots of its allocations on usable nodes (job_slots.py);
+        nothing is asked here. A pod with no free slot of its shape waits for one (the pod it
+        replaces still holds it, or the Job's growth waits in the queue: fluxjob_loop.py).
+        False: the free slots left are on nodes not usable now, so the pods left are asked for
+        anew as an ordinary group."""
         if not group.pending:
             return True
         attempt = self._prepare_held(group)
@@ -483,17 +484,22 @@ class SchedulingCycle:
         taken = slots.take(attempt.shapes, indexes(attempt.pods), nodes.__contains__)
         for uid, n in taken.items():
             state.slotted(key, uid, n)
-        self.binding.submit([(p, slots.slots[taken[p.uid]].share, slots.alloc_id, str(key))
-                             for p in attempt.pods if p.uid in taken])
+        self.binding.submit([(p, slots.slots[n].share, slots.alloc_of(n), str(key))
+                             for p in attempt.pods if (n := taken.get(p.uid)) is not None])
         left = [p for p in attempt.pods if p.uid not in taken]
         if not left:
             return True
         if any(slots.slots[n].shape == attempt.shapes[p.uid] for n in slots.free()
                for p in left):
             return False
-        self._waiting(left, f"busy: every slot of the allocation of Job "
-                      f"{key.namespace}/{key.name.rsplit('.', 1)[0]} is in use; will bind "
-                      "when one of its pods ends")
+        job = f"{key.namespace}/{key.name.rsplit('.', 1)[0]}"
+        if slots.asking:  # its parallelism grew: the FluxJob loop asks for the slots more
+            self._waiting(left, f"busy: Job {job} grew by {slots.asking} pods; their slots "
+                          "wait in the queue (its FluxJob's POSITION); will bind once they "
+                          "are allocated")
+        else:
+            self._waiting(left, f"busy: every slot of the allocation of Job {job} is in "
+                          "use; will bind when one of its pods ends")
         return True
 
     def _request(self, batch: list[Attempt | JobAsk]) -> list[dict | RPCError]:
