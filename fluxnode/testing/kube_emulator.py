@@ -297,10 +297,16 @@ class KubeEmulator:
         self._webhook_clients.close()
         await self._runner.cleanup()
 
-    def stop(self) -> None:
+    def stop_job_controller(self) -> None:
+        """Stop the emulated Job controller (as a kube-controller-manager that is down):
+        nothing syncs Jobs until `start_job_controller` starts a new one, which lists what
+        changed meanwhile."""
         if self.job_controller is not None:
             self.job_controller.stop()
             self.job_controller = None
+
+    def stop(self) -> None:
+        self.stop_job_controller()
         if self._loop and self._stopping and self._thread and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stopping.set)
             self._thread.join(10)

@@ -11,10 +11,13 @@ controls (``syncJob``):
 
 - pods are counted from their phase (active: neither Succeeded nor Failed and not being
   deleted; ``ready``: active with the Ready condition; ``terminating``: being deleted);
-- not suspended, pods are created from the template up to ``parallelism`` and the
-  completions still missing (``manageJob``), named ``JOB-xxxxx``, or ``JOB-INDEX-xxxxx``
-  for ``completionMode: Indexed``, the lowest missing indexes first; each carries the
-  template's labels (the API server added ``batch.kubernetes.io/controller-uid``,
+- not suspended, active pods beyond ``parallelism`` (or the completions still missing)
+  are deleted, those not on a node, Pending, not Ready, restarted more or newer first, and
+  for Indexed first the pods of a duplicated or out-of-range index (``manageJob``,
+  ``activePodsForRemoval``); otherwise pods are created from the template up to
+  ``parallelism`` and the completions still missing, named ``JOB-xxxxx``, or
+  ``JOB-INDEX-xxxxx`` for ``completionMode: Indexed``, the lowest missing indexes first;
+  each carries the template's labels (the API server added ``batch.kubernetes.io/controller-uid``,
   ``batch.kubernetes.io/job-name``, ``controller-uid``, ``job-name``), the controller
   ownerReference, and for Indexed the ``batch.kubernetes.io/job-completion-index`` annotation
   and label, the ``JOB_COMPLETION_INDEX`` variable and the hostname ``JOB-INDEX``
@@ -91,10 +94,8 @@ def _owner(pod: dict) -> tuple[str, str] | None:
 def _counted(pod: dict) -> tuple[Any, ...]:
     """What a sync reads of a pod besides its owner: its phase, whether it is being
     deleted, its completion index, whether it is Ready."""
-    status = pod.get("status") or {}
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                for c in status.get("conditions") or [])
-    return (status.get("phase"), pod["metadata"].get("deletionTimestamp"), _index(pod), ready)
+    return ((pod.get("status") or {}).get("phase"), pod["metadata"].get("deletionTimestamp"),
+            _index(pod), _ready(pod))
 
 
 def _condition(job: dict, type_: str) -> dict | None:
@@ -110,6 +111,56 @@ def _true(job: dict, type_: str) -> bool:
 def _index(pod: dict) -> int | None:
     value = ((pod["metadata"].get("annotations") or {}).get(INDEX))
     return int(value) if value is not None and value.isdigit() else None
+
+
+_PHASE_ORDINAL = {"Pending": 0, "Unknown": 1, "Running": 2}
+
+
+def _ready(pod: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def _removal_order(pods: list[dict]) -> list[dict]:
+    """`pods` the first to delete first (controller_utils.go ActivePods): not on a node
+    before on one, Pending before Unknown before Running, not Ready before Ready, more
+    container restarts before fewer, newer before older (creationTimestamp; equal ones keep
+    their order). How long a pod has been Ready is not compared (its condition's
+    lastTransitionTime: the emulator's pods become Ready when a test says so)."""
+    def key(pod: dict) -> tuple:
+        status = pod.get("status") or {}
+        restarts = sum(int(c.get("restartCount") or 0)
+                       for c in status.get("containerStatuses") or [])
+        return (bool((pod.get("spec") or {}).get("nodeName")),
+                _PHASE_ORDINAL.get(status.get("phase") or "", 0), _ready(pod), -restarts)
+    by_age = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "",
+                    reverse=True)  # newer first (stable: equal stamps keep their order)
+    return sorted(by_age, key=key)
+
+
+def _for_removal(active: list[dict], at_least: int, completions: int | None) -> list[dict]:
+    """The active pods to delete (job_controller.go activePodsForRemoval): for an Indexed
+    Job (`completions` given) every pod whose index is missing or not below completions and,
+    of pods sharing an index, all but the one to keep longest; then, until `at_least` are
+    chosen, the others in `_removal_order`."""
+    rm: list[dict] = []
+    left = active
+    if completions is not None:
+        left = []
+        by_index: dict[int, list[dict]] = {}
+        for pod in active:
+            index = _index(pod)
+            if index is None or index >= completions:
+                rm.append(pod)
+            else:
+                by_index.setdefault(index, []).append(pod)
+        for index in sorted(by_index):
+            *extra, keep = _removal_order(by_index[index])
+            rm += extra
+            left.append(keep)
+    if len(rm) < at_least:
+        rm += _removal_order(left)[:at_least - len(rm)]
+    return rm
 
 
 def _intervals(indexes: set[int]) -> str:
@@ -397,9 +448,7 @@ class JobController:
             if left is not None:
                 self._sync_at((namespace, name), left)
             active = self._manage(job, active, succeeded, done_indexes)
-        ready = sum(1 for p in active if any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in (p.get("status") or {}).get("conditions") or []))
+        ready = sum(1 for p in active if _ready(p))
         status.update(active=len(active), succeeded=len(succeeded), failed=len(failed),
                       ready=ready, terminating=len(terminating), conditions=conditions,
                       uncountedTerminatedPods={})
@@ -430,7 +479,10 @@ class JobController:
         """A Job was deleted through the API with this propagation policy: its pods are
         handled on the controller's thread (the caller may be the server's loop)."""
         self._collections.put((job, policy))
-        self._add((job["metadata"]["namespace"], job["metadata"]["name"]))
+        # the dispatcher, which collects, is woken whatever the Job's state: `_add` puts
+        # nothing for a Job being synced now (it marks it to be synced again, by a sync
+        # worker), and the pods then waited for some other change to be collected
+        self._queue.put((job["metadata"]["namespace"], job["metadata"]["name"]))
 
     def _collect(self, job: dict, policy: str) -> None:
         """What the garbage collector does with a deleted Job's pods (pkg/controller/
@@ -462,10 +514,22 @@ class JobController:
 
     def _manage(self, job: dict, active: list[dict], succeeded: list[dict],
                 done_indexes: set[int]) -> list[dict]:
-        """Create the pods missing (manageJob); returns the active pods after it."""
+        """Delete the active pods beyond what the Job wants, or else create the pods missing
+        (manageJob: one or the other in a sync, deletion first); returns the active pods
+        after it."""
         spec = job["spec"]
         parallelism = int(spec.get("parallelism", 1))
         completions = spec.get("completions")
+        if completions is None:  # a work queue: once one succeeded, what runs is left
+            want_active = len(active) if succeeded else parallelism
+        else:
+            want_active = max(0, min(parallelism, int(completions) - len(succeeded)))
+        remove = _for_removal(active, len(active) - want_active,
+                              completions if spec.get("completionMode") == "Indexed" else None)
+        if remove:
+            self._delete(remove)
+            gone = {id(p) for p in remove}
+            return [p for p in active if id(p) not in gone]
         if spec.get("completionMode") == "Indexed":
             busy = {_index(p) for p in active}
             missing = [i for i in range(int(completions or 0))

@@ -298,3 +298,75 @@ def test_pod_creation_stops_at_the_first_batch_with_a_failure(kube, batch):
              what="the 8 pods once allowed, in the Job's status")
     assert len(_pods(kube, "w")) == 8
     assert kube.count_requests("create", "pods") == 1 + 8
+
+
+def _index_of(pod: dict) -> int:
+    return int(pod["metadata"]["annotations"][INDEX])
+
+
+def _running(kube: KubeEmulator, name: str, ready: bool) -> None:
+    kube.patch("pods", name, {"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True" if ready else "False"}]}}, "default", "merge")
+
+
+def test_lowering_parallelism_deletes_the_pods_least_worth_keeping(kube, batch):
+    """manageJob deletes the active pods beyond parallelism, in ActivePods' order
+    (controller_utils.go): Pending before Running, not Ready before Ready. Here index 2 is
+    Pending and index 1 Running but not Ready: those two go, whatever their index or age."""
+    batch.create_namespaced_job("default", _job("low", completions=4, parallelism=4,
+                                                 completionMode="Indexed"))
+    wait_for(lambda: len(_active(kube, "low")) == 4, 10, what="four pods")
+    by_index = {_index_of(p): p["metadata"]["name"] for p in _pods(kube, "low")}
+    _running(kube, by_index[1], ready=False)
+    for index in (0, 3):
+        _running(kube, by_index[index], ready=True)
+    wait_for(lambda: _status(kube, "low").get("ready") == 2, 10, what="ready 2")
+    batch.patch_namespaced_job("low", "default", {"spec": {"parallelism": 2}})
+    wait_for(lambda: sorted(_index_of(p) for p in _pods(kube, "low")
+                            if not p["metadata"].get("deletionTimestamp")) == [0, 3], 10,
+             what="indexes 1 and 2 deleted")
+    wait_for(lambda: _status(kube, "low").get("active") == 2, 10, what="active 2")
+    # raised again: the missing indexes, lowest first, up to the new parallelism
+    batch.patch_namespaced_job("low", "default", {"spec": {"parallelism": 3}})
+    wait_for(lambda: sorted(_index_of(p) for p in _active(kube, "low")) == [0, 1, 3], 10,
+             what="index 1 made again")
+
+
+def test_a_duplicated_index_keeps_the_pod_worth_keeping(kube, batch):
+    """Two active pods of one index (a pod the controller's cache had not seen yet when it
+    made another): activePodsForRemoval deletes all but the one ActivePods keeps longest,
+    even when no pod is beyond parallelism."""
+    job = batch.create_namespaced_job("default", _job("dup", completions=2, parallelism=2,
+                                                       completionMode="Indexed"))
+    wait_for(lambda: len(_active(kube, "dup")) == 2, 10, what="two pods")
+    (first,) = [p for p in _pods(kube, "dup") if _index_of(p) == 0]
+    _running(kube, first["metadata"]["name"], ready=True)
+    twin = {k: first[k] for k in ("apiVersion", "kind", "spec")}
+    twin["spec"] = {k: v for k, v in first["spec"].items() if k != "nodeName"}
+    twin["metadata"] = {"name": "dup-0-twin", "labels": first["metadata"]["labels"],
+                        "annotations": first["metadata"]["annotations"],
+                        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                             "name": "dup", "uid": job.metadata.uid,
+                                             "controller": True, "blockOwnerDeletion": True}]}
+    kube.create("pods", twin, "default")
+    wait_for(lambda: "dup-0-twin" not in {p["metadata"]["name"] for p in _pods(kube, "dup")
+                                          if not p["metadata"].get("deletionTimestamp")},
+             10, what="the Pending twin deleted")
+    assert first["metadata"]["name"] in {p["metadata"]["name"] for p in _active(kube, "dup")}
+    wait_for(lambda: _status(kube, "dup").get("active") == 2, 10, what="active 2")
+
+
+def test_a_work_queue_that_had_a_success_keeps_what_runs_when_lowered(kube, batch):
+    """Completions unset (a work queue): once a pod succeeded the controller wants what is
+    active to finish (wantActive = active), so lowering parallelism deletes nothing."""
+    batch.create_namespaced_job("default", _job("wq", parallelism=3))
+    wait_for(lambda: len(_active(kube, "wq")) == 3, 10, what="three pods")
+    kube.set_pod_phase(_active(kube, "wq")[0]["metadata"]["name"], "Succeeded")
+    wait_for(lambda: _status(kube, "wq").get("succeeded") == 1, 10, what="succeeded 1")
+    batch.patch_namespaced_job("wq", "default", {"spec": {"parallelism": 1}})
+    wait_for(lambda: kube.get("jobs.batch", "wq", "default")["metadata"]["generation"] == 2,
+             10, what="the lowered spec stored")
+    kube.set_pod_phase(_active(kube, "wq")[0]["metadata"]["name"], "Running")  # a sync
+    wait_for(lambda: _status(kube, "wq").get("active") == 2, 10, what="active 2 synced")
+    assert not [p for p in _pods(kube, "wq") if p["metadata"].get("deletionTimestamp")]
+    assert len(_active(kube, "wq")) == 2

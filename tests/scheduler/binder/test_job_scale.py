@@ -19,7 +19,7 @@ from support.fluxjob_cluster import (
     queued_job,
     status,
 )
-from support.job_ledger import allocations, bound, cores_held, live, slot, where
+from support.job_ledger import INDEX, allocations, bound, cores_held, live, slot, where
 from support.oracles import parse_idset
 
 from fluxnode.testing.waiting import wait_for
@@ -46,6 +46,12 @@ def parallelism(c: BinderCluster, name: str, value: int) -> None:
 def pending(c: BinderCluster, name: str) -> list[dict]:
     """The Job's live pods not bound to a node."""
     return [p for p in live(c, name) if not (p.get("spec") or {}).get("nodeName")]
+
+
+def ready(c: BinderCluster, pod: dict) -> None:
+    """The pod Running and Ready, as its kubelet would say."""
+    c.kube.patch("pods", pod["metadata"]["name"], {"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True"}]}}, "default", patch_type="merge")
 
 
 def held_by(c: BinderCluster, first: dict) -> list[int]:
@@ -92,13 +98,16 @@ def test_a_raised_parallelism_is_given_its_slots_when_they_fit(tmp_path):
         assert where(again) == slot(grown, 0)
         assert sorted(a["id"] for a in allocations(c)) == sorted([first["id"], grown["id"]])
         c.assert_no_overcommit()
-        # back to 2: the real Job controller deletes the active pods beyond parallelism
-        # (manageJob); the emulator's does not, so the test does. The growth's slots are
-        # free and not needed: given back through the growth's allocation, the first's kept
-        parallelism(c, "grow", 2)
-        for i in ("2", "3"):
+        # back to 2: the Job controller deletes the active pods beyond parallelism, not
+        # Ready before Ready (manageJob; indexes 0 and 1 Ready, as a kubelet says). The
+        # growth's slots are free and not needed: given back through the growth's
+        # allocation, the first's kept
+        for i in ("0", "1"):
             (pod,) = bound(c, "grow", i)
-            c.kube.delete("pods", pod["metadata"]["name"], "default")
+            ready(c, pod)
+        parallelism(c, "grow", 2)
+        wait_for(lambda: sorted(p["metadata"]["labels"][INDEX] for p in live(c, "grow")) ==
+                 ["0", "1"], 60, what="indexes 2 and 3 deleted by the Job controller")
         wait_for(lambda: held_by(c, first) == [first["id"]], 30, what="the growth given back")
         want = {}
         for s in first["slots"]:
@@ -175,11 +184,14 @@ def test_lowering_parallelism_again_cancels_the_waiting_growth(tmp_path):
                  what="the growth reserved")
         reservations = [a for a in allocations(c) if a["status"] == "RESERVED"]
         assert [a["labels"]["group"] for a in reservations] == [first["labels"]["group"]]
+        waiting = {p["metadata"]["name"] for p in pending(c, "grow")}
+        assert len(waiting) == 2
         parallelism(c, "grow", 2)
-        # the real Job controller deletes the active pods beyond parallelism (manageJob,
-        # unscheduled ones first); the emulator's does not, so the test does
-        for p in pending(c, "grow"):
-            c.kube.delete("pods", p["metadata"]["name"], "default")
+        # the Job controller deletes the active pods beyond parallelism, those on no node
+        # first (manageJob): the two waiting for the growth
+        wait_for(lambda: not waiting & {p["metadata"]["name"] for p in live(c, "grow")}, 60,
+                 what="the waiting pods deleted by the Job controller")
+        assert len(bound(c, "grow")) == 2
         wait_for(lambda: "position" not in status(c, "grow")
                  and status(c, "grow").get("pods") == "2/2", 60, what="the growth cancelled")
         assert "reason" not in status(c, "grow")
@@ -234,8 +246,7 @@ def test_a_growth_no_pod_took_yet_is_given_back_at_a_restart_and_asked_again(tmp
     made, bind into the new growth."""
     with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(3)}) as c:
         first = growable_job(c, "grow", 2, 4)
-        c.kube.job_controller.stop()
-        c.kube.job_controller = None  # (the emulator starts a new one below)
+        c.kube.stop_job_controller()  # (a new one is started below)
         parallelism(c, "grow", 4)
         old = growth(c, first)
         assert len(pending(c, "grow")) == 0
