@@ -21,12 +21,12 @@ What a peer may send is bounded: the head (status line and headers) to `max_head
 `max_body` when given (Content-Length past it fails before any body byte is read). Malformed
 framing is a `ProtocolError` naming what is wrong and quoting the first bytes of it.
 
-Why not h11, the kept sans-IO HTTP/1.1 library: measured on the binder's own path, N
-pipelined PATCH answers parsed from bytes, h11 (0.16) costs ~300,000 instructions an answer
-more than this parser, 5-6 times its cost (docs/dependencies.md has the numbers and the
-command); the binder makes two writes per pod, so h11 would add about a third to the
-binder's CPU per pod. Its event state machine (a client must also send each request through
-it, and it does not pipeline) is most of that cost.
+Why not h11, the kept sans-IO HTTP/1.1 library: measured on the binder's own path, 64
+pipelined PATCH answers parsed from bytes, h11 (0.16) costs ~310,000 instructions an answer
+more than this parser, 5.6-6.7 times its cost (docs/dependencies.md has the numbers and the
+script); the binder makes ~18 writes per workload of 8 pods, so h11 would add a quarter to a
+third to the binder's CPU. Its event state machine (a client must also send each request
+through it, and it does not pipeline) is most of that cost.
 
 Parsing is linear in the bytes fed, however they are split: a body already begun is moved
 out of the buffer into parts as it arrives, and the search for a head's end resumes where
