@@ -7,8 +7,10 @@ that asked through urllib3: the hop to the thread and back, urllib3's and http.c
 request and answer handling, and the thread's wait for the interpreter between each of its
 steps cost ~0.6 ms of CPU a call and stretched the calls' p99 in a burst
 (bench/workloads.py). Here the call is a coroutine on the emulator's loop (uvloop: its TLS
-is compiled), written as one request and read with a small answer parser; the loop serves
-other requests while it waits, so a webhook may still call the API itself.
+is compiled), written as one request and its answer read by the project's one HTTP/1.1
+answer parser (`agent/kube/http1.py`, sans-IO: the binder's writes read theirs with it too),
+fed what the stream gives; the loop serves other requests while it waits, so a webhook may
+still call the API itself.
 
 `WebhookClients` belongs to one emulator (one event loop: connections cannot move between
 loops) and keeps, per endpoint and caBundle, one SSL context and up to `KEPT` idle
@@ -31,10 +33,13 @@ import ssl
 import time
 from dataclasses import dataclass, field
 
+from fluxnode.agent.kube.http1 import Response, ResponseParser
+
 KEPT = 8  # idle connections kept per endpoint (more are opened when needed, then closed)
 ENDPOINTS = 32  # endpoints kept (the oldest closed past it: tests come and go)
 MAX_HEAD = 64 * 1024  # an answer's status line and headers
 MAX_BODY = 16 * 1024 * 1024  # an answer's body (the emulator's own request bound)
+READ_SIZE = 65536  # bytes asked of the stream at a time
 
 
 class CallFailed(Exception):
@@ -56,6 +61,7 @@ class Endpoint:
 class _Connection:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
+    parser: ResponseParser = field(default_factory=lambda: ResponseParser(MAX_HEAD, MAX_BODY))
 
     def usable(self) -> bool:
         return not self.writer.is_closing() and not self.reader.at_eof()
@@ -100,7 +106,7 @@ class WebhookClients:
                              f"{timeout:g} s, the webhook's timeoutSeconds)") from None
         except CallFailed as exc:
             raise CallFailed(f'Post "{url}": {exc}') from None
-        except (OSError, EOFError, asyncio.LimitOverrunError, _Lost) as exc:
+        except (OSError, _Lost) as exc:
             raise CallFailed(f'Post "{url}": {exc or type(exc).__name__}') from None
 
     def close(self) -> None:
@@ -152,87 +158,36 @@ class WebhookClients:
                 b"Accept: application/json\r\nContent-Length: %d\r\n\r\n%s"
                 % (path.encode(), endpoint.server_name.encode(), endpoint.port, len(body),
                    body))
-            try:
-                head = await connection.reader.readuntil(b"\r\n\r\n")
-            except asyncio.IncompleteReadError as exc:
-                if reused and not exc.partial:
-                    raise _Lost() from None
-                raise CallFailed("the connection ended before the answer's headers") \
-                    from None
-            except (ConnectionResetError, BrokenPipeError):
-                if reused:
-                    raise _Lost() from None
-                raise
-            except asyncio.LimitOverrunError:
-                raise CallFailed(f"the answer's headers are longer than {MAX_HEAD} "
-                                 "bytes") from None
-            status, keep, length, chunked = _head(head)
-            answer = await _body(connection.reader, length, chunked)
-            done = keep and (length is not None or chunked)
+            answer = await _answer(connection, reused)
+            done = answer.keep_alive
         finally:
             if done and len(pool.idle) < KEPT:
                 pool.idle.append(connection)
             else:
                 connection.close()
-        return status, answer
+        return answer.status, answer.data
 
 
-def _head(head: bytes) -> tuple[int, bool, int | None, bool]:
-    """(status, keep-alive, Content-Length or None, chunked) of an answer's head."""
-    lines = head.decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    code = rest[:3]
-    if not version.startswith("HTTP/1.") or not code.isdigit():
-        raise CallFailed(f"malformed HTTP status line {lines[0][:80]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if line:
-            name, colon, value = line.partition(":")
-            if not colon:
-                raise CallFailed(f"malformed HTTP header line {line[:80]!r}")
-            headers[name.strip().lower()] = value.strip()
-    keep = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
-    chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-    length = None
-    if not chunked and "content-length" in headers:
-        text = headers["content-length"]
-        if not text.isdigit():
-            raise CallFailed(f"malformed Content-Length {text[:40]!r}")
-        length = int(text)
-        if length > MAX_BODY:
-            raise CallFailed(f"an answer of {length} bytes (at most {MAX_BODY} are read)")
-    return int(code), keep, length, chunked
-
-
-async def _body(reader: asyncio.StreamReader, length: int | None, chunked: bool) -> bytes:
-    if length is not None:
-        return await reader.readexactly(length)
-    if not chunked:  # delimited by the connection's end
-        data = await reader.read(MAX_BODY + 1)
-        while data and len(data) <= MAX_BODY:
-            more = await reader.read(MAX_BODY + 1 - len(data))
-            if not more:
-                break
-            data += more
-        if len(data) > MAX_BODY:
-            raise CallFailed(f"an answer of more than {MAX_BODY} bytes")
-        return data
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        line = await reader.readuntil(b"\r\n")
-        text = line.split(b";", 1)[0].strip()
+async def _answer(connection: _Connection, reused: bool) -> Response:
+    """Read the answer (the connection's parser, agent/kube/http1.py, frames it and bounds
+    it: its ProtocolError is a ConnectionError, so CallFailed with what is wrong). _Lost
+    when a reused connection ends or is reset before any byte of it."""
+    parser = connection.parser
+    answer = parser.next_response()
+    got = False
+    while answer is None:
         try:
-            chunk = int(text, 16)
-        except ValueError:
-            raise CallFailed(f"malformed chunk size {text[:20]!r}") from None
-        if chunk < 0 or size + chunk > MAX_BODY:
-            raise CallFailed(f"an answer of more than {MAX_BODY} bytes")
-        if chunk == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
-                pass
-            return b"".join(parts)
-        parts.append(await reader.readexactly(chunk))
-        size += chunk
-        if await reader.readexactly(2) != b"\r\n":
-            raise CallFailed("malformed chunk (no CRLF after its data)")
+            data = await connection.reader.read(READ_SIZE)
+        except (ConnectionResetError, BrokenPipeError):
+            if reused and not got:
+                raise _Lost() from None
+            raise
+        if not data:
+            if reused and not got:
+                raise _Lost()
+            return parser.eof()
+        got = True
+        parser.feed(data)
+        answer = parser.next_response()
+    return answer
+

@@ -5,12 +5,14 @@ costs the pool's bookkeeping, http.client's header checks and its email-module
 header parser: ~0.1 ms of CPU for a request the API server answers in a few
 hundred bytes. Here each writing thread keeps one connection to the API server,
 made by the client's own urllib3 pool (`_new_conn`: the same TLS settings,
-certificates and host checks), and a write is one ``sendall`` of the request and
-a small parser for the answer (status line, headers, a Content-Length or chunked
-body). Authentication headers come from the client's configuration (its refresh hook keeps
-tokens current), asked again after `AUTH_TTL` seconds: the hook of a kubeconfig's client
-rebuilds its settings on every call, 40 us each, more than the rest of a write. Bodies
-are encoded by orjson: 0.5 us for a Binding where the standard library's encoder took 9.
+certificates and host checks), and a write is one ``sendall`` of the request, its answer
+read by the project's one HTTP/1.1 answer parser (`agent/kube/http1.py`, sans-IO: fed what
+``recv`` returns; status line, headers, a Content-Length or chunked body; h11 was measured
+against it and costs 5.6-6.7 times as much an answer). Authentication headers come from the
+client's configuration (its refresh hook keeps tokens current), asked again after
+`AUTH_TTL` seconds: the hook of a kubeconfig's client rebuilds its settings on every
+call, 40 us each, more than the rest of a write. Bodies are encoded by orjson: 0.5 us for
+a Binding where the standard library's encoder took 9.
 
 What a failure means is what it meant through urllib3: an HTTP error status is
 the client's ApiException (status, reason, body); no answer is any other
@@ -39,24 +41,20 @@ from typing import Any, NamedTuple
 
 import orjson
 from fluxnode.agent.kube import raw as kube_raw
+from fluxnode.agent.kube.http1 import ProtocolError, Response, ResponseParser
 from kubernetes.client.exceptions import ApiException
 from urllib3 import ProxyManager
 from urllib3.util import parse_url
 from urllib3.util.wait import wait_for_read
 
-MAX_HEADER_LINE = 65536
+RECV_SIZE = 65536  # bytes asked of the socket at a time (a window's answers come in a few)
 AUTH_TTL = 1.0  # seconds the authentication headers are kept before asking the client again
-MAX_HEADERS = 200
 # requests of a pipeline sent before their answers are read: while the client is still
 # sending, the server's answers pile up unread, and with enough of them (a Job's is ~4 KiB)
 # both ends wait on full socket buffers; servers also stop reading a connection with many
 # requests queued (aiohttp, the API emulator's server, at 32). At most this many at a time,
 # each window's answers read before the next is sent.
 PIPELINE_WINDOW = 16
-
-
-class ProtocolError(ConnectionError):
-    """The server's answer is not HTTP/1.x as expected: the write's outcome is unknown."""
 
 
 class Write(NamedTuple):
@@ -68,31 +66,16 @@ class Write(NamedTuple):
     content_type: str = "application/json"
 
 
-class HttpResponse:
-    """What the callers of a write look at (ApiException reads these three)."""
-
-    __slots__ = ("status", "reason", "data", "headers")
-
-    def __init__(self, status: int, reason: str, data: bytes, headers: dict[str, str]):
-        self.status, self.reason, self.data, self.headers = status, reason, data, headers
-
-    def getheaders(self) -> dict[str, str]:
-        return self.headers
-
-
 class _Connection:
-    """One kept-alive connection and its read buffer (one thread's)."""
+    """One kept-alive connection and the parser of its answers (one thread's)."""
 
     def __init__(self, conn: Any):
         self.conn = conn  # a urllib3 HTTP(S)Connection, connected
         self.sock = conn.sock
-        self.rfile = self.sock.makefile("rb")
+        self.parser = ResponseParser()
 
     def close(self) -> None:
-        try:
-            self.rfile.close()
-        finally:
-            self.conn.close()
+        self.conn.close()
 
     def dropped(self) -> bool:
         """The server closed it (or sent something unasked) while it was idle."""
@@ -101,80 +84,28 @@ class _Connection:
         except OSError:
             return True
 
-    def _line(self) -> bytes:
-        line = self.rfile.readline(MAX_HEADER_LINE + 1)
-        if not line:
-            raise ProtocolError("connection closed before the answer")
-        if len(line) > MAX_HEADER_LINE:
-            raise ProtocolError("header line too long")
-        return line
-
-    def exchange(self, request: bytes, head: bool = False) -> HttpResponse:
+    def exchange(self, request: bytes, head: bool = False) -> Response:
         self.sock.sendall(request)
         return self.answer(head)
 
-    def answer(self, head: bool = False) -> HttpResponse:
-        """Read the next answer on the connection."""
-        status_line = self._line()
-        while status_line in (b"\r\n", b"\n"):  # tolerated before a status line (RFC 9112)
-            status_line = self._line()
-        parts = status_line.decode("latin-1").rstrip("\r\n").split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-            raise ProtocolError(f"bad status line {status_line[:80]!r}")
-        status, reason = int(parts[1]), parts[2] if len(parts) > 2 else ""
-        headers: dict[str, str] = {}
-        for _ in range(MAX_HEADERS + 1):
-            line = self._line()
-            if line in (b"\r\n", b"\n"):
+    def answer(self, head: bool = False) -> Response:
+        """Read the next answer on the connection; _CloseAfter carries it when the server
+        closes the connection after it."""
+        parser = self.parser
+        response = parser.next_response(head)
+        while response is None:
+            data = self.sock.recv(RECV_SIZE)
+            if not data:
+                response = parser.eof()  # or ProtocolError: closed before the answer's end
                 break
-            name, sep, value = line.decode("latin-1").partition(":")
-            if not sep:
-                raise ProtocolError(f"bad header line {line[:80]!r}")
-            headers[name.strip().lower()] = value.strip()
-        else:
-            raise ProtocolError("too many headers")
-        if 100 <= status < 200:  # an interim answer (we never send Expect): the real one follows
-            return self.answer(head)
-        data = self._body(status, headers, head)
-        if headers.get("connection", "").lower() == "close":
-            raise _CloseAfter(HttpResponse(status, reason, data, headers))
-        return HttpResponse(status, reason, data, headers)
-
-    def _body(self, status: int, headers: dict[str, str], head: bool) -> bytes:
-        if head or status in (204, 304):
-            return b""
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            chunks = []
-            while True:
-                size_line = self._line().split(b";", 1)[0].strip()
-                try:
-                    size = int(size_line, 16)
-                except ValueError:
-                    raise ProtocolError(f"bad chunk size {size_line[:20]!r}") from None
-                if size == 0:
-                    while self._line() not in (b"\r\n", b"\n"):  # trailers
-                        pass
-                    return b"".join(chunks)
-                chunks.append(self._exactly(size))
-                if self._line() not in (b"\r\n", b"\n"):
-                    raise ProtocolError("chunk not followed by CRLF")
-        length = headers.get("content-length")
-        if length is None:
-            # the body runs until the server closes: read it, and the connection is done
-            data = self.rfile.read()
-            raise _CloseAfter(HttpResponse(status, "", data, headers))
-        if not length.isdigit():
-            raise ProtocolError(f"bad Content-Length {length[:20]!r}")
-        return self._exactly(int(length))
-
-    def _exactly(self, n: int) -> bytes:
-        data = self.rfile.read(n)
-        if len(data) != n:
-            raise ProtocolError("connection closed in the middle of the answer")
-        return data
+            parser.feed(data)
+            response = parser.next_response(head)
+        if not response.keep_alive:
+            raise _CloseAfter(response)
+        return response
 
 
-def _outcome(response: HttpResponse) -> bytes | Exception:
+def _outcome(response: Response) -> bytes | Exception:
     if response.status >= 400:
         return ApiException(http_resp=response)
     return response.data
@@ -187,7 +118,7 @@ class _Closed(Exception):  # noqa: N818 (a control-flow signal, not an error)
 class _CloseAfter(Exception):  # noqa: N818 (a control-flow signal, not an error)
     """The answer is complete, and the server closes the connection after it."""
 
-    def __init__(self, response: HttpResponse):
+    def __init__(self, response: Response):
         super().__init__()
         self.response = response
 

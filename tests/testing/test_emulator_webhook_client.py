@@ -163,3 +163,12 @@ def test_an_answer_later_than_the_timeout_fails_and_its_connection_is_not_kept(s
     # connection and got its own answer
     assert second == (200, b'{"n": 2}')
     assert s.connections == 2
+
+
+def test_a_204_answer_has_no_body_and_its_connection_is_kept(server):
+    """No body follows a 204 (RFC 9112 section 6.3), with or without a length: the answer
+    ends at its head, and the next call goes on the same connection."""
+    s = server([b"HTTP/1.1 204 No Content\r\n\r\n", ok(b'{"x": 1}')])
+    answers = run_on_one_loop(WebhookClients(), s.endpoint(), 2)
+    assert answers == [(204, b""), (200, b'{"x": 1}')]
+    assert s.connections == 1
