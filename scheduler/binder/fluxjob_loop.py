@@ -54,8 +54,9 @@ through these steps:
    parallelism again while the growth waits drops it: it is computed anew on every pass
    from the Job and its ledger, and nothing is held while it waits (a reservation is made
    again each pass). The growth is counted from the Job's ledger, so it is asked once the
-   Job's first pods are bound (a raise while it is Admitted, its pods not yet made, is not
-   a growth: its pods meet the one allocation it was admitted with).
+   Job's first pods are bound (raised while it is Admitted, its pods not yet made, the
+   lowest indexes are bound into the allocation it was admitted with, which makes the
+   ledger, and the others are its growth: scheduling_cycle.py `_prepare_held`).
 4. **Finished** (or **Failed**) when the Job has the Complete (Failed) condition; what is
    still held is given back (the ledger's free slots, then each pod's share as it ends).
 

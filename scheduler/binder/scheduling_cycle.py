@@ -211,7 +211,7 @@ class SchedulingCycle:
             held = ctx.held.get(group.key)
             if held is not None:  # an admitted Job's pods: bound into its allocation, not
                 # asked for (and so not kept off the head's nodes)
-                attempt = self._prepare_held(group)
+                attempt = self._prepare_held(group, len(held.get("slots") or ()))
                 if isinstance(attempt, Attempt):
                     del ctx.held[group.key]
                     binds: list[Bind] = []
@@ -452,12 +452,21 @@ class SchedulingCycle:
             payload["duration"] = duration
         return Attempt(group, pods, shapes, names, payload)
 
-    def _prepare_held(self, group: Group) -> Attempt | str:
+    def _prepare_held(self, group: Group, room: int | None = None) -> Attempt | str:
         """An admitted Job's pods, all there, go into the allocation made for the Job before
         they existed (fluxjob_loop.py): nothing is asked, so the nodes they may use are not
         worked out again (the template's rules chose them); only each pod's shape, to put
-        index i in slot i."""
+        index i in slot i. `room`: the allocation's slots, when the Job's parallelism was
+        raised after it was admitted and it has more pods than that: the lowest indexes
+        take them (as the ledger would), and the others wait for the Job's growth
+        (fluxjob_loop.py), which the ledger this makes lets it ask for; without it the
+        pods would not fit the allocation, which would be given back and the whole Job
+        asked for again."""
         pods = sorted(group.pending.values(), key=lambda p: p.uid)
+        if room is not None and len(pods) > room:
+            order = indexes(pods)
+            pods = sorted(pods, key=lambda p: (order.get(p.uid, len(pods)), p.uid))[:room]
+            pods.sort(key=lambda p: p.uid)
         if self.binding.backing_off(pods):
             return "backoff"
         try:

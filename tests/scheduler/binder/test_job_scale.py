@@ -264,3 +264,32 @@ def test_a_growth_no_pod_took_yet_is_given_back_at_a_restart_and_asked_again(tmp
             assert where(pod) == slot(new, i)
         assert sum(map(len, cores_held(c).values())) == 4
         c.assert_no_overcommit()
+
+
+def test_a_raise_before_the_pods_exist_keeps_the_admitted_allocation_and_grows(tmp_path):
+    """Parallelism raised after the Job was admitted but before its Job controller made its
+    pods (stopped here, as a slow controller would be): the allocation it was admitted with
+    takes the lowest indexes, slot i for index i, and the pods beyond it are the Job's
+    growth, asked for and bound as after any raise. (Before, the pods did not fit the
+    allocation: it was given back and the whole Job asked for again, its record naming the
+    allocation given back.)"""
+    with fluxjob_cluster(tmp_path, {f"node{i}": 2 for i in range(3)}) as c:
+        c.kube.stop_job_controller()
+        job = queued_job("grow", 2)
+        job["spec"]["completions"] = 6
+        client.BatchV1Api(c.kube.api_client()).create_namespaced_job("default", job)
+        wait_for(lambda: status(c, "grow").get("phase") == "Admitted", 60, what="Admitted")
+        (first,) = allocations(c)
+        assert len(first["slots"]) == 2
+        parallelism(c, "grow", 4)
+        c.kube.start_job_controller()
+        grown = growth(c, first)
+        wait_for(lambda: len(bound(c, "grow")) == 4, 60, what="indexes 0 to 3 bound")
+        for i in range(2):
+            (pod,) = bound(c, "grow", str(i))
+            assert where(pod) == slot(first, i)
+            (pod,) = bound(c, "grow", str(2 + i))
+            assert where(pod) == slot(grown, i)
+        wait_for(lambda: status(c, "grow").get("pods") == "4/4", 30, what="PODS 4/4")
+        assert status(c, "grow")["allocation"] == first["id"]
+        c.assert_no_overcommit()
