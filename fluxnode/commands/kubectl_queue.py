@@ -6,7 +6,9 @@ user's own kubeconfig and RBAC. The order is the binder's (scheduler/binder/flux
 and issue 30's queue semantics):
 
 1. workloads still waiting (Queued, Reserved) first, by the POSITION the binder wrote; one
-   with no position yet after them, by priority (higher first), then creation time;
+   with no position yet after them, by priority (higher first), then creation time. A
+   Running Job that grew (its parallelism raised) and waits for its growth has a POSITION
+   too, and is listed among them at that place;
 2. then those holding their allocation (Admitted, Running);
 3. then those that ended (Finished, Failed).
 
@@ -30,6 +32,8 @@ def _sort_key(obj: dict) -> tuple:
     phase = status.get("phase") or "Queued"  # a record the binder has not written yet
     group = GROUPS.get(phase, 3)
     position = status.get("position")
+    if group == 1 and isinstance(position, int):  # running, its growth waiting
+        group = 0
     has_position = group == 0 and isinstance(position, int)
     priority = spec.get("priority") if isinstance(spec.get("priority"), int) else 0
     return (group, not has_position, position if has_position else 0, -priority,

@@ -20,6 +20,7 @@ from support.fluxjob_cluster import (
     status,
 )
 from support.job_ledger import INDEX, allocations, bound, cores_held, live, slot, where
+from support.kubectl import parse_table, plugin
 from support.oracles import parse_idset
 
 from fluxnode.testing.waiting import wait_for
@@ -142,6 +143,16 @@ def test_a_raise_with_no_room_waits_behind_a_higher_priority_job(tmp_path):
         cond = c.wait_condition(name, "WaitingForResources")
         assert cond["message"].startswith("busy: Job default/grow grew by 2 pods")
         assert {p["metadata"]["uid"]: where(p) for p in bound(c, "grow")} == running
+        # the plugin's queue lists the growth at its place among the waiting: after hi,
+        # before a Job created after it (its POSITION 3), then what runs
+        batch.create_namespaced_job("default", queued_job("lo", 1))
+        wait_for(lambda: status(c, "lo").get("position") == 3, 60, what="lo third")
+        rows = parse_table(plugin(c.kube, "queue").check().stdout)[0]
+        assert [(r["POSITION"], r["NAMESPACE/NAME"], r["PHASE"]) for r in rows] == [
+            ("1", "default/hi", "Reserved"), ("2", "default/grow", "Running"),
+            ("3", "default/lo", "Queued"), ("-", "default/hold", "Running")]
+        batch.delete_namespaced_job("lo", "default")
+        wait_for(lambda: not status(c, "lo"), 30, what="lo's record gone")
         # hold ends: its node goes to hi (before the growth in the queue), not to the growth
         for p in bound(c, "hold"):
             c.finish(p["metadata"]["name"])
