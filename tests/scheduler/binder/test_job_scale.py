@@ -49,6 +49,17 @@ def pending(c: BinderCluster, name: str) -> list[dict]:
     return [p for p in live(c, name) if not (p.get("spec") or {}).get("nodeName")]
 
 
+def assert_four_in_slots(c: BinderCluster, first: dict, grown: dict) -> None:
+    """Once the Job's 4 pods are bound: the ledger's index i in slot i, the growth's slots
+    numbered after the first allocation's."""
+    wait_for(lambda: len(bound(c, "grow")) == 4, 60, what="indexes 0 to 3 bound")
+    for i in range(2):
+        (pod,) = bound(c, "grow", str(i))
+        assert where(pod) == slot(first, i)
+        (pod,) = bound(c, "grow", str(2 + i))
+        assert where(pod) == slot(grown, i)
+
+
 def ready(c: BinderCluster, pod: dict) -> None:
     """The pod Running and Ready, as its kubelet would say."""
     c.kube.patch("pods", pod["metadata"]["name"], {"status": {"phase": "Running", "conditions": [
@@ -77,13 +88,7 @@ def test_a_raised_parallelism_is_given_its_slots_when_they_fit(tmp_path):
         parallelism(c, "grow", 4)
         grown = growth(c, first)
         assert grown["labels"]["kind"] == "fluxjob" and len(grown["slots"]) == 2
-        wait_for(lambda: len(bound(c, "grow")) == 4, 60, what="indexes 2 and 3 bound")
-        # the ledger: index i in slot i, the growth's slots numbered after the first's
-        for i in range(2):
-            (pod,) = bound(c, "grow", str(i))
-            assert where(pod) == slot(first, i)
-            (pod,) = bound(c, "grow", str(2 + i))
-            assert where(pod) == slot(grown, i)
+        assert_four_in_slots(c, first, grown)
         assert sum(map(len, cores_held(c).values())) == 4
         c.assert_no_overcommit()
         wait_for(lambda: status(c, "grow").get("pods") == "4/4", 30, what="PODS 4/4")
@@ -295,12 +300,7 @@ def test_a_raise_before_the_pods_exist_keeps_the_admitted_allocation_and_grows(t
         parallelism(c, "grow", 4)
         c.kube.start_job_controller()
         grown = growth(c, first)
-        wait_for(lambda: len(bound(c, "grow")) == 4, 60, what="indexes 0 to 3 bound")
-        for i in range(2):
-            (pod,) = bound(c, "grow", str(i))
-            assert where(pod) == slot(first, i)
-            (pod,) = bound(c, "grow", str(2 + i))
-            assert where(pod) == slot(grown, i)
+        assert_four_in_slots(c, first, grown)
         wait_for(lambda: status(c, "grow").get("pods") == "4/4", 30, what="PODS 4/4")
         assert status(c, "grow")["allocation"] == first["id"]
         c.assert_no_overcommit()
