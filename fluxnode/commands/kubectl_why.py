@@ -27,6 +27,9 @@ PHASE_WORDS = {
                  "booked for it free up, by START when one is known"),
     "Admitted": "admitted: its Job runs and fluxnode binds each pod into its allocation",
     "Running": "running: every pod is bound",
+    # Running with a POSITION: its parallelism was raised (fluxjob_loop.py, its growth)
+    "Growing": ("running, and grown: its parallelism was raised, so the slots for its new "
+                "pods wait in the queue at that position; the pods it runs keep theirs"),
     "Finished": "finished: its allocation is given back",
     "Failed": "failed: its allocation is given back",
 }
@@ -69,7 +72,8 @@ def job_lines(namespace: str, name: str, fluxjob: dict | None, job: dict,
                                                                    int) else ""
         lines.append(f"Job {namespace}/{name}: {phase}{where} in queue "
                      f"{spec.get('queue', '?')!r}, priority {spec.get('priority', 'unknown')}.")
-        lines.append(f"  {PHASE_WORDS.get(phase, phase)}.")
+        growing = phase == "Running" and where
+        lines.append(f"  {PHASE_WORDS.get('Growing' if growing else phase, phase)}.")
         if status.get("reason"):
             lines.append(f"  reason: {status['reason']}")
         if status.get("start"):

@@ -17,6 +17,7 @@ from fluxnode.testing.kube_emulator import KubeEmulator
 CRD = REPO / "daemonset" / "workloads" / "fluxjob-crd.yaml"
 GROUP, VERSION, PLURAL = "fluxnode.io", "v1alpha1", "fluxjobs"
 BUSY = "busy: not enough free resources now; will retry when resources free up"
+GROWING = f"scaling up: 2 more pods wait for their slots; {BUSY}"
 CONTAINERS = [{"name": "c", "image": "busybox"}]
 
 
@@ -61,10 +62,13 @@ def kube():
         batch.create_namespaced_job("default", job("sweep", queue="batch", suspend=True))
         batch.create_namespaced_job("default", job("plain", queue=None, suspend=False))
         batch.create_namespaced_job("default", job("going", queue="batch", suspend=False))
+        batch.create_namespaced_job("default", job("grown", queue="batch", suspend=False))
         for name, status in (("sweep", {"phase": "Queued", "position": 2, "pods": "0/2",
                                         "reason": BUSY}),
                              ("going", {"phase": "Admitted", "pods": "1/2",
-                                        "nodes": "node1"})):
+                                        "nodes": "node1"}),
+                             ("grown", {"phase": "Running", "position": 3, "pods": "2/4",
+                                        "nodes": "node1", "reason": GROWING})):
             custom.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, {
                 "apiVersion": f"{GROUP}/{VERSION}", "kind": "FluxJob",
                 "metadata": {"name": name},
@@ -126,6 +130,20 @@ def test_an_admitted_job_lists_its_pods(kube):
         "  pods bound: 1/2",
         "  pod going-0: Pending on node1",
         "  pod going-1: Pending, not bound",
+    ]
+
+
+def test_a_running_job_whose_growth_waits_says_so(kube):
+    """A Running FluxJob with a POSITION: its parallelism was raised and the slots for its
+    new pods wait in the queue (the binder writes it so: docs/workloads.md); not "every
+    pod is bound"."""
+    assert why(kube, "grown")[:5] == [
+        "Job default/grown: Running (position 3) in queue 'batch', priority 7.",
+        "  running, and grown: its parallelism was raised, so the slots for its new pods wait "
+        "in the queue at that position; the pods it runs keep theirs.",
+        f"  reason: {GROWING}",
+        "  nodes: node1",
+        "  pods bound: 2/4",
     ]
 
 
