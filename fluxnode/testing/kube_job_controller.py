@@ -524,23 +524,20 @@ class JobController:
             want_active = len(active) if succeeded else parallelism
         else:
             want_active = max(0, min(parallelism, int(completions) - len(succeeded)))
+        indexed = spec.get("completionMode") == "Indexed"
         remove = _for_removal(active, len(active) - want_active,
-                              completions if spec.get("completionMode") == "Indexed" else None)
+                              completions if indexed else None)
         if remove:
             self._delete(remove)
             gone = {id(p) for p in remove}
             return [p for p in active if id(p) not in gone]
-        if spec.get("completionMode") == "Indexed":
+        if indexed:
             busy = {_index(p) for p in active}
             missing = [i for i in range(int(completions or 0))
                        if i not in done_indexes and i not in busy]
             new: list[int | None] = list(missing[:max(0, parallelism - len(active))])
         else:
-            want = parallelism if completions is None else \
-                min(parallelism, int(completions) - len(succeeded))
-            if completions is None and succeeded:
-                want = 0
-            new = [None] * max(0, want - len(active))
+            new = [None] * max(0, want_active - len(active))
         # the answers read as JSON, as the controller's informer has them (`_Api`)
         return active + self._create(job["metadata"]["namespace"],
                                      [self._pod(job, index) for index in new])
