@@ -4,7 +4,6 @@ under that name; without POD_NAME it falls back to hostname-pid."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import socket
@@ -41,12 +40,10 @@ def run_binder(kube, tmp_path, binder_deployment):
         [REPO / "daemonset" / "binder.yaml"], "fluxnode", "fluxnode-binder"
     )
     procs: list[subprocess.Popen] = []
-    # no broker: the Lease is taken before the scheduler is ever asked, and the port the
-    # binder is pointed at is held, not listening, so that no broker of another test is there
-    no_broker = contextlib.ExitStack()
-    no_broker_port = no_broker.enter_context(refused_port())
 
-    def start(pod_name: str | None, http_port: int = 0) -> subprocess.Popen:
+    def start(pod_name: str | None) -> subprocess.Popen:
+        """A binder serving /metrics on a port of its own choosing (--http-port 0: it logs
+        which)."""
         env = {k: v for k, v in os.environ.items() if k not in ("POD_NAME", "KUBECONFIG")}
         if pod_name is not None:
             env["POD_NAME"] = pod_name
@@ -56,7 +53,7 @@ def run_binder(kube, tmp_path, binder_deployment):
              "--uri", f"tcp://127.0.0.1:{no_broker_port}",
              "--lease-namespace", lease["namespace"], "--lease-name", lease["name"],
              "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.2",
-             "--http-host", "127.0.0.1", "--http-port", str(http_port)],
+             "--http-host", "127.0.0.1", "--http-port", "0"],
             stdout=log, stderr=subprocess.STDOUT, env=env,
         )
         procs.append(proc)
@@ -70,15 +67,17 @@ def run_binder(kube, tmp_path, binder_deployment):
             return None
         return (obj.get("spec") or {}).get("holderIdentity")
 
-    yield start, holder
-    for p in procs:
-        p.terminate()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    no_broker.close()
+    # no broker: the Lease is taken before the scheduler is ever asked, and the port the
+    # binder is pointed at is held, not listening, so that no broker of another test is there
+    with refused_port() as no_broker_port:
+        yield start, holder
+        for p in procs:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
     denied = [r for r in kube.requests if getattr(r, "verb", None) and kube.authorizer(r)]
     assert not denied, denied
 
