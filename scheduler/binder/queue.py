@@ -36,6 +36,15 @@ def rfc3339_micro(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def epoch_seconds(stamp: str | datetime) -> float:
+    """A time as Kubernetes writes it (RFC 3339; the official client's models give a
+    datetime) as seconds since the Unix epoch: rfc3339's inverse. ValueError when it is
+    not one."""
+    if isinstance(stamp, datetime):
+        return stamp.timestamp()
+    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+
+
 def submitted(obj: dict, created: float) -> int:
     """Where, within its creation second, the admission webhook saw `obj` created: the
     microseconds from `created` (its creationTimestamp, whole seconds) to the webhook's
@@ -48,7 +57,7 @@ def submitted(obj: dict, created: float) -> int:
     if not stamp or not created:
         return 0
     try:
-        offset = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp() - created
+        offset = epoch_seconds(stamp) - created
     except ValueError:
         return 0
     return round(offset * 1e6) if -STAMP_SLACK <= offset < 1 else 0
@@ -57,11 +66,7 @@ def submitted(obj: dict, created: float) -> int:
 def creation_time(pod: dict) -> float:
     """A pod's metadata.creationTimestamp as epoch seconds (0 when absent)."""
     stamp = (pod.get("metadata") or {}).get("creationTimestamp")
-    if not stamp:
-        return 0.0
-    if isinstance(stamp, datetime):
-        return stamp.timestamp()
-    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    return epoch_seconds(stamp) if stamp else 0.0
 
 
 def priority(pod: dict) -> int:
