@@ -104,7 +104,7 @@ from fluxnode.scheduler.binder.queue import (
 )
 from fluxnode.scheduler.binder.queue_limits import Ask, QueueLimits, QueueLimitsError
 from fluxnode.scheduler.binder.scheduling_cycle import SchedulingCycle, WholeRequest
-from fluxnode.scheduler.binder.walltime import job_walltime
+from fluxnode.scheduler.binder.walltime import job_walltime, walltime_left
 from fluxnode.scheduler.binder.workload_queue import JobAsk, QueuedJob
 from kubernetes.client import BatchV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
@@ -156,17 +156,6 @@ def growth_key(key: GroupKey) -> GroupKey:
     """The queue's key of a running Job's growth (its own entry in the walk, beside its
     pods' group, which has the Job's key)."""
     return GroupKey(key.namespace, "job-growth", key.name)
-
-
-def _walltime_left(job: dict) -> int | None:
-    """Seconds a running Job may still run (its walltime less the time since the Job
-    controller's status.startTime, at least 1), or None when nothing bounds it."""
-    total = job_walltime(job.get("spec") or {})
-    started = (job.get("status") or {}).get("startTime")
-    if total is None or not started:
-        return total
-    elapsed = time.time() - creation_time({"metadata": {"creationTimestamp": started}})
-    return max(1, int(total - elapsed))
 
 
 def _older(new: dict, old: dict) -> bool:
@@ -445,7 +434,8 @@ class FluxJobLoop:
         template = (tracked.job.get("spec") or {}).get("template") or {}
         name = tracked.job["metadata"]["name"]
         request = self.scheduling.whole_request(
-            key, template, spec.slot, missing, op=op, duration=_walltime_left(tracked.job),
+            key, template, spec.slot, missing, op=op,
+            duration=walltime_left(tracked.job, time.time()),
             who=f"Job {key.namespace}/{name} (its growth)")
         if isinstance(request, str):
             self._running(tracked, position=position, reason=f"{said}; {request}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fluxnode.scheduler.binder.job_shape import JobShapeError, integer_field
+from fluxnode.scheduler.binder.queue import epoch_seconds
 
 
 def job_walltime(spec: dict) -> int | None:
@@ -34,6 +35,23 @@ def job_walltime(spec: dict) -> int | None:
         return integer_field(pod, "spec.template.spec.activeDeadlineSeconds", minimum=1)
     except (JobShapeError, TypeError):
         return None  # the API server refuses such a Job; nothing to book by
+
+
+def walltime_left(job: dict, now: float) -> int | None:
+    """Seconds the pods a running Job makes from `now` on may run (its growth's booking:
+    fluxjob_loop.py), or None when nothing bounds them. The Job's own deadline counts from
+    its status.startTime (the Job controller fails the Job at startTime + deadline), so
+    what is left of it, at least 1; a pod's (the template's) counts from each pod's own
+    start, so a new pod has all of it."""
+    spec = job.get("spec") or {}
+    total = job_walltime(spec)
+    started = (job.get("status") or {}).get("startTime")
+    if total is None or spec.get("activeDeadlineSeconds") is None or not started:
+        return total
+    try:
+        return max(1, int(total - (now - epoch_seconds(started))))
+    except ValueError:  # not a time the API server writes: the whole deadline, as unstarted
+        return total
 
 
 def pods_walltime(pods: Iterable[dict]) -> int | None:

@@ -1,7 +1,7 @@
 """A Job's walltime (walltime.py): what Kubernetes enforces, nothing else."""
 
 import pytest
-from fluxnode.scheduler.binder.walltime import job_walltime, pods_walltime
+from fluxnode.scheduler.binder.walltime import job_walltime, pods_walltime, walltime_left
 
 
 def job(own=None, pod=None, completions=None, parallelism=None) -> dict:
@@ -38,3 +38,31 @@ def test_walltime(spec, expected):
 def test_a_groups_walltime(deadlines, expected):
     pods = [{"spec": {} if d is None else {"activeDeadlineSeconds": d}} for d in deadlines]
     assert pods_walltime(pods) == expected
+
+
+START = "2026-11-29T12:00:00Z"
+
+
+def running(spec: dict, started: str | None = START) -> dict:
+    return {"spec": spec, "status": {"startTime": started} if started else {}}
+
+
+# 2026-11-29T12:00:00Z in seconds after the Unix epoch (calendar arithmetic:
+# 20,786 days to 2026-11-29, times 86,400, plus 12 hours)
+STARTED = 20_786 * 86_400 + 12 * 3_600
+
+
+@pytest.mark.parametrize("spec, started, now, expected", [
+    # the Job's own deadline counts from its startTime: 600 s, 500 gone, 100 left
+    (job(own=600), START, STARTED + 500, 100),
+    (job(own=600), START, STARTED + 599.5, 1),  # at least a second
+    (job(own=600), START, STARTED + 900, 1),  # past it (the Job controller fails it)
+    (job(own=600), None, STARTED + 500, 600),  # not started: all of it
+    (job(own=600), "not a time", STARTED + 500, 600),
+    # a pod's deadline counts from each pod's start: a new pod has all of it
+    (job(pod=60, completions=4, parallelism=4), START, STARTED + 500, 60),
+    (job(own=600, pod=60, completions=2, parallelism=2), START, STARTED + 500, 100),
+    (job(), START, STARTED + 500, None),  # nothing bounds it
+])
+def test_what_a_running_jobs_new_pods_have_left(spec, started, now, expected):
+    assert walltime_left(running(spec, started), now) == expected
