@@ -198,7 +198,10 @@ def test_lowering_parallelism_again_cancels_the_waiting_growth(tmp_path):
         wait_for(lambda: status(c, "grow").get("position") == 1
                  and "reserved:" in status(c, "grow").get("reason", ""), 60,
                  what="the growth reserved")
-        reservations = [a for a in allocations(c) if a["status"] == "RESERVED"]
+        # every pass cancels the reservation and makes it again: a single read may fall
+        # between the two, so wait for a pass's, then name whose it is
+        reservations = wait_for(lambda: [a for a in allocations(c) if a["status"] == "RESERVED"],
+                                30, what="a pass's reservation")
         assert [a["labels"]["group"] for a in reservations] == [first["labels"]["group"]]
         waiting = {p["metadata"]["name"] for p in pending(c, "grow")}
         assert len(waiting) == 2
