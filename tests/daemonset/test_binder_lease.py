@@ -5,13 +5,13 @@ under that name; without POD_NAME it falls back to hostname-pid."""
 from __future__ import annotations
 
 import os
-import re
 import socket
 import subprocess
 import sys
 import urllib.request
 
 import pytest
+from support.binder_log import HEALTH, served_port
 from support.paths import REPO
 
 from fluxnode.testing.kube_rbac import RbacAuthorizer
@@ -87,10 +87,9 @@ def test_lease_holder_is_the_pod_name(run_binder, tmp_path):
     start("fluxnode-binder-5d8c7b9f4-x2k7q")  # --http-port 0: the port it got, it logs
     wait_for(holder, 20, what="the binder to take the Lease")
     assert holder() == "fluxnode-binder-5d8c7b9f4-x2k7q"
-    serving = re.compile(r"binder fluxnode-binder-5d8c7b9f4-x2k7q serving /healthz /readyz "
-                         r"/metrics on 127\.0\.0\.1:(\d+)")
-    port = int(wait_for(lambda: serving.search((tmp_path / "binder-0.log").read_text()), 20,
-                        what="the binder to log its --http-port")[1])
+    port = wait_for(lambda: served_port(tmp_path / "binder-0.log",
+                                        "fluxnode-binder-5d8c7b9f4-x2k7q", HEALTH), 20,
+                    what="the binder to log its --http-port")
     # what the metrics Service points at: /metrics on the --http-port
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         assert resp.status == 200 and b"# TYPE" in resp.read()

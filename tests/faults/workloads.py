@@ -13,7 +13,6 @@ a live replica, as its endpoints would be (only Ready pods).
 from __future__ import annotations
 
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import yaml
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from support.binder_cluster import BINDER_MANIFEST, BINDER_USER, BinderCluster
+from support.binder_log import HEALTH, WEBHOOK, served_port
 from support.paths import REPO
 
 from fluxnode.testing.fault_schedule import FaultRunner, Planned
@@ -45,10 +45,8 @@ LEASE_ARGS = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period"
 def served_ports(log_path: Path, identity: str) -> tuple[int, int] | None:
     """The ports `fluxnode binder` says it serves /readyz and the webhook on (both bound when
     it says so); None until it has said both."""
-    text = log_path.read_text(errors="replace")
-    found = [re.search(rf"binder {re.escape(identity)} serving {what} on 127\.0\.0\.1:(\d+)", text)
-             for what in ("/healthz /readyz /metrics", "the admission webhook")]
-    return (int(found[0][1]), int(found[1][1])) if all(found) else None
+    health, webhook = (served_port(log_path, identity, what) for what in (HEALTH, WEBHOOK))
+    return (health, webhook) if health is not None and webhook is not None else None
 
 
 class BinderReplicas:
