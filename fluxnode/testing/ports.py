@@ -25,8 +25,8 @@ pid, and never hands a port twice (it says so when its block is used up rather t
 over); the offset keeps a forked child, or a second pytest session on the same machine (whose
 gw0 gets the same block), from walking the same ports in the same order. A port that cannot
 be bound right now (something else on the machine listens there, or it is in TIME_WAIT) is
-skipped: the probe binds without SO_REUSEADDR, stricter than the brokers, aiohttp and sshd
-that bind it afterwards.
+skipped: the probe binds without SO_REUSEADDR, stricter than the brokers and aiohttp that
+bind it afterwards.
 
 When the range's file is absent (not Linux) the range is taken to be IANA's dynamic ports,
 49152-65535, which BSD, macOS and Windows use. When the room below the range is too small (a
@@ -35,8 +35,9 @@ machine that gave the kernel almost everything), the room above its high bound i
 A spawned process that can report the port it bound itself (bind port 0, then print or write
 the number: `fluxnode agent --health-port 0` writes run/agent.health, `fluxnode binder
 --http-port 0 --webhook-port 0` logs both) needs none of this, and is better still: there
-is no window at all. `free_port` is for a port that must be known before the process starts
-(a broker's TBON port written into broker.toml for every rank, sshd's `Port`).
+is no window at all. So does a server that can take an accepted socket: the tests' sshd runs
+in inetd mode (`sshd -i`) behind a port-0 listener of the test's own (tests/support/sshd.py). `free_port` is for a port that must be known before the process starts
+(a broker's TBON port written into broker.toml for every rank).
 
 `refused_port` is a different need: a port where nothing listens, to see a connection refused.
 It holds a socket bound there without listen() for the whole block, so connecting is refused

@@ -3,27 +3,33 @@
     with SSHServer(tmp_path) as sshd:
         sshd.port, sshd.user, sshd.identity, sshd.known_hosts
 
-`/usr/sbin/sshd -D -e -f <generated config>` listens on a loopback port from
-`fluxnode.testing.ports` (sshd cannot be asked to bind port 0 and say which) with its own
-host key; a fresh user key is authorized for the current user (StrictModes off, root
-allowed with keys only). If sshd is missing and we are root, `ensure_sshd()` installs
-openssh-server with apt-get; otherwise the caller should skip with the returned reason.
-The server is killed at exit, even if the test fails.
+The test process listens on a loopback port the kernel picks (port 0: nothing else can
+hold it or take it between a probe and a bind) and hands each connection it accepts to
+`/usr/sbin/sshd -i -e -f <generated config>`, OpenSSH's inetd mode: the real server, one
+process per connection, speaking on the accepted socket (sshd itself cannot be asked to
+bind port 0 and say which, and a port chosen for it beforehand can be taken by another
+pytest session on the machine first). Its own host key; a fresh user key is authorized for
+the current user (StrictModes off, root allowed with keys only). If sshd is missing and we
+are root, `ensure_sshd()` installs openssh-server with apt-get; otherwise the caller should
+skip with the returned reason. Every sshd it started is killed at exit, even if the test
+fails.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
-from fluxnode.testing.ports import free_port
 from fluxnode.testing.waiting import wait_for
+from support.accept_loop import AcceptLoop
 
 SSHD = Path("/usr/sbin/sshd")
 
@@ -61,7 +67,12 @@ class SSHServer:
         self.dir = Path(tmp_path) / f"sshd-{os.getpid()}-{time.monotonic_ns()}"
         self.user = user or getpass.getuser()
         self.port = 0
-        self.proc: subprocess.Popen | None = None
+        self.config = self.dir / "sshd_config"
+        self.listener: socket.socket | None = None
+        self.loop: AcceptLoop | None = None
+        self.procs: list[subprocess.Popen] = []  # one sshd per connection accepted
+        self._lock = threading.Lock()
+        self._stopping = False
         self.host_key = self.dir / "ssh_host_ed25519_key"
         self.identity = self.dir / "id_ed25519"
         self.known_hosts = self.dir / "known_hosts"
@@ -70,10 +81,7 @@ class SSHServer:
     def _write_config(self) -> Path:
         conf = self.dir / "sshd_config"
         conf.write_text(
-            f"Port {self.port}\n"
-            "ListenAddress 127.0.0.1\n"
             f"HostKey {self.host_key}\n"
-            f"PidFile {self.dir}/sshd.pid\n"
             f"AuthorizedKeysFile {self.dir}/authorized_keys\n"
             "StrictModes no\n"
             "PermitRootLogin prohibit-password\n"
@@ -86,7 +94,6 @@ class SSHServer:
             "X11Forwarding no\n"
             "PrintMotd no\n"
             "PrintLastLog no\n"
-            "MaxStartups 100:30:200\n"
             "MaxSessions 100\n"
             "LogLevel VERBOSE\n"
         )
@@ -99,41 +106,32 @@ class SSHServer:
         (self.dir / "authorized_keys").write_text((self.dir / "id_ed25519.pub").read_text())
         if os.geteuid() == 0:
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
-        # The port is this worker's own, outside the kernel's ephemeral range
-        # (fluxnode.testing.ports): no other worker's process and no bind(0) or connect()
-        # takes it. The retry stays for what the allocator cannot see: another pytest session
-        # on this machine (its gw0 has the same block) binding the same port between the
-        # allocator's probe and sshd's bind.
-        for _attempt in range(5):
-            self.port = free_port()
-            conf = self._write_config()
-            log = open(self.log_path, "ab")
-            self.proc = subprocess.Popen(
-                [str(SSHD), "-D", "-e", "-f", str(conf)],
-                stdout=log,
-                stderr=log,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            log.close()
-            try:
-                wait_for(self._ready, timeout=15, what=f"sshd on 127.0.0.1:{self.port}")
-                break
-            except TimeoutError:
-                self.stop()
-                if "Address already in use" not in self.log():
-                    raise RuntimeError(f"sshd did not start: {self.log()[-2000:]}") from None
-        else:
-            raise RuntimeError(f"sshd could not find a free port: {self.log()[-2000:]}")
+        self.config = self._write_config()
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+        self.port = self.listener.getsockname()[1]
+        self.loop = AcceptLoop(self.listener, self._serve)
         pub = (self.dir / "ssh_host_ed25519_key.pub").read_text().split()
         self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {pub[0]} {pub[1]}\n")
+        # one connection through, so that a config or key sshd refuses fails here, naming why
+        wait_for(self._ready, timeout=15, what=f"sshd on 127.0.0.1:{self.port}")
         return self
 
+    def _serve(self, conn: socket.socket) -> None:
+        """(The accept loop's thread for `conn`.) An sshd in inetd mode for this one
+        connection: its stdin and stdout are the socket, its log lines go to sshd.log."""
+        with conn, open(self.log_path, "ab") as log, self._lock:
+            if self._stopping:  # accepted as the listener closed: no sshd for it
+                return
+            self.procs.append(subprocess.Popen(
+                [str(SSHD), "-i", "-e", "-f", str(self.config)],
+                stdin=conn, stdout=conn, stderr=log, start_new_session=True))
+
     def _ready(self) -> bool:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise TimeoutError(f"sshd exited with {self.proc.returncode}")
         with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
-            return s.recv(64).startswith(b"SSH-2.0-")
+            banner = s.recv(64)
+        if not banner.startswith(b"SSH-2.0-"):
+            raise RuntimeError(f"sshd did not start: {self.log()[-2000:]}")
+        return True
 
     def uri(self, path: str) -> str:
         return f"ssh://{self.user}@127.0.0.1:{self.port}{path}"
@@ -145,19 +143,28 @@ class SSHServer:
             return ""
 
     def stop(self) -> None:
-        if self.proc is None:
+        """Stop accepting, then end every sshd started, and any session child it forked."""
+        if self.listener is None:
             return
-        if self.proc.poll() is None:
+        with self._lock:
+            self._stopping = True
+            with contextlib.suppress(OSError):  # wakes the accept loop (close alone does not)
+                self.listener.shutdown(socket.SHUT_RDWR)
+            self.listener.close()
+            procs, self.procs = self.procs, []
+        for proc in procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
             try:
-                os.killpg(self.proc.pid, signal.SIGTERM)  # sshd and any session children it forked
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(timeout=10)
+                proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-        self.proc = None
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        if self.loop is not None:
+            self.loop.thread.join(timeout=10)
+        self.listener = None
 
     def __enter__(self) -> SSHServer:
         return self.start()
