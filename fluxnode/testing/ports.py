@@ -36,7 +36,8 @@ A spawned process that can report the port it bound itself (bind port 0, then pr
 the number: `fluxnode agent --health-port 0` writes run/agent.health, `fluxnode binder
 --http-port 0 --webhook-port 0` logs both) needs none of this, and is better still: there
 is no window at all. So does a server that can take an accepted socket: the tests' sshd runs
-in inetd mode (`sshd -i`) behind a port-0 listener of the test's own (tests/support/sshd.py). `free_port` is for a port that must be known before the process starts
+in inetd mode (`sshd -i`) behind a port-0 listener of the test's own (tests/support/sshd.py).
+`free_port` is for a port that must be known before the process starts
 (a broker's TBON port written into broker.toml for every rank).
 
 `refused_port` is a different need: a port where nothing listens, to see a connection refused.
