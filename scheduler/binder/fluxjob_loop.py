@@ -24,8 +24,9 @@ through these steps:
    for has no walltime, that no start is known. Everything after it is asked with plain
    ``allocate``, so the planner lets it start only where it ends before the head's start or
    uses what the head does not need (EASY backfill, as Fluxion's queue manager with
-   reservation depth 1). The reservation is cancelled and made again on every pass: the
-   head of the next pass may differ.
+   reservation depth 1). The reservation is made again on every pass (the head of the
+   next pass may differ), last pass's cancelled by the pass's first request in the same
+   call (queue.py), so the leader does not show the head without one in between.
 
    **Queue limits** (queue_limits.py, a ConfigMap the binder watches): a Job that would
    take its queue's admitted Jobs past a limit stays Queued saying so and is not asked.

@@ -6,7 +6,16 @@ ones, so the first `reserve_depth` blocked ones are asked for with
 ``allocate_orelse_reserve``: the graph scheduler books their resources at the
 earliest time they free up, and later ones may only backfill around that
 booking. Reservations are recomputed every pass (as Fluxion's queue manager
-does), so the binder drops last pass's before walking the queue again.
+does): last pass's are replaced by this pass's. The replacement is one step on the
+leader: last pass's ids travel as ``cancel`` with the pass's first ``sched.alloc``,
+which cancels them before matching anything (so every placement is as if they were
+cancelled first) and makes the new one in the same call when the head is in it. A
+reader of the leader (``sched.list``, ``fluxnode resource``, the fault checker) then
+never sees the head without its reservation between the two, as it did when the cancels
+went out, one RPC each, before the walk. (The first round trip holds up to
+``alloc_batch`` workloads; a head behind more than that, or behind a Job asked alone, is
+reserved again a round trip or more after the cancel, a gap as before.) A pass that asks
+nothing sends the cancels after its walk.
 
 `SchedulingQueue` holds the complete pod groups; workload_queue.py merges them with the
 waiting Jobs by the same key (`workload_key`).
@@ -131,12 +140,16 @@ class SchedulingQueue:
 
 @dataclass
 class Reservations:
-    """Allocation ids of the reservations made in the current pass (a Job's or a group's)."""
+    """Allocation ids of the reservations made in the current pass (a Job's or a group's),
+    and last pass's, which this pass's first request cancels (`replaced`)."""
 
     depth: int = 1
     held: dict[GroupKey, int] = field(default_factory=dict)
     # when each reservation starts (epoch seconds), None when no start is known
     starts: dict[GroupKey, float | None] = field(default_factory=dict)
+    # last pass's reservations, still on the leader until this pass's first sched.alloc
+    # carries them as its `cancel` (or, when the pass asks nothing, sched.cancel after it)
+    replaced: list[int] = field(default_factory=list)
 
     def op_for_blocked(self) -> str:
         """The sched.alloc op for the next workload that could not be allocated right now."""
@@ -146,9 +159,25 @@ class Reservations:
         self.held[key] = alloc_id
         self.starts[key] = start
 
+    def new_pass(self) -> None:
+        """A pass starts: it makes its own reservations; last pass's become `replaced`
+        (added to any a failed pass did not get to send)."""
+        self.replaced.extend(self.held.values())
+        self.held.clear()
+        self.starts.clear()
+
+    def take_replaced(self) -> list[int]:
+        """The ids to cancel with the request about to be sent, once: whatever becomes of
+        that request, they are not sent again (its answer lost, the binder reconciles from
+        sched.list, which cancels what is still there)."""
+        ids, self.replaced = self.replaced, []
+        return ids
+
     def release_all(self) -> list[int]:
-        """Forget every reservation and return the ids to cancel."""
-        ids = list(self.held.values())
+        """Forget every reservation, those still to cancel too, and return their ids (the
+        reconcile cancels the leader's from its list instead)."""
+        ids = [*self.replaced, *self.held.values()]
+        self.replaced = []
         self.held.clear()
         self.starts.clear()
         return ids

@@ -156,11 +156,12 @@ class SchedulingCycle:
         if not ctx.state.changed:
             return
         ctx.state.changed = False
-        for alloc_id in ctx.reservations.release_all():
-            ctx.cancel(alloc_id, None)
+        ctx.reservations.new_pass()  # last pass's cancelled by this pass's first request
         self.same.clear()
         self._walk(merged(self.jobs.queued() if self.jobs is not None else [],
                           ctx.state.queue.entries()))
+        for alloc_id in ctx.reservations.take_replaced():  # the walk asked nothing
+            ctx.cancel(alloc_id, None)
         self._report_waiting()
 
     def _walk(self, entries: list[Entry]) -> None:
@@ -513,16 +514,31 @@ class SchedulingCycle:
 
     def _request(self, batch: list[Attempt | JobAsk]) -> list[dict | RPCError]:
         """Ask the service for `batch` in one round trip; one answer per request tried
-        (the service stops after the first one reserved)."""
+        (the service stops after the first one reserved). The pass's first request carries
+        last pass's reservations as `cancel` (a batch's field, queue.py): the service
+        cancels them before matching, in the same call. Refused (an id that is not a
+        reservation on this leader: one with a new statedir hands ids out again), the
+        binder is out of step with the leader and reconciles, which cancels our
+        reservations from sched.list."""
         sched = self.ctx.sched
+        replaced = self.ctx.reservations.take_replaced()
         t0 = time.perf_counter()
         try:
-            if len(batch) == 1:
+            if len(batch) == 1 and not replaced:
                 try:
                     return [sched.rpc("sched.alloc", batch[0].payload)]
                 except RPCError as exc:
                     return [exc]
-            answers = sched.rpc("sched.alloc", {"requests": [a.payload for a in batch]})["answers"]
+            payload: dict = {"requests": [a.payload for a in batch]}
+            if replaced:
+                payload["cancel"] = replaced
+            try:
+                answers = sched.rpc("sched.alloc", payload)["answers"]
+            except RPCError as exc:
+                if not replaced:
+                    raise
+                raise LeaderForgot(f"sched.alloc refused to cancel last pass's reservations "
+                                   f"{replaced}: {exc.errstr}") from None
             return [RPCError(a["errnum"], a.get("errstr")) if "errnum" in a else a for a in answers]
         finally:
             self.ctx.metrics.attempt_duration.observe(time.perf_counter() - t0)

@@ -23,7 +23,8 @@ allocation's span (began, duration) too: replayed, it ends when it ended before 
 so a reservation behind it gets the same start.
 
 Topics (payloads in docs/developers/interfaces.md):
-  sched.alloc            allocate (or reserve) a jobspec; or a batch of such requests
+  sched.alloc            allocate (or reserve) a jobspec; or a batch of such requests, which
+                         may first cancel the reservations it replaces (`cancel`)
   sched.adopt            hold exactly the cores/GPUs a running workload already uses
   sched.cancel           cancel an allocation, or part of it by ranks
   sched.info             one allocation
@@ -198,7 +199,28 @@ class SchedService:
     def alloc(self, payload: dict) -> dict:
         if "requests" in payload:
             return self._alloc_batch(payload)
+        if "cancel" in payload:
+            raise ServiceError(errno.EINVAL, 'cancel: goes with a batch ({"requests": [...], '
+                               '"cancel": [...]})')
         return self._alloc_one(payload)
+
+    def _replaced(self, ids: list[int]) -> list[Allocation]:
+        """The reservations a batch's `cancel` names, checked before anything is done. An id
+        not found is skipped, as the binder takes sched.cancel's ENOENT: the reservation is
+        already gone (a graph rebuilt from a new R drops every reservation). One that names
+        an allocation (ALLOCATED) refuses the whole call: a binder that thinks it a
+        reservation of its own is not in step with this leader (one with a new statedir
+        hands its ids out again), and freeing it would free what runs there."""
+        out: dict[int, Allocation] = {}
+        for alloc_id in ids:
+            alloc = self.allocations.get(alloc_id)
+            if alloc is None:
+                continue
+            if alloc.status != "RESERVED":
+                raise ServiceError(errno.EINVAL, f"cancel: allocation {alloc_id} is "
+                                   f"{alloc.status}, not a reservation (sched.cancel frees it)")
+            out[alloc_id] = alloc
+        return list(out.values())
 
     def _alloc_batch(self, payload: dict) -> dict:
         """Several independent requests in one round trip, answered in order as if sent one
@@ -207,9 +229,19 @@ class SchedService:
         lets later requests use (and which op they get), so it asks again for the rest and
         batching never changes an outcome. It also stops after a request the service
         itself failed on (EIO): the answers before it stand. ``answers`` holds one entry
-        per request tried: the usual answer, or ``{"errnum", "errstr"}``."""
+        per request tried: the usual answer, or ``{"errnum", "errstr"}``.
+
+        ``cancel`` names the reservations this batch replaces (the binder's last pass's):
+        they are cancelled first, in the same call, so no reader of this service (they are
+        answered between calls, under the same lock) sees the queue's head without a
+        reservation while the batch makes it again; ``cancelled`` says which were. A bad
+        ``cancel`` refuses the whole call before anything is done."""
+        requests = request.batch(payload)
+        replaced = self._replaced(request.replaced_ids(payload))
+        for alloc in replaced:
+            self._drop(alloc)
         answers: list[dict] = []
-        for i, one in enumerate(request.batch(payload)):
+        for i, one in enumerate(requests):
             try:
                 answer = self._alloc_one(one)
             except ServiceError as exc:
@@ -229,6 +261,8 @@ class SchedService:
             answers.append(answer)
             if answer["status"] == "RESERVED":
                 break
+        if "cancel" in payload:
+            return {"answers": answers, "cancelled": [a.id for a in replaced]}
         return {"answers": answers}
 
     def _alloc_one(self, payload: dict) -> dict:
@@ -310,10 +344,7 @@ class SchedService:
         alloc = self._get(payload)
         ranks = request.cancel_ranks(payload, alloc.id, alloc.ranks)
         if ranks is None or ranks == set(alloc.ranks):
-            self.graph.cancel(alloc.id)
-            del self.allocations[alloc.id]
-            if alloc.status == "ALLOCATED":
-                self.journal.remove(alloc.id)
+            self._drop(alloc)
             return {"id": alloc.id, "freed": idset.encode(alloc.ranks), "remaining": ""}
         self.graph.partial_cancel(alloc.id, sorted(ranks))
         alloc.without(ranks)
@@ -321,6 +352,13 @@ class SchedService:
             self.journal.record(alloc)
         return {"id": alloc.id, "freed": idset.encode(ranks),
                 "remaining": idset.encode(alloc.ranks)}
+
+    def _drop(self, alloc: Allocation) -> None:
+        """Cancel all of `alloc`: out of the graph, the table and the journal."""
+        self.graph.cancel(alloc.id)
+        del self.allocations[alloc.id]
+        if alloc.status == "ALLOCATED":
+            self.journal.remove(alloc.id)
 
     def info(self, payload: dict) -> dict:
         alloc = self._get(payload)

@@ -9,7 +9,9 @@ sched.alloc takes one of two forms (docs/developers/interfaces.md):
       slot kinds, typed (the binder's pods); `ranks`: the only ranks it may use
   {"jobspec": RFC 14 object or YAML/JSON text}
       anything a jobspec says (`fluxnode alloc`)
-plus "policy", "op", "labels", "use_drained", "with_R"; or a batch {"requests": [...]}.
+plus "policy", "op", "labels", "use_drained", "with_R"; or a batch {"requests": [...]},
+which may carry "cancel": [reservation ids] (`replaced_ids`), cancelled before the first
+request is tried.
 A request of slots may say its "duration" (whole seconds; none: it lasts until cancelled);
 a reservation's answer then says when it starts (live_graph.py HORIZON).
 """
@@ -130,9 +132,9 @@ def labels(payload: dict) -> dict:
 def batch(payload: dict) -> list[dict]:
     """The payloads of a batched sched.alloc (each checked when it is tried)."""
     requests = payload["requests"]
-    if set(payload) - {"requests"}:
+    if set(payload) - {"requests", "cancel"}:
         raise invalid("requests: cannot be combined with "
-                      + ", ".join(sorted(set(payload) - {"requests"})))
+                      + ", ".join(sorted(set(payload) - {"requests", "cancel"})))
     if not isinstance(requests, list) or not requests:
         raise invalid("requests: must be a non-empty list of sched.alloc payloads")
     if len(requests) > MAX_BATCH:
@@ -142,7 +144,20 @@ def batch(payload: dict) -> list[dict]:
             raise invalid(f"requests[{i}]: must be an object")
         if "requests" in request:
             raise invalid(f"requests[{i}]: batches do not nest")
+        if "cancel" in request:
+            raise invalid(f"requests[{i}].cancel: goes with the batch, not one of its requests")
     return requests
+
+
+def replaced_ids(payload: dict) -> list[int]:
+    """A batch's optional `cancel`: the ids of reservations it replaces (absent: none).
+    Only the list's shape is checked here; what each id names is the service's."""
+    value = payload.get("cancel", [])
+    if not isinstance(value, list) or len(value) > MAX_BATCH or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise invalid(f"cancel: must be a list of at most {MAX_BATCH} reservation ids "
+                      "(integers)")
+    return value
 
 
 def alloc_id(payload: dict) -> int:
