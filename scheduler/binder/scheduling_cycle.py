@@ -67,6 +67,9 @@ from fluxnode.scheduler.jobspec.builder import SlotKind
 log = logging.getLogger("fluxnode.binder")
 
 MIB = 1024 * 1024
+# What a leader from before sched.alloc's batch `cancel` (fluxnode before 2026-11-29) answers
+# a batch carrying one: its refusal of any field beside `requests`, the call not done.
+BEFORE_BATCH_CANCEL = (errno.EINVAL, "requests: cannot be combined with cancel")
 # what the service answers for a group that can never be placed as asked: unsatisfiable,
 # or a request it refuses (a bad jobspec, one too large); anything else may pass
 REFUSALS = (errno.ENODEV, errno.EINVAL, errno.E2BIG, errno.ENOENT, errno.ERANGE)
@@ -142,6 +145,7 @@ class SchedulingCycle:
         self.excluded: set[str] = set()
         self.positions: dict[GroupKey, int] = {}
         self._entries: dict[GroupKey, Entry] = {}
+        self._told_before_batch_cancel = False  # logged once (`_request_before_batch_cancel`)
 
     def run(self) -> None:
         """One cycle: settle cancels and outside usage, then walk the queue if anything
@@ -537,11 +541,28 @@ class SchedulingCycle:
             except RPCError as exc:
                 if not replaced:
                     raise
-                raise LeaderForgot(f"sched.alloc refused to cancel last pass's reservations "
-                                   f"{replaced}: {exc.errstr}") from None
+                if (exc.errnum, exc.errstr) != BEFORE_BATCH_CANCEL:
+                    raise LeaderForgot(f"sched.alloc refused to cancel last pass's "
+                                       f"reservations {replaced}: {exc.errstr}") from None
+                answers = self._request_before_batch_cancel(payload)
             return [RPCError(a["errnum"], a.get("errstr")) if "errnum" in a else a for a in answers]
         finally:
             self.ctx.metrics.attempt_duration.observe(time.perf_counter() - t0)
+
+    def _request_before_batch_cancel(self, payload: dict) -> list[dict]:
+        """A leader from before a batch's `cancel` refused it (a rolling upgrade that rolled
+        the binder first): its answer is what that version said of any unknown field, and
+        it did nothing. Cancel last pass's reservations one by one, then ask for the batch
+        alone, as binders did then (the head is without its reservation in between, as it
+        was then). Each pass tries the one-step form first, so the binder uses it as soon
+        as the new leader serves."""
+        if not self._told_before_batch_cancel:
+            self._told_before_batch_cancel = True
+            log.warning("the leader's scheduler predates sched.alloc's batch `cancel` (an "
+                        "older fluxnode); cancelling last pass's reservations one by one")
+        for alloc_id in payload.pop("cancel"):
+            self.ctx.cancel(alloc_id, None)
+        return self.ctx.sched.rpc("sched.alloc", payload)["answers"]
 
     def _check_not_forgotten(self, answers: list[dict | RPCError]) -> None:
         """The last guard before binding: an answer naming a core or GPU one of our running

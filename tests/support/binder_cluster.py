@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import math
+import os
 import socket
 import sys
 import threading
@@ -137,8 +138,12 @@ class ApiOutage:
 
 class BinderCluster:
     def __init__(self, tmp_path: Path, nodes: dict[str, int], *, gpus: dict[str, int] | None = None,
-                 kube_only: dict[str, int] | None = None, emulator: KubeEmulator | None = None):
+                 kube_only: dict[str, int] | None = None, emulator: KubeEmulator | None = None,
+                 leader_module: str | None = None):
         self.tmp_path = Path(tmp_path)
+        # the leader's scheduler: the installed service, or a module of tests/support (e.g.
+        # an older service's answers: support.sched_service_before_cancel)
+        self.leader_module = leader_module
         self.nodes = dict(nodes)
         self.gpus = dict(gpus or {})
         self.kube_only = dict(kube_only or {})
@@ -162,9 +167,11 @@ class BinderCluster:
             self.inst = Instance(
                 size=len(names),
                 tmp_path=self.tmp_path,
-                modules=None,
+                modules=self.leader_module,
                 resources=resources,
                 tbon={"torpid_min": "0.2s", "torpid_max": "1s"},
+                env=None if self.leader_module is None else {"PYTHONPATH": os.pathsep.join(
+                    [str(REPO / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])])},
             ).start()
             wait_for(lambda: len(self.inst.rpc("sched.resource-status")["nodes"]) == len(names), 30,
                      what="every rank in the scheduler graph")

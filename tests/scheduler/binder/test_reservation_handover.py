@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 
 from support.binder_cluster import BinderCluster
+from support.sched_service_before_cancel import MODULE
 
 from fluxnode.testing.waiting import wait_for
 
@@ -134,4 +135,35 @@ def test_a_stale_reservation_id_frees_nothing_on_a_leader_that_lost_its_journal(
         kept = [a["id"] for a in c.inst.rpc("sched.list", {
             "labels": {"owner": "someone else"}})["allocations"]]
         assert kept == strangers, f"freed: {sorted(set(strangers) - set(kept))}"
+        c.assert_no_overcommit()
+
+
+def test_a_leader_from_before_the_batch_cancel_gets_the_cancels_one_by_one(tmp_path, caplog):
+    """A rolling upgrade can roll the binder first: its leader then refuses a batch's
+    `cancel` as it refused any unknown field, doing nothing. The binder cancels last pass's
+    reservation with sched.cancel and asks for the batch again, in the same pass: no
+    reservation is left behind, no pass fails into a re-sync from the leader (which would
+    drop what admitted workloads hold but have not used yet), and the head still starts."""
+    with BinderCluster(tmp_path, NODES, leader_module=MODULE) as c:
+        caplog.set_level("WARNING", logger="fluxnode.binder")
+        start_with_the_head_reserved(c)
+        for i in range(2):
+            c.create_pod(f"head-{i}", cpu="4", group="head", size=2, priority=10)
+        c.wait_condition("head-0", "WaitingForResources")
+
+        def reserved() -> list[int]:
+            return [a["id"] for a in c.inst.rpc("sched.list", {"labels": {"group": HEAD}})[
+                "allocations"] if a["status"] == "RESERVED"]
+        first = wait_for(reserved, 30, what="the head's first reservation")
+        for i in range(3):
+            c.create_pod(f"small-{i}", cpu="1", priority=0)  # a pass each, reserving again
+        wait_for(lambda: reserved() and reserved()[0] > first[0] + 2, 30,
+                 what="the reservation made again by the passes the pods made")
+        assert len(reserved()) == 1, reserved()  # last pass's were all cancelled
+        c.finish("run-0")
+        c.finish("run-1")
+        c.wait_bound(["head-0", "head-1"])
+        said = [r.getMessage() for r in caplog.records]
+        assert [m for m in said if "predates sched.alloc's batch `cancel`" in m], said
+        assert not [m for m in said if "scheduler service unavailable" in m], said
         c.assert_no_overcommit()
