@@ -253,8 +253,8 @@ def reserved_for(c) -> list[str]:
     """The Jobs the leader holds a reservation for, once a pass has made one. A pass
     replaces last pass's reservation in one step only when the head is in its first round
     trip (queue.py); a binder that takes over cancels it first, so a single read can still
-    see none; wait for a pass's, then name whose it is: the ``group`` label a Job's request carries is default/job/NAME.UID, the uid the
-    API server gave the Job."""
+    see none; wait for a pass's, then name whose it is: the ``group`` label a Job's request
+    carries is default/job/NAME.UID, the uid the API server gave the Job."""
     held = wait_for(lambda: reservations(c), TIMEOUT, what="a pass's reservation")
     uids = {f"{job['metadata']['name']}.{job['metadata']['uid']}": job["metadata"]["name"]
             for job in c.kube.list("jobs.batch", "default")}
