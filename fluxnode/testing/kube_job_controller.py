@@ -24,20 +24,33 @@ controls (``syncJob``):
   (utils.go, indexed_job_utils.go); ``startTime`` is set when the Job starts or resumes;
 - suspended, its active pods are deleted and it gets ``Suspended`` (``JobSuspended``; on
   resume False, ``JobResumed``);
+- a failed pod is replaced only after the pod failure backoff (backoff_utils.go,
+  ``newBackoffRecord`` and ``getRemainingTimeForFailuresCount``; manageJob creates nothing
+  while it runs and requeues the Job, ``enqueueControllerDelayed``): 10 s
+  (``DefaultJobPodFailureBackOff``) for one failure since the last success, doubled for
+  each further one, capped at 6 min (``MaxJobPodFailureBackOff``), counted from the last
+  failure's finish time (``getFinishedTime``: the containers' ``finishedAt``, else the
+  Ready=False condition's lastTransitionTime, else the deletion time less its grace, else
+  the pod's creation); a new success resets the count to the failures finished after it.
+  Both are settable (``KubeEmulator(job_backoff=, job_max_backoff=)``,
+  ``start_job_controller(backoff=, max_backoff=)``, or ``JobController.backoff``) for tests
+  that only care that a pod is replaced; the defaults are the real ones. The record is in
+  memory, as the controller's ``podBackoffStore``: a new controller starts without it;
 - more failed pods than ``backoffLimit``: ``FailureTarget`` and the active pods deleted,
   then ``Failed`` (``BackoffLimitExceeded``) once none is left; the same with
   ``DeadlineExceeded`` once the Job has run ``activeDeadlineSeconds`` since its
   ``startTime`` (``pastActiveDeadline``: never while suspended, and a resume sets a new
   ``startTime``), the Job synced again when that time comes (the controller's
-  ``queue.AddAfter``); a ``FailureTarget`` once set goes on to ``Failed`` whatever else
-  changes (``newFailedConditionForFailureTarget``); enough succeeded pods
-  (``completions``, every index for Indexed, or one for a work queue):
+  ``queue.AddAfter``, one timer per Job for the deadline and the backoff: the earlier
+  wins, as in client-go's delaying queue); a ``FailureTarget`` once set goes on to
+  ``Failed`` whatever else changes (``newFailedConditionForFailureTarget``); enough
+  succeeded pods (``completions``, every index for Indexed, or one for a work queue):
   ``SuccessCriteriaMet`` then ``Complete`` (``CompletionsReached``) with ``completionTime``
   (the terminal conditions wait for the pods, as with JobManagedBy since 1.32).
 
-Not emulated (documented, never guessed): the pod backoff delay before a failed pod is
-replaced (the emulator replaces it at once), the ``batch.kubernetes.io/job-tracking``
-finalizer, ``podFailurePolicy``, ``successPolicy``, ``backoffLimitPerIndex``,
+Not emulated (documented, never guessed): the ``batch.kubernetes.io/job-tracking``
+finalizer (the controller remembers which finished pods it counted instead),
+``podFailurePolicy``, ``successPolicy``, ``backoffLimitPerIndex``,
 ``ttlSecondsAfterFinished``, the controller's Events (``DeadlineExceeded`` and the others).
 A Job deleted through the API has its pods collected as the garbage collector would
 (`JobController.collect`): orphaned (their ownerReference removed) by default, deleted for
@@ -49,7 +62,9 @@ from __future__ import annotations
 import datetime
 import queue
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from fluxnode.testing.kube_local_client import LocalApiError, LocalClient
@@ -57,11 +72,97 @@ from fluxnode.testing.kube_store import Change, KubeStore
 from fluxnode.testing.kube_types import ApiError
 
 USER = "system:serviceaccount:kube-system:job-controller"
+# the pod failure backoff's first delay and its cap, in seconds (job_controller.go
+# DefaultJobPodFailureBackOff, MaxJobPodFailureBackOff)
+DEFAULT_BACKOFF = 10.0
+MAX_BACKOFF = 360.0
 INDEX = "batch.kubernetes.io/job-completion-index"
 
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _stamp(value: str | None) -> float | None:
+    """An RFC 3339 time of the API (whole seconds, or with a fraction) as epoch seconds."""
+    if not value:
+        return None
+    stamp = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return stamp.timestamp()
+
+
+def _finished_time(pod: dict) -> float:
+    """When a finished pod finished (backoff_utils.go getFinishedTime): the latest
+    ``finishedAt`` of its containers when every container says one, else the
+    lastTransitionTime of its Ready=False condition, else its deletionTimestamp less its
+    grace period, else its creationTimestamp (a pod no kubelet reported on: the emulator's
+    ``set_pod_phase`` writes only the phase)."""
+    status = pod.get("status") or {}
+    latest: float | None = None
+    for container in status.get("containerStatuses") or []:
+        finished = _stamp(((container.get("state") or {}).get("terminated") or {}).get(
+            "finishedAt"))
+        if finished is None:
+            latest = None
+            break
+        latest = finished if latest is None else max(latest, finished)
+    if latest is not None:
+        return latest
+    for c in status.get("conditions") or []:
+        if c.get("type") == "Ready" and c.get("status") == "False" and \
+                (at := _stamp(c.get("lastTransitionTime"))) is not None:
+            return at
+    meta = pod["metadata"]
+    deleted = _stamp(meta.get("deletionTimestamp"))
+    if deleted is not None:
+        return deleted - float(meta.get("deletionGracePeriodSeconds") or 0)
+    return _stamp(meta.get("creationTimestamp")) or time.time()
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """A Job's pod failure backoff (backoff_utils.go backoffRecord): the failures since the
+    last success, the time of the last of them, and (the emulator's stand-in for the
+    ``batch.kubernetes.io/job-tracking`` finalizer) the uids of the finished pods already
+    taken into account, so a sync tells a new failure from one it counted before."""
+
+    failures: int = 0
+    last_failure: float | None = None
+    counted: frozenset[str] = field(default_factory=frozenset)
+
+    def after(self, succeeded: list[dict], failed: list[dict]) -> Backoff:
+        """The record once the pods newly finished are counted (newBackoffRecord): a new
+        success resets the count to the failures that finished after the last success."""
+        new_ok = sorted((p for p in succeeded if p["metadata"]["uid"] not in self.counted),
+                        key=_finished_time)
+        new_failed = sorted((p for p in failed if p["metadata"]["uid"] not in self.counted),
+                            key=_finished_time)
+        present = {p["metadata"]["uid"] for p in succeeded + failed}
+        counted = frozenset(present)  # (the uids of pods gone are forgotten)
+        if not new_ok and not new_failed:
+            return self if counted == self.counted else Backoff(
+                self.failures, self.last_failure, counted)
+        if not new_ok:
+            return Backoff(self.failures + len(new_failed), _finished_time(new_failed[-1]),
+                           counted)
+        last_ok = _finished_time(new_ok[-1])
+        after = [t for p in new_failed if (t := _finished_time(p)) > last_ok]
+        return Backoff(len(after), max(after) if after else None, counted)
+
+    def remaining(self, base: float, cap: float, now: float | None = None) -> float:
+        """Seconds before pods may be created again (getRemainingTimeForFailuresCount): the
+        delay is `base` for one failure, doubled for each further one up to `cap`, counted
+        from the last failure; 0 once it has passed or with no failure."""
+        if self.failures == 0 or self.last_failure is None:
+            return 0.0
+        delay = base
+        for _ in range(1, self.failures):
+            delay *= 2
+            if delay >= cap:
+                delay = cap
+                break
+        elapsed = (time.time() if now is None else now) - self.last_failure
+        return 0.0 if delay < elapsed else delay - elapsed
 
 
 def _deadline_left(spec: dict, status: dict) -> float | None:
@@ -179,8 +280,15 @@ class JobController:
 
     SYNCS = 5
 
-    def __init__(self, store: KubeStore, api: LocalClient):
+    def __init__(self, store: KubeStore, api: LocalClient, *,
+                 backoff: float = DEFAULT_BACKOFF, max_backoff: float = MAX_BACKOFF):
         self.store = store
+        # the pod failure backoff (seconds): the delay after one failure, and its cap; read
+        # at each sync, so a test may lower them on a running controller
+        self.backoff, self.max_backoff = backoff, max_backoff
+        # Job key -> its pod failure backoff, kept in memory as the controller's
+        # podBackoffStore is (a new controller starts without them)
+        self._backoffs: dict[tuple[str, str], Backoff] = {}
         # its requests, to the emulator's handler in process (kube_local_client)
         self.api = api
         # Jobs to sync, put by the store's listener on every change of a Job or of its pods
@@ -211,9 +319,10 @@ class JobController:
         # running: synced once more after), as client-go's work queue keeps them
         self._states: dict[tuple[str, str], str] = {}
         self._states_lock = threading.Lock()
-        # Job key -> the timer that syncs it again at its active deadline
-        self._deadlines: dict[tuple[str, str], threading.Timer] = {}
-        self._deadlines_lock = threading.Lock()
+        # Job key -> (when, the timer that syncs it again then): its active deadline or the
+        # end of its pod failure backoff, whichever comes first (queue.AddAfter)
+        self._timers: dict[tuple[str, str], tuple[float, threading.Timer]] = {}
+        self._timers_lock = threading.Lock()
         self._syncs = ThreadPoolExecutor(self.SYNCS, "job-sync", initializer=self._note_thread)
 
     def start(self) -> JobController:
@@ -230,10 +339,10 @@ class JobController:
         if self._noticed in self.store.listeners:
             self.store.listeners.remove(self._noticed)
         self._queue.put(None)
-        with self._deadlines_lock:
-            for timer in self._deadlines.values():
+        with self._timers_lock:
+            for _, timer in self._timers.values():
                 timer.cancel()
-            self._deadlines.clear()
+            self._timers.clear()
         self._thread.join(10)
         self._syncs.shutdown(wait=False, cancel_futures=True)
 
@@ -369,8 +478,10 @@ class JobController:
         try:
             job = self.store.get("jobs.batch", namespace, name, copy=False)
         except ApiError:  # deleted: nothing to do
+            self._backoffs.pop((namespace, name), None)
             return
         if _true(job, "Complete") or _true(job, "Failed"):
+            self._backoffs.pop((namespace, name), None)
             return
         uid = job["metadata"]["uid"]
         pods = [p for p in self._pods_of(uid) if _owner(p) == (name, uid)]
@@ -394,6 +505,7 @@ class JobController:
             success = bool(succeeded) and not active
         status = dict(job.get("status") or {})
         conditions = list(status.get("conditions") or [])
+        backoff = self._backoff(job, succeeded, failed)
 
         def condition(type_: str, value: str, reason: str, message: str) -> None:
             nonlocal conditions
@@ -447,7 +559,7 @@ class JobController:
                 left = _deadline_left(spec, status)
             if left is not None:
                 self._sync_at((namespace, name), left)
-            active = self._manage(job, active, succeeded, done_indexes)
+            active = self._manage(job, active, succeeded, done_indexes, backoff)
         ready = sum(1 for p in active if _ready(p))
         status.update(active=len(active), succeeded=len(succeeded), failed=len(failed),
                       ready=ready, terminating=len(terminating), conditions=conditions,
@@ -462,18 +574,48 @@ class JobController:
         if status != (job.get("status") or {}):
             self.api.request("PUT", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}/status",
                              {**job, "status": status})
+        # kept once the status counting these pods is written (trackJobStatusAndRemove-
+        # Finalizers updates the backoff store after the status update)
+        self._backoffs[(namespace, name)] = backoff
+
+    def _backoff(self, job: dict, succeeded: list[dict], failed: list[dict]) -> Backoff:
+        """The Job's pod failure backoff with the pods finished since its last sync counted.
+        A Job this controller has not synced before whose status already counts finished
+        pods (synced by an earlier controller) takes its present finished pods as counted:
+        the real controller finds them without its tracking finalizer, so not new."""
+        key = (job["metadata"].get("namespace", ""), job["metadata"]["name"])
+        record = self._backoffs.get(key)
+        if record is None:
+            status = job.get("status") or {}
+            record = Backoff()
+            if status.get("failed") or status.get("succeeded"):
+                record = Backoff(counted=frozenset(p["metadata"]["uid"]
+                                                   for p in succeeded + failed))
+        return record.after(succeeded, failed)
 
     def _sync_at(self, key: tuple[str, str], left: float) -> None:
-        """Sync the Job `key` again in `left` seconds (its active deadline), as the
-        controller's queue.AddAfter; a timer already set for it is replaced."""
-        timer = threading.Timer(max(0.0, left), self._add, (key,))
+        """Sync the Job `key` again in `left` seconds (its active deadline, or the end of its
+        pod failure backoff), as the controller's queue.AddAfter: a key already waiting keeps
+        the earlier of the two times (client-go's delaying queue), and the sync then sets
+        the later one again if it still matters."""
+        due = time.monotonic() + max(0.0, left)
+        timer = threading.Timer(max(0.0, left), self._fire, (key,))
         timer.daemon = True
-        with self._deadlines_lock:
-            old = self._deadlines.pop(key, None)
+        with self._timers_lock:
+            old = self._timers.get(key)
             if old is not None:
-                old.cancel()
-            self._deadlines[key] = timer
+                if old[0] <= due:
+                    return
+                old[1].cancel()
+            self._timers[key] = (due, timer)
         timer.start()
+
+    def _fire(self, key: tuple[str, str]) -> None:
+        with self._timers_lock:
+            entry = self._timers.get(key)
+            if entry is not None and entry[1] is threading.current_thread():
+                del self._timers[key]
+        self._add(key)
 
     def collect(self, job: dict, policy: str) -> None:
         """A Job was deleted through the API with this propagation policy: its pods are
@@ -513,10 +655,11 @@ class JobController:
                     raise
 
     def _manage(self, job: dict, active: list[dict], succeeded: list[dict],
-                done_indexes: set[int]) -> list[dict]:
+                done_indexes: set[int], backoff: Backoff) -> list[dict]:
         """Delete the active pods beyond what the Job wants, or else create the pods missing
-        (manageJob: one or the other in a sync, deletion first); returns the active pods
-        after it."""
+        (manageJob: one or the other in a sync, deletion first), none while the pod failure
+        `backoff` runs (the Job synced again at its end, enqueueControllerDelayed); returns
+        the active pods after it."""
         spec = job["spec"]
         parallelism = int(spec.get("parallelism", 1))
         completions = spec.get("completions")
@@ -538,6 +681,12 @@ class JobController:
             new: list[int | None] = list(missing[:max(0, parallelism - len(active))])
         else:
             new = [None] * max(0, want_active - len(active))
+        if new:
+            wait = backoff.remaining(self.backoff, self.max_backoff)
+            if wait > 0:
+                meta = job["metadata"]
+                self._sync_at((meta["namespace"], meta["name"]), wait)
+                return active
         # the answers read as JSON, as the controller's informer has them (`_Api`)
         return active + self._create(job["metadata"]["namespace"],
                                      [self._pod(job, index) for index in new])
