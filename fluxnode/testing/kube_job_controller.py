@@ -36,6 +36,20 @@ controls (``syncJob``):
   ``start_job_controller(backoff=, max_backoff=)``, or ``JobController.backoff``) for tests
   that only care that a pod is replaced; the defaults are the real ones. The record is in
   memory, as the controller's ``podBackoffStore``: a new controller starts without it;
+- ``podReplacementPolicy: Failed`` (the API's default with a podFailurePolicy): no pod is
+  created in place of one still terminating (onlyReplaceFailedPods; for Indexed, its index
+  waits for it);
+- ``podFailurePolicy`` (pod_failure_policy.go matchPodFailurePolicy): each failed pod is
+  matched against the rules in order, the first match decides: ``onExitCodes`` (the
+  terminated containers, then init containers, with a non-zero exit code; ``containerName``,
+  ``In`` / ``NotIn``), ``onPodConditions`` (type and status, e.g. the eviction's
+  ``DisruptionTarget``); ``Ignore`` leaves the failure out of ``status.failed`` and of
+  ``backoffLimit`` (not of the backoff delay: newBackoffRecord counts every new failure),
+  ``Count`` counts it as without a policy, ``FailJob`` fails the Job: ``FailureTarget``
+  with reason ``PodFailurePolicy`` and the message "Container C for pod NS/P failed with
+  exit code N matching FailJob rule at index I" (or "Pod NS/P has condition T matching
+  FailJob rule at index I"), the active pods deleted, ``Failed`` once they are gone. The
+  API's validation of the policy is kube_job_validation's;
 - more failed pods than ``backoffLimit``: ``FailureTarget`` and the active pods deleted,
   then ``Failed`` (``BackoffLimitExceeded``) once none is left; the same with
   ``DeadlineExceeded`` once the Job has run ``activeDeadlineSeconds`` since its
@@ -50,7 +64,7 @@ controls (``syncJob``):
 
 Not emulated (documented, never guessed): the ``batch.kubernetes.io/job-tracking``
 finalizer (the controller remembers which finished pods it counted instead),
-``podFailurePolicy``, ``successPolicy``, ``backoffLimitPerIndex``,
+``successPolicy``, ``backoffLimitPerIndex`` and the ``FailIndex`` action,
 ``ttlSecondsAfterFinished``, the controller's Events (``DeadlineExceeded`` and the others).
 A Job deleted through the API has its pods collected as the garbage collector would
 (`JobController.collect`): orphaned (their ownerReference removed) by default, deleted for
@@ -163,6 +177,75 @@ class Backoff:
                 break
         elapsed = (time.time() if now is None else now) - self.last_failure
         return 0.0 if delay < elapsed else delay - elapsed
+
+
+def _exit_code(statuses: list[dict] | None, requirement: dict) -> tuple[str, int] | None:
+    """The first terminated container of `statuses` whose non-zero exit code the rule's
+    onExitCodes matches (getMatchingContainerFromList): (its name, its exit code)."""
+    name = requirement.get("containerName")
+    values = requirement.get("values") or []
+    for container in statuses or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated is None or (name is not None and container.get("name") != name):
+            continue
+        code = int(terminated.get("exitCode") or 0)
+        if code == 0:
+            continue
+        operator = requirement.get("operator")
+        if (operator == "In" and code in values) or (operator == "NotIn" and
+                                                     code not in values):
+            return container.get("name", ""), code
+    return None
+
+
+def _failure_action(policy: dict, pod: dict) -> tuple[str | None, str]:
+    """The action of the first podFailurePolicy rule a failed pod matches
+    (pod_failure_policy.go matchPodFailurePolicy: onExitCodes over the containers then the
+    init containers, onPodConditions over the pod's conditions), with the Job's failure
+    message for FailJob; (None, "") when none matches (the failure is counted)."""
+    status = pod.get("status") or {}
+    where = f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
+    for i, rule in enumerate(policy.get("rules") or []):
+        action = rule.get("action")
+        if rule.get("onExitCodes") is not None:
+            found = _exit_code(status.get("containerStatuses"), rule["onExitCodes"]) or \
+                _exit_code(status.get("initContainerStatuses"), rule["onExitCodes"])
+            if found is None:
+                continue
+            message = (f"Container {found[0]} for pod {where} failed with exit code "
+                       f"{found[1]} matching {action} rule at index {i}")
+        elif rule.get("onPodConditions"):
+            matched = next((c for c in status.get("conditions") or []
+                            for want in rule["onPodConditions"]
+                            if c.get("type") == want.get("type")
+                            and c.get("status") == want.get("status", "True")), None)
+            if matched is None:
+                continue
+            message = (f"Pod {where} has condition {matched.get('type')} matching {action} "
+                       f"rule at index {i}")
+        else:
+            continue
+        if action in ("Ignore", "Count", "FailJob", "FailIndex"):
+            return action, message
+    return None, ""
+
+
+def _apply_failure_policy(policy: dict | None,
+                          failed: list[dict]) -> tuple[list[dict], str | None]:
+    """The failed pods counted (all but those an Ignore rule matched) and the message of the
+    first a FailJob rule matched, if any."""
+    if not policy:
+        return failed, None
+    counted: list[dict] = []
+    fail_job: str | None = None
+    for pod in failed:
+        action, message = _failure_action(policy, pod)
+        if action == "Ignore":
+            continue
+        counted.append(pod)
+        if action == "FailJob" and fail_job is None:
+            fail_job = message
+    return counted, fail_job
 
 
 def _deadline_left(spec: dict, status: dict) -> float | None:
@@ -527,6 +610,10 @@ class JobController:
             return True
 
         target = _condition(job, "FailureTarget")
+        # podFailurePolicy: the failures an Ignore rule matched count nowhere but in the
+        # backoff (status.failed and backoffLimit leave them out), and the first a FailJob
+        # rule matched fails the Job (getFailJobMessage)
+        counted, fail_job = _apply_failure_policy(spec.get("podFailurePolicy"), failed)
         # startTime as it will be written: set when the Job first runs unsuspended
         if not spec.get("suspend") and not status.get("startTime"):
             status["startTime"] = _now()
@@ -535,7 +622,10 @@ class JobController:
             finish("FailureTarget", "Failed", target.get("reason", ""),
                    target.get("message", ""))
             active = []
-        elif len(failed) > int(spec.get("backoffLimit", 6)):
+        elif fail_job is not None:
+            finish("FailureTarget", "Failed", "PodFailurePolicy", fail_job)
+            active = []
+        elif len(counted) > int(spec.get("backoffLimit", 6)):
             finish("FailureTarget", "Failed", "BackoffLimitExceeded",
                    "Job has reached the specified backoff limit")
             active = []
@@ -559,9 +649,10 @@ class JobController:
                 left = _deadline_left(spec, status)
             if left is not None:
                 self._sync_at((namespace, name), left)
-            active = self._manage(job, active, succeeded, done_indexes, backoff)
+            active = self._manage(job, active, terminating, succeeded, done_indexes,
+                                  backoff)
         ready = sum(1 for p in active if _ready(p))
-        status.update(active=len(active), succeeded=len(succeeded), failed=len(failed),
+        status.update(active=len(active), succeeded=len(succeeded), failed=len(counted),
                       ready=ready, terminating=len(terminating), conditions=conditions,
                       uncountedTerminatedPods={})
         if indexed:
@@ -654,12 +745,15 @@ class JobController:
                 if exc.status != 404:
                     raise
 
-    def _manage(self, job: dict, active: list[dict], succeeded: list[dict],
-                done_indexes: set[int], backoff: Backoff) -> list[dict]:
+    def _manage(self, job: dict, active: list[dict], terminating: list[dict],
+                succeeded: list[dict], done_indexes: set[int],
+                backoff: Backoff) -> list[dict]:
         """Delete the active pods beyond what the Job wants, or else create the pods missing
         (manageJob: one or the other in a sync, deletion first), none while the pod failure
-        `backoff` runs (the Job synced again at its end, enqueueControllerDelayed); returns
-        the active pods after it."""
+        `backoff` runs (the Job synced again at its end, enqueueControllerDelayed), and with
+        ``podReplacementPolicy: Failed`` (the default with a podFailurePolicy) none in place
+        of a pod still terminating (onlyReplaceFailedPods); returns the active pods after
+        it."""
         spec = job["spec"]
         parallelism = int(spec.get("parallelism", 1))
         completions = spec.get("completions")
@@ -674,13 +768,15 @@ class JobController:
             self._delete(remove)
             gone = {id(p) for p in remove}
             return [p for p in active if id(p) not in gone]
+        waiting = terminating if spec.get("podReplacementPolicy") == "Failed" else []
         if indexed:
-            busy = {_index(p) for p in active}
+            busy = {_index(p) for p in active + waiting}
             missing = [i for i in range(int(completions or 0))
                        if i not in done_indexes and i not in busy]
-            new: list[int | None] = list(missing[:max(0, parallelism - len(active))])
+            room = parallelism - len(active) - len(waiting)
+            new: list[int | None] = list(missing[:max(0, room)])
         else:
-            new = [None] * max(0, want_active - len(active))
+            new = [None] * max(0, want_active - len(active) - len(waiting))
         if new:
             wait = backoff.remaining(self.backoff, self.max_backoff)
             if wait > 0:
