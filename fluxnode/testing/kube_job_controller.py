@@ -50,6 +50,17 @@ controls (``syncJob``):
   exit code N matching FailJob rule at index I" (or "Pod NS/P has condition T matching
   FailJob rule at index I"), the active pods deleted, ``Failed`` once they are gone. The
   API's validation of the policy is kube_job_validation's;
+- ``backoffLimitPerIndex`` (Indexed; the Job's own ``backoffLimit`` then defaults to
+  MaxInt32): each new pod carries its index's failures before it
+  (``batch.kubernetes.io/job-index-failure-count``, and ``job-index-ignored-failure-count``
+  for those an Ignore rule matched: addIndexFailureCountAnnotation); an index whose failed
+  pod had as many counted failures before it as the limit, or whose pod a ``FailIndex``
+  rule matched, is failed (isIndexFailed; ``status.failedIndexes``) and not made again;
+  each index waits for its own backoff, from its last failed pod's counts
+  (getRemainingTimePerIndex), not the Job's; more failed indexes than ``maxFailedIndexes``:
+  ``MaxFailedIndexesExceeded``, or every index failed or succeeded with one failed:
+  ``FailedIndexes``, each through ``FailureTarget`` as below. ``completedIndexes`` and
+  ``failedIndexes`` are written as orderedIntervals.String does (``0,1,3-5``);
 - more failed pods than ``backoffLimit``: ``FailureTarget`` and the active pods deleted,
   then ``Failed`` (``BackoffLimitExceeded``) once none is left; the same with
   ``DeadlineExceeded`` once the Job has run ``activeDeadlineSeconds`` since its
@@ -64,7 +75,8 @@ controls (``syncJob``):
 
 Not emulated (documented, never guessed): the ``batch.kubernetes.io/job-tracking``
 finalizer (the controller remembers which finished pods it counted instead),
-``successPolicy``, ``backoffLimitPerIndex`` and the ``FailIndex`` action,
+``successPolicy``, what the controller does with another active pod of an index that
+failed (an index has one pod at a time here; such a pod is left running),
 ``ttlSecondsAfterFinished``, the controller's Events (``DeadlineExceeded`` and the others).
 A Job deleted through the API has its pods collected as the garbage collector would
 (`JobController.collect`): orphaned (their ownerReference removed) by default, deleted for
@@ -91,6 +103,9 @@ USER = "system:serviceaccount:kube-system:job-controller"
 DEFAULT_BACKOFF = 10.0
 MAX_BACKOFF = 360.0
 INDEX = "batch.kubernetes.io/job-completion-index"
+# backoffLimitPerIndex: the failures of the pod's index before it, counted and ignored
+FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
+IGNORED_COUNT = "batch.kubernetes.io/job-index-ignored-failure-count"
 
 
 def _now() -> str:
@@ -248,6 +263,49 @@ def _apply_failure_policy(policy: dict | None,
     return counted, fail_job
 
 
+def _per_index(spec: dict, status: dict, failed: list[dict], active: list[dict],
+               done: set[int]) -> tuple[set[int], dict[int, dict]]:
+    """backoffLimitPerIndex: the failed indexes (calculateFailedIndexes: those of the status
+    and of each failed pod a FailIndex rule matched or whose counted failures reach the
+    limit, isIndexFailed), and the last failed pod of each index still to be made again
+    (getPodsWithDelayedDeletionPerIndex: the most failures, then the latest)."""
+    completions = int(spec.get("completions") or 0)
+    limit = int(spec["backoffLimitPerIndex"])
+    policy = spec.get("podFailurePolicy")
+    failed_indexes = _parse_intervals(status.get("failedIndexes") or "", completions)
+    for pod in failed:
+        index = _index(pod)
+        if index is None or index >= completions:
+            continue
+        action = _failure_action(policy, pod)[0] if policy else None
+        if action == "FailIndex" or (action != "Ignore" and
+                                     _annotation_count(pod, FAILURE_COUNT) >= limit):
+            failed_indexes.add(index)
+    busy = done | failed_indexes | {_index(p) for p in active}
+    last: dict[int, dict] = {}
+    for pod in failed:
+        index = _index(pod)
+        if index is None or index >= completions or index in busy:
+            continue
+        known = last.get(index)
+        if known is None or (_absolute_failures(known) <= _absolute_failures(pod) and
+                             _finished_time(pod) >= _finished_time(known)):
+            last[index] = pod
+    return failed_indexes, last
+
+
+def _failure_counts(policy: dict | None, replaced: dict | None) -> tuple[int, int]:
+    """The failure counts a new pod of an index carries (getNewIndexFailureCounts): those of
+    the pod it replaces plus that pod's own failure, counted or (an Ignore rule) ignored."""
+    if replaced is None:
+        return 0, 0
+    counted = _annotation_count(replaced, FAILURE_COUNT)
+    ignored = _annotation_count(replaced, IGNORED_COUNT)
+    if policy and _failure_action(policy, replaced)[0] == "Ignore":
+        return counted, ignored + 1
+    return counted + 1, ignored
+
+
 def _deadline_left(spec: dict, status: dict) -> float | None:
     """Seconds until the Job's active deadline (<= 0: past it, pastActiveDeadline), or None
     when it has none, no startTime yet, or is suspended. ``startTime`` has whole seconds,
@@ -348,14 +406,39 @@ def _for_removal(active: list[dict], at_least: int, completions: int | None) -> 
 
 
 def _intervals(indexes: set[int]) -> str:
-    """status.completedIndexes: ``0-2,5`` (indexed_job_utils.go, succeededIndexes.String)."""
-    out: list[str] = []
+    """status.completedIndexes and failedIndexes: ``0,1,3-5`` (indexed_job_utils.go,
+    orderedIntervals.String: a run of two is written as two numbers, of three or more as a
+    range)."""
+    runs: list[list[int]] = []
     for i in sorted(indexes):
-        if out and out[-1].split("-")[-1] == str(i - 1):
-            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
         else:
-            out.append(str(i))
-    return ",".join(out)
+            runs.append([i, i])
+    return ",".join(str(a) if a == b else f"{a},{b}" if b == a + 1 else f"{a}-{b}"
+                    for a, b in runs)
+
+
+def _parse_intervals(text: str, completions: int) -> set[int]:
+    """The indexes of a status's ``0,1,3-5`` below `completions` (parseIndexesFromString)."""
+    out: set[int] = set()
+    for part in filter(None, (text or "").split(",")):
+        first, _, last = part.partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            continue  # (a corrupted interval is skipped, as the controller logs and skips)
+        out.update(range(int(first), min(int(last or first), completions - 1) + 1))
+    return out
+
+
+def _annotation_count(pod: dict, key: str) -> int:
+    """A pod's failure count annotation (parseIndexFailureCountAnnotation: 0 when absent or
+    not a non-negative int32)."""
+    value = (pod["metadata"].get("annotations") or {}).get(key, "")
+    return int(value) if value.isdigit() and int(value) <= 2**31 - 1 else 0
+
+
+def _absolute_failures(pod: dict) -> int:
+    return _annotation_count(pod, FAILURE_COUNT) + _annotation_count(pod, IGNORED_COUNT)
 
 
 class JobController:
@@ -614,6 +697,13 @@ class JobController:
         # backoff (status.failed and backoffLimit leave them out), and the first a FailJob
         # rule matched fails the Job (getFailJobMessage)
         counted, fail_job = _apply_failure_policy(spec.get("podFailurePolicy"), failed)
+        per_index = spec.get("backoffLimitPerIndex") if indexed else None
+        failed_indexes: set[int] = set()
+        last_failed: dict[int, dict] = {}
+        if per_index is not None:
+            failed_indexes, last_failed = _per_index(spec, status, failed, active,
+                                                     done_indexes)
+        max_failed = spec.get("maxFailedIndexes")
         # startTime as it will be written: set when the Job first runs unsuspended
         if not spec.get("suspend") and not status.get("startTime"):
             status["startTime"] = _now()
@@ -633,6 +723,14 @@ class JobController:
             finish("FailureTarget", "Failed", "DeadlineExceeded",
                    "Job was active longer than specified deadline")
             active = []
+        elif per_index is not None and max_failed is not None and \
+                len(failed_indexes) > int(max_failed):
+            finish("FailureTarget", "Failed", "MaxFailedIndexesExceeded",
+                   "Job has exceeded the specified maximal number of failed indexes")
+            active = []
+        elif failed_indexes and len(failed_indexes | done_indexes) >= int(completions or 0):
+            finish("FailureTarget", "Failed", "FailedIndexes", "Job has failed indexes")
+            active = []
         elif success:
             if finish("SuccessCriteriaMet", "Complete", "CompletionsReached",
                       "Reached expected number of succeeded pods"):
@@ -649,14 +747,16 @@ class JobController:
                 left = _deadline_left(spec, status)
             if left is not None:
                 self._sync_at((namespace, name), left)
-            active = self._manage(job, active, terminating, succeeded, done_indexes,
-                                  backoff)
+            active = self._manage(job, active, terminating, succeeded,
+                                  done_indexes | failed_indexes, backoff, last_failed)
         ready = sum(1 for p in active if _ready(p))
         status.update(active=len(active), succeeded=len(succeeded), failed=len(counted),
                       ready=ready, terminating=len(terminating), conditions=conditions,
                       uncountedTerminatedPods={})
         if indexed:
             status["completedIndexes"] = _intervals(done_indexes)
+        if per_index is not None:
+            status["failedIndexes"] = _intervals(failed_indexes)
         for zero in ("active", "succeeded", "failed"):  # omitempty
             if not status[zero]:
                 del status[zero]
@@ -746,14 +846,17 @@ class JobController:
                     raise
 
     def _manage(self, job: dict, active: list[dict], terminating: list[dict],
-                succeeded: list[dict], done_indexes: set[int],
-                backoff: Backoff) -> list[dict]:
+                succeeded: list[dict], done_indexes: set[int], backoff: Backoff,
+                last_failed: dict[int, dict]) -> list[dict]:
         """Delete the active pods beyond what the Job wants, or else create the pods missing
         (manageJob: one or the other in a sync, deletion first), none while the pod failure
         `backoff` runs (the Job synced again at its end, enqueueControllerDelayed), and with
         ``podReplacementPolicy: Failed`` (the default with a podFailurePolicy) none in place
         of a pod still terminating (onlyReplaceFailedPods); returns the active pods after
-        it."""
+        it. With backoffLimitPerIndex (`last_failed`: each index's last failed pod, and
+        `done_indexes` with the failed indexes) each index has its own backoff, counted
+        from its last failed pod's failure count annotations (getRemainingTimePerIndex),
+        and the new pod carries them on (addIndexFailureCountAnnotation)."""
         spec = job["spec"]
         parallelism = int(spec.get("parallelism", 1))
         completions = spec.get("completions")
@@ -777,15 +880,28 @@ class JobController:
             new: list[int | None] = list(missing[:max(0, room)])
         else:
             new = [None] * max(0, want_active - len(active) - len(waiting))
-        if new:
+        per_index = indexed and spec.get("backoffLimitPerIndex") is not None
+        meta = job["metadata"]
+        if new and not per_index:
             wait = backoff.remaining(self.backoff, self.max_backoff)
             if wait > 0:
-                meta = job["metadata"]
                 self._sync_at((meta["namespace"], meta["name"]), wait)
                 return active
+        elif new:  # getPodCreationInfoForIndependentIndexes
+            waits = {i: Backoff(_absolute_failures(last_failed[i]) + 1,
+                                _finished_time(last_failed[i])).remaining(
+                         self.backoff, self.max_backoff) if i in last_failed else 0.0
+                     for i in new if i is not None}
+            now = [i for i in new if not waits.get(i)]
+            if not now:
+                self._sync_at((meta["namespace"], meta["name"]), min(waits.values()))
+                return active
+            new = now
         # the answers read as JSON, as the controller's informer has them (`_Api`)
-        return active + self._create(job["metadata"]["namespace"],
-                                     [self._pod(job, index) for index in new])
+        policy = spec.get("podFailurePolicy")
+        return active + self._create(job["metadata"]["namespace"], [
+            self._pod(job, index, _failure_counts(policy, last_failed.get(index))
+                      if per_index else None) for index in new])
 
     def _create(self, namespace: str, pods: list[dict]) -> list[dict]:
         """Create `pods` as controller_utils.go's slowStartBatch does: batches of 1, 2, 4, ...
@@ -806,9 +922,11 @@ class JobController:
         return [a for a in answers if not isinstance(a, LocalApiError)]
 
     @staticmethod
-    def _pod(job: dict, index: int | None) -> dict:
+    def _pod(job: dict, index: int | None,
+             failures: tuple[int, int] | None = None) -> dict:
         """A pod from the Job's template (controller_utils.go GetPodFromTemplate, with the
-        Indexed Job's additions)."""
+        Indexed Job's additions, and with backoffLimitPerIndex its index's `failures`:
+        counted, ignored)."""
         meta, template = job["metadata"], (job["spec"].get("template") or {})
         labels = dict((template.get("metadata") or {}).get("labels") or {})
         annotations = dict((template.get("metadata") or {}).get("annotations") or {})
@@ -824,6 +942,10 @@ class JobController:
                     spec[key] = [{**c, "env": [*(c.get("env") or []), variable]}
                                  for c in spec[key]]
             spec.setdefault("hostname", f"{meta['name']}-{index}")
+        if failures is not None:
+            annotations[FAILURE_COUNT] = str(failures[0])
+            if failures[1]:
+                annotations[IGNORED_COUNT] = str(failures[1])
         pod_meta: dict[str, Any] = {"generateName": name, "labels": labels,
                                     "ownerReferences": [{
                                         "apiVersion": "batch/v1", "kind": "Job",

@@ -104,7 +104,9 @@ def default_job(job: dict) -> None:
     if spec.get("completions") is None and spec.get("parallelism") is None:
         spec["completions"] = 1
     spec.setdefault("parallelism", 1)
-    spec.setdefault("backoffLimit", 6)
+    # (with backoffLimitPerIndex the Job's own limit is MaxInt32: each index has its own)
+    spec.setdefault("backoffLimit", 6 if spec.get("backoffLimitPerIndex") is None
+                    else 2**31 - 1)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
     spec.setdefault("podReplacementPolicy",
