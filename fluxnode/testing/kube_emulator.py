@@ -70,6 +70,8 @@ from fluxnode.testing.kube_field_validation import (
     field_name,
     unknown_field_paths,
 )
+from fluxnode.testing.kube_job_controller import DEFAULT_BACKOFF as DEFAULT_JOB_BACKOFF
+from fluxnode.testing.kube_job_controller import MAX_BACKOFF as MAX_JOB_BACKOFF
 from fluxnode.testing.kube_job_controller import USER as JOB_CONTROLLER_USER
 from fluxnode.testing.kube_job_controller import JobController
 from fluxnode.testing.kube_list_options import end_of_initial_events, initial_events
@@ -166,6 +168,8 @@ class KubeEmulator:
         directory: str | Path | None = None,
         bookmark_interval: float | None = None,
         job_controller: bool = False,
+        job_backoff: float = DEFAULT_JOB_BACKOFF,
+        job_max_backoff: float = MAX_JOB_BACKOFF,
     ):
         self.store = KubeStore(namespaces)
         self.token, self.user = token, user
@@ -202,6 +206,9 @@ class KubeEmulator:
         # a loopback (host, port), as a cluster's Service routing would take the call there
         self.service_endpoints: dict[tuple[str, str], tuple[str, int]] = {}
         self._job_controller_wanted = job_controller
+        # the Job controller's pod failure backoff (seconds: the first delay, its cap), the
+        # real controller's unless a test that only cares about the replacement lowers it
+        self.job_backoff, self.job_max_backoff = job_backoff, job_max_backoff
         self.job_controller: JobController | None = None
         # the store's MutatingWebhookConfigurations until one of them changes (cleared by a
         # listener on the store `_listening`)
@@ -261,14 +268,22 @@ class KubeEmulator:
             self.start_job_controller()
         return self
 
-    def start_job_controller(self) -> JobController:
-        """Run the emulated Job controller (kube_job_controller), as its own identity."""
+    def start_job_controller(self, *, backoff: float | None = None,
+                             max_backoff: float | None = None) -> JobController:
+        """Run the emulated Job controller (kube_job_controller), as its own identity; its
+        pod failure backoff `backoff` doubled per failure up to `max_backoff` (seconds; by
+        default the constructor's, the real controller's 10 s and 6 min)."""
+        if backoff is not None:
+            self.job_backoff = backoff
+        if max_backoff is not None:
+            self.job_max_backoff = max_backoff
         if self.job_controller is None:
             token = self._add_token(JOB_CONTROLLER_USER, lambda info: None)
             assert self._loop is not None, "start() the emulator first"
             api = LocalClient(self._handle, self._loop, token,
                               "kube-controller-manager/job-controller (emulated)")
-            self.job_controller = JobController(self.store, api).start()
+            self.job_controller = JobController(self.store, api, backoff=self.job_backoff,
+                                                max_backoff=self.job_max_backoff).start()
         return self.job_controller
 
     async def _serve(self, ready: threading.Event) -> None:

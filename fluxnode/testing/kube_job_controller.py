@@ -24,20 +24,59 @@ controls (``syncJob``):
   (utils.go, indexed_job_utils.go); ``startTime`` is set when the Job starts or resumes;
 - suspended, its active pods are deleted and it gets ``Suspended`` (``JobSuspended``; on
   resume False, ``JobResumed``);
+- a failed pod is replaced only after the pod failure backoff (backoff_utils.go,
+  ``newBackoffRecord`` and ``getRemainingTimeForFailuresCount``; manageJob creates nothing
+  while it runs and requeues the Job, ``enqueueControllerDelayed``): 10 s
+  (``DefaultJobPodFailureBackOff``) for one failure since the last success, doubled for
+  each further one, capped at 6 min (``MaxJobPodFailureBackOff``), counted from the last
+  failure's finish time (``getFinishedTime``: the containers' ``finishedAt``, else the
+  Ready=False condition's lastTransitionTime, else the deletion time less its grace, else
+  the pod's creation); a new success resets the count to the failures finished after it.
+  Both are settable (``KubeEmulator(job_backoff=, job_max_backoff=)``,
+  ``start_job_controller(backoff=, max_backoff=)``, or ``JobController.backoff``) for tests
+  that only care that a pod is replaced; the defaults are the real ones. The record is in
+  memory, as the controller's ``podBackoffStore``: a new controller starts without it;
+- ``podReplacementPolicy: Failed`` (the API's default with a podFailurePolicy): no pod is
+  created in place of one still terminating (onlyReplaceFailedPods; for Indexed, its index
+  waits for it);
+- ``podFailurePolicy`` (pod_failure_policy.go matchPodFailurePolicy): each failed pod is
+  matched against the rules in order, the first match decides: ``onExitCodes`` (the
+  terminated containers, then init containers, with a non-zero exit code; ``containerName``,
+  ``In`` / ``NotIn``), ``onPodConditions`` (type and status, e.g. the eviction's
+  ``DisruptionTarget``); ``Ignore`` leaves the failure out of ``status.failed`` and of
+  ``backoffLimit`` (not of the backoff delay: newBackoffRecord counts every new failure),
+  ``Count`` counts it as without a policy, ``FailJob`` fails the Job: ``FailureTarget``
+  with reason ``PodFailurePolicy`` and the message "Container C for pod NS/P failed with
+  exit code N matching FailJob rule at index I" (or "Pod NS/P has condition T matching
+  FailJob rule at index I"), the active pods deleted, ``Failed`` once they are gone. The
+  API's validation of the policy is kube_job_validation's;
+- ``backoffLimitPerIndex`` (Indexed; the Job's own ``backoffLimit`` then defaults to
+  MaxInt32): each new pod carries its index's failures before it
+  (``batch.kubernetes.io/job-index-failure-count``, and ``job-index-ignored-failure-count``
+  for those an Ignore rule matched: addIndexFailureCountAnnotation); an index whose failed
+  pod had as many counted failures before it as the limit, or whose pod a ``FailIndex``
+  rule matched, is failed (isIndexFailed; ``status.failedIndexes``) and not made again;
+  each index waits for its own backoff, from its last failed pod's counts
+  (getRemainingTimePerIndex), not the Job's; more failed indexes than ``maxFailedIndexes``:
+  ``MaxFailedIndexesExceeded``, or every index failed or succeeded with one failed:
+  ``FailedIndexes``, each through ``FailureTarget`` as below. ``completedIndexes`` and
+  ``failedIndexes`` are written as orderedIntervals.String does (``0,1,3-5``);
 - more failed pods than ``backoffLimit``: ``FailureTarget`` and the active pods deleted,
   then ``Failed`` (``BackoffLimitExceeded``) once none is left; the same with
   ``DeadlineExceeded`` once the Job has run ``activeDeadlineSeconds`` since its
   ``startTime`` (``pastActiveDeadline``: never while suspended, and a resume sets a new
   ``startTime``), the Job synced again when that time comes (the controller's
-  ``queue.AddAfter``); a ``FailureTarget`` once set goes on to ``Failed`` whatever else
-  changes (``newFailedConditionForFailureTarget``); enough succeeded pods
-  (``completions``, every index for Indexed, or one for a work queue):
+  ``queue.AddAfter``, one timer per Job for the deadline and the backoff: the earlier
+  wins, as in client-go's delaying queue); a ``FailureTarget`` once set goes on to
+  ``Failed`` whatever else changes (``newFailedConditionForFailureTarget``); enough
+  succeeded pods (``completions``, every index for Indexed, or one for a work queue):
   ``SuccessCriteriaMet`` then ``Complete`` (``CompletionsReached``) with ``completionTime``
   (the terminal conditions wait for the pods, as with JobManagedBy since 1.32).
 
-Not emulated (documented, never guessed): the pod backoff delay before a failed pod is
-replaced (the emulator replaces it at once), the ``batch.kubernetes.io/job-tracking``
-finalizer, ``podFailurePolicy``, ``successPolicy``, ``backoffLimitPerIndex``,
+Not emulated (documented, never guessed): the ``batch.kubernetes.io/job-tracking``
+finalizer (the controller remembers which finished pods it counted instead),
+``successPolicy``, what the controller does with another active pod of an index that
+failed (an index has one pod at a time here; such a pod is left running),
 ``ttlSecondsAfterFinished``, the controller's Events (``DeadlineExceeded`` and the others).
 A Job deleted through the API has its pods collected as the garbage collector would
 (`JobController.collect`): orphaned (their ownerReference removed) by default, deleted for
@@ -49,7 +88,9 @@ from __future__ import annotations
 import datetime
 import queue
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from fluxnode.testing.kube_local_client import LocalApiError, LocalClient
@@ -57,11 +98,212 @@ from fluxnode.testing.kube_store import Change, KubeStore
 from fluxnode.testing.kube_types import ApiError
 
 USER = "system:serviceaccount:kube-system:job-controller"
+# the pod failure backoff's first delay and its cap, in seconds (job_controller.go
+# DefaultJobPodFailureBackOff, MaxJobPodFailureBackOff)
+DEFAULT_BACKOFF = 10.0
+MAX_BACKOFF = 360.0
 INDEX = "batch.kubernetes.io/job-completion-index"
+# backoffLimitPerIndex: the failures of the pod's index before it, counted and ignored
+FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
+IGNORED_COUNT = "batch.kubernetes.io/job-index-ignored-failure-count"
 
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _stamp(value: str | None) -> float | None:
+    """An RFC 3339 time of the API (whole seconds, or with a fraction) as epoch seconds."""
+    if not value:
+        return None
+    stamp = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return stamp.timestamp()
+
+
+def _finished_time(pod: dict) -> float:
+    """When a finished pod finished (backoff_utils.go getFinishedTime): the latest
+    ``finishedAt`` of its containers when every container says one, else the
+    lastTransitionTime of its Ready=False condition, else its deletionTimestamp less its
+    grace period, else its creationTimestamp (a pod no kubelet reported on: the emulator's
+    ``set_pod_phase`` writes only the phase)."""
+    status = pod.get("status") or {}
+    latest: float | None = None
+    for container in status.get("containerStatuses") or []:
+        finished = _stamp(((container.get("state") or {}).get("terminated") or {}).get(
+            "finishedAt"))
+        if finished is None:
+            latest = None
+            break
+        latest = finished if latest is None else max(latest, finished)
+    if latest is not None:
+        return latest
+    for c in status.get("conditions") or []:
+        if c.get("type") == "Ready" and c.get("status") == "False" and \
+                (at := _stamp(c.get("lastTransitionTime"))) is not None:
+            return at
+    meta = pod["metadata"]
+    deleted = _stamp(meta.get("deletionTimestamp"))
+    if deleted is not None:
+        return deleted - float(meta.get("deletionGracePeriodSeconds") or 0)
+    return _stamp(meta.get("creationTimestamp")) or time.time()
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """A Job's pod failure backoff (backoff_utils.go backoffRecord): the failures since the
+    last success, the time of the last of them, and (the emulator's stand-in for the
+    ``batch.kubernetes.io/job-tracking`` finalizer) the uids of the finished pods already
+    taken into account, so a sync tells a new failure from one it counted before."""
+
+    failures: int = 0
+    last_failure: float | None = None
+    counted: frozenset[str] = field(default_factory=frozenset)
+
+    def after(self, succeeded: list[dict], failed: list[dict]) -> Backoff:
+        """The record once the pods newly finished are counted (newBackoffRecord): a new
+        success resets the count to the failures that finished after the last success."""
+        new_ok = sorted((p for p in succeeded if p["metadata"]["uid"] not in self.counted),
+                        key=_finished_time)
+        new_failed = sorted((p for p in failed if p["metadata"]["uid"] not in self.counted),
+                            key=_finished_time)
+        present = {p["metadata"]["uid"] for p in succeeded + failed}
+        counted = frozenset(present)  # (the uids of pods gone are forgotten)
+        if not new_ok and not new_failed:
+            return self if counted == self.counted else Backoff(
+                self.failures, self.last_failure, counted)
+        if not new_ok:
+            return Backoff(self.failures + len(new_failed), _finished_time(new_failed[-1]),
+                           counted)
+        last_ok = _finished_time(new_ok[-1])
+        after = [t for p in new_failed if (t := _finished_time(p)) > last_ok]
+        return Backoff(len(after), max(after) if after else None, counted)
+
+    def remaining(self, base: float, cap: float, now: float | None = None) -> float:
+        """Seconds before pods may be created again (getRemainingTimeForFailuresCount): the
+        delay is `base` for one failure, doubled for each further one up to `cap`, counted
+        from the last failure; 0 once it has passed or with no failure."""
+        if self.failures == 0 or self.last_failure is None:
+            return 0.0
+        delay = base
+        for _ in range(1, self.failures):
+            delay *= 2
+            if delay >= cap:
+                delay = cap
+                break
+        elapsed = (time.time() if now is None else now) - self.last_failure
+        return 0.0 if delay < elapsed else delay - elapsed
+
+
+def _exit_code(statuses: list[dict] | None, requirement: dict) -> tuple[str, int] | None:
+    """The first terminated container of `statuses` whose non-zero exit code the rule's
+    onExitCodes matches (getMatchingContainerFromList): (its name, its exit code)."""
+    name = requirement.get("containerName")
+    values = requirement.get("values") or []
+    for container in statuses or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated is None or (name is not None and container.get("name") != name):
+            continue
+        code = int(terminated.get("exitCode") or 0)
+        if code == 0:
+            continue
+        operator = requirement.get("operator")
+        if (operator == "In" and code in values) or (operator == "NotIn" and
+                                                     code not in values):
+            return container.get("name", ""), code
+    return None
+
+
+def _failure_action(policy: dict, pod: dict) -> tuple[str | None, str]:
+    """The action of the first podFailurePolicy rule a failed pod matches
+    (pod_failure_policy.go matchPodFailurePolicy: onExitCodes over the containers then the
+    init containers, onPodConditions over the pod's conditions), with the Job's failure
+    message for FailJob; (None, "") when none matches (the failure is counted)."""
+    status = pod.get("status") or {}
+    where = f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
+    for i, rule in enumerate(policy.get("rules") or []):
+        action = rule.get("action")
+        if rule.get("onExitCodes") is not None:
+            found = _exit_code(status.get("containerStatuses"), rule["onExitCodes"]) or \
+                _exit_code(status.get("initContainerStatuses"), rule["onExitCodes"])
+            if found is None:
+                continue
+            message = (f"Container {found[0]} for pod {where} failed with exit code "
+                       f"{found[1]} matching {action} rule at index {i}")
+        elif rule.get("onPodConditions"):
+            matched = next((c for c in status.get("conditions") or []
+                            for want in rule["onPodConditions"]
+                            if c.get("type") == want.get("type")
+                            and c.get("status") == want.get("status", "True")), None)
+            if matched is None:
+                continue
+            message = (f"Pod {where} has condition {matched.get('type')} matching {action} "
+                       f"rule at index {i}")
+        else:
+            continue
+        if action in ("Ignore", "Count", "FailJob", "FailIndex"):
+            return action, message
+    return None, ""
+
+
+def _apply_failure_policy(policy: dict | None,
+                          failed: list[dict]) -> tuple[list[dict], str | None]:
+    """The failed pods counted (all but those an Ignore rule matched) and the message of the
+    first a FailJob rule matched, if any."""
+    if not policy:
+        return failed, None
+    counted: list[dict] = []
+    fail_job: str | None = None
+    for pod in failed:
+        action, message = _failure_action(policy, pod)
+        if action == "Ignore":
+            continue
+        counted.append(pod)
+        if action == "FailJob" and fail_job is None:
+            fail_job = message
+    return counted, fail_job
+
+
+def _per_index(spec: dict, status: dict, failed: list[dict], active: list[dict],
+               done: set[int]) -> tuple[set[int], dict[int, dict]]:
+    """backoffLimitPerIndex: the failed indexes (calculateFailedIndexes: those of the status
+    and of each failed pod a FailIndex rule matched or whose counted failures reach the
+    limit, isIndexFailed), and the last failed pod of each index still to be made again
+    (getPodsWithDelayedDeletionPerIndex: the most failures, then the latest)."""
+    completions = int(spec.get("completions") or 0)
+    limit = int(spec["backoffLimitPerIndex"])
+    policy = spec.get("podFailurePolicy")
+    failed_indexes = _parse_intervals(status.get("failedIndexes") or "", completions)
+    for pod in failed:
+        index = _index(pod)
+        if index is None or index >= completions:
+            continue
+        action = _failure_action(policy, pod)[0] if policy else None
+        if action == "FailIndex" or (action != "Ignore" and
+                                     _annotation_count(pod, FAILURE_COUNT) >= limit):
+            failed_indexes.add(index)
+    busy = done | failed_indexes | {_index(p) for p in active}
+    last: dict[int, dict] = {}
+    for pod in failed:
+        index = _index(pod)
+        if index is None or index >= completions or index in busy:
+            continue
+        known = last.get(index)
+        if known is None or (_absolute_failures(known) <= _absolute_failures(pod) and
+                             _finished_time(pod) >= _finished_time(known)):
+            last[index] = pod
+    return failed_indexes, last
+
+
+def _failure_counts(policy: dict | None, replaced: dict | None) -> tuple[int, int]:
+    """The failure counts a new pod of an index carries (getNewIndexFailureCounts): those of
+    the pod it replaces plus that pod's own failure, counted or (an Ignore rule) ignored."""
+    if replaced is None:
+        return 0, 0
+    counted = _annotation_count(replaced, FAILURE_COUNT)
+    ignored = _annotation_count(replaced, IGNORED_COUNT)
+    if policy and _failure_action(policy, replaced)[0] == "Ignore":
+        return counted, ignored + 1
+    return counted + 1, ignored
 
 
 def _deadline_left(spec: dict, status: dict) -> float | None:
@@ -164,14 +406,39 @@ def _for_removal(active: list[dict], at_least: int, completions: int | None) -> 
 
 
 def _intervals(indexes: set[int]) -> str:
-    """status.completedIndexes: ``0-2,5`` (indexed_job_utils.go, succeededIndexes.String)."""
-    out: list[str] = []
+    """status.completedIndexes and failedIndexes: ``0,1,3-5`` (indexed_job_utils.go,
+    orderedIntervals.String: a run of two is written as two numbers, of three or more as a
+    range)."""
+    runs: list[list[int]] = []
     for i in sorted(indexes):
-        if out and out[-1].split("-")[-1] == str(i - 1):
-            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
         else:
-            out.append(str(i))
-    return ",".join(out)
+            runs.append([i, i])
+    return ",".join(str(a) if a == b else f"{a},{b}" if b == a + 1 else f"{a}-{b}"
+                    for a, b in runs)
+
+
+def _parse_intervals(text: str, completions: int) -> set[int]:
+    """The indexes of a status's ``0,1,3-5`` below `completions` (parseIndexesFromString)."""
+    out: set[int] = set()
+    for part in filter(None, (text or "").split(",")):
+        first, _, last = part.partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            continue  # (a corrupted interval is skipped, as the controller logs and skips)
+        out.update(range(int(first), min(int(last or first), completions - 1) + 1))
+    return out
+
+
+def _annotation_count(pod: dict, key: str) -> int:
+    """A pod's failure count annotation (parseIndexFailureCountAnnotation: 0 when absent or
+    not a non-negative int32)."""
+    value = (pod["metadata"].get("annotations") or {}).get(key, "")
+    return int(value) if value.isdigit() and int(value) <= 2**31 - 1 else 0
+
+
+def _absolute_failures(pod: dict) -> int:
+    return _annotation_count(pod, FAILURE_COUNT) + _annotation_count(pod, IGNORED_COUNT)
 
 
 class JobController:
@@ -179,8 +446,15 @@ class JobController:
 
     SYNCS = 5
 
-    def __init__(self, store: KubeStore, api: LocalClient):
+    def __init__(self, store: KubeStore, api: LocalClient, *,
+                 backoff: float = DEFAULT_BACKOFF, max_backoff: float = MAX_BACKOFF):
         self.store = store
+        # the pod failure backoff (seconds): the delay after one failure, and its cap; read
+        # at each sync, so a test may lower them on a running controller
+        self.backoff, self.max_backoff = backoff, max_backoff
+        # Job key -> its pod failure backoff, kept in memory as the controller's
+        # podBackoffStore is (a new controller starts without them)
+        self._backoffs: dict[tuple[str, str], Backoff] = {}
         # its requests, to the emulator's handler in process (kube_local_client)
         self.api = api
         # Jobs to sync, put by the store's listener on every change of a Job or of its pods
@@ -211,9 +485,10 @@ class JobController:
         # running: synced once more after), as client-go's work queue keeps them
         self._states: dict[tuple[str, str], str] = {}
         self._states_lock = threading.Lock()
-        # Job key -> the timer that syncs it again at its active deadline
-        self._deadlines: dict[tuple[str, str], threading.Timer] = {}
-        self._deadlines_lock = threading.Lock()
+        # Job key -> (when, the timer that syncs it again then): its active deadline or the
+        # end of its pod failure backoff, whichever comes first (queue.AddAfter)
+        self._timers: dict[tuple[str, str], tuple[float, threading.Timer]] = {}
+        self._timers_lock = threading.Lock()
         self._syncs = ThreadPoolExecutor(self.SYNCS, "job-sync", initializer=self._note_thread)
 
     def start(self) -> JobController:
@@ -230,10 +505,10 @@ class JobController:
         if self._noticed in self.store.listeners:
             self.store.listeners.remove(self._noticed)
         self._queue.put(None)
-        with self._deadlines_lock:
-            for timer in self._deadlines.values():
+        with self._timers_lock:
+            for _, timer in self._timers.values():
                 timer.cancel()
-            self._deadlines.clear()
+            self._timers.clear()
         self._thread.join(10)
         self._syncs.shutdown(wait=False, cancel_futures=True)
 
@@ -369,8 +644,10 @@ class JobController:
         try:
             job = self.store.get("jobs.batch", namespace, name, copy=False)
         except ApiError:  # deleted: nothing to do
+            self._backoffs.pop((namespace, name), None)
             return
         if _true(job, "Complete") or _true(job, "Failed"):
+            self._backoffs.pop((namespace, name), None)
             return
         uid = job["metadata"]["uid"]
         pods = [p for p in self._pods_of(uid) if _owner(p) == (name, uid)]
@@ -394,6 +671,7 @@ class JobController:
             success = bool(succeeded) and not active
         status = dict(job.get("status") or {})
         conditions = list(status.get("conditions") or [])
+        backoff = self._backoff(job, succeeded, failed)
 
         def condition(type_: str, value: str, reason: str, message: str) -> None:
             nonlocal conditions
@@ -415,6 +693,17 @@ class JobController:
             return True
 
         target = _condition(job, "FailureTarget")
+        # podFailurePolicy: the failures an Ignore rule matched count nowhere but in the
+        # backoff (status.failed and backoffLimit leave them out), and the first a FailJob
+        # rule matched fails the Job (getFailJobMessage)
+        counted, fail_job = _apply_failure_policy(spec.get("podFailurePolicy"), failed)
+        per_index = spec.get("backoffLimitPerIndex") if indexed else None
+        failed_indexes: set[int] = set()
+        last_failed: dict[int, dict] = {}
+        if per_index is not None:
+            failed_indexes, last_failed = _per_index(spec, status, failed, active,
+                                                     done_indexes)
+        max_failed = spec.get("maxFailedIndexes")
         # startTime as it will be written: set when the Job first runs unsuspended
         if not spec.get("suspend") and not status.get("startTime"):
             status["startTime"] = _now()
@@ -423,13 +712,24 @@ class JobController:
             finish("FailureTarget", "Failed", target.get("reason", ""),
                    target.get("message", ""))
             active = []
-        elif len(failed) > int(spec.get("backoffLimit", 6)):
+        elif fail_job is not None:
+            finish("FailureTarget", "Failed", "PodFailurePolicy", fail_job)
+            active = []
+        elif len(counted) > int(spec.get("backoffLimit", 6)):
             finish("FailureTarget", "Failed", "BackoffLimitExceeded",
                    "Job has reached the specified backoff limit")
             active = []
         elif left is not None and left <= 0:
             finish("FailureTarget", "Failed", "DeadlineExceeded",
                    "Job was active longer than specified deadline")
+            active = []
+        elif per_index is not None and max_failed is not None and \
+                len(failed_indexes) > int(max_failed):
+            finish("FailureTarget", "Failed", "MaxFailedIndexesExceeded",
+                   "Job has exceeded the specified maximal number of failed indexes")
+            active = []
+        elif failed_indexes and len(failed_indexes | done_indexes) >= int(completions or 0):
+            finish("FailureTarget", "Failed", "FailedIndexes", "Job has failed indexes")
             active = []
         elif success:
             if finish("SuccessCriteriaMet", "Complete", "CompletionsReached",
@@ -447,13 +747,16 @@ class JobController:
                 left = _deadline_left(spec, status)
             if left is not None:
                 self._sync_at((namespace, name), left)
-            active = self._manage(job, active, succeeded, done_indexes)
+            active = self._manage(job, active, terminating, succeeded,
+                                  done_indexes | failed_indexes, backoff, last_failed)
         ready = sum(1 for p in active if _ready(p))
-        status.update(active=len(active), succeeded=len(succeeded), failed=len(failed),
+        status.update(active=len(active), succeeded=len(succeeded), failed=len(counted),
                       ready=ready, terminating=len(terminating), conditions=conditions,
                       uncountedTerminatedPods={})
         if indexed:
             status["completedIndexes"] = _intervals(done_indexes)
+        if per_index is not None:
+            status["failedIndexes"] = _intervals(failed_indexes)
         for zero in ("active", "succeeded", "failed"):  # omitempty
             if not status[zero]:
                 del status[zero]
@@ -462,18 +765,48 @@ class JobController:
         if status != (job.get("status") or {}):
             self.api.request("PUT", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}/status",
                              {**job, "status": status})
+        # kept once the status counting these pods is written (trackJobStatusAndRemove-
+        # Finalizers updates the backoff store after the status update)
+        self._backoffs[(namespace, name)] = backoff
+
+    def _backoff(self, job: dict, succeeded: list[dict], failed: list[dict]) -> Backoff:
+        """The Job's pod failure backoff with the pods finished since its last sync counted.
+        A Job this controller has not synced before whose status already counts finished
+        pods (synced by an earlier controller) takes its present finished pods as counted:
+        the real controller finds them without its tracking finalizer, so not new."""
+        key = (job["metadata"].get("namespace", ""), job["metadata"]["name"])
+        record = self._backoffs.get(key)
+        if record is None:
+            status = job.get("status") or {}
+            record = Backoff()
+            if status.get("failed") or status.get("succeeded"):
+                record = Backoff(counted=frozenset(p["metadata"]["uid"]
+                                                   for p in succeeded + failed))
+        return record.after(succeeded, failed)
 
     def _sync_at(self, key: tuple[str, str], left: float) -> None:
-        """Sync the Job `key` again in `left` seconds (its active deadline), as the
-        controller's queue.AddAfter; a timer already set for it is replaced."""
-        timer = threading.Timer(max(0.0, left), self._add, (key,))
+        """Sync the Job `key` again in `left` seconds (its active deadline, or the end of its
+        pod failure backoff), as the controller's queue.AddAfter: a key already waiting keeps
+        the earlier of the two times (client-go's delaying queue), and the sync then sets
+        the later one again if it still matters."""
+        due = time.monotonic() + max(0.0, left)
+        timer = threading.Timer(max(0.0, left), self._fire, (key,))
         timer.daemon = True
-        with self._deadlines_lock:
-            old = self._deadlines.pop(key, None)
+        with self._timers_lock:
+            old = self._timers.get(key)
             if old is not None:
-                old.cancel()
-            self._deadlines[key] = timer
+                if old[0] <= due:
+                    return
+                old[1].cancel()
+            self._timers[key] = (due, timer)
         timer.start()
+
+    def _fire(self, key: tuple[str, str]) -> None:
+        with self._timers_lock:
+            entry = self._timers.get(key)
+            if entry is not None and entry[1] is threading.current_thread():
+                del self._timers[key]
+        self._add(key)
 
     def collect(self, job: dict, policy: str) -> None:
         """A Job was deleted through the API with this propagation policy: its pods are
@@ -512,11 +845,18 @@ class JobController:
                 if exc.status != 404:
                     raise
 
-    def _manage(self, job: dict, active: list[dict], succeeded: list[dict],
-                done_indexes: set[int]) -> list[dict]:
+    def _manage(self, job: dict, active: list[dict], terminating: list[dict],
+                succeeded: list[dict], done_indexes: set[int], backoff: Backoff,
+                last_failed: dict[int, dict]) -> list[dict]:
         """Delete the active pods beyond what the Job wants, or else create the pods missing
-        (manageJob: one or the other in a sync, deletion first); returns the active pods
-        after it."""
+        (manageJob: one or the other in a sync, deletion first), none while the pod failure
+        `backoff` runs (the Job synced again at its end, enqueueControllerDelayed), and with
+        ``podReplacementPolicy: Failed`` (the default with a podFailurePolicy) none in place
+        of a pod still terminating (onlyReplaceFailedPods); returns the active pods after
+        it. With backoffLimitPerIndex (`last_failed`: each index's last failed pod, and
+        `done_indexes` with the failed indexes) each index has its own backoff, counted
+        from its last failed pod's failure count annotations (getRemainingTimePerIndex),
+        and the new pod carries them on (addIndexFailureCountAnnotation)."""
         spec = job["spec"]
         parallelism = int(spec.get("parallelism", 1))
         completions = spec.get("completions")
@@ -531,16 +871,37 @@ class JobController:
             self._delete(remove)
             gone = {id(p) for p in remove}
             return [p for p in active if id(p) not in gone]
+        waiting = terminating if spec.get("podReplacementPolicy") == "Failed" else []
         if indexed:
-            busy = {_index(p) for p in active}
+            busy = {_index(p) for p in active + waiting}
             missing = [i for i in range(int(completions or 0))
                        if i not in done_indexes and i not in busy]
-            new: list[int | None] = list(missing[:max(0, parallelism - len(active))])
+            room = parallelism - len(active) - len(waiting)
+            new: list[int | None] = list(missing[:max(0, room)])
         else:
-            new = [None] * max(0, want_active - len(active))
+            new = [None] * max(0, want_active - len(active) - len(waiting))
+        per_index = indexed and spec.get("backoffLimitPerIndex") is not None
+        meta = job["metadata"]
+        if new and not per_index:
+            wait = backoff.remaining(self.backoff, self.max_backoff)
+            if wait > 0:
+                self._sync_at((meta["namespace"], meta["name"]), wait)
+                return active
+        elif new:  # getPodCreationInfoForIndependentIndexes
+            waits = {i: Backoff(_absolute_failures(last_failed[i]) + 1,
+                                _finished_time(last_failed[i])).remaining(
+                         self.backoff, self.max_backoff) if i in last_failed else 0.0
+                     for i in new if i is not None}
+            now = [i for i in new if not waits.get(i)]
+            if not now:
+                self._sync_at((meta["namespace"], meta["name"]), min(waits.values()))
+                return active
+            new = now
         # the answers read as JSON, as the controller's informer has them (`_Api`)
-        return active + self._create(job["metadata"]["namespace"],
-                                     [self._pod(job, index) for index in new])
+        policy = spec.get("podFailurePolicy")
+        return active + self._create(job["metadata"]["namespace"], [
+            self._pod(job, index, _failure_counts(policy, last_failed.get(index))
+                      if per_index else None) for index in new])
 
     def _create(self, namespace: str, pods: list[dict]) -> list[dict]:
         """Create `pods` as controller_utils.go's slowStartBatch does: batches of 1, 2, 4, ...
@@ -561,9 +922,11 @@ class JobController:
         return [a for a in answers if not isinstance(a, LocalApiError)]
 
     @staticmethod
-    def _pod(job: dict, index: int | None) -> dict:
+    def _pod(job: dict, index: int | None,
+             failures: tuple[int, int] | None = None) -> dict:
         """A pod from the Job's template (controller_utils.go GetPodFromTemplate, with the
-        Indexed Job's additions)."""
+        Indexed Job's additions, and with backoffLimitPerIndex its index's `failures`:
+        counted, ignored)."""
         meta, template = job["metadata"], (job["spec"].get("template") or {})
         labels = dict((template.get("metadata") or {}).get("labels") or {})
         annotations = dict((template.get("metadata") or {}).get("annotations") or {})
@@ -579,6 +942,10 @@ class JobController:
                     spec[key] = [{**c, "env": [*(c.get("env") or []), variable]}
                                  for c in spec[key]]
             spec.setdefault("hostname", f"{meta['name']}-{index}")
+        if failures is not None:
+            annotations[FAILURE_COUNT] = str(failures[0])
+            if failures[1]:
+                annotations[IGNORED_COUNT] = str(failures[1])
         pod_meta: dict[str, Any] = {"generateName": name, "labels": labels,
                                     "ownerReferences": [{
                                         "apiVersion": "batch/v1", "kind": "Job",

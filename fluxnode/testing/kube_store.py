@@ -41,6 +41,7 @@ from fluxnode.testing.kube_crd import (
 from fluxnode.testing.kube_crd_schema import apply_defaults, prune
 from fluxnode.testing.kube_crd_schema import validate as validate_schema
 from fluxnode.testing.kube_events import event_causes
+from fluxnode.testing.kube_job_validation import default_pod_failure_policy, job_causes
 from fluxnode.testing.kube_patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from fluxnode.testing.kube_types import (  # noqa: F401 (the store's importers use them)
     BY_REF,
@@ -103,11 +104,14 @@ def default_job(job: dict) -> None:
     if spec.get("completions") is None and spec.get("parallelism") is None:
         spec["completions"] = 1
     spec.setdefault("parallelism", 1)
-    spec.setdefault("backoffLimit", 6)
+    # (with backoffLimitPerIndex the Job's own limit is MaxInt32: each index has its own)
+    spec.setdefault("backoffLimit", 6 if spec.get("backoffLimitPerIndex") is None
+                    else 2**31 - 1)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
     spec.setdefault("podReplacementPolicy",
                     "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
+    default_pod_failure_policy(spec)
     if spec.get("manualSelector"):
         return
     meta = job["metadata"]
@@ -531,6 +535,15 @@ class KubeStore:
             raise invalid(rt, name, causes)
 
     @staticmethod
+    def _validate_job(rt: ResourceType, obj: dict) -> None:
+        """A Job's spec as the job strategy validates an API create or update, after its
+        defaults (kube_job_validation); direct writes skip it as they skip the defaults."""
+        if rt.ref == "jobs.batch":
+            causes = job_causes(obj)
+            if causes:
+                raise invalid(rt, obj["metadata"].get("name", ""), causes)
+
+    @staticmethod
     def _normalize(rt: ResourceType, obj: dict) -> None:
         if rt.ref in (MUTATING_REF, VALIDATING_REF):
             default_configuration(obj)
@@ -587,6 +600,7 @@ class KubeStore:
                 meta["generation"] = 1
             if as_client:
                 self._create_strategy(rt, obj)
+                self._validate_job(rt, obj)
             if dry_run:
                 return obj
             stored = self._commit(rt, "ADDED", obj, None, copy=not owned)
@@ -677,6 +691,8 @@ class KubeStore:
         self._normalize(rt, new)
         self._prepare_custom(rt, new)
         self._validate(rt, new, old=old)
+        if as_client and subresource is None:
+            self._validate_job(rt, new)
         if rt.ref == CRD_REF:
             self._redefine(new, old)
         if "generation" in new["metadata"] and self._spec_changed(rt, new, old):

@@ -134,6 +134,9 @@ def test_suspend_resume_and_suspend_again(kube, batch):
 
 
 def test_more_failures_than_the_backoff_limit_fail_the_job(kube, batch):
+    assert kube.job_controller is not None
+    # only the replacement matters here, not its delay (test_emulator_job_backoff.py)
+    kube.job_controller.backoff = 0.05
     batch.create_namespaced_job("default", _job("f", backoffLimit=1))
     wait_for(lambda: len(_active(kube, "f")) == 1, 10, what="a pod")
     kube.set_pod_phase(_active(kube, "f")[0]["metadata"]["name"], "Failed")

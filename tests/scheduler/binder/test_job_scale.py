@@ -96,6 +96,9 @@ def test_a_raised_parallelism_is_given_its_slots_when_they_fit(tmp_path):
         assert st["phase"] == "Running" and "position" not in st and "reason" not in st
         # a pod of the growth fails: its replacement goes back into the growth's slot
         (two,) = bound(c, "grow", "2")
+        assert c.kube.job_controller is not None
+        # only the replacement matters here, not the Job controller's 10 s pod failure backoff
+        c.kube.job_controller.backoff = 0.05
         c.finish(two["metadata"]["name"], "Failed")
         wait_for(lambda: [p for p in bound(c, "grow", "2")
                           if p["metadata"]["uid"] != two["metadata"]["uid"]], 60,
@@ -239,6 +242,10 @@ def test_a_restarted_binder_rebuilds_a_job_holding_two_allocations(tmp_path):
         (b,) = c.binders
         b2 = c.replace_binder(b)
         wait_for(lambda: b2.reconciled, 30, what="the new binder reconciled")
+        assert c.kube.job_controller is not None
+        # only the replacements matter here, not the Job controller's pod failure backoff
+        # (10 s, then 20 s for the second failure)
+        c.kube.job_controller.backoff = 0.05
         for i, (alloc, n) in {"0": (first, 0), "3": (grown, 1)}.items():
             (old,) = bound(c, "grow", i)
             c.finish(old["metadata"]["name"], "Failed")

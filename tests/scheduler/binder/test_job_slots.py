@@ -58,6 +58,9 @@ def fail_index_0(c: BinderCluster, name: str) -> tuple[dict, dict]:
     """Index 0's pod fails; the Job controller replaces it (one failure, backoffLimit 1):
     returns the failed pod and its replacement once bound."""
     (first,) = bound(c, name, "0")
+    assert c.kube.job_controller is not None
+    # only the replacement matters here, not the Job controller's 10 s pod failure backoff
+    c.kube.job_controller.backoff = 0.05
     c.finish(first["metadata"]["name"], "Failed")
     wait_for(lambda: [p for p in bound(c, name, "0")
                       if p["metadata"]["uid"] != first["metadata"]["uid"]], 60,
