@@ -17,7 +17,8 @@ def test_index_i_lands_in_slot_i(tmp_path):
             "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": "sweep", "namespace": "default"},
             "spec": {"completions": PODS, "parallelism": PODS, "completionMode": "Indexed",
-                     "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
+                     "template": {"spec": {"restartPolicy": "Never",
+                                          "containers": [{"name": "c", "image": "x"}]}}},
         }, "default")
         names = [f"sweep-{i}" for i in range(PODS)]
         owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "sweep",
