@@ -17,6 +17,7 @@ import time
 
 import pytest
 from kubernetes import client
+from support.job_emulator import job_emulator
 
 from fluxnode.testing.kube_emulator import KubeEmulator
 from fluxnode.testing.kube_job_controller import Backoff
@@ -98,10 +99,8 @@ def _fail(kube: KubeEmulator, name: str) -> float:
 @pytest.fixture
 def kube(tmp_path):
     # a 1 s first delay capped at 2 s, so the test sees the doubling and the cap in seconds
-    with KubeEmulator(directory=tmp_path / "kube", job_controller=True, job_backoff=1.0,
-                      job_max_backoff=2.0) as emulator:
+    with job_emulator(tmp_path, job_backoff=1.0, job_max_backoff=2.0) as emulator:
         yield emulator
-        assert emulator.job_controller is not None and emulator.job_controller.errors == []
 
 
 def test_each_replacement_waits_for_the_backoff_doubled_then_capped(kube):

@@ -14,6 +14,7 @@ import re
 
 import pytest
 from kubernetes import client
+from support.job_emulator import job_emulator
 from support.kubectl import kubectl, parse_table
 from support.webhook_server import WebhookServer
 
@@ -26,9 +27,8 @@ INDEX = "batch.kubernetes.io/job-completion-index"
 
 @pytest.fixture
 def kube(tmp_path):
-    with KubeEmulator(directory=tmp_path / "kube", job_controller=True) as emulator:
+    with job_emulator(tmp_path) as emulator:
         yield emulator
-        assert emulator.job_controller is not None and emulator.job_controller.errors == []
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import json
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from support.job_emulator import job_emulator
 
 from fluxnode.testing.kube_emulator import KubeEmulator
 from fluxnode.testing.waiting import wait_for
@@ -32,10 +33,8 @@ def kube(tmp_path):
     # a 0.05 s pod failure backoff: these tests fail pods and care about what the policy
     # makes of each failure, not about the delay before a replacement
     # (test_emulator_job_backoff.py)
-    with KubeEmulator(directory=tmp_path / "kube", job_controller=True,
-                      job_backoff=0.05) as emulator:
+    with job_emulator(tmp_path, job_backoff=0.05) as emulator:
         yield emulator
-        assert emulator.job_controller is not None and emulator.job_controller.errors == []
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import time
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from support.job_emulator import job_emulator
 
 from fluxnode.testing.kube_emulator import KubeEmulator
 from fluxnode.testing.kube_job_controller import _intervals
@@ -33,10 +34,8 @@ IGNORED = "batch.kubernetes.io/job-index-ignored-failure-count"
 @pytest.fixture
 def kube(tmp_path):
     # a 1 s first delay per index: the test sees an index's replacement wait for it
-    with KubeEmulator(directory=tmp_path / "kube", job_controller=True, job_backoff=1.0,
-                      job_max_backoff=2.0) as emulator:
+    with job_emulator(tmp_path, job_backoff=1.0, job_max_backoff=2.0) as emulator:
         yield emulator
-        assert emulator.job_controller is not None and emulator.job_controller.errors == []
 
 
 @pytest.fixture
