@@ -11,12 +11,22 @@ summary, so a run without the corpora never reads as one that passed them.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
 from support.paths import SHARED
 
 from fluxnode.testing.kube_emulator import KubeEmulator
+
+# The tests interrupt what they start with SIGINT (`fluxnode start` exits 130, as after
+# Ctrl-C). A run started in the background of a non-interactive shell (`make test &`, a CI
+# runner's) inherits SIGINT ignored (POSIX: an asynchronous list ignores SIGINT), and an
+# ignored signal stays ignored across exec, so every process a test started would ignore it
+# too. Give this process (each xdist worker imports this file) Python's own handler back:
+# a handler is reset to the default on exec, so what the tests start gets the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # marker -> node id prefixes (a file, or a file::test) that carry it
 TIERS: dict[str, tuple[str, ...]] = {
