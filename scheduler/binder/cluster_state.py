@@ -27,6 +27,7 @@ from fluxnode.agent.kube.node_affinity import NodeTraits
 from fluxnode.broker_conf import idset
 from fluxnode.scheduler.binder.admission import held_by_others
 from fluxnode.scheduler.binder.job_slots import JobSlots
+from fluxnode.scheduler.binder.pod_affinity import Occupants
 from fluxnode.scheduler.binder.pod_requests import (
     MIB,
     ZERO,
@@ -252,6 +253,11 @@ class ClusterState:
         # nodes Kubernetes will not schedule on -> why ("cordoned", "NotReady"): apply_node
         self._unschedulable: dict[str, str] = {}
         self._arrivals = 0
+        # pods on nodes, for rules between pods (pod_affinity.py): bound ones by their
+        # nodeName, ours placed but not bound yet by their allocation's rank
+        self.occupants = Occupants()
+        self.rules_waiting = False  # a group waits for pods to leave (the cycle sets it)
+        self._rank_names: dict[int, str] = {}
         self._largest: tuple[tuple[int, int], int] = ((-1, -1), 0)
 
     def rebuilt(self) -> ClusterState:
@@ -262,6 +268,7 @@ class ClusterState:
         fresh.nodes = dict(self.nodes)
         fresh._unschedulable = dict(self._unschedulable)
         fresh.capacity = dict(self.capacity)
+        fresh._rank_names = dict(self._rank_names)
         fresh.sync_pods([p.raw for p in sorted(self.pods.values(), key=lambda p: p.seen)])
         return fresh
 
@@ -295,10 +302,26 @@ class ClusterState:
         else:
             self.pods[info.uid] = info
         self._track_share(info.uid, old, None if gone else info)
+        self._track_occupant(info, gone)
         # Other schedulers' pods (and ours that something else bound) consume outside usage.
         self._account_foreign(old, None if gone else info)
         if self.is_ours(info) or info.uid in self.pod_allocation:
             self._apply_own(info, gone)
+
+    def _track_occupant(self, info: PodInfo, gone: bool) -> None:
+        """Keep `occupants` in step: a pod occupies its nodeName; ours placed and not bound
+        yet keep the node their allocation gave them (`_placed_pod`)."""
+        occ = self.occupants
+        if gone:
+            terms = occ.vacate_terms(info.uid)
+            if terms is not None and (terms or self.rules_waiting):
+                self.changed = True  # a group kept off its node may fit now
+        elif info.node:
+            occ.occupy(info.uid, info.node, info.raw)
+        elif info.uid in occ.node_of and info.uid in self.pod_allocation:
+            occ.occupy(info.uid, occ.node_of[info.uid], info.raw)  # its labels changed
+        else:
+            occ.vacate(info.uid)
 
     def _track_share(self, uid: str, old: PodInfo | None, new: PodInfo | None) -> None:
         """Keep `running` (what our bound pods run on, by id) in step with the pods."""
@@ -441,6 +464,9 @@ class ClusterState:
         """Our placed pod ended: release its rank once no pod of the allocation remains there
         (a running Job's ledger keeps its slot instead: job_slots.py)."""
         del self.pod_allocation[uid]
+        pod = self.pods.get(uid)
+        if pod is None or not pod.node:
+            self.occupants.vacate(uid)
         alloc = self.allocations.get(alloc_id)
         if alloc is None:
             return
@@ -540,6 +566,7 @@ class ClusterState:
 
     def _placed_pod(self, group: Group | None, uid: str, alloc_id: int) -> None:
         self.pod_allocation[uid] = alloc_id
+        self._occupy_placed(uid, alloc_id)
         if group is not None:
             group.pending.pop(uid, None)
             keys = self._pending_in.get(uid)
@@ -575,6 +602,7 @@ class ClusterState:
         for uid in list(alloc.pods):
             pod = self.pods.get(uid)
             self.pod_allocation[uid] = alloc.id
+            self._occupy_placed(uid, alloc.id)
             group.placed.add(uid)
             if pod is None:
                 self._end_pod(uid, alloc.id)
@@ -585,6 +613,17 @@ class ClusterState:
                 self._drop_pending(pod)
         if slots is not None and alloc.group in self.groups:
             self._requeue(self.groups[alloc.group])  # its waiting pods may take the free slots
+
+    def _occupy_placed(self, uid: str, alloc_id: int) -> None:
+        """Our pod placed and not bound yet occupies its allocation's node from now on: a
+        group asked after it in the same pass must see it (pod_affinity.py)."""
+        pod = self.pods.get(uid)
+        alloc = self.allocations.get(alloc_id)
+        if pod is None or pod.node or alloc is None:
+            return
+        name = self._rank_names.get(alloc.pods.get(uid, -1))
+        if name is not None:
+            self.occupants.occupy(uid, name, pod.raw)
 
     # -- nodes ------------------------------------------------------------------
 
@@ -671,6 +710,7 @@ class ClusterState:
                 n in self.capacity and self.capacity[n].rank != c.rank for n, c in capacity.items()
             )
             self.capacity = capacity
+            self._rank_names = {c.rank: n for n, c in capacity.items()}
             if moved:  # a node's rank changed (rank 0 moved): re-key what our pods run on
                 for uid in list(self.running):
                     pod = self.pods.get(uid)

@@ -45,6 +45,14 @@ from fluxnode.scheduler.binder.binding_cycle import Bind, BindingCycle
 from fluxnode.scheduler.binder.cluster_state import Group, GroupAllocation, OutsideUsage, PodInfo
 from fluxnode.scheduler.binder.context import BinderContext
 from fluxnode.scheduler.binder.job_slots import JobSlots
+from fluxnode.scheduler.binder.pod_affinity import (
+    HOSTNAME,
+    PodAffinityError,
+    PodRules,
+    has_rules,
+    keep_apart,
+    pod_rules,
+)
 from fluxnode.scheduler.binder.pod_requests import PodRequestError, pod_requests
 from fluxnode.scheduler.binder.podgroup import GroupKey
 from fluxnode.scheduler.binder.sched_client import LeaderForgot
@@ -62,7 +70,7 @@ from fluxnode.scheduler.binder.workload_queue import (
     SameRequest,
     merged,
 )
-from fluxnode.scheduler.jobspec.builder import SlotKind
+from fluxnode.scheduler.jobspec.builder import SlotKind, build_jobspec
 
 log = logging.getLogger("fluxnode.binder")
 
@@ -99,6 +107,7 @@ class Attempt:
     shapes: dict[str, SlotKind]  # pod uid -> its slot's shape (count 1)
     usable: list[str]
     payload: dict
+    kept_off: bool = False  # pods already on nodes closed some to it (pod_affinity.py)
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,14 @@ def _slot_kinds(shapes: dict[str, SlotKind]) -> list[dict]:
     """One slot kind per distinct shape, with its count, as a request sends them."""
     return [replace(shape, count=n).to_wire()
             for shape, n in sorted(Counter(shapes.values()).items())]
+
+
+def _answer_slots(attempt: Attempt, answer: dict) -> tuple[list[dict], list[dict]]:
+    """The kinds asked and the answer's slots. A group asked one per node (a jobspec of
+    `count` nodes with one slot each) has one slot per node: each node's share."""
+    if "slots" in attempt.payload:
+        return attempt.payload["slots"], answer["slots"]
+    return _slot_kinds(attempt.shapes), [{"kind": 0, **n} for n in answer["nodes"]]
 
 
 def _who(group: Group) -> str:
@@ -160,6 +177,7 @@ class SchedulingCycle:
         if not ctx.state.changed:
             return
         ctx.state.changed = False
+        ctx.state.rules_waiting = False  # set again by a group kept off nodes by pods
         ctx.reservations.new_pass()  # last pass's cancelled by this pass's first request
         self.same.clear()
         self._walk(merged(self.jobs.queued() if self.jobs is not None else [],
@@ -185,7 +203,8 @@ class SchedulingCycle:
         while todo or batch:
             entry = todo.popleft() if todo else None
             if batch and (entry is None or len(batch) >= ctx.config.alloc_batch
-                          or (entry.job is not None and entry.job.alone)):
+                          or (entry.job is not None and entry.job.alone)
+                          or self._alone(entry.key)):
                 if entry is not None:
                     todo.appendleft(entry)
                 busy += self._ask_batch(batch, todo)
@@ -237,10 +256,21 @@ class SchedulingCycle:
                 earlier = self.same.earlier(attempt.payload)
                 if earlier is None:
                     batch.append(attempt)
+                    if self._alone(group.key):  # asked now: the groups after it see it
+                        busy += self._ask_batch(batch, todo)
+                        batch = []
                 elif self._finish(attempt, earlier, excluded, []) == "busy":
                     busy += 1  # an equal request before it got no allocation: told the same
             elif attempt == "busy":
                 busy += 1
+
+    def _alone(self, key: GroupKey | None) -> bool:
+        """A group with rules between pods (pod_affinity.py) is asked on its own, the
+        batch before it first: where the groups before it went decides where it may go,
+        and it decides for those after it (ours placed occupy their nodes at once:
+        ClusterState._occupy_placed)."""
+        group = self.ctx.state.groups.get(key) if key is not None else None
+        return group is not None and any(has_rules(p.raw) for p in group.pending.values())
 
     def _number(self, key: GroupKey, numbered: set[GroupKey]) -> int:
         """The next POSITION (a workload with a FluxJob record, once per walk)."""
@@ -439,6 +469,13 @@ class SchedulingCycle:
                 f"a pod needs {biggest // MIB} MiB of memory but the largest "
                 f"usable node allocates {candidates.largest_memory // MIB} MiB",
             )
+        apart = self._apart(group, pods, shapes, names, candidates.excluded)
+        if isinstance(apart, str):
+            return apart
+        spread, kept_off = apart
+        if kept_off:
+            names = [n for n in names if n not in kept_off]
+            ranks = self._ranks(names)
         payload = {
             "slots": _slot_kinds(shapes),
             "ranks": ranks,
@@ -455,7 +492,92 @@ class SchedulingCycle:
         duration = pods_walltime(p.raw for p in pods)
         if duration is not None:
             payload["duration"] = duration
-        return Attempt(group, pods, shapes, names, payload)
+        if spread:  # one pod per node: the jobspec's node-level form (`flux submit -N`)
+            kind = replace(next(iter(shapes.values())), count=len(pods))
+            del payload["slots"], payload["ranks"]
+            payload.pop("duration", None)
+            payload["jobspec"] = build_jobspec([kind], nnodes=len(pods),
+                                               constraints={"ranks": [ranks]},
+                                               duration=duration or 0)
+        return Attempt(group, pods, shapes, names, payload, bool(kept_off))
+
+    def _apart(self, group: Group, pods: list[PodInfo], shapes: dict[str, SlotKind],
+               names: list[str], reserved: int) -> tuple[bool, dict[str, str]] | str:
+        """Required pod anti-affinity (pod_affinity.py) for a group that may use `names`:
+        whether its pods go one per node, and the nodes pods already there close to it
+        (node -> kube-scheduler's reason); or the outcome when it cannot be asked.
+        `reserved`: how many nodes are held for another group now (they may free up)."""
+        state = self.ctx.state
+        try:
+            rules = [pod_rules(p.raw) for p in pods]
+        except PodAffinityError as exc:
+            pod = next(p for p in pods if has_rules(p.raw))
+            why = f"pod {pod.ref}: {exc}"
+            return self._unschedulable(group, pods, why, why if "not evaluated" in why
+                                       else f"{why}; fix the pod spec")
+        if not state.occupants.terms and not any(r.anti for r in rules):
+            return False, {}
+        profiles: dict[tuple, tuple[str, dict, PodRules]] = {}
+        for p, r in zip(pods, rules, strict=True):
+            labels = (p.raw.get("metadata") or {}).get("labels") or {}
+            profiles.setdefault((p.namespace, tuple(sorted(labels.items())), r),
+                                (p.namespace, labels, r))
+        kept_off = self._kept_off(profiles.values(), names)
+        keys = keep_apart([(p.namespace, (p.raw.get("metadata") or {}).get("labels") or {}, r)
+                           for p, r in zip(pods, rules, strict=True)])
+        if keys - {HOSTNAME}:
+            why = (f"pods of group {group.key.namespace}/{group.key.name} keep apart by "
+                   f"required pod anti-affinity on {sorted(keys - {HOSTNAME})[0]}, which "
+                   f"fluxnode does not evaluate inside a group (only {HOSTNAME}); place them "
+                   "as separate pods or use the default scheduler")
+            return self._unschedulable(group, pods, why, why)
+        spread = HOSTNAME in keys
+        if spread and len(set(shapes.values())) > 1:
+            why = (f"pods of group {group.key.namespace}/{group.key.name} keep apart by "
+                   f"required pod anti-affinity on {HOSTNAME} but request different "
+                   "resources; fluxnode places such a group one per node only when its pods "
+                   "are alike")
+            return self._unschedulable(group, pods, why, why)
+        left = len(names) - len(kept_off)
+        if spread and len(names) < len(pods) and not reserved:
+            return self._unschedulable(group, pods, (
+                f"the group's {len(pods)} pods must each run on a node of their own (required "
+                f"pod anti-affinity on {HOSTNAME}) but {len(names)} nodes may run them"))
+        if left == 0 or (spread and left < len(pods)):
+            if not kept_off:  # only the nodes reserved for another group are missing
+                return self._waiting(pods, f"busy: its {len(pods)} pods need a node each "
+                                     f"and {left} may run them now; will retry")
+            state.rules_waiting = True
+            counts = Counter(kept_off.values())
+            why = explain(counts, len(names))
+            if spread:
+                why += f"; its {len(pods)} pods need a node each"
+            return self._waiting(pods, f"busy: {why}; will retry when pods leave")
+        return spread, kept_off
+
+    def _kept_off(self, profiles, names: list[str]) -> dict[str, str]:
+        """The nodes of `names` that pods already there close to any of `profiles` (a
+        group's distinct (namespace, labels, rules)): every node in the topology domain
+        of a pod one's term matches, or of a pod whose term matches one."""
+        nodes = self.ctx.state.nodes
+        domains: dict[tuple[str, str], str] = {}
+        for ns, labels, rules in profiles:
+            for key, node, reason in self.ctx.state.occupants.against(ns, labels, rules):
+                value = nodes[node].traits.labels.get(key) if node in nodes else None
+                if value is not None:
+                    domains.setdefault((key, value), reason)
+        if not domains:
+            return {}
+        keys = {k for k, _v in domains}
+        out: dict[str, str] = {}
+        for name in names:
+            labels = nodes[name].traits.labels if name in nodes else {}
+            for key in keys:
+                reason = domains.get((key, labels.get(key)))
+                if reason is not None:
+                    out[name] = reason
+                    break
+        return out
 
     def _prepare_held(self, group: Group, room: int | None = None) -> Attempt | str:
         """An admitted Job's pods, all there, go into the allocation made for the Job before
@@ -602,6 +724,11 @@ class SchedulingCycle:
                 return self._waiting(pods, f"{answer.errstr}; will retry when resources free up")
             if answer.errnum not in REFUSALS:  # the service failed (EIO), not the request
                 return self._waiting(pods, f"{answer.errstr}; will retry", "error")
+            if attempt.kept_off:  # the nodes pods keep it off may free up
+                ctx.state.rules_waiting = True
+                return self._waiting(pods, f"busy: {answer.errstr} (nodes closed to it by "
+                                     "required pod anti-affinity left out); will retry when "
+                                     "pods leave")
             return self._unschedulable(
                 group, pods, self._explain(shapes, attempt.usable) or answer.errstr
             )
@@ -615,7 +742,7 @@ class SchedulingCycle:
                 "reserved",
             )
         try:
-            slots = assign(shapes, slots_by_shape(attempt.payload["slots"], answer["slots"]),
+            slots = assign(shapes, slots_by_shape(*_answer_slots(attempt, answer)),
                            indexes(pods))
         except AssignmentError as exc:
             ctx.cancel(answer["id"], None)
@@ -647,6 +774,15 @@ class SchedulingCycle:
             placement = pod_placement(template)
         except NodeAffinityError as exc:
             return f"unsatisfiable: {exc}; fix the pod template"
+        try:
+            rules = pod_rules(template)
+        except PodAffinityError as exc:
+            return f"unsatisfiable: the pod template's {exc}"
+        if rules.anti:  # its slots are asked before its pods exist, into one ledger
+            return ("unsatisfiable: the pod template's spec.affinity.podAntiAffinity."
+                    "requiredDuringSchedulingIgnoredDuringExecution is not evaluated by "
+                    "fluxnode for a Job queued whole (its FluxJob); use the default "
+                    "scheduler")
         names, ranks, why_none = self._eligible(candidates, [placement])
         if not names:
             return f"unsatisfiable: {why_none}; will not fit until the cluster changes"
