@@ -99,6 +99,8 @@ def has_rules(pod: dict) -> bool:
     """Whether the pod says anything about other pods (cheap: one per pod per walk)."""
     spec = pod.get("spec") or {}
     affinity = spec.get("affinity") or {}
+    if not isinstance(affinity, dict):
+        return False  # refused by the API server (and by pod_placement, which reads it first)
     return bool(affinity.get("podAntiAffinity") or affinity.get("podAffinity")
                 or spec.get("topologySpreadConstraints"))
 
@@ -130,7 +132,8 @@ def pod_rules(pod: dict) -> PodRules:
                 f"spec.topologySpreadConstraints[{i}]: whenUnsatisfiable DoNotSchedule "
                 + NOT_EVALUATED.format(fix="use ScheduleAnyway"))
     path = f"spec.affinity.podAntiAffinity.{REQUIRED}"
-    raw = (affinity.get("podAntiAffinity") or {}).get(REQUIRED) or []
+    raw = (affinity.get("podAntiAffinity") or {}).get(REQUIRED)
+    raw = [] if raw is None else raw
     if not isinstance(raw, list):
         raise PodAffinityError(f"{path}: must be a list of terms")
     return PodRules(tuple(_term(t, f"{path}[{i}]", namespace, labels)

@@ -82,6 +82,18 @@ def test_pods_already_on_nodes_keep_a_pod_off_both_ways(cluster):
     # not next to the database (its own term), not next to `quiet` (quiet's term)
     create(cluster, "noisy-db-hater", labels={"role": "noisy"}, affinity=anti({"app": "db"}))
     assert cluster.wait_bound(["noisy-db-hater"]) == {"noisy-db-hater": "node2"}
+    # each way on its own, on the one node each may use
+    create(cluster, "near-db", affinity=anti({"app": "db"}), spec={"nodeSelector": {
+        HOST: "node0"}})
+    create(cluster, "near-quiet", labels={"role": "noisy"}, spec={"nodeSelector": {
+        HOST: "node1"}})
+    assert "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules" in \
+        cluster.wait_condition("near-db", "WaitingForResources")["message"]
+    assert "0/1 nodes are available: 1 node(s) didn't satisfy existing pods anti-affinity " \
+        "rules" in cluster.wait_condition("near-quiet", "WaitingForResources")["message"]
+    cluster.kube.delete("pods", "quiet", "default")  # its rule goes with it
+    assert cluster.wait_bound(["near-quiet"]) == {"near-quiet": "node1"}
+    assert cluster.node_of("near-db") is None
     # its term looks in its own namespace only: a database elsewhere does not count...
     cluster.kube.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                        "metadata": {"name": "other"}})
