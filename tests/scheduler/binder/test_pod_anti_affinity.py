@@ -184,3 +184,21 @@ def test_a_group_keeping_apart_by_zone_is_refused_not_packed(cluster):
     assert "keep apart by required pod anti-affinity on topology.kubernetes.io/zone" \
         in cond["message"]
     assert cluster.node_of("z-0") is None and cluster.node_of("z-1") is None
+
+
+def test_groups_asked_one_per_node_in_one_pass_are_each_asked(cluster):
+    """A group refused in a pass tells an identical request after it the same; two groups
+    asked one per node are different requests (their shapes, counts and nodes differ) and
+    each gets its own answer."""
+    for i in range(2):  # first in the queue (higher priority): 5 cores, no node has them
+        obj = cluster.pod(f"huge-{i}", "5", group="huge", size=2, labels={"app": "huge"},
+                          priority=10)
+        obj["spec"]["affinity"] = anti({"app": "huge"})
+        cluster.kube.create("pods", obj, "default")
+        create(cluster, f"small-{i}", group="small", size=2, labels={"app": "small"},
+               affinity=anti({"app": "small"}))
+    cluster.start_binder()
+    nodes = cluster.wait_bound(["small-0", "small-1"])
+    assert nodes["small-0"] != nodes["small-1"]
+    assert cluster.wait_condition("huge-0", "Unschedulable")
+    assert_anti_affinity(cluster)
