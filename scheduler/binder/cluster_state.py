@@ -317,7 +317,9 @@ class ClusterState:
             if terms is not None and (terms or self.rules_waiting):
                 self.changed = True  # a group kept off its node may fit now
         elif info.node:
-            occ.occupy(info.uid, info.node, info.raw)
+            moved = occ.occupy(info.uid, info.node, info.raw)
+            if moved and self.rules_waiting:  # relabelled: a group waiting on pods may fit
+                self.changed = True
         elif info.uid in occ.node_of and info.uid in self.pod_allocation:
             occ.occupy(info.uid, occ.node_of[info.uid], info.raw)  # its labels changed
         else:

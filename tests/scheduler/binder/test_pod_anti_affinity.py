@@ -94,6 +94,9 @@ def test_pods_already_on_nodes_keep_a_pod_off_both_ways(cluster):
     cluster.kube.delete("pods", "quiet", "default")  # its rule goes with it
     assert cluster.wait_bound(["near-quiet"]) == {"near-quiet": "node1"}
     assert cluster.node_of("near-db") is None
+    # the database is relabelled: it no longer matches, and near-db goes to node0
+    cluster.kube.patch("pods", "db", {"metadata": {"labels": {"app": "olddb"}}}, "default")
+    assert cluster.wait_bound(["near-db"]) == {"near-db": "node0"}
     # its term looks in its own namespace only: a database elsewhere does not count...
     cluster.kube.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                        "metadata": {"name": "other"}})
