@@ -205,3 +205,29 @@ def test_groups_asked_one_per_node_in_one_pass_are_each_asked(cluster):
     assert nodes["small-0"] != nodes["small-1"]
     assert cluster.wait_condition("huge-0", "Unschedulable")
     assert_anti_affinity(cluster)
+
+
+def test_a_restarted_binder_keeps_a_one_per_node_group_where_it_is(cluster):
+    """The allocation of a group asked one per node has no per-slot record (a jobspec's):
+    a restarted binder adopts it from the bound pods, frees a rank when its pod ends, and
+    keeps the rule for pods that come after."""
+    b = cluster.start_binder()
+    for i in range(3):
+        create(cluster, f"w-{i}", group="w", size=3, labels={"app": "w"},
+               affinity=anti({"app": "w"}))
+    nodes = cluster.wait_bound([f"w-{i}" for i in range(3)])
+    assert len(set(nodes.values())) == 3
+    b = cluster.replace_binder(b)
+    wait_for(lambda: len(cluster.group_allocations()) == 1
+             and len(b.state.allocations) == 1, 20, what="the group's allocation adopted")
+    create(cluster, "w-late", labels={"app": "w"}, affinity=anti({"app": "w"}))
+    assert "3 node(s) didn't match pod anti-affinity rules" in \
+        cluster.wait_condition("w-late", "WaitingForResources")["message"]
+    cluster.finish("w-1")
+    assert cluster.wait_bound(["w-late"]) == {"w-late": nodes["w-1"]}
+    held = wait_for(lambda: (a := cluster.group_allocations()) and len(a) == 2 and a, 20,
+                    what="w-1's rank freed, w-late's allocation made")
+    ranks = sorted(len(a["nodes"]) for a in held)
+    assert ranks == [1, 2]  # the group keeps its two live ranks, w-late has one
+    assert_anti_affinity(cluster)
+    cluster.assert_no_overcommit()
