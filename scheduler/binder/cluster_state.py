@@ -312,15 +312,16 @@ class ClusterState:
         """Keep `occupants` in step: a pod occupies its nodeName; ours placed and not bound
         yet keep the node their allocation gave them (`_placed_pod`)."""
         occ = self.occupants
-        if gone:
+        if info.node and not gone:
+            if occ.occupy(info.uid, info.node, info.raw) and self.rules_waiting:
+                self.changed = True  # relabelled: a group waiting on pods may fit
+        elif info.uid not in occ.node_of:
+            return  # pending and not placed (most events of a burst): nothing to do
+        elif gone:
             terms = occ.vacate_terms(info.uid)
-            if terms is not None and (terms or self.rules_waiting):
+            if terms or self.rules_waiting:
                 self.changed = True  # a group kept off its node may fit now
-        elif info.node:
-            moved = occ.occupy(info.uid, info.node, info.raw)
-            if moved and self.rules_waiting:  # relabelled: a group waiting on pods may fit
-                self.changed = True
-        elif info.uid in occ.node_of and info.uid in self.pod_allocation:
+        elif info.uid in self.pod_allocation:
             occ.occupy(info.uid, occ.node_of[info.uid], info.raw)  # its labels changed
         else:
             occ.vacate(info.uid)

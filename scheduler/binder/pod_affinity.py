@@ -226,12 +226,16 @@ class Occupants:
     """The pods that occupy nodes (bound by anyone, or placed by this binder and being
     bound), indexed for the checks above: by namespace, by (namespace, label, value), and
     by their own anti-affinity terms. Kept by ClusterState as pods come and go, so a group's
-    check costs the pods that match its terms, never a scan of every pod."""
+    check costs the pods that match its terms, never a scan of every pod. The label index
+    is built when a term first asks for it (then kept): a cluster where no pod has such a
+    term pays one dict entry per pod on a node, not one per label: 2,000 pods bound by
+    another scheduler (6,000 events) cost ClusterState.apply_pod +8% instructions over a
+    binder without this class, +19% with the label index built eagerly (callgrind)."""
 
     def __init__(self) -> None:
         self.node_of: dict[str, str] = {}
         self._who: dict[str, tuple[str, dict, tuple[AntiTerm, ...]]] = {}
-        self._by_label: dict[tuple[str, str, str], set[str]] = {}
+        self._by_label: dict[tuple[str, str, str], set[str]] | None = None  # built on demand
         self._by_ns: dict[str, set[str]] = {}
         self.terms: dict[AntiTerm, set[str]] = {}  # occupants' own required anti terms
 
@@ -240,18 +244,22 @@ class Occupants:
         meta = pod.get("metadata") or {}
         ns, labels = meta.get("namespace") or "default", meta.get("labels") or {}
         old = self._who.get(uid)
-        if old is not None and self.node_of.get(uid) == node and old[:2] == (ns, labels):
-            return False
-        self.vacate(uid)
-        try:
-            terms = pod_rules(pod).anti
-        except PodAffinityError:
-            terms = ()  # bound in spite of it (by another scheduler): nothing to keep apart
+        if old is not None and self.node_of[uid] == node and old[1] == labels and old[0] == ns:
+            return False  # a status change (most events of a pod on a node)
+        if old is not None:
+            self.vacate(uid)
+        terms: tuple[AntiTerm, ...] = ()
+        if has_rules(pod):
+            try:
+                terms = pod_rules(pod).anti
+            except PodAffinityError:
+                pass  # bound in spite of it (by another scheduler): nothing to keep apart
         self.node_of[uid] = node
-        self._who[uid] = (ns, dict(labels), terms)
+        self._who[uid] = (ns, labels, terms)  # an event's own dicts: never changed after
         self._by_ns.setdefault(ns, set()).add(uid)
-        for k, v in labels.items():
-            self._by_label.setdefault((ns, k, str(v)), set()).add(uid)
+        if self._by_label is not None:
+            for k, v in labels.items():
+                self._by_label.setdefault((ns, k, str(v)), set()).add(uid)
         for t in terms:
             self.terms.setdefault(t, set()).add(uid)
         return True
@@ -267,8 +275,9 @@ class Occupants:
         del self.node_of[uid]
         ns, labels, terms = who
         _discard(self._by_ns, ns, uid)
-        for k, v in labels.items():
-            _discard(self._by_label, (ns, k, str(v)), uid)
+        if self._by_label is not None:
+            for k, v in labels.items():
+                _discard(self._by_label, (ns, k, str(v)), uid)
         for t in terms:
             _discard(self.terms, t, uid)
         return terms
@@ -280,7 +289,8 @@ class Occupants:
         for ns in spaces:
             pairs = term.selector.keys()
             if pairs:  # the smallest label bucket, then the whole selector
-                uids = min((self._by_label.get((ns, k, v), set()) for k, v in pairs), key=len)
+                index = self._label_index()
+                uids = min((index.get((ns, k, v), set()) for k, v in pairs), key=len)
             else:
                 uids = self._by_ns.get(ns, set())
             for uid in uids:
@@ -288,6 +298,14 @@ class Occupants:
                         term.selector.matches(self._who[uid][1]):
                     out.add(self.node_of[uid])
         return out
+
+    def _label_index(self) -> dict[tuple[str, str, str], set[str]]:
+        if self._by_label is None:
+            self._by_label = {}
+            for uid, (ns, labels, _terms) in self._who.items():
+                for k, v in labels.items():
+                    self._by_label.setdefault((ns, k, str(v)), set()).add(uid)
+        return self._by_label
 
     def against(self, namespace: str, labels: Mapping[str, str],
                 rules: PodRules) -> list[tuple[str, str, str]]:
