@@ -32,7 +32,8 @@ What fluxnode does with them (docs/binder.md, "Where a pod may run"):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from fluxnode.agent.kube.node_affinity import NodeAffinityError, Requirement
@@ -224,20 +225,27 @@ def keep_apart(pods: list[tuple[str, Mapping[str, str], PodRules]]) -> set[str]:
 
 class Occupants:
     """The pods that occupy nodes (bound by anyone, or placed by this binder and being
-    bound), indexed for the checks above: by namespace, by (namespace, label, value), and
-    by their own anti-affinity terms. Kept by ClusterState as pods come and go, so a group's
-    check costs the pods that match its terms, never a scan of every pod. The label index
-    is built when a term first asks for it (then kept): a cluster where no pod has such a
-    term pays one dict entry per pod on a node, not one per label: 2,000 pods bound by
-    another scheduler (6,000 events) cost ClusterState.apply_pod +8% instructions over a
-    binder without this class, +19% with the label index built eagerly (callgrind)."""
+    bound), kept by ClusterState as pods come and go, answering both checks per node:
+
+    - `terms`: each required anti term of an occupant -> on which nodes (how many owners
+      there), for the symmetric check (b);
+    - `_watched`: each term an incoming pod asked about -> the nodes of the occupants it
+      matches (how many there), for check (a). Worked out once when a term is first asked
+      (a scan of its namespaces' occupants), then kept up to date as pods arrive and leave
+      (each arrival is matched against the watched terms: a handful, one per template), so
+      a Deployment's 1,000 replicas cost one scan, not one per replica; the least recently
+      asked are forgotten past WATCHED.
+
+    A group's check then costs the nodes its terms close, never a scan of every pod."""
+
+    WATCHED = 256
 
     def __init__(self) -> None:
         self.node_of: dict[str, str] = {}
         self._who: dict[str, tuple[str, dict, tuple[AntiTerm, ...]]] = {}
-        self._by_label: dict[tuple[str, str, str], set[str]] | None = None  # built on demand
         self._by_ns: dict[str, set[str]] = {}
-        self.terms: dict[AntiTerm, set[str]] = {}  # occupants' own required anti terms
+        self.terms: dict[AntiTerm, dict[str, int]] = {}
+        self._watched: OrderedDict[AntiTerm, dict[str, int]] = OrderedDict()
 
     def occupy(self, uid: str, node: str, pod: dict) -> bool:
         """`uid` is on `node` (again); False when nothing changed."""
@@ -257,11 +265,11 @@ class Occupants:
         self.node_of[uid] = node
         self._who[uid] = (ns, labels, terms)  # an event's own dicts: never changed after
         self._by_ns.setdefault(ns, set()).add(uid)
-        if self._by_label is not None:
-            for k, v in labels.items():
-                self._by_label.setdefault((ns, k, str(v)), set()).add(uid)
         for t in terms:
-            self.terms.setdefault(t, set()).add(uid)
+            _count(self.terms.setdefault(t, {}), node, 1)
+        for t, nodes in self._watched.items():
+            if t.matches(ns, labels):
+                _count(nodes, node, 1)
         return True
 
     def vacate(self, uid: str) -> bool:
@@ -272,57 +280,53 @@ class Occupants:
         who = self._who.pop(uid, None)
         if who is None:
             return None
-        del self.node_of[uid]
+        node = self.node_of.pop(uid)
         ns, labels, terms = who
-        _discard(self._by_ns, ns, uid)
-        if self._by_label is not None:
-            for k, v in labels.items():
-                _discard(self._by_label, (ns, k, str(v)), uid)
-        for t in terms:
-            _discard(self.terms, t, uid)
-        return terms
-
-    def matching(self, term: AntiTerm) -> set[str]:
-        """The nodes of the occupants `term` matches."""
-        spaces = self._by_ns if term.namespaces is None else term.namespaces
-        out: set[str] = set()
-        for ns in spaces:
-            pairs = term.selector.keys()
-            if pairs:  # the smallest label bucket, then the whole selector
-                index = self._label_index()
-                uids = min((index.get((ns, k, v), set()) for k, v in pairs), key=len)
-            else:
-                uids = self._by_ns.get(ns, set())
-            for uid in uids:
-                if uid in self._who and self._who[uid][0] == ns and \
-                        term.selector.matches(self._who[uid][1]):
-                    out.add(self.node_of[uid])
-        return out
-
-    def _label_index(self) -> dict[tuple[str, str, str], set[str]]:
-        if self._by_label is None:
-            self._by_label = {}
-            for uid, (ns, labels, _terms) in self._who.items():
-                for k, v in labels.items():
-                    self._by_label.setdefault((ns, k, str(v)), set()).add(uid)
-        return self._by_label
-
-    def against(self, namespace: str, labels: Mapping[str, str],
-                rules: PodRules) -> list[tuple[str, str, str]]:
-        """Why nodes are closed to a pod: (topologyKey, node, reason) for each occupant's
-        node its own terms match (a) and each node of an occupant whose term matches it (b);
-        the caller closes every node in the same domain (the key's label value)."""
-        out = [(t.topology_key, node, MISMATCH_INCOMING)
-               for t in rules.anti for node in self.matching(t)]
-        for t, uids in self.terms.items():
-            if uids and t.matches(namespace, labels):
-                out.extend((t.topology_key, self.node_of[u], MISMATCH_EXISTING) for u in uids)
-        return out
-
-
-def _discard(index: dict, key: object, uid: str) -> None:
-    bucket = index.get(key)
-    if bucket is not None:
+        bucket = self._by_ns[ns]
         bucket.discard(uid)
         if not bucket:
-            del index[key]
+            del self._by_ns[ns]
+        for t in terms:
+            if not _count(self.terms[t], node, -1):
+                del self.terms[t]
+        for t, nodes in self._watched.items():
+            if t.matches(ns, labels):
+                _count(nodes, node, -1)
+        return terms
+
+    def matching(self, term: AntiTerm) -> Collection[str]:
+        """The nodes of the occupants `term` matches."""
+        nodes = self._watched.get(term)
+        if nodes is not None:
+            self._watched.move_to_end(term)
+            return nodes.keys()
+        nodes = {}
+        spaces = self._by_ns if term.namespaces is None else term.namespaces
+        for ns in spaces:
+            for uid in self._by_ns.get(ns, ()):
+                if term.selector.matches(self._who[uid][1]):
+                    _count(nodes, self.node_of[uid], 1)
+        self._watched[term] = nodes
+        if len(self._watched) > self.WATCHED:
+            self._watched.popitem(last=False)
+        return nodes.keys()
+
+    def against(self, namespace: str, labels: Mapping[str, str],
+                rules: PodRules) -> list[tuple[str, Collection[str], str]]:
+        """Why nodes are closed to a pod: (topologyKey, nodes, reason), for the nodes of the
+        occupants its own terms match (a) and those of occupants whose term matches it (b);
+        the caller closes every node in the same domain (the key's label value)."""
+        out = [(t.topology_key, self.matching(t), MISMATCH_INCOMING) for t in rules.anti]
+        out.extend((t.topology_key, nodes.keys(), MISMATCH_EXISTING)
+                   for t, nodes in self.terms.items() if t.matches(namespace, labels))
+        return out
+
+
+def _count(counts: dict[str, int], node: str, delta: int) -> int:
+    """Add `delta` to `node`'s count (gone at 0); the counts left in `counts`."""
+    n = counts.get(node, 0) + delta
+    if n > 0:
+        counts[node] = n
+    else:
+        counts.pop(node, None)
+    return len(counts)

@@ -179,6 +179,8 @@ class SchedulingCycle:
         self.positions: dict[GroupKey, int] = {}
         self._entries: dict[GroupKey, Entry] = {}
         self._told_before_batch_cancel = False  # logged once (`_request_before_batch_cancel`)
+        self._domain_generation = -1  # `_domains`: nodes by topology label, per generation
+        self._domain_cache: dict[str, dict[str, list[str]]] = {}
 
     def run(self) -> None:
         """One cycle: settle cancels and outside usage, then walk the queue if anything
@@ -575,25 +577,34 @@ class SchedulingCycle:
         """The nodes of `names` that pods already there close to any of `profiles` (a
         group's distinct (namespace, labels, rules)): every node in the topology domain
         of a pod one's term matches, or of a pod whose term matches one."""
-        nodes = self.ctx.state.nodes
-        domains: dict[tuple[str, str], str] = {}
-        for ns, labels, rules in profiles:
-            for key, node, reason in self.ctx.state.occupants.against(ns, labels, rules):
-                value = nodes[node].traits.labels.get(key) if node in nodes else None
-                if value is not None:
-                    domains.setdefault((key, value), reason)
-        if not domains:
-            return {}
-        keys = {k for k, _v in domains}
+        state = self.ctx.state
+        nodes = state.nodes
         out: dict[str, str] = {}
-        for name in names:
-            labels = nodes[name].traits.labels if name in nodes else {}
-            for key in keys:
-                reason = domains.get((key, labels.get(key)))
-                if reason is not None:
-                    out[name] = reason
-                    break
-        return out
+        for ns, labels, rules in profiles:
+            for key, where, reason in state.occupants.against(ns, labels, rules):
+                domains = self._domains(key)
+                for node in where:
+                    value = nodes[node].traits.labels.get(key) if node in nodes else None
+                    for name in domains.get(value, ()) if value is not None else ():
+                        out.setdefault(name, reason)
+        if not out:
+            return out
+        asked = set(names)
+        return {n: r for n, r in out.items() if n in asked}
+
+    def _domains(self, key: str) -> dict[str, list[str]]:
+        """Nodes by their value of label `key` (a topology domain), per node generation."""
+        state = self.ctx.state
+        if self._domain_generation != state.node_generation:
+            self._domain_generation, self._domain_cache = state.node_generation, {}
+        hit = self._domain_cache.get(key)
+        if hit is None:
+            hit = self._domain_cache[key] = {}
+            for name, node in state.nodes.items():
+                value = node.traits.labels.get(key)
+                if value is not None:
+                    hit.setdefault(value, []).append(name)
+        return hit
 
     def _prepare_held(self, group: Group, room: int | None = None) -> Attempt | str:
         """An admitted Job's pods, all there, go into the allocation made for the Job before

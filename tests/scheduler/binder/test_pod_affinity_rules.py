@@ -76,17 +76,40 @@ def test_group_pods_keep_apart_only_when_one_matches_another():
                        ("default", {"app": "db"}, hater)]) == {"zone"}
 
 
+def closed(occ: Occupants, ns: str, labels: dict, rules) -> list[tuple[str, str, str]]:
+    return sorted((key, node, why) for key, nodes, why in occ.against(ns, labels, rules)
+                  for node in nodes)
+
+
 def test_occupants_answer_both_checks_and_forget_pods_that_leave():
     occ = Occupants()
     occ.occupy("db1", "n0", pod("db1", {"app": "db"}))
     occ.occupy("db2", "n1", pod("db2", {"app": "db"}, ns="other"))
     occ.occupy("quiet", "n2", pod("quiet", {}, [term({"role": "noisy"})]))
     hater = pod_rules(pod("h", {"role": "noisy"}, [term({"app": "db"})]))
-    got = sorted(occ.against("default", {"role": "noisy"}, hater))
-    assert got == [(HOSTNAME, "n0", MISMATCH_INCOMING), (HOSTNAME, "n2", MISMATCH_EXISTING)]
+    assert closed(occ, "default", {"role": "noisy"}, hater) == [
+        (HOSTNAME, "n0", MISMATCH_INCOMING), (HOSTNAME, "n2", MISMATCH_EXISTING)]
     assert occ.against("default", {"role": "calm"}, NONE) == []
-    # a pod moves (labels change): re-indexed; one that leaves no longer counts
-    occ.occupy("db1", "n0", pod("db1", {"app": "cache"}))
+    # the term asked about is kept up to date: pods that arrive, move and leave
+    occ.occupy("db3", "n3", pod("db3", {"app": "db"}))
+    occ.occupy("db3", "n3", pod("db3", {"app": "db"}))  # a status change: nothing moves
+    assert closed(occ, "default", {}, hater) == [(HOSTNAME, "n0", MISMATCH_INCOMING),
+                                                 (HOSTNAME, "n3", MISMATCH_INCOMING)]
+    occ.occupy("db1", "n0", pod("db1", {"app": "cache"}))  # relabelled
+    occ.vacate("db3")
     occ.vacate("quiet")
-    assert occ.against("default", {"role": "noisy"}, hater) == []
+    assert closed(occ, "default", {"role": "noisy"}, hater) == []
     assert occ.terms == {}
+    # two owners of one term on one node: the node stays closed until both leave
+    for uid in ("q1", "q2"):
+        occ.occupy(uid, "n5", pod(uid, {}, [term({"role": "noisy"})]))
+    occ.vacate("q1")
+    assert closed(occ, "default", {"role": "noisy"}, NONE) == [
+        (HOSTNAME, "n5", MISMATCH_EXISTING)]
+    # a watched term agrees with a fresh scan after all that
+    fresh = Occupants()
+    fresh.occupy("db2", "n1", pod("db2", {"app": "db"}, ns="other"))
+    fresh.occupy("db1", "n0", pod("db1", {"app": "cache"}))
+    fresh.occupy("q2", "n5", pod("q2", {}, [term({"role": "noisy"})]))
+    assert closed(fresh, "default", {"role": "noisy"}, hater) == \
+        closed(occ, "default", {"role": "noisy"}, hater)
