@@ -140,22 +140,6 @@ def _answer_slots(attempt: Attempt, answer: dict) -> tuple[list[dict], list[dict
     return _slot_kinds(attempt.shapes), [{"kind": 0, **n} for n in answer["nodes"]]
 
 
-class _SameRequest(SameRequest):
-    """SameRequest, a group asked one per node (a jobspec: no `slots`, `ranks` or
-    `duration` of its own) signed by its jobspec, which says all three; signed by those
-    fields alone, every such group of a pass looked like the first one refused."""
-
-    def earlier(self, payload: dict) -> RPCError | None:
-        return super().earlier(_signed(payload))
-
-    def answered(self, payload: dict, answer: dict | RPCError, who: str) -> None:
-        super().answered(_signed(payload), answer, who)
-
-
-def _signed(payload: dict) -> dict:
-    return {"slots": payload["jobspec"]} if "jobspec" in payload else payload
-
-
 def _who(group: Group) -> str:
     """A group as a refusal names it to the workloads after it (workload_queue.behind)."""
     return f"group {group.key.namespace}/{group.key.name}"
@@ -172,7 +156,7 @@ class SchedulingCycle:
         # a cycle per handful of pod events, and each would walk every node again
         self._all_candidates: tuple[int, Candidates | None] = (-1, None)
         self.jobs: JobSource | None = None  # the waiting Jobs (the FluxJob loop's)
-        self.same = _SameRequest()  # this walk's refusals, by request
+        self.same = SameRequest()  # this walk's refusals, by request
         # this walk: nodes reserved for its head, each numbered workload's POSITION, and
         # its entries by key
         self.excluded: set[str] = set()

@@ -94,9 +94,10 @@ def merged(jobs: list[QueuedJob], groups: list[tuple[GroupKey, QueueKey]]) -> li
 
 def request_signature(payload: dict) -> str:
     """What a sched.alloc request asks for, whoever asks: its slot kinds, the ranks it may
-    use and its walltime (not its op, labels or policy)."""
-    return json.dumps([payload.get("slots"), payload.get("ranks"), payload.get("duration")],
-                      sort_keys=True)
+    use and its walltime, or its jobspec, which says all three (a group asked one per node:
+    pod_affinity.py); not its op, labels or policy."""
+    return json.dumps([payload.get("slots"), payload.get("ranks"), payload.get("duration"),
+                       payload.get("jobspec")], sort_keys=True)
 
 
 @dataclass
