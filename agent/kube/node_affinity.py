@@ -171,11 +171,11 @@ def _term(raw: object, path: str) -> Term:
     if not isinstance(raw, dict):
         raise NodeAffinityError(f"{path}: must be an object")
     exprs = tuple(
-        _requirement(r, f"{path}.matchExpressions[{i}]")
+        requirement(r, f"{path}.matchExpressions[{i}]")
         for i, r in enumerate(raw.get("matchExpressions") or [])
     )
     fields = tuple(
-        _requirement(r, f"{path}.matchFields[{i}]")
+        requirement(r, f"{path}.matchFields[{i}]")
         for i, r in enumerate(raw.get("matchFields") or [])
     )
     for i, r in enumerate(fields):
@@ -186,13 +186,19 @@ def _term(raw: object, path: str) -> Term:
     return Term(exprs, fields)
 
 
-def _requirement(raw: object, path: str) -> Requirement:
+def requirement(raw: object, path: str, operators: tuple[str, ...] = OPERATORS) -> Requirement:
+    """One ``matchExpressions`` entry at `path`: a node selector requirement (`OPERATORS`),
+    or with `operators` narrowed to In, NotIn, Exists and DoesNotExist a label selector
+    requirement (pod_affinity.py). NodeAffinityError names the field."""
     if not isinstance(raw, dict) or not raw.get("key"):
         raise NodeAffinityError(f"{path}.key: required")
     op = raw.get("operator")
-    if op not in OPERATORS:
-        raise NodeAffinityError(f"{path}.operator: {op!r} is not one of {', '.join(OPERATORS)}")
-    values = tuple(str(v) for v in raw.get("values") or [])
+    if op not in operators:
+        raise NodeAffinityError(f"{path}.operator: {op!r} is not one of {', '.join(operators)}")
+    values = raw.get("values") or []
+    if not isinstance(values, list):
+        raise NodeAffinityError(f"{path}.values: must be a list")
+    values = tuple(str(v) for v in values)
     if op in ("In", "NotIn") and not values:
         raise NodeAffinityError(f"{path}.values: must be non-empty for {op}")
     if op in ("Exists", "DoesNotExist") and values:

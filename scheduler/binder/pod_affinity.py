@@ -36,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from fluxnode.agent.kube.node_affinity import NodeAffinityError, Requirement
+from fluxnode.agent.kube.node_affinity import NodeAffinityError, Requirement, requirement
 
 HOSTNAME = "kubernetes.io/hostname"
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -187,21 +187,10 @@ def _selector(raw: object, path: str) -> Selector:
     for k, v in sorted(match.items()):
         reqs.append(Requirement(str(k), "In", (str(v),)))
     for i, r in enumerate(raw.get("matchExpressions") or []):
-        where = f"{path}.matchExpressions[{i}]"
-        if not isinstance(r, dict) or not r.get("key"):
-            raise PodAffinityError(f"{where}.key: required")
-        op = r.get("operator")
-        if op not in SELECTOR_OPERATORS:
-            raise PodAffinityError(f"{where}.operator: {op!r} is not one of "
-                                   f"{', '.join(SELECTOR_OPERATORS)}")
-        values = r.get("values") or []
-        if not isinstance(values, list):
-            raise PodAffinityError(f"{where}.values: must be a list")
-        if op in ("In", "NotIn") and not values:
-            raise PodAffinityError(f"{where}.values: must be non-empty for {op}")
-        if op in ("Exists", "DoesNotExist") and values:
-            raise PodAffinityError(f"{where}.values: must be empty for {op}")
-        reqs.append(Requirement(str(r["key"]), op, tuple(str(v) for v in values)))
+        try:
+            reqs.append(requirement(r, f"{path}.matchExpressions[{i}]", SELECTOR_OPERATORS))
+        except NodeAffinityError as exc:  # the same field named, as this module's error
+            raise PodAffinityError(str(exc)) from None
     return Selector(tuple(reqs))
 
 
