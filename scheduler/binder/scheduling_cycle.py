@@ -519,14 +519,13 @@ class SchedulingCycle:
                                        else f"{why}; fix the pod spec")
         if not state.occupants.terms and not any(r.anti for r in rules):
             return False, {}
-        profiles: dict[tuple, tuple[str, dict, PodRules]] = {}
-        for p, r in zip(pods, rules, strict=True):
-            labels = (p.raw.get("metadata") or {}).get("labels") or {}
-            profiles.setdefault((p.namespace, tuple(sorted(labels.items())), r),
-                                (p.namespace, labels, r))
+        members = [(p.namespace, (p.raw.get("metadata") or {}).get("labels") or {}, r)
+                   for p, r in zip(pods, rules, strict=True)]
+        profiles: dict[tuple, tuple[str, dict, PodRules]] = {}  # the distinct members
+        for ns, labels, r in members:
+            profiles.setdefault((ns, tuple(sorted(labels.items())), r), (ns, labels, r))
         kept_off = self._kept_off(profiles.values(), names)
-        keys = keep_apart([(p.namespace, (p.raw.get("metadata") or {}).get("labels") or {}, r)
-                           for p, r in zip(pods, rules, strict=True)])
+        keys = keep_apart(members)
         if keys - {HOSTNAME}:
             why = (f"pods of group {group.key.namespace}/{group.key.name} keep apart by "
                    f"required pod anti-affinity on {sorted(keys - {HOSTNAME})[0]}, which "
