@@ -314,10 +314,7 @@ def _deadline_left(spec: dict, status: dict) -> float | None:
     start = status.get("startTime")
     if deadline is None or not start or spec.get("suspend"):
         return None
-    started = datetime.datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ").replace(
-        tzinfo=datetime.UTC)
-    ran = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
-    return float(deadline) - ran
+    return float(deadline) - (time.time() - _stamp(start))
 
 
 def _pods_path(namespace: str, name: str = "") -> str:
