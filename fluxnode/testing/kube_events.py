@@ -55,7 +55,8 @@ def invalid_value(path: str, value: object, detail: str) -> Cause:
 
 
 def qualified_name_errors(value: str) -> list[str]:
-    """``validation.IsQualifiedName`` (apimachinery): ``[prefix/]name``."""
+    """``validation.IsQualifiedName`` (apimachinery): ``[prefix/]name``; the one copy
+    (Events' reportingController, a Job's onPodConditions types: kube_job_validation)."""
     parts = value.split("/")
     if len(parts) > 2:
         return [f"a qualified name {_QNAME_FMT} with an optional DNS subdomain prefix and '/' "
@@ -70,7 +71,8 @@ def qualified_name_errors(value: str) -> list[str]:
             errs.append(
                 "prefix part a lowercase RFC 1123 subdomain must consist of lower case "
                 "alphanumeric characters, '-' or '.', and must start and end with an "
-                "alphanumeric character"
+                "alphanumeric character (e.g. 'example.com', regex used for validation is "
+                "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
             )
     if not name:
         errs.append("name part must be non-empty")

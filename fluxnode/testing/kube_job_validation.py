@@ -14,8 +14,9 @@ What the rest of validateJobSpec checks (the pod template's own validation, sele
 
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from fluxnode.testing.kube_events import qualified_name_errors
 
 ACTIONS = ("Count", "FailIndex", "FailJob", "Ignore")  # sets.List: sorted
 OPERATORS = ("In", "NotIn")
@@ -23,11 +24,6 @@ STATUSES = ("False", "True", "Unknown")
 MAX_RULES = 20  # maxPodFailurePolicyRules
 MAX_VALUES = 255  # maxPodFailurePolicyOnExitCodesValues
 MAX_PATTERNS = 20  # maxPodFailurePolicyOnPodConditionsPatterns
-
-# a qualified name (apimachinery IsQualifiedName): an optional DNS subdomain prefix and a
-# name of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric
-_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _go(value: Any) -> str:
@@ -52,35 +48,6 @@ def _required_valid(values: tuple[str, ...]) -> str:
 
 def _unsupported(value: Any, values: tuple[str, ...]) -> str:
     return f"Unsupported value: {_go(value)}: supported values: {_quoted(values)}"
-
-
-def _qualified_name(value: str) -> list[str]:
-    """apimachinery IsQualifiedName's messages for `value`."""
-    prefix, _, name = value.rpartition("/")
-    if value.count("/") > 1:
-        return ["a qualified name must consist of alphanumeric characters, '-', '_' or '.', "
-                "and must start and end with an alphanumeric character (e.g. 'MyName',  or "
-                "'my.name',  or '123-abc', regex used for validation is "
-                "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain "
-                "prefix and '/' (e.g. 'example.com/MyName')"]
-    errors = []
-    if "/" in value and not prefix:
-        errors.append("prefix part must be non-empty")
-    if not name:
-        errors.append("name part must be non-empty")
-    elif len(name) > 63:
-        errors.append("name part must be no more than 63 characters")
-    elif not _NAME.match(name):
-        errors.append("name part must consist of alphanumeric characters, '-', '_' or '.', "
-                      "and must start and end with an alphanumeric character (e.g. "
-                      "'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
-                      "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
-    if prefix and (len(prefix) > 253 or not _PREFIX.match(prefix)):
-        errors.append("prefix part a lowercase RFC 1123 subdomain must consist of lower case "
-                      "alphanumeric characters, '-' or '.', and must start and end with an "
-                      "alphanumeric character (e.g. 'example.com', regex used for validation "
-                      "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
-    return errors
 
 
 def _on_exit_codes(req: dict, where: str, containers: set[str]) -> list[tuple[str, str]]:
@@ -123,7 +90,7 @@ def _on_pod_conditions(patterns: list, where: str) -> list[tuple[str, str]]:
                        "items"))
     for j, pattern in enumerate(patterns):
         type_ = str(pattern.get("type") or "")
-        for message in _qualified_name(type_):
+        for message in qualified_name_errors(type_):
             causes.append((f"{where}[{j}].type", f"Invalid value: {_go(type_)}: {message}"))
         status = pattern.get("status") or ""
         if not status:
