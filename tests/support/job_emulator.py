@@ -22,3 +22,13 @@ def job_emulator(tmp_path: Path, **options: object) -> Iterator[KubeEmulator]:
                       **options) as emulator:  # type: ignore[arg-type]
         yield emulator
         assert emulator.job_controller is not None and emulator.job_controller.errors == []
+
+
+def job_pods(kube: KubeEmulator, job: str) -> list[dict]:
+    """The pods of Job `job` in namespace default, by the label the controller gives them."""
+    return kube.list("pods", "default", label_selector=f"batch.kubernetes.io/job-name={job}")
+
+
+def job_status(kube: KubeEmulator, job: str) -> dict:
+    """Job `job`'s status as stored ({} before the controller wrote one)."""
+    return kube.get("jobs.batch", job, "default").get("status") or {}

@@ -17,13 +17,11 @@ import time
 
 import pytest
 from kubernetes import client
-from support.job_emulator import job_emulator
+from support.job_emulator import job_emulator, job_pods
 
 from fluxnode.testing.kube_emulator import KubeEmulator
 from fluxnode.testing.kube_job_controller import Backoff
 from fluxnode.testing.waiting import wait_for
-
-NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 def _stamp(at: float) -> str:
@@ -77,12 +75,8 @@ def _job(name: str, **spec: object) -> dict:
                                            "restartPolicy": "Never"}}, **spec}}
 
 
-def _pods(kube: KubeEmulator, job: str) -> list[dict]:
-    return kube.list("pods", "default", label_selector=f"{NAME_LABEL}={job}")
-
-
 def _active(kube: KubeEmulator, job: str) -> list[dict]:
-    return [p for p in _pods(kube, job) if p["status"]["phase"] not in ("Succeeded", "Failed")]
+    return [p for p in job_pods(kube, job) if p["status"]["phase"] not in ("Succeeded", "Failed")]
 
 
 def _fail(kube: KubeEmulator, name: str) -> float:

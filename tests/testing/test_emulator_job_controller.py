@@ -14,7 +14,7 @@ import re
 
 import pytest
 from kubernetes import client
-from support.job_emulator import job_emulator
+from support.job_emulator import job_emulator, job_pods, job_status
 from support.kubectl import kubectl, parse_table
 from support.webhook_server import WebhookServer
 
@@ -43,20 +43,12 @@ def _job(name: str, **spec: object) -> dict:
                 "restartPolicy": "Never"}}, **spec}}
 
 
-def _pods(kube: KubeEmulator, job: str) -> list[dict]:
-    return kube.list("pods", "default", label_selector=f"{NAME_LABEL}={job}")
-
-
 def _active(kube: KubeEmulator, job: str) -> list[dict]:
-    return [p for p in _pods(kube, job) if p["status"]["phase"] not in ("Succeeded", "Failed")]
-
-
-def _status(kube: KubeEmulator, job: str) -> dict:
-    return kube.get("jobs.batch", job, "default").get("status") or {}
+    return [p for p in job_pods(kube, job) if p["status"]["phase"] not in ("Succeeded", "Failed")]
 
 
 def _conditions(kube: KubeEmulator, job: str) -> dict[str, tuple[str, str]]:
-    return {c["type"]: (c["status"], c["reason"]) for c in _status(kube, job).get("conditions",
+    return {c["type"]: (c["status"], c["reason"]) for c in job_status(kube, job).get("conditions",
                                                                                     [])}
 
 
@@ -67,7 +59,7 @@ def test_pods_up_to_parallelism_with_the_controllers_labels_then_complete(kube, 
     assert made.spec.selector.match_labels == {UID_LABEL: uid}
     assert made.spec.backoff_limit == 6 and made.spec.completion_mode == "NonIndexed"
     wait_for(lambda: len(_active(kube, "train")) == 2, 10, what="two pods")
-    pods = _pods(kube, "train")
+    pods = job_pods(kube, "train")
     for pod in pods:
         assert re.fullmatch(r"train-[a-z0-9]{5}", pod["metadata"]["name"])
         assert pod["metadata"]["labels"] == {"app": "train", UID_LABEL: uid, NAME_LABEL: "train",
@@ -75,20 +67,20 @@ def test_pods_up_to_parallelism_with_the_controllers_labels_then_complete(kube, 
         assert pod["metadata"]["ownerReferences"] == [{
             "apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": uid,
             "controller": True, "blockOwnerDeletion": True}]
-    wait_for(lambda: _status(kube, "train").get("active") == 2, 10, what="active 2")
-    assert _status(kube, "train")["startTime"]
+    wait_for(lambda: job_status(kube, "train").get("active") == 2, 10, what="active 2")
+    assert job_status(kube, "train")["startTime"]
     kube.set_pod_phase(pods[0]["metadata"]["name"], "Succeeded")  # the kubelet's part
-    wait_for(lambda: len(_pods(kube, "train")) == 3, 10, what="a third pod")
-    wait_for(lambda: (_status(kube, "train").get("succeeded"), _status(kube, "train").get(
+    wait_for(lambda: len(job_pods(kube, "train")) == 3, 10, what="a third pod")
+    wait_for(lambda: (job_status(kube, "train").get("succeeded"), job_status(kube, "train").get(
         "active")) == (1, 2), 10, what="succeeded 1, active 2")
     for pod in _active(kube, "train"):
         kube.set_pod_phase(pod["metadata"]["name"], "Succeeded")
     wait_for(lambda: "Complete" in _conditions(kube, "train"), 10, what="Complete")
     assert _conditions(kube, "train") == {"SuccessCriteriaMet": ("True", "CompletionsReached"),
                                           "Complete": ("True", "CompletionsReached")}
-    status = _status(kube, "train")
+    status = job_status(kube, "train")
     assert status["succeeded"] == 3 and "active" not in status and status["completionTime"]
-    assert len(_pods(kube, "train")) == 3  # no more pods after completion
+    assert len(job_pods(kube, "train")) == 3  # no more pods after completion
     rows = parse_table(kubectl(kube, "get", "jobs").check().stdout)[0]
     assert [(r["NAME"], r["STATUS"], r["COMPLETIONS"]) for r in rows] == [
         ("train", "Complete", "3/3")]
@@ -98,7 +90,7 @@ def test_an_indexed_job_names_and_marks_each_pods_index(kube, batch):
     batch.create_namespaced_job("default", _job("idx", completions=3, parallelism=2,
                                                  completionMode="Indexed"))
     wait_for(lambda: len(_active(kube, "idx")) == 2, 10, what="two pods")
-    by_index = {int(p["metadata"]["annotations"][INDEX]): p for p in _pods(kube, "idx")}
+    by_index = {int(p["metadata"]["annotations"][INDEX]): p for p in job_pods(kube, "idx")}
     assert sorted(by_index) == [0, 1]  # the lowest indexes first
     for index, pod in by_index.items():
         assert re.fullmatch(rf"idx-{index}-[a-z0-9]{{5}}", pod["metadata"]["name"])
@@ -110,7 +102,7 @@ def test_an_indexed_job_names_and_marks_each_pods_index(kube, batch):
     kube.set_pod_phase(by_index[0]["metadata"]["name"], "Succeeded")
     wait_for(lambda: {int(p["metadata"]["annotations"][INDEX]) for p in _active(kube, "idx")}
              == {1, 2}, 10, what="index 2 started")
-    wait_for(lambda: _status(kube, "idx").get("completedIndexes") == "0", 10,
+    wait_for(lambda: job_status(kube, "idx").get("completedIndexes") == "0", 10,
              what="completedIndexes 0")
 
 
@@ -118,19 +110,19 @@ def test_suspend_resume_and_suspend_again(kube, batch):
     batch.create_namespaced_job("default", _job("s", parallelism=2, completions=4, suspend=True))
     wait_for(lambda: "Suspended" in _conditions(kube, "s"), 10, what="Suspended")
     assert _conditions(kube, "s") == {"Suspended": ("True", "JobSuspended")}
-    assert _pods(kube, "s") == [] and "startTime" not in _status(kube, "s")
+    assert job_pods(kube, "s") == [] and "startTime" not in job_status(kube, "s")
     assert parse_table(kubectl(kube, "get", "jobs").check().stdout)[0][0]["STATUS"] == \
         "Suspended"
     batch.patch_namespaced_job("s", "default", {"spec": {"suspend": False}})
     wait_for(lambda: len(_active(kube, "s")) == 2, 10, what="two pods on resume")
     wait_for(lambda: _conditions(kube, "s") == {"Suspended": ("False", "JobResumed")}, 10,
              what="JobResumed")
-    assert _status(kube, "s")["startTime"]
+    assert job_status(kube, "s")["startTime"]
     batch.patch_namespaced_job("s", "default", {"spec": {"suspend": True}})
-    wait_for(lambda: _pods(kube, "s") == [], 10, what="the active pods deleted")
+    wait_for(lambda: job_pods(kube, "s") == [], 10, what="the active pods deleted")
     wait_for(lambda: _conditions(kube, "s") == {"Suspended": ("True", "JobSuspended")}, 10,
              what="suspended again")
-    wait_for(lambda: "active" not in _status(kube, "s"), 10, what="active 0")
+    wait_for(lambda: "active" not in job_status(kube, "s"), 10, what="active 0")
 
 
 def test_more_failures_than_the_backoff_limit_fail_the_job(kube, batch):
@@ -140,14 +132,14 @@ def test_more_failures_than_the_backoff_limit_fail_the_job(kube, batch):
     batch.create_namespaced_job("default", _job("f", backoffLimit=1))
     wait_for(lambda: len(_active(kube, "f")) == 1, 10, what="a pod")
     kube.set_pod_phase(_active(kube, "f")[0]["metadata"]["name"], "Failed")
-    wait_for(lambda: len(_active(kube, "f")) == 1 and len(_pods(kube, "f")) == 2, 10,
+    wait_for(lambda: len(_active(kube, "f")) == 1 and len(job_pods(kube, "f")) == 2, 10,
              what="a replacement")
     assert "Failed" not in _conditions(kube, "f")
     kube.set_pod_phase(_active(kube, "f")[0]["metadata"]["name"], "Failed")
     wait_for(lambda: "Failed" in _conditions(kube, "f"), 10, what="Failed")
     assert _conditions(kube, "f") == {"FailureTarget": ("True", "BackoffLimitExceeded"),
                                       "Failed": ("True", "BackoffLimitExceeded")}
-    assert _status(kube, "f")["failed"] == 2 and len(_pods(kube, "f")) == 2
+    assert job_status(kube, "f")["failed"] == 2 and len(job_pods(kube, "f")) == 2
     assert parse_table(kubectl(kube, "get", "jobs").check().stdout)[0][0]["STATUS"] == "Failed"
 
 
@@ -157,8 +149,8 @@ def test_ready_pods_are_counted(kube, batch):
     name = _active(kube, "r")[0]["metadata"]["name"]
     kube.patch("pods", name, {"status": {"phase": "Running", "conditions": [
         {"type": "Ready", "status": "True"}]}}, "default", "merge")
-    wait_for(lambda: _status(kube, "r").get("ready") == 1, 10, what="ready 1")
-    assert _status(kube, "r")["active"] == 2
+    wait_for(lambda: job_status(kube, "r").get("ready") == 1, 10, what="ready 1")
+    assert job_status(kube, "r")["active"] == 2
 
 
 def test_the_controllers_pods_go_through_admission_webhooks(kube, batch, tmp_path):
@@ -177,8 +169,8 @@ def test_the_controllers_pods_go_through_admission_webhooks(kube, batch, tmp_pat
                 "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
                            "resources": ["pods"]}]}]})
         batch.create_namespaced_job("default", _job("w"))
-        wait_for(lambda: len(_pods(kube, "w")) == 1, 10, what="a pod")
-        [pod] = _pods(kube, "w")
+        wait_for(lambda: len(job_pods(kube, "w")) == 1, 10, what="a pod")
+        [pod] = job_pods(kube, "w")
         assert pod["spec"]["schedulingGates"] == [{"name": "fluxnode.io/queue"}]
         assert pod["status"]["conditions"][0]["reason"] == "SchedulingGated"
         [review] = server.reviews
@@ -198,7 +190,7 @@ def test_the_controllers_requests_are_authorized_as_its_service_account(kube, ba
     controller = kube.job_controller
     assert controller is not None
     wait_for(lambda: controller.errors, 10, what="the controller's refused pod create")
-    assert _pods(kube, "w") == []
+    assert job_pods(kube, "w") == []
     where, _, status = controller.errors[0].partition(": 403 ")
     assert where == "default/w"
     assert json.loads(status)["message"] == (
@@ -208,21 +200,21 @@ def test_the_controllers_requests_are_authorized_as_its_service_account(kube, ba
     kube.allow(rule)
     controller.errors.clear()
     batch.patch_namespaced_job("w", "default", {"metadata": {"labels": {"retry": "1"}}})
-    wait_for(lambda: len(_pods(kube, "w")) == 1, 10, what="the pod once allowed")
+    wait_for(lambda: len(job_pods(kube, "w")) == 1, 10, what="the pod once allowed")
 
 
 def test_a_deleted_jobs_pods_are_orphaned_by_default_and_deleted_by_kubectl(kube, batch):
     for name in ("keep", "drop"):
         batch.create_namespaced_job("default", _job(name))
-    wait_for(lambda: len(_pods(kube, "keep")) == 1 and len(_pods(kube, "drop")) == 1, 10,
+    wait_for(lambda: len(job_pods(kube, "keep")) == 1 and len(job_pods(kube, "drop")) == 1, 10,
              what="a pod each")
     batch.delete_namespaced_job("keep", "default")  # no policy: batch/v1 orphans
-    wait_for(lambda: "ownerReferences" not in _pods(kube, "keep")[0]["metadata"], 10,
+    wait_for(lambda: "ownerReferences" not in job_pods(kube, "keep")[0]["metadata"], 10,
              what="the pod orphaned")
     assert kubectl(kube, "delete", "job", "drop").check().stdout == \
         'job.batch "drop" deleted from default namespace\n'
-    wait_for(lambda: _pods(kube, "drop") == [], 10, what="the pod deleted (Background)")
-    assert len(_pods(kube, "keep")) == 1
+    wait_for(lambda: job_pods(kube, "drop") == [], 10, what="the pod deleted (Background)")
+    assert len(job_pods(kube, "keep")) == 1
 
 
 def _seconds(stamp: str) -> float:
@@ -242,30 +234,30 @@ def test_active_deadline_fails_the_job_and_deletes_its_pods(kube, batch):
     batch.create_namespaced_job("default", _job("held", activeDeadlineSeconds=1, suspend=True))
     message = "Job was active longer than specified deadline"
     wait_for(lambda: "FailureTarget" in _conditions(kube, "d"), 20, what="FailureTarget")
-    status = _status(kube, "d")
+    status = job_status(kube, "d")
     target = next(c for c in status["conditions"] if c["type"] == "FailureTarget")
     assert (target["status"], target["reason"], target["message"]) == \
         ("True", "DeadlineExceeded", message)
     # not before its deadline (whole seconds, as startTime is written)
     assert _seconds(target["lastTransitionTime"]) - _seconds(status["startTime"]) >= 1
     # its pods deleted: they terminate (the kubelet's part held), and no Failed meanwhile
-    wait_for(lambda: len(_pods(kube, "d")) == 2 and all(
-        p["metadata"].get("deletionTimestamp") for p in _pods(kube, "d")), 10,
+    wait_for(lambda: len(job_pods(kube, "d")) == 2 and all(
+        p["metadata"].get("deletionTimestamp") for p in job_pods(kube, "d")), 10,
         what="both pods terminating")
-    wait_for(lambda: _status(kube, "d").get("terminating") == 2, 10, what="terminating 2")
-    assert "Failed" not in _conditions(kube, "d") and "active" not in _status(kube, "d")
+    wait_for(lambda: job_status(kube, "d").get("terminating") == 2, 10, what="terminating 2")
+    assert "Failed" not in _conditions(kube, "d") and "active" not in job_status(kube, "d")
     assert kube.finish_terminations() == 2
     wait_for(lambda: "Failed" in _conditions(kube, "d"), 10, what="Failed")
     assert _conditions(kube, "d") == {"FailureTarget": ("True", "DeadlineExceeded"),
                                       "Failed": ("True", "DeadlineExceeded")}
-    failed = next(c for c in _status(kube, "d")["conditions"] if c["type"] == "Failed")
-    assert failed["message"] == message and _pods(kube, "d") == []
+    failed = next(c for c in job_status(kube, "d")["conditions"] if c["type"] == "Failed")
+    assert failed["message"] == message and job_pods(kube, "d") == []
     assert parse_table(kubectl(kube, "get", "jobs", "d").check().stdout)[0][0]["STATUS"] == \
         "Failed"
     # a suspended Job's deadline does not run: well past its second, it is only Suspended
     wait_for(lambda: "Suspended" in _conditions(kube, "held"), 10, what="held Suspended")
     assert _conditions(kube, "held") == {"Suspended": ("True", "JobSuspended")}
-    assert "startTime" not in _status(kube, "held")
+    assert "startTime" not in job_status(kube, "held")
 
 
 def test_active_deadline_counts_from_the_resume(kube, batch):
@@ -274,7 +266,7 @@ def test_active_deadline_counts_from_the_resume(kube, batch):
     wait_for(lambda: "Suspended" in _conditions(kube, "r"), 10, what="Suspended")
     batch.patch_namespaced_job("r", "default", {"spec": {"suspend": False}})
     wait_for(lambda: "Failed" in _conditions(kube, "r"), 20, what="Failed")
-    status = _status(kube, "r")
+    status = job_status(kube, "r")
     failed = next(c for c in status["conditions"] if c["type"] == "Failed")
     resumed = next(c for c in status["conditions"] if c["type"] == "Suspended")
     assert (resumed["status"], resumed["reason"], failed["reason"]) == \
@@ -293,13 +285,13 @@ def test_pod_creation_stops_at_the_first_batch_with_a_failure(kube, batch):
     assert controller is not None
     wait_for(lambda: controller.errors, 10, what="the controller's refused pod create")
     assert kube.count_requests("create", "pods") == 1
-    assert _pods(kube, "w") == []
+    assert job_pods(kube, "w") == []
     kube.allow(rule)
     controller.errors.clear()
     batch.patch_namespaced_job("w", "default", {"metadata": {"labels": {"retry": "1"}}})
-    wait_for(lambda: _status(kube, "w").get("active") == 8, 10,
+    wait_for(lambda: job_status(kube, "w").get("active") == 8, 10,
              what="the 8 pods once allowed, in the Job's status")
-    assert len(_pods(kube, "w")) == 8
+    assert len(job_pods(kube, "w")) == 8
     assert kube.count_requests("create", "pods") == 1 + 8
 
 
@@ -319,16 +311,16 @@ def test_lowering_parallelism_deletes_the_pods_least_worth_keeping(kube, batch):
     batch.create_namespaced_job("default", _job("low", completions=4, parallelism=4,
                                                  completionMode="Indexed"))
     wait_for(lambda: len(_active(kube, "low")) == 4, 10, what="four pods")
-    by_index = {_index_of(p): p["metadata"]["name"] for p in _pods(kube, "low")}
+    by_index = {_index_of(p): p["metadata"]["name"] for p in job_pods(kube, "low")}
     _running(kube, by_index[1], ready=False)
     for index in (0, 3):
         _running(kube, by_index[index], ready=True)
-    wait_for(lambda: _status(kube, "low").get("ready") == 2, 10, what="ready 2")
+    wait_for(lambda: job_status(kube, "low").get("ready") == 2, 10, what="ready 2")
     batch.patch_namespaced_job("low", "default", {"spec": {"parallelism": 2}})
-    wait_for(lambda: sorted(_index_of(p) for p in _pods(kube, "low")
+    wait_for(lambda: sorted(_index_of(p) for p in job_pods(kube, "low")
                             if not p["metadata"].get("deletionTimestamp")) == [0, 3], 10,
              what="indexes 1 and 2 deleted")
-    wait_for(lambda: _status(kube, "low").get("active") == 2, 10, what="active 2")
+    wait_for(lambda: job_status(kube, "low").get("active") == 2, 10, what="active 2")
     # raised again: the missing indexes, lowest first, up to the new parallelism
     batch.patch_namespaced_job("low", "default", {"spec": {"parallelism": 3}})
     wait_for(lambda: sorted(_index_of(p) for p in _active(kube, "low")) == [0, 1, 3], 10,
@@ -342,7 +334,7 @@ def test_a_duplicated_index_keeps_the_pod_worth_keeping(kube, batch):
     job = batch.create_namespaced_job("default", _job("dup", completions=2, parallelism=2,
                                                        completionMode="Indexed"))
     wait_for(lambda: len(_active(kube, "dup")) == 2, 10, what="two pods")
-    (first,) = [p for p in _pods(kube, "dup") if _index_of(p) == 0]
+    (first,) = [p for p in job_pods(kube, "dup") if _index_of(p) == 0]
     _running(kube, first["metadata"]["name"], ready=True)
     twin = {k: first[k] for k in ("apiVersion", "kind", "spec")}
     twin["spec"] = {k: v for k, v in first["spec"].items() if k != "nodeName"}
@@ -352,11 +344,11 @@ def test_a_duplicated_index_keeps_the_pod_worth_keeping(kube, batch):
                                              "name": "dup", "uid": job.metadata.uid,
                                              "controller": True, "blockOwnerDeletion": True}]}
     kube.create("pods", twin, "default")
-    wait_for(lambda: "dup-0-twin" not in {p["metadata"]["name"] for p in _pods(kube, "dup")
+    wait_for(lambda: "dup-0-twin" not in {p["metadata"]["name"] for p in job_pods(kube, "dup")
                                           if not p["metadata"].get("deletionTimestamp")},
              10, what="the Pending twin deleted")
     assert first["metadata"]["name"] in {p["metadata"]["name"] for p in _active(kube, "dup")}
-    wait_for(lambda: _status(kube, "dup").get("active") == 2, 10, what="active 2")
+    wait_for(lambda: job_status(kube, "dup").get("active") == 2, 10, what="active 2")
 
 
 def test_a_work_queue_that_had_a_success_keeps_what_runs_when_lowered(kube, batch):
@@ -365,11 +357,11 @@ def test_a_work_queue_that_had_a_success_keeps_what_runs_when_lowered(kube, batc
     batch.create_namespaced_job("default", _job("wq", parallelism=3))
     wait_for(lambda: len(_active(kube, "wq")) == 3, 10, what="three pods")
     kube.set_pod_phase(_active(kube, "wq")[0]["metadata"]["name"], "Succeeded")
-    wait_for(lambda: _status(kube, "wq").get("succeeded") == 1, 10, what="succeeded 1")
+    wait_for(lambda: job_status(kube, "wq").get("succeeded") == 1, 10, what="succeeded 1")
     batch.patch_namespaced_job("wq", "default", {"spec": {"parallelism": 1}})
     wait_for(lambda: kube.get("jobs.batch", "wq", "default")["metadata"]["generation"] == 2,
              10, what="the lowered spec stored")
     kube.set_pod_phase(_active(kube, "wq")[0]["metadata"]["name"], "Running")  # a sync
-    wait_for(lambda: _status(kube, "wq").get("active") == 2, 10, what="active 2 synced")
-    assert not [p for p in _pods(kube, "wq") if p["metadata"].get("deletionTimestamp")]
+    wait_for(lambda: job_status(kube, "wq").get("active") == 2, 10, what="active 2 synced")
+    assert not [p for p in job_pods(kube, "wq") if p["metadata"].get("deletionTimestamp")]
     assert len(_active(kube, "wq")) == 2

@@ -20,12 +20,10 @@ import json
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from support.job_emulator import job_emulator
+from support.job_emulator import job_emulator, job_pods, job_status
 
 from fluxnode.testing.kube_emulator import KubeEmulator
 from fluxnode.testing.waiting import wait_for
-
-NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 @pytest.fixture
@@ -51,22 +49,14 @@ def _job(name: str, rules: list[dict], **spec: object) -> dict:
                 "podFailurePolicy": {"rules": rules}, **spec}}
 
 
-def _pods(kube: KubeEmulator, job: str) -> list[dict]:
-    return kube.list("pods", "default", label_selector=f"{NAME_LABEL}={job}")
-
-
 def _active(kube: KubeEmulator, job: str) -> list[dict]:
-    return [p for p in _pods(kube, job) if p["status"]["phase"] not in ("Succeeded", "Failed")
+    return [p for p in job_pods(kube, job) if p["status"]["phase"] not in ("Succeeded", "Failed")
             and not p["metadata"].get("deletionTimestamp")]
-
-
-def _status(kube: KubeEmulator, job: str) -> dict:
-    return kube.get("jobs.batch", job, "default").get("status") or {}
 
 
 def _conditions(kube: KubeEmulator, job: str) -> dict[str, tuple[str, str, str]]:
     return {c["type"]: (c["status"], c["reason"], c["message"])
-            for c in _status(kube, job).get("conditions", [])}
+            for c in job_status(kube, job).get("conditions", [])}
 
 
 def _now() -> str:
@@ -109,15 +99,15 @@ def test_a_failjob_rule_fails_the_job_once_its_pods_are_gone(kube, batch):
     wait_for(lambda: "FailureTarget" in _conditions(kube, "fj"), 10, what="FailureTarget")
     assert _conditions(kube, "fj")["FailureTarget"] == ("True", "PodFailurePolicy", message)
     # the two others deleted; Failed only once they are gone, and no replacement meanwhile
-    wait_for(lambda: _status(kube, "fj").get("terminating") == 2, 10, what="terminating 2")
-    assert "Failed" not in _conditions(kube, "fj") and len(_pods(kube, "fj")) == 3
-    assert _status(kube, "fj")["failed"] == 1
+    wait_for(lambda: job_status(kube, "fj").get("terminating") == 2, 10, what="terminating 2")
+    assert "Failed" not in _conditions(kube, "fj") and len(job_pods(kube, "fj")) == 3
+    assert job_status(kube, "fj")["failed"] == 1
     assert kube.finish_terminations() == 2
     wait_for(lambda: "Failed" in _conditions(kube, "fj"), 10, what="Failed")
     assert _conditions(kube, "fj") == {
         "FailureTarget": ("True", "PodFailurePolicy", message),
         "Failed": ("True", "PodFailurePolicy", message)}
-    assert [p["metadata"]["name"] for p in _pods(kube, "fj")] == [failing]
+    assert [p["metadata"]["name"] for p in job_pods(kube, "fj")] == [failing]
 
 
 def test_an_ignored_failure_is_replaced_and_not_counted(kube, batch):
@@ -137,13 +127,13 @@ def test_an_ignored_failure_is_replaced_and_not_counted(kube, batch):
         "lastTransitionTime": _now()}])
     wait_for(lambda: [p for p in _active(kube, "ig") if p["metadata"]["uid"]
                       != first["metadata"]["uid"]], 10, what="the replacement")
-    assert "failed" not in _status(kube, "ig") and _conditions(kube, "ig") == {}
+    assert "failed" not in job_status(kube, "ig") and _conditions(kube, "ig") == {}
     # a failure no rule matches is counted: past backoffLimit 0
     (second,) = _active(kube, "ig")
     _fail(kube, second["metadata"]["name"], 1)
     wait_for(lambda: "Failed" in _conditions(kube, "ig"), 10, what="Failed")
     assert _conditions(kube, "ig")["Failed"][:2] == ("True", "BackoffLimitExceeded")
-    assert _status(kube, "ig")["failed"] == 1
+    assert job_status(kube, "ig")["failed"] == 1
 
 
 def test_rules_are_matched_in_order_over_containers_then_init_containers(kube, batch):
@@ -160,11 +150,11 @@ def test_rules_are_matched_in_order_over_containers_then_init_containers(kube, b
     _fail(kube, first["metadata"]["name"], 3)
     wait_for(lambda: [p for p in _active(kube, "ord") if p["metadata"]["uid"]
                       != first["metadata"]["uid"]], 10, what="the replacement")
-    assert "failed" not in _status(kube, "ord")
+    assert "failed" not in job_status(kube, "ord")
     (second,) = _active(kube, "ord")
     # failed without a non-zero exit code anywhere (evicted before it ran): counted
     _fail(kube, second["metadata"]["name"], 0)
-    wait_for(lambda: _status(kube, "ord").get("failed") == 1, 10, what="failed 1")
+    wait_for(lambda: job_status(kube, "ord").get("failed") == 1, 10, what="failed 1")
     assert _conditions(kube, "ord") == {}
     wait_for(lambda: len(_active(kube, "ord")) == 1, 10, what="a third pod")
     (third,) = _active(kube, "ord")
@@ -174,7 +164,7 @@ def test_rules_are_matched_in_order_over_containers_then_init_containers(kube, b
         "True", "PodFailurePolicy", f"Container setup for pod default/"
         f"{third['metadata']['name']} failed with exit code 5 matching FailJob rule at "
         "index 1")
-    assert _status(kube, "ord")["failed"] == 2
+    assert job_status(kube, "ord")["failed"] == 2
 
 
 def test_a_terminating_pod_is_replaced_only_once_it_is_gone(kube, batch):
@@ -191,11 +181,11 @@ def test_a_terminating_pod_is_replaced_only_once_it_is_gone(kube, batch):
     (zero,) = [p for p in _active(kube, "rp")
                if p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == "0"]
     kube.delete("pods", zero["metadata"]["name"], "default", grace_period=30)
-    wait_for(lambda: _status(kube, "rp").get("terminating") == 1, 10, what="terminating 1")
-    assert _status(kube, "rp")["active"] == 1 and len(_pods(kube, "rp")) == 2
+    wait_for(lambda: job_status(kube, "rp").get("terminating") == 1, 10, what="terminating 1")
+    assert job_status(kube, "rp")["active"] == 1 and len(job_pods(kube, "rp")) == 2
     assert kube.finish_terminations() == 1
     wait_for(lambda: len(_active(kube, "rp")) == 2, 10, what="index 0 made again")
-    assert zero["metadata"]["uid"] not in {p["metadata"]["uid"] for p in _pods(kube, "rp")}
+    assert zero["metadata"]["uid"] not in {p["metadata"]["uid"] for p in job_pods(kube, "rp")}
 
 
 def _refused(batch, job: dict) -> str:

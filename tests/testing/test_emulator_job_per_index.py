@@ -19,13 +19,12 @@ import time
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from support.job_emulator import job_emulator
+from support.job_emulator import job_emulator, job_pods, job_status
 
 from fluxnode.testing.kube_emulator import KubeEmulator
 from fluxnode.testing.kube_job_controller import _intervals
 from fluxnode.testing.waiting import wait_for
 
-NAME_LABEL = "batch.kubernetes.io/job-name"
 INDEX = "batch.kubernetes.io/job-completion-index"
 FAILURES = "batch.kubernetes.io/job-index-failure-count"
 IGNORED = "batch.kubernetes.io/job-index-ignored-failure-count"
@@ -52,23 +51,15 @@ def _job(name: str, completions: int, **spec: object) -> dict:
                      "parallelism": completions, **spec}}
 
 
-def _pods(kube: KubeEmulator, job: str) -> list[dict]:
-    return kube.list("pods", "default", label_selector=f"{NAME_LABEL}={job}")
-
-
 def _active(kube: KubeEmulator, job: str, index: int | None = None) -> list[dict]:
-    return [p for p in _pods(kube, job) if p["status"]["phase"] not in ("Succeeded", "Failed")
+    return [p for p in job_pods(kube, job) if p["status"]["phase"] not in ("Succeeded", "Failed")
             and not p["metadata"].get("deletionTimestamp")
             and (index is None or p["metadata"]["annotations"][INDEX] == str(index))]
 
 
-def _status(kube: KubeEmulator, job: str) -> dict:
-    return kube.get("jobs.batch", job, "default").get("status") or {}
-
-
 def _conditions(kube: KubeEmulator, job: str) -> dict[str, tuple[str, str, str]]:
     return {c["type"]: (c["status"], c["reason"], c["message"])
-            for c in _status(kube, job).get("conditions", [])}
+            for c in job_status(kube, job).get("conditions", [])}
 
 
 def _stamp(at: float) -> str:
@@ -113,9 +104,9 @@ def test_an_index_is_retried_up_to_its_limit_then_failed(kube, batch):
     # one failure of the index before it, and not before the index's 1 s backoff
     assert again["metadata"]["annotations"][FAILURES] == "1"
     assert _seconds(again["metadata"]["creationTimestamp"]) >= finished + 1
-    assert _status(kube, "pi").get("failedIndexes") == ""
+    assert job_status(kube, "pi").get("failedIndexes") == ""
     _end(kube, again, 1)  # its second failure: past backoffLimitPerIndex 1
-    wait_for(lambda: _status(kube, "pi").get("failedIndexes") == "1", 10,
+    wait_for(lambda: job_status(kube, "pi").get("failedIndexes") == "1", 10,
              what="failedIndexes 1")
     assert _active(kube, "pi", 1) == [] and "Failed" not in _conditions(kube, "pi")
     for index in (0, 2):  # the other indexes go on, and succeed
@@ -124,7 +115,7 @@ def test_an_index_is_retried_up_to_its_limit_then_failed(kube, batch):
     assert _conditions(kube, "pi") == {
         "FailureTarget": ("True", "FailedIndexes", "Job has failed indexes"),
         "Failed": ("True", "FailedIndexes", "Job has failed indexes")}
-    status = _status(kube, "pi")
+    status = job_status(kube, "pi")
     assert (status["completedIndexes"], status["failedIndexes"], status["failed"],
             status["succeeded"]) == ("0,2", "1", 2, 2)
     assert _active(kube, "pi", 1) == []
@@ -140,7 +131,7 @@ def test_failindex_fails_its_index_at_once_and_max_failed_indexes_the_job(kube, 
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}))
     wait_for(lambda: len(_active(kube, "fi")) == 3, 10, what="three pods")
     _end(kube, _active(kube, "fi", 0)[0], 42)
-    wait_for(lambda: _status(kube, "fi").get("failedIndexes") == "0", 10,
+    wait_for(lambda: job_status(kube, "fi").get("failedIndexes") == "0", 10,
              what="failedIndexes 0")
     assert _active(kube, "fi", 0) == [] and "Failed" not in _conditions(kube, "fi")
     (two,) = _active(kube, "fi", 2)
@@ -148,12 +139,12 @@ def test_failindex_fails_its_index_at_once_and_max_failed_indexes_the_job(kube, 
     wait_for(lambda: _active(kube, "fi", 2), 10, what="index 2 made again")
     annotations = _active(kube, "fi", 2)[0]["metadata"]["annotations"]
     assert (annotations[FAILURES], annotations[IGNORED]) == ("0", "1")
-    assert _status(kube, "fi")["failed"] == 1  # the ignored failure is not counted
+    assert job_status(kube, "fi")["failed"] == 1  # the ignored failure is not counted
     _end(kube, _active(kube, "fi", 1)[0], 42)
     wait_for(lambda: "Failed" in _conditions(kube, "fi"), 10, what="Failed")
     message = "Job has exceeded the specified maximal number of failed indexes"
     assert _conditions(kube, "fi")["Failed"] == ("True", "MaxFailedIndexesExceeded", message)
-    assert _status(kube, "fi")["failedIndexes"] == "0,1" and _active(kube, "fi") == []
+    assert job_status(kube, "fi")["failedIndexes"] == "0,1" and _active(kube, "fi") == []
 
 
 def _refused(batch, job: dict) -> str:
